@@ -1,0 +1,139 @@
+# libkprobes — Kprobes for Linux user space on x86-64.
+#
+#   make          library, CLI, examples into build/
+#   make check    install missing Debian packages, build, run every test
+#   make bench    overhead table (build/kprobes-bench)
+#   make demo     a bundled program probed end to end
+#   make install  PREFIX=/usr/local DESTDIR=
+
+PREFIX  ?= /usr/local
+DESTDIR ?=
+B       := build
+VERSION := 0.1.0
+SONAME  := libkprobes.so.0
+
+CC      ?= cc
+CXX     ?= c++
+CFLAGS  ?= -O2 -g
+WARN    := -Wall -Wextra -Wno-unused-parameter -Wshadow -Wstrict-prototypes
+BASE    := -std=gnu11 -D_GNU_SOURCE -Iinclude -Isrc $(WARN) -fno-omit-frame-pointer
+LIBFLAGS := $(BASE) -fPIC -fvisibility=hidden -fno-reorder-functions -fno-reorder-blocks-and-partition
+# All library code goes to one section, kprobes_text, whose bounds
+# (__start_kprobes_text/__stop_kprobes_text) the blacklist uses.
+TEXTSEC := objcopy --rename-section .text=kprobes_text,alloc,load,readonly,code,contents
+LIBS    := -lZydis -lelf -ldw -lpthread -ldl
+
+LIB_SRC := $(sort $(wildcard src/core/*.c src/arch/x86_64/*.c src/os/linux/*.c src/elf/*.c))
+LIB_ASM := $(sort $(wildcard src/arch/x86_64/*.S))
+LIB_OBJ := $(LIB_SRC:%.c=$(B)/obj/%.o) $(LIB_ASM:%.S=$(B)/obj/%.o)
+ASAN_OBJ := $(LIB_SRC:%.c=$(B)/asan/%.o) $(LIB_ASM:%.S=$(B)/asan/%.o)
+
+TEST_SRC := $(sort $(wildcard tests/test_*.c))
+TEST_BIN := $(TEST_SRC:tests/%.c=$(B)/tests/%)
+TEST_ASAN := $(TEST_SRC:tests/%.c=$(B)/tests-asan/%)
+TEST_HELPERS := $(sort $(wildcard tests/helpers/*.c tests/helpers/*.S))
+
+EXAMPLES := $(patsubst examples/%.c,$(B)/examples/%,$(sort $(wildcard examples/*.c)))
+
+SAN     := -fsanitize=address,undefined -fno-sanitize-recover=undefined
+
+.PHONY: all lib check deps test test-asan bench demo install clean examples
+
+all: lib $(B)/libkprobes.pc examples
+
+lib: $(B)/libkprobes.so $(B)/libkprobes.a
+
+$(B)/obj/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LIBFLAGS) -MMD -MP -c $< -o $@
+	$(TEXTSEC) $@
+
+$(B)/obj/%.o: %.S
+	@mkdir -p $(dir $@)
+	$(CC) $(LIBFLAGS) -c $< -o $@
+	$(TEXTSEC) $@
+
+$(B)/asan/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) -O1 -g $(LIBFLAGS) $(SAN) -MMD -MP -c $< -o $@
+	$(TEXTSEC) $@
+
+$(B)/asan/%.o: %.S
+	@mkdir -p $(dir $@)
+	$(CC) $(LIBFLAGS) -c $< -o $@
+	$(TEXTSEC) $@
+
+$(B)/libkprobes.so.$(VERSION): $(LIB_OBJ)
+	$(CC) -shared -Wl,-soname,$(SONAME) -Wl,-z,now -o $@ $^ $(LIBS)
+
+$(B)/libkprobes.so: $(B)/libkprobes.so.$(VERSION)
+	ln -sf libkprobes.so.$(VERSION) $(B)/$(SONAME)
+	ln -sf libkprobes.so.$(VERSION) $@
+
+$(B)/libkprobes.a: $(LIB_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(B)/libkprobes-asan.a: $(ASAN_OBJ)
+	@rm -f $@
+	ar rcs $@ $^
+
+$(B)/libkprobes.pc: scripts/libkprobes.pc.in Makefile
+	@mkdir -p $(B)
+	sed -e 's|@PREFIX@|$(PREFIX)|' -e 's|@VERSION@|$(VERSION)|' $< > $@
+
+examples: $(EXAMPLES)
+
+$(B)/examples/%: examples/%.c $(B)/libkprobes.a include/kprobes.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(BASE) -o $@ $< $(B)/libkprobes.a $(LIBS)
+
+# Tests link the static library so that its signal interposition comes first
+# in symbol lookup, exactly as it does for a program linked with -lkprobes.
+$(B)/tests/%: tests/%.c $(TEST_HELPERS) tests/testutil.h $(B)/libkprobes.a
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(BASE) -Itests -o $@ $< $(TEST_HELPERS) $(B)/libkprobes.a $(LIBS) -lcriterion
+
+$(B)/tests-asan/%: tests/%.c $(TEST_HELPERS) tests/testutil.h $(B)/libkprobes-asan.a
+	@mkdir -p $(dir $@)
+	$(CC) -O1 -g $(BASE) $(SAN) -Itests -o $@ $< $(TEST_HELPERS) $(B)/libkprobes-asan.a $(LIBS) -lcriterion
+
+deps:
+	@sh scripts/install-deps.sh
+
+check: deps
+	@$(MAKE) --no-print-directory all $(TEST_BIN) $(TEST_ASAN)
+	@sh scripts/run-tests.sh $(B)
+
+bench: lib
+	@$(MAKE) --no-print-directory $(B)/kprobes-bench
+	$(B)/kprobes-bench
+
+$(B)/kprobes-bench: $(sort $(wildcard bench/*.c bench/*.S)) $(B)/libkprobes.a
+	@mkdir -p $(B)
+	$(CC) -O2 -g $(BASE) -o $@ $(filter %.c %.S,$^) $(B)/libkprobes.a $(LIBS) -lm
+
+demo: all
+	@$(MAKE) --no-print-directory $(B)/demo
+	$(B)/demo
+
+$(B)/demo: examples/demo/demo.c $(B)/libkprobes.a
+	@mkdir -p $(B)
+	$(CC) -O2 -g $(BASE) -o $@ $< $(B)/libkprobes.a $(LIBS)
+
+install: all
+	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig \
+	           $(DESTDIR)$(PREFIX)/share/man/man3
+	install -m 644 include/kprobes.h $(DESTDIR)$(PREFIX)/include/
+	install -m 755 $(B)/libkprobes.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/
+	ln -sf libkprobes.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/$(SONAME)
+	ln -sf libkprobes.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/libkprobes.so
+	install -m 644 $(B)/libkprobes.a $(DESTDIR)$(PREFIX)/lib/
+	install -m 644 $(B)/libkprobes.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/
+	install -m 644 docs/kprobes.3 $(DESTDIR)$(PREFIX)/share/man/man3/
+	if [ -x $(B)/kprobe ]; then install -d $(DESTDIR)$(PREFIX)/bin && install -m 755 $(B)/kprobe $(DESTDIR)$(PREFIX)/bin/; fi
+
+clean:
+	rm -rf $(B)
+
+-include $(shell find $(B) -name '*.d' 2>/dev/null)

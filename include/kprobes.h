@@ -1,0 +1,129 @@
+/*
+ * libkprobes — Kprobes for Linux user-space processes on x86-64.
+ *
+ * Break into almost any instruction of the running process and run a
+ * handler there, non-disruptively.  The API follows the kernel's Kprobes
+ * interface so that Kprobes users and examples feel at home; see
+ * docs/api.md for one mini man page per function.
+ *
+ * All functions return 0 or a negative errno.  Handlers run on the thread
+ * that hit the probe, possibly inside a signal handler: they must be
+ * async-signal-safe.
+ */
+#ifndef KPROBES_H
+#define KPROBES_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if !defined(__x86_64__)
+#error "libkprobes supports x86-64 only"
+#endif
+
+/* Registers at the probe, in the layout and with the names of Linux's
+ * struct pt_regs on x86-64.  Handlers may change them; the changes take
+ * effect when the probed thread resumes. */
+struct pt_regs {
+	unsigned long r15, r14, r13, r12, bp, bx;
+	unsigned long r11, r10, r9, r8, ax, cx, dx, si, di;
+	unsigned long orig_ax;	/* -1: not in a system call */
+	unsigned long ip, cs, flags, sp, ss;
+};
+
+#define regs_return_value(regs)		((regs)->ax)
+#define instruction_pointer(regs)	((regs)->ip)
+#define instruction_pointer_set(regs, v) ((void)((regs)->ip = (unsigned long)(v)))
+#define user_stack_pointer(regs)	((regs)->sp)
+
+/* The n-th (0-based) integer argument of a function entered at regs, by the
+ * SysV AMD64 ABI: rdi, rsi, rdx, rcx, r8, r9, then the stack. */
+unsigned long regs_get_kernel_argument(struct pt_regs *regs, unsigned int n);
+
+typedef unsigned char kprobe_opcode_t;
+
+struct kprobe;
+typedef int (*kprobe_pre_handler_t)(struct kprobe *, struct pt_regs *);
+typedef void (*kprobe_post_handler_t)(struct kprobe *, struct pt_regs *,
+				      unsigned long flags);
+typedef int (*kprobe_fault_handler_t)(struct kprobe *, struct pt_regs *,
+				      int trapnr);
+
+/* kprobe.flags */
+#define KPROBE_FLAG_GONE	1	/* the probed object was unloaded */
+#define KPROBE_FLAG_DISABLED	2	/* probe is temporarily disabled */
+#define KPROBE_FLAG_OPTIMIZED	4	/* probe is jump-optimized */
+
+struct kprobe {
+	/* Where: addr, or symbol_name (+ offset) — never both. */
+	kprobe_opcode_t *addr;
+	const char *symbol_name;	/* "name" or "object:name" */
+	unsigned int offset;
+
+	kprobe_pre_handler_t pre_handler;
+	kprobe_post_handler_t post_handler;
+	kprobe_fault_handler_t fault_handler;
+
+	unsigned long nmissed;		/* hits that could not run handlers */
+	unsigned int flags;		/* KPROBE_FLAG_* */
+
+	/* Saved first byte of the probed instruction (filled on register). */
+	kprobe_opcode_t opcode;
+
+	/* Private to libkprobes: do not touch. */
+	struct kprobe *__next;
+	void *__pp;
+	unsigned int __state;
+	unsigned int __type;
+	void *__reserved[4];
+};
+
+/* Registers p; on success the probe is armed and p->addr holds the resolved
+ * address.  -EINVAL: both or neither of addr/symbol_name, blacklisted or
+ * non-executable address, unprobeable instruction, p already registered;
+ * -ENOENT: unknown symbol; -EILSEQ: addr is not an instruction boundary. */
+int register_kprobe(struct kprobe *p);
+/* Removes p; when it returns no handler of p runs any more.  Unregistering
+ * a probe that is not registered just clears p->addr. */
+void unregister_kprobe(struct kprobe *p);
+/* All or none: on the first failure the ones before are unregistered and
+ * that error is returned. */
+int register_kprobes(struct kprobe **kps, int num);
+void unregister_kprobes(struct kprobe **kps, int num);
+/* Temporarily disarm / re-arm a registered probe (-EINVAL if unregistered). */
+int disable_kprobe(struct kprobe *p);
+int enable_kprobe(struct kprobe *p);
+
+/* Put fn on the blacklist: any probe inside it is refused with -EINVAL. */
+void __kprobes_blacklist_add(const void *fn);
+#define __KP_CAT2(a, b) a##b
+#define __KP_CAT(a, b) __KP_CAT2(a, b)
+#define NOKPROBE_SYMBOL(fn)						\
+	static void __attribute__((constructor, used))			\
+	__KP_CAT(__kprobes_nokprobe_, __LINE__)(void)			\
+	{ __kprobes_blacklist_add((const void *)(fn)); }
+
+/* The list of registered probes, one line each, as Kprobes' debugfs list:
+ * "ADDRESS  TYPE  SYMBOL+0xOFF  [OBJECT]  [GONE] [DISABLED] [OPTIMIZED]".
+ * Returns 0 or a negative errno. */
+int kprobes_list(FILE *out);
+
+/* The global "enabled" knob: off disarms every probe without touching
+ * their own disabled state; on re-arms them.  KPROBES_ENABLED=0|1. */
+void kprobes_set_enabled(bool on);
+bool kprobes_enabled(void);
+
+/* The "optimization" knob (KPROBES_OPTIMIZATION=0|1). */
+void kprobes_set_optimization(bool on);
+bool kprobes_optimization(void);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* KPROBES_H */

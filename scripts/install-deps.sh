@@ -1,0 +1,20 @@
+#!/bin/sh
+# Installs the Debian 12 packages libkprobes needs to build and test.
+# As root it uses apt-get; otherwise it names what is missing and fails.
+set -e
+PKGS="gcc make pkg-config libzydis-dev libelf-dev libdw-dev libcriterion-dev g++"
+missing=""
+for p in $PKGS; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+[ -z "$missing" ] && exit 0
+if [ "$(id -u)" = 0 ]; then
+    echo "installing:$missing"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq || true
+    apt-get install -y -qq --no-install-recommends $missing >/dev/null
+else
+    echo "libkprobes needs these Debian packages:$missing" >&2
+    echo "install them with: sudo apt-get install$missing" >&2
+    exit 1
+fi

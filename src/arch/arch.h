@@ -1,0 +1,42 @@
+/* The contract between the core and an architecture.
+ *
+ * The core decides what is probed and which handlers run; the architecture
+ * decodes instructions, owns the out-of-line slots, patches code and turns a
+ * trap into calls of the core's dispatch functions. */
+#ifndef KP_ARCH_H
+#define KP_ARCH_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "arch/x86_64/insn.h"	/* struct arch_insn */
+
+struct kp_probepoint;
+
+/* Decodes the instruction at pp->addr, which lies in the function
+ * [func, func+func_size) (func_size 0: unknown, decode from addr), and builds
+ * its out-of-line slot.  -EILSEQ: not an instruction boundary; -EINVAL: the
+ * instruction cannot be probed; -ENOMEM. */
+int arch_prepare_probepoint(struct kp_probepoint *pp, uintptr_t func, size_t func_size);
+
+/* The probepoint will not be hit any more (disarmed, out of the table, a
+ * grace period passed): its slot and pp itself are freed once no thread can
+ * be inside the slot any more. */
+void arch_retire_probepoint(struct kp_probepoint *pp);
+
+/* Writes / removes breakpoints at n probepoints, with one core
+ * synchronization for the batch. */
+int arch_arm(struct kp_probepoint **pps, int n);
+int arch_disarm(struct kp_probepoint **pps, int n);
+
+/* The original byte at addr if a probe is armed there, else the byte itself. */
+uint8_t arch_original_byte(uintptr_t addr);
+
+/* Installs the trap handlers. */
+int arch_init(void);
+
+/* [lo, hi) of the code that handles traps, to be kept unprobed. */
+void arch_trap_path_range(uintptr_t *lo, uintptr_t *hi);
+
+#endif

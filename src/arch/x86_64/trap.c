@@ -1,0 +1,290 @@
+/* The breakpoint path: SIGTRAP at a probe runs the handlers and sends the
+ * thread through the instruction's slot; faults inside slots are shown to
+ * the program at the probed address.  Async-signal-safe throughout: no
+ * locks, no allocation, no calls into code that could itself be probed
+ * except through the re-entrance rule. */
+#include <asm/prctl.h>
+#include <errno.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#include "arch/arch.h"
+#include "arch/x86_64/regs.h"
+#include "arch/x86_64/xol.h"
+#include "core/internal.h"
+#include "os/linux/memory.h"
+#include "os/linux/signals.h"
+#include "os/linux/threads.h"
+
+#define GREG(uc, r) ((uc)->uc_mcontext.gregs[r])
+
+static unsigned long seg_base(uint8_t seg)
+{
+	unsigned long base = 0;
+
+	if (seg)
+		syscall(SYS_arch_prctl, seg == 'f' ? ARCH_GET_FS : ARCH_GET_GS, &base);
+	return base;
+}
+
+/* Target of an indirect branch; sp_adjust corrects for a return address our
+ * slot code already pushed. */
+static int eval_indirect(const struct ind_operand *o, const struct pt_regs *regs,
+			 uintptr_t next, long sp_adjust, uintptr_t *out)
+{
+	const int sp = (int)(offsetof(struct pt_regs, sp) / sizeof(unsigned long));
+	uintptr_t ea;
+
+	if (!o->is_mem) {
+		*out = regs_get(regs, o->reg);
+		return 0;
+	}
+	ea = (uintptr_t)o->disp + seg_base(o->seg);
+	if (o->rip_rel)
+		ea += next;
+	if (o->base >= 0)
+		ea += regs_get(regs, o->base) + (o->base == sp ? sp_adjust : 0);
+	if (o->index >= 0)
+		ea += regs_get(regs, o->index) * o->scale;
+	return kp_mem_read_nofault(ea, out, sizeof(*out));
+}
+
+/* Emulates a branch for a probe with post handlers: 0, or -EFAULT when the
+ * branch would fault (the caller then runs the real instruction). */
+static int emulate_branch(const struct arch_insn *ai, uintptr_t addr, struct pt_regs *r)
+{
+	uintptr_t next = addr + ai->len, tgt;
+	bool zf = r->flags & 0x40;
+
+	switch (ai->klass) {
+	case IC_JMP_REL:
+		r->ip = ai->target;
+		return 0;
+	case IC_JCC:
+		r->ip = insn_cond_true(ai->cc, r->flags) ? ai->target : next;
+		return 0;
+	case IC_LOOP:
+		if (ai->loop_op == 0xe3) {
+			unsigned long c = ai->addr32 ? (uint32_t)r->cx : r->cx;
+
+			r->ip = c == 0 ? ai->target : next;
+			return 0;
+		}
+		r->cx--;
+		if (ai->loop_op == 0xe2)
+			r->ip = r->cx ? ai->target : next;
+		else if (ai->loop_op == 0xe1)
+			r->ip = (r->cx && zf) ? ai->target : next;
+		else
+			r->ip = (r->cx && !zf) ? ai->target : next;
+		return 0;
+	case IC_RET:
+		if (kp_mem_read_nofault(r->sp, &tgt, sizeof(tgt)))
+			return -EFAULT;
+		r->ip = tgt;
+		r->sp += 8 + ai->ret_imm;
+		return 0;
+	case IC_JMP_IND:
+		if (eval_indirect(&ai->ind, r, next, 0, &tgt))
+			return -EFAULT;
+		r->ip = tgt;
+		return 0;
+	default:
+		return -EINVAL;
+	}
+}
+
+static void run_post(struct kp_thread *t, struct kp_probepoint *pp, ucontext_t *uc)
+{
+	struct pt_regs regs;
+	unsigned long ip = GREG(uc, REG_RIP);
+
+	regs_from_ucontext(&regs, uc);
+	t->in_handler++;
+	kp_run_post_handlers(pp, &regs);
+	t->in_handler--;
+	regs.ip = ip;
+	regs_to_ucontext(&regs, uc);
+}
+
+/* A breakpoint at pp was hit. */
+static void probe_hit(struct kp_thread *t, struct kp_probepoint *pp, ucontext_t *uc)
+{
+	struct xol_slot *s = pp->ainsn.slot;
+	struct pt_regs regs;
+	bool post;
+
+	if (t->in_handler) {
+		/* Hit from inside a handler: no handlers, just execute. */
+		kp_count_missed(pp);
+		GREG(uc, REG_RIP) = (greg_t)(s->code + s->boost_off);
+		return;
+	}
+	regs_from_ucontext(&regs, uc);
+	t->in_handler++;
+	if (kp_run_pre_handlers(pp, &regs)) {
+		/* The handler changed the path: resume where it said. */
+		t->in_handler--;
+		regs_to_ucontext(&regs, uc);
+		return;
+	}
+	t->in_handler--;
+	regs_to_ucontext(&regs, uc);
+	post = kp_probepoint_has_post(pp);
+	if (!post) {
+		GREG(uc, REG_RIP) = (greg_t)(s->code + s->boost_off);
+		return;
+	}
+	if (s->post_off != XOL_NONE) {
+		GREG(uc, REG_RIP) = (greg_t)(s->code + s->post_off);
+		return;
+	}
+	regs_from_ucontext(&regs, uc);
+	if (emulate_branch(&pp->ainsn, pp->addr, &regs)) {
+		GREG(uc, REG_RIP) = (greg_t)(s->code + s->boost_off);
+		return;
+	}
+	regs_to_ucontext(&regs, uc);
+	run_post(t, pp, uc);
+}
+
+/* The int3 that ends a slot's post code: the instruction has run. */
+static bool slot_exit(struct kp_thread *t, struct xol_slot *s, uintptr_t bp, ucontext_t *uc)
+{
+	struct kp_probepoint *pp = __atomic_load_n(&s->owner, __ATOMIC_ACQUIRE);
+	const struct slot_exit *e = NULL;
+	uintptr_t resume;
+
+	for (int i = 0; i < s->nexits; i++)
+		if (s->code + s->exits[i].off == bp)
+			e = &s->exits[i];
+	if (!pp || !e)
+		return false;
+	resume = e->resume;
+	if (e->ind) {
+		struct pt_regs regs;
+
+		regs_from_ucontext(&regs, uc);
+		if (eval_indirect(&pp->ainsn.ind, &regs, pp->addr + pp->ainsn.len, 8, &resume)) {
+			/* Let the real instruction fault: undo our push first. */
+			GREG(uc, REG_RSP) += 8;
+			GREG(uc, REG_RIP) = (greg_t)(s->code + s->boost_off);
+			return true;
+		}
+	}
+	if (pp->ainsn.klass == IC_SYSCALL && (uintptr_t)GREG(uc, REG_RCX) == bp)
+		GREG(uc, REG_RCX) = (greg_t)resume;
+	GREG(uc, REG_RIP) = (greg_t)resume;
+	if (!t->in_handler && kp_probepoint_has_post(pp))
+		run_post(t, pp, uc);
+	return true;
+}
+
+static bool trap_dispatch(struct kp_thread *t, uintptr_t bp, ucontext_t *uc)
+{
+	struct xol_slot *s = xol_slot_of(bp);
+	struct kp_probepoint *pp;
+
+	if (s)
+		return slot_exit(t, s, bp, uc);
+	pp = kp_probepoint_lookup(bp);
+	if (pp) {
+		probe_hit(t, pp, uc);
+		return true;
+	}
+	if (*(volatile uint8_t *)bp != 0xcc) {
+		/* The probe went away after this thread trapped: run the
+		 * original instruction that is back in place. */
+		GREG(uc, REG_RIP) = (greg_t)bp;
+		return true;
+	}
+	return false;
+}
+
+static void trap_handler(int sig, siginfo_t *info, void *ctx)
+{
+	ucontext_t *uc = ctx;
+	int saved_errno = errno;
+	struct kp_thread *t;
+	bool ours = false;
+
+	if (info->si_code == SI_KERNEL) {
+		t = kp_thread_self();
+		if (t) {
+			kp_read_enter(t);
+			ours = trap_dispatch(t, (uintptr_t)GREG(uc, REG_RIP) - 1, uc);
+			kp_read_exit(t);
+		}
+	}
+	if (!ours)
+		kp_sig_forward(sig, info, ctx);
+	errno = saved_errno;
+}
+
+static int trap_number(int sig, const siginfo_t *info)
+{
+	switch (sig) {
+	case SIGFPE: return 0;		/* #DE (also #MF/#XM) */
+	case SIGILL: return 6;		/* #UD */
+	case SIGBUS: return 17;		/* #AC */
+	default: return info->si_code == SI_KERNEL ? 13 : 14;	/* #GP / #PF */
+	}
+}
+
+/* A fault inside a slot happened, for the program, at the probed address. */
+static bool fault_in_slot(struct kp_thread *t, struct xol_slot *s, int sig,
+			  siginfo_t *info, ucontext_t *uc)
+{
+	struct kp_probepoint *pp = __atomic_load_n(&s->owner, __ATOMIC_ACQUIRE);
+	uintptr_t ip = (uintptr_t)GREG(uc, REG_RIP);
+	struct pt_regs regs;
+	int handled = 0;
+
+	if (!pp)
+		return false;
+	if (s->fault_sp_off != XOL_NONE && ip == s->code + s->fault_sp_off)
+		GREG(uc, REG_RSP) += 8;
+	GREG(uc, REG_RIP) = (greg_t)pp->addr;
+	if (sig != SIGSEGV && sig != SIGBUS && (uintptr_t)info->si_addr == ip)
+		info->si_addr = (void *)pp->addr;
+	if (!t->in_handler) {
+		regs_from_ucontext(&regs, uc);
+		t->in_handler++;
+		handled = kp_run_fault_handlers(pp, &regs, trap_number(sig, info));
+		t->in_handler--;
+		if (handled)
+			regs_to_ucontext(&regs, uc);
+	}
+	return handled;
+}
+
+static void fault_handler(int sig, siginfo_t *info, void *ctx)
+{
+	ucontext_t *uc = ctx;
+	int saved_errno = errno;
+	struct xol_slot *s = xol_slot_of((uintptr_t)GREG(uc, REG_RIP));
+	struct kp_thread *t = s ? kp_thread_self() : NULL;
+	bool handled = false;
+
+	if (t) {
+		kp_read_enter(t);
+		handled = fault_in_slot(t, s, sig, info, uc);
+		kp_read_exit(t);
+	}
+	if (!handled)
+		kp_sig_forward(sig, info, ctx);
+	errno = saved_errno;
+}
+
+int arch_init(void)
+{
+	static const int faults[] = { SIGSEGV, SIGBUS, SIGFPE, SIGILL };
+	int err = kp_sig_own(SIGTRAP, trap_handler, 0);
+
+	for (unsigned int i = 0; !err && i < sizeof(faults) / sizeof(faults[0]); i++)
+		err = kp_sig_own(faults[i], fault_handler, SA_ONSTACK);
+	return err;
+}

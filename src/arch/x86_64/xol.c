@@ -1,0 +1,361 @@
+/* Out-of-line slots: allocation near the probed code, the code each
+ * instruction class needs, and reclamation once no thread can be inside. */
+#include "arch/x86_64/xol.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "arch/x86_64/writer.h"
+#include "os/linux/memory.h"
+#include "os/linux/threads.h"
+
+#define POOL_SIZE (64 * 1024)
+#define POOL_SLOTS (POOL_SIZE / XOL_SLOT_SIZE)
+#define MAX_POOLS 1024
+#define REACH ((uintptr_t)0x7fe00000)	/* rel32 reach, less a margin */
+#define QUARANTINE_NS 20000000ULL	/* retired slots rest this long first */
+
+enum { SLOT_FREE, SLOT_USED, SLOT_RETIRED };
+
+struct xol_pool {
+	uintptr_t base;
+	struct xol_slot *slots;
+	unsigned int nfree;
+};
+
+static struct xol_pool pools[MAX_POOLS];
+static unsigned int npools;		/* published with release */
+static struct xol_slot *retired;
+static unsigned int in_use;
+
+void kp_probepoint_free(struct kp_probepoint *pp);
+
+static uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ULL + (uint64_t)ts.tv_nsec;
+}
+
+struct xol_slot *xol_slot_of(uintptr_t ip)
+{
+	unsigned int n = __atomic_load_n(&npools, __ATOMIC_ACQUIRE);
+
+	for (unsigned int i = 0; i < n; i++) {
+		uintptr_t off = ip - pools[i].base;
+
+		if (off < POOL_SIZE)
+			return &pools[i].slots[off / XOL_SLOT_SIZE];
+	}
+	return NULL;
+}
+
+static struct xol_pool *pool_new(uintptr_t lo, uintptr_t hi)
+{
+	struct xol_pool *p;
+	uintptr_t base;
+
+	if (npools == MAX_POOLS)
+		return NULL;
+	p = &pools[npools];
+	p->slots = calloc(POOL_SLOTS, sizeof(*p->slots));
+	if (!p->slots)
+		return NULL;
+	base = kp_map_exec_near(lo, hi, POOL_SIZE);
+	if (!base) {
+		free(p->slots);
+		p->slots = NULL;
+		return NULL;
+	}
+	p->base = base;
+	p->nfree = POOL_SLOTS;
+	for (unsigned int i = 0; i < POOL_SLOTS; i++)
+		p->slots[i].code = base + (uintptr_t)i * XOL_SLOT_SIZE;
+	__atomic_store_n(&npools, npools + 1, __ATOMIC_RELEASE);
+	return p;
+}
+
+static struct xol_slot *pool_take(struct xol_pool *p)
+{
+	for (unsigned int i = 0; i < POOL_SLOTS; i++) {
+		struct xol_slot *s = &p->slots[i];
+
+		if (s->state == SLOT_FREE) {
+			s->state = SLOT_USED;
+			p->nfree--;
+			in_use++;
+			return s;
+		}
+	}
+	return NULL;
+}
+
+static struct xol_slot *slot_alloc_in(uintptr_t lo, uintptr_t hi)
+{
+	for (unsigned int i = 0; i < npools; i++)
+		if (pools[i].nfree && pools[i].base >= lo && pools[i].base + POOL_SIZE <= hi)
+			return pool_take(&pools[i]);
+	return NULL;
+}
+
+static struct xol_slot *slot_alloc(uintptr_t lo, uintptr_t hi)
+{
+	struct xol_slot *s = slot_alloc_in(lo, hi);
+	struct xol_pool *p;
+
+	if (s)
+		return s;
+	if (xol_reclaim() > 0 && (s = slot_alloc_in(lo, hi)))
+		return s;
+	p = pool_new(lo, hi);
+	return p ? pool_take(p) : NULL;
+}
+
+/* The window of slot addresses from which every address in want[] is
+ * within rel32 reach. */
+static void reach_window(const uintptr_t *want, int n, uintptr_t *lo, uintptr_t *hi)
+{
+	*lo = 0x10000;
+	*hi = 0x7fffffff0000UL;
+	for (int i = 0; i < n; i++) {
+		uintptr_t l = want[i] > REACH ? want[i] - REACH : 0x10000;
+		uintptr_t h = want[i] + REACH;
+
+		if (l > *lo)
+			*lo = l;
+		if (h < *hi)
+			*hi = h;
+	}
+}
+
+/* Copies the instruction, re-targeting a RIP-relative displacement. */
+static void emit_relocated(struct xw *w, const struct arch_insn *ai, uintptr_t addr)
+{
+	uint8_t b[KP_MAX_INSN];
+	int off = insn_riprel_disp_offset(ai);
+
+	memcpy(b, ai->bytes, ai->len);
+	if (off >= 0) {
+		int32_t d;
+		int64_t nd;
+
+		memcpy(&d, b + off, 4);
+		nd = (int64_t)d + (int64_t)(addr - xw_pc(w));
+		if (nd < INT32_MIN || nd > INT32_MAX) {
+			w->err = true;
+			return;
+		}
+		d = (int32_t)nd;
+		memcpy(b + off, &d, 4);
+	}
+	xw_bytes(w, b, ai->len);
+}
+
+static void add_exit(struct xol_slot *s, struct xw *w, uintptr_t resume, bool ind)
+{
+	s->exits[s->nexits].off = (uint8_t)w->len;
+	s->exits[s->nexits].resume = resume;
+	s->exits[s->nexits].ind = ind;
+	s->nexits++;
+	xw_int3(w);
+}
+
+/* Code that runs when no post handler has to see the result: one trap per
+ * hit ("boosted"), or none at all for branches. */
+static void emit_boosted(struct xw *w, struct xol_slot *s, const struct arch_insn *ai,
+			 uintptr_t addr)
+{
+	uintptr_t next = addr + ai->len, taken;
+
+	s->boost_off = (uint8_t)w->len;
+	switch (ai->klass) {
+	case IC_PLAIN:
+		emit_relocated(w, ai, addr);
+		xw_jmp(w, next);
+		break;
+	case IC_SYSCALL:
+		s->must_post = true;
+		break;
+	case IC_JMP_REL:
+		xw_jmp(w, ai->target);
+		break;
+	case IC_JCC:
+	case IC_LOOP:
+		/* jcc taken; jmp next; taken: jmp target */
+		taken = xw_pc(w) + 2 + (ai->addr32 ? 1 : 0);
+		taken += xw_jmp_len(taken, next);
+		if (ai->klass == IC_JCC)
+			xw_jcc_short(w, ai->cc, taken);
+		else
+			xw_loop_short(w, ai->loop_op, ai->addr32, taken);
+		xw_jmp(w, next);
+		xw_jmp(w, ai->target);
+		break;
+	case IC_CALL_REL:
+		xw_push_return(w, next);
+		xw_jmp(w, ai->target);
+		break;
+	case IC_RET:
+	case IC_JMP_IND:
+		emit_relocated(w, ai, addr);
+		break;
+	case IC_CALL_IND:
+		xw_push_return(w, next);
+		s->fault_sp_off = (uint8_t)w->len;
+		xw_call_ind_as_jmp(w, ai->bytes, ai->len, next);
+		break;
+	}
+}
+
+/* Code that ends in a trap so post handlers run after the instruction.
+ * Branches whose target only the handler can know are emulated instead. */
+static void emit_post(struct xw *w, struct xol_slot *s, const struct arch_insn *ai,
+		      uintptr_t addr)
+{
+	uintptr_t next = addr + ai->len;
+
+	s->post_off = (uint8_t)w->len;
+	switch (ai->klass) {
+	case IC_PLAIN:
+		emit_relocated(w, ai, addr);
+		add_exit(s, w, next, false);
+		break;
+	case IC_SYSCALL:
+		xw_bytes(w, ai->bytes, ai->len);
+		add_exit(s, w, next, false);
+		break;
+	case IC_CALL_REL:
+		xw_push_return(w, next);
+		add_exit(s, w, ai->target, false);
+		break;
+	case IC_CALL_IND:
+		xw_push_return(w, next);
+		add_exit(s, w, 0, true);
+		break;
+	default:
+		s->post_off = XOL_NONE;
+		break;
+	}
+}
+
+int xol_build(struct arch_insn *ai, uintptr_t addr, struct kp_probepoint *owner)
+{
+	uintptr_t want[3], lo, hi;
+	int nwant = 0, off = insn_riprel_disp_offset(ai);
+	uint8_t code[XOL_SLOT_SIZE];
+	struct xol_slot *s;
+	struct xw w;
+	int err;
+
+	want[nwant++] = addr;
+	if (off >= 0) {
+		int32_t d;
+
+		memcpy(&d, ai->bytes + off, 4);
+		want[nwant++] = addr + ai->len + (intptr_t)d;
+	}
+	reach_window(want, nwant, &lo, &hi);
+	if (lo >= hi)
+		return -EINVAL;
+	s = slot_alloc(lo, hi);
+	if (!s)
+		return -ENOMEM;
+	s->nexits = 0;
+	s->must_post = false;
+	s->fault_sp_off = XOL_NONE;
+	memset(code, 0xcc, sizeof(code));
+	xw_init(&w, code, sizeof(code), s->code);
+	emit_boosted(&w, s, ai, addr);
+	emit_post(&w, s, ai, addr);
+	if (s->must_post)
+		s->boost_off = s->post_off;
+	err = w.err ? -EINVAL : kp_mem_write(s->code, code, sizeof(code));
+	if (err) {
+		s->state = SLOT_FREE;
+		in_use--;
+		return err;
+	}
+	__atomic_store_n(&s->owner, owner, __ATOMIC_RELEASE);
+	ai->slot = s;
+	return 0;
+}
+
+void xol_retire(struct xol_slot *s)
+{
+	s->state = SLOT_RETIRED;
+	s->retired_ns = now_ns();
+	s->next_retired = retired;
+	retired = s;
+}
+
+static void slot_free(struct xol_slot *s)
+{
+	struct kp_probepoint *pp = s->owner;
+
+	for (unsigned int i = 0; i < npools; i++)
+		if (s->code - pools[i].base < POOL_SIZE)
+			pools[i].nfree++;
+	__atomic_store_n(&s->owner, NULL, __ATOMIC_RELEASE);
+	s->state = SLOT_FREE;
+	in_use--;
+	if (pp)
+		kp_probepoint_free(pp);
+}
+
+#define CENSUS_BATCH 64
+
+/* Checks one batch of quarantined slots with a census and frees those no
+ * thread is in.  A batch is freed or kept as a whole. */
+static int reclaim_batch(struct xol_slot **batch, int n)
+{
+	uintptr_t ranges[CENSUS_BATCH][2];
+
+	for (int i = 0; i < n; i++) {
+		ranges[i][0] = batch[i]->code;
+		ranges[i][1] = batch[i]->code + XOL_SLOT_SIZE;
+	}
+	if (!kp_threads_outside((const uintptr_t (*)[2])ranges, n))
+		return 0;
+	for (int i = 0; i < n; i++)
+		slot_free(batch[i]);
+	return n;
+}
+
+int xol_reclaim(void)
+{
+	struct xol_slot *batch[CENSUS_BATCH], **pp = &retired, *keep = NULL;
+	uint64_t now = now_ns();
+	int n = 0, freed = 0;
+
+	while (*pp) {
+		struct xol_slot *s = *pp;
+
+		*pp = s->next_retired;
+		if (now - s->retired_ns < QUARANTINE_NS || n == CENSUS_BATCH) {
+			s->next_retired = keep;
+			keep = s;
+			continue;
+		}
+		batch[n++] = s;
+	}
+	retired = keep;
+	if (n) {
+		int got = reclaim_batch(batch, n);
+
+		freed += got;
+		if (!got)
+			for (int i = 0; i < n; i++) {
+				batch[i]->next_retired = retired;
+				retired = batch[i];
+			}
+	}
+	return freed;
+}
+
+unsigned int xol_slots_in_use(void)
+{
+	return in_use;
+}

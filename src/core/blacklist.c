@@ -1,0 +1,74 @@
+/* Addresses that must never be probed: libkprobes itself (the trap path
+ * must not trap), the signal return trampoline, and NOKPROBE_SYMBOL()s. */
+#include <pthread.h>
+#include <signal.h>
+#include <string.h>
+#include <sys/syscall.h>
+
+#include "core/internal.h"
+#include "elf/symbols.h"
+#include "os/linux/sys.h"
+
+#define MAX_NOKPROBE 4096
+
+static const void *nokprobe[MAX_NOKPROBE];
+static int nnokprobe;
+static pthread_mutex_t nokprobe_lock = PTHREAD_MUTEX_INITIALIZER;
+static uintptr_t restorer;
+
+KP_EXPORT void __kprobes_blacklist_add(const void *fn)
+{
+	pthread_mutex_lock(&nokprobe_lock);
+	if (nnokprobe < MAX_NOKPROBE)
+		nokprobe[nnokprobe++] = fn;
+	pthread_mutex_unlock(&nokprobe_lock);
+}
+
+/* The kernel's copy of our SIGTRAP action names the restorer that every
+ * handler returns through (libc's __restore_rt). */
+static uintptr_t find_restorer(void)
+{
+	struct {
+		void *handler;
+		unsigned long flags;
+		void *restorer;
+		unsigned long mask;
+	} ksa;
+
+	if (kp_syscall6(SYS_rt_sigaction, SIGTRAP, 0, (long)&ksa, 8, 0, 0))
+		return 0;
+	return (uintptr_t)ksa.restorer;
+}
+
+void kp_blacklist_init(void)
+{
+	restorer = find_restorer();
+}
+
+static bool in_function_of(uintptr_t addr, uintptr_t fn)
+{
+	struct ksym sym;
+
+	if (addr == fn)
+		return true;
+	if (ksym_lookup_addr(fn, &sym))
+		return false;
+	return addr >= sym.addr && addr < sym.addr + (sym.size ? sym.size : 1);
+}
+
+bool kp_blacklisted(uintptr_t addr)
+{
+	uintptr_t lo, hi;
+	bool hit = false;
+
+	arch_trap_path_range(&lo, &hi);
+	if (lo && addr >= lo && addr < hi)
+		return true;
+	if (restorer && in_function_of(addr, restorer))
+		return true;
+	pthread_mutex_lock(&nokprobe_lock);
+	for (int i = 0; i < nnokprobe && !hit; i++)
+		hit = in_function_of(addr, (uintptr_t)nokprobe[i]);
+	pthread_mutex_unlock(&nokprobe_lock);
+	return hit;
+}

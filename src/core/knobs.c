@@ -1,0 +1,58 @@
+/* The global knobs: "enabled" (arm/disarm everything) and "optimization". */
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/internal.h"
+
+int kp_rearm_all(void);
+
+bool kp_knob_enabled = true;
+bool kp_knob_optimize = true;
+
+static bool env_flag(const char *name, bool dflt)
+{
+	const char *v = getenv(name);
+
+	if (!v || !*v)
+		return dflt;
+	return strcmp(v, "0") != 0;
+}
+
+void kp_knobs_init(void)
+{
+	kp_knob_enabled = env_flag("KPROBES_ENABLED", true);
+	kp_knob_optimize = env_flag("KPROBES_OPTIMIZATION", true);
+}
+
+KP_EXPORT void kprobes_set_enabled(bool on)
+{
+	if (kp_init())
+		return;
+	pthread_mutex_lock(&kp_registry_lock);
+	if (kp_knob_enabled != on) {
+		kp_knob_enabled = on;
+		kp_rearm_all();
+	}
+	pthread_mutex_unlock(&kp_registry_lock);
+}
+
+KP_EXPORT bool kprobes_enabled(void)
+{
+	kp_init();
+	return __atomic_load_n(&kp_knob_enabled, __ATOMIC_RELAXED);
+}
+
+KP_EXPORT void kprobes_set_optimization(bool on)
+{
+	if (kp_init())
+		return;
+	pthread_mutex_lock(&kp_registry_lock);
+	kp_knob_optimize = on;
+	pthread_mutex_unlock(&kp_registry_lock);
+}
+
+KP_EXPORT bool kprobes_optimization(void)
+{
+	kp_init();
+	return __atomic_load_n(&kp_knob_optimize, __ATOMIC_RELAXED);
+}

@@ -1,0 +1,378 @@
+/* The registry: probepoints by address, registration and removal of
+ * kprobes, aggregates, enable/disable.  Writers serialize on one mutex;
+ * the hit path reads the hash table without locks. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "core/internal.h"
+#include "elf/symbols.h"
+#include "os/linux/memory.h"
+#include "os/linux/threads.h"
+
+#define HASH_BITS 14
+#define HASH_SIZE (1u << HASH_BITS)
+
+pthread_mutex_t kp_registry_lock = PTHREAD_MUTEX_INITIALIZER;
+struct kp_probepoint *kp_all_probepoints;
+static struct kp_probepoint *table[HASH_SIZE];
+
+static unsigned int hash_addr(uintptr_t addr)
+{
+	return (unsigned int)((addr * 0x9e3779b97f4a7c15ULL) >> (64 - HASH_BITS));
+}
+
+struct kp_probepoint *kp_probepoint_lookup(uintptr_t addr)
+{
+	struct kp_probepoint *pp = __atomic_load_n(&table[hash_addr(addr)], __ATOMIC_ACQUIRE);
+
+	while (pp && pp->addr != addr)
+		pp = __atomic_load_n(&pp->hnext, __ATOMIC_ACQUIRE);
+	return pp;
+}
+
+static void table_insert(struct kp_probepoint *pp)
+{
+	unsigned int h = hash_addr(pp->addr);
+
+	pp->hnext = table[h];
+	__atomic_store_n(&table[h], pp, __ATOMIC_RELEASE);
+	pp->all_next = kp_all_probepoints;
+	kp_all_probepoints = pp;
+}
+
+/* Readers already on pp keep walking its (still valid) chain. */
+static void table_remove(struct kp_probepoint *pp)
+{
+	struct kp_probepoint **link = &table[hash_addr(pp->addr)];
+
+	while (*link && *link != pp)
+		link = &(*link)->hnext;
+	if (*link)
+		__atomic_store_n(link, pp->hnext, __ATOMIC_RELEASE);
+	for (link = &kp_all_probepoints; *link; link = &(*link)->all_next)
+		if (*link == pp) {
+			*link = pp->all_next;
+			break;
+		}
+}
+
+void kp_probepoint_free(struct kp_probepoint *pp)
+{
+	free(pp->symbol);
+	free(pp->object);
+	free(pp);
+}
+
+static bool probe_enabled(const struct kprobe *p)
+{
+	return !(__atomic_load_n(&p->flags, __ATOMIC_RELAXED) & KPROBE_FLAG_DISABLED);
+}
+
+bool kp_probepoint_enabled(const struct kp_probepoint *pp)
+{
+	for (const struct kprobe *p = pp->probes; p; p = p->__next)
+		if (probe_enabled(p))
+			return true;
+	return false;
+}
+
+/* Is p on the registry?  Trust the mark only if pp really lists p. */
+static bool is_registered(const struct kprobe *p)
+{
+	const struct kp_probepoint *pp;
+
+	if (p->__state != KP_STATE_REGISTERED || !p->__pp)
+		return false;
+	/* A registered probe's addr is its probepoint's address. */
+	pp = kp_probepoint_lookup((uintptr_t)p->addr);
+	if (!pp || pp != p->__pp)
+		return false;
+	for (const struct kprobe *q = pp->probes; q; q = q->__next)
+		if (q == p)
+			return true;
+	return false;
+}
+
+/* addr or symbol_name (+ offset) to an address and its function. */
+static int resolve_address(const struct kprobe *p, uintptr_t *addr, struct ksym *fn,
+			   bool *have_fn)
+{
+	struct ksym sym;
+	int err;
+
+	if (!p->addr == !p->symbol_name)
+		return -EINVAL;
+	if (p->symbol_name) {
+		err = ksym_lookup_name(p->symbol_name, &sym);
+		if (err)
+			return err;
+		*addr = sym.addr + p->offset;
+	} else {
+		*addr = (uintptr_t)p->addr + p->offset;
+	}
+	*have_fn = ksym_lookup_addr(*addr, fn) == 0;
+	if (*have_fn && p->symbol_name && fn->size && *addr >= fn->addr + fn->size)
+		return -EINVAL;	/* offset beyond the function */
+	return 0;
+}
+
+static bool is_code(uintptr_t addr, bool have_fn)
+{
+	struct ksym obj;
+
+	if (ksym_object_of(addr, &obj) == 0)
+		return true;
+	return !have_fn && kp_mem_is_exec(addr, 1);
+}
+
+static void describe(struct kp_probepoint *pp, const struct ksym *fn, bool have_fn)
+{
+	char buf[512];
+
+	if (have_fn && fn->name)
+		snprintf(buf, sizeof(buf), "%s+0x%lx", fn->name, (unsigned long)(pp->addr - fn->addr));
+	else
+		snprintf(buf, sizeof(buf), "0x%lx", (unsigned long)pp->addr);
+	pp->symbol = strdup(buf);
+	if (have_fn && !fn->is_main && fn->basename)
+		pp->object = strdup(fn->basename);
+}
+
+static int probepoint_create(uintptr_t addr, const struct ksym *fn, bool have_fn,
+			     struct kp_probepoint **out)
+{
+	struct kp_probepoint *pp = calloc(1, sizeof(*pp));
+	int err;
+
+	if (!pp)
+		return -ENOMEM;
+	pp->addr = addr;
+	err = arch_prepare_probepoint(pp, have_fn ? fn->addr : addr, have_fn ? fn->size : 0);
+	if (err) {
+		free(pp);
+		return err;
+	}
+	describe(pp, fn, have_fn);
+	table_insert(pp);
+	*out = pp;
+	return 0;
+}
+
+static void probe_attach(struct kp_probepoint *pp, struct kprobe *p, enum kp_type type)
+{
+	struct kprobe **link = &pp->probes;
+
+	while (*link)
+		link = &(*link)->__next;
+	p->__next = NULL;
+	p->__pp = pp;
+	p->__state = KP_STATE_REGISTERED;
+	p->__type = type;
+	p->opcode = pp->ainsn.bytes[0];
+	p->nmissed = 0;
+	p->flags &= KPROBE_FLAG_DISABLED;
+	p->addr = (kprobe_opcode_t *)pp->addr;
+	__atomic_store_n(link, p, __ATOMIC_RELEASE);
+}
+
+/* Registers p without arming; *pp_out is the probepoint to arm. */
+int kp_register_locked(struct kprobe *p, enum kp_type type, struct kp_probepoint **pp_out)
+{
+	struct kp_probepoint *pp;
+	struct ksym fn;
+	bool have_fn = false;
+	uintptr_t addr;
+	int err;
+
+	if (!p || is_registered(p))
+		return -EINVAL;
+	err = resolve_address(p, &addr, &fn, &have_fn);
+	if (err)
+		return err;
+	if (!is_code(addr, have_fn) || kp_blacklisted(addr))
+		return -EINVAL;
+	pp = kp_probepoint_lookup(addr);
+	if (!pp) {
+		err = probepoint_create(addr, &fn, have_fn, &pp);
+		if (err)
+			return err;
+	}
+	probe_attach(pp, p, type);
+	*pp_out = pp;
+	return 0;
+}
+
+static bool should_arm(const struct kp_probepoint *pp)
+{
+	return kp_knob_enabled && !pp->gone && kp_probepoint_enabled(pp);
+}
+
+/* Arms or disarms each probepoint as its probes and the knob say; one core
+ * synchronization per direction. */
+int kp_apply_arming(struct kp_probepoint **pps, int n)
+{
+	struct kp_probepoint **arm = calloc((size_t)n + 1, sizeof(*arm));
+	struct kp_probepoint **disarm = calloc((size_t)n + 1, sizeof(*disarm));
+	int na = 0, nd = 0, err = 0;
+
+	if (!arm || !disarm) {
+		err = -ENOMEM;
+		goto out;
+	}
+	for (int i = 0; i < n; i++) {
+		if (should_arm(pps[i]) && !pps[i]->armed)
+			arm[na++] = pps[i];
+		else if (!should_arm(pps[i]) && pps[i]->armed)
+			disarm[nd++] = pps[i];
+	}
+	if (nd)
+		err = arch_disarm(disarm, nd);
+	if (na && !err)
+		err = arch_arm(arm, na);
+out:
+	free(arm);
+	free(disarm);
+	return err;
+}
+
+/* Takes p off its probepoint; returns the probepoint if it became empty
+ * (then out of the table, to be disarmed and retired by the caller). */
+static struct kp_probepoint *probe_detach(struct kprobe *p)
+{
+	struct kp_probepoint *pp = p->__pp;
+	struct kprobe **link = &pp->probes;
+
+	while (*link && *link != p)
+		link = &(*link)->__next;
+	if (*link)
+		__atomic_store_n(link, p->__next, __ATOMIC_RELEASE);
+	if (pp->probes)
+		return NULL;
+	table_remove(pp);
+	return pp;
+}
+
+/* Unregisters n probes with one disarm batch and one grace period. */
+void kp_unregister_locked(struct kprobe **ps, int n)
+{
+	struct kp_probepoint **touched = calloc((size_t)n + 1, sizeof(*touched));
+	struct kp_probepoint **empty = calloc((size_t)n + 1, sizeof(*empty));
+	bool *live = calloc((size_t)n + 1, sizeof(*live));
+	int nt = 0, ne = 0;
+
+	for (int i = 0; i < n; i++) {
+		struct kp_probepoint *pp;
+
+		if (!ps[i])
+			continue;
+		if (!is_registered(ps[i])) {
+			ps[i]->addr = NULL;
+			continue;
+		}
+		if (live)
+			live[i] = true;
+		pp = probe_detach(ps[i]);
+		if (pp && empty)
+			empty[ne++] = pp;
+		else if (touched)
+			touched[nt++] = ps[i]->__pp;
+	}
+	if (ne)
+		arch_disarm(empty, ne);
+	if (nt)
+		kp_apply_arming(touched, nt);
+	kp_synchronize();
+	for (int i = 0; i < n; i++) {
+		if (!ps[i] || (live && !live[i]))
+			continue;
+		ps[i]->__state = 0;
+		ps[i]->__pp = NULL;
+		ps[i]->__next = NULL;
+	}
+	for (int i = 0; i < ne; i++)
+		arch_retire_probepoint(empty[i]);
+	free(touched);
+	free(empty);
+	free(live);
+}
+
+int kp_register_batch(struct kprobe **ps, int n, enum kp_type type)
+{
+	struct kp_probepoint **pps;
+	int err = 0, i;
+
+	if (n <= 0 || !ps)
+		return n == 0 ? 0 : -EINVAL;
+	err = kp_init();
+	if (err)
+		return err;
+	pps = calloc((size_t)n, sizeof(*pps));
+	if (!pps)
+		return -ENOMEM;
+	pthread_mutex_lock(&kp_registry_lock);
+	for (i = 0; i < n; i++) {
+		err = kp_register_locked(ps[i], type, &pps[i]);
+		if (err)
+			break;
+	}
+	if (err) {
+		kp_unregister_locked(ps, i);
+	} else {
+		err = kp_apply_arming(pps, n);
+		if (err)
+			kp_unregister_locked(ps, n);
+	}
+	pthread_mutex_unlock(&kp_registry_lock);
+	free(pps);
+	return err;
+}
+
+void kp_unregister_batch(struct kprobe **ps, int n)
+{
+	if (n <= 0 || !ps)
+		return;
+	pthread_mutex_lock(&kp_registry_lock);
+	kp_unregister_locked(ps, n);
+	pthread_mutex_unlock(&kp_registry_lock);
+}
+
+int kp_set_disabled(struct kprobe *p, bool disabled)
+{
+	int err = 0;
+
+	pthread_mutex_lock(&kp_registry_lock);
+	if (!p || !is_registered(p)) {
+		err = -EINVAL;
+		goto out;
+	}
+	if (disabled)
+		__atomic_or_fetch(&p->flags, KPROBE_FLAG_DISABLED, __ATOMIC_RELAXED);
+	else
+		__atomic_and_fetch(&p->flags, ~KPROBE_FLAG_DISABLED, __ATOMIC_RELAXED);
+	struct kp_probepoint *pp = p->__pp;
+
+	err = kp_apply_arming(&pp, 1);
+out:
+	pthread_mutex_unlock(&kp_registry_lock);
+	return err;
+}
+
+/* Re-applies arming to every probepoint (the enabled knob). */
+int kp_rearm_all(void)
+{
+	int n = 0, i = 0, err;
+	struct kp_probepoint **pps;
+
+	for (struct kp_probepoint *pp = kp_all_probepoints; pp; pp = pp->all_next)
+		n++;
+	pps = calloc((size_t)n + 1, sizeof(*pps));
+	if (!pps)
+		return -ENOMEM;
+	for (struct kp_probepoint *pp = kp_all_probepoints; pp; pp = pp->all_next)
+		pps[i++] = pp;
+	err = kp_apply_arming(pps, n);
+	free(pps);
+	return err;
+}

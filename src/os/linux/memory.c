@@ -1,0 +1,175 @@
+/* Code patching through /proc/self/mem, core serialization with membarrier,
+ * and executable pages placed near the code they serve. */
+#include "os/linux/memory.h"
+#include "os/linux/sys.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/membarrier.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+static int mem_fd = -1;
+static pid_t mem_fd_pid;
+static int sync_core_state;	/* 0 unknown, 1 registered, -1 unavailable */
+
+static int membarrier(int cmd, unsigned int flags)
+{
+	return (int)syscall(__NR_membarrier, cmd, flags, 0);
+}
+
+/* /proc/self/mem of the current process; reopened after fork. */
+static int mem_fd_get(void)
+{
+	pid_t pid = getpid();
+
+	if (mem_fd >= 0 && mem_fd_pid == pid)
+		return mem_fd;
+	if (mem_fd >= 0)
+		close(mem_fd);
+	mem_fd = open("/proc/self/mem", O_RDWR | O_CLOEXEC);
+	mem_fd_pid = pid;
+	return mem_fd;
+}
+
+/* Fallback for systems where /proc/self/mem is not writable: briefly add
+ * PROT_WRITE while keeping PROT_EXEC, so concurrent executors never fault. */
+static int mem_write_mprotect(uintptr_t addr, const void *buf, size_t len)
+{
+	long pg = sysconf(_SC_PAGESIZE);
+	uintptr_t start = addr & ~(uintptr_t)(pg - 1);
+	size_t span = (addr + len - start + pg - 1) & ~(size_t)(pg - 1);
+
+	if (mprotect((void *)start, span, PROT_READ | PROT_WRITE | PROT_EXEC))
+		return -errno;
+	memcpy((void *)addr, buf, len);
+	if (mprotect((void *)start, span, PROT_READ | PROT_EXEC))
+		return -errno;
+	return 0;
+}
+
+int kp_mem_write(uintptr_t addr, const void *buf, size_t len)
+{
+	int fd = mem_fd_get();
+	ssize_t n;
+
+	if (fd < 0)
+		return mem_write_mprotect(addr, buf, len);
+	n = pwrite(fd, buf, len, (off_t)addr);
+	if (n == (ssize_t)len)
+		return 0;
+	if (n < 0 && errno == EIO)
+		return -EFAULT;
+	return mem_write_mprotect(addr, buf, len);
+}
+
+void kp_sync_cores(void)
+{
+	if (sync_core_state == 0)
+		sync_core_state = membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED_SYNC_CORE, 0) ? -1 : 1;
+	if (sync_core_state > 0 &&
+	    membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED_SYNC_CORE, 0) == 0)
+		return;
+	/* Without SYNC_CORE: a full barrier on every running thread; the
+	 * return to user mode after the IPI is serializing on x86. */
+	if (membarrier(MEMBARRIER_CMD_SHARED, 0))
+		__atomic_thread_fence(__ATOMIC_SEQ_CST);
+}
+
+int kp_mem_read_nofault(uintptr_t addr, void *buf, size_t len)
+{
+	struct iovec local = { buf, len };
+	struct iovec remote = { (void *)addr, len };
+
+	if (kp_syscall6(SYS_process_vm_readv, kp_getpid(), (long)&local, 1, (long)&remote, 1, 0) == (long)len)
+		return 0;
+	return -EFAULT;
+}
+
+/* One line of /proc/self/maps: start, end and permissions. */
+struct map_range {
+	uintptr_t start, end;
+	char perms[5];
+};
+
+static int maps_next(FILE *f, struct map_range *m)
+{
+	char line[512];
+
+	if (!fgets(line, sizeof(line), f))
+		return 0;
+	if (sscanf(line, "%lx-%lx %4s", &m->start, &m->end, m->perms) != 3)
+		return 0;
+	return 1;
+}
+
+/* Tries to map at hint without replacing anything already there. */
+static uintptr_t map_exact(uintptr_t hint, size_t size)
+{
+	void *p = mmap((void *)hint, size, PROT_READ | PROT_EXEC,
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+
+	if (p == MAP_FAILED)
+		return 0;
+	if ((uintptr_t)p != hint) {
+		munmap(p, size);
+		return 0;
+	}
+	return hint;
+}
+
+uintptr_t kp_map_exec_near(uintptr_t lo, uintptr_t hi, size_t size)
+{
+	const uintptr_t gran = 0x10000;
+	uintptr_t prev_end = 0x10000, got = 0;
+	struct map_range m;
+	FILE *f;
+
+	lo = (lo + gran - 1) & ~(gran - 1);
+	f = fopen("/proc/self/maps", "re");
+	if (!f)
+		return 0;
+	/* Walk the gaps between mappings, prefer the first one that fits in
+	 * the window; keep a page of distance from neighbours. */
+	for (;;) {
+		int more = maps_next(f, &m);
+		uintptr_t gap_end = more ? m.start : 0x7ffffffff000UL;
+		uintptr_t s = (prev_end + gran + gran - 1) & ~(gran - 1);
+
+		if (s < lo)
+			s = lo;
+		if (s + size + gran <= gap_end && s + size <= hi) {
+			got = map_exact(s, size);
+			if (got)
+				break;
+		}
+		if (!more)
+			break;
+		prev_end = m.end;
+	}
+	fclose(f);
+	return got;
+}
+
+bool kp_mem_is_exec(uintptr_t addr, size_t len)
+{
+	struct map_range m;
+	bool ok = false;
+	FILE *f = fopen("/proc/self/maps", "re");
+
+	if (!f)
+		return false;
+	while (maps_next(f, &m)) {
+		if (addr >= m.start && addr + len <= m.end) {
+			ok = m.perms[2] == 'x';
+			break;
+		}
+	}
+	fclose(f);
+	return ok;
+}

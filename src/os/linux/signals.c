@@ -1,0 +1,285 @@
+/* Ownership of SIGTRAP and the fault signals; interposition of the calls
+ * that install handlers or block signals. */
+#include "os/linux/signals.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <pthread.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#define KP_EXPORT __attribute__((visibility("default")))
+#define RING 8
+
+/* The program's dispositions of owned signals, published lock-free through
+ * a small ring so a handler never reads a half-written entry. */
+struct prog_disposition {
+	struct sigaction act[RING];
+	unsigned int cur;
+	bool owned;
+};
+
+static struct prog_disposition prog[NSIG];
+static pthread_mutex_t prog_lock = PTHREAD_MUTEX_INITIALIZER;
+
+typedef int (*sigaction_fn)(int, const struct sigaction *, struct sigaction *);
+typedef int (*sigmask_fn)(int, const sigset_t *, sigset_t *);
+typedef int (*attr_sigmask_fn)(pthread_attr_t *, const sigset_t *);
+
+static sigaction_fn real_sigaction;
+static sigmask_fn real_sigprocmask, real_pthread_sigmask;
+static attr_sigmask_fn real_attr_setsigmask;
+
+static void *next_symbol(const char *name)
+{
+	return dlsym(RTLD_NEXT, name);
+}
+
+static void resolve_real(void)
+{
+	if (real_sigaction)
+		return;
+	real_sigprocmask = (sigmask_fn)next_symbol("sigprocmask");
+	real_pthread_sigmask = (sigmask_fn)next_symbol("pthread_sigmask");
+	real_attr_setsigmask = (attr_sigmask_fn)next_symbol("pthread_attr_setsigmask_np");
+	__atomic_store_n(&real_sigaction, (sigaction_fn)next_symbol("sigaction"),
+			 __ATOMIC_RELEASE);
+}
+
+int kp_sig_install_raw(int sig, const struct sigaction *act)
+{
+	resolve_real();
+	return real_sigaction(sig, act, NULL) ? -errno : 0;
+}
+
+bool kp_sig_is_owned(int sig)
+{
+	return sig > 0 && sig < NSIG && __atomic_load_n(&prog[sig].owned, __ATOMIC_ACQUIRE);
+}
+
+static const struct sigaction *prog_current(int sig)
+{
+	unsigned int i = __atomic_load_n(&prog[sig].cur, __ATOMIC_ACQUIRE);
+
+	return &prog[sig].act[i % RING];
+}
+
+/* SIGTRAP must stay deliverable everywhere: never let a mask block it. */
+static void strip_trap(sigset_t *set)
+{
+	sigdelset(set, SIGTRAP);
+}
+
+static void prog_publish(int sig, const struct sigaction *act)
+{
+	unsigned int next = (prog[sig].cur + 1) % RING;
+
+	prog[sig].act[next] = *act;
+	strip_trap(&prog[sig].act[next].sa_mask);
+	__atomic_store_n(&prog[sig].cur, next, __ATOMIC_RELEASE);
+}
+
+int kp_sig_own(int sig, kp_sig_handler_t fn, int extra_flags)
+{
+	struct sigaction sa, old;
+
+	resolve_real();
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_sigaction = fn;
+	sa.sa_flags = SA_SIGINFO | SA_NODEFER | SA_RESTART | extra_flags;
+	sigemptyset(&sa.sa_mask);
+	pthread_mutex_lock(&prog_lock);
+	if (prog[sig].owned) {
+		pthread_mutex_unlock(&prog_lock);
+		return 0;
+	}
+	if (real_sigaction(sig, &sa, &old)) {
+		pthread_mutex_unlock(&prog_lock);
+		return -errno;
+	}
+	prog_publish(sig, &old);
+	__atomic_store_n(&prog[sig].owned, true, __ATOMIC_RELEASE);
+	pthread_mutex_unlock(&prog_lock);
+	return 0;
+}
+
+static long raw_sigmask(int how, const sigset_t *set, sigset_t *old)
+{
+	return syscall(SYS_rt_sigprocmask, how, set, old, _NSIG / 8);
+}
+
+static long raw_sigaction_dfl(int sig)
+{
+	struct sigaction sa;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = SIG_DFL;
+	return real_sigaction ? real_sigaction(sig, &sa, NULL) : -1;
+}
+
+/* Kernel-generated synchronous signals cannot be ignored or blocked: the
+ * kernel would reset the action and kill the process. */
+static bool is_forced(int sig, const siginfo_t *info)
+{
+	return info->si_code > 0 || (sig == SIGTRAP && info->si_code == SI_KERNEL);
+}
+
+/* Default action with uc's registers: queue the signal to this thread,
+ * blocked until the handler returns, so it strikes with the program's
+ * registers restored (a core dump or a debugger then sees them). */
+static void deliver_default(int sig, siginfo_t *info, ucontext_t *uc)
+{
+	sigset_t block;
+
+	raw_sigaction_dfl(sig);
+	sigemptyset(&block);
+	sigaddset(&block, sig);
+	raw_sigmask(SIG_BLOCK, &block, NULL);
+	sigdelset(&uc->uc_sigmask, sig);
+	if (syscall(SYS_rt_tgsigqueueinfo, getpid(), syscall(SYS_gettid), sig, info))
+		syscall(SYS_tgkill, getpid(), syscall(SYS_gettid), sig);
+}
+
+static void call_program_handler(int sig, const struct sigaction *a,
+				 siginfo_t *info, ucontext_t *uc)
+{
+	sigset_t mask = a->sa_mask, old;
+
+	if (!(a->sa_flags & SA_NODEFER))
+		sigaddset(&mask, sig);
+	strip_trap(&mask);
+	if (a->sa_flags & SA_RESETHAND) {
+		struct sigaction dfl;
+
+		memset(&dfl, 0, sizeof(dfl));
+		dfl.sa_handler = SIG_DFL;
+		prog_publish(sig, &dfl);
+	}
+	raw_sigmask(SIG_BLOCK, &mask, &old);
+	if (a->sa_flags & SA_SIGINFO)
+		a->sa_sigaction(sig, info, uc);
+	else
+		a->sa_handler(sig);
+	raw_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+void kp_sig_forward(int sig, siginfo_t *info, void *ctx)
+{
+	const struct sigaction *a = prog_current(sig);
+	struct sigaction copy = *a;
+	ucontext_t *uc = ctx;
+
+	if (copy.sa_handler == SIG_IGN) {
+		if (!is_forced(sig, info))
+			return;
+		copy.sa_handler = SIG_DFL;
+	}
+	if (copy.sa_handler == SIG_DFL) {
+		if (sig == SIGCHLD || sig == SIGURG || sig == SIGWINCH)
+			return;
+		deliver_default(sig, info, uc);
+		return;
+	}
+	call_program_handler(sig, &copy, info, uc);
+}
+
+/* ---- interposed functions ---- */
+
+KP_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction *oact)
+{
+	resolve_real();
+	if (!kp_sig_is_owned(sig)) {
+		struct sigaction copy;
+
+		if (!act)
+			return real_sigaction(sig, act, oact);
+		copy = *act;
+		strip_trap(&copy.sa_mask);
+		return real_sigaction(sig, &copy, oact);
+	}
+	if (act && (act->sa_flags & SA_SIGINFO ? 0 : act->sa_handler == SIG_ERR)) {
+		errno = EINVAL;
+		return -1;
+	}
+	pthread_mutex_lock(&prog_lock);
+	if (oact)
+		*oact = *prog_current(sig);
+	if (act)
+		prog_publish(sig, act);
+	pthread_mutex_unlock(&prog_lock);
+	return 0;
+}
+
+static sighandler_t install_simple(int sig, sighandler_t h, int flags, bool mask_self)
+{
+	struct sigaction sa, old;
+
+	if (sig <= 0 || sig >= NSIG) {
+		errno = EINVAL;
+		return SIG_ERR;
+	}
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = h;
+	sa.sa_flags = flags;
+	sigemptyset(&sa.sa_mask);
+	if (mask_self)
+		sigaddset(&sa.sa_mask, sig);
+	if (sigaction(sig, &sa, &old))
+		return SIG_ERR;
+	return old.sa_handler;
+}
+
+KP_EXPORT sighandler_t signal(int sig, sighandler_t h)
+{
+	return install_simple(sig, h, SA_RESTART, true);
+}
+
+KP_EXPORT sighandler_t bsd_signal(int sig, sighandler_t h)
+{
+	return install_simple(sig, h, SA_RESTART, true);
+}
+
+KP_EXPORT sighandler_t sysv_signal(int sig, sighandler_t h)
+{
+	return install_simple(sig, h, SA_RESETHAND | SA_NODEFER, false);
+}
+
+static int filtered_mask(sigmask_fn fn, int how, const sigset_t *set, sigset_t *old)
+{
+	sigset_t copy;
+
+	if (set && how != SIG_UNBLOCK) {
+		copy = *set;
+		strip_trap(&copy);
+		set = &copy;
+	}
+	return fn(how, set, old);
+}
+
+KP_EXPORT int sigprocmask(int how, const sigset_t *set, sigset_t *old)
+{
+	resolve_real();
+	return filtered_mask(real_sigprocmask, how, set, old);
+}
+
+KP_EXPORT int pthread_sigmask(int how, const sigset_t *set, sigset_t *old)
+{
+	resolve_real();
+	return filtered_mask(real_pthread_sigmask, how, set, old);
+}
+
+KP_EXPORT int pthread_attr_setsigmask_np(pthread_attr_t *attr, const sigset_t *set)
+{
+	sigset_t copy;
+
+	resolve_real();
+	if (!real_attr_setsigmask)
+		return ENOSYS;
+	if (set) {
+		copy = *set;
+		strip_trap(&copy);
+		set = &copy;
+	}
+	return real_attr_setsigmask(attr, set);
+}

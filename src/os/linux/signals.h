@@ -1,0 +1,32 @@
+/* Signals owned by libkprobes, and the program's view of them.
+ *
+ * The library keeps its own handlers for SIGTRAP (breakpoints) and the fault
+ * signals (faults inside out-of-line slots).  sigaction() and friends are
+ * interposed so the program still sees and installs its own handlers, which
+ * the library calls for every signal that is not its own; and so that no
+ * thread ever blocks SIGTRAP, which would make the kernel kill the process at
+ * the next breakpoint. */
+#ifndef KP_OS_SIGNALS_H
+#define KP_OS_SIGNALS_H
+
+#include <signal.h>
+#include <stdbool.h>
+
+typedef void (*kp_sig_handler_t)(int, siginfo_t *, void *);
+
+/* Installs the library's handler for sig, bypassing interposition, and
+ * remembers the previous disposition as the program's. 0 or -errno. */
+int kp_sig_own(int sig, kp_sig_handler_t fn, int extra_flags);
+
+/* Installs act for sig through the real sigaction (no bookkeeping). */
+int kp_sig_install_raw(int sig, const struct sigaction *act);
+
+/* Hands a signal the library does not consume to the program's disposition:
+ * its handler (with its mask and flags), or the default action with the
+ * registers of uc (a core dump shows them). Async-signal-safe. */
+void kp_sig_forward(int sig, siginfo_t *info, void *uc);
+
+/* Whether sig is currently handled by the library. */
+bool kp_sig_is_owned(int sig);
+
+#endif

@@ -1,0 +1,253 @@
+/* Thread records, grace periods and the instruction-pointer census. */
+#include "os/linux/threads.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <linux/membarrier.h>
+#include <sched.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#include "os/linux/signals.h"
+#include "os/linux/sys.h"
+#include <fcntl.h>
+#include <stdio.h>
+
+#define KP_MAX_THREADS 8192
+
+static struct kp_thread records[KP_MAX_THREADS];
+static unsigned int records_used;	/* high-water mark */
+static __thread struct kp_thread *self __attribute__((tls_model("initial-exec")));
+static __thread pid_t self_pid __attribute__((tls_model("initial-exec")));
+int kp_membarrier_ok;
+
+static pid_t sys_gettid(void)
+{
+	return kp_gettid();
+}
+
+static bool thread_is_dead(pid_t tid)
+{
+	return kp_syscall(SYS_tgkill, kp_getpid(), tid, 0) == -ESRCH;
+}
+
+/* A record whose owner has exited can be taken over. */
+static bool record_claim(struct kp_thread *r, pid_t tid, bool reap)
+{
+	pid_t owner = __atomic_load_n(&r->tid, __ATOMIC_ACQUIRE);
+
+	if (owner != 0) {
+		if (!reap || owner == tid || r->nest || !thread_is_dead(owner))
+			return false;
+	}
+	if (!__atomic_compare_exchange_n(&r->tid, &owner, tid, false,
+					 __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+		return false;
+	r->nest = 0;
+	r->in_handler = 0;
+	return true;
+}
+
+static struct kp_thread *record_find(pid_t tid, bool reap)
+{
+	unsigned int start = (unsigned int)tid % KP_MAX_THREADS;
+
+	for (unsigned int i = 0; i < KP_MAX_THREADS; i++) {
+		unsigned int k = (start + i) % KP_MAX_THREADS;
+
+		if (record_claim(&records[k], tid, reap)) {
+			unsigned int used = __atomic_load_n(&records_used, __ATOMIC_RELAXED);
+
+			while (used < k + 1 &&
+			       !__atomic_compare_exchange_n(&records_used, &used, k + 1, true,
+							    __ATOMIC_RELEASE, __ATOMIC_RELAXED))
+				;
+			return &records[k];
+		}
+	}
+	return NULL;
+}
+
+struct kp_thread *kp_thread_self(void)
+{
+	pid_t pid = kp_getpid(), tid;
+
+	/* fork() copies the parent's TLS: the child must claim its own. */
+	if (self && pid == self_pid)
+		return self;
+	tid = sys_gettid();
+	self = record_find(tid, false);
+	if (!self)
+		self = record_find(tid, true);
+	self_pid = pid;
+	return self;
+}
+
+static int membarrier(int cmd)
+{
+	return (int)syscall(__NR_membarrier, cmd, 0, 0);
+}
+
+static void census_init(void);
+
+void kp_threads_init(void)
+{
+	kp_membarrier_ok = membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0;
+	census_init();
+}
+
+static void pause_briefly(void)
+{
+	struct timespec ts = { 0, 50000 };
+
+	nanosleep(&ts, NULL);
+}
+
+void kp_synchronize(void)
+{
+	unsigned int n = __atomic_load_n(&records_used, __ATOMIC_ACQUIRE);
+	unsigned long *snap;
+	struct kp_thread *me = kp_thread_self();
+
+	if (kp_membarrier_ok)
+		membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED);
+	else
+		__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	snap = calloc(n ? n : 1, sizeof(*snap));
+	if (!snap) {
+		/* No memory for a snapshot: wait for every section instead. */
+		for (unsigned int i = 0; i < n; i++)
+			while (&records[i] != me &&
+			       (__atomic_load_n(&records[i].seq, __ATOMIC_ACQUIRE) & 1))
+				pause_briefly();
+		return;
+	}
+	for (unsigned int i = 0; i < n; i++)
+		snap[i] = __atomic_load_n(&records[i].seq, __ATOMIC_ACQUIRE);
+	for (unsigned int i = 0; i < n; i++) {
+		/* The caller may itself be inside a handler. */
+		if (&records[i] == me || !(snap[i] & 1))
+			continue;
+		while (__atomic_load_n(&records[i].seq, __ATOMIC_ACQUIRE) == snap[i]) {
+			if (thread_is_dead(records[i].tid))
+				break;
+			sched_yield();
+		}
+	}
+	free(snap);
+}
+
+/* ---- census: where is every thread right now? ---- */
+
+static int census_sig;
+static const uintptr_t (*census_ranges)[2];
+static int census_nranges;
+static volatile int census_answers;
+static volatile int census_inside;
+
+static void census_handler(int sig, siginfo_t *info, void *ctx)
+{
+	ucontext_t *uc = ctx;
+	uintptr_t ip = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
+
+	for (int i = 0; i < census_nranges; i++)
+		if (ip >= census_ranges[i][0] && ip < census_ranges[i][1])
+			__atomic_store_n(&census_inside, 1, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&census_answers, 1, __ATOMIC_RELEASE);
+}
+
+static void census_init(void)
+{
+	struct sigaction sa;
+
+	memset(&sa, 0, sizeof(sa));
+	census_sig = SIGRTMAX - 2;
+	sa.sa_sigaction = census_handler;
+	sa.sa_flags = SA_SIGINFO | SA_RESTART;
+	sigfillset(&sa.sa_mask);
+	kp_sig_install_raw(census_sig, &sa);
+}
+
+/* A thread blocked in a system call cannot be inside a range unless the call
+ * was made there; its user instruction pointer is in /proc/.../syscall. */
+static int thread_blocked_ip(pid_t tid, uintptr_t *ip)
+{
+	char path[64], buf[256];
+	unsigned long v[9];
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/self/task/%d/syscall", tid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return -errno;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return -EIO;
+	buf[n] = 0;
+	if (!strncmp(buf, "running", 7))
+		return -EAGAIN;
+	if (sscanf(buf, "%ld %lx %lx %lx %lx %lx %lx %lx %lx", (long *)&v[0], &v[1], &v[2],
+		   &v[3], &v[4], &v[5], &v[6], &v[7], &v[8]) == 9) {
+		*ip = v[8];
+		return 0;
+	}
+	if (sscanf(buf, "%ld %lx %lx", (long *)&v[0], &v[1], &v[2]) == 3) {
+		*ip = v[2];
+		return 0;
+	}
+	return -EIO;
+}
+
+static bool ip_in_ranges(uintptr_t ip, const uintptr_t (*ranges)[2], int n)
+{
+	for (int i = 0; i < n; i++)
+		if (ip >= ranges[i][0] && ip < ranges[i][1])
+			return true;
+	return false;
+}
+
+bool kp_threads_outside(const uintptr_t (*ranges)[2], int n)
+{
+	pid_t me = sys_gettid(), pid = getpid();
+	int sent = 0;
+	struct dirent *de;
+	DIR *d = opendir("/proc/self/task");
+
+	if (!d)
+		return false;
+	census_ranges = ranges;
+	census_nranges = n;
+	census_answers = 0;
+	census_inside = 0;
+	while ((de = readdir(d))) {
+		pid_t tid = (pid_t)atoi(de->d_name);
+		uintptr_t ip;
+
+		if (tid <= 0 || tid == me)
+			continue;
+		/* Sleeping threads are read, not signalled: a signal would make
+		 * some of their system calls fail with EINTR. */
+		if (thread_blocked_ip(tid, &ip) == 0) {
+			if (ip_in_ranges(ip, ranges, n))
+				census_inside = 1;
+			continue;
+		}
+		if (syscall(SYS_tgkill, pid, tid, census_sig) == 0)
+			sent++;
+	}
+	closedir(d);
+	for (int spins = 0; spins < 20000 &&
+	     __atomic_load_n(&census_answers, __ATOMIC_ACQUIRE) < sent; spins++)
+		pause_briefly();
+	bool ok = census_answers >= sent && !census_inside;
+
+	census_nranges = 0;
+	return ok;
+}

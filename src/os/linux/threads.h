@@ -1,0 +1,58 @@
+/* Per-thread state for the hit path and grace periods for the registry.
+ *
+ * The hit path marks a read-side section in its thread's record with plain
+ * stores; writers wait for the sections that began before their change
+ * (membarrier makes the asymmetric barrier: readers pay nothing). */
+#ifndef KP_OS_THREADS_H
+#define KP_OS_THREADS_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct kp_thread {
+	pid_t tid;			/* owner, 0 = free record */
+	unsigned int nest;		/* depth of read-side sections */
+	unsigned long seq;		/* odd while inside a section */
+	unsigned int in_handler;	/* running a probe handler */
+	uintptr_t scratch[4];		/* per-hit scratch for the arch layer */
+} __attribute__((aligned(64)));
+
+/* The calling thread's record, claimed on first use without locks or
+ * allocation; NULL only if every record is taken by live threads. */
+struct kp_thread *kp_thread_self(void);
+
+static inline void kp_read_enter(struct kp_thread *t)
+{
+	extern int kp_membarrier_ok;
+
+	if (t->nest++ == 0)
+		__atomic_store_n(&t->seq, t->seq + 1, __ATOMIC_RELAXED);
+	if (kp_membarrier_ok)
+		__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	else
+		__atomic_thread_fence(__ATOMIC_SEQ_CST);
+}
+
+static inline void kp_read_exit(struct kp_thread *t)
+{
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	if (--t->nest == 0)
+		__atomic_store_n(&t->seq, t->seq + 1, __ATOMIC_RELEASE);
+}
+
+/* Waits until every read-side section that began before the call has ended.
+ * Sections are bounded by handler run time, so this never waits on a thread
+ * parked in a system call. */
+void kp_synchronize(void);
+
+/* Asks every other thread where it is: returns true when no thread's
+ * interrupted instruction pointer lies in one of the n ranges [lo, hi).
+ * Threads that cannot answer (signals blocked, stopped) count as "inside".
+ * Never blocks for long. */
+bool kp_threads_outside(const uintptr_t (*ranges)[2], int n);
+
+/* One-time set-up (membarrier registration, census signal). */
+void kp_threads_init(void);
+
+#endif
