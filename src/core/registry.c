@@ -237,8 +237,9 @@ out:
 	return err;
 }
 
-/* Takes p off its probepoint; returns the probepoint if it became empty
- * (then out of the table, to be disarmed and retired by the caller). */
+/* Takes p off its probepoint; returns the probepoint if it became empty.
+ * The caller disarms it before taking it out of the table: a thread that
+ * traps meanwhile must still find it. */
 static struct kp_probepoint *probe_detach(struct kprobe *p)
 {
 	struct kp_probepoint *pp = p->__pp;
@@ -248,10 +249,7 @@ static struct kp_probepoint *probe_detach(struct kprobe *p)
 		link = &(*link)->__next;
 	if (*link)
 		__atomic_store_n(link, p->__next, __ATOMIC_RELEASE);
-	if (pp->probes)
-		return NULL;
-	table_remove(pp);
-	return pp;
+	return pp->probes ? NULL : pp;
 }
 
 /* Unregisters n probes with one disarm batch and one grace period. */
@@ -281,6 +279,8 @@ void kp_unregister_locked(struct kprobe **ps, int n)
 	}
 	if (ne)
 		arch_disarm(empty, ne);
+	for (int i = 0; i < ne; i++)
+		table_remove(empty[i]);
 	if (nt)
 		kp_apply_arming(touched, nt);
 	kp_synchronize();

@@ -118,7 +118,9 @@ static int classify_branch(struct arch_insn *ai, uintptr_t addr,
 			   const ZydisDecodedOperand *ops, const char **why)
 {
 	const ZydisDecodedOperand *op = &ops[0];
-	bool rel = in->attributes & ZYDIS_ATTRIB_IS_RELATIVE;
+	/* Zydis marks RIP-relative memory operands "relative" too: only a
+	 * relative immediate makes a relative branch. */
+	bool rel = op->type == ZYDIS_OPERAND_TYPE_IMMEDIATE && op->imm.is_relative;
 
 	if (rel)
 		ZydisCalcAbsoluteAddress(in, op, addr, (ZyanU64 *)&ai->target);
@@ -194,10 +196,13 @@ int insn_analyze(struct arch_insn *ai, uintptr_t addr, const uint8_t *bytes,
 	}
 	if (is_branch(&in))
 		return classify_branch(ai, addr, &in, ops, why);
-	if ((in.attributes & ZYDIS_ATTRIB_IS_RELATIVE)) {
-		*why = "relative operand";
-		return -EINVAL;
-	}
+	/* RIP-relative memory operands are relocated; a relative immediate
+	 * outside the branches above is something we do not know. */
+	for (int i = 0; i < in.operand_count; i++)
+		if (ops[i].type == ZYDIS_OPERAND_TYPE_IMMEDIATE && ops[i].imm.is_relative) {
+			*why = "relative immediate";
+			return -EINVAL;
+		}
 	ai->klass = IC_PLAIN;
 	return 0;
 }

@@ -1,0 +1,766 @@
+/* kprobes-bench: ns per hit of an empty handler, side by side in one run.
+ *
+ *   build/kprobes-bench [--json] [--only=ROW,...]
+ *
+ * --only runs just the named rows (for profiling one row under perf);
+ * KPBENCH_VERBOSE=1 prints every repetition to stderr.
+ *
+ * Every ns/hit row is the median of REPS repetitions of a timed loop of N
+ * calls of one tiny function, N chosen per row so that one repetition takes
+ * about REP_NS.  The repetitions of all rows are interleaved (round 1 runs
+ * every row once, then round 2, ...) so that the noise of a shared machine
+ * hits every row alike; ratios are taken between medians of the same run.
+ *
+ * Rows: call (no probe), int3 (bare int3 -> SIGTRAP -> return, no library:
+ * the handler is installed with the raw rt_sigaction system call, bypassing
+ * libkprobes' interposed sigaction), k (pre + post handler: two traps per
+ * hit), b (pre handler only: boosted, one trap), uprobe / uretprobe (Linux
+ * uprobes on the same function through tracefs, null when not permitted),
+ * register_10k_ms / unregister_10k_ms (10,000 probes through the batch API,
+ * one on each nop of a 10,000-nop function, timed in a child process that is
+ * given up after BUDGET_10K_S: then null).  Rows of features not implemented
+ * yet (o, o_mid, r, rb, ro, detour_bytes) are null.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
+#include <limits.h>
+#include <math.h>
+#include <signal.h>
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mount.h>
+#include <sys/wait.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <kprobes.h>
+
+#define REPS	21
+#define REP_NS	25e6		/* target duration of one repetition */
+#ifndef NPROBES
+#define NPROBES	10000
+#endif
+#define UGROUP	"kpbench"
+#define BUDGET_10K_S 20		/* give up on register_10k after this */
+
+/* ---- the probed function and the loops ---- */
+
+__attribute__((noinline, noclone)) long bench_target(long x)
+{
+	asm volatile("" : "+r"(x));
+	return x + 1;
+}
+
+void bench_int3(void);
+void bench_restorer(void);
+extern const unsigned char bench_nops10k[];
+
+static volatile long sink;
+
+static void loop_call(long n)
+{
+	long s = 0;
+
+	for (long i = 0; i < n; i++) {
+		s += bench_target(i);
+		asm volatile("" : "+r"(s));
+	}
+	sink = s;
+}
+
+static void loop_int3(long n)
+{
+	for (long i = 0; i < n; i++)
+		bench_int3();
+}
+
+/* ---- timing ---- */
+
+static double now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec * 1e9 + ts.tv_nsec;
+}
+
+static double time_loop(void (*loop)(long), long n)
+{
+	double t0 = now_ns();
+
+	loop(n);
+	return now_ns() - t0;
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+	double x = *(const double *)a, y = *(const double *)b;
+
+	return (x > y) - (x < y);
+}
+
+static double median(double *v, int n)
+{
+	qsort(v, n, sizeof(*v), cmp_double);
+	return n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+}
+
+/* ---- int3: a handler that bypasses libkprobes ---- */
+
+struct kernel_sigaction {
+	void *handler;
+	unsigned long flags;
+	void *restorer;
+	unsigned long mask;
+};
+
+#define KSA_SIGINFO	0x00000004UL
+#define KSA_NODEFER	0x40000000UL
+#define KSA_RESTORER	0x04000000UL
+
+static struct kernel_sigaction saved_trap;
+
+static void bare_trap(int sig, siginfo_t *info, void *ctx)
+{
+}
+
+static int int3_setup(void)
+{
+	/* Same flags libkprobes uses for its own SIGTRAP handler. */
+	struct kernel_sigaction ka = {
+		.handler = (void *)bare_trap,
+		.flags = KSA_SIGINFO | KSA_NODEFER | KSA_RESTORER,
+		.restorer = (void *)bench_restorer,
+		.mask = 0,
+	};
+
+	if (syscall(SYS_rt_sigaction, SIGTRAP, &ka, &saved_trap, 8))
+		return -errno;
+	return 0;
+}
+
+static void int3_teardown(void)
+{
+	syscall(SYS_rt_sigaction, SIGTRAP, &saved_trap, NULL, 8);
+}
+
+/* ---- k and b: breakpoint kprobes on the entry of bench_target ---- */
+
+static struct kprobe kp;
+static bool saved_opt;
+
+static int empty_pre(struct kprobe *p, struct pt_regs *regs)
+{
+	return 0;
+}
+
+static void empty_post(struct kprobe *p, struct pt_regs *regs, unsigned long flags)
+{
+}
+
+static int kprobe_setup(bool post)
+{
+	int err;
+
+	/* k and b are breakpoint probes: keep them from being optimized. */
+	saved_opt = kprobes_optimization();
+	kprobes_set_optimization(false);
+	memset(&kp, 0, sizeof(kp));
+	kp.addr = (kprobe_opcode_t *)bench_target;
+	kp.pre_handler = empty_pre;
+	kp.post_handler = post ? empty_post : NULL;
+	err = register_kprobe(&kp);
+	if (err)
+		kprobes_set_optimization(saved_opt);
+	return err;
+}
+
+static int k_setup(void) { return kprobe_setup(true); }
+static int b_setup(void) { return kprobe_setup(false); }
+
+static void kprobe_teardown(void)
+{
+	unregister_kprobe(&kp);
+	kprobes_set_optimization(saved_opt);
+}
+
+/* ---- uprobe / uretprobe through tracefs ---- */
+
+static char tracefs[64];
+static char evbase[128];		/* instance or tracefs root */
+static bool mounted_tracefs, made_instance, tracing_off;
+static char saved_tracing_on[16];
+static bool uprobe_defined[2];
+static const char *uprobe_note;
+
+static int write_file(const char *path, const char *s, int flags)
+{
+	int fd = open(path, O_WRONLY | flags), err = 0;
+	size_t len = strlen(s);
+
+	if (fd < 0)
+		return -errno;
+	if (write(fd, s, len) != (ssize_t)len)
+		err = -errno;
+	close(fd);
+	return err;
+}
+
+static int read_file(const char *path, char *buf, size_t size)
+{
+	int fd = open(path, O_RDONLY);
+	ssize_t n;
+
+	if (fd < 0)
+		return -errno;
+	n = read(fd, buf, size - 1);
+	close(fd);
+	if (n < 0)
+		return -errno;
+	buf[n] = 0;
+	return 0;
+}
+
+static int tracefs_path(char *out, size_t size, const char *rel)
+{
+	return snprintf(out, size, "%s/%s", tracefs, rel) < (int)size ? 0 : -ENAMETOOLONG;
+}
+
+static bool find_tracefs(void)
+{
+	static const char *const cand[] = { "/sys/kernel/tracing", "/sys/kernel/debug/tracing" };
+	char p[128];
+
+	for (int i = 0; i < 2; i++) {
+		snprintf(p, sizeof(p), "%s/uprobe_events", cand[i]);
+		if (access(p, W_OK) == 0) {
+			snprintf(tracefs, sizeof(tracefs), "%s", cand[i]);
+			return true;
+		}
+	}
+	if (geteuid() == 0 &&
+	    mount("nodev", "/sys/kernel/tracing", "tracefs", 0, NULL) == 0) {
+		mounted_tracefs = true;
+		snprintf(tracefs, sizeof(tracefs), "/sys/kernel/tracing");
+		if (access("/sys/kernel/tracing/uprobe_events", W_OK) == 0)
+			return true;
+	}
+	return false;
+}
+
+/* File offset of addr in the executable, from /proc/self/maps. */
+static int exe_offset(const void *addr, const char *exe, unsigned long *off)
+{
+	FILE *f = fopen("/proc/self/maps", "r");
+	char line[PATH_MAX + 128];
+	int err = -ENOENT;
+
+	if (!f)
+		return -errno;
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long lo, hi, foff;
+		int pos = 0;
+
+		if (sscanf(line, "%lx-%lx %*s %lx %*s %*s %n", &lo, &hi, &foff, &pos) < 3 || !pos)
+			continue;
+		line[strcspn(line, "\n")] = 0;
+		if ((uintptr_t)addr >= lo && (uintptr_t)addr < hi && strcmp(line + pos, exe) == 0) {
+			*off = (uintptr_t)addr - lo + foff;
+			err = 0;
+			break;
+		}
+	}
+	fclose(f);
+	return err;
+}
+
+static const char *const uevent[2] = { "target", "target_ret" };
+
+static void uprobe_remove_events(void)
+{
+	char p[PATH_MAX], cmd[64];
+
+	if (tracefs_path(p, sizeof(p), "uprobe_events"))
+		return;
+	for (int i = 0; i < 2; i++) {
+		snprintf(cmd, sizeof(cmd), "-:%s/%s\n", UGROUP, uevent[i]);
+		write_file(p, cmd, O_APPEND);
+		uprobe_defined[i] = false;
+	}
+}
+
+/* Defines both events (disabled) and prepares where they are enabled: a
+ * private trace instance with a small buffer, or else the top level with
+ * tracing_on = 0 (the probe still fires and costs the same). */
+static bool uprobe_init(void)
+{
+	char exe[PATH_MAX], p[PATH_MAX], cmd[PATH_MAX + 64];
+	unsigned long off = 0;
+	ssize_t n;
+
+	if (!find_tracefs()) {
+		uprobe_note = "tracefs with uprobe_events not available";
+		return false;
+	}
+	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	if (n <= 0) {
+		uprobe_note = "readlink /proc/self/exe failed";
+		return false;
+	}
+	exe[n] = 0;
+	if (exe_offset((const void *)bench_target, exe, &off)) {
+		uprobe_note = "bench_target not found in /proc/self/maps";
+		return false;
+	}
+	/* Leftovers of an interrupted run. */
+	snprintf(p, sizeof(p), "%s/instances/%s", tracefs, UGROUP);
+	rmdir(p);
+	uprobe_remove_events();
+
+	tracefs_path(p, sizeof(p), "uprobe_events");
+	for (int i = 0; i < 2; i++) {
+		int err;
+
+		snprintf(cmd, sizeof(cmd), "%c:%s/%s %s:0x%lx\n", i ? 'r' : 'p',
+			 UGROUP, uevent[i], exe, off);
+		err = write_file(p, cmd, O_APPEND);
+		if (err) {
+			uprobe_note = err == -EACCES || err == -EPERM ?
+				"uprobe_events: permission denied" :
+				"uprobe_events: cannot define the probe";
+			uprobe_remove_events();
+			return false;
+		}
+		uprobe_defined[i] = true;
+	}
+
+	snprintf(evbase, sizeof(evbase), "%s/instances/%s", tracefs, UGROUP);
+	if (mkdir(evbase, 0755) == 0) {
+		made_instance = true;
+		snprintf(p, sizeof(p), "%s/buffer_size_kb", evbase);
+		write_file(p, "16\n", O_TRUNC);
+	} else {
+		snprintf(evbase, sizeof(evbase), "%s", tracefs);
+		tracefs_path(p, sizeof(p), "tracing_on");
+		if (read_file(p, saved_tracing_on, sizeof(saved_tracing_on)) == 0 &&
+		    write_file(p, "0\n", O_TRUNC) == 0)
+			tracing_off = true;
+	}
+	return true;
+}
+
+static void uprobe_fini(void)
+{
+	char p[PATH_MAX];
+
+	if (made_instance) {
+		rmdir(evbase);
+		made_instance = false;
+	}
+	if (tracing_off) {
+		tracefs_path(p, sizeof(p), "tracing_on");
+		write_file(p, saved_tracing_on, O_TRUNC);
+		tracing_off = false;
+	}
+	if (uprobe_defined[0] || uprobe_defined[1])
+		uprobe_remove_events();
+	if (mounted_tracefs) {
+		umount("/sys/kernel/tracing");
+		mounted_tracefs = false;
+	}
+}
+
+static int uprobe_enable(int i, bool on)
+{
+	char p[PATH_MAX];
+
+	snprintf(p, sizeof(p), "%s/events/%s/%s/enable", evbase, UGROUP, uevent[i]);
+	return write_file(p, on ? "1\n" : "0\n", O_TRUNC);
+}
+
+static int uprobe_setup(void) { return uprobe_enable(0, true); }
+static void uprobe_teardown(void) { uprobe_enable(0, false); }
+static int uretprobe_setup(void) { return uprobe_enable(1, true); }
+static void uretprobe_teardown(void) { uprobe_enable(1, false); }
+
+/* ---- register_10k_ms / unregister_10k_ms ---- */
+
+static struct kprobe kps[NPROBES];
+static struct kprobe *kpp[NPROBES];
+
+static int bench_10k(double *reg_ms, double *unreg_ms)
+{
+	double t0, t1, t2;
+	int err;
+
+	for (int i = 0; i < NPROBES; i++) {
+		memset(&kps[i], 0, sizeof(kps[i]));
+		kps[i].addr = (kprobe_opcode_t *)(bench_nops10k + i);
+		kps[i].pre_handler = empty_pre;
+		kpp[i] = &kps[i];
+	}
+	t0 = now_ns();
+	err = register_kprobes(kpp, NPROBES);
+	t1 = now_ns();
+	if (err)
+		return err;
+	unregister_kprobes(kpp, NPROBES);
+	t2 = now_ns();
+	*reg_ms = (t1 - t0) / 1e6;
+	*unreg_ms = (t2 - t1) / 1e6;
+	return 0;
+}
+
+/* The same in a child process, so that a pathologically slow registration
+ * cannot hold the whole run hostage: after BUDGET_10K_S the child is killed
+ * and both values are null. */
+struct res10k {
+	int err;
+	double reg_ms, unreg_ms;
+};
+
+static const char *bench_10k_bounded(double *reg_ms, double *unreg_ms)
+{
+	static char note[96];
+	struct res10k r = { -EIO, NAN, NAN };
+	double deadline = now_ns() + BUDGET_10K_S * 1e9;
+	int fds[2];
+	pid_t pid;
+
+	if (pipe(fds)) {
+		r.err = bench_10k(&r.reg_ms, &r.unreg_ms);
+		goto out;
+	}
+	fflush(NULL);
+	pid = fork();
+	if (pid < 0) {
+		close(fds[0]);
+		close(fds[1]);
+		r.err = bench_10k(&r.reg_ms, &r.unreg_ms);
+		goto out;
+	}
+	if (pid == 0) {
+		close(fds[0]);
+		r.err = bench_10k(&r.reg_ms, &r.unreg_ms);
+		if (write(fds[1], &r, sizeof(r)) != sizeof(r))
+			_exit(1);
+		_exit(0);
+	}
+	close(fds[1]);
+	for (;;) {
+		struct pollfd pfd = { .fd = fds[0], .events = POLLIN };
+		double left = deadline - now_ns();
+		int rc = left > 0 ? poll(&pfd, 1, (int)(left / 1e6) + 1) : 0;
+
+		if (rc < 0 && errno == EINTR)
+			continue;
+		if (rc > 0 && read(fds[0], &r, sizeof(r)) == sizeof(r))
+			break;
+		kill(pid, SIGKILL);
+		r.err = rc > 0 ? -EIO : -ETIMEDOUT;
+		break;
+	}
+	close(fds[0]);
+	waitpid(pid, NULL, 0);
+out:
+	if (r.err == -ETIMEDOUT) {
+		snprintf(note, sizeof(note), "gave up after %d s", BUDGET_10K_S);
+		return note;
+	}
+	if (r.err) {
+		snprintf(note, sizeof(note), "register_kprobes: %s", strerror(-r.err));
+		return note;
+	}
+	*reg_ms = r.reg_ms;
+	*unreg_ms = r.unreg_ms;
+	return NULL;
+}
+
+/* ---- rows ---- */
+
+struct row {
+	const char *name;
+	void (*loop)(long);
+	int (*setup)(void);
+	void (*teardown)(void);
+	bool skip;		/* not selected by --only */
+	bool avail;
+	const char *note;
+	long n;
+	double ns[REPS];
+	double med;
+};
+
+static struct row rows[] = {
+	{ .name = "call", .loop = loop_call, .setup = NULL, .teardown = NULL },
+	{ .name = "int3", .loop = loop_int3, .setup = int3_setup, .teardown = int3_teardown },
+	{ .name = "k", .loop = loop_call, .setup = k_setup, .teardown = kprobe_teardown },
+	{ .name = "b", .loop = loop_call, .setup = b_setup, .teardown = kprobe_teardown },
+	{ .name = "uprobe", .loop = loop_call, .setup = uprobe_setup, .teardown = uprobe_teardown },
+	{ .name = "uretprobe", .loop = loop_call, .setup = uretprobe_setup, .teardown = uretprobe_teardown },
+};
+#define NROWS ((int)(sizeof(rows) / sizeof(rows[0])))
+
+static struct row *row(const char *name)
+{
+	for (int i = 0; i < NROWS; i++)
+		if (strcmp(rows[i].name, name) == 0)
+			return &rows[i];
+	return NULL;
+}
+
+static double value(const char *name)
+{
+	struct row *r = row(name);
+
+	return r && r->avail ? r->med : NAN;
+}
+
+static int row_begin(struct row *r)
+{
+	return r->setup ? r->setup() : 0;
+}
+
+static void row_end(struct row *r)
+{
+	if (r->teardown)
+		r->teardown();
+}
+
+/* Picks n so that one repetition takes about REP_NS (also warms up). */
+static void calibrate(struct row *r)
+{
+	long n = 16;
+	double t;
+
+	for (;;) {
+		t = time_loop(r->loop, n);
+		if (t >= 4e6 || n >= (1L << 40))
+			break;
+		n *= t < 4e5 ? 8 : 2;
+	}
+	n = (long)(n * (REP_NS / t));
+	r->n = n < 1 ? 1 : n;
+}
+
+static void measure(void)
+{
+	bool have_uprobes = !row("uprobe")->skip || !row("uretprobe")->skip ?
+			    uprobe_init() : false;
+	char note[160];
+
+	for (int i = 0; i < NROWS; i++) {
+		struct row *r = &rows[i];
+		int err;
+
+		if (r->skip) {
+			r->note = "not selected";
+			continue;
+		}
+		if (!have_uprobes && (r->setup == uprobe_setup || r->setup == uretprobe_setup)) {
+			r->note = uprobe_note;
+			continue;
+		}
+		err = row_begin(r);
+		if (err) {
+			snprintf(note, sizeof(note), "setup failed: %s", strerror(-err));
+			r->note = strdup(note);
+			continue;
+		}
+		calibrate(r);
+		row_end(r);
+		r->avail = true;
+	}
+	for (int rep = 0; rep < REPS; rep++) {
+		for (int i = 0; i < NROWS; i++) {
+			struct row *r = &rows[i];
+			double t;
+
+			if (!r->avail)
+				continue;
+			if (row_begin(r)) {
+				r->avail = false;
+				r->note = "setup failed during the run";
+				continue;
+			}
+			t = time_loop(r->loop, r->n);
+			row_end(r);
+			r->ns[rep] = t / r->n;
+			/* Track the machine's pace: keep repetitions near REP_NS. */
+			if (t < REP_NS / 1.5 || t > REP_NS * 1.5) {
+				double f = REP_NS / t;
+
+				f = f < 0.5 ? 0.5 : f > 2 ? 2 : f;
+				r->n = (long)(r->n * f) < 1 ? 1 : (long)(r->n * f);
+			}
+		}
+	}
+	for (int i = 0; i < NROWS; i++) {
+		struct row *r = &rows[i];
+
+		if (!r->avail)
+			continue;
+		if (getenv("KPBENCH_VERBOSE")) {
+			fprintf(stderr, "%-10s n=%-9ld", r->name, r->n);
+			for (int rep = 0; rep < REPS; rep++)
+				fprintf(stderr, " %.1f", r->ns[rep]);
+			fprintf(stderr, "\n");
+		}
+		r->med = median(r->ns, REPS);
+	}
+	uprobe_fini();
+}
+
+/* ---- output ---- */
+
+struct key {
+	const char *name;
+	double v;
+	const char *note;
+	bool per_hit;		/* an ns/hit row of the table */
+};
+
+static void cpu_model(char *buf, size_t size)
+{
+	FILE *f = fopen("/proc/cpuinfo", "r");
+	char line[256];
+
+	snprintf(buf, size, "unknown CPU");
+	if (!f)
+		return;
+	while (fgets(line, sizeof(line), f)) {
+		char *c = strchr(line, ':');
+
+		if (strncmp(line, "model name", 10) == 0 && c) {
+			c += 1 + strspn(c + 1, " \t");
+			c[strcspn(c, "\n")] = 0;
+			snprintf(buf, size, "%s", c);
+			break;
+		}
+	}
+	fclose(f);
+}
+
+static void print_text(const struct key *keys, int nkeys)
+{
+	char cpu[128], date[64];
+	time_t t = time(NULL);
+	double call = value("call"), int3 = value("int3");
+	double b = value("b"), k = value("k");
+
+	cpu_model(cpu, sizeof(cpu));
+	strftime(date, sizeof(date), "%Y-%m-%d %H:%M:%S %Z", localtime(&t));
+	printf("libkprobes bench — %s, %ld CPUs — %s — median of %d\n",
+	       cpu, sysconf(_SC_NPROCESSORS_ONLN), date, REPS);
+	printf("%-18s %10s %10s %8s\n", "row", "ns/hit", "x-call", "x-int3");
+	for (int i = 0; i < nkeys; i++) {
+		const struct key *kk = &keys[i];
+
+		if (!kk->per_hit)
+			continue;
+		if (isnan(kk->v)) {
+			printf("%-18s %10s%s%s\n", kk->name, "n/a",
+			       kk->note ? "   " : "", kk->note ? kk->note : "");
+			continue;
+		}
+		printf("%-18s %10.1f %10.1f %8.2f\n", kk->name, kk->v,
+		       isnan(call) ? NAN : kk->v / call, isnan(int3) ? NAN : kk->v / int3);
+	}
+	printf("\n");
+	for (int i = 0; i < nkeys; i++) {
+		const struct key *kk = &keys[i];
+
+		if (kk->per_hit)
+			continue;
+		if (isnan(kk->v))
+			printf("%-18s %10s%s%s\n", kk->name, "n/a",
+			       kk->note ? "   " : "", kk->note ? kk->note : "");
+		else
+			printf("%-18s %10.1f\n", kk->name, kk->v);
+	}
+	printf("\n");
+	if (!isnan(b) && !isnan(int3))
+		printf("b/int3 = %.2f   (target <= 1.15)\n", b / int3);
+	if (!isnan(k) && !isnan(int3))
+		printf("k/int3 = %.2f   (target <= 2.30)\n", k / int3);
+}
+
+static void print_json(const struct key *keys, int nkeys)
+{
+	printf("{");
+	for (int i = 0; i < nkeys; i++) {
+		printf("%s\"%s\": ", i ? ", " : "", keys[i].name);
+		if (isnan(keys[i].v))
+			printf("null");
+		else
+			printf("%.3f", keys[i].v);
+	}
+	printf("}\n");
+}
+
+static bool selected(const char *only, const char *name)
+{
+	size_t len = strlen(name);
+
+	if (!only)
+		return true;
+	for (const char *p = only; (p = strstr(p, name)); p += len)
+		if ((p == only || p[-1] == ',') && (p[len] == 0 || p[len] == ','))
+			return true;
+	return false;
+}
+
+int main(int argc, char **argv)
+{
+	bool json = false;
+	const char *only = NULL, *note10k = "not selected";
+	double reg_ms = NAN, unreg_ms = NAN;
+
+	for (int i = 1; i < argc; i++) {
+		if (!strcmp(argv[i], "--json")) {
+			json = true;
+		} else if (!strncmp(argv[i], "--only=", 7)) {
+			only = argv[i] + 7;	/* e.g. --only=int3,b (for profiling) */
+		} else {
+			fprintf(stderr, "usage: %s [--json] [--only=ROW,...]\n", argv[0]);
+			return 2;
+		}
+	}
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	for (int i = 0; i < NROWS; i++)
+		rows[i].skip = !selected(only, rows[i].name);
+
+	measure();
+	if (selected(only, "register_10k_ms") || selected(only, "unregister_10k_ms"))
+		note10k = bench_10k_bounded(&reg_ms, &unreg_ms);
+
+	struct key keys[] = {
+		{ "call", value("call"), row("call")->note, true },
+		{ "int3", value("int3"), row("int3")->note, true },
+		{ "k", value("k"), row("k")->note, true },
+		{ "b", value("b"), row("b")->note, true },
+		{ "o", NAN, "not implemented yet", true },
+		{ "o_mid", NAN, "not implemented yet", true },
+		{ "r", NAN, "not implemented yet", true },
+		{ "rb", NAN, "not implemented yet", true },
+		{ "ro", NAN, "not implemented yet", true },
+		{ "uprobe", value("uprobe"), row("uprobe")->note, true },
+		{ "uretprobe", value("uretprobe"), row("uretprobe")->note, true },
+		{ "register_10k_ms", reg_ms, note10k, false },
+		{ "unregister_10k_ms", unreg_ms, note10k, false },
+		{ "detour_bytes", NAN, "not implemented yet", false },
+	};
+	int nkeys = (int)(sizeof(keys) / sizeof(keys[0]));
+
+	if (json)
+		print_json(keys, nkeys);
+	else
+		print_text(keys, nkeys);
+	return 0;
+}

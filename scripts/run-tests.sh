@@ -1,0 +1,25 @@
+#!/bin/sh
+# Runs every test binary (plain and sanitizer builds) and prints a summary
+# line "N passed, N failed". Each Criterion test runs in its own process.
+B=${1:-build}
+pass=0; fail=0; failed_bins=""
+export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}"
+export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
+for t in "$B"/tests/test_* "$B"/tests-asan/test_*; do
+    [ -x "$t" ] || continue
+    out=$(timeout 300 "$t" --jobs 2 --timeout 60 2>&1); rc=$?
+    line=$(printf '%s\n' "$out" | grep 'Synthesis:' | tail -n 1)
+    np=$(printf '%s' "$line" | sed -n 's/.*Passing: \([0-9]*\).*/\1/p')
+    nf=$(printf '%s' "$line" | sed -n 's/.*Failing: \([0-9]*\).*Crashing: \([0-9]*\).*/\1 \2/p')
+    np=${np:-0}; set -- $nf; nf=$(( ${1:-0} + ${2:-0} ))
+    if [ $rc -ne 0 ] && [ $nf -eq 0 ]; then nf=1; fi
+    pass=$((pass + np)); fail=$((fail + nf))
+    printf '%-40s %s\n' "$t" "${line:-exit $rc}"
+    if [ $nf -ne 0 ]; then
+        failed_bins="$failed_bins $t"
+        printf '%s\n' "$out" | grep -v '^\[----\]' | tail -n 40
+    fi
+done
+echo "Synthesis: Tested: $((pass + fail)) | Passing: $pass | Failing: $fail | Crashing: 0"
+echo "$pass passed, $fail failed"
+[ $fail -eq 0 ] || { echo "failing:$failed_bins"; exit 1; }
