@@ -58,7 +58,14 @@ static void count_post(struct kprobe *p, struct pt_regs *regs, unsigned long fla
 }
 
 /* Instruction boundaries of a function, from its symbol. */
+static int boundaries_max(const char *name, uintptr_t *out, int max);
+
 static int boundaries(const char *name, uintptr_t *out)
+{
+	return boundaries_max(name, out, MAX_BOUNDARIES / 2);
+}
+
+static int boundaries_max(const char *name, uintptr_t *out, int max)
 {
 	struct ksym sym;
 	uintptr_t pc;
@@ -66,7 +73,7 @@ static int boundaries(const char *name, uintptr_t *out)
 
 	cr_assert_eq(ksym_lookup_name(name, &sym), 0, "no symbol %s", name);
 	cr_assert_gt(sym.size, 0);
-	for (pc = sym.addr; pc < sym.addr + sym.size && n < MAX_BOUNDARIES;) {
+	for (pc = sym.addr; pc < sym.addr + sym.size && n < max;) {
 		int len = insn_length((const uint8_t *)pc, sym.addr + sym.size - pc);
 
 		cr_assert_gt(len, 0, "undecodable at %s+%lu", name, pc - sym.addr);
@@ -140,12 +147,16 @@ static void arm(const uintptr_t *at, int n, bool post)
 	cr_assert_eq(register_kprobes(probe_ptrs, n), 0);
 }
 
-/* All boundaries probed at once, then each alone, in both modes. */
-static void check_function(const char *name)
+/* All boundaries of name (and of the functions it calls, `callee`) probed at
+ * once, then each alone, in both modes. */
+static void check_function_with(const char *name, const char *callee)
 {
 	uintptr_t at[MAX_BOUNDARIES];
 	int n = boundaries(name, at);
 	void *fn = (void *)at[0];
+
+	if (callee)
+		n += boundaries(callee, at + n);
 	struct cpu_state in;
 	struct run_result base, probed;
 
@@ -174,15 +185,17 @@ static void check_function(const char *name)
 	}
 }
 
+static void check_function(const char *name)
+{
+	check_function_with(name, NULL);
+}
+
 Test(insn, riprel) { check_function("ic_riprel"); }
 Test(insn, jumps) { check_function("ic_jumps"); }
 Test(insn, loops) { check_function("ic_loops"); }
-Test(insn, calls) { check_function("ic_calls"); }
-Test(insn, helpers)
-{
-	check_function("ic_helper_add");
-	check_function("ic_helper_ret8");
-}
+Test(insn, calls) { check_function_with("ic_calls", "ic_helper_add"); }
+Test(insn, ret_imm16) { check_function_with("ic_calls", "ic_helper_ret8"); }
+Test(insn, helpers) { check_function("ic_helper_add"); }
 Test(insn, indirect_jumps) { check_function("ic_indjmp"); }
 Test(insn, stack_and_red_zone) { check_function("ic_stack"); }
 Test(insn, flags) { check_function("ic_flags"); }
