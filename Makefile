@@ -136,4 +136,7 @@ install: all
 clean:
 	rm -rf $(B)
 
+# The kprobe CLI and its injected agent.
+include tools/kprobe/kprobe.mk
+
 -include $(shell find $(B) -name '*.d' 2>/dev/null)

@@ -25,7 +25,8 @@ struct kp_probepoint {
 	uintptr_t addr;
 	struct kprobe *probes;		/* read lock-free by the hit path */
 	struct kp_probepoint *hnext;	/* hash chain, read lock-free */
-	struct kp_probepoint *all_next;	/* registry list, under the mutex */
+	struct kp_probepoint *all_next;	/* registry list in registration */
+	struct kp_probepoint *all_prev;	/* order, under the mutex */
 	struct arch_insn ainsn;		/* decoded instruction and its slot */
 	bool armed;			/* breakpoint written */
 	bool gone;			/* object unloaded */
@@ -35,7 +36,7 @@ struct kp_probepoint {
 
 /* registry.c */
 extern pthread_mutex_t kp_registry_lock;
-extern struct kp_probepoint *kp_all_probepoints;
+extern struct kp_probepoint *kp_all_probepoints;	/* oldest first */
 struct kp_probepoint *kp_probepoint_lookup(uintptr_t addr);
 bool kp_probepoint_enabled(const struct kp_probepoint *pp);
 /* Frees pp (called by the architecture once its slot is unused). */

@@ -16,6 +16,7 @@
 
 pthread_mutex_t kp_registry_lock = PTHREAD_MUTEX_INITIALIZER;
 struct kp_probepoint *kp_all_probepoints;
+static struct kp_probepoint *all_tail;
 static struct kp_probepoint *table[HASH_SIZE];
 
 static unsigned int hash_addr(uintptr_t addr)
@@ -38,8 +39,13 @@ static void table_insert(struct kp_probepoint *pp)
 
 	pp->hnext = table[h];
 	__atomic_store_n(&table[h], pp, __ATOMIC_RELEASE);
-	pp->all_next = kp_all_probepoints;
-	kp_all_probepoints = pp;
+	pp->all_prev = all_tail;
+	pp->all_next = NULL;
+	if (all_tail)
+		all_tail->all_next = pp;
+	else
+		kp_all_probepoints = pp;
+	all_tail = pp;
 }
 
 /* Readers already on pp keep walking its (still valid) chain. */
@@ -51,11 +57,14 @@ static void table_remove(struct kp_probepoint *pp)
 		link = &(*link)->hnext;
 	if (*link)
 		__atomic_store_n(link, pp->hnext, __ATOMIC_RELEASE);
-	for (link = &kp_all_probepoints; *link; link = &(*link)->all_next)
-		if (*link == pp) {
-			*link = pp->all_next;
-			break;
-		}
+	if (pp->all_prev)
+		pp->all_prev->all_next = pp->all_next;
+	else
+		kp_all_probepoints = pp->all_next;
+	if (pp->all_next)
+		pp->all_next->all_prev = pp->all_prev;
+	else
+		all_tail = pp->all_prev;
 }
 
 void kp_probepoint_free(struct kp_probepoint *pp)

@@ -1,5 +1,6 @@
 /* Preparing, arming and retiring breakpoint probepoints on x86-64. */
 #include <errno.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "arch/arch.h"
@@ -30,26 +31,81 @@ static int read_original(uintptr_t addr, uint8_t *buf, size_t len)
 	return 0;
 }
 
-/* Walks instruction boundaries from the function start up to addr. */
+/* Instruction boundaries of the last function decoded, so that probing
+ * every instruction of a large function stays linear.  The original bytes
+ * are kept to notice when other code has been mapped at the same place. */
+static struct {
+	uintptr_t func;
+	size_t size;
+	uint8_t *code;		/* original bytes */
+	uint8_t *starts;	/* bitmap of instruction starts */
+	size_t decoded;		/* boundaries known below this offset */
+} bcache;
+
+static void bcache_drop(void)
+{
+	free(bcache.code);
+	free(bcache.starts);
+	memset(&bcache, 0, sizeof(bcache));
+}
+
+static int bcache_fill(uintptr_t func, size_t size)
+{
+	uintptr_t off = 0;
+
+	bcache_drop();
+	bcache.code = malloc(size);
+	bcache.starts = calloc((size + 7) / 8, 1);
+	if (!bcache.code || !bcache.starts) {
+		bcache_drop();
+		return -ENOMEM;
+	}
+	if (read_original(func, bcache.code, size)) {
+		bcache_drop();
+		return -EFAULT;
+	}
+	while (off < size) {
+		int n = insn_length(bcache.code + off, size - off);
+
+		if (n < 0)
+			break;
+		bcache.starts[off / 8] |= (uint8_t)(1u << (off % 8));
+		off += (uintptr_t)n;
+	}
+	bcache.decoded = off;
+	bcache.func = func;
+	bcache.size = size;
+	return 0;
+}
+
+static bool bcache_valid_at(uintptr_t func, size_t size, uintptr_t addr)
+{
+	uint8_t now[KP_MAX_INSN];
+	size_t len = func + size - addr < sizeof(now) ? func + size - addr : sizeof(now);
+
+	if (bcache.func != func || bcache.size != size)
+		return false;
+	return read_original(addr, now, len) == 0 &&
+	       memcmp(now, bcache.code + (addr - func), len) == 0;
+}
+
+/* Is addr an instruction boundary of the function [func, func+size)? */
 static int check_boundary(uintptr_t func, size_t size, uintptr_t addr)
 {
-	uintptr_t pc = func;
-	uint8_t buf[KP_MAX_INSN];
+	uintptr_t off = addr - func;
+	int err;
 
 	if (!size || size > MAX_FUNC_DECODE || addr < func || addr >= func + size)
 		return 0;
-	while (pc < addr) {
-		size_t avail = func + size - pc < sizeof(buf) ? func + size - pc : sizeof(buf);
-		int n;
-
-		if (read_original(pc, buf, avail))
-			return -EFAULT;
-		n = insn_length(buf, avail);
-		if (n < 0)
-			return 0;	/* data in the function: cannot tell, trust addr */
-		pc += (uintptr_t)n;
+	if (!bcache_valid_at(func, size, addr)) {
+		err = bcache_fill(func, size);
+		if (err)
+			return err == -ENOMEM ? err : 0;
 	}
-	return pc == addr ? 0 : -EILSEQ;
+	if (bcache.starts[off / 8] & (1u << (off % 8)))
+		return 0;
+	/* Past undecodable bytes (data in text) we cannot tell: trust addr. */
+	return off >= bcache.decoded ? 0 : -EILSEQ;
 }
 
 int arch_prepare_probepoint(struct kp_probepoint *pp, uintptr_t func, size_t size)

@@ -2,6 +2,7 @@
 #include "os/linux/threads.h"
 
 #include <dirent.h>
+#include <pthread.h>
 #include <errno.h>
 #include <linux/membarrier.h>
 #include <sched.h>
@@ -23,7 +24,6 @@
 static struct kp_thread records[KP_MAX_THREADS];
 static unsigned int records_used;	/* high-water mark */
 static __thread struct kp_thread *self __attribute__((tls_model("initial-exec")));
-static __thread pid_t self_pid __attribute__((tls_model("initial-exec")));
 int kp_membarrier_ok;
 
 static pid_t sys_gettid(void)
@@ -75,17 +75,33 @@ static struct kp_thread *record_find(pid_t tid, bool reap)
 
 struct kp_thread *kp_thread_self(void)
 {
-	pid_t pid = kp_getpid(), tid;
+	pid_t tid;
 
-	/* fork() copies the parent's TLS: the child must claim its own. */
-	if (self && pid == self_pid)
+	if (self)
 		return self;
 	tid = sys_gettid();
 	self = record_find(tid, false);
 	if (!self)
 		self = record_find(tid, true);
-	self_pid = pid;
 	return self;
+}
+
+/* In a fork child only the forking thread exists: its record becomes its
+ * own, every other record is free. */
+static void after_fork_child(void)
+{
+	unsigned int n = __atomic_load_n(&records_used, __ATOMIC_RELAXED);
+
+	for (unsigned int i = 0; i < n; i++) {
+		if (&records[i] == self)
+			continue;
+		records[i].tid = 0;
+		records[i].nest = 0;
+		records[i].seq &= ~1UL;
+		records[i].in_handler = 0;
+	}
+	if (self)
+		self->tid = sys_gettid();
 }
 
 static int membarrier(int cmd)
@@ -98,6 +114,7 @@ static void census_init(void);
 void kp_threads_init(void)
 {
 	kp_membarrier_ok = membarrier(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED) == 0;
+	pthread_atfork(NULL, NULL, after_fork_child);
 	census_init();
 }
 
