@@ -99,6 +99,68 @@ void unregister_kprobes(struct kprobe **kps, int num);
 int disable_kprobe(struct kprobe *p);
 int enable_kprobe(struct kprobe *p);
 
+/* ---- Return probes ---- */
+
+struct kretprobe;
+
+/* One pending return of a return-probed function. */
+struct kretprobe_instance {
+	struct kretprobe *rp;
+	kprobe_opcode_t *ret_addr;	/* the real return address */
+	pid_t task;			/* thread id */
+	char data[];			/* kretprobe.data_size bytes */
+};
+
+typedef int (*kretprobe_handler_t)(struct kretprobe_instance *, struct pt_regs *);
+
+struct kretprobe {
+	struct kprobe kp;		/* where: the function's entry */
+	kretprobe_handler_t handler;	/* at the return; regs->ax = return value */
+	kretprobe_handler_t entry_handler; /* at the entry; non-zero: skip this return */
+	int maxactive;			/* instances; <= 0: max(10, 2 * CPUs) */
+	int nmissed;			/* entries with no free instance */
+	size_t data_size;		/* per-instance private data */
+
+	/* Private to libkprobes: do not touch. */
+	void *__pool;
+};
+
+/* Registers a return probe on the function entry rp->kp.addr or
+ * rp->kp.symbol_name (offset must be 0).  Errors as register_kprobe(), and
+ * -EINVAL when the address is not a function entry; -ENOMEM. */
+int register_kretprobe(struct kretprobe *rp);
+/* Removes rp; returns still pending complete normally, without handler. */
+void unregister_kretprobe(struct kretprobe *rp);
+int register_kretprobes(struct kretprobe **rps, int num);
+void unregister_kretprobes(struct kretprobe **rps, int num);
+int disable_kretprobe(struct kretprobe *rp);
+int enable_kretprobe(struct kretprobe *rp);
+
+/* For handlers that walk stacks: when a return address read from the stack
+ * slot `slot` is the return-probe trampoline, the real return address of
+ * the calling thread's frame; otherwise addr unchanged. */
+unsigned long kretprobe_find_ret_addr(unsigned long addr, unsigned long slot);
+
+/* ---- Jprobes ---- */
+
+/* A jprobe's entry is a function with the probed function's prototype; it
+ * runs with the probed function's registers and a copy of its stack, must
+ * end with jprobe_return(), and then the function runs unchanged. */
+struct jprobe {
+	struct kprobe kp;
+	void *entry;
+};
+
+/* -EEXIST: the function already has a jprobe; otherwise as register_kprobe. */
+int register_jprobe(struct jprobe *jp);
+void unregister_jprobe(struct jprobe *jp);
+int register_jprobes(struct jprobe **jps, int num);
+void unregister_jprobes(struct jprobe **jps, int num);
+int disable_jprobe(struct jprobe *jp);
+int enable_jprobe(struct jprobe *jp);
+/* Ends a jprobe entry function; does not return to its caller. */
+void jprobe_return(void) __attribute__((noreturn));
+
 /* Put fn on the blacklist: any probe inside it is refused with -EINVAL. */
 void __kprobes_blacklist_add(const void *fn);
 #define __KP_CAT2(a, b) a##b

@@ -39,4 +39,21 @@ int arch_init(void);
 /* [lo, hi) of the code that handles traps, to be kept unprobed. */
 void arch_trap_path_range(uintptr_t *lo, uintptr_t *hi);
 
+/* ---- return probes and jprobes ---- */
+
+struct pt_regs;
+struct kp_thread;
+
+/* The trampoline a return-probed function returns into. */
+uintptr_t arch_kretprobe_trampoline(void);
+
+/* Stack slot holding the return address at a function entry. */
+static inline uintptr_t arch_return_slot(const struct pt_regs *regs);
+
+/* Saves what a jprobe's entry function may change (registers, vector and
+ * x87 state, the stack arguments) in the thread's jprobe area. 0/-ENOMEM. */
+int arch_jprobe_save(struct kp_thread *t, const struct pt_regs *regs);
+
+#include "arch/x86_64/rethook.h"
+
 #endif

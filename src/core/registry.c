@@ -87,6 +87,14 @@ bool kp_probepoint_enabled(const struct kp_probepoint *pp)
 	return false;
 }
 
+static bool has_type(const struct kp_probepoint *pp, enum kp_type type)
+{
+	for (const struct kprobe *p = pp->probes; p; p = p->__next)
+		if (p->__type == type)
+			return true;
+	return false;
+}
+
 /* Is p on the registry?  Trust the mark only if pp really lists p. */
 static bool is_registered(const struct kprobe *p)
 {
@@ -202,7 +210,12 @@ int kp_register_locked(struct kprobe *p, enum kp_type type, struct kp_probepoint
 		return err;
 	if (!is_code(addr, have_fn) || kp_blacklisted(addr))
 		return -EINVAL;
+	/* Return probes and jprobes work on function entries only. */
+	if (type != KP_TYPE_KPROBE && !(have_fn && fn.addr == addr))
+		return -EINVAL;
 	pp = kp_probepoint_lookup(addr);
+	if (pp && type == KP_TYPE_JPROBE && has_type(pp, KP_TYPE_JPROBE))
+		return -EEXIST;
 	if (!pp) {
 		err = probepoint_create(addr, &fn, have_fn, &pp);
 		if (err)

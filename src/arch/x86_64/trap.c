@@ -183,11 +183,33 @@ static bool slot_exit(struct kp_thread *t, struct xol_slot *s, uintptr_t bp, uco
 	return true;
 }
 
+uintptr_t arch_jprobe_restore(struct kp_thread *t, ucontext_t *uc);
+extern char kp_jprobe_return_trap[];
+
+/* jprobe_return(): back to the probed function's own state, then run the
+ * probed instruction (out of line, or in place if the probe is gone). */
+static void jprobe_return_hit(struct kp_thread *t, ucontext_t *uc)
+{
+	uintptr_t addr = arch_jprobe_restore(t, uc);
+	struct kp_probepoint *pp = kp_probepoint_lookup(addr);
+
+	t->jprobe_pp = NULL;
+	t->in_handler--;
+	if (pp)
+		GREG(uc, REG_RIP) = (greg_t)(pp->ainsn.slot->code + pp->ainsn.slot->boost_off);
+	else
+		GREG(uc, REG_RIP) = (greg_t)addr;
+}
+
 static bool trap_dispatch(struct kp_thread *t, uintptr_t bp, ucontext_t *uc)
 {
 	struct xol_slot *s = xol_slot_of(bp);
 	struct kp_probepoint *pp;
 
+	if (bp == (uintptr_t)kp_jprobe_return_trap && t->jprobe_pp) {
+		jprobe_return_hit(t, uc);
+		return true;
+	}
 	if (s)
 		return slot_exit(t, s, bp, uc);
 	pp = kp_probepoint_lookup(bp);
@@ -214,8 +236,12 @@ static void trap_handler(int sig, siginfo_t *info, void *ctx)
 	if (info->si_code == SI_KERNEL) {
 		t = kp_thread_self();
 		if (t) {
+			void *outer = t->trap_ctx;
+
 			kp_read_enter(t);
+			t->trap_ctx = uc;
 			ours = trap_dispatch(t, (uintptr_t)GREG(uc, REG_RIP) - 1, uc);
+			t->trap_ctx = outer;
 			kp_read_exit(t);
 		}
 	}

@@ -50,6 +50,8 @@ static bool record_claim(struct kp_thread *r, pid_t tid, bool reap)
 		return false;
 	r->nest = 0;
 	r->in_handler = 0;
+	r->ri_top = NULL;
+	r->jprobe_pp = NULL;
 	return true;
 }
 
@@ -99,6 +101,8 @@ static void after_fork_child(void)
 		records[i].nest = 0;
 		records[i].seq &= ~1UL;
 		records[i].in_handler = 0;
+		records[i].ri_top = NULL;
+		records[i].jprobe_pp = NULL;
 	}
 	if (self)
 		self->tid = sys_gettid();

@@ -15,7 +15,10 @@ struct kp_thread {
 	unsigned int nest;		/* depth of read-side sections */
 	unsigned long seq;		/* odd while inside a section */
 	unsigned int in_handler;	/* running a probe handler */
-	uintptr_t scratch[4];		/* per-hit scratch for the arch layer */
+	void *ri_top;			/* return-probe instances, newest first */
+	void *trap_ctx;			/* signal context of the current hit */
+	void *jprobe_save;		/* jprobe state while its handler runs */
+	void *jprobe_pp;		/* probepoint whose jprobe is running */
 } __attribute__((aligned(64)));
 
 /* The calling thread's record, claimed on first use without locks or

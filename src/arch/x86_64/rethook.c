@@ -1,0 +1,107 @@
+/* Return-probe trampoline selection and the jprobe state save/restore. */
+#include <errno.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <ucontext.h>
+
+#include "arch/arch.h"
+#include "arch/x86_64/regs.h"
+#include "os/linux/memory.h"
+#include "os/linux/sys.h"
+#include "os/linux/threads.h"
+
+extern char kp_kretprobe_trampoline_sse[], kp_kretprobe_trampoline_avx[],
+	kp_kretprobe_trampoline_avx512[];
+
+static uintptr_t trampoline;
+
+/* The widest vector registers a function can return a value in. */
+uintptr_t arch_kretprobe_trampoline(void)
+{
+	if (!trampoline) {
+		__builtin_cpu_init();
+		if (__builtin_cpu_supports("avx512f"))
+			trampoline = (uintptr_t)kp_kretprobe_trampoline_avx512;
+		else if (__builtin_cpu_supports("avx"))
+			trampoline = (uintptr_t)kp_kretprobe_trampoline_avx;
+		else
+			trampoline = (uintptr_t)kp_kretprobe_trampoline_sse;
+	}
+	return trampoline;
+}
+
+/* ---- jprobes ---- */
+
+#define JPROBE_AREA (64 * 1024)
+#define JPROBE_STACK 512	/* stack arguments copied and put back */
+#define FP_MAX (JPROBE_AREA - sizeof(struct jprobe_state) - JPROBE_STACK)
+#define FP_XSTATE_MAGIC1 0x46505853U
+
+struct jprobe_state {
+	struct pt_regs regs;
+	size_t stack_len;
+	size_t fp_len;
+	uint8_t stack[JPROBE_STACK];
+	uint8_t fp[];
+};
+
+/* Size of the signal frame's FPU/xsave image (fxsave layout, extended when
+ * the kernel's software-reserved bytes say so). */
+static size_t fpstate_size(const ucontext_t *uc)
+{
+	const uint8_t *fp = (const uint8_t *)uc->uc_mcontext.fpregs;
+	uint32_t magic1, extended;
+
+	if (!fp)
+		return 0;
+	memcpy(&magic1, fp + 464, 4);
+	memcpy(&extended, fp + 468, 4);
+	if (magic1 == FP_XSTATE_MAGIC1 && extended <= FP_MAX)
+		return extended;
+	return 512;
+}
+
+static struct jprobe_state *jprobe_area(struct kp_thread *t)
+{
+	void *p;
+
+	if (t->jprobe_save)
+		return t->jprobe_save;
+	p = (void *)kp_syscall6(SYS_mmap, 0, JPROBE_AREA, PROT_READ | PROT_WRITE,
+				MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	if ((unsigned long)p > -4096UL)
+		return NULL;
+	t->jprobe_save = p;
+	return p;
+}
+
+int arch_jprobe_save(struct kp_thread *t, const struct pt_regs *regs)
+{
+	struct jprobe_state *js = jprobe_area(t);
+	const ucontext_t *uc = t->trap_ctx;
+	size_t len = JPROBE_STACK;
+
+	if (!js || !uc)
+		return -ENOMEM;
+	js->regs = *regs;
+	js->fp_len = fpstate_size(uc);
+	memcpy(js->fp, uc->uc_mcontext.fpregs, js->fp_len);
+	while (len && kp_mem_read_nofault(regs->sp, js->stack, len))
+		len /= 2;
+	js->stack_len = len;
+	return 0;
+}
+
+/* At jprobe_return(): the state of the entry comes back; returns the
+ * address the probed instruction was at. */
+uintptr_t arch_jprobe_restore(struct kp_thread *t, ucontext_t *uc)
+{
+	struct jprobe_state *js = t->jprobe_save;
+
+	regs_to_ucontext(&js->regs, uc);
+	if (uc->uc_mcontext.fpregs && js->fp_len == fpstate_size(uc))
+		memcpy(uc->uc_mcontext.fpregs, js->fp, js->fp_len);
+	memcpy((void *)js->regs.sp, js->stack, js->stack_len);
+	/* regs.ip is the address after the int3 at the probe. */
+	return js->regs.ip - 1;
+}

@@ -1,0 +1,391 @@
+/*
+ * Return probes.  The entry is an ordinary kprobe whose pre-handler takes
+ * an instance from the kretprobe's preallocated pool, remembers the real
+ * return address and replaces it with the trampoline's; the trampoline
+ * calls kp_kretprobe_dispatch().  Instances hang on a per-thread LIFO, as
+ * uretprobes does; instances of frames that were left without returning
+ * (longjmp, exceptions, thread exit) are reclaimed.
+ */
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "core/internal.h"
+#include "os/linux/sys.h"
+#include "os/linux/threads.h"
+
+#define container_of(p, type, member) ((type *)((char *)(p) - offsetof(type, member)))
+
+/* A frame whose slot lies this far below a new entry's stack is on another
+ * stack (coroutine, signal stack), not a frame that was left. */
+#define STALE_WINDOW (256UL << 20)
+
+struct kp_ri {
+	struct kp_ri *next;		/* thread LIFO */
+	struct kp_rp_pool *pool;
+	uintptr_t slot;			/* stack address of the return address */
+	pid_t owner;			/* thread holding it, 0 when free */
+	uint32_t next_free;		/* pool free list: index + 1 */
+	struct kretprobe_instance pub;	/* last: data[] follows */
+};
+
+struct kp_rp_pool {
+	struct kretprobe *rp;		/* valid while live */
+	bool live;
+	char *mem;
+	size_t stride;
+	int n;
+	uint64_t free_head;		/* (tag << 32) | (index + 1) */
+	int outstanding;
+	struct kp_rp_pool *next_orphan;
+};
+
+static struct kp_rp_pool *orphans;
+
+static struct kp_ri *ri_at(struct kp_rp_pool *pool, uint32_t idx)
+{
+	return (struct kp_ri *)(pool->mem + (size_t)idx * pool->stride);
+}
+
+/* Lock-free pop/push; the tag defeats ABA when a thread is interrupted by
+ * a signal whose handler uses the same pool. */
+static struct kp_ri *pool_get(struct kp_rp_pool *pool)
+{
+	uint64_t h = __atomic_load_n(&pool->free_head, __ATOMIC_ACQUIRE), nh;
+	struct kp_ri *ri;
+
+	do {
+		if (!(uint32_t)h)
+			return NULL;
+		ri = ri_at(pool, (uint32_t)h - 1);
+		nh = (((h >> 32) + 1) << 32) | __atomic_load_n(&ri->next_free, __ATOMIC_RELAXED);
+	} while (!__atomic_compare_exchange_n(&pool->free_head, &h, nh, true,
+					      __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE));
+	__atomic_fetch_add(&pool->outstanding, 1, __ATOMIC_RELAXED);
+	return ri;
+}
+
+static void pool_put(struct kp_ri *ri)
+{
+	struct kp_rp_pool *pool = ri->pool;
+	uint32_t idx = (uint32_t)(((char *)ri - pool->mem) / pool->stride);
+	uint64_t h = __atomic_load_n(&pool->free_head, __ATOMIC_ACQUIRE), nh;
+
+	__atomic_store_n(&ri->owner, 0, __ATOMIC_RELAXED);
+	do {
+		__atomic_store_n(&ri->next_free, (uint32_t)h, __ATOMIC_RELAXED);
+		nh = (((h >> 32) + 1) << 32) | (idx + 1);
+	} while (!__atomic_compare_exchange_n(&pool->free_head, &h, nh, true,
+					      __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE));
+	__atomic_fetch_sub(&pool->outstanding, 1, __ATOMIC_RELEASE);
+}
+
+static bool tid_is_dead(pid_t tid)
+{
+	return kp_syscall(SYS_tgkill, kp_getpid(), tid, 0) == -ESRCH;
+}
+
+/* Instances held by threads that exited inside a probed function. */
+static int pool_reap_dead(struct kp_rp_pool *pool)
+{
+	int freed = 0;
+
+	for (int i = 0; i < pool->n; i++) {
+		struct kp_ri *ri = ri_at(pool, (uint32_t)i);
+		pid_t owner = __atomic_load_n(&ri->owner, __ATOMIC_ACQUIRE);
+
+		if (owner > 0 && tid_is_dead(owner) &&
+		    __atomic_compare_exchange_n(&ri->owner, &owner, -1, false,
+						__ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+			pool_put(ri);
+			freed++;
+		}
+	}
+	return freed;
+}
+
+/* Drops this thread's instances of frames below sp that were left without
+ * a return (longjmp, exceptions). */
+static void drop_stale(struct kp_thread *t, uintptr_t sp)
+{
+	struct kp_ri *ri;
+
+	while ((ri = t->ri_top) && ri->slot < sp && sp - ri->slot < STALE_WINDOW) {
+		t->ri_top = ri->next;
+		pool_put(ri);
+	}
+}
+
+static int kretprobe_entry(struct kprobe *p, struct pt_regs *regs)
+{
+	struct kretprobe *rp = container_of(p, struct kretprobe, kp);
+	struct kp_rp_pool *pool = rp->__pool;
+	struct kp_thread *t = kp_thread_self();
+	uintptr_t slot = arch_return_slot(regs), tramp = arch_kretprobe_trampoline();
+	uintptr_t ret = *(uintptr_t *)slot;
+	struct kp_ri *ri;
+
+	drop_stale(t, slot);
+	ri = pool_get(pool);
+	if (!ri && pool_reap_dead(pool))
+		ri = pool_get(pool);
+	if (!ri) {
+		__atomic_fetch_add(&rp->nmissed, 1, __ATOMIC_RELAXED);
+		return 0;
+	}
+	/* Another return probe on this function got here first. */
+	if (ret == tramp && t->ri_top && ((struct kp_ri *)t->ri_top)->slot == slot)
+		ret = (uintptr_t)((struct kp_ri *)t->ri_top)->pub.ret_addr;
+	ri->owner = t->tid;
+	ri->slot = slot;
+	ri->pub.rp = rp;
+	ri->pub.task = t->tid;
+	ri->pub.ret_addr = (kprobe_opcode_t *)ret;
+	if (rp->entry_handler && rp->entry_handler(&ri->pub, regs)) {
+		pool_put(ri);
+		return 0;
+	}
+	*(uintptr_t *)slot = tramp;
+	ri->next = t->ri_top;
+	t->ri_top = ri;
+	return 0;
+}
+
+static void fatal_no_instance(void)
+{
+	static const char msg[] = "libkprobes: return trampoline without instance\n";
+
+	kp_syscall(SYS_write, 2, msg, sizeof(msg) - 1);
+	abort();
+}
+
+/* Called by the trampoline with the registers at the return. */
+void kp_kretprobe_dispatch(struct pt_regs *regs)
+{
+	struct kp_thread *t = kp_thread_self();
+	uintptr_t slot = regs->sp - 8;
+	struct kp_ri *ri;
+
+	while ((ri = t->ri_top) && ri->slot < slot) {
+		t->ri_top = ri->next;
+		pool_put(ri);
+	}
+	if (!ri || ri->slot != slot)
+		fatal_no_instance();
+	t->ri_top = ri->next;
+	regs->ip = (unsigned long)ri->pub.ret_addr;
+	kp_read_enter(t);
+	if (__atomic_load_n(&ri->pool->live, __ATOMIC_ACQUIRE) && !t->in_handler) {
+		struct kretprobe *rp = ri->pool->rp;
+
+		if (rp->handler && !(rp->kp.flags & KPROBE_FLAG_DISABLED)) {
+			t->in_handler++;
+			rp->handler(&ri->pub, regs);
+			t->in_handler--;
+		}
+	}
+	kp_read_exit(t);
+	regs->ip = (unsigned long)ri->pub.ret_addr;
+	pool_put(ri);
+}
+
+static int ncpus(void)
+{
+	long n = sysconf(_SC_NPROCESSORS_ONLN);
+
+	return n > 0 ? (int)n : 1;
+}
+
+static int pool_create(struct kretprobe *rp)
+{
+	int n = rp->maxactive > 0 ? rp->maxactive : (2 * ncpus() > 10 ? 2 * ncpus() : 10);
+	size_t stride = (sizeof(struct kp_ri) + rp->data_size + 15) & ~(size_t)15;
+	struct kp_rp_pool *pool = calloc(1, sizeof(*pool));
+
+	if (!pool)
+		return -ENOMEM;
+	pool->mem = calloc((size_t)n, stride);
+	if (!pool->mem) {
+		free(pool);
+		return -ENOMEM;
+	}
+	pool->rp = rp;
+	pool->stride = stride;
+	pool->n = n;
+	for (int i = 0; i < n; i++) {
+		struct kp_ri *ri = ri_at(pool, (uint32_t)i);
+
+		ri->pool = pool;
+		ri->next_free = i + 1 < n ? (uint32_t)(i + 2) : 0;
+	}
+	pool->free_head = 1;
+	pool->live = true;
+	rp->__pool = pool;
+	return 0;
+}
+
+static void pool_free(struct kp_rp_pool *pool)
+{
+	free(pool->mem);
+	free(pool);
+}
+
+/* Frees unregistered pools once no frame can return through them. */
+static void orphans_collect(void)
+{
+	struct kp_rp_pool **link = &orphans;
+
+	while (*link) {
+		struct kp_rp_pool *pool = *link;
+
+		pool_reap_dead(pool);
+		if (__atomic_load_n(&pool->outstanding, __ATOMIC_ACQUIRE) == 0) {
+			*link = pool->next_orphan;
+			pool_free(pool);
+		} else {
+			link = &pool->next_orphan;
+		}
+	}
+}
+
+static void pool_orphan(struct kretprobe *rp)
+{
+	struct kp_rp_pool *pool = rp->__pool;
+
+	rp->__pool = NULL;
+	if (!pool)
+		return;
+	pool->next_orphan = orphans;
+	orphans = pool;
+}
+
+int kp_register_batch(struct kprobe **ps, int n, enum kp_type type);
+void kp_unregister_batch(struct kprobe **ps, int n);
+
+KP_EXPORT int register_kretprobes(struct kretprobe **rps, int num)
+{
+	struct kprobe **kps;
+	int err = 0, i;
+
+	if (num <= 0 || !rps)
+		return num == 0 ? 0 : -EINVAL;
+	kps = calloc((size_t)num, sizeof(*kps));
+	if (!kps)
+		return -ENOMEM;
+	for (i = 0; i < num && !err; i++) {
+		if (!rps[i] || (rps[i]->kp.symbol_name && rps[i]->kp.offset) || rps[i]->__pool)
+			err = -EINVAL;
+		else
+			err = pool_create(rps[i]);
+		if (err)
+			break;
+		rps[i]->kp.pre_handler = kretprobe_entry;
+		rps[i]->kp.post_handler = NULL;
+		rps[i]->nmissed = 0;
+		kps[i] = &rps[i]->kp;
+	}
+	if (!err)
+		err = kp_register_batch(kps, num, KP_TYPE_KRETPROBE);
+	if (err) {
+		for (int j = 0; j < i && j < num; j++)
+			if (rps[j] && rps[j]->__pool && kps[j]) {
+				pool_free(rps[j]->__pool);
+				rps[j]->__pool = NULL;
+			}
+	}
+	free(kps);
+	return err;
+}
+
+KP_EXPORT int register_kretprobe(struct kretprobe *rp)
+{
+	return register_kretprobes(&rp, 1);
+}
+
+KP_EXPORT void unregister_kretprobes(struct kretprobe **rps, int num)
+{
+	struct kprobe **kps;
+
+	if (num <= 0 || !rps)
+		return;
+	kps = calloc((size_t)num, sizeof(*kps));
+	if (!kps)
+		return;
+	for (int i = 0; i < num; i++) {
+		kps[i] = rps[i] ? &rps[i]->kp : NULL;
+		if (rps[i] && rps[i]->__pool)
+			__atomic_store_n(&((struct kp_rp_pool *)rps[i]->__pool)->live, false,
+					 __ATOMIC_RELEASE);
+	}
+	/* The grace period inside also covers the trampoline's handler calls. */
+	kp_unregister_batch(kps, num);
+	pthread_mutex_lock(&kp_registry_lock);
+	for (int i = 0; i < num; i++)
+		if (rps[i])
+			pool_orphan(rps[i]);
+	orphans_collect();
+	pthread_mutex_unlock(&kp_registry_lock);
+	free(kps);
+}
+
+KP_EXPORT void unregister_kretprobe(struct kretprobe *rp)
+{
+	unregister_kretprobes(&rp, 1);
+}
+
+KP_EXPORT int disable_kretprobe(struct kretprobe *rp)
+{
+	return rp ? disable_kprobe(&rp->kp) : -EINVAL;
+}
+
+KP_EXPORT int enable_kretprobe(struct kretprobe *rp)
+{
+	return rp ? enable_kprobe(&rp->kp) : -EINVAL;
+}
+
+KP_EXPORT unsigned long kretprobe_find_ret_addr(unsigned long addr, unsigned long slot)
+{
+	struct kp_thread *t;
+
+	if (addr != arch_kretprobe_trampoline())
+		return addr;
+	t = kp_thread_self();
+	for (struct kp_ri *ri = t ? t->ri_top : NULL; ri; ri = ri->next)
+		if (ri->slot == slot)
+			return (unsigned long)ri->pub.ret_addr;
+	return addr;
+}
+
+/* Puts the real return addresses back into the stack slots of this
+ * thread's live return-probed frames (for unwinders); `release` also gives
+ * the instances up, otherwise hijack_again() re-installs them. */
+void kp_kretprobe_unhijack(bool release)
+{
+	struct kp_thread *t = kp_thread_self();
+	uintptr_t tramp = arch_kretprobe_trampoline();
+	uintptr_t sp = (uintptr_t)__builtin_frame_address(0);
+	struct kp_ri *ri;
+
+	if (!t)
+		return;
+	for (ri = t->ri_top; ri; ri = ri->next)
+		if (ri->slot >= sp && *(uintptr_t *)ri->slot == tramp)
+			*(uintptr_t *)ri->slot = (uintptr_t)ri->pub.ret_addr;
+	while (release && (ri = t->ri_top)) {
+		t->ri_top = ri->next;
+		pool_put(ri);
+	}
+}
+
+void kp_kretprobe_rehijack(void)
+{
+	struct kp_thread *t = kp_thread_self();
+	uintptr_t tramp = arch_kretprobe_trampoline();
+	uintptr_t sp = (uintptr_t)__builtin_frame_address(0);
+
+	for (struct kp_ri *ri = t ? t->ri_top : NULL; ri; ri = ri->next)
+		if (ri->slot >= sp && *(uintptr_t *)ri->slot == (uintptr_t)ri->pub.ret_addr)
+			*(uintptr_t *)ri->slot = tramp;
+}

@@ -1,0 +1,73 @@
+/*
+ * Unwinders and return probes.  A return-probed frame's return address is
+ * the trampoline's, which no unwinder can step through.  These interposers
+ * put the real return addresses back for the unwinder: for a while
+ * (backtraces), or for good when the frames are being left (a C++
+ * exception being raised, pthread_exit).  A left frame's return handler
+ * does not run, as for a longjmp.
+ */
+#include <dlfcn.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <unwind.h>
+
+#define KP_EXPORT __attribute__((visibility("default")))
+
+void kp_kretprobe_unhijack(bool release);
+void kp_kretprobe_rehijack(void);
+
+static void *next_fn(const char *name)
+{
+	void *fn = dlsym(RTLD_NEXT, name);
+
+	if (!fn)
+		abort();
+	return fn;
+}
+
+KP_EXPORT _Unwind_Reason_Code _Unwind_RaiseException(struct _Unwind_Exception *e)
+{
+	static _Unwind_Reason_Code (*real)(struct _Unwind_Exception *);
+
+	if (!real)
+		real = next_fn("_Unwind_RaiseException");
+	kp_kretprobe_unhijack(true);
+	return real(e);
+}
+
+KP_EXPORT _Unwind_Reason_Code _Unwind_Backtrace(_Unwind_Trace_Fn fn, void *arg)
+{
+	static _Unwind_Reason_Code (*real)(_Unwind_Trace_Fn, void *);
+	_Unwind_Reason_Code r;
+
+	if (!real)
+		real = next_fn("_Unwind_Backtrace");
+	kp_kretprobe_unhijack(false);
+	r = real(fn, arg);
+	kp_kretprobe_rehijack();
+	return r;
+}
+
+KP_EXPORT int backtrace(void **buf, int size)
+{
+	static int (*real)(void **, int);
+	int n;
+
+	if (!real)
+		real = next_fn("backtrace");
+	kp_kretprobe_unhijack(false);
+	n = real(buf, size);
+	kp_kretprobe_rehijack();
+	return n;
+}
+
+KP_EXPORT void pthread_exit(void *ret)
+{
+	static void (*real)(void *) __attribute__((noreturn));
+
+	if (!real)
+		real = next_fn("pthread_exit");
+	kp_kretprobe_unhijack(true);
+	real(ret);
+}
