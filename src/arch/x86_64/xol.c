@@ -7,28 +7,16 @@
 #include <string.h>
 #include <time.h>
 
+#include "arch/x86_64/execmem.h"
 #include "arch/x86_64/writer.h"
 #include "os/linux/memory.h"
 #include "os/linux/threads.h"
 
-#define POOL_SIZE (64 * 1024)
-#define POOL_SLOTS (POOL_SIZE / XOL_SLOT_SIZE)
-#define MAX_POOLS 1024
 #define REACH ((uintptr_t)0x7fe00000)	/* rel32 reach, less a margin */
 #define QUARANTINE_NS 20000000ULL	/* retired slots rest this long first */
 
-enum { SLOT_FREE, SLOT_USED, SLOT_RETIRED };
-
-struct xol_pool {
-	uintptr_t base;
-	struct xol_slot *slots;
-	unsigned int nfree;
-};
-
-static struct xol_pool pools[MAX_POOLS];
-static unsigned int npools;		/* published with release */
+static struct exec_arena arena = { .unit = XOL_SLOT_SIZE, .meta_size = sizeof(struct xol_slot) };
 static struct xol_slot *retired;
-static unsigned int in_use;
 
 void kp_probepoint_free(struct kp_probepoint *pp);
 
@@ -42,76 +30,22 @@ static uint64_t now_ns(void)
 
 struct xol_slot *xol_slot_of(uintptr_t ip)
 {
-	unsigned int n = __atomic_load_n(&npools, __ATOMIC_ACQUIRE);
-
-	for (unsigned int i = 0; i < n; i++) {
-		uintptr_t off = ip - pools[i].base;
-
-		if (off < POOL_SIZE)
-			return &pools[i].slots[off / XOL_SLOT_SIZE];
-	}
-	return NULL;
-}
-
-static struct xol_pool *pool_new(uintptr_t lo, uintptr_t hi)
-{
-	struct xol_pool *p;
-	uintptr_t base;
-
-	if (npools == MAX_POOLS)
-		return NULL;
-	p = &pools[npools];
-	p->slots = calloc(POOL_SLOTS, sizeof(*p->slots));
-	if (!p->slots)
-		return NULL;
-	base = kp_map_exec_near(lo, hi, POOL_SIZE);
-	if (!base) {
-		free(p->slots);
-		p->slots = NULL;
-		return NULL;
-	}
-	p->base = base;
-	p->nfree = POOL_SLOTS;
-	for (unsigned int i = 0; i < POOL_SLOTS; i++)
-		p->slots[i].code = base + (uintptr_t)i * XOL_SLOT_SIZE;
-	__atomic_store_n(&npools, npools + 1, __ATOMIC_RELEASE);
-	return p;
-}
-
-static struct xol_slot *pool_take(struct xol_pool *p)
-{
-	for (unsigned int i = 0; i < POOL_SLOTS; i++) {
-		struct xol_slot *s = &p->slots[i];
-
-		if (s->state == SLOT_FREE) {
-			s->state = SLOT_USED;
-			p->nfree--;
-			in_use++;
-			return s;
-		}
-	}
-	return NULL;
-}
-
-static struct xol_slot *slot_alloc_in(uintptr_t lo, uintptr_t hi)
-{
-	for (unsigned int i = 0; i < npools; i++)
-		if (pools[i].nfree && pools[i].base >= lo && pools[i].base + POOL_SIZE <= hi)
-			return pool_take(&pools[i]);
-	return NULL;
+	return exec_meta_of(&arena, ip, NULL);
 }
 
 static struct xol_slot *slot_alloc(uintptr_t lo, uintptr_t hi)
 {
-	struct xol_slot *s = slot_alloc_in(lo, hi);
-	struct xol_pool *p;
+	void *meta;
+	uintptr_t code = exec_alloc(&arena, lo, hi, &meta);
+	struct xol_slot *s = meta;
 
-	if (s)
-		return s;
-	if (xol_reclaim() > 0 && (s = slot_alloc_in(lo, hi)))
-		return s;
-	p = pool_new(lo, hi);
-	return p ? pool_take(p) : NULL;
+	if (!code && xol_reclaim() > 0)
+		code = exec_alloc(&arena, lo, hi, &meta);
+	if (!code)
+		return NULL;
+	s = meta;
+	s->code = code;
+	return s;
 }
 
 /* The window of slot addresses from which every address in want[] is
@@ -274,8 +208,7 @@ int xol_build(struct arch_insn *ai, uintptr_t addr, struct kp_probepoint *owner)
 		s->boost_off = s->post_off;
 	err = w.err ? -EINVAL : kp_mem_write(s->code, code, sizeof(code));
 	if (err) {
-		s->state = SLOT_FREE;
-		in_use--;
+		exec_free(&arena, s->code);
 		return err;
 	}
 	__atomic_store_n(&s->owner, owner, __ATOMIC_RELEASE);
@@ -285,7 +218,6 @@ int xol_build(struct arch_insn *ai, uintptr_t addr, struct kp_probepoint *owner)
 
 void xol_retire(struct xol_slot *s)
 {
-	s->state = SLOT_RETIRED;
 	s->retired_ns = now_ns();
 	s->next_retired = retired;
 	retired = s;
@@ -295,12 +227,8 @@ static void slot_free(struct xol_slot *s)
 {
 	struct kp_probepoint *pp = s->owner;
 
-	for (unsigned int i = 0; i < npools; i++)
-		if (s->code - pools[i].base < POOL_SIZE)
-			pools[i].nfree++;
 	__atomic_store_n(&s->owner, NULL, __ATOMIC_RELEASE);
-	s->state = SLOT_FREE;
-	in_use--;
+	exec_free(&arena, s->code);
 	if (pp)
 		kp_probepoint_free(pp);
 }
@@ -357,5 +285,5 @@ int xol_reclaim(void)
 
 unsigned int xol_slots_in_use(void)
 {
-	return in_use;
+	return arena.in_use;
 }

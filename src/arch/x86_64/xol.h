@@ -22,7 +22,6 @@ struct xol_slot {
 	uint8_t nexits;
 	struct slot_exit exits[2];	/* post code's int3s */
 	bool must_post;			/* boosted code is not enough (syscall) */
-	uint8_t state;
 	uint64_t retired_ns;
 	struct xol_slot *next_retired;
 };

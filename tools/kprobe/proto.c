@@ -1,0 +1,189 @@
+/* The control channel's framing and the session config (see proto.h). */
+#include "proto.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+static const char *const action_names[] = {
+	[ACT_TRACE] = "trace", [ACT_COUNT] = "count", [ACT_LATENCY] = "latency",
+};
+
+const char *action_name(enum kps_action a)
+{
+	return a >= ACT_TRACE && a <= ACT_LATENCY ? action_names[a] : "?";
+}
+
+char *config_format(const struct session_config *cfg)
+{
+	size_t cap = 256 + (size_t)cfg->nspecs * (SPEC_TEXT_MAX + 8);
+	char *buf = malloc(cap), *p = buf;
+
+	if (!buf)
+		return NULL;
+	p += snprintf(p, cap, "shm %s\naction %s\nfollow %d\n", cfg->shm,
+		      action_name(cfg->action), cfg->follow ? 1 : 0);
+	for (int i = 0; i < cfg->nspecs; i++)
+		p += snprintf(p, cap - (size_t)(p - buf), "probe %s\n", cfg->specs[i].text);
+	return buf;
+}
+
+static int parse_action(const char *s, enum kps_action *a)
+{
+	for (int i = ACT_TRACE; i <= ACT_LATENCY; i++)
+		if (!strcmp(s, action_names[i])) {
+			*a = (enum kps_action)i;
+			return 0;
+		}
+	return -EINVAL;
+}
+
+static int config_line(char *line, struct session_config *cfg, char *err, size_t errlen)
+{
+	char *val = strchr(line, ' ');
+
+	if (!val) {
+		snprintf(err, errlen, "bad config line '%s'", line);
+		return -EINVAL;
+	}
+	*val++ = '\0';
+	if (!strcmp(line, "shm")) {
+		snprintf(cfg->shm, sizeof(cfg->shm), "%s", val);
+		return 0;
+	}
+	if (!strcmp(line, "action")) {
+		if (parse_action(val, &cfg->action)) {
+			snprintf(err, errlen, "bad action '%s'", val);
+			return -EINVAL;
+		}
+		return 0;
+	}
+	if (!strcmp(line, "follow")) {
+		cfg->follow = atoi(val) != 0;
+		return 0;
+	}
+	if (!strcmp(line, "probe")) {
+		if (cfg->nspecs == KPROBE_MAX_SPECS) {
+			snprintf(err, errlen, "too many probes (at most %d)", KPROBE_MAX_SPECS);
+			return -EINVAL;
+		}
+		return spec_parse(val, &cfg->specs[cfg->nspecs++], err, errlen);
+	}
+	snprintf(err, errlen, "unknown config item '%s'", line);
+	return -EINVAL;
+}
+
+int config_parse(const char *text, struct session_config *cfg, char *err, size_t errlen)
+{
+	char *copy = strdup(text), *save = NULL, *line;
+	int rc = 0;
+
+	memset(cfg, 0, sizeof(*cfg));
+	cfg->specs = calloc(KPROBE_MAX_SPECS, sizeof(*cfg->specs));
+	if (!copy || !cfg->specs) {
+		snprintf(err, errlen, "out of memory");
+		rc = -ENOMEM;
+		goto out;
+	}
+	for (line = strtok_r(copy, "\n", &save); line && !rc; line = strtok_r(NULL, "\n", &save))
+		rc = config_line(line, cfg, err, errlen);
+	if (!rc && (!cfg->shm[0] || !cfg->action || !cfg->nspecs)) {
+		snprintf(err, errlen, "incomplete session config");
+		rc = -EINVAL;
+	}
+out:
+	free(copy);
+	if (rc)
+		config_free(cfg);
+	return rc;
+}
+
+void config_free(struct session_config *cfg)
+{
+	free(cfg->specs);
+	cfg->specs = NULL;
+	cfg->nspecs = 0;
+}
+
+int ctl_dir_path(uid_t uid, char *buf, size_t len)
+{
+	int n = snprintf(buf, len, "/tmp/.kprobe-%u", (unsigned int)uid);
+
+	return n > 0 && (size_t)n < len ? 0 : -ENAMETOOLONG;
+}
+
+int ctl_socket_path(pid_t pid, uid_t uid, char *buf, size_t len)
+{
+	int n = snprintf(buf, len, "/tmp/.kprobe-%u/%d.sock", (unsigned int)uid, (int)pid);
+
+	return n > 0 && (size_t)n < len ? 0 : -ENAMETOOLONG;
+}
+
+void line_reader_init(struct line_reader *r, int fd)
+{
+	r->fd = fd;
+	r->len = 0;
+}
+
+static int take_line(struct line_reader *r, char *out, size_t outlen)
+{
+	char *nl = memchr(r->buf, '\n', r->len);
+	size_t n;
+
+	if (!nl)
+		return 0;
+	n = (size_t)(nl - r->buf);
+	snprintf(out, outlen, "%.*s", (int)n, r->buf);
+	memmove(r->buf, nl + 1, r->len - n - 1);
+	r->len -= n + 1;
+	return 1;
+}
+
+int line_read(struct line_reader *r, char *out, size_t outlen, int timeout_ms)
+{
+	for (;;) {
+		struct pollfd pfd = { .fd = r->fd, .events = POLLIN };
+		ssize_t n;
+		int rc;
+
+		if (take_line(r, out, outlen))
+			return 1;
+		if (r->len == sizeof(r->buf))
+			return -EMSGSIZE;
+		rc = poll(&pfd, 1, timeout_ms);
+		if (rc < 0 && errno == EINTR)
+			continue;
+		if (rc < 0)
+			return -errno;
+		if (rc == 0)
+			return -ETIMEDOUT;
+		n = read(r->fd, r->buf + r->len, sizeof(r->buf) - r->len);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		if (n == 0)
+			return 0;
+		r->len += (size_t)n;
+	}
+}
+
+int write_all(int fd, const char *buf, size_t len)
+{
+	while (len) {
+		/* A peer that went away must not raise SIGPIPE in the target. */
+		ssize_t n = send(fd, buf, len, MSG_NOSIGNAL);
+
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0)
+			return -errno;
+		buf += n;
+		len -= (size_t)n;
+	}
+	return 0;
+}

@@ -1,0 +1,162 @@
+/* The shared-memory session between the kprobe CLI and its agents.
+ *
+ * The CLI creates one POSIX shared-memory object per session and names it
+ * to the agent; every process of the session (the target, and with -f its
+ * children) maps it.  It holds:
+ *
+ *   header       status, the agent's error message, registration progress
+ *   descriptors  one per resolved probe point (name, address, object)
+ *   rings        one single-producer ring per thread of the target, claimed
+ *                on the thread's first hit; events go there without locks or
+ *                system calls, and a full ring drops and counts
+ *   counters     hits per probe point, one row per ring (plain increments by
+ *                the ring's owner) plus one shared row for ringless threads
+ *   histograms   log2 latency buckets, one row per ring plus a shared row
+ *
+ * The object is sparse: only the pages that are touched use memory. */
+#ifndef KPROBE_SHM_H
+#define KPROBE_SHM_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#define KPS_MAGIC	0x316d68736b70726bULL	/* "krpkshm1" */
+#define KPS_RINGS	128
+#define KPS_RING_BYTES	(256u << 10)		/* power of two */
+#define KPS_MAX_PROBES	16384
+#define KPS_BUCKETS	64
+#define KPS_MSG		512
+#define KPS_NAME_MAX	64			/* shm object name */
+
+enum kps_status {
+	KPS_INIT = 0,		/* created by the CLI, no agent yet */
+	KPS_LOADING,		/* an agent is resolving and registering */
+	KPS_READY,		/* probes armed */
+	KPS_FAILED,		/* error[] says why; nothing is armed */
+};
+
+enum kps_action { ACT_TRACE = 1, ACT_COUNT, ACT_LATENCY };
+
+struct kps_header {
+	uint64_t magic;
+	uint32_t status;		/* enum kps_status */
+	int32_t error_kind;		/* 2: bad probe (exit 2), 1: other failure */
+	char error[KPS_MSG];
+	uint64_t progress_done;		/* probe points registered so far */
+	uint64_t progress_total;
+	uint64_t ndesc;			/* descriptors handed out (atomic) */
+	uint64_t ringless_lost;		/* events of threads that found no ring */
+	int32_t agent_pid;
+	uint32_t nrings, ring_bytes, max_probes;
+};
+
+enum kps_desc_kind { DESC_ENTRY = 1, DESC_RETURN };
+
+struct kps_desc {
+	uint64_t addr;
+	uint64_t missed;		/* the probe's nmissed, copied by the agent */
+	uint32_t pid;			/* process whose address space addr is in */
+	uint16_t spec;			/* index of the PROBE on the command line */
+	uint8_t kind;			/* enum kps_desc_kind */
+	uint8_t ready;			/* set last, with release order */
+	char name[120];			/* "func", "func+0x4", "file.c:12", "0x..." */
+	char object[64];		/* file name of the ELF object */
+};
+
+/* A ring's control block.  head is written by the producer, tail by the
+ * consumer, each on its own cache line. */
+struct kps_ring {
+	uint64_t owner;			/* pid << 32 | tid, 0 = free */
+	uint64_t lost;			/* events dropped: ring full */
+	uint32_t used;			/* ever claimed: its counter row is live */
+	char pad0[64 - 20];
+	uint64_t head;
+	char pad1[56];
+	uint64_t tail;
+	char pad2[56];
+};
+
+enum kps_event_type { EV_PAD = 1, EV_ENTRY, EV_RETURN };
+
+/* One event in a ring, 8-byte aligned.  vals[] holds the argument values
+ * in the order of the probe's ARGs; a return event starts with the entry
+ * time.  Then, for each :string argument in order, a 16-bit length (or
+ * KPS_STR_FAULT) and that many bytes. */
+struct kps_event {
+	uint32_t size;			/* whole record, multiple of 8 */
+	uint16_t type;			/* enum kps_event_type */
+	uint16_t nvals;
+	uint32_t desc;
+	uint32_t reserved;
+	uint64_t time_ns;		/* CLOCK_MONOTONIC */
+	uint64_t vals[];
+};
+
+#define KPS_STR_FAULT	0xffff
+#define KPS_STR_MAX	128		/* bytes of a string argument kept */
+
+/* ---- layout ---- */
+
+#define KPS_PAGE 4096ul
+#define KPS_ALIGN(x) (((x) + KPS_PAGE - 1) & ~(KPS_PAGE - 1))
+
+static inline size_t kps_off_desc(void)
+{
+	return KPS_ALIGN(sizeof(struct kps_header));
+}
+
+static inline size_t kps_off_rings(void)
+{
+	return kps_off_desc() + KPS_ALIGN((size_t)KPS_MAX_PROBES * sizeof(struct kps_desc));
+}
+
+static inline size_t kps_off_ring_data(void)
+{
+	return kps_off_rings() + KPS_ALIGN((size_t)KPS_RINGS * sizeof(struct kps_ring));
+}
+
+static inline size_t kps_off_counters(void)
+{
+	return kps_off_ring_data() + (size_t)KPS_RINGS * KPS_RING_BYTES;
+}
+
+static inline size_t kps_off_hist(void)
+{
+	return kps_off_counters() +
+	       KPS_ALIGN((size_t)(KPS_RINGS + 1) * KPS_MAX_PROBES * sizeof(uint64_t));
+}
+
+static inline size_t kps_size(void)
+{
+	return kps_off_hist() + KPS_ALIGN((size_t)(KPS_RINGS + 1) * KPS_BUCKETS * sizeof(uint64_t));
+}
+
+/* Typed views of a mapped session. */
+struct kps_map {
+	void *base;
+	struct kps_header *hdr;
+	struct kps_desc *desc;
+	struct kps_ring *rings;
+	unsigned char *ring_data;	/* ring i at ring_data + i * KPS_RING_BYTES */
+	uint64_t *counters;		/* row r (0..KPS_RINGS) at r * KPS_MAX_PROBES */
+	uint64_t *hist;			/* row r at r * KPS_BUCKETS */
+};
+
+static inline void kps_map_views(struct kps_map *m, void *base)
+{
+	m->base = base;
+	m->hdr = (struct kps_header *)base;
+	m->desc = (struct kps_desc *)((char *)base + kps_off_desc());
+	m->rings = (struct kps_ring *)((char *)base + kps_off_rings());
+	m->ring_data = (unsigned char *)base + kps_off_ring_data();
+	m->counters = (uint64_t *)((char *)base + kps_off_counters());
+	m->hist = (uint64_t *)((char *)base + kps_off_hist());
+}
+
+/* The log2 bucket of a duration: 0 holds 0..1 ns, k >= 1 holds [2^k, 2^(k+1)). */
+static inline unsigned int kps_bucket(uint64_t ns)
+{
+	return ns < 2 ? 0 : 63u - (unsigned int)__builtin_clzll(ns);
+}
+
+#endif

@@ -1,0 +1,331 @@
+/* Parsing and printing of probe specifications (see spec.h). */
+#include "spec.h"
+
+#include <ctype.h>
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *const type_names[] = {
+	[ARG_X64] = "x64", [ARG_U64] = "u64", [ARG_S64] = "s64", [ARG_STRING] = "string",
+};
+
+static const char *const source_exts[] = {
+	"c", "h", "cc", "cp", "cpp", "cxx", "c++", "hh", "hpp", "hxx", "C", "H",
+	"S", "s", "m", "mm", "rs", "go",
+};
+
+const char *spec_type_name(enum arg_type t)
+{
+	return (unsigned int)t < sizeof(type_names) / sizeof(type_names[0]) ? type_names[t] : "?";
+}
+
+static int fail(char *err, size_t errlen, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(err, errlen, fmt, ap);
+	va_end(ap);
+	return -EINVAL;
+}
+
+static bool is_ident_start(int c)
+{
+	return isalpha(c) || c == '_';
+}
+
+static bool is_ident(const char *s, size_t len)
+{
+	if (!len || !is_ident_start((unsigned char)s[0]))
+		return false;
+	for (size_t i = 1; i < len; i++)
+		if (!isalnum((unsigned char)s[i]) && s[i] != '_')
+			return false;
+	return true;
+}
+
+/* "arg1".."arg6" or "retval": its source, or -1. */
+static int arg_source(const char *s, size_t len)
+{
+	if (len == 6 && !strncmp(s, "retval", 6))
+		return ARG_SRC_RETVAL;
+	if (len >= 4 && !strncmp(s, "arg", 3)) {
+		for (size_t i = 3; i < len; i++)
+			if (!isdigit((unsigned char)s[i]))
+				return -1;
+		return 100;	/* an argN, number checked by the caller */
+	}
+	return -1;
+}
+
+bool spec_token_is_arg(const char *tok)
+{
+	const char *eq = strchr(tok, '=');
+	const char *src = eq ? eq + 1 : tok;
+	const char *colon = strchr(src, ':');
+	size_t len = colon ? (size_t)(colon - src) : strlen(src);
+
+	if (eq && !is_ident(tok, (size_t)(eq - tok)))
+		return false;
+	return arg_source(src, len) >= 0;
+}
+
+static int parse_type(const char *s, enum arg_type *t)
+{
+	for (unsigned int i = 0; i < sizeof(type_names) / sizeof(type_names[0]); i++)
+		if (!strcmp(s, type_names[i])) {
+			*t = (enum arg_type)i;
+			return 0;
+		}
+	return -EINVAL;
+}
+
+int spec_add_arg(struct probe_spec *s, const char *tok, char *err, size_t errlen)
+{
+	const char *eq = strchr(tok, '=');
+	const char *src = eq ? eq + 1 : tok;
+	const char *colon = strchr(src, ':');
+	size_t srclen = colon ? (size_t)(colon - src) : strlen(src);
+	struct spec_arg *a;
+	enum arg_type type = ARG_X64;
+	int source;
+
+	if (s->nargs == SPEC_MAX_ARGS)
+		return fail(err, errlen, "too many arguments for one probe (at most %d): '%s'",
+			    SPEC_MAX_ARGS, tok);
+	if (eq && !is_ident(tok, (size_t)(eq - tok)))
+		return fail(err, errlen, "bad argument name in '%s'", tok);
+	if (eq && (size_t)(eq - tok) >= SPEC_NAME_MAX)
+		return fail(err, errlen, "argument name too long in '%s'", tok);
+	source = arg_source(src, srclen);
+	if (source < 0)
+		return fail(err, errlen, "bad argument '%s' (expected arg1..arg6 or retval)", tok);
+	if (source == 100) {
+		long n = strtol(src + 3, NULL, 10);
+
+		if (n < 1 || n > 6 || srclen > 4)
+			return fail(err, errlen, "bad argument '%s': only arg1..arg6 exist", tok);
+		source = (int)n - 1;
+	}
+	if (source == ARG_SRC_RETVAL && !s->is_return)
+		return fail(err, errlen, "'%s': retval needs a %%return probe", tok);
+	if (colon && parse_type(colon + 1, &type))
+		return fail(err, errlen, "bad type in '%s' (expected u64, s64, x64 or string)", tok);
+	a = &s->args[s->nargs++];
+	if (eq)
+		snprintf(a->name, sizeof(a->name), "%.*s", (int)(eq - tok), tok);
+	else
+		snprintf(a->name, sizeof(a->name), "%.*s", (int)srclen, src);
+	a->src = (uint8_t)source;
+	a->type = (uint8_t)type;
+	return 0;
+}
+
+static bool has_source_ext(const char *file, size_t len)
+{
+	const char *dot = NULL;
+
+	for (size_t i = 0; i < len; i++) {
+		if (file[i] == '/')
+			dot = NULL;
+		else if (file[i] == '.')
+			dot = file + i;
+	}
+	if (!dot || dot == file)
+		return false;
+	for (unsigned int i = 0; i < sizeof(source_exts) / sizeof(source_exts[0]); i++)
+		if (strlen(source_exts[i]) == (size_t)(file + len - dot - 1) &&
+		    !strncmp(dot + 1, source_exts[i], (size_t)(file + len - dot - 1)))
+			return true;
+	return false;
+}
+
+/* "FILE.c:LINE": fills s and returns true. */
+static bool parse_line_spec(const char *tok, struct probe_spec *s)
+{
+	const char *colon = strrchr(tok, ':');
+	char *end;
+	unsigned long line;
+
+	if (!colon || colon == tok || !isdigit((unsigned char)colon[1]))
+		return false;
+	line = strtoul(colon + 1, &end, 10);
+	if (*end || !line || line > 10000000 || !has_source_ext(tok, (size_t)(colon - tok)))
+		return false;
+	if ((size_t)(colon - tok) >= sizeof(s->symbol))
+		return false;
+	s->kind = SPEC_LINE;
+	snprintf(s->symbol, sizeof(s->symbol), "%.*s", (int)(colon - tok), tok);
+	s->line = (unsigned int)line;
+	return true;
+}
+
+/* The ':' that separates OBJECT from SYMBOL: the first one not part of a
+ * C++ "::". */
+static const char *object_colon(const char *tok)
+{
+	for (const char *p = strchr(tok, ':'); p; p = strchr(p + 1, ':')) {
+		if (p[1] == ':') {
+			p++;
+			continue;
+		}
+		if (p > tok && p[-1] == ':')
+			continue;
+		return p;
+	}
+	return NULL;
+}
+
+static bool valid_symbol_char(int c)
+{
+	return isalnum(c) || strchr("_.$@:<>~,*?[]!-^", c);
+}
+
+static int parse_symbol(const char *sym, struct probe_spec *s, const char *tok,
+			char *err, size_t errlen)
+{
+	const char *plus = strchr(sym, '+');
+	size_t len = plus ? (size_t)(plus - sym) : strlen(sym);
+	char *end;
+
+	if (!len)
+		return fail(err, errlen, "missing symbol in probe '%s'", tok);
+	if (len >= sizeof(s->symbol))
+		return fail(err, errlen, "symbol too long in probe '%s'", tok);
+	if (len > 2 && sym[0] == '0' && (sym[1] == 'x' || sym[1] == 'X')) {
+		if (plus)
+			return fail(err, errlen, "an address takes no +OFFSET: '%s'", tok);
+		errno = 0;
+		s->address = strtoull(sym + 2, &end, 16);
+		if (*end || errno || end == sym + 2)
+			return fail(err, errlen, "bad address in probe '%s'", tok);
+		s->kind = SPEC_ADDRESS;
+		return 0;
+	}
+	if (isdigit((unsigned char)sym[0]))
+		return fail(err, errlen, "bad symbol in probe '%s'", tok);
+	for (size_t i = 0; i < len; i++)
+		if (!valid_symbol_char((unsigned char)sym[i]))
+			return fail(err, errlen, "bad character '%c' in probe '%s'", sym[i], tok);
+	s->kind = SPEC_SYMBOL;
+	memcpy(s->symbol, sym, len);
+	s->symbol[len] = '\0';
+	if (plus) {
+		const char *num = plus + 1;
+
+		errno = 0;
+		if (!isdigit((unsigned char)*num))
+			return fail(err, errlen, "bad offset in probe '%s'", tok);
+		s->offset = strtoul(num, &end, 0);
+		if (*end || errno)
+			return fail(err, errlen, "bad offset in probe '%s'", tok);
+	}
+	return 0;
+}
+
+int spec_parse_location(const char *tok, struct probe_spec *s, char *err, size_t errlen)
+{
+	char buf[SPEC_TEXT_MAX];
+	const char *colon, *sym;
+	char *pct;
+	int rc;
+
+	memset(s, 0, sizeof(*s));
+	if (!*tok)
+		return fail(err, errlen, "empty probe");
+	if (strlen(tok) >= sizeof(buf))
+		return fail(err, errlen, "probe too long: '%.40s...'", tok);
+	if (strpbrk(tok, " \t\n"))
+		return fail(err, errlen, "bad probe '%s'", tok);
+	snprintf(buf, sizeof(buf), "%s", tok);
+	pct = strchr(buf, '%');
+	if (pct) {
+		if (strcmp(pct, "%return"))
+			return fail(err, errlen, "bad suffix '%s' in probe '%s' (only %%return)",
+				    pct, tok);
+		*pct = '\0';
+		s->is_return = true;
+	}
+	if (parse_line_spec(buf, s)) {
+		if (s->is_return)
+			return fail(err, errlen, "%%return needs a function, not a line: '%s'", tok);
+		return 0;
+	}
+	colon = object_colon(buf);
+	sym = buf;
+	if (colon) {
+		if (colon == buf)
+			return fail(err, errlen, "missing object before ':' in probe '%s'", tok);
+		if ((size_t)(colon - buf) >= sizeof(s->object))
+			return fail(err, errlen, "object name too long in probe '%s'", tok);
+		snprintf(s->object, sizeof(s->object), "%.*s", (int)(colon - buf), buf);
+		sym = colon + 1;
+	}
+	rc = parse_symbol(sym, s, tok, err, errlen);
+	if (rc)
+		return rc;
+	if (s->is_return && (s->offset || s->kind == SPEC_ADDRESS))
+		return fail(err, errlen, "%%return needs a function entry: '%s'", tok);
+	return 0;
+}
+
+int spec_parse(const char *text, struct probe_spec *s, char *err, size_t errlen)
+{
+	char buf[SPEC_TEXT_MAX * 2];
+	char *save = NULL, *tok;
+	int rc;
+
+	if (strlen(text) >= sizeof(buf))
+		return fail(err, errlen, "probe too long: '%.40s...'", text);
+	snprintf(buf, sizeof(buf), "%s", text);
+	tok = strtok_r(buf, " \t\n", &save);
+	if (!tok)
+		return fail(err, errlen, "empty probe");
+	rc = spec_parse_location(tok, s, err, errlen);
+	while (!rc && (tok = strtok_r(NULL, " \t\n", &save)))
+		rc = spec_add_arg(s, tok, err, errlen);
+	if (!rc)
+		spec_format(s);
+	return rc;
+}
+
+void spec_format(struct probe_spec *s)
+{
+	char *p = s->text, *end = s->text + sizeof(s->text);
+
+#define PUT(...) p += snprintf(p, p < end ? (size_t)(end - p) : 0, __VA_ARGS__)
+	if (s->object[0])
+		PUT("%s:", s->object);
+	switch (s->kind) {
+	case SPEC_SYMBOL:
+		PUT("%s", s->symbol);
+		if (s->offset)
+			PUT("+0x%lx", s->offset);
+		break;
+	case SPEC_ADDRESS:
+		PUT("0x%lx", (unsigned long)s->address);
+		break;
+	case SPEC_LINE:
+		PUT("%s:%u", s->symbol, s->line);
+		break;
+	}
+	if (s->is_return)
+		PUT("%%return");
+	for (int i = 0; i < s->nargs; i++) {
+		const struct spec_arg *a = &s->args[i];
+
+		if (a->src == ARG_SRC_RETVAL)
+			PUT(" %s=retval:%s", a->name, spec_type_name(a->type));
+		else
+			PUT(" %s=arg%u:%s", a->name, a->src + 1u, spec_type_name(a->type));
+	}
+#undef PUT
+}
+
+bool spec_is_glob(const struct probe_spec *s)
+{
+	return s->kind == SPEC_SYMBOL && strpbrk(s->symbol, "*?[") != NULL;
+}

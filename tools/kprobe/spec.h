@@ -1,0 +1,71 @@
+/* Probe specifications in the style of perf probe, shared by the kprobe CLI
+ * (which validates them) and its agent (which resolves them):
+ *
+ *   [OBJECT:]SYMBOL[+OFFSET][%return] [ARG...]
+ *   [OBJECT:]0xADDRESS [ARG...]
+ *   FILE.c:LINE [ARG...]
+ *
+ * ARG is [NAME=]arg1..arg6|retval[:u64|:s64|:x64|:string]. */
+#ifndef KPROBE_SPEC_H
+#define KPROBE_SPEC_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#define SPEC_MAX_ARGS 8
+#define SPEC_NAME_MAX 32
+#define SPEC_TEXT_MAX 512
+
+enum spec_kind {
+	SPEC_SYMBOL,	/* SYMBOL[+OFFSET], SYMBOL may be a glob */
+	SPEC_ADDRESS,	/* 0xADDRESS: absolute, or an ELF vaddr of OBJECT */
+	SPEC_LINE,	/* FILE:LINE */
+};
+
+enum arg_type { ARG_X64, ARG_U64, ARG_S64, ARG_STRING };
+
+/* Where an argument's value comes from. */
+#define ARG_SRC_RETVAL 6	/* 0..5: arg1..arg6 */
+
+struct spec_arg {
+	char name[SPEC_NAME_MAX];
+	uint8_t src;		/* 0..5 for arg1..arg6, ARG_SRC_RETVAL */
+	uint8_t type;		/* enum arg_type */
+};
+
+struct probe_spec {
+	enum spec_kind kind;
+	char object[256];	/* empty: every object, main executable first */
+	char symbol[256];	/* SPEC_SYMBOL: name or glob; SPEC_LINE: file */
+	unsigned long offset;	/* SPEC_SYMBOL: +OFFSET */
+	uintptr_t address;	/* SPEC_ADDRESS */
+	unsigned int line;	/* SPEC_LINE */
+	bool is_return;		/* %return */
+	int nargs;
+	struct spec_arg args[SPEC_MAX_ARGS];
+	char text[SPEC_TEXT_MAX];	/* canonical text, as the agent receives it */
+};
+
+/* Whether a command-line token is an ARG rather than the start of a probe. */
+bool spec_token_is_arg(const char *tok);
+
+/* Parses the probe location token (no args) into s.  On error returns
+ * -EINVAL and writes a one-line reason to err. */
+int spec_parse_location(const char *tok, struct probe_spec *s, char *err, size_t errlen);
+
+/* Parses one ARG token and appends it to s. */
+int spec_add_arg(struct probe_spec *s, const char *tok, char *err, size_t errlen);
+
+/* Parses a whole probe given as one string: "LOCATION ARG ARG ...". */
+int spec_parse(const char *text, struct probe_spec *s, char *err, size_t errlen);
+
+/* Fills s->text with the canonical form that spec_parse() reads back. */
+void spec_format(struct probe_spec *s);
+
+/* Whether the symbol part is a glob (matches a set of functions). */
+bool spec_is_glob(const struct probe_spec *s);
+
+const char *spec_type_name(enum arg_type t);
+
+#endif
