@@ -33,6 +33,12 @@ TEST_BIN := $(TEST_SRC:tests/%.c=$(B)/tests/%)
 TEST_ASAN := $(TEST_SRC:tests/%.c=$(B)/tests-asan/%)
 TEST_HELPERS := $(sort $(wildcard tests/helpers/*.c tests/helpers/*.S))
 
+# C++ tests (exceptions through return probes); no C helpers linked in.
+TEST_CXX_SRC := $(sort $(wildcard tests/test_*.cpp))
+TEST_BIN  += $(TEST_CXX_SRC:tests/%.cpp=$(B)/tests/%)
+TEST_ASAN += $(TEST_CXX_SRC:tests/%.cpp=$(B)/tests-asan/%)
+CXXTESTFLAGS := -std=gnu++17 -D_GNU_SOURCE -Iinclude -Isrc -Itests -fno-omit-frame-pointer
+
 EXAMPLES := $(patsubst examples/%.c,$(B)/examples/%,$(sort $(wildcard examples/*.c)))
 
 SAN     := -fsanitize=address,undefined -fno-sanitize-recover=undefined
@@ -97,6 +103,14 @@ $(B)/tests/%: tests/%.c $(TEST_HELPERS) tests/testutil.h $(B)/libkprobes.a
 $(B)/tests-asan/%: tests/%.c $(TEST_HELPERS) tests/testutil.h $(B)/libkprobes-asan.a
 	@mkdir -p $(dir $@)
 	$(CC) -O1 -g $(BASE) $(SAN) -Itests -o $@ $< $(TEST_HELPERS) $(B)/libkprobes-asan.a $(LIBS) -lcriterion
+
+$(B)/tests/%: tests/%.cpp tests/testutil.h include/kprobes.h $(B)/libkprobes.a
+	@mkdir -p $(dir $@)
+	$(CXX) -O2 -g $(CXXTESTFLAGS) -o $@ $< $(B)/libkprobes.a $(LIBS) -lcriterion
+
+$(B)/tests-asan/%: tests/%.cpp tests/testutil.h include/kprobes.h $(B)/libkprobes-asan.a
+	@mkdir -p $(dir $@)
+	$(CXX) -O1 -g $(CXXTESTFLAGS) $(SAN) -o $@ $< $(B)/libkprobes-asan.a $(LIBS) -lcriterion
 
 deps:
 	@sh scripts/install-deps.sh

@@ -108,7 +108,7 @@ struct kretprobe_instance {
 	struct kretprobe *rp;
 	kprobe_opcode_t *ret_addr;	/* the real return address */
 	pid_t task;			/* thread id */
-	char data[];			/* kretprobe.data_size bytes */
+	char data[] __attribute__((aligned(16)));	/* kretprobe.data_size bytes */
 };
 
 typedef int (*kretprobe_handler_t)(struct kretprobe_instance *, struct pt_regs *);

@@ -7,7 +7,10 @@ export ASAN_OPTIONS="${ASAN_OPTIONS:-detect_leaks=1:abort_on_error=0}"
 export UBSAN_OPTIONS="${UBSAN_OPTIONS:-print_stacktrace=1:halt_on_error=1}"
 for t in "$B"/tests/test_* "$B"/tests-asan/test_*; do
     [ -x "$t" ] || continue
-    out=$(timeout 300 "$t" --jobs 2 --timeout 60 2>&1); rc=$?
+    # Output goes to a file: a stray child holding a pipe open must not
+    # hang the run.
+    log=$(mktemp); timeout -k 10 300 "$t" --jobs 2 --timeout 60 >"$log" 2>&1 </dev/null; rc=$?
+    out=$(cat "$log"); rm -f "$log"
     line=$(printf '%s\n' "$out" | grep 'Synthesis:' | tail -n 1)
     np=$(printf '%s' "$line" | sed -n 's/.*Passing: \([0-9]*\).*/\1/p')
     nf=$(printf '%s' "$line" | sed -n 's/.*Failing: \([0-9]*\).*Crashing: \([0-9]*\).*/\1 \2/p')

@@ -11,6 +11,7 @@
 #include <stdint.h>
 
 #include "arch/x86_64/insn.h"	/* struct arch_insn */
+#include "arch/x86_64/detour.h"
 
 struct kp_probepoint;
 
@@ -39,6 +40,23 @@ int arch_init(void);
 /* [lo, hi) of the code that handles traps, to be kept unprobed. */
 void arch_trap_path_range(uintptr_t *lo, uintptr_t *hi);
 
+/* ---- jump optimization ---- */
+
+/* Analyses (once) whether pp can take a jump: 0, -EINVAL (see
+ * arch_opt_why), -ENOMEM. */
+int arch_opt_analyse_pp(struct kp_probepoint *pp);
+const char *arch_opt_why(const struct kp_probepoint *pp);
+/* Bytes the jump of pp replaces (1 when it cannot be optimized). */
+uint8_t arch_opt_region_len(const struct kp_probepoint *pp);
+/* Ranges no thread may be in while pp's jump is installed; returns count. */
+int arch_opt_census_ranges(const struct kp_probepoint *pp, uintptr_t (*r)[2]);
+/* Installs / removes the jumps (detours built before). */
+int arch_optimize(struct kp_probepoint **pps, int n);
+int arch_unoptimize(struct kp_probepoint **pps, int n);
+/* Whether the code at fn, or anything it calls, may change vector or x87
+ * registers (handlers that provably cannot need no vector save). */
+bool arch_code_may_touch_vector(uintptr_t fn);
+
 /* ---- return probes and jprobes ---- */
 
 struct pt_regs;
@@ -52,7 +70,7 @@ static inline uintptr_t arch_return_slot(const struct pt_regs *regs);
 
 /* Saves what a jprobe's entry function may change (registers, vector and
  * x87 state, the stack arguments) in the thread's jprobe area. 0/-ENOMEM. */
-int arch_jprobe_save(struct kp_thread *t, const struct pt_regs *regs);
+int arch_jprobe_save(struct kp_thread *t, struct pt_regs *regs);
 
 #include "arch/x86_64/rethook.h"
 

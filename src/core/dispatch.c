@@ -1,6 +1,10 @@
 /* Running the handlers of an aggregate probepoint on the hit path.
  * Lock-free: the lists are read with acquire loads while writers publish
  * with release stores and free only after a grace period. */
+/* On the hit path of optimized probes, which save vector state only for
+ * handlers that need it: this code must not touch it. */
+#pragma GCC target("general-regs-only")
+
 #include "core/internal.h"
 
 #define for_each_probe(p, pp)						\

@@ -28,11 +28,33 @@ struct kp_probepoint {
 	struct kp_probepoint *all_next;	/* registry list in registration */
 	struct kp_probepoint *all_prev;	/* order, under the mutex */
 	struct arch_insn ainsn;		/* decoded instruction and its slot */
-	bool armed;			/* breakpoint written */
+	bool armed;			/* breakpoint (or jump) written */
+	uint8_t opt_state;		/* enum kp_opt_state, read by the hit path */
+	bool save_vector;		/* handlers may touch vector/x87 state */
+	uintptr_t func;			/* the function around addr */
+	size_t func_size;
+	size_t pad_after;		/* unreachable padding after it */
+	struct kp_probepoint *opt_next;	/* optimizer queue */
 	bool gone;			/* object unloaded */
 	char *symbol;			/* "name+0xOFF" for the list */
 	char *object;			/* file name, NULL for the main executable */
 };
+
+/* Jump optimization states: breakpoint only, waiting for the optimizer,
+ * detour built and used by trapping threads, jump installed. */
+enum kp_opt_state { OPT_NONE, OPT_QUEUED, OPT_PREPARED, OPT_OPTIMIZED };
+
+/* optimizer.c (under kp_registry_lock) */
+void kp_optimizer_reevaluate(struct kp_probepoint *pp);
+void kp_optimizer_unoptimize(struct kp_probepoint *pp);
+void kp_optimizer_forget(struct kp_probepoint *pp);
+void kp_optimizer_forget_batch(struct kp_probepoint **pps, int n);
+void kp_optimizer_init(void);
+void kp_optimizer_flush(void);
+void kp_optimizer_region_conflicts(uintptr_t addr);
+
+/* Start and size of the function containing addr (symbols, .eh_frame). */
+int kp_function_bounds(uintptr_t addr, uintptr_t *start, size_t *size);
 
 /* registry.c */
 extern pthread_mutex_t kp_registry_lock;

@@ -48,6 +48,8 @@ KP_EXPORT void kprobes_set_optimization(bool on)
 		return;
 	pthread_mutex_lock(&kp_registry_lock);
 	kp_knob_optimize = on;
+	for (struct kp_probepoint *pp = kp_all_probepoints; pp; pp = pp->all_next)
+		kp_optimizer_reevaluate(pp);
 	pthread_mutex_unlock(&kp_registry_lock);
 }
 

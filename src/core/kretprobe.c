@@ -6,6 +6,10 @@
  * uretprobes does; instances of frames that were left without returning
  * (longjmp, exceptions, thread exit) are reclaimed.
  */
+/* On the hit path of optimized probes, which save vector state only for
+ * handlers that need it: this code must not touch it. */
+#pragma GCC target("general-regs-only")
+
 #include <errno.h>
 #include <signal.h>
 #include <stdlib.h>
@@ -43,6 +47,11 @@ struct kp_rp_pool {
 };
 
 static struct kp_rp_pool *orphans;
+
+/* Links src/os/linux/unwind.o (the unwinder interposers) into every program
+ * that uses return probes, also from the static library. */
+extern char kp_unwind_interposers;
+__attribute__((used)) static char *const kp_need_unwind = &kp_unwind_interposers;
 
 static struct kp_ri *ri_at(struct kp_rp_pool *pool, uint32_t idx)
 {
@@ -106,13 +115,29 @@ static int pool_reap_dead(struct kp_rp_pool *pool)
 	return freed;
 }
 
-/* Drops this thread's instances of frames below sp that were left without
- * a return (longjmp, exceptions). */
-static void drop_stale(struct kp_thread *t, uintptr_t sp)
+/* Is sp on the thread's signal alternate stack while slot is not? */
+static bool on_other_stack(uintptr_t slot, uintptr_t sp)
 {
+	stack_t ss;
+
+	if (kp_syscall(SYS_sigaltstack, 0, &ss, 0) || !(ss.ss_flags & SS_ONSTACK))
+		return false;
+	return !(slot >= (uintptr_t)ss.ss_sp && slot < (uintptr_t)ss.ss_sp + ss.ss_size);
+}
+
+/* Drops this thread's instances of frames at or below the new entry's slot
+ * that were left without a return (longjmp, exceptions): a frame whose
+ * slot no longer holds the trampoline is gone; one whose slot still does is
+ * gone unless it is on another stack (a signal handler on sigaltstack). */
+static void drop_stale(struct kp_thread *t, uintptr_t slot)
+{
+	uintptr_t tramp = arch_kretprobe_trampoline();
 	struct kp_ri *ri;
 
-	while ((ri = t->ri_top) && ri->slot < sp && sp - ri->slot < STALE_WINDOW) {
+	while ((ri = t->ri_top) && ri->slot <= slot && slot - ri->slot < STALE_WINDOW) {
+		if (*(uintptr_t *)ri->slot == tramp &&
+		    (ri->slot == slot || on_other_stack(ri->slot, slot)))
+			break;
 		t->ri_top = ri->next;
 		pool_put(ri);
 	}
@@ -174,21 +199,23 @@ void kp_kretprobe_dispatch(struct pt_regs *regs)
 	}
 	if (!ri || ri->slot != slot)
 		fatal_no_instance();
-	t->ri_top = ri->next;
 	regs->ip = (unsigned long)ri->pub.ret_addr;
 	kp_read_enter(t);
-	if (__atomic_load_n(&ri->pool->live, __ATOMIC_ACQUIRE) && !t->in_handler) {
-		struct kretprobe *rp = ri->pool->rp;
+	while ((ri = t->ri_top) && ri->slot == slot) {
+		t->ri_top = ri->next;
+		if (__atomic_load_n(&ri->pool->live, __ATOMIC_ACQUIRE) && !t->in_handler) {
+			struct kretprobe *rp = ri->pool->rp;
 
-		if (rp->handler && !(rp->kp.flags & KPROBE_FLAG_DISABLED)) {
-			t->in_handler++;
-			rp->handler(&ri->pub, regs);
-			t->in_handler--;
+			if (rp->handler && !(rp->kp.flags & KPROBE_FLAG_DISABLED)) {
+				t->in_handler++;
+				rp->handler(&ri->pub, regs);
+				t->in_handler--;
+			}
 		}
+		regs->ip = (unsigned long)ri->pub.ret_addr;
+		pool_put(ri);
 	}
 	kp_read_exit(t);
-	regs->ip = (unsigned long)ri->pub.ret_addr;
-	pool_put(ri);
 }
 
 static int ncpus(void)
@@ -387,5 +414,22 @@ void kp_kretprobe_rehijack(void)
 
 	for (struct kp_ri *ri = t ? t->ri_top : NULL; ri; ri = ri->next)
 		if (ri->slot >= sp && *(uintptr_t *)ri->slot == (uintptr_t)ri->pub.ret_addr)
+			*(uintptr_t *)ri->slot = tramp;
+}
+
+void kp_kretprobe_after_catch(uintptr_t cfa)
+{
+	struct kp_thread *t = kp_thread_self();
+	uintptr_t tramp = arch_kretprobe_trampoline();
+	struct kp_ri *ri;
+
+	if (!t || !cfa)
+		return;
+	while ((ri = t->ri_top) && ri->slot < cfa - 8) {
+		t->ri_top = ri->next;
+		pool_put(ri);
+	}
+	for (ri = t->ri_top; ri; ri = ri->next)
+		if (*(uintptr_t *)ri->slot == (uintptr_t)ri->pub.ret_addr)
 			*(uintptr_t *)ri->slot = tramp;
 }

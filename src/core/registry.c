@@ -157,6 +157,18 @@ static void describe(struct kp_probepoint *pp, const struct ksym *fn, bool have_
 		pp->object = strdup(fn->basename);
 }
 
+/* Bytes after a function that belong to no function (alignment padding),
+ * which a jump may cover when the function is shorter than the jump. */
+static size_t padding_after(uintptr_t end)
+{
+	struct ksym other;
+	size_t n = 0;
+
+	while (n < 4 && ksym_lookup_addr(end + n, &other) == -ENOENT)
+		n++;
+	return n;
+}
+
 static int probepoint_create(uintptr_t addr, const struct ksym *fn, bool have_fn,
 			     struct kp_probepoint **out)
 {
@@ -166,6 +178,11 @@ static int probepoint_create(uintptr_t addr, const struct ksym *fn, bool have_fn
 	if (!pp)
 		return -ENOMEM;
 	pp->addr = addr;
+	if (have_fn) {
+		pp->func = fn->addr;
+		pp->func_size = fn->size;
+		pp->pad_after = padding_after(fn->addr + fn->size);
+	}
 	err = arch_prepare_probepoint(pp, have_fn ? fn->addr : addr, have_fn ? fn->size : 0);
 	if (err) {
 		free(pp);
@@ -181,9 +198,11 @@ static void probe_attach(struct kp_probepoint *pp, struct kprobe *p, enum kp_typ
 {
 	struct kprobe **link = &pp->probes;
 
-	while (*link)
+	/* As in Kprobes, a jprobe comes last: the other probes' pre-handlers
+	 * run before it changes the path. */
+	while (*link && (type == KP_TYPE_JPROBE || (*link)->__type != KP_TYPE_JPROBE))
 		link = &(*link)->__next;
-	p->__next = NULL;
+	p->__next = *link;
 	p->__pp = pp;
 	p->__state = KP_STATE_REGISTERED;
 	p->__type = type;
@@ -216,6 +235,11 @@ int kp_register_locked(struct kprobe *p, enum kp_type type, struct kp_probepoint
 	pp = kp_probepoint_lookup(addr);
 	if (pp && type == KP_TYPE_JPROBE && has_type(pp, KP_TYPE_JPROBE))
 		return -EEXIST;
+	/* Never put an int3 into an installed jump; a new probe also changes
+	 * what the existing probepoint may do. */
+	kp_optimizer_region_conflicts(addr);
+	if (pp)
+		kp_optimizer_unoptimize(pp);
 	if (!pp) {
 		err = probepoint_create(addr, &fn, have_fn, &pp);
 		if (err)
@@ -249,10 +273,14 @@ int kp_apply_arming(struct kp_probepoint **pps, int n)
 		else if (!should_arm(pps[i]) && pps[i]->armed)
 			disarm[nd++] = pps[i];
 	}
-	if (nd)
+	if (nd) {
+		kp_optimizer_forget_batch(disarm, nd);
 		err = arch_disarm(disarm, nd);
+	}
 	if (na && !err)
 		err = arch_arm(arm, na);
+	for (int i = 0; i < n && !err; i++)
+		kp_optimizer_reevaluate(pps[i]);
 out:
 	free(arm);
 	free(disarm);
@@ -299,8 +327,10 @@ void kp_unregister_locked(struct kprobe **ps, int n)
 		else if (touched)
 			touched[nt++] = ps[i]->__pp;
 	}
-	if (ne)
+	if (ne) {
+		kp_optimizer_forget_batch(empty, ne);
 		arch_disarm(empty, ne);
+	}
 	for (int i = 0; i < ne; i++)
 		table_remove(empty[i]);
 	if (nt)

@@ -99,3 +99,20 @@ void exec_free(struct exec_arena *a, uintptr_t addr)
 		}
 	}
 }
+
+#define REACH ((uintptr_t)0x7fe00000)	/* rel32 reach, less a margin */
+
+void exec_reach_window(const uintptr_t *want, int n, uintptr_t *lo, uintptr_t *hi)
+{
+	*lo = 0x10000;
+	*hi = 0x7fffffff0000UL;
+	for (int i = 0; i < n; i++) {
+		uintptr_t l = want[i] > REACH ? want[i] - REACH : 0x10000;
+		uintptr_t h = want[i] + REACH;
+
+		if (l > *lo)
+			*lo = l;
+		if (h < *hi)
+			*hi = h;
+	}
+}

@@ -32,4 +32,8 @@ void exec_free(struct exec_arena *a, uintptr_t addr);
 /* Metadata of the unit containing ip, or NULL.  Async-signal-safe. */
 void *exec_meta_of(const struct exec_arena *a, uintptr_t ip, uintptr_t *unit_addr);
 
+/* The window [lo, hi) of unit addresses from which every address in
+ * want[] is within rel32 reach. */
+void exec_reach_window(const uintptr_t *want, int n, uintptr_t *lo, uintptr_t *hi);
+
 #endif

@@ -55,6 +55,25 @@ struct arch_insn {
 	uintptr_t target;		/* relative branches: absolute target */
 	struct ind_operand ind;		/* IC_JMP_IND, IC_CALL_IND, (IC_RET: none) */
 	struct xol_slot *slot;		/* out-of-line code */
+	struct arch_opt *opt;		/* jump optimization, once analysed */
+};
+
+#define OPT_MAX_COPIED 5
+
+/* Jump optimization of one probepoint: the replaced region, its detour. */
+struct arch_opt {
+	bool ok;			/* the region can take a jump */
+	const char *why;		/* else: why not */
+	bool entry;			/* at a function entry: ABI-live state only */
+	uint8_t region_len;		/* bytes the jmp replaces */
+	uint8_t copied_len;		/* of which instructions to copy */
+	uint8_t ncopied;
+	uint8_t orig[KP_MAX_INSN + 5];	/* original bytes of the region */
+	uintptr_t detour;		/* detour unit, 0 until built */
+	bool jumped;			/* bytes 1..4 hold the jump's rel32 */
+	uint8_t copied_off;		/* copied instructions start in the detour */
+	uint8_t insn_off[OPT_MAX_COPIED];	/* each copied instruction ... */
+	uint8_t insn_orig[OPT_MAX_COPIED];	/* ... in the detour and in the region */
 };
 
 /* Decodes the instruction at addr from bytes (original bytes, armed

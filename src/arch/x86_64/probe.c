@@ -17,6 +17,12 @@ uint8_t arch_original_byte(uintptr_t addr)
 
 	if (pp && pp->armed)
 		return pp->ainsn.bytes[0];
+	/* Inside the rel32 of an installed jump? */
+	for (uintptr_t k = 1; k < 5; k++) {
+		pp = kp_probepoint_lookup(addr - k);
+		if (pp && pp->ainsn.opt && pp->ainsn.opt->jumped)
+			return pp->ainsn.opt->orig[k];
+	}
 	return *(volatile uint8_t *)addr;
 }
 
@@ -26,8 +32,7 @@ static int read_original(uintptr_t addr, uint8_t *buf, size_t len)
 	if (kp_mem_read_nofault(addr, buf, len))
 		return -EFAULT;
 	for (size_t i = 0; i < len; i++)
-		if (buf[i] == INT3)
-			buf[i] = arch_original_byte(addr + i);
+		buf[i] = arch_original_byte(addr + i);
 	return 0;
 }
 

@@ -75,7 +75,7 @@ static struct jprobe_state *jprobe_area(struct kp_thread *t)
 	return p;
 }
 
-int arch_jprobe_save(struct kp_thread *t, const struct pt_regs *regs)
+int arch_jprobe_save(struct kp_thread *t, struct pt_regs *regs)
 {
 	struct jprobe_state *js = jprobe_area(t);
 	const ucontext_t *uc = t->trap_ctx;
@@ -89,6 +89,16 @@ int arch_jprobe_save(struct kp_thread *t, const struct pt_regs *regs)
 	while (len && kp_mem_read_nofault(regs->sp, js->stack, len))
 		len /= 2;
 	js->stack_len = len;
+	/* The entry runs on a copy of the stack, far below this signal
+	 * handler's frames: the real stack is never written. */
+	{
+		uintptr_t here = (uintptr_t)__builtin_frame_address(0);
+		uintptr_t copy = (here - 16384 - JPROBE_STACK) & ~(uintptr_t)15;
+
+		copy += regs->sp & 15;
+		memcpy((void *)copy, js->stack, len);
+		regs->sp = copy;
+	}
 	return 0;
 }
 
@@ -101,7 +111,6 @@ uintptr_t arch_jprobe_restore(struct kp_thread *t, ucontext_t *uc)
 	regs_to_ucontext(&js->regs, uc);
 	if (uc->uc_mcontext.fpregs && js->fp_len == fpstate_size(uc))
 		memcpy(uc->uc_mcontext.fpregs, js->fp, js->fp_len);
-	memcpy((void *)js->regs.sp, js->stack, js->stack_len);
 	/* regs.ip is the address after the int3 at the probe. */
 	return js->regs.ip - 1;
 }

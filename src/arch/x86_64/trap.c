@@ -110,17 +110,29 @@ static void run_post(struct kp_thread *t, struct kp_probepoint *pp, ucontext_t *
 	regs_to_ucontext(&regs, uc);
 }
 
+/* Where a hit without post handlers continues: the slot, or, once the
+ * probepoint is (being) optimized, the detour's copied instructions — the
+ * slot jumps back into the middle of the region the jump replaces. */
+static uintptr_t resume_boosted(const struct kp_probepoint *pp)
+{
+	const struct xol_slot *s = pp->ainsn.slot;
+
+	if (__atomic_load_n(&pp->opt_state, __ATOMIC_ACQUIRE) >= OPT_PREPARED)
+		return arch_detour_resume(pp);
+	return s->code + s->boost_off;
+}
+
+static void resume_probed(struct kp_thread *t, struct kp_probepoint *pp, ucontext_t *uc);
+
 /* A breakpoint at pp was hit. */
 static void probe_hit(struct kp_thread *t, struct kp_probepoint *pp, ucontext_t *uc)
 {
-	struct xol_slot *s = pp->ainsn.slot;
 	struct pt_regs regs;
-	bool post;
 
 	if (t->in_handler) {
 		/* Hit from inside a handler: no handlers, just execute. */
 		kp_count_missed(pp);
-		GREG(uc, REG_RIP) = (greg_t)(s->code + s->boost_off);
+		GREG(uc, REG_RIP) = (greg_t)resume_boosted(pp);
 		return;
 	}
 	regs_from_ucontext(&regs, uc);
@@ -133,9 +145,19 @@ static void probe_hit(struct kp_thread *t, struct kp_probepoint *pp, ucontext_t 
 	}
 	t->in_handler--;
 	regs_to_ucontext(&regs, uc);
+	resume_probed(t, pp, uc);
+}
+
+/* Runs the probed instruction of pp (out of line), with post handlers. */
+static void resume_probed(struct kp_thread *t, struct kp_probepoint *pp, ucontext_t *uc)
+{
+	struct xol_slot *s = pp->ainsn.slot;
+	struct pt_regs regs;
+	bool post;
+
 	post = kp_probepoint_has_post(pp);
 	if (!post) {
-		GREG(uc, REG_RIP) = (greg_t)(s->code + s->boost_off);
+		GREG(uc, REG_RIP) = (greg_t)resume_boosted(pp);
 		return;
 	}
 	if (s->post_off != XOL_NONE) {
@@ -196,7 +218,7 @@ static void jprobe_return_hit(struct kp_thread *t, ucontext_t *uc)
 	t->jprobe_pp = NULL;
 	t->in_handler--;
 	if (pp)
-		GREG(uc, REG_RIP) = (greg_t)(pp->ainsn.slot->code + pp->ainsn.slot->boost_off);
+		resume_probed(t, pp, uc);
 	else
 		GREG(uc, REG_RIP) = (greg_t)addr;
 }
@@ -287,15 +309,43 @@ static bool fault_in_slot(struct kp_thread *t, struct xol_slot *s, int sig,
 	return handled;
 }
 
+/* A fault in a detour's copied instruction: at that instruction's address. */
+static bool fault_in_detour(struct kp_thread *t, int sig, siginfo_t *info, ucontext_t *uc)
+{
+	uintptr_t ip = (uintptr_t)GREG(uc, REG_RIP), orig;
+	struct kp_probepoint *pp;
+	struct pt_regs regs;
+	int handled = 0;
+
+	if (!arch_detour_fault_addr(ip, &orig, &pp))
+		return false;
+	GREG(uc, REG_RIP) = (greg_t)orig;
+	if (sig != SIGSEGV && sig != SIGBUS && (uintptr_t)info->si_addr == ip)
+		info->si_addr = (void *)orig;
+	if (!t->in_handler) {
+		regs_from_ucontext(&regs, uc);
+		t->in_handler++;
+		handled = kp_run_fault_handlers(pp, &regs, trap_number(sig, info));
+		t->in_handler--;
+		if (handled)
+			regs_to_ucontext(&regs, uc);
+	}
+	return handled;
+}
+
 static void fault_handler(int sig, siginfo_t *info, void *ctx)
 {
 	ucontext_t *uc = ctx;
 	int saved_errno = errno;
 	struct xol_slot *s = xol_slot_of((uintptr_t)GREG(uc, REG_RIP));
-	struct kp_thread *t = s ? kp_thread_self() : NULL;
+	struct kp_thread *t = kp_thread_self();
 	bool handled = false;
 
-	if (t) {
+	if (t && !s) {
+		kp_read_enter(t);
+		handled = fault_in_detour(t, sig, info, uc);
+		kp_read_exit(t);
+	} else if (t) {
 		kp_read_enter(t);
 		handled = fault_in_slot(t, s, sig, info, uc);
 		kp_read_exit(t);

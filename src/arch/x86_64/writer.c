@@ -186,3 +186,30 @@ void xw_call_ind_as_jmp(struct xw *w, const uint8_t *bytes, size_t len, uintptr_
 	}
 	emit(w, &r);
 }
+
+void xw_lea_rsp(struct xw *w, int32_t disp)
+{
+	ZydisEncoderRequest r;
+
+	req_init(&r, ZYDIS_MNEMONIC_LEA);
+	r.operand_count = 2;
+	set_reg(&r.operands[0], ZYDIS_REGISTER_RSP);
+	r.operands[1].type = ZYDIS_OPERAND_TYPE_MEMORY;
+	r.operands[1].mem.base = ZYDIS_REGISTER_RSP;
+	r.operands[1].mem.displacement = disp;
+	r.operands[1].mem.size = 8;
+	emit(w, &r);
+}
+
+void xw_call_indirect(struct xw *w, uintptr_t slot)
+{
+	ZydisEncoderRequest r;
+
+	req_init(&r, ZYDIS_MNEMONIC_CALL);
+	r.operand_count = 1;
+	r.operands[0].type = ZYDIS_OPERAND_TYPE_MEMORY;
+	r.operands[0].mem.base = ZYDIS_REGISTER_RIP;
+	r.operands[0].mem.size = 8;
+	r.operands[0].mem.displacement = (int64_t)slot;
+	emit(w, &r);
+}

@@ -35,4 +35,9 @@ void xw_push_return(struct xw *w, uintptr_t ret);
  * RIP-relative one re-targeted from orig_next. */
 void xw_call_ind_as_jmp(struct xw *w, const uint8_t *bytes, size_t len, uintptr_t orig_next);
 
+/* lea disp(%rsp),%rsp: moves rsp without touching the flags. */
+void xw_lea_rsp(struct xw *w, int32_t disp);
+/* call *slot(%rip): calls the address stored at `slot`. */
+void xw_call_indirect(struct xw *w, uintptr_t slot);
+
 #endif

@@ -7,12 +7,13 @@
 #include <string.h>
 #include <time.h>
 
+#include "arch/x86_64/detour.h"
 #include "arch/x86_64/execmem.h"
 #include "arch/x86_64/writer.h"
+#include "core/internal.h"
 #include "os/linux/memory.h"
 #include "os/linux/threads.h"
 
-#define REACH ((uintptr_t)0x7fe00000)	/* rel32 reach, less a margin */
 #define QUARANTINE_NS 20000000ULL	/* retired slots rest this long first */
 
 static struct exec_arena arena = { .unit = XOL_SLOT_SIZE, .meta_size = sizeof(struct xol_slot) };
@@ -46,23 +47,6 @@ static struct xol_slot *slot_alloc(uintptr_t lo, uintptr_t hi)
 	s = meta;
 	s->code = code;
 	return s;
-}
-
-/* The window of slot addresses from which every address in want[] is
- * within rel32 reach. */
-static void reach_window(const uintptr_t *want, int n, uintptr_t *lo, uintptr_t *hi)
-{
-	*lo = 0x10000;
-	*hi = 0x7fffffff0000UL;
-	for (int i = 0; i < n; i++) {
-		uintptr_t l = want[i] > REACH ? want[i] - REACH : 0x10000;
-		uintptr_t h = want[i] + REACH;
-
-		if (l > *lo)
-			*lo = l;
-		if (h < *hi)
-			*hi = h;
-	}
 }
 
 /* Copies the instruction, re-targeting a RIP-relative displacement. */
@@ -191,7 +175,7 @@ int xol_build(struct arch_insn *ai, uintptr_t addr, struct kp_probepoint *owner)
 		memcpy(&d, ai->bytes + off, 4);
 		want[nwant++] = addr + ai->len + (intptr_t)d;
 	}
-	reach_window(want, nwant, &lo, &hi);
+	exec_reach_window(want, nwant, &lo, &hi);
 	if (lo >= hi)
 		return -EINVAL;
 	s = slot_alloc(lo, hi);
@@ -229,8 +213,11 @@ static void slot_free(struct xol_slot *s)
 
 	__atomic_store_n(&s->owner, NULL, __ATOMIC_RELEASE);
 	exec_free(&arena, s->code);
-	if (pp)
+	if (pp) {
+		arch_detour_free(pp);
+		free(pp->ainsn.opt);
 		kp_probepoint_free(pp);
+	}
 }
 
 #define CENSUS_BATCH 64
@@ -239,13 +226,17 @@ static void slot_free(struct xol_slot *s)
  * thread is in.  A batch is freed or kept as a whole. */
 static int reclaim_batch(struct xol_slot **batch, int n)
 {
-	uintptr_t ranges[CENSUS_BATCH][2];
+	uintptr_t ranges[2 * CENSUS_BATCH][2];
+	int nr = 0;
 
 	for (int i = 0; i < n; i++) {
-		ranges[i][0] = batch[i]->code;
-		ranges[i][1] = batch[i]->code + XOL_SLOT_SIZE;
+		ranges[nr][0] = batch[i]->code;
+		ranges[nr][1] = batch[i]->code + XOL_SLOT_SIZE;
+		nr++;
+		if (batch[i]->owner)
+			nr += arch_detour_range(batch[i]->owner, ranges[nr]);
 	}
-	if (!kp_threads_outside((const uintptr_t (*)[2])ranges, n))
+	if (!kp_threads_outside((const uintptr_t (*)[2])ranges, nr))
 		return 0;
 	for (int i = 0; i < n; i++)
 		slot_free(batch[i]);

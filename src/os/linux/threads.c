@@ -1,4 +1,8 @@
 /* Thread records, grace periods and the instruction-pointer census. */
+/* On the hit path of optimized probes, which save vector state only for
+ * handlers that need it: this code must not touch it. */
+#pragma GCC target("general-regs-only")
+
 #include "os/linux/threads.h"
 
 #include <dirent.h>

@@ -10,10 +10,12 @@
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
+#include <stdint.h>
 #include <unwind.h>
 
 #define KP_EXPORT __attribute__((visibility("default")))
 
+char kp_unwind_interposers;
 void kp_kretprobe_unhijack(bool release);
 void kp_kretprobe_rehijack(void);
 
@@ -32,8 +34,35 @@ KP_EXPORT _Unwind_Reason_Code _Unwind_RaiseException(struct _Unwind_Exception *e
 
 	if (!real)
 		real = next_fn("_Unwind_RaiseException");
-	kp_kretprobe_unhijack(true);
+	kp_kretprobe_unhijack(false);
 	return real(e);
+}
+
+KP_EXPORT _Unwind_Reason_Code _Unwind_Resume_or_Rethrow(struct _Unwind_Exception *e)
+{
+	static _Unwind_Reason_Code (*real)(struct _Unwind_Exception *);
+
+	if (!real)
+		real = next_fn("_Unwind_Resume_or_Rethrow");
+	kp_kretprobe_unhijack(false);
+	return real(e);
+}
+
+void kp_kretprobe_after_catch(uintptr_t cfa);
+
+/* The exception is caught in the frame whose CFA phase 1 recorded
+ * (libgcc: private_2): frames below it are gone, the others return
+ * normally through the trampoline again. */
+KP_EXPORT void *__cxa_begin_catch(void *e)
+{
+	static void *(*real)(void *);
+	void *r;
+
+	if (!real)
+		real = next_fn("__cxa_begin_catch");
+	r = real(e);
+	kp_kretprobe_after_catch(((struct _Unwind_Exception *)e)->private_2);
+	return r;
 }
 
 KP_EXPORT _Unwind_Reason_Code _Unwind_Backtrace(_Unwind_Trace_Fn fn, void *arg)

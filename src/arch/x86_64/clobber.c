@@ -1,0 +1,107 @@
+/*
+ * Which handlers can change vector or x87 registers?  A handler that
+ * provably cannot (decoded, with everything it calls directly) lets an
+ * optimized probe skip saving that state — the difference between a few
+ * nanoseconds and a hundred.  Anything not decodable, indirect calls, or
+ * calls leaving known functions count as "may".
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <Zydis/Zydis.h>
+
+#include "arch/arch.h"
+#include "core/internal.h"
+#include "os/linux/memory.h"
+
+#define MAX_DEPTH 6
+#define MAX_FUNCS 64
+#define MAX_BYTES (16 * 1024)
+
+struct walk {
+	uintptr_t seen[MAX_FUNCS];
+	int nseen;
+};
+
+static bool touches_vector(const ZydisDecodedInstruction *in, const ZydisDecodedOperand *ops)
+{
+	if (in->attributes & (ZYDIS_ATTRIB_FPU_STATE_CW | ZYDIS_ATTRIB_XMM_STATE_CW))
+		return true;
+	for (int i = 0; i < in->operand_count; i++) {
+		ZydisRegisterClass c;
+
+		if (ops[i].type != ZYDIS_OPERAND_TYPE_REGISTER ||
+		    !(ops[i].actions & ZYDIS_OPERAND_ACTION_MASK_WRITE))
+			continue;
+		c = ZydisRegisterGetClass(ops[i].reg.value);
+		if (c == ZYDIS_REGCLASS_XMM || c == ZYDIS_REGCLASS_YMM || c == ZYDIS_REGCLASS_ZMM ||
+		    c == ZYDIS_REGCLASS_X87 || c == ZYDIS_REGCLASS_MMX || c == ZYDIS_REGCLASS_MASK ||
+		    c == ZYDIS_REGCLASS_TMM)
+			return true;
+	}
+	return in->meta.category == ZYDIS_CATEGORY_X87_ALU || in->meta.isa_ext == ZYDIS_ISA_EXT_X87;
+}
+
+static bool walk_function(struct walk *w, uintptr_t fn, int depth);
+
+/* One instruction; *done when control cannot fall through. */
+static bool insn_may_touch(struct walk *w, const ZydisDecodedInstruction *in,
+			   const ZydisDecodedOperand *ops, uintptr_t pc, uintptr_t lo,
+			   uintptr_t hi, int depth)
+{
+	uintptr_t target;
+
+	if (touches_vector(in, ops))
+		return true;
+	if (in->meta.category != ZYDIS_CATEGORY_CALL && in->meta.category != ZYDIS_CATEGORY_UNCOND_BR &&
+	    in->meta.category != ZYDIS_CATEGORY_COND_BR)
+		return false;
+	if (ops[0].type != ZYDIS_OPERAND_TYPE_IMMEDIATE || !ops[0].imm.is_relative)
+		return true;	/* indirect: unknown code */
+	ZydisCalcAbsoluteAddress(in, &ops[0], pc, (ZyanU64 *)&target);
+	if (target >= lo && target < hi)
+		return false;	/* inside this function: decoded anyway */
+	return walk_function(w, target, depth + 1);
+}
+
+static bool walk_function(struct walk *w, uintptr_t fn, int depth)
+{
+	ZydisDecoder dec;
+	ZydisDecodedInstruction in;
+	ZydisDecodedOperand ops[ZYDIS_MAX_OPERAND_COUNT];
+	uintptr_t start, size;
+	uint8_t *code;
+	bool may = false;
+
+	for (int i = 0; i < w->nseen; i++)
+		if (w->seen[i] == fn)
+			return false;
+	if (depth > MAX_DEPTH || w->nseen == MAX_FUNCS)
+		return true;
+	w->seen[w->nseen++] = fn;
+	if (kp_function_bounds(fn, &start, &size) || start != fn || !size || size > MAX_BYTES)
+		return true;
+	code = malloc(size);
+	if (!code || kp_mem_read_nofault(fn, code, size)) {
+		free(code);
+		return true;
+	}
+	ZydisDecoderInit(&dec, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64);
+	for (size_t off = 0; off < size && !may;) {
+		if (!ZYAN_SUCCESS(ZydisDecoderDecodeFull(&dec, code + off, size - off, &in, ops))) {
+			may = true;
+			break;
+		}
+		may = insn_may_touch(w, &in, ops, fn + off, fn, fn + size, depth);
+		off += in.length;
+	}
+	free(code);
+	return may;
+}
+
+bool arch_code_may_touch_vector(uintptr_t fn)
+{
+	struct walk w;
+
+	memset(&w, 0, sizeof(w));
+	return walk_function(&w, fn, 0);
+}

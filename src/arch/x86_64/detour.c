@@ -1,0 +1,240 @@
+/*
+ * Detour buffers of jump-optimized probes, 128 bytes each:
+ *
+ *   D+0   lea -128(%rsp),%rsp         keep clear of the red zone
+ *   D+5   call *D+120(%rip)           save, call the handlers, restore
+ *   D+11  lea 128(%rsp),%rsp          (R, the return address, = D+11)
+ *   D+19  the copied instructions, relocated
+ *         jmp back to the end of the replaced region
+ *   D+104 flag: save vector state     (read at R+93)
+ *   D+112 the probepoint              (read at R+101)
+ *   D+120 the shared save/restore code for this probe's kind
+ */
+#include <cpuid.h>
+#include <errno.h>
+#include <string.h>
+
+#include "arch/arch.h"
+#include "arch/x86_64/detour.h"
+#include "arch/x86_64/execmem.h"
+#include "arch/x86_64/writer.h"
+#include "core/internal.h"
+#include "os/linux/memory.h"
+
+#define DETOUR_SIZE 128
+#define OFF_RET 11
+#define OFF_FLAG 104
+#define OFF_PP 112
+#define OFF_COMMON 120
+
+extern char kp_opt_entry_sse[], kp_opt_entry_avx[], kp_opt_entry_avx512[];
+extern char kp_opt_mid_xsave[], kp_opt_mid_fxsave[];
+
+__attribute__((visibility("hidden"))) unsigned int kp_xsave_size;
+
+struct detour_meta {
+	struct kp_probepoint *owner;
+};
+
+static struct exec_arena arena = { .unit = DETOUR_SIZE, .meta_size = sizeof(struct detour_meta) };
+
+static uintptr_t common_for(bool entry)
+{
+	unsigned int a, b, c, d;
+
+	__builtin_cpu_init();
+	if (entry) {
+		if (__builtin_cpu_supports("avx512f"))
+			return (uintptr_t)kp_opt_entry_avx512;
+		if (__builtin_cpu_supports("avx"))
+			return (uintptr_t)kp_opt_entry_avx;
+		return (uintptr_t)kp_opt_entry_sse;
+	}
+	if (!kp_xsave_size && __get_cpuid(1, &a, &b, &c, &d) && (c & bit_OSXSAVE) &&
+	    __get_cpuid_count(0xd, 0, &a, &b, &c, &d))
+		kp_xsave_size = b + 64;	/* room to align */
+	return kp_xsave_size ? (uintptr_t)kp_opt_mid_xsave : (uintptr_t)kp_opt_mid_fxsave;
+}
+
+/* Copies one instruction of the region, re-targeting a RIP-relative
+ * displacement or a relative jmp. */
+static void emit_copied(struct xw *w, const uint8_t *bytes, size_t avail, uintptr_t pc)
+{
+	struct arch_insn ai;
+	const char *why;
+	uint8_t b[KP_MAX_INSN];
+	int off;
+
+	if (insn_analyze(&ai, pc, bytes, avail, &why)) {
+		w->err = true;
+		return;
+	}
+	if (ai.klass == IC_JMP_REL) {
+		xw_jmp(w, ai.target);
+		return;
+	}
+	if (ai.klass == IC_JCC) {
+		/* j!cc over; jmp target; over: */
+		uintptr_t over = xw_pc(w) + 2;
+
+		over += xw_jmp_len(over, ai.target);
+		xw_jcc_short(w, ai.cc ^ 1, over);
+		xw_jmp(w, ai.target);
+		return;
+	}
+	memcpy(b, ai.bytes, ai.len);
+	off = insn_riprel_disp_offset(&ai);
+	if (off >= 0) {
+		int32_t d;
+		int64_t nd;
+
+		memcpy(&d, b + off, 4);
+		nd = (int64_t)d + (int64_t)(pc - xw_pc(w));
+		if (nd < INT32_MIN || nd > INT32_MAX) {
+			w->err = true;
+			return;
+		}
+		d = (int32_t)nd;
+		memcpy(b + off, &d, 4);
+	}
+	xw_bytes(w, b, ai.len);
+}
+
+static int detour_write(struct kp_probepoint *pp, uintptr_t d)
+{
+	struct arch_opt *o = pp->ainsn.opt;
+	uint8_t code[DETOUR_SIZE];
+	uintptr_t common = common_for(o->entry);
+	struct xw w;
+	bool last_ends = false;
+
+	memset(code, 0xcc, sizeof(code));
+	xw_init(&w, code, OFF_FLAG, d);
+	xw_lea_rsp(&w, -128);
+	xw_call_indirect(&w, d + OFF_COMMON);
+	xw_lea_rsp(&w, 128);
+	o->copied_off = (uint8_t)w.len;
+	for (int i = 0; i < o->ncopied; i++) {
+		size_t at = o->insn_orig[i];
+
+		o->insn_off[i] = (uint8_t)w.len;
+		emit_copied(&w, o->orig + at, o->copied_len - at, pp->addr + at);
+		last_ends = i == o->ncopied - 1 && o->copied_len < o->region_len;
+	}
+	if (!last_ends)
+		xw_jmp(&w, pp->addr + o->copied_len);
+	if (w.err)
+		return -EINVAL;
+	code[OFF_FLAG] = 1;
+	memcpy(code + OFF_PP, &pp, sizeof(pp));
+	memcpy(code + OFF_COMMON, &common, sizeof(common));
+	return kp_mem_write(d, code, sizeof(code));
+}
+
+int arch_detour_build(struct kp_probepoint *pp)
+{
+	struct arch_opt *o = pp->ainsn.opt;
+	uintptr_t want[OPT_MAX_COPIED + 1], lo, hi;
+	struct detour_meta *m;
+	int nwant = 0, err;
+	uintptr_t d;
+
+	if (o->detour)
+		return 0;
+	/* The jump must reach the detour, the detour every RIP-relative
+	 * operand of the copied instructions. */
+	want[nwant++] = pp->addr;
+	for (int i = 0; i < o->ncopied; i++) {
+		struct arch_insn ai;
+		const char *why;
+		int off;
+
+		if (insn_analyze(&ai, pp->addr + o->insn_orig[i], o->orig + o->insn_orig[i],
+				 o->copied_len - o->insn_orig[i], &why))
+			return -EINVAL;
+		off = insn_riprel_disp_offset(&ai);
+		if (off >= 0) {
+			int32_t disp;
+
+			memcpy(&disp, ai.bytes + off, 4);
+			want[nwant++] = pp->addr + o->insn_orig[i] + ai.len + (intptr_t)disp;
+		}
+	}
+	exec_reach_window(want, nwant, &lo, &hi);
+	if (lo >= hi)
+		return -EINVAL;
+	d = exec_alloc(&arena, lo, hi, (void **)&m);
+	if (!d)
+		return -ENOMEM;
+	err = detour_write(pp, d);
+	if (err) {
+		exec_free(&arena, d);
+		return err;
+	}
+	m->owner = pp;
+	o->detour = d;
+	return 0;
+}
+
+void arch_detour_free(struct kp_probepoint *pp)
+{
+	struct arch_opt *o = pp->ainsn.opt;
+
+	if (!o || !o->detour)
+		return;
+	exec_free(&arena, o->detour);
+	o->detour = 0;
+}
+
+int arch_detour_set_save_vector(struct kp_probepoint *pp, bool save)
+{
+	uint8_t v = save;
+	struct arch_opt *o = pp->ainsn.opt;
+
+	if (!o->detour)
+		return -EINVAL;
+	return kp_mem_write(o->detour + OFF_FLAG, &v, 1);
+}
+
+uintptr_t arch_detour_resume(const struct kp_probepoint *pp)
+{
+	return pp->ainsn.opt->detour + pp->ainsn.opt->copied_off;
+}
+
+/* A fault in a copied instruction happened, for the program, at that
+ * instruction's own address. */
+bool arch_detour_fault_addr(uintptr_t ip, uintptr_t *orig, struct kp_probepoint **pp_out)
+{
+	uintptr_t d;
+	struct detour_meta *m = exec_meta_of(&arena, ip, &d);
+	struct kp_probepoint *pp = m ? __atomic_load_n(&m->owner, __ATOMIC_ACQUIRE) : NULL;
+	struct arch_opt *o;
+
+	if (!pp)
+		return false;
+	o = pp->ainsn.opt;
+	for (int i = o->ncopied - 1; i >= 0; i--)
+		if (ip >= d + o->insn_off[i]) {
+			*orig = pp->addr + o->insn_orig[i];
+			*pp_out = pp;
+			return ip >= d + o->copied_off;
+		}
+	return false;
+}
+
+size_t arch_detour_bytes(void)
+{
+	return DETOUR_SIZE;
+}
+
+/* Detour and slot ranges of pp, for a census. */
+int arch_detour_range(const struct kp_probepoint *pp, uintptr_t range[2])
+{
+	const struct arch_opt *o = pp->ainsn.opt;
+
+	if (!o || !o->detour)
+		return 0;
+	range[0] = o->detour;
+	range[1] = o->detour + DETOUR_SIZE;
+	return 1;
+}

@@ -1,0 +1,19 @@
+/* Detour buffers of jump-optimized probes. */
+#ifndef KP_X86_DETOUR_H
+#define KP_X86_DETOUR_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct kp_probepoint;
+
+int arch_detour_build(struct kp_probepoint *pp);
+void arch_detour_free(struct kp_probepoint *pp);
+int arch_detour_set_save_vector(struct kp_probepoint *pp, bool save);
+uintptr_t arch_detour_resume(const struct kp_probepoint *pp);
+bool arch_detour_fault_addr(uintptr_t ip, uintptr_t *orig, struct kp_probepoint **pp);
+size_t arch_detour_bytes(void);
+int arch_detour_range(const struct kp_probepoint *pp, uintptr_t range[2]);
+
+#endif

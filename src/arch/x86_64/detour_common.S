@@ -1,0 +1,222 @@
+/*
+ * Shared save/restore code of jump-optimized probes.
+ *
+ * A detour buffer does "lea -128(%rsp),%rsp; call *common" (so the red
+ * zone is never touched), and the call lands here with the detour's return
+ * address R at the top of the stack.  The detour keeps, at fixed offsets
+ * from R, a flag byte (R+93: the handlers may clobber vector state, so save
+ * it) and the probepoint (R+101).  This code builds a struct pt_regs as the
+ * breakpoint path does, calls kp_optimized_callback(pp, regs), restores and
+ * returns to the detour, which runs the copied instructions.
+ *
+ * At a function entry only ABI-live state is kept: the general registers
+ * and the vector argument registers (x/y/zmm0-7); status flags are dead.
+ * Mid-function everything may be live: flags, and the full extended state
+ * through xsave (fxsave on CPUs without it).
+ */
+	.set PT_SIZE, 168
+	.set R_FLAG, 93
+	.set R_PP, 101
+
+	.macro SAVE_GPRS
+	pushfq
+	lea -PT_SIZE(%rsp), %rsp
+	mov %r15, 0(%rsp)
+	mov %r14, 8(%rsp)
+	mov %r13, 16(%rsp)
+	mov %r12, 24(%rsp)
+	mov %rbp, 32(%rsp)
+	mov %rbx, 40(%rsp)
+	mov %r11, 48(%rsp)
+	mov %r10, 56(%rsp)
+	mov %r9, 64(%rsp)
+	mov %r8, 72(%rsp)
+	mov %rax, 80(%rsp)
+	mov %rcx, 88(%rsp)
+	mov %rdx, 96(%rsp)
+	mov %rsi, 104(%rsp)
+	mov %rdi, 112(%rsp)
+	movq $-1, 120(%rsp)			/* orig_ax */
+	movq $0x33, 136(%rsp)			/* cs */
+	mov PT_SIZE(%rsp), %rcx
+	mov %rcx, 144(%rsp)			/* flags */
+	lea PT_SIZE + 16 + 128(%rsp), %rcx
+	mov %rcx, 152(%rsp)			/* sp before the detour */
+	movq $0x2b, 160(%rsp)			/* ss */
+	mov PT_SIZE + 8(%rsp), %rax		/* R */
+	movzbl R_FLAG(%rax), %r12d
+	mov R_PP(%rax), %rdi
+	mov %rsp, %rbx
+	.endm
+
+	.macro CALL_AND_RESTORE_GPRS restore_flags
+	and $-16, %rsp
+	mov %rbx, %rsi
+	cld
+	call kp_optimized_callback
+	.endm
+
+	.macro RESTORE_GPRS restore_flags
+	mov %rbx, %rsp
+	.if \restore_flags
+	pushq 144(%rsp)
+	popfq
+	.endif
+	mov 0(%rsp), %r15
+	mov 8(%rsp), %r14
+	mov 16(%rsp), %r13
+	mov 24(%rsp), %r12
+	mov 32(%rsp), %rbp
+	mov 40(%rsp), %rbx
+	mov 48(%rsp), %r11
+	mov 56(%rsp), %r10
+	mov 64(%rsp), %r9
+	mov 72(%rsp), %r8
+	mov 80(%rsp), %rax
+	mov 88(%rsp), %rcx
+	mov 96(%rsp), %rdx
+	mov 104(%rsp), %rsi
+	mov 112(%rsp), %rdi
+	lea PT_SIZE + 8(%rsp), %rsp
+	ret
+	.endm
+
+	.macro FUNC name
+	.text
+	.globl \name
+	.hidden \name
+	.type \name, @function
+	.p2align 4
+\name:
+	.endm
+
+/* Function entries: vector argument registers, by register width. */
+	.macro ENTRY_COMMON name, size, save, restore
+FUNC \name
+	SAVE_GPRS
+	test %r12d, %r12d
+	jz 1f
+	and $-64, %rsp
+	sub $\size, %rsp
+	mov %rsp, %r13
+	\save
+1:	CALL_AND_RESTORE_GPRS
+	test %r12d, %r12d
+	jz 2f
+	\restore
+2:	RESTORE_GPRS 0
+	.size \name, . - \name
+	.endm
+
+	.macro SSE_SAVE
+	movdqu %xmm0, 0(%r13)
+	movdqu %xmm1, 16(%r13)
+	movdqu %xmm2, 32(%r13)
+	movdqu %xmm3, 48(%r13)
+	movdqu %xmm4, 64(%r13)
+	movdqu %xmm5, 80(%r13)
+	movdqu %xmm6, 96(%r13)
+	movdqu %xmm7, 112(%r13)
+	.endm
+	.macro SSE_RESTORE
+	movdqu 0(%r13), %xmm0
+	movdqu 16(%r13), %xmm1
+	movdqu 32(%r13), %xmm2
+	movdqu 48(%r13), %xmm3
+	movdqu 64(%r13), %xmm4
+	movdqu 80(%r13), %xmm5
+	movdqu 96(%r13), %xmm6
+	movdqu 112(%r13), %xmm7
+	.endm
+	.macro AVX_SAVE
+	vmovdqu %ymm0, 0(%r13)
+	vmovdqu %ymm1, 32(%r13)
+	vmovdqu %ymm2, 64(%r13)
+	vmovdqu %ymm3, 96(%r13)
+	vmovdqu %ymm4, 128(%r13)
+	vmovdqu %ymm5, 160(%r13)
+	vmovdqu %ymm6, 192(%r13)
+	vmovdqu %ymm7, 224(%r13)
+	.endm
+	.macro AVX_RESTORE
+	vmovdqu 0(%r13), %ymm0
+	vmovdqu 32(%r13), %ymm1
+	vmovdqu 64(%r13), %ymm2
+	vmovdqu 96(%r13), %ymm3
+	vmovdqu 128(%r13), %ymm4
+	vmovdqu 160(%r13), %ymm5
+	vmovdqu 192(%r13), %ymm6
+	vmovdqu 224(%r13), %ymm7
+	.endm
+	.macro AVX512_SAVE
+	vmovdqu64 %zmm0, 0(%r13)
+	vmovdqu64 %zmm1, 64(%r13)
+	vmovdqu64 %zmm2, 128(%r13)
+	vmovdqu64 %zmm3, 192(%r13)
+	vmovdqu64 %zmm4, 256(%r13)
+	vmovdqu64 %zmm5, 320(%r13)
+	vmovdqu64 %zmm6, 384(%r13)
+	vmovdqu64 %zmm7, 448(%r13)
+	.endm
+	.macro AVX512_RESTORE
+	vmovdqu64 0(%r13), %zmm0
+	vmovdqu64 64(%r13), %zmm1
+	vmovdqu64 128(%r13), %zmm2
+	vmovdqu64 192(%r13), %zmm3
+	vmovdqu64 256(%r13), %zmm4
+	vmovdqu64 320(%r13), %zmm5
+	vmovdqu64 384(%r13), %zmm6
+	vmovdqu64 448(%r13), %zmm7
+	.endm
+
+	ENTRY_COMMON kp_opt_entry_sse, 128, SSE_SAVE, SSE_RESTORE
+	ENTRY_COMMON kp_opt_entry_avx, 256, AVX_SAVE, AVX_RESTORE
+	ENTRY_COMMON kp_opt_entry_avx512, 512, AVX512_SAVE, AVX512_RESTORE
+
+/* Mid-function: flags always, the whole extended state when handlers may
+ * touch it. */
+FUNC kp_opt_mid_xsave
+	SAVE_GPRS
+	test %r12d, %r12d
+	jz 1f
+	mov kp_xsave_size(%rip), %ecx
+	sub %rcx, %rsp
+	and $-64, %rsp
+	mov %rsp, %r13
+	xor %eax, %eax
+	mov %rax, 512(%r13)
+	mov %rax, 520(%r13)
+	mov %rax, 528(%r13)
+	mov %rax, 536(%r13)
+	mov %rax, 544(%r13)
+	mov %rax, 552(%r13)
+	mov %rax, 560(%r13)
+	mov %rax, 568(%r13)
+	mov $-1, %eax
+	mov $-1, %edx
+	xsave64 (%r13)
+1:	CALL_AND_RESTORE_GPRS
+	test %r12d, %r12d
+	jz 2f
+	mov $-1, %eax
+	mov $-1, %edx
+	xrstor64 (%r13)
+2:	RESTORE_GPRS 1
+	.size kp_opt_mid_xsave, . - kp_opt_mid_xsave
+
+FUNC kp_opt_mid_fxsave
+	SAVE_GPRS
+	test %r12d, %r12d
+	jz 1f
+	sub $512, %rsp
+	and $-64, %rsp
+	mov %rsp, %r13
+	fxsave64 (%r13)
+1:	CALL_AND_RESTORE_GPRS
+	test %r12d, %r12d
+	jz 2f
+	fxrstor64 (%r13)
+2:	RESTORE_GPRS 1
+	.size kp_opt_mid_fxsave, . - kp_opt_mid_fxsave
+
+	.section .note.GNU-stack, "", @progbits

@@ -1,0 +1,109 @@
+/*
+ * Installing and removing the jump of an optimized probe, like the
+ * kernel's text_poke_bp(): the int3 is already at byte 0; write bytes
+ * 1..4 (the rel32), synchronize every core, write byte 0 (0xe9),
+ * synchronize.  Threads that hit the int3 meanwhile are routed through the
+ * detour by the trap handler.  Removal runs the same steps backwards.
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "arch/arch.h"
+#include "arch/x86_64/detour.h"
+#include "arch/x86_64/optcheck.h"
+#include "arch/x86_64/xol.h"
+#include "core/internal.h"
+#include "os/linux/memory.h"
+
+#define JMP_REL32 0xe9
+#define INT3 0xcc
+
+static int read_original_code(uintptr_t addr, uint8_t *buf, size_t len)
+{
+	if (kp_mem_read_nofault(addr, buf, len))
+		return -EFAULT;
+	for (size_t i = 0; i < len; i++)
+		buf[i] = arch_original_byte(addr + i);
+	return 0;
+}
+
+int arch_opt_analyse_pp(struct kp_probepoint *pp)
+{
+	if (!pp->ainsn.opt) {
+		pp->ainsn.opt = calloc(1, sizeof(*pp->ainsn.opt));
+		if (!pp->ainsn.opt)
+			return -ENOMEM;
+		int err = arch_opt_analyse(pp->ainsn.opt, pp->addr, pp->func, pp->func_size,
+					   pp->pad_after, read_original_code);
+		if (err) {
+			free(pp->ainsn.opt);
+			pp->ainsn.opt = NULL;
+			return err;
+		}
+	}
+	return pp->ainsn.opt->ok ? 0 : -EINVAL;
+}
+
+const char *arch_opt_why(const struct kp_probepoint *pp)
+{
+	return pp->ainsn.opt ? pp->ainsn.opt->why : NULL;
+}
+
+uint8_t arch_opt_region_len(const struct kp_probepoint *pp)
+{
+	return pp->ainsn.opt && pp->ainsn.opt->ok ? pp->ainsn.opt->region_len : 1;
+}
+
+/* Where threads must not be while the jump goes in: inside the region
+ * (past byte 0), and in the slot, whose code jumps back into the region. */
+int arch_opt_census_ranges(const struct kp_probepoint *pp, uintptr_t (*r)[2])
+{
+	r[0][0] = pp->addr + 1;
+	r[0][1] = pp->addr + pp->ainsn.opt->region_len;
+	r[1][0] = pp->ainsn.slot->code;
+	r[1][1] = pp->ainsn.slot->code + XOL_SLOT_SIZE;
+	return 2;
+}
+
+static int write_bytes(struct kp_probepoint **pps, int n, bool first, bool install)
+{
+	int err = 0;
+
+	for (int i = 0; i < n && !err; i++) {
+		struct arch_opt *o = pps[i]->ainsn.opt;
+		uint8_t jmp[5];
+		int32_t rel = (int32_t)(o->detour - (pps[i]->addr + 5));
+
+		jmp[0] = JMP_REL32;
+		memcpy(jmp + 1, &rel, 4);
+		if (first)
+			err = kp_mem_write(pps[i]->addr, install ? jmp : (const uint8_t[]){ INT3 }, 1);
+		else
+			err = kp_mem_write(pps[i]->addr + 1, install ? jmp + 1 : o->orig + 1, 4);
+	}
+	kp_sync_cores();
+	return err;
+}
+
+int arch_optimize(struct kp_probepoint **pps, int n)
+{
+	int err = write_bytes(pps, n, false, true);
+
+	if (!err)
+		err = write_bytes(pps, n, true, true);
+	for (int i = 0; !err && i < n; i++)
+		pps[i]->ainsn.opt->jumped = true;
+	return err;
+}
+
+int arch_unoptimize(struct kp_probepoint **pps, int n)
+{
+	int err = write_bytes(pps, n, true, false);
+
+	if (!err)
+		err = write_bytes(pps, n, false, false);
+	for (int i = 0; !err && i < n; i++)
+		pps[i]->ainsn.opt->jumped = false;
+	return err;
+}

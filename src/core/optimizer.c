@@ -1,0 +1,328 @@
+/*
+ * The optimizer: decides which probepoints take a jump instead of the
+ * breakpoint, and installs or removes the jumps, like the Kprobes
+ * optimizer.  Candidates queue up; a background thread waits a moment so
+ * that registrations batch, builds their detours, makes sure no thread is
+ * inside a region being replaced (or in its slot, which jumps back into
+ * it), then installs all the jumps with two core synchronizations.
+ * Unoptimization is immediate and synchronous.
+ */
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "core/internal.h"
+#include "elf/symbols.h"
+#include "os/linux/threads.h"
+
+#define container_of(p, type, member) ((type *)((char *)(p) - offsetof(type, member)))
+#define OPT_DELAY_NS 5000000L	/* batch registrations for this long */
+#define RETRY_NS 10000000L	/* a thread sat in a region: try again */
+
+static struct kp_probepoint *queue;
+static pthread_cond_t kick = PTHREAD_COND_INITIALIZER;
+static pid_t thread_pid;
+
+int kp_function_bounds(uintptr_t addr, uintptr_t *start, size_t *size)
+{
+	struct ksym s;
+
+	if (ksym_lookup_addr(addr, &s))
+		return -ENOENT;
+	*start = s.addr;
+	*size = s.size;
+	return 0;
+}
+
+/* Handlers that provably never touch vector/x87 state spare its saving. */
+static bool handlers_need_vector(const struct kp_probepoint *pp)
+{
+	for (const struct kprobe *p = pp->probes; p; p = p->__next) {
+		uintptr_t fn = (uintptr_t)p->pre_handler;
+
+		if (p->__type == KP_TYPE_KRETPROBE)
+			fn = (uintptr_t)container_of(p, struct kretprobe, kp)->entry_handler;
+		if (fn && arch_code_may_touch_vector(fn))
+			return true;
+	}
+	return false;
+}
+
+static bool region_conflict(const struct kp_probepoint *pp)
+{
+	uint8_t len = arch_opt_region_len(pp);
+
+	for (uintptr_t k = 1; k < len; k++)
+		if (kp_probepoint_lookup(pp->addr + k))
+			return true;
+	for (uintptr_t k = 1; k < 5; k++) {
+		const struct kp_probepoint *o = kp_probepoint_lookup(pp->addr - k);
+
+		if (o && o->opt_state != OPT_NONE && arch_opt_region_len(o) > k)
+			return true;
+	}
+	return false;
+}
+
+static bool want_optimized(struct kp_probepoint *pp)
+{
+	if (!kp_knob_optimize || !kp_knob_enabled || !pp->armed || pp->gone || !pp->probes)
+		return false;
+	for (const struct kprobe *p = pp->probes; p; p = p->__next)
+		if ((p->flags & KPROBE_FLAG_DISABLED) || p->post_handler ||
+		    p->__type == KP_TYPE_JPROBE)
+			return false;
+	if (arch_opt_analyse_pp(pp))
+		return false;
+	return !region_conflict(pp);
+}
+
+static void set_flags(struct kp_probepoint *pp, bool optimized)
+{
+	for (struct kprobe *p = pp->probes; p; p = p->__next) {
+		if (optimized)
+			__atomic_or_fetch(&p->flags, KPROBE_FLAG_OPTIMIZED, __ATOMIC_RELAXED);
+		else
+			__atomic_and_fetch(&p->flags, ~KPROBE_FLAG_OPTIMIZED, __ATOMIC_RELAXED);
+	}
+}
+
+static void queue_remove(struct kp_probepoint *pp)
+{
+	for (struct kp_probepoint **l = &queue; *l; l = &(*l)->opt_next)
+		if (*l == pp) {
+			*l = pp->opt_next;
+			break;
+		}
+	pp->opt_next = NULL;
+}
+
+static void *optimizer_main(void *arg);
+
+static void kick_optimizer(void)
+{
+	pthread_attr_t attr;
+	sigset_t all, old;
+	pthread_t t;
+
+	if (thread_pid == getpid()) {
+		pthread_cond_signal(&kick);
+		return;
+	}
+	/* The optimizer thread takes no signal of the program's. */
+	sigfillset(&all);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	if (pthread_create(&t, &attr, optimizer_main, NULL) == 0) {
+		thread_pid = getpid();
+		pthread_setname_np(t, "kprobes-opt");
+	}
+	pthread_attr_destroy(&attr);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+/* Back to a plain breakpoint, for a batch of probepoints. */
+static void unoptimize_batch(struct kp_probepoint **pps, int n)
+{
+	struct kp_probepoint **jumped = calloc((size_t)n + 1, sizeof(*jumped));
+	int nj = 0;
+
+	for (int i = 0; i < n; i++) {
+		if (pps[i]->opt_state == OPT_QUEUED)
+			queue_remove(pps[i]);
+		if (pps[i]->opt_state == OPT_OPTIMIZED && jumped)
+			jumped[nj++] = pps[i];
+	}
+	if (nj)
+		arch_unoptimize(jumped, nj);
+	for (int i = 0; i < n; i++) {
+		__atomic_store_n(&pps[i]->opt_state, OPT_NONE, __ATOMIC_RELEASE);
+		set_flags(pps[i], false);
+	}
+	free(jumped);
+}
+
+void kp_optimizer_unoptimize(struct kp_probepoint *pp)
+{
+	if (pp->opt_state != OPT_NONE)
+		unoptimize_batch(&pp, 1);
+}
+
+void kp_optimizer_forget_batch(struct kp_probepoint **pps, int n)
+{
+	unoptimize_batch(pps, n);
+}
+
+void kp_optimizer_forget(struct kp_probepoint *pp)
+{
+	kp_optimizer_unoptimize(pp);
+}
+
+/* A new probe at addr must not land inside an installed jump. */
+void kp_optimizer_region_conflicts(uintptr_t addr)
+{
+	for (uintptr_t k = 1; k < 5; k++) {
+		struct kp_probepoint *o = kp_probepoint_lookup(addr - k);
+
+		if (o && o->opt_state != OPT_NONE && arch_opt_region_len(o) > k)
+			kp_optimizer_unoptimize(o);
+	}
+}
+
+void kp_optimizer_reevaluate(struct kp_probepoint *pp)
+{
+	bool want = want_optimized(pp);
+
+	if (!want) {
+		kp_optimizer_unoptimize(pp);
+		return;
+	}
+	if (pp->opt_state == OPT_NONE) {
+		pp->opt_state = OPT_QUEUED;
+		pp->opt_next = queue;
+		queue = pp;
+		kick_optimizer();
+	} else if (pp->opt_state >= OPT_PREPARED && handlers_need_vector(pp) != pp->save_vector) {
+		pp->save_vector = !pp->save_vector;
+		arch_detour_set_save_vector(pp, pp->save_vector);
+	}
+}
+
+/* Detours for the batch; trapping threads go through them from now on. */
+static int prepare_batch(struct kp_probepoint **pps, int n)
+{
+	int m = 0;
+
+	for (int i = 0; i < n; i++) {
+		struct kp_probepoint *pp = pps[i];
+
+		pp->save_vector = handlers_need_vector(pp);
+		if (arch_detour_build(pp) || arch_detour_set_save_vector(pp, pp->save_vector)) {
+			pp->opt_state = OPT_NONE;
+			continue;
+		}
+		if (pp->opt_state != OPT_PREPARED)
+			__atomic_store_n(&pp->opt_state, OPT_PREPARED, __ATOMIC_RELEASE);
+		pps[m++] = pp;
+	}
+	return m;
+}
+
+/* Installs the jumps of the pps no thread is in; returns how many could
+ * not be done yet.  Halves the batch to find the ones a thread sits in. */
+static int install_batch(struct kp_probepoint **pps, int n)
+{
+	uintptr_t (*ranges)[2] = calloc((size_t)n * 2 + 1, sizeof(*ranges));
+	int nr = 0, left;
+
+	if (!ranges)
+		return n;
+	for (int i = 0; i < n; i++)
+		nr += arch_opt_census_ranges(pps[i], ranges + nr);
+	if (kp_threads_outside((const uintptr_t (*)[2])ranges, nr)) {
+		free(ranges);
+		if (arch_optimize(pps, n))
+			return n;
+		for (int i = 0; i < n; i++) {
+			__atomic_store_n(&pps[i]->opt_state, OPT_OPTIMIZED, __ATOMIC_RELEASE);
+			set_flags(pps[i], true);
+		}
+		return 0;
+	}
+	free(ranges);
+	if (n == 1)
+		return 1;
+	left = install_batch(pps, n / 2);
+	return left + install_batch(pps + n / 2, n - n / 2);
+}
+
+/* One optimizer pass over the queue; returns how many wait for a retry. */
+static int optimizer_pass(void)
+{
+	struct kp_probepoint **pps;
+	int n = 0, left;
+
+	for (struct kp_probepoint *pp = queue; pp; pp = pp->opt_next)
+		n++;
+	if (!n)
+		return 0;
+	pps = calloc((size_t)n, sizeof(*pps));
+	if (!pps)
+		return n;
+	n = 0;
+	for (struct kp_probepoint *pp = queue; pp; pp = pp->opt_next)
+		pps[n++] = pp;
+	n = prepare_batch(pps, n);
+	/* Threads that saw "not optimized" in the trap handler are past it. */
+	kp_synchronize();
+	left = install_batch(pps, n);
+	/* Keep the ones still waiting queued, drop the rest. */
+	queue = NULL;
+	for (int i = 0; i < n; i++)
+		if (pps[i]->opt_state == OPT_PREPARED) {
+			pps[i]->opt_next = queue;
+			queue = pps[i];
+		}
+	free(pps);
+	return left;
+}
+
+void kp_optimizer_flush(void)
+{
+	optimizer_pass();
+}
+
+static void sleep_ns(long ns)
+{
+	struct timespec ts = { ns / 1000000000L, ns % 1000000000L };
+
+	nanosleep(&ts, NULL);
+}
+
+static void *optimizer_main(void *arg)
+{
+	pid_t me = getpid();
+
+	pthread_mutex_lock(&kp_registry_lock);
+	while (thread_pid == me) {
+		while (!queue && thread_pid == me)
+			pthread_cond_wait(&kick, &kp_registry_lock);
+		pthread_mutex_unlock(&kp_registry_lock);
+		sleep_ns(OPT_DELAY_NS);
+		pthread_mutex_lock(&kp_registry_lock);
+		if (optimizer_pass()) {
+			pthread_mutex_unlock(&kp_registry_lock);
+			sleep_ns(RETRY_NS);
+			pthread_mutex_lock(&kp_registry_lock);
+		}
+	}
+	pthread_mutex_unlock(&kp_registry_lock);
+	return NULL;
+}
+
+/* fork() while the optimizer holds the lock would leave the child's
+ * registry locked forever. */
+static void fork_prepare(void)
+{
+	pthread_mutex_lock(&kp_registry_lock);
+}
+
+static void fork_parent(void)
+{
+	pthread_mutex_unlock(&kp_registry_lock);
+}
+
+static void fork_child(void)
+{
+	pthread_mutex_unlock(&kp_registry_lock);
+	pthread_cond_init(&kick, NULL);
+}
+
+void kp_optimizer_init(void)
+{
+	pthread_atfork(fork_prepare, fork_parent, fork_child);
+}
