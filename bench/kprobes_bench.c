@@ -41,6 +41,9 @@
 
 #include <kprobes.h>
 
+size_t arch_detour_bytes(void);
+extern char bench_fns10k[];
+
 #define REPS	21
 #define REP_NS	25e6		/* target duration of one repetition */
 #ifndef NPROBES
@@ -188,6 +191,114 @@ static void kprobe_teardown(void)
 {
 	unregister_kprobe(&kp);
 	kprobes_set_optimization(saved_opt);
+}
+
+/* ---- o, o_mid, o_mid_vec: jump-optimized kprobes ---- */
+
+long bench_mid(long x);
+extern char bench_mid_probe[];
+void bench_xsave_pair(void *area);
+void kp_set_boost(bool on);
+
+static volatile double vec_sink;
+
+/* Touches vector registers: the detour must save the full state. */
+static int vector_pre(struct kprobe *p, struct pt_regs *regs)
+{
+	vec_sink = vec_sink * 1.0000001 + 1.0;
+	return 0;
+}
+
+static bool wait_optimized(const struct kprobe *p)
+{
+	for (int i = 0; i < 2000; i++) {
+		if (p->flags & KPROBE_FLAG_OPTIMIZED)
+			return true;
+		usleep(1000);
+	}
+	return false;
+}
+
+static int optimized_setup(void *addr, kprobe_pre_handler_t pre)
+{
+	int err;
+
+	saved_opt = kprobes_optimization();
+	kprobes_set_optimization(true);
+	memset(&kp, 0, sizeof(kp));
+	kp.addr = addr;
+	kp.pre_handler = pre;
+	err = register_kprobe(&kp);
+	if (!err && !wait_optimized(&kp)) {
+		unregister_kprobe(&kp);
+		err = -EAGAIN;
+	}
+	if (err)
+		kprobes_set_optimization(saved_opt);
+	return err;
+}
+
+static int o_setup(void) { return optimized_setup((void *)bench_target, empty_pre); }
+static int o_mid_setup(void) { return optimized_setup(bench_mid_probe, empty_pre); }
+static int o_mid_vec_setup(void) { return optimized_setup(bench_mid_probe, vector_pre); }
+
+static void loop_mid(long n)
+{
+	long s = 0;
+
+	for (long i = 0; i < n; i++)
+		s += bench_mid(i);
+	asm volatile("" : : "r"(s));
+}
+
+static uint8_t xsave_area[16384] __attribute__((aligned(64)));
+
+static void loop_xsave(long n)
+{
+	for (long i = 0; i < n; i++)
+		bench_xsave_pair(xsave_area);
+}
+
+/* ---- r, rb, ro: return probes on bench_target ---- */
+
+static struct kretprobe rp;
+
+static int empty_ret(struct kretprobe_instance *ri, struct pt_regs *regs)
+{
+	return 0;
+}
+
+static int kretprobe_setup(bool optimize, bool boost)
+{
+	int err;
+
+	saved_opt = kprobes_optimization();
+	kprobes_set_optimization(optimize);
+	kp_set_boost(boost);
+	memset(&rp, 0, sizeof(rp));
+	rp.kp.addr = (kprobe_opcode_t *)bench_target;
+	rp.handler = empty_ret;
+	err = register_kretprobe(&rp);
+	if (!err && optimize && !wait_optimized(&rp.kp)) {
+		unregister_kretprobe(&rp);
+		err = -EAGAIN;
+	}
+	if (err) {
+		kprobes_set_optimization(saved_opt);
+		kp_set_boost(true);
+	}
+	return err;
+}
+
+static int r_setup(void) { return kretprobe_setup(false, false); }
+static int rb_setup(void) { return kretprobe_setup(false, true); }
+static int ro_setup(void) { return kretprobe_setup(true, true); }
+
+static void kretprobe_teardown(void)
+{
+	unregister_kretprobe(&rp);
+	kprobes_set_optimization(saved_opt);
+	kp_set_boost(true);
 }
 
 /* ---- uprobe / uretprobe through tracefs ---- */
@@ -394,22 +505,30 @@ static void uretprobe_teardown(void) { uprobe_enable(1, false); }
 static struct kprobe kps[NPROBES];
 static struct kprobe *kpp[NPROBES];
 
+/* Registered and optimized: until the last probe carries the flag. */
 static int bench_10k(double *reg_ms, double *unreg_ms)
 {
 	double t0, t1, t2;
 	int err;
 
+	kprobes_set_optimization(true);
 	for (int i = 0; i < NPROBES; i++) {
 		memset(&kps[i], 0, sizeof(kps[i]));
-		kps[i].addr = (kprobe_opcode_t *)(bench_nops10k + i);
+		kps[i].addr = (kprobe_opcode_t *)(bench_fns10k + 16 * i);
 		kps[i].pre_handler = empty_pre;
 		kpp[i] = &kps[i];
 	}
 	t0 = now_ns();
 	err = register_kprobes(kpp, NPROBES);
-	t1 = now_ns();
 	if (err)
 		return err;
+	for (int i = 0; i < NPROBES; i++)
+		while (!(__atomic_load_n(&kps[i].flags, __ATOMIC_ACQUIRE) & KPROBE_FLAG_OPTIMIZED)) {
+			if (now_ns() - t0 > 10e9)
+				return -ETIMEDOUT;
+			usleep(200);
+		}
+	t1 = now_ns();
 	unregister_kprobes(kpp, NPROBES);
 	t2 = now_ns();
 	*reg_ms = (t1 - t0) / 1e6;
@@ -502,6 +621,13 @@ static struct row rows[] = {
 	{ .name = "int3", .loop = loop_int3, .setup = int3_setup, .teardown = int3_teardown },
 	{ .name = "k", .loop = loop_call, .setup = k_setup, .teardown = kprobe_teardown },
 	{ .name = "b", .loop = loop_call, .setup = b_setup, .teardown = kprobe_teardown },
+	{ .name = "o", .loop = loop_call, .setup = o_setup, .teardown = kprobe_teardown },
+	{ .name = "o_mid", .loop = loop_mid, .setup = o_mid_setup, .teardown = kprobe_teardown },
+	{ .name = "o_mid_vec", .loop = loop_mid, .setup = o_mid_vec_setup, .teardown = kprobe_teardown },
+	{ .name = "xsave", .loop = loop_xsave, .setup = NULL, .teardown = NULL },
+	{ .name = "r", .loop = loop_call, .setup = r_setup, .teardown = kretprobe_teardown },
+	{ .name = "rb", .loop = loop_call, .setup = rb_setup, .teardown = kretprobe_teardown },
+	{ .name = "ro", .loop = loop_call, .setup = ro_setup, .teardown = kretprobe_teardown },
 	{ .name = "uprobe", .loop = loop_call, .setup = uprobe_setup, .teardown = uprobe_teardown },
 	{ .name = "uretprobe", .loop = loop_call, .setup = uretprobe_setup, .teardown = uretprobe_teardown },
 };
@@ -689,6 +815,16 @@ static void print_text(const struct key *keys, int nkeys)
 		printf("b/int3 = %.2f   (target <= 1.15)\n", b / int3);
 	if (!isnan(k) && !isnan(int3))
 		printf("k/int3 = %.2f   (target <= 2.30)\n", k / int3);
+	if (!isnan(value("o")) && !isnan(call))
+		printf("o/call = %.2f   (target <= 3)\n", value("o") / call);
+	if (!isnan(value("ro")) && !isnan(call))
+		printf("ro/call = %.2f   (target <= 8)\n", value("ro") / call);
+	if (!isnan(value("rb")) && !isnan(int3))
+		printf("rb/int3 = %.2f   (target <= 1.2)\n", value("rb") / int3);
+	if (!isnan(value("r")) && !isnan(int3))
+		printf("r/int3 = %.2f   (target <= 2.3)\n", value("r") / int3);
+	if (!isnan(value("o_mid")) && !isnan(value("xsave")))
+		printf("o_mid - xsave = %.1f ns   (target <= 10)\n", value("o_mid") - value("xsave"));
 }
 
 static void print_json(const struct key *keys, int nkeys)
@@ -745,16 +881,18 @@ int main(int argc, char **argv)
 		{ "int3", value("int3"), row("int3")->note, true },
 		{ "k", value("k"), row("k")->note, true },
 		{ "b", value("b"), row("b")->note, true },
-		{ "o", NAN, "not implemented yet", true },
-		{ "o_mid", NAN, "not implemented yet", true },
-		{ "r", NAN, "not implemented yet", true },
-		{ "rb", NAN, "not implemented yet", true },
-		{ "ro", NAN, "not implemented yet", true },
+		{ "o", value("o"), row("o")->note, true },
+		{ "o_mid", value("o_mid"), row("o_mid")->note, true },
+		{ "o_mid_vec", value("o_mid_vec"), row("o_mid_vec")->note, true },
+		{ "xsave", value("xsave"), row("xsave")->note, true },
+		{ "r", value("r"), row("r")->note, true },
+		{ "rb", value("rb"), row("rb")->note, true },
+		{ "ro", value("ro"), row("ro")->note, true },
 		{ "uprobe", value("uprobe"), row("uprobe")->note, true },
 		{ "uretprobe", value("uretprobe"), row("uretprobe")->note, true },
 		{ "register_10k_ms", reg_ms, note10k, false },
 		{ "unregister_10k_ms", unreg_ms, note10k, false },
-		{ "detour_bytes", NAN, "not implemented yet", false },
+		{ "detour_bytes", (double)arch_detour_bytes(), NULL, false },
 	};
 	int nkeys = (int)(sizeof(keys) / sizeof(keys[0]));
 

@@ -8,6 +8,7 @@
 #include "core/internal.h"
 #include "elf/symbols.h"
 #include "os/linux/sys.h"
+#include "os/linux/threads.h"
 
 #define MAX_NOKPROBE 4096
 
@@ -43,6 +44,9 @@ static uintptr_t find_restorer(void)
 void kp_blacklist_init(void)
 {
 	restorer = find_restorer();
+	arch_trap_path_range(&kp_handler_text[0][0], &kp_handler_text[0][1]);
+	kp_handler_text[1][0] = restorer;
+	kp_handler_text[1][1] = restorer ? restorer + 16 : 0;
 }
 
 static bool in_function_of(uintptr_t addr, uintptr_t fn)

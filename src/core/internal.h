@@ -74,6 +74,7 @@ bool kp_probepoint_has_post(const struct kp_probepoint *pp);
 /* knobs.c */
 extern bool kp_knob_enabled;
 extern bool kp_knob_optimize;
+extern bool kp_knob_boost;
 void kp_knobs_init(void);
 
 /* blacklist.c */

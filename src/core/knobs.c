@@ -8,6 +8,14 @@ int kp_rearm_all(void);
 
 bool kp_knob_enabled = true;
 bool kp_knob_optimize = true;
+/* Boosting (no second trap without post handlers); off only to measure
+ * the single-stepped path. */
+bool kp_knob_boost = true;
+
+void kp_set_boost(bool on)
+{
+	__atomic_store_n(&kp_knob_boost, on, __ATOMIC_RELAXED);
+}
 
 static bool env_flag(const char *name, bool dflt)
 {

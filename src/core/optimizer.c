@@ -132,7 +132,8 @@ static void unoptimize_batch(struct kp_probepoint **pps, int n)
 	int nj = 0;
 
 	for (int i = 0; i < n; i++) {
-		if (pps[i]->opt_state == OPT_QUEUED)
+		/* Prepared ones whose census failed wait in the queue too. */
+		if (pps[i]->opt_state == OPT_QUEUED || pps[i]->opt_state == OPT_PREPARED)
 			queue_remove(pps[i]);
 		if (pps[i]->opt_state == OPT_OPTIMIZED && jumped)
 			jumped[nj++] = pps[i];
@@ -200,6 +201,11 @@ static int prepare_batch(struct kp_probepoint **pps, int n)
 	for (int i = 0; i < n; i++) {
 		struct kp_probepoint *pp = pps[i];
 
+		pp->opt_next = NULL;
+		if (!want_optimized(pp)) {
+			__atomic_store_n(&pp->opt_state, OPT_NONE, __ATOMIC_RELEASE);
+			continue;
+		}
 		pp->save_vector = handlers_need_vector(pp);
 		if (arch_detour_build(pp) || arch_detour_set_save_vector(pp, pp->save_vector)) {
 			pp->opt_state = OPT_NONE;
@@ -256,12 +262,12 @@ static int optimizer_pass(void)
 	n = 0;
 	for (struct kp_probepoint *pp = queue; pp; pp = pp->opt_next)
 		pps[n++] = pp;
+	queue = NULL;
 	n = prepare_batch(pps, n);
 	/* Threads that saw "not optimized" in the trap handler are past it. */
 	kp_synchronize();
 	left = install_batch(pps, n);
-	/* Keep the ones still waiting queued, drop the rest. */
-	queue = NULL;
+	/* Keep the ones still waiting queued. */
 	for (int i = 0; i < n; i++)
 		if (pps[i]->opt_state == OPT_PREPARED) {
 			pps[i]->opt_next = queue;

@@ -155,7 +155,7 @@ static void resume_probed(struct kp_thread *t, struct kp_probepoint *pp, ucontex
 	struct pt_regs regs;
 	bool post;
 
-	post = kp_probepoint_has_post(pp);
+	post = kp_probepoint_has_post(pp) || !__atomic_load_n(&kp_knob_boost, __ATOMIC_RELAXED);
 	if (!post) {
 		GREG(uc, REG_RIP) = (greg_t)resume_boosted(pp);
 		return;
@@ -263,6 +263,7 @@ static void trap_handler(int sig, siginfo_t *info, void *ctx)
 			kp_read_enter(t);
 			t->trap_ctx = uc;
 			ours = trap_dispatch(t, (uintptr_t)GREG(uc, REG_RIP) - 1, uc);
+			t->resume_ip = (uintptr_t)GREG(uc, REG_RIP);
 			t->trap_ctx = outer;
 			kp_read_exit(t);
 		}

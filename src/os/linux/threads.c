@@ -174,16 +174,33 @@ static const uintptr_t (*census_ranges)[2];
 static int census_nranges;
 static volatile int census_answers;
 static volatile int census_inside;
+static int census_busy;		/* handlers still reading the ranges */
+
+/* Code between a trap handler deciding where a thread resumes and the
+ * thread being there: the library's own text and the signal restorer. */
+uintptr_t kp_handler_text[2][2];
+
+static void census_check(uintptr_t ip)
+{
+	for (int i = 0; i < census_nranges; i++)
+		if (ip >= census_ranges[i][0] && ip < census_ranges[i][1])
+			__atomic_store_n(&census_inside, 1, __ATOMIC_RELAXED);
+}
 
 static void census_handler(int sig, siginfo_t *info, void *ctx)
 {
 	ucontext_t *uc = ctx;
 	uintptr_t ip = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
 
-	for (int i = 0; i < census_nranges; i++)
-		if (ip >= census_ranges[i][0] && ip < census_ranges[i][1])
-			__atomic_store_n(&census_inside, 1, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&census_busy, 1, __ATOMIC_ACQUIRE);
+	census_check(ip);
+	/* Interrupted on its way out of a trap handler: it is about to be
+	 * where that handler sent it. */
+	for (int i = 0; self && i < 2; i++)
+		if (ip >= kp_handler_text[i][0] && ip < kp_handler_text[i][1])
+			census_check(self->resume_ip);
 	__atomic_fetch_add(&census_answers, 1, __ATOMIC_RELEASE);
+	__atomic_fetch_sub(&census_busy, 1, __ATOMIC_RELEASE);
 }
 
 static void census_init(void)
@@ -274,5 +291,8 @@ bool kp_threads_outside(const uintptr_t (*ranges)[2], int n)
 	bool ok = census_answers >= sent && !census_inside;
 
 	census_nranges = 0;
+	/* A late handler may still be reading the caller's ranges. */
+	while (__atomic_load_n(&census_busy, __ATOMIC_ACQUIRE))
+		sched_yield();
 	return ok;
 }

@@ -19,6 +19,7 @@ struct kp_thread {
 	void *trap_ctx;			/* signal context of the current hit */
 	void *jprobe_save;		/* jprobe state while its handler runs */
 	void *jprobe_pp;		/* probepoint whose jprobe is running */
+	uintptr_t resume_ip;		/* where the last trap handler sent it */
 } __attribute__((aligned(64)));
 
 /* The calling thread's record, claimed on first use without locks or
@@ -54,6 +55,9 @@ void kp_synchronize(void);
  * Threads that cannot answer (signals blocked, stopped) count as "inside".
  * Never blocks for long. */
 bool kp_threads_outside(const uintptr_t (*ranges)[2], int n);
+
+/* [lo, hi) of the library's code and of the signal restorer, set at init. */
+extern uintptr_t kp_handler_text[2][2];
 
 /* One-time set-up (membarrier registration, census signal). */
 void kp_threads_init(void);
