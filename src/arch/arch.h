@@ -53,14 +53,18 @@ int arch_opt_census_ranges(const struct kp_probepoint *pp, uintptr_t (*r)[2]);
 /* Installs / removes the jumps (detours built before). */
 int arch_optimize(struct kp_probepoint **pps, int n);
 int arch_unoptimize(struct kp_probepoint **pps, int n);
-/* Whether the code at fn, or anything it calls, may change vector or x87
- * registers (handlers that provably cannot need no vector save). */
-bool arch_code_may_touch_vector(uintptr_t fn);
+/* KP_OPT_SAVE_* bits for a handler at fn: whether it, or anything it
+ * calls, may change vector/x87 registers or errno (a handler that provably
+ * cannot spares the detour that work). */
+uint8_t arch_code_needs(uintptr_t fn);
 
 /* ---- return probes and jprobes ---- */
 
 struct pt_regs;
 struct kp_thread;
+
+/* fn(a, b) with the vector and x87 state saved around it. */
+int kp_call_fpu_saved(int (*fn)(void *, void *), void *a, void *b);
 
 /* The trampoline a return-probed function returns into. */
 uintptr_t arch_kretprobe_trampoline(void);

@@ -13,15 +13,12 @@
 
 static bool enabled(const struct kprobe *p)
 {
-	return !(__atomic_load_n(&p->flags, __ATOMIC_RELAXED) & KPROBE_FLAG_DISABLED);
+	return kp_probe_enabled(p);
 }
 
 int kp_run_pre_handlers(struct kp_probepoint *pp, struct pt_regs *regs)
 {
-	for_each_probe(p, pp)
-		if (enabled(p) && p->pre_handler && p->pre_handler(p, regs))
-			return 1;
-	return 0;
+	return kp_pre_handlers_inline(pp, regs);
 }
 
 void kp_run_post_handlers(struct kp_probepoint *pp, struct pt_regs *regs)

@@ -30,7 +30,7 @@ struct kp_probepoint {
 	struct arch_insn ainsn;		/* decoded instruction and its slot */
 	bool armed;			/* breakpoint (or jump) written */
 	uint8_t opt_state;		/* enum kp_opt_state, read by the hit path */
-	bool save_vector;		/* handlers may touch vector/x87 state */
+	uint8_t opt_flags;		/* KP_OPT_SAVE_*: what the handlers may change */
 	uintptr_t func;			/* the function around addr */
 	size_t func_size;
 	size_t pad_after;		/* unreachable padding after it */
@@ -43,6 +43,10 @@ struct kp_probepoint {
 /* Jump optimization states: breakpoint only, waiting for the optimizer,
  * detour built and used by trapping threads, jump installed. */
 enum kp_opt_state { OPT_NONE, OPT_QUEUED, OPT_PREPARED, OPT_OPTIMIZED };
+
+/* What an optimized probe's detour must preserve around the handlers. */
+#define KP_OPT_SAVE_VECTOR 1	/* vector and x87 registers */
+#define KP_OPT_SAVE_ERRNO 2	/* errno */
 
 /* optimizer.c (under kp_registry_lock) */
 void kp_optimizer_reevaluate(struct kp_probepoint *pp);
@@ -63,6 +67,21 @@ struct kp_probepoint *kp_probepoint_lookup(uintptr_t addr);
 bool kp_probepoint_enabled(const struct kp_probepoint *pp);
 /* Frees pp (called by the architecture once its slot is unused). */
 void kp_probepoint_free(struct kp_probepoint *pp);
+
+static inline bool kp_probe_enabled(const struct kprobe *p)
+{
+	return !(__atomic_load_n(&p->flags, __ATOMIC_RELAXED) & KPROBE_FLAG_DISABLED);
+}
+
+/* The pre-handlers of an aggregate, in order; 1 when one changed the path. */
+static inline int kp_pre_handlers_inline(struct kp_probepoint *pp, struct pt_regs *regs)
+{
+	for (struct kprobe *p = __atomic_load_n(&pp->probes, __ATOMIC_ACQUIRE); p;
+	     p = __atomic_load_n(&p->__next, __ATOMIC_ACQUIRE))
+		if (kp_probe_enabled(p) && p->pre_handler && p->pre_handler(p, regs))
+			return 1;
+	return 0;
+}
 
 /* dispatch.c: called by the architecture's trap code on the hit path. */
 int kp_run_pre_handlers(struct kp_probepoint *pp, struct pt_regs *regs);

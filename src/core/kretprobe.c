@@ -42,7 +42,7 @@ struct kp_rp_pool {
 	size_t stride;
 	int n;
 	uint64_t free_head;		/* (tag << 32) | (index + 1) */
-	int outstanding;
+	uint8_t needs;			/* KP_OPT_SAVE_* of the return handler */
 	struct kp_rp_pool *next_orphan;
 };
 
@@ -72,7 +72,6 @@ static struct kp_ri *pool_get(struct kp_rp_pool *pool)
 		nh = (((h >> 32) + 1) << 32) | __atomic_load_n(&ri->next_free, __ATOMIC_RELAXED);
 	} while (!__atomic_compare_exchange_n(&pool->free_head, &h, nh, true,
 					      __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE));
-	__atomic_fetch_add(&pool->outstanding, 1, __ATOMIC_RELAXED);
 	return ri;
 }
 
@@ -82,13 +81,14 @@ static void pool_put(struct kp_ri *ri)
 	uint32_t idx = (uint32_t)(((char *)ri - pool->mem) / pool->stride);
 	uint64_t h = __atomic_load_n(&pool->free_head, __ATOMIC_ACQUIRE), nh;
 
-	__atomic_store_n(&ri->owner, 0, __ATOMIC_RELAXED);
 	do {
 		__atomic_store_n(&ri->next_free, (uint32_t)h, __ATOMIC_RELAXED);
 		nh = (((h >> 32) + 1) << 32) | (idx + 1);
 	} while (!__atomic_compare_exchange_n(&pool->free_head, &h, nh, true,
 					      __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE));
-	__atomic_fetch_sub(&pool->outstanding, 1, __ATOMIC_RELEASE);
+	/* Last touch of the pool: an unregistered pool is freed once every
+	 * instance reads as unowned. */
+	__atomic_store_n(&ri->owner, 0, __ATOMIC_RELEASE);
 }
 
 static bool tid_is_dead(pid_t tid)
@@ -147,7 +147,7 @@ static int kretprobe_entry(struct kprobe *p, struct pt_regs *regs)
 {
 	struct kretprobe *rp = container_of(p, struct kretprobe, kp);
 	struct kp_rp_pool *pool = rp->__pool;
-	struct kp_thread *t = kp_thread_self();
+	struct kp_thread *t = kp_thread_current();
 	uintptr_t slot = arch_return_slot(regs), tramp = arch_kretprobe_trampoline();
 	uintptr_t ret = *(uintptr_t *)slot;
 	struct kp_ri *ri;
@@ -186,10 +186,30 @@ static void fatal_no_instance(void)
 	abort();
 }
 
+/* The trampoline keeps only the general registers: the return value in
+ * vector or x87 registers and errno are saved here, for a handler that may
+ * change them. */
+static void run_return_handler(struct kp_thread *t, struct kp_ri *ri, struct kretprobe *rp,
+			       struct pt_regs *regs)
+{
+	int saved_errno = 0;
+
+	if (ri->pool->needs & KP_OPT_SAVE_ERRNO)
+		saved_errno = errno;
+	t->in_handler++;
+	if (ri->pool->needs & KP_OPT_SAVE_VECTOR)
+		kp_call_fpu_saved((int (*)(void *, void *))rp->handler, &ri->pub, regs);
+	else
+		rp->handler(&ri->pub, regs);
+	t->in_handler--;
+	if (ri->pool->needs & KP_OPT_SAVE_ERRNO)
+		errno = saved_errno;
+}
+
 /* Called by the trampoline with the registers at the return. */
 void kp_kretprobe_dispatch(struct pt_regs *regs)
 {
-	struct kp_thread *t = kp_thread_self();
+	struct kp_thread *t = kp_thread_current();
 	uintptr_t slot = regs->sp - 8;
 	struct kp_ri *ri;
 
@@ -206,11 +226,10 @@ void kp_kretprobe_dispatch(struct pt_regs *regs)
 		if (__atomic_load_n(&ri->pool->live, __ATOMIC_ACQUIRE) && !t->in_handler) {
 			struct kretprobe *rp = ri->pool->rp;
 
-			if (rp->handler && !(rp->kp.flags & KPROBE_FLAG_DISABLED)) {
-				t->in_handler++;
-				rp->handler(&ri->pub, regs);
-				t->in_handler--;
-			}
+			if (rp->handler && !(rp->kp.flags & KPROBE_FLAG_DISABLED))
+				run_return_handler(t, ri, rp, regs);
+		} else if (t->in_handler) {
+			__atomic_fetch_add(&ri->pool->rp->nmissed, 1, __ATOMIC_RELAXED);
 		}
 		regs->ip = (unsigned long)ri->pub.ret_addr;
 		pool_put(ri);
@@ -239,6 +258,7 @@ static int pool_create(struct kretprobe *rp)
 		return -ENOMEM;
 	}
 	pool->rp = rp;
+	pool->needs = rp->handler ? arch_code_needs((uintptr_t)rp->handler) : 0;
 	pool->stride = stride;
 	pool->n = n;
 	for (int i = 0; i < n; i++) {
@@ -259,6 +279,15 @@ static void pool_free(struct kp_rp_pool *pool)
 	free(pool);
 }
 
+/* No instance of an unregistered pool is held by a frame any more. */
+static bool pool_idle(struct kp_rp_pool *pool)
+{
+	for (int i = 0; i < pool->n; i++)
+		if (__atomic_load_n(&ri_at(pool, (uint32_t)i)->owner, __ATOMIC_ACQUIRE))
+			return false;
+	return true;
+}
+
 /* Frees unregistered pools once no frame can return through them. */
 static void orphans_collect(void)
 {
@@ -268,7 +297,7 @@ static void orphans_collect(void)
 		struct kp_rp_pool *pool = *link;
 
 		pool_reap_dead(pool);
-		if (__atomic_load_n(&pool->outstanding, __ATOMIC_ACQUIRE) == 0) {
+		if (pool_idle(pool)) {
 			*link = pool->next_orphan;
 			pool_free(pool);
 		} else {
@@ -390,7 +419,7 @@ KP_EXPORT unsigned long kretprobe_find_ret_addr(unsigned long addr, unsigned lon
  * the instances up, otherwise hijack_again() re-installs them. */
 void kp_kretprobe_unhijack(bool release)
 {
-	struct kp_thread *t = kp_thread_self();
+	struct kp_thread *t = kp_thread_current();
 	uintptr_t tramp = arch_kretprobe_trampoline();
 	uintptr_t sp = (uintptr_t)__builtin_frame_address(0);
 	struct kp_ri *ri;
@@ -408,7 +437,7 @@ void kp_kretprobe_unhijack(bool release)
 
 void kp_kretprobe_rehijack(void)
 {
-	struct kp_thread *t = kp_thread_self();
+	struct kp_thread *t = kp_thread_current();
 	uintptr_t tramp = arch_kretprobe_trampoline();
 	uintptr_t sp = (uintptr_t)__builtin_frame_address(0);
 
@@ -419,7 +448,7 @@ void kp_kretprobe_rehijack(void)
 
 void kp_kretprobe_after_catch(uintptr_t cfa)
 {
-	struct kp_thread *t = kp_thread_self();
+	struct kp_thread *t = kp_thread_current();
 	uintptr_t tramp = arch_kretprobe_trampoline();
 	struct kp_ri *ri;
 

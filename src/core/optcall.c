@@ -10,22 +10,27 @@
 #include "core/internal.h"
 #include "os/linux/threads.h"
 
-void kp_optimized_callback(struct kp_probepoint *pp, struct pt_regs *regs)
+/* flags: KP_OPT_SAVE_* of the probepoint, as its detour read them.  No
+ * frame pointer: this is the hottest function of the library. */
+__attribute__((optimize("omit-frame-pointer")))
+void kp_optimized_callback(struct kp_probepoint *pp, struct pt_regs *regs, unsigned int flags)
 {
-	struct kp_thread *t = kp_thread_self();
-	int saved_errno;
+	struct kp_thread *t = kp_thread_current();
+	int saved_errno = 0;
 
-	if (!t || t->in_handler) {
+	if (__builtin_expect(!t || t->in_handler, 0)) {
 		kp_count_missed(pp);
 		return;
 	}
 	kp_read_enter(t);
-	saved_errno = errno;
+	if (flags & KP_OPT_SAVE_ERRNO)
+		saved_errno = errno;
 	/* As after the int3 of the breakpoint path; changes are ignored. */
 	regs->ip = pp->addr + 1;
 	t->in_handler++;
-	kp_run_pre_handlers(pp, regs);
+	kp_pre_handlers_inline(pp, regs);
 	t->in_handler--;
-	errno = saved_errno;
+	if (flags & KP_OPT_SAVE_ERRNO)
+		errno = saved_errno;
 	kp_read_exit(t);
 }

@@ -37,18 +37,21 @@ int kp_function_bounds(uintptr_t addr, uintptr_t *start, size_t *size)
 	return 0;
 }
 
-/* Handlers that provably never touch vector/x87 state spare its saving. */
-static bool handlers_need_vector(const struct kp_probepoint *pp)
+/* Handlers that provably never touch vector/x87 state or errno spare
+ * their saving. */
+static uint8_t handlers_need(const struct kp_probepoint *pp)
 {
+	uint8_t need = 0;
+
 	for (const struct kprobe *p = pp->probes; p; p = p->__next) {
 		uintptr_t fn = (uintptr_t)p->pre_handler;
 
 		if (p->__type == KP_TYPE_KRETPROBE)
 			fn = (uintptr_t)container_of(p, struct kretprobe, kp)->entry_handler;
-		if (fn && arch_code_may_touch_vector(fn))
-			return true;
+		if (fn)
+			need |= arch_code_needs(fn);
 	}
-	return false;
+	return need;
 }
 
 static bool region_conflict(const struct kp_probepoint *pp)
@@ -187,9 +190,9 @@ void kp_optimizer_reevaluate(struct kp_probepoint *pp)
 		pp->opt_next = queue;
 		queue = pp;
 		kick_optimizer();
-	} else if (pp->opt_state >= OPT_PREPARED && handlers_need_vector(pp) != pp->save_vector) {
-		pp->save_vector = !pp->save_vector;
-		arch_detour_set_save_vector(pp, pp->save_vector);
+	} else if (pp->opt_state >= OPT_PREPARED && handlers_need(pp) != pp->opt_flags) {
+		pp->opt_flags = handlers_need(pp);
+		arch_detour_set_flags(pp, pp->opt_flags);
 	}
 }
 
@@ -206,8 +209,8 @@ static int prepare_batch(struct kp_probepoint **pps, int n)
 			__atomic_store_n(&pp->opt_state, OPT_NONE, __ATOMIC_RELEASE);
 			continue;
 		}
-		pp->save_vector = handlers_need_vector(pp);
-		if (arch_detour_build(pp) || arch_detour_set_save_vector(pp, pp->save_vector)) {
+		pp->opt_flags = handlers_need(pp);
+		if (arch_detour_build(pp) || arch_detour_set_flags(pp, pp->opt_flags)) {
 			pp->opt_state = OPT_NONE;
 			continue;
 		}

@@ -1,9 +1,10 @@
 /*
- * Which handlers can change vector or x87 registers?  A handler that
- * provably cannot (decoded, with everything it calls directly) lets an
- * optimized probe skip saving that state — the difference between a few
+ * Which handlers can change vector or x87 registers, or errno?  A handler
+ * that provably cannot (decoded, with everything it calls directly) lets
+ * an optimized probe skip saving that state — the difference between a few
  * nanoseconds and a hundred.  Anything not decodable, indirect calls, or
- * calls leaving known functions count as "may".
+ * calls leaving known functions count as "may change everything"; errno
+ * lives in thread-local storage, so any store through %fs counts for it.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -17,10 +18,22 @@
 #define MAX_FUNCS 64
 #define MAX_BYTES (16 * 1024)
 
+#define NEEDS_ALL (KP_OPT_SAVE_VECTOR | KP_OPT_SAVE_ERRNO)
+
 struct walk {
 	uintptr_t seen[MAX_FUNCS];
 	int nseen;
 };
+
+static bool writes_tls(const ZydisDecodedInstruction *in, const ZydisDecodedOperand *ops)
+{
+	for (int i = 0; i < in->operand_count; i++)
+		if (ops[i].type == ZYDIS_OPERAND_TYPE_MEMORY &&
+		    (ops[i].actions & ZYDIS_OPERAND_ACTION_MASK_WRITE) &&
+		    (ops[i].mem.segment == ZYDIS_REGISTER_FS || ops[i].mem.segment == ZYDIS_REGISTER_GS))
+			return true;
+	return false;
+}
 
 static bool touches_vector(const ZydisDecodedInstruction *in, const ZydisDecodedOperand *ops)
 {
@@ -41,64 +54,67 @@ static bool touches_vector(const ZydisDecodedInstruction *in, const ZydisDecoded
 	return in->meta.category == ZYDIS_CATEGORY_X87_ALU || in->meta.isa_ext == ZYDIS_ISA_EXT_X87;
 }
 
-static bool walk_function(struct walk *w, uintptr_t fn, int depth);
+static uint8_t walk_function(struct walk *w, uintptr_t fn, int depth);
 
-/* One instruction; *done when control cannot fall through. */
-static bool insn_may_touch(struct walk *w, const ZydisDecodedInstruction *in,
-			   const ZydisDecodedOperand *ops, uintptr_t pc, uintptr_t lo,
-			   uintptr_t hi, int depth)
+/* What one instruction may change. */
+static uint8_t insn_needs(struct walk *w, const ZydisDecodedInstruction *in,
+			  const ZydisDecodedOperand *ops, uintptr_t pc, uintptr_t lo,
+			  uintptr_t hi, int depth)
 {
+	uint8_t need = 0;
 	uintptr_t target;
 
 	if (touches_vector(in, ops))
-		return true;
+		need |= KP_OPT_SAVE_VECTOR;
+	if (writes_tls(in, ops) || in->mnemonic == ZYDIS_MNEMONIC_SYSCALL)
+		need |= KP_OPT_SAVE_ERRNO;
 	if (in->meta.category != ZYDIS_CATEGORY_CALL && in->meta.category != ZYDIS_CATEGORY_UNCOND_BR &&
 	    in->meta.category != ZYDIS_CATEGORY_COND_BR)
-		return false;
+		return need;
 	if (ops[0].type != ZYDIS_OPERAND_TYPE_IMMEDIATE || !ops[0].imm.is_relative)
-		return true;	/* indirect: unknown code */
+		return NEEDS_ALL;	/* indirect: unknown code */
 	ZydisCalcAbsoluteAddress(in, &ops[0], pc, (ZyanU64 *)&target);
 	if (target >= lo && target < hi)
-		return false;	/* inside this function: decoded anyway */
-	return walk_function(w, target, depth + 1);
+		return need;	/* inside this function: decoded anyway */
+	return need | walk_function(w, target, depth + 1);
 }
 
-static bool walk_function(struct walk *w, uintptr_t fn, int depth)
+static uint8_t walk_function(struct walk *w, uintptr_t fn, int depth)
 {
 	ZydisDecoder dec;
 	ZydisDecodedInstruction in;
 	ZydisDecodedOperand ops[ZYDIS_MAX_OPERAND_COUNT];
-	uintptr_t start, size;
-	uint8_t *code;
-	bool may = false;
+	uintptr_t start;
+	size_t size;
+	uint8_t *code, need = 0;
 
 	for (int i = 0; i < w->nseen; i++)
 		if (w->seen[i] == fn)
-			return false;
+			return 0;
 	if (depth > MAX_DEPTH || w->nseen == MAX_FUNCS)
-		return true;
+		return NEEDS_ALL;
 	w->seen[w->nseen++] = fn;
 	if (kp_function_bounds(fn, &start, &size) || start != fn || !size || size > MAX_BYTES)
-		return true;
+		return NEEDS_ALL;
 	code = malloc(size);
 	if (!code || kp_mem_read_nofault(fn, code, size)) {
 		free(code);
-		return true;
+		return NEEDS_ALL;
 	}
 	ZydisDecoderInit(&dec, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64);
-	for (size_t off = 0; off < size && !may;) {
+	for (size_t off = 0; off < size && need != NEEDS_ALL;) {
 		if (!ZYAN_SUCCESS(ZydisDecoderDecodeFull(&dec, code + off, size - off, &in, ops))) {
-			may = true;
+			need = NEEDS_ALL;
 			break;
 		}
-		may = insn_may_touch(w, &in, ops, fn + off, fn, fn + size, depth);
+		need |= insn_needs(w, &in, ops, fn + off, fn, fn + size, depth);
 		off += in.length;
 	}
 	free(code);
-	return may;
+	return need;
 }
 
-bool arch_code_may_touch_vector(uintptr_t fn)
+uint8_t arch_code_needs(uintptr_t fn)
 {
 	struct walk w;
 

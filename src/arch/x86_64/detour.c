@@ -38,10 +38,18 @@ struct detour_meta {
 
 static struct exec_arena arena = { .unit = DETOUR_SIZE, .meta_size = sizeof(struct detour_meta) };
 
-static uintptr_t common_for(bool entry)
+/* Size of an xsave image of every enabled state component (0: no xsave). */
+void arch_fpu_init(void)
 {
 	unsigned int a, b, c, d;
 
+	if (!kp_xsave_size && __get_cpuid(1, &a, &b, &c, &d) && (c & bit_OSXSAVE) &&
+	    __get_cpuid_count(0xd, 0, &a, &b, &c, &d))
+		kp_xsave_size = b + 64;	/* room to align */
+}
+
+static uintptr_t common_for(bool entry)
+{
 	__builtin_cpu_init();
 	if (entry) {
 		if (__builtin_cpu_supports("avx512f"))
@@ -50,9 +58,7 @@ static uintptr_t common_for(bool entry)
 			return (uintptr_t)kp_opt_entry_avx;
 		return (uintptr_t)kp_opt_entry_sse;
 	}
-	if (!kp_xsave_size && __get_cpuid(1, &a, &b, &c, &d) && (c & bit_OSXSAVE) &&
-	    __get_cpuid_count(0xd, 0, &a, &b, &c, &d))
-		kp_xsave_size = b + 64;	/* room to align */
+	arch_fpu_init();
 	return kp_xsave_size ? (uintptr_t)kp_opt_mid_xsave : (uintptr_t)kp_opt_mid_fxsave;
 }
 
@@ -125,7 +131,7 @@ static int detour_write(struct kp_probepoint *pp, uintptr_t d)
 		xw_jmp(&w, pp->addr + o->copied_len);
 	if (w.err)
 		return -EINVAL;
-	code[OFF_FLAG] = 1;
+	code[OFF_FLAG] = KP_OPT_SAVE_VECTOR | KP_OPT_SAVE_ERRNO;
 	memcpy(code + OFF_PP, &pp, sizeof(pp));
 	memcpy(code + OFF_COMMON, &common, sizeof(common));
 	return kp_mem_write(d, code, sizeof(code));
@@ -186,9 +192,9 @@ void arch_detour_free(struct kp_probepoint *pp)
 	o->detour = 0;
 }
 
-int arch_detour_set_save_vector(struct kp_probepoint *pp, bool save)
+int arch_detour_set_flags(struct kp_probepoint *pp, uint8_t flags)
 {
-	uint8_t v = save;
+	uint8_t v = flags;
 	struct arch_opt *o = pp->ainsn.opt;
 
 	if (!o->detour)

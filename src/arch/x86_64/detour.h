@@ -10,7 +10,8 @@ struct kp_probepoint;
 
 int arch_detour_build(struct kp_probepoint *pp);
 void arch_detour_free(struct kp_probepoint *pp);
-int arch_detour_set_save_vector(struct kp_probepoint *pp, bool save);
+/* What the detour saves around the handlers: KP_OPT_SAVE_* bits. */
+int arch_detour_set_flags(struct kp_probepoint *pp, uint8_t flags);
 uintptr_t arch_detour_resume(const struct kp_probepoint *pp);
 bool arch_detour_fault_addr(uintptr_t ip, uintptr_t *orig, struct kp_probepoint **pp);
 size_t arch_detour_bytes(void);

@@ -4,20 +4,41 @@
  * A detour buffer does "lea -128(%rsp),%rsp; call *common" (so the red
  * zone is never touched), and the call lands here with the detour's return
  * address R at the top of the stack.  The detour keeps, at fixed offsets
- * from R, a flag byte (R+93: the handlers may clobber vector state, so save
- * it) and the probepoint (R+101).  This code builds a struct pt_regs as the
+ * from R, a flag byte (R+93; bit 0: the handlers may clobber vector state,
+ * so save it; bit 1: they call code that may change errno) and the
+ * probepoint (R+101).  This code builds a struct pt_regs as the
  * breakpoint path does, calls kp_optimized_callback(pp, regs), restores and
  * returns to the detour, which runs the copied instructions.
  *
- * At a function entry only ABI-live state is kept: the general registers
- * and the vector argument registers (x/y/zmm0-7); status flags are dead.
- * Mid-function everything may be live: flags, and the full extended state
- * through xsave (fxsave on CPUs without it).
+ * The general registers and the flags (arithmetic ones and DF; see
+ * RESTORE_FLAGS) are always kept.  Of the vector state, at a function
+ * entry only the argument registers (x/y/zmm0-7) can be live; mid-function
+ * everything may be: the full extended state through xsave (fxsave on CPUs
+ * without it).
  */
 	.set PT_SIZE, 168
 	.set R_FLAG, 93
 	.set R_PP, 101
 
+/* The arithmetic flags and DF from the flags word at off(%rsp), without
+ * the cost of popf: DF by std, OF by an add that overflows exactly when it
+ * was set, SF ZF AF PF CF by sahf (which leaves OF and DF alone).  Clobbers
+ * rax and rcx, which are restored after. */
+	.macro RESTORE_FLAGS off
+	mov \off(%rsp), %rax
+	test $0x400, %eax
+	jz 91f
+	std
+91:	mov %eax, %ecx
+	shr $11, %ecx
+	and $1, %ecx
+	add $0x7f, %cl
+	mov %al, %ah
+	sahf
+	.endm
+
+/* Frame below R: [rsp+PT_SIZE] holds the flags (mid) or padding (entry),
+ * [rsp+PT_SIZE+8] = R. */
 	.macro SAVE_GPRS
 	pushfq
 	lea -PT_SIZE(%rsp), %rsp
@@ -49,19 +70,17 @@
 	mov %rsp, %rbx
 	.endm
 
-	.macro CALL_AND_RESTORE_GPRS restore_flags
+	.macro CALL_AND_RESTORE_GPRS
 	and $-16, %rsp
 	mov %rbx, %rsi
+	mov %r12d, %edx
 	cld
 	call kp_optimized_callback
 	.endm
 
-	.macro RESTORE_GPRS restore_flags
+	.macro RESTORE_GPRS
 	mov %rbx, %rsp
-	.if \restore_flags
-	pushq 144(%rsp)
-	popfq
-	.endif
+	RESTORE_FLAGS 144
 	mov 0(%rsp), %r15
 	mov 8(%rsp), %r14
 	mov 16(%rsp), %r13
@@ -94,17 +113,17 @@
 	.macro ENTRY_COMMON name, size, save, restore
 FUNC \name
 	SAVE_GPRS
-	test %r12d, %r12d
+	test $1, %r12d
 	jz 1f
 	and $-64, %rsp
 	sub $\size, %rsp
 	mov %rsp, %r13
 	\save
 1:	CALL_AND_RESTORE_GPRS
-	test %r12d, %r12d
+	test $1, %r12d
 	jz 2f
 	\restore
-2:	RESTORE_GPRS 0
+2:	RESTORE_GPRS
 	.size \name, . - \name
 	.endm
 
@@ -177,7 +196,7 @@ FUNC \name
  * touch it. */
 FUNC kp_opt_mid_xsave
 	SAVE_GPRS
-	test %r12d, %r12d
+	test $1, %r12d
 	jz 1f
 	mov kp_xsave_size(%rip), %ecx
 	sub %rcx, %rsp
@@ -196,27 +215,27 @@ FUNC kp_opt_mid_xsave
 	mov $-1, %edx
 	xsave64 (%r13)
 1:	CALL_AND_RESTORE_GPRS
-	test %r12d, %r12d
+	test $1, %r12d
 	jz 2f
 	mov $-1, %eax
 	mov $-1, %edx
 	xrstor64 (%r13)
-2:	RESTORE_GPRS 1
+2:	RESTORE_GPRS
 	.size kp_opt_mid_xsave, . - kp_opt_mid_xsave
 
 FUNC kp_opt_mid_fxsave
 	SAVE_GPRS
-	test %r12d, %r12d
+	test $1, %r12d
 	jz 1f
 	sub $512, %rsp
 	and $-64, %rsp
 	mov %rsp, %r13
 	fxsave64 (%r13)
 1:	CALL_AND_RESTORE_GPRS
-	test %r12d, %r12d
+	test $1, %r12d
 	jz 2f
 	fxrstor64 (%r13)
-2:	RESTORE_GPRS 1
+2:	RESTORE_GPRS
 	.size kp_opt_mid_fxsave, . - kp_opt_mid_fxsave
 
 	.section .note.GNU-stack, "", @progbits

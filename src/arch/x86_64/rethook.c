@@ -10,24 +10,11 @@
 #include "os/linux/sys.h"
 #include "os/linux/threads.h"
 
-extern char kp_kretprobe_trampoline_sse[], kp_kretprobe_trampoline_avx[],
-	kp_kretprobe_trampoline_avx512[];
+extern char kp_kretprobe_trampoline[];
 
-static uintptr_t trampoline;
-
-/* The widest vector registers a function can return a value in. */
 uintptr_t arch_kretprobe_trampoline(void)
 {
-	if (!trampoline) {
-		__builtin_cpu_init();
-		if (__builtin_cpu_supports("avx512f"))
-			trampoline = (uintptr_t)kp_kretprobe_trampoline_avx512;
-		else if (__builtin_cpu_supports("avx"))
-			trampoline = (uintptr_t)kp_kretprobe_trampoline_avx;
-		else
-			trampoline = (uintptr_t)kp_kretprobe_trampoline_sse;
-	}
-	return trampoline;
+	return (uintptr_t)kp_kretprobe_trampoline;
 }
 
 /* ---- jprobes ---- */

@@ -2,50 +2,24 @@
  * The return-probe trampoline and the jprobe return trap.
  *
  * A return-probed function returns here instead of to its caller.  The
- * trampoline never traps: it saves what a C handler may clobber (the
- * general registers and flags, the return registers xmm/ymm/zmm0-1 and the
- * x87 values st0/st1), builds a struct pt_regs, calls
- * kp_kretprobe_dispatch(regs), which fills regs->ip with the real return
- * address, restores everything and returns there.  One variant per vector
- * width; the library picks the widest the CPU and OS support.
+ * trampoline never traps: it saves the general registers in a struct
+ * pt_regs, calls kp_kretprobe_dispatch(regs), which fills regs->ip with
+ * the real return address, restores and returns there.  Vector and x87
+ * state (the return values in xmm/ymm/zmm0-1 and st0/st1) is left alone:
+ * the dispatcher is compiled for general registers only and saves that
+ * state around a handler that may touch it (kp_call_fpu_saved).
  *
  * Stack at entry: rsp = S, the caller's frame above; everything below S is
  * dead (the callee's frame is gone), so the red zone is free to use.
- * Frame: [S-8] real return address (first the flags), [S-176] pt_regs.
+ * Frame: [S-8] real return address, [S-176] pt_regs.
  */
-	.macro SAVE_SSE
-	movdqu %xmm0, 0(%rsp)
-	movdqu %xmm1, 64(%rsp)
-	.endm
-	.macro RESTORE_SSE
-	movdqu 0(%rsp), %xmm0
-	movdqu 64(%rsp), %xmm1
-	.endm
-	.macro SAVE_AVX
-	vmovdqu %ymm0, 0(%rsp)
-	vmovdqu %ymm1, 64(%rsp)
-	.endm
-	.macro RESTORE_AVX
-	vmovdqu 0(%rsp), %ymm0
-	vmovdqu 64(%rsp), %ymm1
-	.endm
-	.macro SAVE_AVX512
-	vmovdqu64 %zmm0, 0(%rsp)
-	vmovdqu64 %zmm1, 64(%rsp)
-	.endm
-	.macro RESTORE_AVX512
-	vmovdqu64 0(%rsp), %zmm0
-	vmovdqu64 64(%rsp), %zmm1
-	.endm
-
-	.macro TRAMPOLINE name, save, restore
 	.text
-	.globl \name
-	.hidden \name
-	.type \name, @function
+	.globl kp_kretprobe_trampoline
+	.hidden kp_kretprobe_trampoline
+	.type kp_kretprobe_trampoline, @function
 	.p2align 4
 	nop			/* unwinders look up return address - 1 */
-\name:
+kp_kretprobe_trampoline:
 	pushfq
 	lea -168(%rsp), %rsp
 	mov %r15, 0(%rsp)
@@ -66,44 +40,31 @@
 	movq $-1, 120(%rsp)		/* orig_ax */
 	movq $0, 128(%rsp)		/* ip: filled by the dispatcher */
 	movq $0x33, 136(%rsp)		/* cs */
-	mov 168(%rsp), %rax
-	mov %rax, 144(%rsp)		/* flags */
+	mov 168(%rsp), %rcx
+	mov %rcx, 144(%rsp)		/* flags */
 	lea 176(%rsp), %rax
 	mov %rax, 152(%rsp)		/* sp as the caller sees it */
 	movq $0x2b, 160(%rsp)		/* ss */
 	mov %rsp, %rbx
-	and $-64, %rsp
-	sub $192, %rsp
-	\save
-	/* x87 return values: count the loaded registers from TOP */
-	fnstsw %ax
-	shr $11, %eax
-	and $7, %eax
-	neg %eax
-	and $7, %eax
-	mov %eax, 184(%rsp)
-	cmp $1, %eax
-	jb 1f
-	fstpt 128(%rsp)
-	cmp $2, %eax
-	jb 1f
-	fstpt 144(%rsp)
-1:	mov %rbx, %rdi
+	and $-16, %rsp
+	mov %rbx, %rdi
 	cld
 	call kp_kretprobe_dispatch
-	mov 184(%rsp), %eax
-	cmp $2, %eax
-	jb 2f
-	fldt 144(%rsp)
-2:	cmp $1, %eax
-	jb 3f
-	fldt 128(%rsp)
-3:	\restore
 	mov %rbx, %rsp
 	mov 128(%rsp), %rax
 	mov %rax, 168(%rsp)		/* the real return address */
-	pushq 144(%rsp)
-	popfq
+	/* flags as the function left them, without popf: see
+	 * detour_common.S */
+	mov 144(%rsp), %rax
+	test $0x400, %eax
+	jz 4f
+	std
+4:	mov %eax, %ecx
+	shr $11, %ecx
+	and $1, %ecx
+	add $0x7f, %cl
+	mov %al, %ah
+	sahf
 	mov 0(%rsp), %r15
 	mov 8(%rsp), %r14
 	mov 16(%rsp), %r13
@@ -121,12 +82,71 @@
 	mov 112(%rsp), %rdi
 	lea 168(%rsp), %rsp
 	ret
-	.size \name, . - \name
-	.endm
+	.size kp_kretprobe_trampoline, . - kp_kretprobe_trampoline
 
-	TRAMPOLINE kp_kretprobe_trampoline_sse, SAVE_SSE, RESTORE_SSE
-	TRAMPOLINE kp_kretprobe_trampoline_avx, SAVE_AVX, RESTORE_AVX
-	TRAMPOLINE kp_kretprobe_trampoline_avx512, SAVE_AVX512, RESTORE_AVX512
+/*
+ * int kp_call_fpu_saved(int (*fn)(void *, void *), void *a, void *b):
+ * fn(a, b) with the whole x87/SSE/AVX state saved and restored around it
+ * (xsave, or fxsave without it), for handlers that may change it.
+ */
+	.globl kp_call_fpu_saved
+	.hidden kp_call_fpu_saved
+	.type kp_call_fpu_saved, @function
+	.p2align 4
+kp_call_fpu_saved:
+	push %rbp
+	mov %rsp, %rbp
+	push %rbx
+	push %r12
+	push %r13
+	push %r14
+	mov %rdi, %r14
+	mov %rsi, %r12
+	mov %rdx, %r13
+	mov kp_xsave_size(%rip), %ecx
+	test %ecx, %ecx
+	jz 1f
+	sub %rcx, %rsp
+	and $-64, %rsp
+	mov %rsp, %rbx
+	xor %eax, %eax
+	mov %rax, 512(%rbx)
+	mov %rax, 520(%rbx)
+	mov %rax, 528(%rbx)
+	mov %rax, 536(%rbx)
+	mov %rax, 544(%rbx)
+	mov %rax, 552(%rbx)
+	mov %rax, 560(%rbx)
+	mov %rax, 568(%rbx)
+	mov $-1, %eax
+	mov $-1, %edx
+	xsave64 (%rbx)
+	mov %r12, %rdi
+	mov %r13, %rsi
+	call *%r14
+	mov %eax, %r12d
+	mov $-1, %eax
+	mov $-1, %edx
+	xrstor64 (%rbx)
+	jmp 2f
+1:	sub $512, %rsp
+	and $-64, %rsp
+	mov %rsp, %rbx
+	fxsave64 (%rbx)
+	mov %r12, %rdi
+	mov %r13, %rsi
+	call *%r14
+	mov %eax, %r12d
+	fxrstor64 (%rbx)
+2:	mov %r12d, %eax
+	lea -32(%rbp), %rsp
+	pop %r14
+	pop %r13
+	pop %r12
+	pop %rbx
+	pop %rbp
+	ret
+	.size kp_call_fpu_saved, . - kp_call_fpu_saved
 
 /* jprobe_return(): the trap handler recognizes this int3 and restores the
  * state saved at the jprobe's entry. */

@@ -356,10 +356,14 @@ static void fault_handler(int sig, siginfo_t *info, void *ctx)
 	errno = saved_errno;
 }
 
+void arch_fpu_init(void);
+
 int arch_init(void)
 {
 	static const int faults[] = { SIGSEGV, SIGBUS, SIGFPE, SIGILL };
 	int err = kp_sig_own(SIGTRAP, trap_handler, 0);
+
+	arch_fpu_init();
 
 	for (unsigned int i = 0; !err && i < sizeof(faults) / sizeof(faults[0]); i++)
 		err = kp_sig_own(faults[i], fault_handler, SA_ONSTACK);

@@ -27,7 +27,8 @@
 
 static struct kp_thread records[KP_MAX_THREADS];
 static unsigned int records_used;	/* high-water mark */
-static __thread struct kp_thread *self __attribute__((tls_model("initial-exec")));
+__thread struct kp_thread *kp_self_tls __attribute__((tls_model("initial-exec")));
+#define self kp_self_tls
 int kp_membarrier_ok;
 
 static pid_t sys_gettid(void)

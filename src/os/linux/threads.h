@@ -26,6 +26,16 @@ struct kp_thread {
  * allocation; NULL only if every record is taken by live threads. */
 struct kp_thread *kp_thread_self(void);
 
+extern __thread struct kp_thread *kp_self_tls __attribute__((tls_model("initial-exec")));
+
+/* kp_thread_self() with the common case inline: one TLS load. */
+static inline struct kp_thread *kp_thread_current(void)
+{
+	struct kp_thread *t = kp_self_tls;
+
+	return t ? t : kp_thread_self();
+}
+
 static inline void kp_read_enter(struct kp_thread *t)
 {
 	extern int kp_membarrier_ok;
