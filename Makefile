@@ -125,7 +125,7 @@ bench: lib
 
 $(B)/kprobes-bench: $(sort $(wildcard bench/*.c bench/*.S)) $(B)/libkprobes.a
 	@mkdir -p $(B)
-	$(CC) -O2 -g $(BASE) -o $@ $(filter %.c %.S,$^) $(B)/libkprobes.a $(LIBS) -lm
+	$(CC) -O2 -g $(BASE) -o $@ $(filter %.c %.S,$^) $(B)/libkprobes.a $(LIBS) -lm -lZydis
 
 demo: all
 	@$(MAKE) --no-print-directory $(B)/demo

@@ -42,6 +42,7 @@
 #include <kprobes.h>
 
 size_t arch_detour_bytes(void);
+int bench_coverage(const char *object, bool json);
 extern char bench_fns10k[];
 
 #define REPS	21
@@ -855,20 +856,24 @@ static bool selected(const char *only, const char *name)
 int main(int argc, char **argv)
 {
 	bool json = false;
-	const char *only = NULL, *note10k = "not selected";
+	const char *only = NULL, *note10k = "not selected", *coverage = NULL;
 	double reg_ms = NAN, unreg_ms = NAN;
 
 	for (int i = 1; i < argc; i++) {
-		if (!strcmp(argv[i], "--json")) {
+		if (!strcmp(argv[i], "--coverage") && i + 1 < argc) {
+			coverage = argv[++i];
+		} else if (!strcmp(argv[i], "--json")) {
 			json = true;
 		} else if (!strncmp(argv[i], "--only=", 7)) {
 			only = argv[i] + 7;	/* e.g. --only=int3,b (for profiling) */
 		} else {
-			fprintf(stderr, "usage: %s [--json] [--only=ROW,...]\n", argv[0]);
+			fprintf(stderr, "usage: %s [--json] [--only=ROW,...] [--coverage OBJECT]\n", argv[0]);
 			return 2;
 		}
 	}
 	setvbuf(stdout, NULL, _IOLBF, 0);
+	if (coverage)
+		return bench_coverage(coverage, json);
 	for (int i = 0; i < NROWS; i++)
 		rows[i].skip = !selected(only, rows[i].name);
 

@@ -50,6 +50,8 @@ const char *arch_opt_why(const struct kp_probepoint *pp);
 uint8_t arch_opt_region_len(const struct kp_probepoint *pp);
 /* Ranges no thread may be in while pp's jump is installed; returns count. */
 int arch_opt_census_ranges(const struct kp_probepoint *pp, uintptr_t (*r)[2]);
+/* Would a probe at addr be optimized?  NULL, or why not (no side effects). */
+const char *arch_opt_check(uintptr_t addr, uintptr_t func, size_t size, size_t pad);
 /* Installs / removes the jumps (detours built before). */
 int arch_optimize(struct kp_probepoint **pps, int n);
 int arch_unoptimize(struct kp_probepoint **pps, int n);

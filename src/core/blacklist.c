@@ -41,8 +41,34 @@ static uintptr_t find_restorer(void)
 	return (uintptr_t)ksa.restorer;
 }
 
+/* Code a new thread runs before glibc restores its signal mask (all
+ * signals blocked): a breakpoint there would make the kernel kill the
+ * process.  __ctype_init and clone by name; start_thread is local to libc,
+ * so a short-lived thread reports it (its return address). */
+static uintptr_t blocked_window[3];
+
+static void *report_caller(void *arg)
+{
+	*(uintptr_t *)arg = (uintptr_t)__builtin_return_address(0);
+	return NULL;
+}
+
+static void find_blocked_window(void)
+{
+	struct ksym s;
+	pthread_t t;
+
+	if (ksym_lookup_name("libc.so.6:__ctype_init", &s) == 0)
+		blocked_window[0] = s.addr;
+	if (ksym_lookup_name("libc.so.6:clone", &s) == 0)
+		blocked_window[1] = s.addr;
+	if (pthread_create(&t, NULL, report_caller, &blocked_window[2]) == 0)
+		pthread_join(t, NULL);
+}
+
 void kp_blacklist_init(void)
 {
+	find_blocked_window();
 	restorer = find_restorer();
 	arch_trap_path_range(&kp_handler_text[0][0], &kp_handler_text[0][1]);
 	kp_handler_text[1][0] = restorer;
@@ -70,6 +96,9 @@ bool kp_blacklisted(uintptr_t addr)
 		return true;
 	if (restorer && in_function_of(addr, restorer))
 		return true;
+	for (int i = 0; i < 3; i++)
+		if (blocked_window[i] && in_function_of(addr, blocked_window[i]))
+			return true;
 	pthread_mutex_lock(&nokprobe_lock);
 	for (int i = 0; i < nnokprobe && !hit; i++)
 		hit = in_function_of(addr, (uintptr_t)nokprobe[i]);

@@ -107,3 +107,23 @@ int arch_unoptimize(struct kp_probepoint **pps, int n)
 		pps[i]->ainsn.opt->jumped = false;
 	return err;
 }
+
+/* Would a probe at addr (in [func, func+size), pad bytes of padding after)
+ * be optimized?  NULL, or the reason why not.  Registers nothing. */
+const char *arch_opt_check(uintptr_t addr, uintptr_t func, size_t size, size_t pad)
+{
+	struct arch_opt o;
+	struct arch_insn ai;
+	uint8_t buf[KP_MAX_INSN];
+	size_t avail = size && func + size - addr < sizeof(buf) ? func + size - addr : sizeof(buf);
+	const char *why;
+
+	memset(&o, 0, sizeof(o));
+	if (read_original_code(addr, buf, avail))
+		return "unreadable code";
+	if (insn_analyze(&ai, addr, buf, avail, &why))
+		return why ? why : "unprobeable instruction";
+	if (arch_opt_analyse(&o, addr, func, size, pad, read_original_code))
+		return "out of memory";
+	return o.ok ? NULL : o.why;
+}

@@ -97,15 +97,31 @@ static int emulate_branch(const struct arch_insn *ai, uintptr_t addr, struct pt_
 	}
 }
 
+/* Nothing before this point touches errno (raw system calls only), so a
+ * probe on __errno_location() or any libc function cannot recurse: hits
+ * from here on count as missed. */
+static int handlers_begin(struct kp_thread *t)
+{
+	t->in_handler++;
+	return errno;
+}
+
+static void handlers_end(struct kp_thread *t, int saved_errno)
+{
+	errno = saved_errno;
+	t->in_handler--;
+}
+
 static void run_post(struct kp_thread *t, struct kp_probepoint *pp, ucontext_t *uc)
 {
 	struct pt_regs regs;
 	unsigned long ip = GREG(uc, REG_RIP);
+	int e;
 
 	regs_from_ucontext(&regs, uc);
-	t->in_handler++;
+	e = handlers_begin(t);
 	kp_run_post_handlers(pp, &regs);
-	t->in_handler--;
+	handlers_end(t, e);
 	regs.ip = ip;
 	regs_to_ucontext(&regs, uc);
 }
@@ -129,21 +145,24 @@ static void probe_hit(struct kp_thread *t, struct kp_probepoint *pp, ucontext_t 
 {
 	struct pt_regs regs;
 
-	if (t->in_handler) {
-		/* Hit from inside a handler: no handlers, just execute. */
+	int e;
+
+	if (t->in_handler || t->nest > 1) {
+		/* Hit from inside a handler or the trap path: no handlers,
+		 * just execute. */
 		kp_count_missed(pp);
 		GREG(uc, REG_RIP) = (greg_t)resume_boosted(pp);
 		return;
 	}
 	regs_from_ucontext(&regs, uc);
-	t->in_handler++;
+	e = handlers_begin(t);
 	if (kp_run_pre_handlers(pp, &regs)) {
 		/* The handler changed the path: resume where it said. */
-		t->in_handler--;
+		handlers_end(t, e);
 		regs_to_ucontext(&regs, uc);
 		return;
 	}
-	t->in_handler--;
+	handlers_end(t, e);
 	regs_to_ucontext(&regs, uc);
 	resume_probed(t, pp, uc);
 }
@@ -251,7 +270,6 @@ static bool trap_dispatch(struct kp_thread *t, uintptr_t bp, ucontext_t *uc)
 static void trap_handler(int sig, siginfo_t *info, void *ctx)
 {
 	ucontext_t *uc = ctx;
-	int saved_errno = errno;
 	struct kp_thread *t;
 	bool ours = false;
 
@@ -270,7 +288,6 @@ static void trap_handler(int sig, siginfo_t *info, void *ctx)
 	}
 	if (!ours)
 		kp_sig_forward(sig, info, ctx);
-	errno = saved_errno;
 }
 
 static int trap_number(int sig, const siginfo_t *info)
@@ -300,10 +317,12 @@ static bool fault_in_slot(struct kp_thread *t, struct xol_slot *s, int sig,
 	if (sig != SIGSEGV && sig != SIGBUS && (uintptr_t)info->si_addr == ip)
 		info->si_addr = (void *)pp->addr;
 	if (!t->in_handler) {
+		int e;
+
 		regs_from_ucontext(&regs, uc);
-		t->in_handler++;
+		e = handlers_begin(t);
 		handled = kp_run_fault_handlers(pp, &regs, trap_number(sig, info));
-		t->in_handler--;
+		handlers_end(t, e);
 		if (handled)
 			regs_to_ucontext(&regs, uc);
 	}
@@ -324,10 +343,12 @@ static bool fault_in_detour(struct kp_thread *t, int sig, siginfo_t *info, ucont
 	if (sig != SIGSEGV && sig != SIGBUS && (uintptr_t)info->si_addr == ip)
 		info->si_addr = (void *)orig;
 	if (!t->in_handler) {
+		int e;
+
 		regs_from_ucontext(&regs, uc);
-		t->in_handler++;
+		e = handlers_begin(t);
 		handled = kp_run_fault_handlers(pp, &regs, trap_number(sig, info));
-		t->in_handler--;
+		handlers_end(t, e);
 		if (handled)
 			regs_to_ucontext(&regs, uc);
 	}
@@ -337,7 +358,6 @@ static bool fault_in_detour(struct kp_thread *t, int sig, siginfo_t *info, ucont
 static void fault_handler(int sig, siginfo_t *info, void *ctx)
 {
 	ucontext_t *uc = ctx;
-	int saved_errno = errno;
 	struct xol_slot *s = xol_slot_of((uintptr_t)GREG(uc, REG_RIP));
 	struct kp_thread *t = kp_thread_self();
 	bool handled = false;
@@ -353,7 +373,6 @@ static void fault_handler(int sig, siginfo_t *info, void *ctx)
 	}
 	if (!handled)
 		kp_sig_forward(sig, info, ctx);
-	errno = saved_errno;
 }
 
 void arch_fpu_init(void);

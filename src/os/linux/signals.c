@@ -9,6 +9,8 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "os/linux/sys.h"
+
 #define KP_EXPORT __attribute__((visibility("default")))
 #define RING 8
 
@@ -106,16 +108,20 @@ int kp_sig_own(int sig, kp_sig_handler_t fn, int extra_flags)
 
 static long raw_sigmask(int how, const sigset_t *set, sigset_t *old)
 {
-	return syscall(SYS_rt_sigprocmask, how, set, old, _NSIG / 8);
+	return kp_syscall6(SYS_rt_sigprocmask, how, (long)set, (long)old, _NSIG / 8, 0, 0);
 }
 
+/* The kernel's sigaction layout: no restorer is needed for SIG_DFL. */
 static long raw_sigaction_dfl(int sig)
 {
-	struct sigaction sa;
+	struct {
+		void *handler;
+		unsigned long flags;
+		void *restorer;
+		unsigned long mask;
+	} ksa = { SIG_DFL, 0, NULL, 0 };
 
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_handler = SIG_DFL;
-	return real_sigaction ? real_sigaction(sig, &sa, NULL) : -1;
+	return kp_syscall6(SYS_rt_sigaction, sig, (long)&ksa, 0, 8, 0, 0);
 }
 
 /* Kernel-generated synchronous signals cannot be ignored or blocked: the
@@ -137,8 +143,8 @@ static void deliver_default(int sig, siginfo_t *info, ucontext_t *uc)
 	sigaddset(&block, sig);
 	raw_sigmask(SIG_BLOCK, &block, NULL);
 	sigdelset(&uc->uc_sigmask, sig);
-	if (syscall(SYS_rt_tgsigqueueinfo, getpid(), syscall(SYS_gettid), sig, info))
-		syscall(SYS_tgkill, getpid(), syscall(SYS_gettid), sig);
+	if (kp_syscall6(SYS_rt_tgsigqueueinfo, kp_getpid(), kp_gettid(), sig, (long)info, 0, 0))
+		kp_syscall(SYS_tgkill, kp_getpid(), kp_gettid(), sig);
 }
 
 static void call_program_handler(int sig, const struct sigaction *a,
@@ -164,6 +170,7 @@ static void call_program_handler(int sig, const struct sigaction *a,
 	raw_sigmask(SIG_SETMASK, &old, NULL);
 }
 
+/* Uses raw system calls only, so the program's errno is left alone. */
 void kp_sig_forward(int sig, siginfo_t *info, void *ctx)
 {
 	const struct sigaction *a = prog_current(sig);
