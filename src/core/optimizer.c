@@ -54,13 +54,17 @@ static uint8_t handlers_need(const struct kp_probepoint *pp)
 	return need;
 }
 
+/* Another armed probe inside pp's region, or pp inside another's jump. */
 static bool region_conflict(const struct kp_probepoint *pp)
 {
 	uint8_t len = arch_opt_region_len(pp);
 
-	for (uintptr_t k = 1; k < len; k++)
-		if (kp_probepoint_lookup(pp->addr + k))
+	for (uintptr_t k = 1; k < len; k++) {
+		const struct kp_probepoint *o = kp_probepoint_lookup(pp->addr + k);
+
+		if (o && o->armed)
 			return true;
+	}
 	for (uintptr_t k = 1; k < 5; k++) {
 		const struct kp_probepoint *o = kp_probepoint_lookup(pp->addr - k);
 
@@ -74,9 +78,10 @@ static bool want_optimized(struct kp_probepoint *pp)
 {
 	if (!kp_knob_optimize || !kp_knob_enabled || !pp->armed || pp->gone || !pp->probes)
 		return false;
+	/* Disabled members of an aggregate do not run: they do not count. */
 	for (const struct kprobe *p = pp->probes; p; p = p->__next)
-		if ((p->flags & KPROBE_FLAG_DISABLED) || p->post_handler ||
-		    p->__type == KP_TYPE_JPROBE)
+		if (!(p->flags & KPROBE_FLAG_DISABLED) &&
+		    (p->post_handler || p->__type == KP_TYPE_JPROBE))
 			return false;
 	if (arch_opt_analyse_pp(pp))
 		return false;
@@ -174,6 +179,18 @@ void kp_optimizer_region_conflicts(uintptr_t addr)
 
 		if (o && o->opt_state != OPT_NONE && arch_opt_region_len(o) > k)
 			kp_optimizer_unoptimize(o);
+	}
+}
+
+/* Probepoints whose region could reach addr: a change at addr (a probe
+ * leaving, disarmed) may let them be optimized now. */
+void kp_optimizer_reevaluate_near(uintptr_t addr)
+{
+	for (uintptr_t k = 1; k < 20; k++) {
+		struct kp_probepoint *o = kp_probepoint_lookup(addr - k);
+
+		if (o && o->opt_state == OPT_NONE)
+			kp_optimizer_reevaluate(o);
 	}
 }
 
@@ -295,6 +312,13 @@ static void sleep_ns(long ns)
 static void *optimizer_main(void *arg)
 {
 	pid_t me = getpid();
+	sigset_t census;
+
+	/* Every signal of the program stays blocked here, but the census
+	 * must get an answer from this thread too. */
+	sigemptyset(&census);
+	sigaddset(&census, kp_census_signal());
+	pthread_sigmask(SIG_UNBLOCK, &census, NULL);
 
 	pthread_mutex_lock(&kp_registry_lock);
 	while (thread_pid == me) {

@@ -279,8 +279,11 @@ int kp_apply_arming(struct kp_probepoint **pps, int n)
 	}
 	if (na && !err)
 		err = arch_arm(arm, na);
-	for (int i = 0; i < n && !err; i++)
+	for (int i = 0; i < n && !err; i++) {
 		kp_optimizer_reevaluate(pps[i]);
+		if (!pps[i]->armed)
+			kp_optimizer_reevaluate_near(pps[i]->addr);
+	}
 out:
 	free(arm);
 	free(disarm);
@@ -333,6 +336,8 @@ void kp_unregister_locked(struct kprobe **ps, int n)
 	}
 	for (int i = 0; i < ne; i++)
 		table_remove(empty[i]);
+	for (int i = 0; i < ne; i++)
+		kp_optimizer_reevaluate_near(empty[i]->addr);
 	if (nt)
 		kp_apply_arming(touched, nt);
 	kp_synchronize();
@@ -342,6 +347,7 @@ void kp_unregister_locked(struct kprobe **ps, int n)
 		ps[i]->__state = 0;
 		ps[i]->__pp = NULL;
 		ps[i]->__next = NULL;
+		__atomic_and_fetch(&ps[i]->flags, ~KPROBE_FLAG_OPTIMIZED, __ATOMIC_RELAXED);
 	}
 	for (int i = 0; i < ne; i++)
 		arch_retire_probepoint(empty[i]);

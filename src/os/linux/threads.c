@@ -204,6 +204,11 @@ static void census_handler(int sig, siginfo_t *info, void *ctx)
 	__atomic_fetch_sub(&census_busy, 1, __ATOMIC_RELEASE);
 }
 
+int kp_census_signal(void)
+{
+	return census_sig;
+}
+
 static void census_init(void)
 {
 	struct sigaction sa;

@@ -69,6 +69,10 @@ bool kp_threads_outside(const uintptr_t (*ranges)[2], int n);
 /* [lo, hi) of the library's code and of the signal restorer, set at init. */
 extern uintptr_t kp_handler_text[2][2];
 
+/* The real-time signal the census uses; threads that block every other
+ * signal must leave it deliverable to take part. */
+int kp_census_signal(void);
+
 /* One-time set-up (membarrier registration, census signal). */
 void kp_threads_init(void);
 

@@ -1,0 +1,2213 @@
+/*
+ * Jump optimization (issue 4): which probes take a jump and why not, the
+ * code bytes before, during and after, every instruction class inside a
+ * detoured region, live flags / vector / x87 / red zone state across
+ * mid-function detours, float arguments across entry detours, the knob,
+ * disable, post handlers arriving and leaving, pt_regs as on the
+ * breakpoint path, recursion, threads and fork while optimizing, and
+ * optimized return probes.
+ */
+#include "testutil.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <Zydis/Zydis.h>
+
+#include "arch/x86_64/insn.h"
+#include "core/internal.h"
+#include "elf/symbols.h"
+
+TestSuite(optimize, .timeout = 10);
+
+/* ------------------------------------------------------------------ */
+/* Assembly under test                                                 */
+/* ------------------------------------------------------------------ */
+
+/* The live-state functions: one per vector width.  in = rdi, out = rsi,
+ * struct live_io.  Loads vectors, x87 (with a compare), MXCSR, the flags
+ * and the red zone, runs a 10-byte probed instruction, then stores
+ * everything back in an order that changes none of it. */
+#define LIVE_ASM(name, LOAD, STORE)						\
+	"OPTFN " name "\n"							\
+	"\tpush %rbx\n"								\
+	LOAD									\
+	"\tfninit\n"								\
+	"\tfldl 160(%rdi)\n"							\
+	"\tfldl 152(%rdi)\n"							\
+	"\tfldl 144(%rdi)\n"							\
+	"\tfcom %st(1)\n"							\
+	"\tldmxcsr 8(%rdi)\n"							\
+	"\tpushq 0(%rdi)\n"							\
+	"\tpopfq\n"								\
+	".irp i,0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15\n"			\
+	"\tmov 16+8*\\i(%rdi), %rax\n"						\
+	"\tmov %rax, -128+8*\\i(%rsp)\n"					\
+	".endr\n"								\
+	".L" name "_probe:\n"							\
+	"\tmovabs $0x1122334455667788, %r11\n"					\
+	".irp i,0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15\n"			\
+	"\tmov -128+8*\\i(%rsp), %rax\n"					\
+	"\tmov %rax, 16+8*\\i(%rsi)\n"						\
+	".endr\n"								\
+	"\tfnstsw 12(%rsi)\n"							\
+	"\tstmxcsr 8(%rsi)\n"							\
+	"\tfstpl 144(%rsi)\n"							\
+	"\tfstpl 152(%rsi)\n"							\
+	"\tfstpl 160(%rsi)\n"							\
+	STORE									\
+	"\tpushfq\n"								\
+	"\tpop %rax\n"								\
+	"\tmov %rax, 0(%rsi)\n"							\
+	"\tcld\n"								\
+	"\tmovl $0x1f80, -4(%rsp)\n"						\
+	"\tldmxcsr -4(%rsp)\n"							\
+	"\tfninit\n"								\
+	"\tpop %rbx\n"								\
+	"\tret\n"								\
+	"OPTEND " name "\n"
+
+#define IRP16 ".irp i,0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15\n"
+#define IRP32 ".irp i,0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24,25,26,27,28,29,30,31\n"
+#define IRPK ".irp i,1,2,3,4,5,6,7\n"
+
+#define LIVE_ALL \
+	LIVE_ASM("opt_live_sse", \
+		 IRP16 "\tmovdqu 192+64*\\i(%rdi), %xmm\\i\n.endr\n", \
+		 IRP16 "\tmovdqu %xmm\\i, 192+64*\\i(%rsi)\n.endr\n") \
+	LIVE_ASM("opt_live_avx", \
+		 IRP16 "\tvmovdqu 192+64*\\i(%rdi), %ymm\\i\n.endr\n", \
+		 IRP16 "\tvmovdqu %ymm\\i, 192+64*\\i(%rsi)\n.endr\n\tvzeroupper\n") \
+	LIVE_ASM("opt_live_avx512", \
+		 IRP32 "\tvmovdqu64 192+64*\\i(%rdi), %zmm\\i\n.endr\n" \
+		 IRPK "\tkmovw 2240+8*\\i(%rdi), %k\\i\n.endr\n", \
+		 IRP32 "\tvmovdqu64 %zmm\\i, 192+64*\\i(%rsi)\n.endr\n" \
+		 IRPK "\tkmovw %k\\i, 2240+8*\\i(%rsi)\n.endr\n\tvzeroupper\n") \
+	"\t.pushsection .data\n" \
+	"\t.p2align 3\n" \
+	"\t.globl opt_live_probe_at\n" \
+	"opt_live_probe_at:\n" \
+	"\t.quad .Lopt_live_sse_probe, .Lopt_live_avx_probe, .Lopt_live_avx512_probe\n" \
+	"\t.popsection\n"
+
+__asm__(
+	".pushsection .text\n"
+	".macro OPTFN name\n"
+	"\t.text\n"
+	"\t.globl \\name\n"
+	"\t.type \\name, @function\n"
+	"\t.p2align 4, 0xcc\n"
+	"\\name:\n"
+	".endm\n"
+	".macro OPTEND name\n"
+	"\t.size \\name, . - \\name\n"
+	".endm\n"
+
+	/* opt_normal(a, b) = a + b + 0x101
+	 *   +0 push %rbp (1)  +1 mov %rsp,%rbp (3)  +4 lea 1(%rdi,%rsi),%rax (5)
+	 *   +9 add $0x100,%rax (6)  +15 pop %rbp  +16 ret */
+	"OPTFN opt_normal\n"
+	"\tpush %rbp\n"
+	"\tmov %rsp, %rbp\n"
+	"\tlea 1(%rdi,%rsi), %rax\n"
+	"\tadd $0x100, %rax\n"
+	"\tpop %rbp\n"
+	"\tret\n"
+	"OPTEND opt_normal\n"
+
+	/* opt_alt(a, b) = a * b: where a redirecting handler sends threads */
+	"OPTFN opt_alt\n"
+	"\tmov %rdi, %rax\n"
+	"\timul %rsi, %rax\n"
+	"\tret\n"
+	"OPTEND opt_alt\n"
+
+	/* 5 bytes: lea 1(%rdi),%rax; ret */
+	"OPTFN opt_short5\n"
+	"\tlea 1(%rdi), %rax\n"
+	"\tret\n"
+	"OPTEND opt_short5\n"
+	"\t.byte 0xcc, 0xcc, 0xcc, 0xcc, 0xcc, 0xcc, 0xcc, 0xcc\n"
+
+	/* 3 bytes, then int3 padding: mov %edi,%eax; ret */
+	"OPTFN opt_short3\n"
+	"\tmov %edi, %eax\n"
+	"\tret\n"
+	"OPTEND opt_short3\n"
+	"\t.byte 0xcc, 0xcc, 0xcc, 0xcc, 0xcc, 0xcc, 0xcc, 0xcc\n"
+
+	/* 3 bytes, then nop padding */
+	"\t.p2align 4, 0xcc\n"
+	"\t.globl opt_short3n\n"
+	"\t.type opt_short3n, @function\n"
+	"opt_short3n:\n"
+	"\tmov %edi, %eax\n"
+	"\tret\n"
+	"OPTEND opt_short3n\n"
+	"\t.byte 0x90, 0x90, 0x90, 0x90, 0x90, 0x90, 0x90, 0x90\n"
+
+	/* 3 bytes, and the next function right behind: no room */
+	"OPTFN opt_short3x\n"
+	"\tmov %edi, %eax\n"
+	"\tret\n"
+	"OPTEND opt_short3x\n"
+	"\t.globl opt_short3x_next\n"
+	"\t.type opt_short3x_next, @function\n"
+	"opt_short3x_next:\n"
+	"\tlea 2(%rdi), %rax\n"
+	"\tret\n"
+	"OPTEND opt_short3x_next\n"
+
+	/* a call in the region of the entry */
+	"OPTFN opt_has_call\n"
+	"\tpush %rbx\n"
+	"\tcall opt_short5\n"
+	"\tpop %rbx\n"
+	"\tret\n"
+	"OPTEND opt_has_call\n"
+
+	/* a system call in the region of the entry: getpid() */
+	"OPTFN opt_has_syscall\n"
+	"\txor %eax, %eax\n"
+	"\tmov $39, %al\n"
+	"\tsyscall\n"
+	"\tret\n"
+	"OPTEND opt_has_syscall\n"
+
+	/* opt_loop(a, n) = a * n (n > 0): the back-edge targets +2, inside
+	 * the region of the entry (xor 2 + add 3) */
+	"OPTFN opt_loop\n"
+	"\txor %eax, %eax\n"
+	"1:\tadd %rdi, %rax\n"
+	"\tdec %rsi\n"
+	"\tjnz 1b\n"
+	"\tret\n"
+	"OPTEND opt_loop\n"
+
+	/* an indirect jump with no table pattern: opt_indjmp(a) = a + 5 */
+	"OPTFN opt_indjmp\n"
+	"\tlea 2f(%rip), %rax\n"
+	"\tjmp *%rax\n"
+	"\tud2\n"
+	"2:\tlea 5(%rdi), %rax\n"
+	"\tret\n"
+	"OPTEND opt_indjmp\n"
+
+	/* opt_mid_ax(a) = a + 0x1000; +3 is the probed add (6 bytes) */
+	"OPTFN opt_mid_ax\n"
+	"\tmov %rdi, %rax\n"
+	"\tadd $0x1000, %rax\n"
+	"\tret\n"
+	"OPTEND opt_mid_ax\n"
+
+	/* Register pattern callers: set every register (and the flags) to a
+	 * known value, record rsp, call the target, record the result and
+	 * the flags after it.  opt_regs_target = sum of the 6 arguments. */
+	".macro SETREGS\n"
+	"\tmovabs $0x1111111111111111, %rbx\n"
+	"\tmovabs $0x2222222222222222, %rbp\n"
+	"\tmovabs $0x1212121212121212, %r12\n"
+	"\tmovabs $0x1313131313131313, %r13\n"
+	"\tmovabs $0x1414141414141414, %r14\n"
+	"\tmovabs $0x1515151515151515, %r15\n"
+	"\tmovabs $0x0101010101010101, %rdi\n"
+	"\tmovabs $0x0202020202020202, %rsi\n"
+	"\tmovabs $0x0303030303030303, %rdx\n"
+	"\tmovabs $0x0404040404040404, %rcx\n"
+	"\tmovabs $0x0808080808080808, %r8\n"
+	"\tmovabs $0x0909090909090909, %r9\n"
+	"\tmovabs $0x0a0a0a0a0a0a0a0a, %rax\n"
+	"\tmovabs $0x1010101010101010, %r10\n"
+	"\tmovabs $0x1111111111111110, %r11\n"
+	".endm\n"
+	".macro REGS_CALLER name, target, flags\n"
+	"OPTFN \\name\n"
+	"\tpush %rbp\n"
+	"\tpush %rbx\n"
+	"\tpush %r12\n"
+	"\tpush %r13\n"
+	"\tpush %r14\n"
+	"\tpush %r15\n"
+	"\tsub $8, %rsp\n"
+	"\tpushq $\\flags\n"
+	"\tpopfq\n"
+	"\tSETREGS\n"
+	"\tmov %rsp, opt_regs_caller_sp(%rip)\n"
+	"\tcall \\target\n"
+	"\tmov %rax, opt_regs_result(%rip)\n"
+	"\tpushfq\n"
+	"\tpopq opt_regs_flags_after(%rip)\n"
+	"\tcld\n"
+	"\tadd $8, %rsp\n"
+	"\tpop %r15\n"
+	"\tpop %r14\n"
+	"\tpop %r13\n"
+	"\tpop %r12\n"
+	"\tpop %rbx\n"
+	"\tpop %rbp\n"
+	"\tret\n"
+	"OPTEND \\name\n"
+	".endm\n"
+	"OPTFN opt_regs_target\n"
+	"\tlea (%rdi,%rsi), %rax\n"
+	"\tadd %rdx, %rax\n"
+	"\tadd %rcx, %rax\n"
+	"\tadd %r8, %rax\n"
+	"\tadd %r9, %rax\n"
+	"\tret\n"
+	"OPTEND opt_regs_target\n"
+	/* +2: a 5-byte nop, mid-function; flags are live and kept */
+	"OPTFN opt_regs_mid\n"
+	"\txchg %ax, %ax\n"
+	"\tnopl 0x0(%rax,%rax,1)\n"
+	"\tret\n"
+	"OPTEND opt_regs_mid\n"
+	/* entry: CF AF SF OF; mid: CF PF ZF DF OF */
+	"REGS_CALLER opt_regs_call_entry, opt_regs_target, 0xa93\n"
+	"REGS_CALLER opt_regs_call_mid, opt_regs_mid, 0xe47\n"
+
+	/* Handler clobber: level 0 sse, 1 avx, 2 avx512.  Writes every
+	 * vector register (and the opmasks), sets x87 and SSE exception
+	 * flags and the x87 condition codes, keeps the x87 stack balanced. */
+	"OPTFN opt_clobber_vec\n"
+	"\tpush %rbp\n"
+	"\tmov %rsp, %rbp\n"
+	"\tsub $16, %rsp\n"
+	"\tmovabs $0x5a5a5a5a5a5a5a5a, %rax\n"
+	"\tmovq %rax, %xmm0\n"
+	"\tpshufd $0x44, %xmm0, %xmm0\n"
+	".irp i,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15\n"
+	"\tmovdqa %xmm0, %xmm\\i\n"
+	".endr\n"
+	"\tcmp $1, %edi\n"
+	"\tjb 3f\n"
+	"\tja 2f\n"
+	".irp i,0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15\n"
+	"\tvcmpps $0xf, %ymm\\i, %ymm\\i, %ymm\\i\n"
+	".endr\n"
+	"\tjmp 3f\n"
+	"2:\n"
+	".irp i,0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24,25,26,27,28,29,30,31\n"
+	"\tvpternlogd $0xff, %zmm\\i, %zmm\\i, %zmm\\i\n"
+	".endr\n"
+	".irp i,1,2,3,4,5,6,7\n"
+	"\tkxnorw %k0, %k0, %k\\i\n"
+	".endr\n"
+	"3:\n"
+	/* 1.0 / 0.0 in SSE and x87: ZE sticky flags; compares: C0..C3 */
+	"\tmov $1, %eax\n"
+	"\tcvtsi2sd %eax, %xmm1\n"
+	"\txorpd %xmm2, %xmm2\n"
+	"\tdivsd %xmm2, %xmm1\n"
+	"\tfldz\n"
+	"\tfld1\n"
+	"\tfdivp\n"
+	"\tfstp %st(0)\n"
+	"\tfld1\n"
+	"\tfldz\n"
+	"\tfcompp\n"
+	"\tleave\n"
+	"\tret\n"
+	"OPTEND opt_clobber_vec\n"
+	/* opt_mid_cf(a) = a + CF at +4: adc $0,%rax after the probed movabs
+	 * (+4, 10 bytes) sees a CF the handler sets */
+	"OPTFN opt_mid_cf\n"
+	"\tmov %rdi, %rax\n"
+	"\tclc\n"
+	"\tmovabs $0x7777777777777777, %r11\n"
+	"\tadc $0, %rax\n"
+	"\tret\n"
+	"OPTEND opt_mid_cf\n"
+	LIVE_ALL
+	".popsection\n");
+
+
+long opt_normal(long a, long b);
+long opt_alt(long a, long b);
+long opt_short5(long a);
+long opt_short3(long a);
+long opt_short3n(long a);
+long opt_short3x(long a);
+long opt_has_call(long a);
+long opt_has_syscall(void);
+long opt_loop(long a, long n);
+long opt_indjmp(long a);
+long opt_mid_ax(long a);
+void opt_regs_call_entry(void);
+void opt_regs_call_mid(void);
+long opt_regs_target(long, long, long, long, long, long);
+void opt_regs_mid(void);
+void opt_clobber_vec(int level);
+extern uintptr_t opt_live_probe_at[3];
+
+unsigned long opt_regs_caller_sp, opt_regs_result, opt_regs_flags_after;
+
+struct live_io {
+	uint64_t flags;		/* 0 */
+	uint32_t mxcsr;		/* 8 */
+	uint16_t fsw;		/* 12 */
+	uint16_t pad0;
+	uint64_t redzone[16];	/* 16 */
+	double x87[3];		/* 144 */
+	uint8_t pad1[24];
+	uint8_t vec[32][64];	/* 192 */
+	uint64_t k[8];		/* 2240 */
+} __attribute__((aligned(64)));
+
+_Static_assert(offsetof(struct live_io, redzone) == 16, "layout");
+_Static_assert(offsetof(struct live_io, x87) == 144, "layout");
+_Static_assert(offsetof(struct live_io, vec) == 192, "layout");
+_Static_assert(offsetof(struct live_io, k) == 2240, "layout");
+
+void opt_live_sse(const struct live_io *in, struct live_io *out);
+void opt_live_avx(const struct live_io *in, struct live_io *out);
+void opt_live_avx512(const struct live_io *in, struct live_io *out);
+
+/* Called through volatile pointers so that the compiler neither inlines
+ * nor folds them. */
+static long (*volatile call_normal)(long, long) = opt_normal;
+static long (*volatile call_short5)(long) = opt_short5;
+static long (*volatile call_short3)(long) = opt_short3;
+static long (*volatile call_short3n)(long) = opt_short3n;
+static long (*volatile call_mid_ax)(long) = opt_mid_ax;
+static long (*volatile call_loop)(long, long) = opt_loop;
+static long (*volatile call_indjmp)(long) = opt_indjmp;
+static long (*volatile call_has_call)(long) = opt_has_call;
+static long (*volatile call_has_syscall)(void) = opt_has_syscall;
+
+#define NORMAL(a, b) ((a) + (b) + 0x101)
+
+/* A C switch with dense cases: a jump table at -O2. */
+__attribute__((noinline, noclone, used, optimize("O2"))) long opt_switch(long x, long y)
+{
+	switch (x) {
+	case 0: return y * 3;
+	case 1: return y + 7;
+	case 2: return y ^ 0x55;
+	case 3: return (long)((unsigned long)y << 3);
+	case 4: return y - 100;
+	case 5: return y * y;
+	case 6: return ~y;
+	case 7: return y >> 2;
+	case 8: return y | 0x100;
+	default: return -1;
+	}
+}
+
+static long (*volatile call_switch)(long, long) = opt_switch;
+
+static long switch_ref(long x, long y)
+{
+	switch (x) {
+	case 0: return y * 3;
+	case 1: return y + 7;
+	case 2: return y ^ 0x55;
+	case 3: return (long)((unsigned long)y << 3);
+	case 4: return y - 100;
+	case 5: return y * y;
+	case 6: return ~y;
+	case 7: return y >> 2;
+	case 8: return y | 0x100;
+	default: return -1;
+	}
+}
+
+/* 8 doubles and 6 longs; its entry is an optimized probe. */
+TEST_FN double opt_fargs(double a, double b, double c, double d, double e, double f, double g,
+			 double h, long i, long j, long k, long l, long m, long n)
+{
+	return a + 2 * b + 3 * c + 4 * d + 5 * e + 6 * f + 7 * g + 8 * h +
+	       (double)(i - 2 * j + 3 * k - 4 * l + 5 * m - 6 * n);
+}
+
+static double (*volatile call_fargs)(double, double, double, double, double, double, double,
+				     double, long, long, long, long, long, long) = opt_fargs;
+
+/* Variadic doubles: the prologue saves xmm0-7 when %al says so. */
+TEST_FN double opt_vsum(int n, ...)
+{
+	va_list ap;
+	double s = 0;
+
+	va_start(ap, n);
+	for (int i = 0; i < n; i++)
+		s = s * 1.5 + va_arg(ap, double);
+	va_end(ap);
+	return s;
+}
+
+static double (*volatile call_vsum)(int, ...) = opt_vsum;
+
+/* ------------------------------------------------------------------ */
+/* Helpers                                                             */
+/* ------------------------------------------------------------------ */
+
+static int vec_level(void)
+{
+	__builtin_cpu_init();
+	if (__builtin_cpu_supports("avx512f"))
+		return 2;
+	if (__builtin_cpu_supports("avx"))
+		return 1;
+	return 0;
+}
+
+static void sleep_us(long us)
+{
+	struct timespec ts = { us / 1000000, (us % 1000000) * 1000 };
+
+	nanosleep(&ts, NULL);
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+static bool is_optimized(const struct kprobe *p)
+{
+	return __atomic_load_n(&p->flags, __ATOMIC_ACQUIRE) & KPROBE_FLAG_OPTIMIZED;
+}
+
+/* Polls the flag until it is `want`, at most ms milliseconds. */
+static bool wait_opt(const struct kprobe *p, bool want, int ms)
+{
+	double end = now_s() + ms / 1000.0;
+
+	while (is_optimized(p) != want) {
+		if (now_s() > end)
+			return false;
+		sleep_us(200);
+	}
+	return true;
+}
+
+/* Stays `want` for ms milliseconds (for "not optimized" checks: well past
+ * the optimizer's batching delay). */
+static bool stays_opt(const struct kprobe *p, bool want, int ms)
+{
+	double end = now_s() + ms / 1000.0;
+
+	while (now_s() < end) {
+		if (is_optimized(p) != want)
+			return false;
+		sleep_us(500);
+	}
+	return is_optimized(p) == want;
+}
+
+/* Why the probepoint at addr cannot take a jump (NULL: it can, or it was
+ * not analysed). */
+static const char *why_at(uintptr_t addr)
+{
+	struct kp_probepoint *pp;
+	const char *why;
+
+	pthread_mutex_lock(&kp_registry_lock);
+	pp = kp_probepoint_lookup(addr);
+	why = pp ? arch_opt_why(pp) : "no probepoint";
+	pthread_mutex_unlock(&kp_registry_lock);
+	return why;
+}
+
+static int opt_flags_at(uintptr_t addr)
+{
+	struct kp_probepoint *pp;
+	int f;
+
+	pthread_mutex_lock(&kp_registry_lock);
+	pp = kp_probepoint_lookup(addr);
+	f = pp ? pp->opt_flags : -1;
+	pthread_mutex_unlock(&kp_registry_lock);
+	return f;
+}
+
+static void optimizer_flush(void)
+{
+	pthread_mutex_lock(&kp_registry_lock);
+	kp_optimizer_flush();
+	pthread_mutex_unlock(&kp_registry_lock);
+}
+
+/* Is addr in an executable mapping of this process? */
+static bool executable_mapping(uintptr_t addr)
+{
+	FILE *f = fopen("/proc/self/maps", "r");
+	char line[512];
+	bool found = false;
+
+	cr_assert_not_null(f);
+	while (!found && fgets(line, sizeof(line), f)) {
+		unsigned long lo, hi;
+		char perms[8];
+
+		if (sscanf(line, "%lx-%lx %7s", &lo, &hi, perms) == 3 && addr >= lo && addr < hi)
+			found = perms[2] == 'x';
+	}
+	fclose(f);
+	return found;
+}
+
+/* The kprobes_list line of the probe at addr, or "" */
+static void list_line(uintptr_t addr, char *out, size_t outsz)
+{
+	char *buf = NULL, key[32], *l;
+	size_t sz = 0;
+	FILE *f = open_memstream(&buf, &sz);
+
+	cr_assert_not_null(f);
+	cr_assert_eq(kprobes_list(f), 0);
+	fclose(f);
+	snprintf(key, sizeof(key), "%016lx", (unsigned long)addr);
+	out[0] = 0;
+	l = strstr(buf, key);
+	if (l) {
+		size_t n = strcspn(l, "\n");
+
+		snprintf(out, outsz, "%.*s", (int)(n < outsz - 1 ? n : outsz - 1), l);
+	}
+	free(buf);
+}
+
+static void check_list(const struct kprobe *p)
+{
+	char line[256];
+	bool opt = is_optimized(p);
+
+	list_line((uintptr_t)p->addr, line, sizeof(line));
+	cr_assert(line[0], "probe %p not listed", (void *)p->addr);
+	/* the flag cannot change here: nothing is queued when this runs */
+	cr_assert_eq(strstr(line, "[OPTIMIZED]") != NULL, opt, "list \"%s\" vs flag %d", line, opt);
+}
+
+/* Handlers.  "light" provably touches no vector state or errno, so the
+ * detour skips saving them; "heavy" clobbers everything a C handler can. */
+static unsigned long light_hits, light_bad_ip;
+
+static int light_pre(struct kprobe *p, struct pt_regs *regs)
+{
+	__atomic_fetch_add(&light_hits, 1, __ATOMIC_RELAXED);
+	if (regs->ip != (unsigned long)p->addr + 1)
+		__atomic_fetch_add(&light_bad_ip, 1, __ATOMIC_RELAXED);
+	return 0;
+}
+
+static int empty_pre(struct kprobe *p, struct pt_regs *regs)
+{
+	return 0;
+}
+
+static int clobber_level;
+static volatile double heavy_in = 1.25;
+static volatile double heavy_out;
+static volatile long double heavy_ld = 3.0L;
+static unsigned long heavy_hits, heavy_bad_ip;
+
+static void heavy_work(void)
+{
+	char buf[2048];
+	char *volatile vb = buf;
+	double x = heavy_in;
+	long double ld = heavy_ld;
+
+	memset(vb, 0xa5, sizeof(buf));
+	for (int i = 0; i < 8; i++)
+		x = x * 1.0001 + (double)vb[i * 100] / 7.0;
+	ld = ld / 7.0L + (long double)x;
+	heavy_out = x + (double)ld;
+	opt_clobber_vec(clobber_level);
+}
+
+static int heavy_pre(struct kprobe *p, struct pt_regs *regs)
+{
+	heavy_work();
+	__atomic_fetch_add(&heavy_hits, 1, __ATOMIC_RELAXED);
+	if (regs->ip != (unsigned long)p->addr + 1)
+		__atomic_fetch_add(&heavy_bad_ip, 1, __ATOMIC_RELAXED);
+	return 0;
+}
+
+static void count_post(struct kprobe *p, struct pt_regs *regs, unsigned long flags)
+{
+}
+
+static void setup(void)
+{
+	clobber_level = vec_level();
+	kprobes_set_optimization(true);
+}
+
+static void init_probe(struct kprobe *kp, const void *addr, kprobe_pre_handler_t pre)
+{
+	memset(kp, 0, sizeof(*kp));
+	kp->addr = (kprobe_opcode_t *)addr;
+	kp->pre_handler = pre;
+}
+
+/* Instruction boundaries of a function, from its symbol. */
+static int boundaries(const char *name, uintptr_t *out, int max)
+{
+	struct ksym sym;
+	uintptr_t pc;
+	int n = 0;
+
+	cr_assert_eq(ksym_lookup_name(name, &sym), 0, "no symbol %s", name);
+	cr_assert_gt(sym.size, 0);
+	for (pc = sym.addr; pc < sym.addr + sym.size && n < max;) {
+		int len = insn_length((const uint8_t *)pc, sym.addr + sym.size - pc);
+
+		cr_assert_gt(len, 0, "undecodable at %s+%lu", name, pc - sym.addr);
+		out[n++] = pc;
+		pc += (uintptr_t)len;
+	}
+	return n;
+}
+
+/* ------------------------------------------------------------------ */
+/* Which probes are optimized, and why not                             */
+/* ------------------------------------------------------------------ */
+
+static void expect_optimized(const char *what, const void *addr, kprobe_pre_handler_t pre)
+{
+	struct kprobe kp;
+
+	init_probe(&kp, addr, pre);
+	cr_assert_eq(register_kprobe(&kp), 0, "%s", what);
+	cr_assert(wait_opt(&kp, true, 2000), "%s not optimized: %s", what,
+		  why_at((uintptr_t)addr) ?: "(no reason given)");
+	cr_expect_null(why_at((uintptr_t)addr), "%s", what);
+	check_list(&kp);
+	unregister_kprobe(&kp);
+	cr_expect_eq(kp.flags & KPROBE_FLAG_OPTIMIZED, 0, "%s: flag kept after unregister", what);
+}
+
+/* Not optimized; why must contain `because` (NULL: not checked). */
+static void expect_not_optimized(const char *what, const void *addr, const char *because)
+{
+	struct kprobe kp;
+	const char *why;
+
+	init_probe(&kp, addr, light_pre);
+	cr_assert_eq(register_kprobe(&kp), 0, "%s", what);
+	cr_assert(stays_opt(&kp, false, 40), "%s optimized", what);
+	why = why_at((uintptr_t)addr);
+	if (because) {
+		cr_assert_not_null(why, "%s: no reason", what);
+		cr_expect(strstr(why, because), "%s: reason \"%s\", want \"%s\"", what, why, because);
+	}
+	check_list(&kp);
+	unregister_kprobe(&kp);
+}
+
+Test(optimize, optimized_probes, .init = setup)
+{
+	expect_optimized("entry of a normal function", opt_normal, light_pre);
+	expect_optimized("mid-function add", (char *)opt_normal + 9, light_pre);
+	expect_optimized("mid-function, 2nd insn", (char *)opt_normal + 1, heavy_pre);
+	expect_optimized("lea; ret (5 bytes)", opt_short5, light_pre);
+	expect_optimized("3 bytes + int3 padding", opt_short3, light_pre);
+	expect_optimized("3 bytes + nop padding", opt_short3n, heavy_pre);
+	expect_optimized("C function with a switch", opt_switch, light_pre);
+	expect_optimized("8 doubles + 6 longs", opt_fargs, heavy_pre);
+	expect_optimized("variadic", opt_vsum, heavy_pre);
+	expect_optimized("mid probe of opt_mid_ax", (char *)opt_mid_ax + 3, light_pre);
+	expect_optimized("register entry", opt_regs_target, light_pre);
+	expect_optimized("register mid", (char *)opt_regs_mid + 2, light_pre);
+	/* and they still compute right */
+	cr_assert_eq(call_normal(3, 4), NORMAL(3, 4));
+	cr_assert_eq(call_short5(41), 42);
+	cr_assert_eq(call_short3(0x100000007L), 7);
+	cr_assert_eq(call_short3n(0x100000009L), 9);
+}
+
+Test(optimize, not_optimized_probes, .init = setup)
+{
+	expect_not_optimized("call in the region", opt_has_call, "call");
+	expect_not_optimized("syscall in the region", opt_has_syscall, "system call");
+	expect_not_optimized("branch target in bytes 1..4", opt_loop, "branch targets the region");
+	expect_not_optimized("indirect jump, unknown targets", opt_indjmp, "indirect jump");
+	expect_not_optimized("3 bytes, next function behind", opt_short3x, "too short");
+	/* a probe on the call itself, and on the syscall */
+	expect_not_optimized("the call", (char *)opt_has_call + 1, "call");
+	expect_not_optimized("the syscall", (char *)opt_has_syscall + 4, "system call");
+	cr_assert_eq(call_loop(7, 6), 42);
+	cr_assert_eq(call_indjmp(5), 10);
+	cr_assert_eq(call_has_call(5), 6);
+	cr_assert_eq(call_has_syscall(), getpid());
+}
+
+static int jp_calls;
+
+static long jp_entry(long a, long b)
+{
+	jp_calls++;
+	jprobe_return();
+}
+
+Test(optimize, not_optimized_by_probe_kind, .init = setup)
+{
+	struct kprobe kp;
+	struct jprobe jp;
+
+	/* a post handler */
+	init_probe(&kp, opt_normal, light_pre);
+	kp.post_handler = count_post;
+	cr_assert_eq(register_kprobe(&kp), 0);
+	cr_assert(stays_opt(&kp, false, 40));
+	check_list(&kp);
+	cr_assert_eq(call_normal(1, 2), NORMAL(1, 2));
+	unregister_kprobe(&kp);
+
+	/* a post handler only */
+	init_probe(&kp, opt_normal, NULL);
+	kp.post_handler = count_post;
+	cr_assert_eq(register_kprobe(&kp), 0);
+	cr_assert(stays_opt(&kp, false, 40));
+	unregister_kprobe(&kp);
+
+	/* a jprobe */
+	memset(&jp, 0, sizeof(jp));
+	jp.kp.addr = (kprobe_opcode_t *)opt_normal;
+	jp.entry = (void *)jp_entry;
+	cr_assert_eq(register_jprobe(&jp), 0);
+	cr_assert(stays_opt(&jp.kp, false, 40));
+	check_list(&jp.kp);
+	cr_assert_eq(call_normal(1, 2), NORMAL(1, 2));
+	cr_assert_eq(jp_calls, 1);
+	unregister_jprobe(&jp);
+
+	/* a disabled probe */
+	init_probe(&kp, opt_normal, light_pre);
+	kp.flags = KPROBE_FLAG_DISABLED;
+	cr_assert_eq(register_kprobe(&kp), 0);
+	cr_assert(stays_opt(&kp, false, 40));
+	check_list(&kp);
+	cr_assert_eq(enable_kprobe(&kp), 0);
+	cr_assert(wait_opt(&kp, true, 2000), "enabled probe not optimized");
+	unregister_kprobe(&kp);
+
+	/* the knob off */
+	kprobes_set_optimization(false);
+	init_probe(&kp, opt_normal, light_pre);
+	cr_assert_eq(register_kprobe(&kp), 0);
+	cr_assert(stays_opt(&kp, false, 40));
+	check_list(&kp);
+	unregister_kprobe(&kp);
+	kprobes_set_optimization(true);
+}
+
+/* Two probes within 5 bytes: only one takes a jump, whatever the order;
+ * when one leaves, the other is re-evaluated and optimized. */
+Test(optimize, two_probes_within_five_bytes, .init = setup)
+{
+	struct kprobe a, b;
+
+	for (int order = 0; order < 2; order++) {
+		light_hits = 0;
+		init_probe(&a, opt_normal, light_pre);
+		init_probe(&b, (char *)opt_normal + 1, light_pre);
+		if (order == 0) {
+			cr_assert_eq(register_kprobe(&a), 0);
+			cr_assert(wait_opt(&a, true, 2000));
+			cr_assert_eq(register_kprobe(&b), 0);
+		} else {
+			cr_assert_eq(register_kprobe(&b), 0);
+			cr_assert(wait_opt(&b, true, 2000));
+			cr_assert_eq(register_kprobe(&a), 0);
+		}
+		/* let the optimizer settle */
+		sleep_us(40000);
+		cr_assert_eq(is_optimized(&a) + is_optimized(&b), 1,
+			     "order %d: a %d b %d (exactly one must be optimized)", order,
+			     is_optimized(&a), is_optimized(&b));
+		cr_assert(stays_opt(&a, is_optimized(&a), 30));
+		cr_assert(stays_opt(&b, is_optimized(&b), 30));
+		for (long i = 0; i < 100; i++)
+			cr_assert_eq(call_normal(i, 1), NORMAL(i, 1));
+		cr_assert_eq(light_hits, 200);
+		cr_assert_eq(light_bad_ip, 0);
+		check_list(&a);
+		check_list(&b);
+
+		/* the optimized one leaves: the other takes the jump now */
+		struct kprobe *gone = is_optimized(&a) ? &a : &b;
+		struct kprobe *stay = gone == &a ? &b : &a;
+
+		unregister_kprobe(gone);
+		cr_expect(wait_opt(stay, true, 2000),
+			  "order %d: the probe at +%ld not re-optimized after its neighbour left", order,
+			  (long)((char *)stay->addr - (char *)opt_normal));
+		cr_assert_eq(call_normal(5, 5), NORMAL(5, 5));
+		unregister_kprobe(stay);
+
+		/* same with the neighbour disabled instead of unregistered */
+		init_probe(&a, opt_normal, light_pre);
+		init_probe(&b, (char *)opt_normal + 1, light_pre);
+		cr_assert_eq(register_kprobe(&b), 0);
+		cr_assert_eq(register_kprobe(&a), 0);
+		sleep_us(30000);
+		cr_assert_eq(is_optimized(&a) + is_optimized(&b), 1);
+		gone = is_optimized(&a) ? &a : &b;
+		stay = gone == &a ? &b : &a;
+		cr_assert_eq(disable_kprobe(gone), 0);
+		cr_expect(wait_opt(stay, true, 2000),
+			  "order %d: the probe at +%ld not re-optimized after its neighbour was disabled",
+			  order, (long)((char *)stay->addr - (char *)opt_normal));
+		cr_assert_eq(call_normal(5, 6), NORMAL(5, 6));
+		unregister_kprobe(&a);
+		unregister_kprobe(&b);
+	}
+}
+
+/* The switch really is a jump table, and its entry still takes a jump. */
+Test(optimize, switch_with_jump_table, .init = setup)
+{
+	struct ksym sym;
+	ZydisDecoder dec;
+	ZydisDecodedInstruction in;
+	ZydisDecodedOperand ops[ZYDIS_MAX_OPERAND_COUNT];
+	bool jmp_reg = false;
+	struct kprobe kp;
+
+	cr_assert_eq(ksym_lookup_name("opt_switch", &sym), 0);
+	ZydisDecoderInit(&dec, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64);
+	for (size_t off = 0; off < sym.size; off += in.length) {
+		cr_assert(ZYAN_SUCCESS(ZydisDecoderDecodeFull(&dec, (const void *)(sym.addr + off),
+							      sym.size - off, &in, ops)));
+		if (in.mnemonic == ZYDIS_MNEMONIC_JMP && ops[0].type == ZYDIS_OPERAND_TYPE_REGISTER)
+			jmp_reg = true;
+	}
+	cr_assert(jmp_reg, "opt_switch has no jmp *%%reg: no jump table to test");
+
+	light_hits = 0;
+	init_probe(&kp, opt_switch, light_pre);
+	cr_assert_eq(register_kprobe(&kp), 0);
+	cr_assert(wait_opt(&kp, true, 2000), "switch entry not optimized: %s",
+		  why_at((uintptr_t)opt_switch) ?: "?");
+	for (long x = -2; x < 12; x++)
+		for (long y = -3; y < 300; y += 37)
+			cr_assert_eq(call_switch(x, y), switch_ref(x, y), "x %ld y %ld", x, y);
+	cr_assert_eq(light_hits, 14 * 9);
+	cr_assert_eq(light_bad_ip, 0);
+	unregister_kprobe(&kp);
+}
+
+/* What the detour saves follows what the handler may touch. */
+Test(optimize, save_decision_follows_handler, .init = setup)
+{
+	struct kprobe kp;
+
+	init_probe(&kp, (char *)opt_normal + 9, heavy_pre);
+	cr_assert_eq(register_kprobe(&kp), 0);
+	cr_assert(wait_opt(&kp, true, 2000));
+	cr_assert(opt_flags_at((uintptr_t)kp.addr) & KP_OPT_SAVE_VECTOR,
+		  "heavy handler, flags %#x", opt_flags_at((uintptr_t)kp.addr));
+	unregister_kprobe(&kp);
+#if !defined(__SANITIZE_ADDRESS__)
+	init_probe(&kp, (char *)opt_normal + 9, light_pre);
+	cr_assert_eq(register_kprobe(&kp), 0);
+	cr_assert(wait_opt(&kp, true, 2000));
+	cr_assert_eq(opt_flags_at((uintptr_t)kp.addr), 0, "light handler, flags %#x",
+		     opt_flags_at((uintptr_t)kp.addr));
+	unregister_kprobe(&kp);
+	init_probe(&kp, (char *)opt_normal + 9, empty_pre);
+	cr_assert_eq(register_kprobe(&kp), 0);
+	cr_assert(wait_opt(&kp, true, 2000));
+	cr_assert_eq(opt_flags_at((uintptr_t)kp.addr), 0);
+	unregister_kprobe(&kp);
+#endif
+}
+
+/* ------------------------------------------------------------------ */
+/* Code bytes before, during, after                                    */
+/* ------------------------------------------------------------------ */
+
+static void check_jump(const uint8_t *code, const char *when)
+{
+	int32_t rel;
+	uintptr_t target;
+
+	cr_assert_eq(code[0], 0xe9, "%s: byte 0 %#x", when, code[0]);
+	memcpy(&rel, code + 1, 4);
+	target = (uintptr_t)code + 5 + (intptr_t)rel;
+	cr_assert(executable_mapping(target), "%s: jump target %#lx not executable", when,
+		  (unsigned long)target);
+}
+
+Test(optimize, code_bytes, .init = setup)
+{
+	const uint8_t *code = (const uint8_t *)opt_normal;
+	uint8_t orig[17];
+	struct kprobe kp;
+
+	memcpy(orig, code, sizeof(orig));
+	cr_assert_eq(orig[0], 0x55);	/* push %rbp */
+	cr_assert_eq(orig[9], 0x48);	/* add $0x100,%rax */
+	cr_assert_eq(orig[10], 0x05);
+
+	/* armed as a breakpoint first: int3 at byte 0, the rest untouched */
+	kprobes_set_optimization(false);
+	init_probe(&kp, opt_normal, light_pre);
+	cr_assert_eq(register_kprobe(&kp), 0);
+	cr_assert_eq(code[0], 0xcc);
+	cr_assert(!memcmp(code + 1, orig + 1, sizeof(orig) - 1));
+	cr_assert_eq(kp.opcode, orig[0]);
+	cr_assert(stays_opt(&kp, false, 30));
+	cr_assert_eq(code[0], 0xcc);
+	cr_assert(!memcmp(code + 1, orig + 1, sizeof(orig) - 1));
+	cr_assert_eq(call_normal(1, 1), NORMAL(1, 1));
+
+	/* the knob on: the jump, rel32 to an executable detour; bytes after
+	 * the first 5 untouched */
+	kprobes_set_optimization(true);
+	cr_assert(wait_opt(&kp, true, 2000));
+	check_jump(code, "optimized");
+	cr_assert(!memcmp(code + 5, orig + 5, sizeof(orig) - 5));
+	cr_assert_eq(kp.opcode, orig[0]);
+	light_hits = 0;
+	cr_assert_eq(call_normal(1, 2), NORMAL(1, 2));
+	cr_assert_eq(light_hits, 1);
+
+	/* knob off again: back to int3 + original bytes 1..4 */
+	kprobes_set_optimization(false);
+	cr_assert_not(is_optimized(&kp));
+	cr_assert_eq(code[0], 0xcc);
+	cr_assert(!memcmp(code + 1, orig + 1, sizeof(orig) - 1));
+
+	/* disabled: the original bytes */
+	kprobes_set_optimization(true);
+	cr_assert(wait_opt(&kp, true, 2000));
+	cr_assert_eq(disable_kprobe(&kp), 0);
+	cr_assert_not(is_optimized(&kp));
+	cr_assert(!memcmp(code, orig, sizeof(orig)));
+	cr_assert_eq(enable_kprobe(&kp), 0);
+	cr_assert(code[0] == 0xcc || code[0] == 0xe9);
+	cr_assert(wait_opt(&kp, true, 2000));
+	check_jump(code, "re-enabled");
+
+	/* unregistered: the original bytes */
+	unregister_kprobe(&kp);
+	cr_assert(!memcmp(code, orig, sizeof(orig)));
+	cr_assert_eq(kp.flags & KPROBE_FLAG_OPTIMIZED, 0);
+
+	/* right after register_kprobe returns, before the optimizer's delay
+	 * has passed: int3 at byte 0 (unless this thread was descheduled
+	 * for longer than the delay) */
+	init_probe(&kp, opt_normal, light_pre);
+	cr_assert_eq(register_kprobe(&kp), 0);
+	{
+		uint8_t now0 = code[0];
+
+		cr_assert(now0 == 0xcc || is_optimized(&kp), "byte 0 %#x right after register", now0);
+	}
+	cr_assert(wait_opt(&kp, true, 2000));
+	check_jump(code, "optimized (2)");
+	unregister_kprobe(&kp);
+	cr_assert(!memcmp(code, orig, sizeof(orig)));
+
+	/* a short function with padding: the jump covers the padding */
+	memcpy(orig, (const void *)opt_short3, 8);
+	init_probe(&kp, opt_short3, light_pre);
+	cr_assert_eq(register_kprobe(&kp), 0);
+	cr_assert(wait_opt(&kp, true, 2000));
+	check_jump((const uint8_t *)opt_short3, "short3");
+	cr_assert(!memcmp((const uint8_t *)opt_short3 + 5, orig + 5, 3));
+	cr_assert_eq(call_short3(77), 77);
+	unregister_kprobe(&kp);
+	cr_assert(!memcmp((const void *)opt_short3, orig, 8));
+}
+
+/* ------------------------------------------------------------------ */
+/* Every instruction class inside a detoured region                    */
+/* ------------------------------------------------------------------ */
+
+struct cpu_state {
+	uint64_t gpr[16];	/* rax rbx rcx rdx rsi rdi rbp r8..r15 rsp */
+	uint64_t flags;
+	uint8_t xmm[16][16];
+} __attribute__((packed));
+
+struct run_result {
+	struct cpu_state cpu;
+	uint8_t mem[256];
+	uint8_t data[88];
+};
+
+extern void insn_run_captured(void *fn, const struct cpu_state *in, struct cpu_state *out);
+extern uint8_t insn_data[88];
+
+static uint8_t mem[256] __attribute__((aligned(32)));
+static uint8_t data_init[88];
+static uint64_t rng;
+
+static uint64_t next_random(void)
+{
+	rng ^= rng << 13;
+	rng ^= rng >> 7;
+	rng ^= rng << 17;
+	return rng;
+}
+
+static void make_input(struct cpu_state *in, unsigned int seed)
+{
+	rng = 0x9e3779b97f4a7c15ULL * (seed + 1);
+	for (int i = 0; i < 16; i++)
+		in->gpr[i] = next_random() >> (next_random() % 60);
+	for (int i = 0; i < 16; i++)
+		for (int j = 0; j < 16; j++)
+			in->xmm[i][j] = (uint8_t)next_random();
+	in->gpr[5] = (uint64_t)mem;
+	in->flags = 0x202 | (next_random() & 0x8d5);
+}
+
+/* Runs insn_run_captured(fn, in, out) on a stack of its own, so that rsp
+ * (and flags computed from it) are the same in every run. */
+void opt_on_stack(void *fn, const struct cpu_state *in, struct cpu_state *out, void *stack_top);
+__asm__(".pushsection .text\n"
+	".globl opt_on_stack\n"
+	".type opt_on_stack, @function\n"
+	"opt_on_stack:\n"
+	"\tpush %rbp\n"
+	"\tmov %rsp, %rbp\n"
+	"\tmov %rcx, %rsp\n"
+	"\tcall insn_run_captured\n"
+	"\tmov %rbp, %rsp\n"
+	"\tpop %rbp\n"
+	"\tret\n"
+	".size opt_on_stack, . - opt_on_stack\n"
+	".popsection\n");
+
+static void *run_stack_top(void)
+{
+	static char *stack;
+	const size_t size = 1 << 20;
+
+	if (!stack) {
+		stack = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+		cr_assert_neq(stack, MAP_FAILED);
+	}
+	return stack + size - 64;
+}
+
+static void run(void *fn, const struct cpu_state *in,
+					    struct run_result *r, unsigned int seed)
+{
+	rng = 0x51ed270b27ULL * (seed + 7);
+	for (size_t i = 0; i < sizeof(mem); i++)
+		mem[i] = (uint8_t)next_random();
+	memcpy(insn_data, data_init, sizeof(data_init));
+	memset(r, 0, sizeof(*r));
+	opt_on_stack(fn, in, &r->cpu, run_stack_top());
+	memcpy(r->mem, mem, sizeof(mem));
+	memcpy(r->data, insn_data, sizeof(insn_data));
+}
+
+static const char *gpr_name[16] = {
+	"rax", "rbx", "rcx", "rdx", "rsi", "rdi", "rbp", "r8", "r9", "r10",
+	"r11", "r12", "r13", "r14", "r15", "rsp",
+};
+
+/* entry: the probe is at a function entry, where xmm8-15 are dead by the
+ * ABI (no argument lives there) and the entry detour need not keep them. */
+static void compare(const char *what, const struct run_result *a, const struct run_result *b,
+		    bool entry)
+{
+	for (int i = 0; i < 16; i++)
+		cr_assert_eq(a->cpu.gpr[i], b->cpu.gpr[i], "%s: %s %#lx != %#lx", what, gpr_name[i],
+			     a->cpu.gpr[i], b->cpu.gpr[i]);
+	cr_assert_eq(a->cpu.flags & 0x40cd5, b->cpu.flags & 0x40cd5, "%s: flags %#lx != %#lx", what,
+		     a->cpu.flags, b->cpu.flags);
+	for (int i = 0; i < (entry ? 8 : 16); i++)
+		cr_assert(!memcmp(a->cpu.xmm[i], b->cpu.xmm[i], 16), "%s: xmm%d differs", what, i);
+	cr_assert(!memcmp(a->mem, b->mem, sizeof(a->mem)), "%s: memory differs", what);
+	cr_assert(!memcmp(a->data, b->data, sizeof(a->data)), "%s: data differs", what);
+}
+
+#define MAX_B 160
+#define NSEEDS 3
+
+/*
+ * Probes each instruction boundary of `name` (or of `callee`, running
+ * `name`), one at a time, with a light and a heavy handler; waits until
+ * optimized, runs, compares with an unprobed run.  At a function entry
+ * xmm8-15 are dead by the ABI and the entry detour need not keep them:
+ * they are not compared there, and abi_entry false skips the entry of a
+ * function that reads them as inputs.  Returns the share of boundaries
+ * optimized, in percent.
+ */
+static int check_opt_function(const char *name, const char *callee, bool abi_entry)
+{
+	uintptr_t at[MAX_B];
+	struct ksym sym;
+	int n, tried = 0, optimized = 0;
+	struct cpu_state in[NSEEDS];
+	struct run_result base[NSEEDS], probed;
+	char what[160];
+
+	cr_assert_eq(ksym_lookup_name(name, &sym), 0);
+	n = boundaries(callee ? callee : name, at, MAX_B);
+	memcpy(data_init, insn_data, sizeof(data_init));
+	for (unsigned int s = 0; s < NSEEDS; s++) {
+		make_input(&in[s], s);
+		run((void *)sym.addr, &in[s], &base[s], s);
+	}
+	for (int i = 0; i < n; i++) {
+		if (i == 0 && !abi_entry)
+			continue;
+		for (int heavy = 0; heavy < 2; heavy++) {
+			struct kprobe kp;
+			const char *why;
+
+			init_probe(&kp, (void *)at[i], heavy ? heavy_pre : light_pre);
+			cr_assert_eq(register_kprobe(&kp), 0, "%s+%lu", callee ?: name, at[i] - at[0]);
+			tried++;
+			why = why_at(at[i]);
+			if (why) {
+				cr_assert_not(is_optimized(&kp));
+				unregister_kprobe(&kp);
+				continue;
+			}
+			cr_assert(wait_opt(&kp, true, 2000), "%s+%lu: analysed fine but not optimized",
+				  callee ?: name, at[i] - at[0]);
+			optimized++;
+			for (unsigned int s = 0; s < NSEEDS; s++) {
+				snprintf(what, sizeof(what), "%s+%lu, %s handler, seed %u", callee ?: name,
+					 at[i] - at[0], heavy ? "heavy" : "light", s);
+				run((void *)sym.addr, &in[s], &probed, s);
+				compare(what, &base[s], &probed, i == 0);
+			}
+			cr_assert(is_optimized(&kp), "%s+%lu: unoptimized meanwhile", callee ?: name,
+				  at[i] - at[0]);
+			unregister_kprobe(&kp);
+		}
+	}
+	cr_assert_eq(light_bad_ip, 0, "light handler saw a wrong ip");
+	cr_assert_eq(heavy_bad_ip, 0, "heavy handler saw a wrong ip");
+	cr_log_info("%s: %d of %d optimized", callee ?: name, optimized, tried);
+	return tried ? optimized * 100 / tried : 0;
+}
+
+Test(optimize, insn_riprel, .init = setup)
+{
+	cr_assert_geq(check_opt_function("ic_riprel", NULL, true), 80);
+}
+
+Test(optimize, insn_jumps, .init = setup)
+{
+	cr_assert_geq(check_opt_function("ic_jumps", NULL, true), 60);
+	cr_assert_gt(light_hits, 0);
+}
+
+Test(optimize, insn_loops, .init = setup)
+{
+	/* loop/jrcxz are not copyable, and targets are everywhere */
+	cr_assert_geq(check_opt_function("ic_loops", NULL, true), 25);
+}
+
+Test(optimize, insn_calls, .init = setup)
+{
+	cr_assert_geq(check_opt_function("ic_calls", NULL, true), 25);
+	cr_assert_geq(check_opt_function("ic_calls", "ic_helper_add", true), 50);
+	cr_assert_geq(check_opt_function("ic_calls", "ic_helper_ret8", true), 50);
+}
+
+Test(optimize, insn_indirect_jumps, .init = setup)
+{
+	/* "and $3" bounds the table, not "cmp; ja": not recovered, so
+	 * nothing in it may take a jump; each run still compares equal */
+	cr_assert_geq(check_opt_function("ic_indjmp", NULL, true), 0);
+}
+
+Test(optimize, insn_stack_and_red_zone, .init = setup)
+{
+	cr_assert_geq(check_opt_function("ic_stack", NULL, true), 80);
+}
+
+Test(optimize, insn_flags, .init = setup)
+{
+	/* starts with adc: the incoming CF is kept even at an entry */
+	cr_assert_geq(check_opt_function("ic_flags", NULL, true), 80);
+}
+
+Test(optimize, insn_sse, .init = setup)
+{
+	/* ic_vector reads xmm8/xmm9, dead at an entry by the ABI */
+	cr_assert_geq(check_opt_function("ic_vector", NULL, false), 80);
+}
+
+Test(optimize, insn_avx, .init = setup)
+{
+	if (!__builtin_cpu_supports("avx2") || !__builtin_cpu_supports("fma"))
+		cr_skip_test("no AVX2/FMA on this CPU");
+	/* vzeroupper; ret at the end is too short, padded with long nops */
+	cr_assert_geq(check_opt_function("ic_avx", NULL, true), 70);
+}
+
+Test(optimize, insn_x87, .init = setup)
+{
+	cr_assert_geq(check_opt_function("ic_x87", NULL, true), 70);
+}
+
+Test(optimize, insn_syscall, .init = setup)
+{
+	cr_assert_geq(check_opt_function("ic_syscall", NULL, true), 40);
+}
+
+Test(optimize, insn_string, .init = setup)
+{
+	cr_assert_geq(check_opt_function("ic_string", NULL, true), 70);
+}
+
+Test(optimize, insn_lock, .init = setup)
+{
+	cr_assert_geq(check_opt_function("ic_lock", NULL, true), 80);
+}
+
+Test(optimize, insn_misc, .init = setup)
+{
+	cr_assert_geq(check_opt_function("ic_misc", NULL, true), 80);
+}
+
+/* ------------------------------------------------------------------ */
+/* Live flags, vectors, x87, red zone across mid-function detours      */
+/* ------------------------------------------------------------------ */
+
+typedef void (*live_fn)(const struct live_io *, struct live_io *);
+
+static void live_input(struct live_io *in, unsigned int seed)
+{
+	uint8_t *b = (uint8_t *)in;
+
+	rng = 0xabcdef12345ULL * (seed + 3);
+	for (size_t i = 0; i < sizeof(*in); i++)
+		b[i] = (uint8_t)next_random();
+	/* CF PF AF ZF SF DF OF, from the seed */
+	in->flags = 0x202 | (next_random() & 0xcd5);
+	in->mxcsr = 0x1f80;
+	in->x87[0] = 1.5 + seed;
+	in->x87[1] = -2.25 * (seed + 1);
+	in->x87[2] = 1e300;
+}
+
+static void live_run(live_fn fn, const struct live_io *in, struct live_io *out)
+{
+	memset(out, 0, sizeof(*out));
+	fn(in, out);
+}
+
+static void live_compare(const char *what, const struct live_io *a, const struct live_io *b,
+			 int level)
+{
+	int nvec = level == 2 ? 32 : 16, width = level == 0 ? 16 : level == 1 ? 32 : 64;
+
+	cr_assert_eq(a->flags & 0xcd5, b->flags & 0xcd5, "%s: flags %#lx != %#lx", what, a->flags,
+		     b->flags);
+	cr_assert_eq(a->mxcsr, b->mxcsr, "%s: mxcsr %#x != %#x", what, a->mxcsr, b->mxcsr);
+	cr_assert_eq(a->fsw, b->fsw, "%s: x87 status word %#x != %#x", what, a->fsw, b->fsw);
+	for (int i = 0; i < 16; i++)
+		cr_assert_eq(a->redzone[i], b->redzone[i], "%s: red zone -%d: %#lx != %#lx", what,
+			     128 - 8 * i, a->redzone[i], b->redzone[i]);
+	cr_assert(!memcmp(a->x87, b->x87, sizeof(a->x87)), "%s: x87 registers differ", what);
+	for (int i = 0; i < nvec; i++)
+		cr_assert(!memcmp(a->vec[i], b->vec[i], width), "%s: vector register %d differs",
+			  what, i);
+	if (level == 2)
+		for (int i = 1; i < 8; i++)
+			cr_assert_eq(a->k[i] & 0xffff, b->k[i] & 0xffff, "%s: k%d differs", what, i);
+}
+
+static void check_live(int level)
+{
+	static const live_fn fns[3] = { opt_live_sse, opt_live_avx, opt_live_avx512 };
+	static const char *names[3] = { "sse", "avx", "avx512" };
+	static struct live_io in[8], ref[8], out;
+	uintptr_t at = opt_live_probe_at[level];
+	char what[96];
+
+	cr_assert_eq(*(const uint8_t *)at, 0x49, "probe site is not the movabs");
+	/* the references: unprobed runs, which see their own input */
+	for (unsigned int s = 0; s < 8; s++) {
+		live_input(&in[s], s);
+		live_run(fns[level], &in[s], &ref[s]);
+		cr_assert_eq(ref[s].flags & 0xcd5, in[s].flags & 0xcd5, "flags not as set");
+		cr_assert(!memcmp(ref[s].redzone, in[s].redzone, sizeof(in[s].redzone)));
+	}
+	for (int mode = 0; mode < 4; mode++) {
+		/* 0 light optimized, 1 heavy optimized, 2 empty optimized,
+		 * 3 heavy unoptimized (the breakpoint path, for reference) */
+		struct kprobe kp;
+		unsigned long hits0 = heavy_hits + light_hits;
+
+		kprobes_set_optimization(mode != 3);
+		init_probe(&kp, (void *)at, mode == 1 || mode == 3 ? heavy_pre :
+					    mode == 0 ? light_pre : empty_pre);
+		cr_assert_eq(register_kprobe(&kp), 0);
+		if (mode != 3)
+			cr_assert(wait_opt(&kp, true, 2000), "%s: not optimized: %s", names[level],
+				  why_at(at) ?: "?");
+		for (unsigned int s = 0; s < 8; s++) {
+			snprintf(what, sizeof(what), "%s, %s, seed %u", names[level],
+				 (const char *[]){ "light handler", "heavy handler", "empty handler",
+						   "heavy handler, breakpoint" }[mode], s);
+			live_run(fns[level], &in[s], &out);
+			live_compare(what, &ref[s], &out, level);
+		}
+		if (mode != 2)
+			cr_assert_eq(heavy_hits + light_hits - hits0, 8, "%s mode %d: hits",
+				     names[level], mode);
+		cr_assert_eq(is_optimized(&kp), mode != 3);
+		unregister_kprobe(&kp);
+	}
+	kprobes_set_optimization(true);
+}
+
+Test(optimize, live_state_sse, .init = setup)
+{
+	check_live(0);
+}
+
+Test(optimize, live_state_avx, .init = setup)
+{
+	if (vec_level() < 1)
+		cr_skip_test("no AVX");
+	check_live(1);
+}
+
+Test(optimize, live_state_avx512, .init = setup)
+{
+	if (vec_level() < 2)
+		cr_skip_test("no AVX-512");
+	check_live(2);
+}
+
+/* errno is the program's across a handler that changes it */
+static int errno_pre(struct kprobe *p, struct pt_regs *regs)
+{
+	close(-1);
+	light_hits++;
+	return 0;
+}
+
+TEST_FN static long errno_user(void)
+{
+	errno = 1234;
+	KEEP(call_normal(1, 2));
+	return errno;
+}
+
+Test(optimize, errno_kept, .init = setup)
+{
+	for (int mode = 0; mode < 4; mode++) {
+		struct kprobe kp;
+		const void *addr = mode & 1 ? (char *)opt_normal + 9 : (void *)opt_normal;
+
+		kprobes_set_optimization(mode < 2);
+		init_probe(&kp, addr, errno_pre);
+		cr_assert_eq(register_kprobe(&kp), 0);
+		if (mode < 2)
+			cr_assert(wait_opt(&kp, true, 2000));
+		light_hits = 0;
+		cr_assert_eq(errno_user(), 1234, "mode %d: errno changed", mode);
+		cr_assert_eq(light_hits, 1);
+		unregister_kprobe(&kp);
+	}
+}
+
+/* ------------------------------------------------------------------ */
+/* Float arguments across entry detours                                */
+/* ------------------------------------------------------------------ */
+
+static double fargs_call(int i)
+{
+	double d = i * 0.37;
+
+	return call_fargs(d + 1.1, d - 2.2, d * 3.3, 4.4 / (d + 1), d + 5.5, -6.6, d * d, 8.8e10,
+			  i + 1L, -(long)i * 3, 1L << 40, 7, i * 11L, -13);
+}
+
+Test(optimize, float_arguments_entry, .init = setup)
+{
+	double want[64], wv[64];
+	struct kprobe kp;
+
+	for (int i = 0; i < 64; i++) {
+		want[i] = fargs_call(i);
+		wv[i] = call_vsum(9, 1.0 * i, 2.5, -3.75, 4e-3, 5.0 * i, 6.125, 7.0, 8.5, 9.25);
+	}
+	for (int heavy = 0; heavy < 2; heavy++) {
+		heavy_hits = light_hits = 0;
+		init_probe(&kp, opt_fargs, heavy ? heavy_pre : light_pre);
+		cr_assert_eq(register_kprobe(&kp), 0);
+		cr_assert(wait_opt(&kp, true, 2000), "not optimized: %s", why_at((uintptr_t)opt_fargs) ?: "?");
+		for (int i = 0; i < 64; i++) {
+			double got = fargs_call(i);
+
+			cr_assert(!memcmp(&got, &want[i], sizeof(got)), "i %d: %a != %a", i, got, want[i]);
+		}
+		cr_assert_eq(heavy ? heavy_hits : light_hits, 64);
+		unregister_kprobe(&kp);
+
+		init_probe(&kp, opt_vsum, heavy ? heavy_pre : light_pre);
+		cr_assert_eq(register_kprobe(&kp), 0);
+		cr_assert(wait_opt(&kp, true, 2000), "vsum not optimized: %s",
+			  why_at((uintptr_t)opt_vsum) ?: "?");
+		for (int i = 0; i < 64; i++) {
+			double got = call_vsum(9, 1.0 * i, 2.5, -3.75, 4e-3, 5.0 * i, 6.125, 7.0, 8.5, 9.25);
+
+			cr_assert(!memcmp(&got, &wv[i], sizeof(got)), "vsum i %d: %a != %a", i, got, wv[i]);
+		}
+		unregister_kprobe(&kp);
+	}
+}
+
+/* ------------------------------------------------------------------ */
+/* Knob, disable, post handler arriving and leaving, list, ip          */
+/* ------------------------------------------------------------------ */
+
+Test(optimize, knob_disable_post_handler, .init = setup)
+{
+	struct kprobe a, b, c, post;
+	const uint8_t *code = (const uint8_t *)opt_normal;
+	uint8_t orig[5];
+
+	memcpy(orig, code, 5);
+	init_probe(&a, opt_normal, light_pre);
+	init_probe(&b, (char *)opt_normal + 9, light_pre);
+	init_probe(&c, opt_short5, heavy_pre);
+	cr_assert_eq(register_kprobe(&a), 0);
+	cr_assert_eq(register_kprobe(&b), 0);
+	cr_assert_eq(register_kprobe(&c), 0);
+	cr_assert(wait_opt(&a, true, 2000));
+	cr_assert(wait_opt(&b, true, 2000));
+	cr_assert(wait_opt(&c, true, 2000));
+	cr_assert(kprobes_optimization());
+	check_list(&a);
+
+	/* knob off: everything unoptimized at once, bytes int3 */
+	kprobes_set_optimization(false);
+	cr_assert_not(kprobes_optimization());
+	cr_assert_not(is_optimized(&a));
+	cr_assert_not(is_optimized(&b));
+	cr_assert_not(is_optimized(&c));
+	cr_assert_eq(code[0], 0xcc);
+	cr_assert(!memcmp(code + 1, orig + 1, 4));
+	cr_assert_eq(code[9], 0xcc);
+	cr_assert_eq(*(const uint8_t *)opt_short5, 0xcc);
+	check_list(&a);
+	check_list(&b);
+	/* new probes stay unoptimized */
+	struct kprobe d;
+
+	init_probe(&d, opt_mid_ax, light_pre);
+	cr_assert_eq(register_kprobe(&d), 0);
+	cr_assert(stays_opt(&d, false, 40));
+	cr_assert(stays_opt(&a, false, 1));
+	light_hits = 0;
+	cr_assert_eq(call_normal(2, 3), NORMAL(2, 3));
+	cr_assert_eq(call_mid_ax(1), 0x1001);
+	cr_assert_eq(light_hits, 3);
+
+	/* knob on: all optimized again */
+	kprobes_set_optimization(true);
+	cr_assert(wait_opt(&a, true, 2000));
+	cr_assert(wait_opt(&b, true, 2000));
+	cr_assert(wait_opt(&c, true, 2000));
+	cr_assert(wait_opt(&d, true, 2000));
+	check_list(&a);
+	check_list(&d);
+	unregister_kprobe(&d);
+
+	/* disable unoptimizes (and disarms), enable re-optimizes */
+	cr_assert_eq(disable_kprobe(&a), 0);
+	cr_assert_not(is_optimized(&a));
+	cr_assert(!memcmp(code, orig, 5));
+	check_list(&a);
+	light_hits = 0;
+	cr_assert_eq(call_normal(2, 3), NORMAL(2, 3));
+	cr_assert_eq(light_hits, 1);	/* only b */
+	cr_assert_eq(enable_kprobe(&a), 0);
+	cr_assert(wait_opt(&a, true, 2000));
+	check_list(&a);
+
+	/* a post handler arriving at the same address unoptimizes; leaving
+	 * re-optimizes */
+	init_probe(&post, opt_normal, NULL);
+	post.post_handler = count_post;
+	cr_assert_eq(register_kprobe(&post), 0);
+	cr_assert_not(is_optimized(&a));
+	cr_assert_not(is_optimized(&post));
+	cr_assert(stays_opt(&a, false, 40));
+	check_list(&a);
+	check_list(&post);
+	light_hits = 0;
+	cr_assert_eq(call_normal(4, 5), NORMAL(4, 5));
+	cr_assert_eq(light_hits, 2);
+	unregister_kprobe(&post);
+	cr_assert(wait_opt(&a, true, 2000), "post handler left: a not re-optimized");
+	check_list(&a);
+
+	/* a disabled sibling (pre handler only) does not keep the enabled
+	 * probe from its jump: as in Kprobes, an aggregate is disabled only
+	 * when all of its probes are */
+	init_probe(&d, opt_normal, light_pre);
+	d.flags = KPROBE_FLAG_DISABLED;
+	cr_assert_eq(register_kprobe(&d), 0);
+	cr_expect(wait_opt(&a, true, 2000), "a disabled sibling keeps the probe unoptimized");
+	light_hits = 0;
+	cr_assert_eq(call_normal(4, 5), NORMAL(4, 5));
+	cr_assert_eq(light_hits, 2);	/* a and b, not d */
+	unregister_kprobe(&d);
+	cr_assert(wait_opt(&a, true, 2000));
+
+	/* a second pre-only probe at the same address: still optimized */
+	init_probe(&d, opt_normal, light_pre);
+	cr_assert_eq(register_kprobe(&d), 0);
+	cr_assert(wait_opt(&a, true, 2000));
+	cr_assert(wait_opt(&d, true, 2000));
+	light_hits = 0;
+	cr_assert_eq(call_normal(4, 5), NORMAL(4, 5));
+	cr_assert_eq(light_hits, 3);
+	check_list(&d);
+	unregister_kprobe(&d);
+	cr_assert(wait_opt(&a, true, 2000));
+
+	unregister_kprobe(&a);
+	unregister_kprobe(&b);
+	unregister_kprobe(&c);
+	cr_assert(!memcmp(code, orig, 5));
+}
+
+/* The enabled knob off and on: optimized probes come back optimized. */
+Test(optimize, enabled_knob, .init = setup)
+{
+	struct kprobe a;
+	const uint8_t *code = (const uint8_t *)opt_normal;
+	uint8_t orig[5];
+
+	memcpy(orig, code, 5);
+	init_probe(&a, opt_normal, light_pre);
+	cr_assert_eq(register_kprobe(&a), 0);
+	cr_assert(wait_opt(&a, true, 2000));
+	kprobes_set_enabled(false);
+	cr_assert_not(is_optimized(&a));
+	cr_assert(!memcmp(code, orig, 5));
+	check_list(&a);
+	kprobes_set_enabled(true);
+	cr_assert(wait_opt(&a, true, 2000));
+	check_jump(code, "enabled again");
+	unregister_kprobe(&a);
+}
+
+static unsigned long redirect_hits;
+
+static int redirect_pre(struct kprobe *p, struct pt_regs *regs)
+{
+	redirect_hits++;
+	regs->ip = (unsigned long)opt_alt;
+	return 1;
+}
+
+Test(optimize, ip_change_ignored_when_optimized, .init = setup)
+{
+	struct kprobe kp;
+
+	/* unoptimized: honoured, the other function runs */
+	kprobes_set_optimization(false);
+	init_probe(&kp, opt_normal, redirect_pre);
+	cr_assert_eq(register_kprobe(&kp), 0);
+	cr_assert_eq(call_normal(6, 7), 42);
+	cr_assert_eq(redirect_hits, 1);
+	/* optimized: ignored, the original function runs */
+	kprobes_set_optimization(true);
+	cr_assert(wait_opt(&kp, true, 2000));
+	cr_assert_eq(call_normal(6, 7), NORMAL(6, 7));
+	cr_assert_eq(redirect_hits, 2);
+	unregister_kprobe(&kp);
+
+	/* mid-function likewise */
+	kprobes_set_optimization(false);
+	init_probe(&kp, (char *)opt_normal + 9, redirect_pre);
+	cr_assert_eq(register_kprobe(&kp), 0);
+	kprobes_set_optimization(true);
+	cr_assert(wait_opt(&kp, true, 2000));
+	cr_assert_eq(call_normal(6, 7), NORMAL(6, 7));
+	cr_assert_eq(redirect_hits, 3);
+	unregister_kprobe(&kp);
+}
+
+/* ------------------------------------------------------------------ */
+/* pt_regs as on the breakpoint path; register writes honoured         */
+/* ------------------------------------------------------------------ */
+
+static struct pt_regs seen_regs;
+static unsigned long seen_count;
+
+static int record_pre(struct kprobe *p, struct pt_regs *regs)
+{
+	seen_regs = *regs;
+	seen_count++;
+	heavy_work();
+	return 0;
+}
+
+static void regs_run(void (*caller)(void), const void *addr, bool optimized, struct pt_regs *out,
+		     unsigned long *flags_after)
+{
+	struct kprobe kp;
+
+	kprobes_set_optimization(optimized);
+	init_probe(&kp, addr, record_pre);
+	cr_assert_eq(register_kprobe(&kp), 0);
+	if (optimized)
+		cr_assert(wait_opt(&kp, true, 2000), "not optimized: %s", why_at((uintptr_t)addr) ?: "?");
+	else
+		cr_assert_not(is_optimized(&kp));
+	seen_count = 0;
+	caller();
+	cr_assert_eq(seen_count, 1);
+	*out = seen_regs;
+	*flags_after = opt_regs_flags_after;
+	unregister_kprobe(&kp);
+	kprobes_set_optimization(true);
+}
+
+static void regs_compare(const struct pt_regs *o, const struct pt_regs *u, unsigned long mask)
+{
+#define R(f) cr_expect_eq(o->f, u->f, #f ": optimized %#lx, breakpoint %#lx", o->f, u->f)
+	R(r15); R(r14); R(r13); R(r12); R(bp); R(bx); R(r11); R(r10); R(r9); R(r8);
+	R(ax); R(cx); R(dx); R(si); R(di); R(orig_ax); R(ip); R(cs); R(sp); R(ss);
+#undef R
+	cr_expect_eq(o->flags & mask, u->flags & mask, "flags: optimized %#lx, breakpoint %#lx",
+		     o->flags, u->flags);
+}
+
+Test(optimize, same_pt_regs_at_entry, .init = setup)
+{
+	struct pt_regs o, u;
+	unsigned long fo, fu;
+	unsigned long sum = 0x0101010101010101UL + 0x0202020202020202UL + 0x0303030303030303UL +
+			    0x0404040404040404UL + 0x0808080808080808UL + 0x0909090909090909UL;
+
+	regs_run(opt_regs_call_entry, opt_regs_target, true, &o, &fo);
+	cr_assert_eq(opt_regs_result, sum);
+	regs_run(opt_regs_call_entry, opt_regs_target, false, &u, &fu);
+	cr_assert_eq(opt_regs_result, sum);
+	regs_compare(&o, &u, 0x8d5);
+	cr_expect_eq(o.ip, (unsigned long)opt_regs_target + 1);
+	cr_expect_eq(o.sp, opt_regs_caller_sp - 8);
+	cr_expect_eq(o.di, 0x0101010101010101UL);
+	cr_expect_eq(o.r9, 0x0909090909090909UL);
+	cr_expect_eq(o.bx, 0x1111111111111111UL);
+	cr_expect_eq(o.bp, 0x2222222222222222UL);
+	cr_expect_eq(o.r12, 0x1212121212121212UL);
+	cr_expect_eq(o.r15, 0x1515151515151515UL);
+	cr_expect_eq(o.orig_ax, (unsigned long)-1);
+	cr_expect_eq(o.flags & 0x8d5, 0xa93 & 0x8d5, "flags %#lx", o.flags);
+	cr_expect(o.flags & 0x200, "IF clear in %#lx", o.flags);
+	for (int i = 0; i < 6; i++)
+		cr_expect_eq(regs_get_kernel_argument(&o, i), regs_get_kernel_argument(&u, i));
+}
+
+Test(optimize, same_pt_regs_mid_function, .init = setup)
+{
+	struct pt_regs o, u;
+	unsigned long fo, fu;
+
+	regs_run(opt_regs_call_mid, (char *)opt_regs_mid + 2, true, &o, &fo);
+	regs_run(opt_regs_call_mid, (char *)opt_regs_mid + 2, false, &u, &fu);
+	regs_compare(&o, &u, 0xcd5);
+	cr_expect_eq(o.ip, (unsigned long)opt_regs_mid + 3);
+	cr_expect_eq(o.sp, opt_regs_caller_sp - 8);
+	cr_expect_eq(o.flags & 0xcd5, 0xe47 & 0xcd5, "flags %#lx", o.flags);
+	cr_expect_eq(o.ax, 0x0a0a0a0a0a0a0a0aUL);
+	/* the flags (DF included) survive the detour */
+	cr_expect_eq(fo & 0xcd5, 0xe47 & 0xcd5, "flags after, optimized: %#lx", fo);
+	cr_expect_eq(fu & 0xcd5, 0xe47 & 0xcd5, "flags after, breakpoint: %#lx", fu);
+}
+
+static int set_ax_pre(struct kprobe *p, struct pt_regs *regs)
+{
+	regs->ax = 7;
+	return 0;
+}
+
+static int set_di_pre(struct kprobe *p, struct pt_regs *regs)
+{
+	regs->di = 100;
+	regs->si = 200;
+	return 0;
+}
+
+static int set_flags_pre(struct kprobe *p, struct pt_regs *regs)
+{
+	regs->flags |= 0x1;	/* CF */
+	return 0;
+}
+
+long opt_mid_cf(long a);
+static long (*volatile call_mid_cf)(long) = opt_mid_cf;
+
+Test(optimize, handler_register_writes, .init = setup)
+{
+	for (int opt = 0; opt < 2; opt++) {
+		struct kprobe kp;
+
+		kprobes_set_optimization(opt);
+		init_probe(&kp, (char *)opt_mid_ax + 3, set_ax_pre);
+		cr_assert_eq(register_kprobe(&kp), 0);
+		cr_assert(wait_opt(&kp, opt, 2000));
+		cr_assert_eq(call_mid_ax(1), 0x1007, "opt %d", opt);
+		unregister_kprobe(&kp);
+
+		init_probe(&kp, opt_normal, set_di_pre);
+		cr_assert_eq(register_kprobe(&kp), 0);
+		cr_assert(wait_opt(&kp, opt, 2000));
+		cr_assert_eq(call_normal(1, 2), NORMAL(100, 200), "opt %d", opt);
+		unregister_kprobe(&kp);
+
+		init_probe(&kp, (char *)opt_mid_cf + 4, set_flags_pre);
+		cr_assert_eq(register_kprobe(&kp), 0);
+		cr_assert(wait_opt(&kp, opt, 2000), "opt %d: %s", opt,
+			  why_at((uintptr_t)kp.addr) ?: "");
+		cr_assert_eq(call_mid_cf(10), 11, "opt %d: flags write", opt);
+		unregister_kprobe(&kp);
+		cr_assert_eq(call_mid_cf(10), 10);
+	}
+	kprobes_set_optimization(true);
+}
+
+/* ------------------------------------------------------------------ */
+/* Recursion                                                           */
+/* ------------------------------------------------------------------ */
+
+static unsigned long rec_hits, rec_bad;
+
+static int recurse_pre(struct kprobe *p, struct pt_regs *regs)
+{
+	rec_hits++;
+	if (call_normal(5, 6) != NORMAL(5, 6))
+		rec_bad++;
+	return 0;
+}
+
+Test(optimize, recursion_counts_nmissed, .init = setup)
+{
+	const void *sites[2] = { opt_normal, (char *)opt_normal + 9 };
+
+	for (int s = 0; s < 2; s++) {
+		struct kprobe kp;
+
+		init_probe(&kp, sites[s], recurse_pre);
+		cr_assert_eq(register_kprobe(&kp), 0);
+		cr_assert(wait_opt(&kp, true, 2000));
+		rec_hits = rec_bad = 0;
+		for (long i = 0; i < 1000; i++)
+			cr_assert_eq(call_normal(i, 2), NORMAL(i, 2));
+		cr_assert_eq(rec_hits, 1000);
+		cr_assert_eq(rec_bad, 0);
+		cr_assert_eq(kp.nmissed, 1000, "site %d: nmissed %lu", s, kp.nmissed);
+		cr_assert(is_optimized(&kp));
+		unregister_kprobe(&kp);
+	}
+}
+
+/* ------------------------------------------------------------------ */
+/* Threads and fork                                                    */
+/* ------------------------------------------------------------------ */
+
+static volatile int spin_stop;
+static unsigned long spin_calls[4], spin_errors;
+
+static void *spinner(void *arg)
+{
+	long id = (long)arg;
+	unsigned long n = 0;
+
+	while (!spin_stop) {
+		long a = (long)n * 3 + id;
+
+		if (call_normal(a, id) != NORMAL(a, id))
+			__atomic_fetch_add(&spin_errors, 1, __ATOMIC_RELAXED);
+		if (call_short5(a) != a + 1)
+			__atomic_fetch_add(&spin_errors, 1, __ATOMIC_RELAXED);
+		if (call_mid_ax(a) != a + 0x1000)
+			__atomic_fetch_add(&spin_errors, 1, __ATOMIC_RELAXED);
+		if (call_short3(a) != (long)(uint32_t)a)
+			__atomic_fetch_add(&spin_errors, 1, __ATOMIC_RELAXED);
+		n++;
+	}
+	spin_calls[id] = n;
+	return NULL;
+}
+
+static unsigned long perm_hits, perm_mid_hits, perm_short_hits;
+
+static int perm_pre(struct kprobe *p, struct pt_regs *regs)
+{
+	__atomic_fetch_add(&perm_hits, 1, __ATOMIC_RELAXED);
+	return 0;
+}
+
+static int perm_mid_pre(struct kprobe *p, struct pt_regs *regs)
+{
+	__atomic_fetch_add(&perm_mid_hits, 1, __ATOMIC_RELAXED);
+	return 0;
+}
+
+static int perm_short_pre(struct kprobe *p, struct pt_regs *regs)
+{
+	heavy_work();
+	__atomic_fetch_add(&perm_short_hits, 1, __ATOMIC_RELAXED);
+	return 0;
+}
+
+static void churn_op(int op, struct kprobe *churn, struct kprobe *perm_mid)
+{
+	switch (op) {
+	case 0:	/* a pre-only probe joins opt_normal */
+		init_probe(&churn[0], opt_normal, light_pre);
+		cr_assert_eq(register_kprobe(&churn[0]), 0);
+		break;
+	case 1:
+		unregister_kprobe(&churn[0]);
+		break;
+	case 2:	/* a post handler arrives, and leaves */
+		init_probe(&churn[1], opt_normal, NULL);
+		churn[1].post_handler = count_post;
+		cr_assert_eq(register_kprobe(&churn[1]), 0);
+		break;
+	case 3:
+		unregister_kprobe(&churn[1]);
+		break;
+	case 4:	/* a probe inside the region of the entry */
+		init_probe(&churn[2], (char *)opt_normal + 4, light_pre);
+		cr_assert_eq(register_kprobe(&churn[2]), 0);
+		break;
+	case 5:
+		unregister_kprobe(&churn[2]);
+		break;
+	case 6:
+		kprobes_set_optimization(false);
+		break;
+	case 7:
+		kprobes_set_optimization(true);
+		break;
+	case 8:
+		cr_assert_eq(disable_kprobe(perm_mid), 0);
+		break;
+	case 9:
+		cr_assert_eq(enable_kprobe(perm_mid), 0);
+		break;
+	}
+}
+
+Test(optimize, threads_through_changing_regions, .init = setup)
+{
+	enum { NT = 2 };
+	pthread_t th[NT];
+	/* static: a failed assertion must not leave probes on a dead stack
+	 * while the spinners still run through them */
+	static struct kprobe perm, perm_mid, perm_short, churn[4];
+	unsigned long total = 0, ops = 0, optimizations = 0, cycles = 0;
+	double end;
+
+	init_probe(&perm, opt_normal, perm_pre);
+	init_probe(&perm_mid, (char *)opt_mid_ax + 3, perm_mid_pre);
+	init_probe(&perm_short, opt_short5, perm_short_pre);
+	cr_assert_eq(register_kprobe(&perm), 0);
+	cr_assert_eq(register_kprobe(&perm_mid), 0);
+	cr_assert_eq(register_kprobe(&perm_short), 0);
+	spin_stop = 0;
+	for (long i = 0; i < NT; i++)
+		cr_assert_eq(pthread_create(&th[i], NULL, spinner, (void *)i), 0);
+
+	/* The entry probe (exact hit count) is optimized and unoptimized by
+	 * siblings, post handlers, probes in its region and the knob, while
+	 * probes elsewhere come and go fast. */
+	end = now_s() + 3.0;
+	while (cycles < 300 && now_s() < end) {
+		for (int op = 0; op < 10; op++) {
+			churn_op(op, churn, &perm_mid);
+			ops++;
+			if (op == 1 || op == 3 || op == 7) {
+				cr_assert(wait_opt(&perm, true, 1000),
+					  "cycle %lu op %d: entry probe not re-optimized", cycles, op);
+				optimizations++;
+			}
+			if (op == 2 || op == 4 || op == 6)
+				cr_assert_not(is_optimized(&perm), "cycle %lu op %d", cycles, op);
+		}
+		for (int k = 0; k < 20; k++) {
+			init_probe(&churn[3], k & 1 ? (void *)opt_short3 : (void *)((char *)opt_normal + 9),
+				   k & 2 ? heavy_pre : light_pre);
+			cr_assert_eq(register_kprobe(&churn[3]), 0);
+			unregister_kprobe(&churn[3]);
+			ops += 2;
+		}
+		cycles++;
+	}
+	cr_assert(wait_opt(&perm, true, 2000));
+	cr_assert(wait_opt(&perm_short, true, 2000));
+	sleep_us(20000);
+	spin_stop = 1;
+	for (int i = 0; i < NT; i++)
+		pthread_join(th[i], NULL);
+	for (int i = 0; i < NT; i++)
+		total += spin_calls[i];
+	cr_log_info("%lu operations, %lu optimizations of the entry probe, %lu calls", ops,
+		    optimizations, total);
+	cr_assert_eq(spin_errors, 0, "%lu wrong results", spin_errors);
+	cr_assert_eq(perm_hits, total, "entry probe: %lu hits for %lu calls", perm_hits, total);
+	cr_assert_eq(perm_short_hits, total, "short probe: %lu hits for %lu calls", perm_short_hits,
+		     total);
+	cr_assert_leq(perm_mid_hits, total);
+	cr_assert_geq(ops, 1000, "only %lu operations", ops);
+	cr_assert_geq(optimizations, 60, "only %lu optimizations", optimizations);
+	cr_assert_eq(perm.nmissed, 0);
+	unregister_kprobe(&perm);
+	unregister_kprobe(&perm_mid);
+	unregister_kprobe(&perm_short);
+	cr_assert_eq(call_normal(1, 1), NORMAL(1, 1));
+}
+
+/* Probes registered, optimized and unregistered over and over on the
+ * same addresses while threads run through them. */
+Test(optimize, threads_register_optimize_unregister_loop, .init = setup)
+{
+	enum { NT = 2 };
+	pthread_t th[NT];
+	static struct kprobe kp;
+	double end = now_s() + 2.5;
+	unsigned long rounds = 0, total = 0;
+
+	spin_stop = 0;
+	light_hits = 0;
+	for (long i = 0; i < NT; i++)
+		cr_assert_eq(pthread_create(&th[i], NULL, spinner, (void *)i), 0);
+	while (rounds < 1000 && now_s() < end) {
+		static const int offs[4] = { 0, 9, 1, 4 };
+
+		init_probe(&kp, (char *)opt_normal + offs[rounds % 4], light_pre);
+		cr_assert_eq(register_kprobe(&kp), 0);
+		cr_assert(wait_opt(&kp, true, 1000), "round %lu not optimized", rounds);
+		unregister_kprobe(&kp);
+		rounds++;
+	}
+	spin_stop = 1;
+	for (int i = 0; i < NT; i++)
+		pthread_join(th[i], NULL);
+	for (int i = 0; i < NT; i++)
+		total += spin_calls[i];
+	cr_log_info("%lu rounds", rounds);
+	cr_assert_eq(spin_errors, 0);
+	cr_assert_leq(light_hits, total);
+	/* each optimization waits for the optimizer's delay, and for a retry
+	 * when a spinning thread sat in the region or the slot */
+	cr_assert_geq(rounds, 40);
+}
+
+/* kp_optimizer_flush() (what the kprobe agent calls to optimize at once)
+ * from a thread other than the optimizer: the jump goes in at once, and
+ * the census does not wait for libkprobes' own optimizer thread, which
+ * blocks every signal. */
+Test(optimize, flush_from_another_thread, .init = setup)
+{
+	pthread_t th;
+	double worst = 0;
+
+	spin_stop = 0;
+	cr_assert_eq(pthread_create(&th, NULL, spinner, (void *)0), 0);
+	for (int round = 0; round < 6; round++) {
+		static struct kprobe kp;
+		double t0, dt;
+
+		init_probe(&kp, round & 1 ? (void *)opt_short5 : (void *)opt_normal, light_pre);
+		cr_assert_eq(register_kprobe(&kp), 0);
+		/* a few passes at most: a census may find the spinning thread
+		 * in the region or the slot */
+		for (int pass = 0; pass < 5 && !is_optimized(&kp); pass++) {
+			t0 = now_s();
+			optimizer_flush();
+			dt = now_s() - t0;
+			worst = dt > worst ? dt : worst;
+			cr_assert_lt(dt, 0.5, "round %d: a flush took %.0f ms (optimized: %d)", round,
+				     dt * 1e3, is_optimized(&kp));
+		}
+		cr_expect(is_optimized(&kp), "round %d: not optimized by 5 flushes", round);
+		cr_assert(wait_opt(&kp, true, 2000));
+		unregister_kprobe(&kp);
+	}
+	spin_stop = 1;
+	pthread_join(th, NULL);
+	cr_expect_lt(worst, 0.2, "a flush took %.0f ms", worst * 1e3);
+}
+
+static unsigned long fork_hits;
+
+static int fork_pre(struct kprobe *p, struct pt_regs *regs)
+{
+	__atomic_fetch_add(&fork_hits, 1, __ATOMIC_RELAXED);
+	return 0;
+}
+
+Test(optimize, fork_while_optimizing, .init = setup)
+{
+	pthread_t th;
+	int failures = 0;
+	static struct kprobe kp, kp2;
+
+	/* Start the optimizer thread first: ASan's allocator (gcc 12) is not
+	 * fork-safe, and a fork while that thread initializes can leave the
+	 * child's allocator locked. */
+	init_probe(&kp, opt_short5, fork_pre);
+	cr_assert_eq(register_kprobe(&kp), 0);
+	cr_assert(wait_opt(&kp, true, 2000));
+	unregister_kprobe(&kp);
+	spin_stop = 0;
+	cr_assert_eq(pthread_create(&th, NULL, spinner, (void *)0), 0);
+	for (int round = 0; round < 24; round++) {
+		pid_t pid;
+		int status;
+
+		init_probe(&kp, round & 1 ? (void *)opt_short5 : (void *)((char *)opt_normal + 9),
+			   fork_pre);
+		cr_assert_eq(register_kprobe(&kp), 0);
+		/* fork before, around and after the optimizer's pass */
+		sleep_us((round % 10) * 1000);
+		pid = fork();
+		cr_assert_geq(pid, 0);
+		if (pid == 0) {
+			unsigned long h0 = fork_hits;
+			int bad = 0;
+
+			for (long i = 0; i < 2000; i++) {
+				if (call_short5(i) != i + 1 || call_normal(i, 3) != NORMAL(i, 3))
+					bad = 1;
+			}
+			if (fork_hits - h0 != 2000)
+				_exit(3);
+			/* the child optimizes on its own */
+			init_probe(&kp2, (void *)opt_mid_ax, fork_pre);
+			if (register_kprobe(&kp2))
+				_exit(4);
+			if (!wait_opt(&kp2, true, 2000))
+				_exit(5);
+			if (call_mid_ax(5) != 0x1005)
+				bad = 1;
+			unregister_kprobe(&kp2);
+			unregister_kprobe(&kp);
+			if (call_short5(1) != 2)
+				bad = 1;
+			_exit(bad ? 2 : 0);
+		}
+		cr_assert_eq(waitpid(pid, &status, 0), pid);
+		if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+			failures++;
+			cr_log_error("round %d: child status %#x", round, status);
+		}
+		cr_assert(wait_opt(&kp, true, 2000));
+		unregister_kprobe(&kp);
+	}
+	spin_stop = 1;
+	pthread_join(th, NULL);
+	cr_assert_eq(failures, 0);
+	cr_assert_eq(spin_errors, 0);
+}
+
+/* ------------------------------------------------------------------ */
+/* Optimized return probes                                             */
+/* ------------------------------------------------------------------ */
+
+static unsigned long rp_entries, rp_returns, rp_bad;
+static long rp_expect;
+
+static int rp_entry(struct kretprobe_instance *ri, struct pt_regs *regs)
+{
+	heavy_work();
+	rp_entries++;
+	return 0;
+}
+
+static int rp_ret(struct kretprobe_instance *ri, struct pt_regs *regs)
+{
+	rp_returns++;
+	if ((long)regs_return_value(regs) != rp_expect)
+		rp_bad++;
+	heavy_work();
+	return 0;
+}
+
+Test(optimize, kretprobe_optimized_entry, .init = setup)
+{
+	struct kretprobe rp;
+	double want[32];
+
+	memset(&rp, 0, sizeof(rp));
+	rp.kp.addr = (kprobe_opcode_t *)opt_normal;
+	rp.handler = rp_ret;
+	rp.entry_handler = rp_entry;
+	cr_assert_eq(register_kretprobe(&rp), 0);
+	cr_assert(wait_opt(&rp.kp, true, 2000), "return probe entry not optimized");
+	check_list(&rp.kp);
+	for (long i = 0; i < 20000; i++) {
+		rp_expect = NORMAL(i, -7);
+		cr_assert_eq(call_normal(i, -7), rp_expect);
+	}
+	cr_assert_eq(rp_entries, 20000);
+	cr_assert_eq(rp_returns, 20000);
+	cr_assert_eq(rp_bad, 0);
+	cr_assert_eq(rp.nmissed, 0);
+	cr_assert_eq(rp.kp.nmissed, 0);
+	cr_assert(is_optimized(&rp.kp));
+	unregister_kretprobe(&rp);
+	cr_assert_eq(rp.kp.flags & KPROBE_FLAG_OPTIMIZED, 0);
+
+	/* a double result through the trampoline, handlers clobbering xmm */
+	for (int i = 0; i < 32; i++)
+		want[i] = fargs_call(i);
+	memset(&rp, 0, sizeof(rp));
+	rp.kp.addr = (kprobe_opcode_t *)opt_fargs;
+	rp.handler = rp_ret;
+	rp.entry_handler = rp_entry;
+	rp_entries = rp_returns = 0;
+	cr_assert_eq(register_kretprobe(&rp), 0);
+	cr_assert(wait_opt(&rp.kp, true, 2000), "fargs return probe not optimized");
+	for (int i = 0; i < 32; i++) {
+		double got = fargs_call(i);
+
+		cr_assert(!memcmp(&got, &want[i], sizeof(got)), "i %d: %a != %a", i, got, want[i]);
+	}
+	cr_assert_eq(rp_entries, 32);
+	cr_assert_eq(rp_returns, 32);
+	unregister_kretprobe(&rp);
+
+	/* knob off: same counts on the breakpoint path */
+	kprobes_set_optimization(false);
+	memset(&rp, 0, sizeof(rp));
+	rp.kp.addr = (kprobe_opcode_t *)opt_normal;
+	rp.handler = rp_ret;
+	rp.entry_handler = rp_entry;
+	rp_entries = rp_returns = rp_bad = 0;
+	cr_assert_eq(register_kretprobe(&rp), 0);
+	cr_assert(stays_opt(&rp.kp, false, 20));
+	for (long i = 0; i < 100; i++) {
+		rp_expect = NORMAL(i, 1);
+		cr_assert_eq(call_normal(i, 1), rp_expect);
+	}
+	cr_assert_eq(rp_entries, 100);
+	cr_assert_eq(rp_returns, 100);
+	cr_assert_eq(rp_bad, 0);
+	kprobes_set_optimization(true);
+	cr_assert(wait_opt(&rp.kp, true, 2000));
+	unregister_kretprobe(&rp);
+}
