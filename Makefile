@@ -129,7 +129,13 @@ $(B)/kprobes-bench: $(sort $(wildcard bench/*.c bench/*.S)) $(B)/libkprobes.a
 
 demo: all
 	@$(MAKE) --no-print-directory $(B)/demo
+	@echo "=== 1. a program instrumenting itself through the library ==="
 	$(B)/demo
+	@echo
+	@echo "=== 2. the same workload, unmodified, under the kprobe tool ==="
+	$(B)/kprobe trace 'parse_request id=arg1:u64 kind=arg2:s64 key=arg3:u64' 'lookup%return ret=retval:x64' -- $(B)/demo --plain 3
+	$(B)/kprobe count 'parse_request' 'lookup' 'libc.so.6:clock_gettime' -- $(B)/demo --plain 100000
+	$(B)/kprobe latency lookup -- $(B)/demo --plain 100000
 
 $(B)/demo: examples/demo/demo.c $(B)/libkprobes.a
 	@mkdir -p $(B)

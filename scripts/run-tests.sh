@@ -20,7 +20,7 @@ for t in "$B"/tests/test_* "$B"/tests-asan/test_*; do
     printf '%-40s %s\n' "$t" "${line:-exit $rc}"
     if [ $nf -ne 0 ]; then
         failed_bins="$failed_bins $t"
-        printf '%s\n' "$out" | grep -v '^\[----\]' | tail -n 40
+        printf '%s\n' "$out" | grep -v '^\[----\] *$' | tail -n 40
     fi
 done
 echo "Synthesis: Tested: $((pass + fail)) | Passing: $pass | Failing: $fail | Crashing: 0"

@@ -12,18 +12,23 @@
  * Probes are jump-optimized where possible (see "[OPTIMIZED]" in the list).
  * At the end it prints the list, counts, and the histogram, detaches, and
  * checks that the workers computed exactly what they compute unprobed.
+ *
+ *   demo               the above
+ *   demo --plain [N]   only the workload, N requests per worker, unprobed:
+ *                      the program `make demo` then runs under the kprobe tool
  */
 #include <kprobes.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <time.h>
 #include <unistd.h>
 
 #define NWORKERS 2
-#define NREQ 200000
+static long NREQ = 200000;
 #define RING 1024
 
 /* ---- the probed program ---- */
@@ -205,14 +210,19 @@ static long run_workers(bool live)
 	return sum;
 }
 
-int main(void)
+int main(int argc, char **argv)
 {
 	struct kprobe *kps[] = { &kp_parse, &kp_miss };
 	long unprobed, probed;
 	int err;
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
-	printf("libkprobes demo: %d worker threads, %d requests each\n\n", NWORKERS, NREQ);
+	if (argc > 1 && !strcmp(argv[1], "--plain")) {
+		NREQ = argc > 2 ? atol(argv[2]) : NREQ;
+		printf("demo --plain: %ld requests per worker, result %ld\n", NREQ, run_workers(false));
+		return 0;
+	}
+	printf("libkprobes demo: %d worker threads, %ld requests each\n\n", NWORKERS, NREQ);
 	unprobed = run_workers(false);
 
 	kp_miss.addr = (kprobe_opcode_t *)demo_miss_site;

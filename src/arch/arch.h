@@ -48,7 +48,9 @@ int arch_opt_analyse_pp(struct kp_probepoint *pp);
 const char *arch_opt_why(const struct kp_probepoint *pp);
 /* Bytes the jump of pp replaces (1 when it cannot be optimized). */
 uint8_t arch_opt_region_len(const struct kp_probepoint *pp);
-/* Ranges no thread may be in while pp's jump is installed; returns count. */
+/* Ranges no thread may be in while pp's jump is installed; returns count
+ * (at most ARCH_OPT_CENSUS_MAX). */
+#define ARCH_OPT_CENSUS_MAX (2 + KP_MAX_INSN + 4 + 16)
 int arch_opt_census_ranges(const struct kp_probepoint *pp, uintptr_t (*r)[2]);
 /* Would a probe at addr be optimized?  NULL, or why not (no side effects). */
 const char *arch_opt_check(uintptr_t addr, uintptr_t func, size_t size, size_t pad);

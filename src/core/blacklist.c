@@ -43,9 +43,10 @@ static uintptr_t find_restorer(void)
 
 /* Code a new thread runs before glibc restores its signal mask (all
  * signals blocked): a breakpoint there would make the kernel kill the
- * process.  __ctype_init and clone by name; start_thread is local to libc,
- * so a short-lived thread reports it (its return address). */
-static uintptr_t blocked_window[3];
+ * process.  __ctype_init, clone and setjmp by name; start_thread is local
+ * to libc, so a short-lived thread reports it (its return address). */
+#define NBLOCKED 5
+static uintptr_t blocked_window[NBLOCKED];
 
 static void *report_caller(void *arg)
 {
@@ -62,7 +63,13 @@ static void find_blocked_window(void)
 		blocked_window[0] = s.addr;
 	if (ksym_lookup_name("libc.so.6:clone", &s) == 0)
 		blocked_window[1] = s.addr;
-	if (pthread_create(&t, NULL, report_caller, &blocked_window[2]) == 0)
+	/* start_thread sets up its cancellation buffer with setjmp before
+	 * it restores the mask. */
+	if (ksym_lookup_name("libc.so.6:_setjmp", &s) == 0)
+		blocked_window[2] = s.addr;
+	if (ksym_lookup_name("libc.so.6:__sigsetjmp", &s) == 0)
+		blocked_window[3] = s.addr;
+	if (pthread_create(&t, NULL, report_caller, &blocked_window[4]) == 0)
 		pthread_join(t, NULL);
 }
 
@@ -96,7 +103,7 @@ bool kp_blacklisted(uintptr_t addr)
 		return true;
 	if (restorer && in_function_of(addr, restorer))
 		return true;
-	for (int i = 0; i < 3; i++)
+	for (int i = 0; i < NBLOCKED; i++)
 		if (blocked_window[i] && in_function_of(addr, blocked_window[i]))
 			return true;
 	pthread_mutex_lock(&nokprobe_lock);

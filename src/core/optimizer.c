@@ -120,8 +120,15 @@ static void kick_optimizer(void)
 		pthread_cond_signal(&kick);
 		return;
 	}
-	/* The optimizer thread takes no signal of the program's. */
+	/* The optimizer thread takes no signal of the program's; SIGTRAP
+	 * and the fault signals stay deliverable (its libc calls may hit
+	 * probes), with or without the sigprocmask interposers. */
 	sigfillset(&all);
+	sigdelset(&all, SIGTRAP);
+	sigdelset(&all, SIGSEGV);
+	sigdelset(&all, SIGBUS);
+	sigdelset(&all, SIGFPE);
+	sigdelset(&all, SIGILL);
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	pthread_attr_init(&attr);
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
@@ -164,6 +171,17 @@ void kp_optimizer_unoptimize(struct kp_probepoint *pp)
 void kp_optimizer_forget_batch(struct kp_probepoint **pps, int n)
 {
 	unoptimize_batch(pps, n);
+}
+
+/* The code of pp was unmapped: drop it from the optimizer's view without
+ * touching that memory. */
+void kp_optimizer_forget_gone(struct kp_probepoint *pp)
+{
+	if (pp->opt_state == OPT_QUEUED || pp->opt_state == OPT_PREPARED)
+		queue_remove(pp);
+	if (pp->ainsn.opt)
+		pp->ainsn.opt->jumped = false;
+	__atomic_store_n(&pp->opt_state, OPT_NONE, __ATOMIC_RELEASE);
 }
 
 void kp_optimizer_forget(struct kp_probepoint *pp)
@@ -242,7 +260,7 @@ static int prepare_batch(struct kp_probepoint **pps, int n)
  * not be done yet.  Halves the batch to find the ones a thread sits in. */
 static int install_batch(struct kp_probepoint **pps, int n)
 {
-	uintptr_t (*ranges)[2] = calloc((size_t)n * 2 + 1, sizeof(*ranges));
+	uintptr_t (*ranges)[2] = calloc((size_t)n * ARCH_OPT_CENSUS_MAX + 1, sizeof(*ranges));
 	int nr = 0, left;
 
 	if (!ranges)
@@ -319,6 +337,9 @@ static void *optimizer_main(void *arg)
 	sigemptyset(&census);
 	sigaddset(&census, kp_census_signal());
 	pthread_sigmask(SIG_UNBLOCK, &census, NULL);
+	/* Probes hit by this thread's own libc calls run no handlers. */
+	if (kp_thread_current())
+		kp_thread_current()->in_handler = 1;
 
 	pthread_mutex_lock(&kp_registry_lock);
 	while (thread_pid == me) {

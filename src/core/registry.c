@@ -14,6 +14,10 @@
 #define HASH_BITS 14
 #define HASH_SIZE (1u << HASH_BITS)
 
+/* Keep the dlclose() interposer (src/os/linux/dl.c) in static links. */
+extern char kp_dl_interposer;
+__attribute__((used)) static char *const need_dl_interposer = &kp_dl_interposer;
+
 pthread_mutex_t kp_registry_lock = PTHREAD_MUTEX_INITIALIZER;
 struct kp_probepoint *kp_all_probepoints;
 static struct kp_probepoint *all_tail;
@@ -49,7 +53,7 @@ static void table_insert(struct kp_probepoint *pp)
 }
 
 /* Readers already on pp keep walking its (still valid) chain. */
-static void table_remove(struct kp_probepoint *pp)
+static void hash_remove(struct kp_probepoint *pp)
 {
 	struct kp_probepoint **link = &table[hash_addr(pp->addr)];
 
@@ -57,6 +61,11 @@ static void table_remove(struct kp_probepoint *pp)
 		link = &(*link)->hnext;
 	if (*link)
 		__atomic_store_n(link, pp->hnext, __ATOMIC_RELEASE);
+}
+
+static void table_remove(struct kp_probepoint *pp)
+{
+	hash_remove(pp);
 	if (pp->all_prev)
 		pp->all_prev->all_next = pp->all_next;
 	else
@@ -102,10 +111,15 @@ static bool is_registered(const struct kprobe *p)
 
 	if (p->__state != KP_STATE_REGISTERED || !p->__pp)
 		return false;
-	/* A registered probe's addr is its probepoint's address. */
+	/* A registered probe's addr is its probepoint's address; probepoints
+	 * of unloaded objects are only on the list. */
 	pp = kp_probepoint_lookup((uintptr_t)p->addr);
-	if (!pp || pp != p->__pp)
-		return false;
+	if (!pp || pp != p->__pp) {
+		for (pp = kp_all_probepoints; pp && pp != p->__pp; pp = pp->all_next)
+			;
+		if (!pp || !pp->gone)
+			return false;
+	}
 	for (const struct kprobe *q = pp->probes; q; q = q->__next)
 		if (q == p)
 			return true;
@@ -277,6 +291,9 @@ int kp_apply_arming(struct kp_probepoint **pps, int n)
 		kp_optimizer_forget_batch(disarm, nd);
 		err = arch_disarm(disarm, nd);
 	}
+	/* A disarmed probe may sit inside a jump installed meanwhile. */
+	for (int i = 0; i < na && !err; i++)
+		kp_optimizer_region_conflicts(arm[i]->addr);
 	if (na && !err)
 		err = arch_arm(arm, na);
 	for (int i = 0; i < n && !err; i++) {
@@ -405,6 +422,11 @@ int kp_set_disabled(struct kprobe *p, bool disabled)
 		err = -EINVAL;
 		goto out;
 	}
+	/* A post handler or jprobe coming back needs the breakpoint before it
+	 * runs, as when it is registered: a hit through the jump would skip
+	 * its post handler. */
+	if (!disabled && (p->post_handler || p->__type == KP_TYPE_JPROBE))
+		kp_optimizer_unoptimize(p->__pp);
 	if (disabled)
 		__atomic_or_fetch(&p->flags, KPROBE_FLAG_DISABLED, __ATOMIC_RELAXED);
 	else
@@ -433,4 +455,29 @@ int kp_rearm_all(void)
 	err = kp_apply_arming(pps, n);
 	free(pps);
 	return err;
+}
+
+/* Objects were unloaded: their probes are gone ([GONE] in the list).  The
+ * code is no longer mapped, so nothing is written; the address leaves the
+ * hash table so that other code mapped there later is not mistaken for
+ * ours.  Called after dlclose(). */
+void kp_objects_unloaded(void)
+{
+	struct ksym obj;
+
+	pthread_mutex_lock(&kp_registry_lock);
+	ksym_refresh();
+	for (struct kp_probepoint *pp = kp_all_probepoints; pp; pp = pp->all_next) {
+		if (pp->gone || ksym_object_of(pp->addr, &obj) == 0)
+			continue;
+		kp_optimizer_forget_gone(pp);
+		pp->gone = true;
+		pp->armed = false;
+		hash_remove(pp);
+		for (struct kprobe *p = pp->probes; p; p = p->__next) {
+			__atomic_or_fetch(&p->flags, KPROBE_FLAG_GONE, __ATOMIC_RELAXED);
+			__atomic_and_fetch(&p->flags, ~KPROBE_FLAG_OPTIMIZED, __ATOMIC_RELAXED);
+		}
+	}
+	pthread_mutex_unlock(&kp_registry_lock);
 }

@@ -1,2 +1,76 @@
 # Build rules for the kprobe CLI (build/kprobe) and its agent; included by
 # the top-level Makefile.
+#
+#   build/kprobe                the command-line tool
+#   build/libkprobe-agent.so    what it preloads or injects into the target:
+#                               libkprobes (whole archive, so its sigaction/
+#                               signal/sigprocmask interposers stay exported)
+#                               plus the agent
+#   build/tests/cli/*           programs the end-to-end tests run under it
+
+KP_DIR       := tools/kprobe
+KP_SHARED    := $(addprefix $(KP_DIR)/,spec.c proto.c nearmatch.c elf_file.c)
+KP_AGENT_SRC := $(sort $(wildcard $(KP_DIR)/agent*.c)) $(KP_SHARED)
+KP_CLI_SRC   := $(filter-out $(KP_DIR)/agent% $(KP_DIR)/bench_extra.c,$(sort $(wildcard $(KP_DIR)/*.c)))
+KP_AGENT_OBJ := $(KP_AGENT_SRC:%.c=$(B)/kprobe-agent/%.o)
+KP_CLI_OBJ   := $(KP_CLI_SRC:%.c=$(B)/kprobe-cli/%.o)
+KP_CFLAGS    := -I$(KP_DIR)
+# Where `make install` puts the agent; the CLI looks beside itself first.
+KP_AGENT_INSTALL_DIR := $(PREFIX)/lib/kprobe
+
+all: $(B)/kprobe $(B)/libkprobe-agent.so
+
+# Agent code goes to the library's kprobes_text section, so libkprobes'
+# blacklist keeps every probe out of the handlers and the agent.
+$(B)/kprobe-agent/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(LIBFLAGS) $(KP_CFLAGS) -MMD -MP -c $< -o $@
+	$(TEXTSEC) $@
+
+# -Bsymbolic-functions: the library's own calls of sigaction, pthread_sigmask
+# and friends go to its interposers even when the agent is injected (not
+# first in the global scope), so its threads never block SIGTRAP.
+$(B)/libkprobe-agent.so: $(KP_AGENT_OBJ) $(B)/libkprobes.a $(KP_DIR)/kprobe.mk
+	$(CC) -shared -Wl,-z,now -Wl,-z,nodelete -Wl,-Bsymbolic-functions -o $@ $(KP_AGENT_OBJ) \
+		-Wl,--whole-archive $(B)/libkprobes.a -Wl,--no-whole-archive $(LIBS) -lrt
+
+$(B)/kprobe-cli/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(BASE) $(KP_CFLAGS) -DKPROBE_AGENT_INSTALL_DIR='"$(KP_AGENT_INSTALL_DIR)"' \
+		-MMD -MP -c $< -o $@
+
+$(B)/kprobe: $(KP_CLI_OBJ)
+	$(CC) -o $@ $^ -lelf -lrt
+
+# What count and trace add per hit in the target (not part of `all`):
+#   make kprobe-bench-extra
+.PHONY: kprobe-bench-extra
+kprobe-bench-extra: $(B)/kprobe-bench-extra
+	$(B)/kprobe-bench-extra
+
+$(B)/kprobe-bench-extra: $(KP_DIR)/bench_extra.c $(KP_AGENT_OBJ) $(B)/libkprobes.a
+	$(CC) -O2 -g $(BASE) $(KP_CFLAGS) -o $@ $< $(KP_AGENT_OBJ) $(B)/libkprobes.a $(LIBS)
+
+# ---- end-to-end test programs (tests/test_cli.c runs them under kprobe) ----
+
+KP_TEST_PROGS := $(B)/tests/cli/cli_target $(B)/tests/cli/libcliplugin.so
+
+$(B)/tests/cli/cli_target: tests/cli/cli_target.c
+	@mkdir -p $(dir $@)
+	$(CC) -O1 -g -std=gnu11 -Wall -fno-omit-frame-pointer -o $@ $< -lpthread -ldl
+
+$(B)/tests/cli/libcliplugin.so: tests/cli/cli_plugin.c
+	@mkdir -p $(dir $@)
+	$(CC) -O1 -g -shared -fPIC -o $@ $<
+
+$(B)/tests/test_cli $(B)/tests-asan/test_cli: $(B)/kprobe $(B)/libkprobe-agent.so $(KP_TEST_PROGS)
+
+# `make install` also installs the tool, its agent and its man page.
+.PHONY: install-kprobe
+install: install-kprobe
+install-kprobe: $(B)/kprobe $(B)/libkprobe-agent.so
+	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(KP_AGENT_INSTALL_DIR) \
+	           $(DESTDIR)$(PREFIX)/share/man/man1
+	install -m 755 $(B)/kprobe $(DESTDIR)$(PREFIX)/bin/
+	install -m 755 $(B)/libkprobe-agent.so $(DESTDIR)$(KP_AGENT_INSTALL_DIR)/
+	install -m 644 docs/kprobe.1 $(DESTDIR)$(PREFIX)/share/man/man1/

@@ -22,7 +22,7 @@
 
 #define KPS_MAGIC	0x316d68736b70726bULL	/* "krpkshm1" */
 #define KPS_RINGS	128
-#define KPS_RING_BYTES	(256u << 10)		/* power of two */
+#define KPS_RING_BYTES	(512u << 10)		/* power of two */
 #define KPS_MAX_PROBES	16384
 #define KPS_BUCKETS	64
 #define KPS_MSG		512
@@ -46,8 +46,15 @@ struct kps_header {
 	uint64_t progress_total;
 	uint64_t ndesc;			/* descriptors handed out (atomic) */
 	uint64_t ringless_lost;		/* events of threads that found no ring */
+	uint64_t skipped;		/* glob matches libkprobes refused */
+	char skip_example[160];		/* "name: reason" of the first one */
 	int32_t agent_pid;
 	uint32_t nrings, ring_bytes, max_probes;
+	/* Event times: TSC ticks when the CPU's TSC is invariant (cheaper to
+	 * read than the clock), converted by the reader against this base;
+	 * else CLOCK_MONOTONIC ns. */
+	uint32_t time_tsc;
+	uint64_t tsc_base, ns_base;
 };
 
 enum kps_desc_kind { DESC_ENTRY = 1, DESC_RETURN };
@@ -71,7 +78,9 @@ struct kps_ring {
 	uint32_t used;			/* ever claimed: its counter row is live */
 	char pad0[64 - 20];
 	uint64_t head;
-	char pad1[56];
+	uint64_t tail_seen;		/* producer's last look at tail: it reads
+					 * the consumer's line only when full */
+	char pad1[48];
 	uint64_t tail;
 	char pad2[56];
 };
@@ -88,7 +97,7 @@ struct kps_event {
 	uint16_t nvals;
 	uint32_t desc;
 	uint32_t reserved;
-	uint64_t time_ns;		/* CLOCK_MONOTONIC */
+	uint64_t time_ns;		/* CLOCK_MONOTONIC, or TSC (header) */
 	uint64_t vals[];
 };
 

@@ -59,11 +59,34 @@ uint8_t arch_opt_region_len(const struct kp_probepoint *pp)
  * (past byte 0), and in the slot, whose code jumps back into the region. */
 int arch_opt_census_ranges(const struct kp_probepoint *pp, uintptr_t (*r)[2])
 {
-	r[0][0] = pp->addr + 1;
-	r[0][1] = pp->addr + pp->ainsn.opt->region_len;
-	r[1][0] = pp->ainsn.slot->code;
-	r[1][1] = pp->ainsn.slot->code + XOL_SLOT_SIZE;
-	return 2;
+	uintptr_t lo = pp->addr + 1, hi = pp->addr + pp->ainsn.opt->region_len;
+	int n = 0, m;
+
+	r[n][0] = lo;
+	r[n][1] = hi;
+	n++;
+	r[n][0] = pp->ainsn.slot->code;
+	r[n][1] = pp->ainsn.slot->code + XOL_SLOT_SIZE;
+	n++;
+	/* The slots of disabled or unregistered probepoints inside the
+	 * region: a thread still in one jumps back into the region. */
+	for (uintptr_t a = lo; a < hi; a++) {
+		const struct kp_probepoint *o = kp_probepoint_lookup(a);
+
+		if (o && o->ainsn.slot) {
+			r[n][0] = o->ainsn.slot->code;
+			r[n][1] = o->ainsn.slot->code + XOL_SLOT_SIZE;
+			n++;
+		}
+	}
+	m = xol_retired_into(lo, hi, r + n, ARCH_OPT_CENSUS_MAX - n);
+	if (m < 0) {
+		/* Too many to list: no thread may be anywhere. */
+		r[0][0] = 0;
+		r[0][1] = UINTPTR_MAX;
+		return 1;
+	}
+	return n + m;
 }
 
 static int write_bytes(struct kp_probepoint **pps, int n, bool first, bool install)

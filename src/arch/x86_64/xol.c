@@ -207,6 +207,33 @@ void xol_retire(struct xol_slot *s)
 	retired = s;
 }
 
+/* The retired slots of probepoints in [lo, hi): their code jumps back
+ * there.  Returns how many were put into r, -1 when more than max. */
+int xol_retired_into(uintptr_t lo, uintptr_t hi, uintptr_t (*r)[2], int max)
+{
+	int n = 0;
+
+	for (int pass = 0; pass < 2; pass++) {
+		bool found = false;
+
+		n = 0;
+		for (struct xol_slot *s = retired; s; s = s->next_retired) {
+			if (!s->owner || s->owner->addr < lo || s->owner->addr >= hi)
+				continue;
+			found = true;
+			if (n == max)
+				return -1;
+			r[n][0] = s->code;
+			r[n][1] = s->code + XOL_SLOT_SIZE;
+			n++;
+		}
+		/* Old ones are freed by a census of their own. */
+		if (!found || pass || !xol_reclaim())
+			break;
+	}
+	return n;
+}
+
 static void slot_free(struct xol_slot *s)
 {
 	struct kp_probepoint *pp = s->owner;

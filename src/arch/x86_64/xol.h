@@ -39,6 +39,10 @@ void xol_retire(struct xol_slot *s);
 /* Frees retired slots that no thread can be inside; returns how many. */
 int xol_reclaim(void);
 
+/* Ranges of the retired slots of probepoints in [lo, hi) (whose code
+ * jumps back there); -1 when there are more than max. */
+int xol_retired_into(uintptr_t lo, uintptr_t hi, uintptr_t (*r)[2], int max);
+
 /* Number of slots in use (for tests and leak checks). */
 unsigned int xol_slots_in_use(void);
 

@@ -1,0 +1,1042 @@
+/* End-to-end tests of the kprobe CLI (build/kprobe) on real programs:
+ * tests/cli/cli_target.c and the library tests/cli/cli_plugin.c. */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <regex.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/ptrace.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+/* ---- paths: everything lives in the build directory above this test ---- */
+
+static char build_dir[PATH_MAX];
+static char kprobe[PATH_MAX + 16];
+static char target[PATH_MAX + 32];
+static char plugin[PATH_MAX + 32];
+
+static void init_paths(void)
+{
+	ssize_t n = readlink("/proc/self/exe", build_dir, sizeof(build_dir) - 1);
+
+	cr_assert(n > 0);
+	build_dir[n] = '\0';
+	for (int i = 0; i < 2; i++)	/* build/tests/test_cli -> build */
+		*strrchr(build_dir, '/') = '\0';
+	snprintf(kprobe, sizeof(kprobe), "%s/kprobe", build_dir);
+	snprintf(target, sizeof(target), "%s/tests/cli/cli_target", build_dir);
+	snprintf(plugin, sizeof(plugin), "%s/tests/cli/libcliplugin.so", build_dir);
+}
+
+TestSuite(cli, .init = init_paths, .timeout = 20);
+
+/* ---- running commands ---- */
+
+struct run {
+	int status;		/* exit status, or 128 + signal */
+	char out[1 << 16];
+	char err[1 << 14];
+};
+
+static void drain(int fd, char *buf, size_t cap, size_t *len, bool *open)
+{
+	ssize_t n = read(fd, buf + *len, cap - 1 - *len);
+
+	if (n <= 0) {
+		*open = false;
+		return;
+	}
+	*len += (size_t)n;
+	buf[*len] = '\0';
+	if (*len == cap - 1)
+		*len = 0;	/* keep reading; tests look at small outputs */
+}
+
+/* Runs a shell command line, capturing stdout and stderr. */
+static int run(struct run *r, const char *fmt, ...)
+{
+	char cmd[8192];
+	int out[2], err[2], st;
+	size_t lo = 0, le = 0;
+	bool oo = true, eo = true;
+	va_list ap;
+	pid_t pid;
+
+	va_start(ap, fmt);
+	vsnprintf(cmd, sizeof(cmd), fmt, ap);
+	va_end(ap);
+	r->out[0] = r->err[0] = '\0';
+	cr_assert(!pipe(out) && !pipe(err));
+	pid = fork();
+	cr_assert(pid >= 0);
+	if (pid == 0) {
+		dup2(out[1], 1);
+		dup2(err[1], 2);
+		close(out[0]);
+		close(err[0]);
+		execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+		_exit(127);
+	}
+	close(out[1]);
+	close(err[1]);
+	while (oo || eo) {
+		struct pollfd p[2] = { { out[0], POLLIN, 0 }, { err[0], POLLIN, 0 } };
+
+		if (poll(p, 2, 15000) <= 0)
+			break;
+		if (p[0].revents)
+			drain(out[0], r->out, sizeof(r->out), &lo, &oo);
+		if (p[1].revents)
+			drain(err[0], r->err, sizeof(r->err), &le, &eo);
+	}
+	close(out[0]);
+	close(err[0]);
+	cr_assert(waitpid(pid, &st, 0) == pid);
+	r->status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+	return r->status;
+}
+
+/* The file's content; "" if it does not exist (yet). */
+static char *slurp(const char *path)
+{
+	FILE *f = fopen(path, "r");
+	size_t len = 0, cap = 4096, n;
+	char *buf;
+
+	if (!f && errno == ENOENT)
+		return strdup("");
+	cr_assert(f, "cannot open %s", path);
+	buf = malloc(cap);
+	cr_assert(buf);
+	while ((n = fread(buf + len, 1, cap - 1 - len, f)) > 0) {
+		len += n;
+		if (len == cap - 1) {
+			cap *= 2;
+			buf = realloc(buf, cap);
+			cr_assert(buf);
+		}
+	}
+	buf[len] = '\0';
+	fclose(f);
+	return buf;
+}
+
+static void temp_path(char *buf, size_t len, const char *what)
+{
+	static int seq;
+
+	snprintf(buf, len, "/tmp/kprobe-test-%d-%d-%s", (int)getpid(), seq++, what);
+}
+
+/* A target running in the background with its stdout in a file. */
+struct bg {
+	pid_t pid;
+	char out[128];
+};
+
+/* The target dies with the test, even a failed one; its output goes to a
+ * file, nothing to the test's own stdout or stderr. */
+static void bg_start(struct bg *b, const char *args)
+{
+	char cmd[PATH_MAX + 256];
+
+	temp_path(b->out, sizeof(b->out), "bg.out");
+	snprintf(cmd, sizeof(cmd), "exec %s %s > %s 2>&1 < /dev/null", target, args, b->out);
+	b->pid = fork();
+	cr_assert(b->pid >= 0);
+	if (b->pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+		_exit(127);
+	}
+}
+
+/* Waits until the background target's output contains what. */
+static void bg_wait_for(struct bg *b, const char *what)
+{
+	for (int i = 0; i < 500; i++) {
+		char *s = slurp(b->out);
+		bool found = strstr(s, what) != NULL;
+
+		free(s);
+		if (found)
+			return;
+		usleep(10000);
+	}
+	cr_assert_fail("the target never printed '%s'", what);
+}
+
+static int bg_stop(struct bg *b)
+{
+	int st;
+
+	kill(b->pid, SIGKILL);
+	waitpid(b->pid, &st, 0);
+	unlink(b->out);
+	return st;
+}
+
+static bool alive(pid_t pid)
+{
+	int st;
+
+	return waitpid(pid, &st, WNOHANG) == 0;
+}
+
+/* ---- a minimal JSON validator ---- */
+
+static const char *json_value(const char *p);
+
+static const char *ws(const char *p)
+{
+	while (*p == ' ' || *p == '\n' || *p == '\t' || *p == '\r')
+		p++;
+	return p;
+}
+
+static const char *json_string_end(const char *p)
+{
+	if (*p++ != '"')
+		return NULL;
+	for (; *p && *p != '"'; p++) {
+		if ((unsigned char)*p < 0x20)
+			return NULL;
+		if (*p == '\\') {
+			p++;
+			if (*p == 'u') {
+				for (int i = 1; i <= 4; i++)
+					if (!strchr("0123456789abcdefABCDEF", p[i]) || !p[i])
+						return NULL;
+				p += 4;
+			} else if (!*p || !strchr("\"\\/bfnrt", *p)) {
+				return NULL;
+			}
+		}
+	}
+	return *p == '"' ? p + 1 : NULL;
+}
+
+static const char *json_number_end(const char *p)
+{
+	const char *start;
+
+	if (*p == '-')
+		p++;
+	start = p;
+	while (*p >= '0' && *p <= '9')
+		p++;
+	if (p == start)
+		return NULL;
+	if (*p == '.') {
+		p++;
+		while (*p >= '0' && *p <= '9')
+			p++;
+	}
+	if (*p == 'e' || *p == 'E') {
+		p++;
+		if (*p == '+' || *p == '-')
+			p++;
+		while (*p >= '0' && *p <= '9')
+			p++;
+	}
+	return p;
+}
+
+static const char *json_container(const char *p, char close, bool object)
+{
+	p = ws(p + 1);
+	if (*p == close)
+		return p + 1;
+	for (;;) {
+		if (object) {
+			p = json_string_end(ws(p));
+			if (!p || *(p = ws(p)) != ':')
+				return NULL;
+			p++;
+		}
+		p = json_value(p);
+		if (!p)
+			return NULL;
+		p = ws(p);
+		if (*p == close)
+			return p + 1;
+		if (*p++ != ',')
+			return NULL;
+	}
+}
+
+static const char *json_value(const char *p)
+{
+	p = ws(p);
+	switch (*p) {
+	case '{':
+		return json_container(p, '}', true);
+	case '[':
+		return json_container(p, ']', false);
+	case '"':
+		return json_string_end(p);
+	case 't':
+		return strncmp(p, "true", 4) ? NULL : p + 4;
+	case 'f':
+		return strncmp(p, "false", 5) ? NULL : p + 5;
+	case 'n':
+		return strncmp(p, "null", 4) ? NULL : p + 4;
+	default:
+		return json_number_end(p);
+	}
+}
+
+static bool json_valid(const char *text)
+{
+	const char *end = json_value(text);
+
+	return end && *ws(end) == '\0';
+}
+
+/* Every line a valid JSON document. */
+static int json_lines_valid(const char *text)
+{
+	char *copy = strdup(text), *save = NULL;
+	int n = 0;
+
+	for (char *line = strtok_r(copy, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		if (!json_valid(line)) {
+			free(copy);
+			return -1;
+		}
+		n++;
+	}
+	free(copy);
+	return n;
+}
+
+/* The number after "key": at or after p, or -1. */
+static long long json_num(const char *p, const char *key)
+{
+	char pat[128];
+	const char *at;
+
+	snprintf(pat, sizeof(pat), "\"%s\":", key);
+	at = strstr(p, pat);
+	return at ? strtoll(at + strlen(pat), NULL, 10) : -1;
+}
+
+/* The count object of probe name in a count JSON document. */
+static const char *count_entry(const char *json, const char *name)
+{
+	char pat[256];
+
+	snprintf(pat, sizeof(pat), "{\"probe\":\"%s\"", name);
+	return strstr(json, pat);
+}
+
+/* Without strstr(): sanitizers check its whole haystack on every call. */
+static int count_occurrences(const char *s, const char *what)
+{
+	size_t len = strlen(what);
+	int n = 0;
+
+	for (; *s; s++)
+		if (*s == what[0] && !strncmp(s, what, len))
+			n++;
+	return n;
+}
+
+static bool matches(const char *s, const char *re)
+{
+	regex_t r;
+	bool m;
+
+	cr_assert(!regcomp(&r, re, REG_EXTENDED | REG_NEWLINE));
+	m = regexec(&r, s, 0, NULL, 0) == 0;
+	regfree(&r);
+	return m;
+}
+
+/* An error: exit status 2 and one line naming the culprit. */
+static void assert_bad(struct run *r, const char *culprit)
+{
+	cr_assert_eq(r->status, 2, "status %d, stderr: %s", r->status, r->err);
+	cr_assert(!strncmp(r->err, "kprobe: ", 8), "stderr: %s", r->err);
+	cr_assert_eq(count_occurrences(r->err, "\n"), 1, "not one line: %s", r->err);
+	cr_assert(strstr(r->err, culprit), "'%s' not named in: %s", culprit, r->err);
+}
+
+/* ---- counts ---- */
+
+Test(cli, count_exact)
+{
+	struct run r;
+
+	run(&r, "%s count target_add --format json -- %s calls 1000", kprobe, target);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert(strstr(r.out, "sum 1498500\n"), "program output changed: %s", r.out);
+	cr_assert(count_entry(r.out, "target_add"), "%s", r.out);
+	cr_assert_eq(json_num(count_entry(r.out, "target_add"), "hits"), 1000, "%s", r.out);
+}
+
+Test(cli, count_exact_across_threads)
+{
+	struct run r;
+	char out[128];
+	char *json;
+	const char *e;
+
+	temp_path(out, sizeof(out), "count.json");
+	run(&r, "%s count target_add 'target_add%%return' --format json -o %s -- %s threads 8 5000",
+	    kprobe, out, target);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	json = slurp(out);
+	cr_assert(json_valid(json), "invalid JSON: %s", json);
+	e = count_entry(json, "target_add");
+	cr_assert(e, "%s", json);
+	cr_assert_eq(json_num(e, "hits"), 40000, "%s", json);
+	cr_assert_eq(json_num(e, "missed"), 0, "%s", json);
+	cr_assert(strstr(e, "\"object\":\"cli_target\""), "%s", json);
+	cr_assert(matches(e, "\"address\":\"0x[0-9a-f]+\""), "%s", json);
+	e = count_entry(json, "target_add%return");
+	cr_assert(e, "%s", json);
+	cr_assert_eq(json_num(e, "hits"), 40000, "%s", json);
+	cr_assert_eq(json_num(json, "lost"), 0, "%s", json);
+	free(json);
+	unlink(out);
+}
+
+Test(cli, count_text_and_glob)
+{
+	struct run r;
+
+	run(&r, "%s count 'target_*' -- %s calls 7", kprobe, target);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert(matches(r.out, "^PROBE +ADDRESS +OBJECT +HITS +MISSED$"), "%s", r.out);
+	cr_assert(matches(r.out, "^target_add +0x[0-9a-f]{16} +cli_target +7 +0$"), "%s", r.out);
+	cr_assert(matches(r.out, "^target_greet +0x[0-9a-f]{16} +cli_target +0 +0$"), "%s", r.out);
+}
+
+/* A glob over all of libc: thousands of probes, registered in batches,
+ * those libkprobes refuses skipped with a note; exact counts still. */
+Test(cli, count_huge_glob)
+{
+	struct run r;
+	char out[128];
+	char *json;
+	const char *e;
+
+	temp_path(out, sizeof(out), "glob.json");
+	run(&r, "%s count 'libc.so.6:*' --format json -o %s -- %s threads 4 100", kprobe, out,
+	    target);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert_str_eq(r.out, "threads done\n");
+	json = slurp(out);
+	cr_assert(json_valid(json));
+	cr_assert_gt(count_occurrences(json, "{\"probe\":"), 1000, "%s", r.err);
+	e = count_entry(json, "pthread_create");
+	cr_assert(e, "%s", r.err);
+	cr_assert_eq(json_num(e, "hits"), 4);
+	cr_assert_eq(json_num(count_entry(json, "pthread_join"), "hits"), 4);
+	cr_assert(!r.err[0] || strstr(r.err, "skipped"), "%s", r.err);
+	free(json);
+	unlink(out);
+}
+
+Test(cli, count_source_line)
+{
+	struct run r;
+
+	run(&r, "%s count cli_target.c:1003 --format json -- %s lines 5", kprobe, target);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert_eq(json_num(count_entry(r.out, "cli_target.c:1003"), "hits"), 5, "%s", r.out);
+}
+
+/* ---- trace ---- */
+
+Test(cli, trace_args_and_retval)
+{
+	struct run r;
+	char out[128];
+	char *text;
+
+	temp_path(out, sizeof(out), "trace.json");
+	run(&r, "%s trace 'target_add a=arg1:s64 b=arg2:u64' 'target_add%%return r=retval:s64' "
+	    "--format json -o %s -- %s calls 3", kprobe, out, target);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert(strstr(r.out, "sum 9\n"), "%s", r.out);
+	text = slurp(out);
+	cr_assert_eq(json_lines_valid(text), 6, "%s", text);
+	cr_assert(matches(text, "^\\{\"time_ns\":[0-9]+,\"pid\":[0-9]+,\"tid\":[0-9]+,"
+			  "\"probe\":\"target_add\",\"address\":\"0x[0-9a-f]+\","
+			  "\"args\":\\{\"a\":0,\"b\":0\\}\\}$"), "%s", text);
+	cr_assert(strstr(text, "\"args\":{\"a\":1,\"b\":2}"), "%s", text);
+	cr_assert(strstr(text, "\"args\":{\"a\":2,\"b\":4}"), "%s", text);
+	cr_assert(strstr(text, "\"probe\":\"target_add%return\""), "%s", text);
+	cr_assert(strstr(text, "\"args\":{\"r\":3}"), "%s", text);
+	cr_assert(strstr(text, "\"args\":{\"r\":6}"), "%s", text);
+	free(text);
+	unlink(out);
+}
+
+Test(cli, trace_strings_never_crash)
+{
+	struct run r;
+
+	run(&r, "%s trace 'target_greet who=arg1:string n=arg2:u64' --format json -- %s greet",
+	    kprobe, target);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert(strstr(r.out, "30 40\n"), "the program misbehaved: %s", r.out);
+	cr_assert(strstr(r.out, "\"args\":{\"who\":\"hello\",\"n\":3}"), "%s", r.out);
+	cr_assert(strstr(r.out, "\"args\":{\"who\":null,\"n\":4}"), "%s", r.out);
+	run(&r, "%s trace 'target_greet who=arg1:string' -- %s greet", kprobe, target);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert(strstr(r.out, "who=\"hello\""), "%s", r.out);
+	cr_assert(strstr(r.out, "who=(fault 0x1)"), "%s", r.out);
+}
+
+Test(cli, trace_text_lines)
+{
+	struct run r;
+
+	run(&r, "%s trace 'target_add arg1:u64' -- %s calls 2", kprobe, target);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert(matches(r.out, "^ *[0-9]+\\.[0-9]{6} +[0-9]+/[0-9]+ +target_add arg1=0$"),
+		  "%s", r.out);
+	cr_assert(matches(r.out, "^ *[0-9]+\\.[0-9]{6} +[0-9]+/[0-9]+ +target_add arg1=1$"),
+		  "%s", r.out);
+}
+
+Test(cli, trace_chrome_pairs)
+{
+	struct run r;
+	char out[128];
+	char *text;
+
+	temp_path(out, sizeof(out), "chrome.json");
+	run(&r, "%s trace target_recurse%%return --format chrome -o %s -- %s recurse 5", kprobe,
+	    out, target);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	text = slurp(out);
+	cr_assert(json_valid(text), "invalid JSON: %s", text);
+	cr_assert(!strncmp(text, "{\"traceEvents\":[", 16), "%s", text);
+	cr_assert_eq(count_occurrences(text, "\"ph\":\"B\""), 6, "%s", text);
+	cr_assert_eq(count_occurrences(text, "\"ph\":\"E\""), 6, "%s", text);
+	free(text);
+	/* With an entry probe too, the entry is the "B" and carries the args. */
+	run(&r, "%s trace 'target_greet n=arg2:u64' 'target_greet%%return' --format chrome -o %s "
+	    "-- %s greet", kprobe, out, target);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	text = slurp(out);
+	cr_assert(json_valid(text), "invalid JSON: %s", text);
+	cr_assert_eq(count_occurrences(text, "\"ph\":\"B\""), 2, "%s", text);
+	cr_assert_eq(count_occurrences(text, "\"ph\":\"E\""), 2, "%s", text);
+	cr_assert(strstr(text, "\"args\":{\"n\":3}"), "%s", text);
+	free(text);
+	unlink(out);
+}
+
+/* Every event either arrives or is counted as lost; none is invented. */
+Test(cli, trace_events_arrive_or_count_as_lost)
+{
+	struct run r;
+	char out[128];
+	char *text;
+	long long lost = 0;
+	const char *l;
+	int lines;
+
+	temp_path(out, sizeof(out), "burst.json");
+	run(&r, "%s trace target_add --format json -o %s -- %s threads 4 20000", kprobe, out,
+	    target);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	l = strstr(r.err, "lost ");
+	if (l)
+		lost = strtoll(l + 5, NULL, 10);
+	text = slurp(out);
+	lines = count_occurrences(text, "\n");
+	cr_assert_eq(lines + lost, 80000, "%d events + %lld lost", lines, lost);
+	free(text);
+	unlink(out);
+}
+
+/* ---- latency ---- */
+
+Test(cli, latency_buckets)
+{
+	struct run r;
+	long long total = 0, next_low = 0;
+	const char *b;
+
+	run(&r, "%s latency target_spin_ns --format json -- %s spin 300000 20", kprobe, target);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert(json_valid(r.out), "invalid JSON: %s", r.out);
+	cr_assert(strstr(r.out, "{\"function\":\"target_spin_ns\",\"count\":20,\"histogram\":["),
+		  "%s", r.out);
+	/* 300 us lies in [262144, 524287]; preemption can only make it longer. */
+	b = strstr(r.out, "\"histogram\":[{\"low_ns\":262144,\"high_ns\":524287,\"count\":");
+	cr_assert(b, "%s", r.out);
+	cr_assert_geq(json_num(b, "count"), 10, "%s", r.out);
+	for (b = strstr(r.out, "\"low_ns\""); b; b = strstr(b + 1, "\"low_ns\"")) {
+		long long low = json_num(b, "low_ns"), high = json_num(b, "high_ns");
+
+		cr_assert(low == 262144 || low == next_low, "%s", r.out);
+		cr_assert_eq(high, 2 * low - 1, "%s", r.out);
+		next_low = 2 * low;
+		total += json_num(b, "count");
+	}
+	cr_assert_eq(total, 20, "%s", r.out);
+	run(&r, "%s latency target_spin_ns -- %s spin 300000 3", kprobe, target);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert(strstr(r.out, "latency of target_spin_ns: 3 calls"), "%s", r.out);
+	cr_assert(matches(r.out, "^ +262144 -> 524287 +: [1-3] +\\|\\*+ *\\|$"), "%s", r.out);
+}
+
+/* ---- the command ---- */
+
+Test(cli, exit_status_passes_through)
+{
+	struct run r;
+
+	cr_assert_eq(run(&r, "%s count target_add -- %s exit 42", kprobe, target), 42, "%s", r.err);
+	cr_assert_eq(run(&r, "%s count target_add -- %s kill 9", kprobe, target), 137, "%s",
+		     r.err);
+	cr_assert_eq(run(&r, "%s trace target_add -- %s calls 1", kprobe, target), 0, "%s", r.err);
+	/* The command's stdin, stdout and stderr are its own. */
+	run(&r, "echo hi | %s count target_add -- /bin/cat", kprobe);
+	cr_assert_eq(r.status, 2, "%s", r.err);	/* cat has no target_add */
+	run(&r, "echo hi | %s count 'libc.so.6:read' -- /bin/cat", kprobe);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert(!strncmp(r.out, "hi\n", 3), "%s", r.out);
+}
+
+Test(cli, duration_ends_probing_not_the_command)
+{
+	struct run r;
+	char out[128];
+	char *json;
+
+	temp_path(out, sizeof(out), "dur.json");
+	run(&r, "%s count target_add -d 0.2 --format json -o %s -- %s loop 100", kprobe, out,
+	    target);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert(strstr(r.out, "tick 99 sum 4950\n"), "%s", r.out);
+	json = slurp(out);
+	cr_assert_gt(json_num(count_entry(json, "target_add"), "hits"), 0, "%s", json);
+	cr_assert_lt(json_num(count_entry(json, "target_add"), "hits"), 100, "%s", json);
+	free(json);
+	unlink(out);
+}
+
+Test(cli, dlopen_deferred)
+{
+	struct run r;
+
+	run(&r, "%s count %s:plugin_work --format json -- %s dlopen %s 7", kprobe, plugin, target,
+	    plugin);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert_eq(json_num(count_entry(r.out, "plugin_work"), "hits"), 7, "%s", r.out);
+	cr_assert(strstr(r.out, "\"object\":\"libcliplugin.so\""), "%s", r.out);
+	/* By file name: found beside the program, armed when it loads. */
+	run(&r, "%s count libcliplugin.so:plugin_work --format json -- %s dlopen %s 5", kprobe,
+	    target, plugin);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert_eq(json_num(count_entry(r.out, "plugin_work"), "hits"), 5, "%s", r.out);
+}
+
+Test(cli, fork_children_keep_working)
+{
+	struct run r;
+
+	run(&r, "%s count target_add --format json -- %s fork 10", kprobe, target);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert(strstr(r.out, "child status 7\n"), "%s", r.out);
+	cr_assert_eq(json_num(count_entry(r.out, "target_add"), "hits"), 10, "%s", r.out);
+	/* -f: the child's hits count too. */
+	run(&r, "%s count -f target_add --format json -- %s fork 10", kprobe, target);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert(strstr(r.out, "child status 7\n"), "%s", r.out);
+	cr_assert_eq(json_num(count_entry(r.out, "target_add"), "hits"), 20, "%s", r.out);
+}
+
+Test(cli, follow_exec)
+{
+	struct run r;
+	const char *first, *second;
+
+	run(&r, "%s count -f target_add --format json -- %s exec 10", kprobe, target);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	first = count_entry(r.out, "target_add");
+	cr_assert(first, "%s", r.out);
+	second = count_entry(first + 1, "target_add");
+	cr_assert(second, "no entry for the exec'd program: %s", r.out);
+	cr_assert_eq(json_num(first, "hits") + json_num(second, "hits"), 11, "%s", r.out);
+	/* Without -f the exec'd program runs without the agent. */
+	run(&r, "%s count target_add --format json -- %s exec 10", kprobe, target);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert_eq(json_num(count_entry(r.out, "target_add"), "hits"), 1, "%s", r.out);
+}
+
+/* ---- attach ---- */
+
+/* The loop target prints "tick N sum S" with S = N(N+1)/2: any disturbance
+ * shows in the numbers. */
+static void assert_loop_output_correct(const char *path)
+{
+	char *text = slurp(path), *save = NULL;
+	long prev_sum = -1, ticks = 0;
+
+	for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save)) {
+		long n, sum;
+
+		cr_assert_eq(sscanf(line, "tick %ld sum %ld", &n, &sum), 2, "bad line '%s'", line);
+		cr_assert_eq(sum, n * (n + 1) / 2, "wrong sum in '%s'", line);
+		cr_assert(prev_sum < 0 || n == ticks, "tick out of order: '%s'", line);
+		prev_sum = sum;
+		ticks = n + 1;
+	}
+	free(text);
+}
+
+static void assert_untraced(pid_t pid)
+{
+	char path[64], *status;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	status = slurp(path);
+	cr_assert(strstr(status, "\nTracerPid:\t0\n"), "still traced: %s", status);
+	free(status);
+}
+
+Test(cli, attach_and_detach_unharmed)
+{
+	struct bg b;
+	struct run r;
+	char *before, *after;
+
+	bg_start(&b, "loop 4000");
+	bg_wait_for(&b, "tick 3 ");
+	run(&r, "%s count target_add --format json -d 0.5 -p %d", kprobe, (int)b.pid);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert(json_valid(r.out), "%s", r.out);
+	cr_assert_gt(json_num(count_entry(r.out, "target_add"), "hits"), 10, "%s", r.out);
+	/* Detached, unprobed, and still running correctly. */
+	cr_assert(alive(b.pid));
+	assert_untraced(b.pid);
+	run(&r, "%s list -p %d", kprobe, (int)b.pid);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert_str_eq(r.out, "");
+	before = slurp(b.out);
+	usleep(100000);
+	after = slurp(b.out);
+	cr_assert_gt(strlen(after), strlen(before), "the target stopped printing");
+	free(before);
+	free(after);
+	/* Again, with the agent already in place (dormant). */
+	run(&r, "%s trace 'target_add s=arg1:s64' --format json -d 0.3 -p %d", kprobe, (int)b.pid);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert_gt(json_lines_valid(r.out), 5, "%s", r.out);
+	cr_assert(alive(b.pid));
+	usleep(50000);
+	assert_loop_output_correct(b.out);
+	bg_stop(&b);
+}
+
+Test(cli, attach_to_busy_threads)
+{
+	struct bg b;
+	struct run r;
+	int st;
+
+	bg_start(&b, "busy 3 3");
+	bg_wait_for(&b, "started");
+	for (int i = 0; i < 3; i++) {
+		run(&r, "%s count target_add 'target_add%%return' --format json -d 0.2 -p %d", kprobe,
+		    (int)b.pid);
+		cr_assert_eq(r.status, 0, "%s", r.err);
+		cr_assert_gt(json_num(count_entry(r.out, "target_add"), "hits"), 0, "%s", r.out);
+	}
+	cr_assert_eq(waitpid(b.pid, &st, 0), b.pid);
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %d", st);
+	{
+		char *out = slurp(b.out);
+
+		cr_assert_str_eq(out, "started\nbusy ok\n");
+		free(out);
+	}
+	unlink(b.out);
+}
+
+/* Threads that block every signal would die at a breakpoint: attaching
+ * takes SIGTRAP out of their masks. */
+Test(cli, attach_to_threads_blocking_signals)
+{
+	struct bg b;
+	struct run r;
+	int st;
+	char *out;
+
+	bg_start(&b, "masked 2 2");
+	bg_wait_for(&b, "started");
+	run(&r, "%s count target_add --format json -d 0.3 -p %d", kprobe, (int)b.pid);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert_gt(json_num(count_entry(r.out, "target_add"), "hits"), 0, "%s", r.out);
+	cr_assert_eq(waitpid(b.pid, &st, 0), b.pid);
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %d", st);
+	out = slurp(b.out);
+	cr_assert_str_eq(out, "started\nbusy ok\n");
+	free(out);
+	unlink(b.out);
+}
+
+/* A process blocked in read(): the system call goes on as if nothing had
+ * happened, and its data flows through. */
+Test(cli, attach_to_blocked_reader)
+{
+	char out[128], cmd[256];
+	int in[2], st;
+	struct run r;
+	pid_t cat;
+	char *text;
+
+	temp_path(out, sizeof(out), "cat.out");
+	cr_assert(!pipe(in));
+	cat = fork();
+	if (cat == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		dup2(in[0], 0);
+		close(in[1]);
+		snprintf(cmd, sizeof(cmd), "exec cat > %s", out);
+		execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+		_exit(127);
+	}
+	close(in[0]);
+	cr_assert_eq(write(in[1], "before\n", 7), 7);
+	usleep(100000);
+	run(&r, "%s count 'libc.so.6:read' 'libc.so.6:write' --format json -p %d & k=$!; "
+	    "sleep 0.4; kill -INT $k; wait $k", kprobe, (int)cat);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert(alive(cat), "the reader died: %s", r.err);
+	cr_assert_eq(write(in[1], "after\n", 6), 6);
+	close(in[1]);
+	cr_assert_eq(waitpid(cat, &st, 0), cat);
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %d", st);
+	text = slurp(out);
+	cr_assert_str_eq(text, "before\nafter\n");
+	free(text);
+	unlink(out);
+}
+
+Test(cli, attach_interrupted_by_sigint)
+{
+	struct bg b;
+	struct run r;
+
+	bg_start(&b, "loop 4000");
+	bg_wait_for(&b, "tick 1 ");
+	run(&r, "%s count target_add -p %d & k=$!; sleep 0.5; kill -INT $k; wait $k", kprobe,
+	    (int)b.pid);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert(matches(r.out, "^target_add +0x[0-9a-f]{16} +cli_target +[1-9][0-9]* +0$"), "%s",
+		  r.out);
+	cr_assert(alive(b.pid));
+	assert_untraced(b.pid);
+	run(&r, "%s list -p %d", kprobe, (int)b.pid);
+	cr_assert_str_eq(r.out, "");
+	bg_stop(&b);
+}
+
+Test(cli, attach_dlopen_deferred)
+{
+	struct bg b;
+	struct run r;
+	char args[PATH_MAX + 64];
+
+	snprintf(args, sizeof(args), "dlopen %s 9 800", plugin);
+	bg_start(&b, args);
+	bg_wait_for(&b, "waiting");
+	run(&r, "%s count %s:plugin_work --format json -p %d", kprobe, plugin, (int)b.pid);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert_eq(json_num(count_entry(r.out, "plugin_work"), "hits"), 9, "%s", r.out);
+	bg_stop(&b);
+}
+
+Test(cli, list_and_knobs_on_a_live_process)
+{
+	struct bg b;
+	struct run r, session;
+	char out[128];
+	pid_t tool;
+
+	temp_path(out, sizeof(out), "knobs.json");
+	bg_start(&b, "loop 4000");
+	bg_wait_for(&b, "tick 1 ");
+	tool = fork();
+	if (tool == 0) {
+		run(&session, "%s count target_add 'target_add%%return' --format json -o %s -d 3 -p %d",
+		    kprobe, out, (int)b.pid);
+		_exit(session.status);
+	}
+	for (int i = 0; i < 200; i++) {
+		run(&r, "%s list -p %d", kprobe, (int)b.pid);
+		if (count_occurrences(r.out, "\n") == 2)
+			break;
+		usleep(20000);
+	}
+	cr_assert(matches(r.out, "^[0-9a-f]{16}  k  target_add\\+0x0( |$)"), "%s", r.out);
+	cr_assert(matches(r.out, "^[0-9a-f]{16}  r  target_add\\+0x0( |$)"), "%s", r.out);
+	cr_assert_eq(run(&r, "%s disable -p %d", kprobe, (int)b.pid), 0, "%s", r.err);
+	cr_assert_eq(run(&r, "%s enable -p %d", kprobe, (int)b.pid), 0, "%s", r.err);
+	cr_assert_eq(run(&r, "%s optimize off -p %d", kprobe, (int)b.pid), 0, "%s", r.err);
+	run(&r, "%s list -p %d", kprobe, (int)b.pid);
+	cr_assert(!strstr(r.out, "[OPTIMIZED]"), "%s", r.out);
+	cr_assert_eq(run(&r, "%s optimize on -p %d", kprobe, (int)b.pid), 0, "%s", r.err);
+	for (int i = 0; i < 100 && !strstr(r.out, "[OPTIMIZED]"); i++) {
+		usleep(20000);
+		run(&r, "%s list -p %d", kprobe, (int)b.pid);
+	}
+	cr_assert(strstr(r.out, "k  target_add+0x0  [OPTIMIZED]"), "%s", r.out);
+	{
+		int st;
+		char *json;
+
+		cr_assert_eq(waitpid(tool, &st, 0), tool);
+		cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+		json = slurp(out);
+		cr_assert(json_valid(json), "%s", json);
+		cr_assert_gt(json_num(count_entry(json, "target_add"), "hits"), 0, "%s", json);
+		free(json);
+	}
+	cr_assert(alive(b.pid));
+	assert_loop_output_correct(b.out);
+	bg_stop(&b);
+	unlink(out);
+}
+
+Test(cli, attach_refused_without_ptrace_permission)
+{
+	struct run r;
+	pid_t child;
+	int st;
+
+	/* A process with a tracer already cannot be attached to. */
+	child = fork();
+	if (child == 0) {
+		ptrace(PTRACE_TRACEME, 0, 0, 0);
+		raise(SIGSTOP);
+		execl(target, target, "loop", "0", (char *)NULL);
+		_exit(127);
+	}
+	cr_assert_eq(waitpid(child, &st, 0), child);
+	cr_assert(WIFSTOPPED(st));
+	ptrace(PTRACE_CONT, child, 0, 0);
+	usleep(100000);
+	run(&r, "%s count target_add -p %d", kprobe, (int)child);
+	cr_assert_eq(r.status, 1, "%s", r.err);
+	cr_assert(strstr(r.err, "ptrace is not permitted"), "%s", r.err);
+	cr_assert_eq(count_occurrences(r.err, "\n"), 1, "%s", r.err);
+	kill(child, SIGKILL);
+	waitpid(child, &st, 0);
+}
+
+/* ---- errors: one line naming the culprit, exit 2, nothing half-done ---- */
+
+Test(cli, error_unknown_symbol_suggests)
+{
+	struct run r;
+
+	run(&r, "%s count target_ad -- %s calls 1", kprobe, target);
+	assert_bad(&r, "did you mean 'target_add'?");
+	cr_assert_str_eq(r.out, "", "the command ran: %s", r.out);
+}
+
+Test(cli, error_all_or_none)
+{
+	struct run r;
+
+	run(&r, "%s count target_add no_such_function -- %s calls 1", kprobe, target);
+	assert_bad(&r, "no_such_function");
+	cr_assert_str_eq(r.out, "", "the command ran half-probed: %s", r.out);
+	run(&r, "%s count target_add target_add+0x1 -- %s calls 1", kprobe, target);
+	assert_bad(&r, "target_add+0x1");
+	cr_assert(strstr(r.err, "instruction boundary"), "%s", r.err);
+	cr_assert_str_eq(r.out, "");
+}
+
+Test(cli, error_objects)
+{
+	struct run r;
+
+	run(&r, "%s count nosuchobject.so:foo -- %s calls 1", kprobe, target);
+	assert_bad(&r, "nosuchobject.so");
+	run(&r, "%s count libc.so:malloc -- %s calls 1", kprobe, target);
+	assert_bad(&r, "did you mean 'libc.so.6'?");
+	run(&r, "%s count libcliplugin.so:plugin_wrk -- %s calls 1", kprobe, target);
+	assert_bad(&r, "did you mean 'plugin_work'?");
+	run(&r, "%s count 'zz_nothing*' -- %s calls 1", kprobe, target);
+	assert_bad(&r, "zz_nothing*");
+	run(&r, "%s count cli_target.c:1006 -- %s calls 1", kprobe, target);
+	assert_bad(&r, "cli_target.c:1006");
+	run(&r, "%s count target_add+0x10000 -- %s calls 1", kprobe, target);
+	assert_bad(&r, "0x10000");
+}
+
+Test(cli, error_specs_and_usage)
+{
+	struct run r;
+
+	run(&r, "%s trace 'target_add arg9' -- %s calls 1", kprobe, target);
+	assert_bad(&r, "arg9");
+	run(&r, "%s trace 'target_add retval' -- %s calls 1", kprobe, target);
+	assert_bad(&r, "retval");
+	run(&r, "%s trace 'target_add x=arg1:u32' -- %s calls 1", kprobe, target);
+	assert_bad(&r, "x=arg1:u32");
+	run(&r, "%s trace 'target_add%%retrun' -- %s calls 1", kprobe, target);
+	assert_bad(&r, "%retrun");
+	run(&r, "%s count target_add --formt json -- %s", kprobe, target);
+	assert_bad(&r, "did you mean '--format'?");
+	run(&r, "%s count target_add --format yaml -- %s", kprobe, target);
+	assert_bad(&r, "yaml");
+	run(&r, "%s count target_add --format chrome -- %s", kprobe, target);
+	assert_bad(&r, "chrome");
+	run(&r, "%s trcae target_add -- %s", kprobe, target);
+	assert_bad(&r, "did you mean 'trace'?");
+	run(&r, "%s count target_add", kprobe);
+	assert_bad(&r, "-p PID");
+	run(&r, "%s count -- %s", kprobe, target);
+	assert_bad(&r, "probe");
+	run(&r, "%s count 'target_add arg1' -- %s", kprobe, target);
+	assert_bad(&r, "arg1");
+	run(&r, "%s latency target_add target_greet -- %s", kprobe, target);
+	assert_bad(&r, "target_greet");
+	run(&r, "%s count target_add -d -1 -- %s", kprobe, target);
+	assert_bad(&r, "-1");
+	run(&r, "%s optimize maybe -p 1", kprobe);
+	assert_bad(&r, "on");
+	run(&r, "%s", kprobe);
+	cr_assert_eq(r.status, 2);
+	cr_assert_eq(run(&r, "%s --help", kprobe), 0);
+	cr_assert(strstr(r.out, "usage: kprobe trace"), "%s", r.out);
+}
+
+Test(cli, error_pid_and_command)
+{
+	struct run r;
+
+	run(&r, "%s count target_add -p 1073741823", kprobe);
+	assert_bad(&r, "1073741823");
+	run(&r, "%s count target_add -p abc", kprobe);
+	assert_bad(&r, "abc");
+	run(&r, "%s list -p 1073741823", kprobe);
+	assert_bad(&r, "1073741823");
+	run(&r, "%s count target_add -- /nonexistent/program", kprobe);
+	assert_bad(&r, "/nonexistent/program");
+	run(&r, "%s count target_add -- no_such_command_here", kprobe);
+	assert_bad(&r, "no_such_command_here");
+}

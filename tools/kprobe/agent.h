@@ -1,0 +1,102 @@
+/* The kprobe agent: loaded into the target (LD_PRELOAD or ptrace-driven
+ * dlopen), it resolves the session's probes, registers them with
+ * libkprobes, feeds their hits into the session's shared memory and serves
+ * the control socket. */
+#ifndef KPROBE_AGENT_H
+#define KPROBE_AGENT_H
+
+#include <kprobes.h>
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "proto.h"
+#include "shm.h"
+#include "spec.h"
+
+#define AGENT_EXPORT __attribute__((visibility("default")))
+
+/* One registered probe point.  The kprobe (or kretprobe) comes first so
+ * handlers find the rest from the pointer libkprobes gives them. */
+struct agent_probe {
+	union {
+		struct kprobe kp;
+		struct kretprobe rp;
+	} u;
+	struct agent_session *session;
+	bool is_return;
+	uint32_t desc;			/* descriptor index in the session */
+	uint8_t nargs;
+	uint8_t nstrings;
+	struct spec_arg args[SPEC_MAX_ARGS];
+};
+
+/* A spec whose object is not loaded yet: armed when it is. */
+struct agent_deferred {
+	int spec;
+	char path[512];			/* the object as given, or found on disk */
+};
+
+struct agent_session {
+	struct session_config cfg;
+	struct kps_map map;
+	unsigned int gen;		/* tells threads their cached ring is stale */
+	bool follower;			/* an exec'd child joining a running session */
+	bool time_tsc;			/* events stamped with the TSC */
+	uint64_t tick_ns_q32;		/* ns per TSC tick << 32, for latency */
+	struct agent_probe **probes;
+	int nprobes, cap;
+	struct agent_deferred *deferred;
+	int ndeferred;
+};
+
+/* The session lock: the control thread and the dlopen hook both change the
+ * set of probes. */
+extern pthread_mutex_t agent_lock;
+extern struct agent_session *agent_session;	/* NULL: dormant */
+
+/* Threads of the agent itself never report hits (agent_hit.c). */
+void agent_mark_own_thread(void);
+bool agent_on_own_thread(void);
+/* Brackets agent work done on a program thread (the constructor, the
+ * dlopen hook). */
+void agent_own_begin(void);
+void agent_own_end(void);
+/* After fork: forget cached rings; be quiet unless following. */
+void agent_hit_after_fork(bool follow);
+/* Sets the probe's handlers (and return instance data size) for its
+ * session's action and clock (agent_hit.c). */
+void agent_set_handlers(struct agent_probe *ap);
+/* Bytes of kretprobe instance data a probe needs. */
+size_t agent_return_data_size(const struct agent_probe *ap);
+
+/* agent_session.c: start (all-or-none) and stop a session.  On failure
+ * err gets one line and *kind the exit status class (2 bad probe, 1 other),
+ * which also goes to the session memory.  A follower (an exec'd child of a
+ * followed command) joins a running session and arms what it can. */
+int agent_session_start(const char *config, bool follower, char *err, size_t errlen,
+			int *kind);
+void agent_session_stop(void);
+/* Copies the probes' miss counts into the descriptors. */
+void agent_session_flush(void);
+/* Arms deferred specs whose object has appeared (the dlopen hook). */
+void agent_session_arm_deferred(void);
+
+/* agent_dlhook.c: call agent_session_arm_deferred() whenever the dynamic
+ * loader has added objects. */
+int agent_dlhook_install(void);
+void agent_dlhook_remove(void);
+/* The hook's probe address (hidden from the list), 0 when not installed. */
+uintptr_t agent_dlhook_address(void);
+
+/* agent_server.c: the control socket. */
+int agent_server_start(void);
+
+/* agent.c */
+const char *agent_self_basename(void);
+
+/* agent_objects.c: whether the loaded object with this file name is there
+ * only because the agent needs it. */
+bool agent_object_is_private(const char *name);
+
+#endif

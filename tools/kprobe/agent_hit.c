@@ -1,0 +1,469 @@
+/* The hit path: what a probe does in the target thread that hit it.
+ *
+ * These handlers run inside libkprobes' SIGTRAP handler or an optimized
+ * detour, so they are async-signal-safe: no locks, no allocation, no stdio,
+ * no system call except on a thread's first hit (claiming its ring) and for
+ * reading :string arguments without faulting. */
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stddef.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent.h"
+
+#define container_of(p, type, member) ((type *)((char *)(p) - offsetof(type, member)))
+#define TLS __attribute__((tls_model("initial-exec")))
+
+/* The calling thread's ring in the session of generation tls_gen. */
+static __thread int tls_ring TLS = -1;
+static __thread unsigned int tls_gen TLS;
+static __thread pid_t tls_pid TLS;
+/* > 0 while the thread runs agent code (its own thread, or a program
+ * thread arming probes): hits there are the agent's, not the program's. */
+static __thread int tls_agent_depth TLS;
+/* A forked child of a session that does not follow forks. */
+static bool quiet;
+
+static long raw_syscall(long n, long a, long b, long c, long d, long e, long f)
+{
+	long ret;
+	register long r10 __asm__("r10") = d;
+	register long r8 __asm__("r8") = e;
+	register long r9 __asm__("r9") = f;
+
+	__asm__ volatile("syscall"
+			 : "=a"(ret)
+			 : "a"(n), "D"(a), "S"(b), "d"(c), "r"(r10), "r"(r8), "r"(r9)
+			 : "rcx", "r11", "memory");
+	return ret;
+}
+
+void agent_mark_own_thread(void)
+{
+	tls_agent_depth = 1 << 20;
+}
+
+void agent_own_begin(void)
+{
+	tls_agent_depth++;
+}
+
+void agent_own_end(void)
+{
+	tls_agent_depth--;
+}
+
+bool agent_on_own_thread(void)
+{
+	return tls_agent_depth > 0;
+}
+
+void agent_hit_after_fork(bool follow)
+{
+	tls_ring = -1;
+	tls_gen = 0;
+	tls_pid = 0;
+	if (!follow)
+		__atomic_store_n(&quiet, true, __ATOMIC_RELAXED);
+}
+
+static bool owner_is_dead(uint64_t owner)
+{
+	return raw_syscall(SYS_tgkill, (long)(owner >> 32), (long)(uint32_t)owner, 0, 0, 0, 0) ==
+	       -ESRCH;
+}
+
+/* Claims a free ring, or one whose owner died and whose events were all
+ * read.  Only on a thread's first hit in a session. */
+static int claim_ring(struct agent_session *s)
+{
+	pid_t pid = (pid_t)raw_syscall(SYS_getpid, 0, 0, 0, 0, 0, 0);
+	pid_t tid = (pid_t)raw_syscall(SYS_gettid, 0, 0, 0, 0, 0, 0);
+	uint64_t me = (uint64_t)pid << 32 | (uint32_t)tid;
+
+	tls_pid = pid;
+	for (int pass = 0; pass < 2; pass++) {
+		for (int i = 0; i < KPS_RINGS; i++) {
+			struct kps_ring *r = &s->map.rings[i];
+			uint64_t owner = __atomic_load_n(&r->owner, __ATOMIC_ACQUIRE);
+
+			if (pass == 0 ? owner != 0 :
+			    (owner == 0 || __atomic_load_n(&r->head, __ATOMIC_ACQUIRE) !=
+						   __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE) ||
+			     !owner_is_dead(owner)))
+				continue;
+			if (__atomic_compare_exchange_n(&r->owner, &owner, me, false,
+							__ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+				__atomic_store_n(&r->used, 1, __ATOMIC_RELEASE);
+				return i;
+			}
+		}
+	}
+	return -1;
+}
+
+/* libkprobes' own background thread (the jump optimizer) calls libc
+ * functions a glob may have probed; its hits are not the program's. */
+static bool is_library_thread(void)
+{
+	static const char name[] = "kprobes-opt";
+	char comm[32];
+	long fd = raw_syscall(SYS_open, (long)"/proc/thread-self/comm", O_RDONLY | O_CLOEXEC, 0,
+			      0, 0, 0);
+	long n;
+
+	if (fd < 0)
+		return false;
+	n = raw_syscall(SYS_read, fd, (long)comm, sizeof(comm) - 1, 0, 0, 0);
+	raw_syscall(SYS_close, fd, 0, 0, 0, 0, 0);
+	if (n < (long)sizeof(name) - 1)
+		return false;
+	for (unsigned int i = 0; i < sizeof(name) - 1; i++)
+		if (comm[i] != name[i])
+			return false;
+	return true;
+}
+
+/* A thread's first hit in a session: who is it, and which ring is its. */
+static void first_hit(struct agent_session *s)
+{
+	tls_gen = s->gen;
+	if (is_library_thread()) {
+		agent_mark_own_thread();
+		tls_ring = -1;
+		return;
+	}
+	tls_ring = claim_ring(s);
+}
+
+/* The caller's ring index, -1 when every ring is taken. */
+static inline int thread_ring(struct agent_session *s)
+{
+	if (__builtin_expect(tls_gen != s->gen, 0))
+		first_hit(s);
+	return tls_ring;
+}
+
+/* Hits that are not the program's, or that nobody wants. */
+static inline bool silent(struct agent_session *s)
+{
+	if (__builtin_expect(tls_gen != s->gen, 0))
+		first_hit(s);
+	return tls_agent_depth > 0 || __atomic_load_n(&quiet, __ATOMIC_RELAXED);
+}
+
+static inline uint64_t now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static inline void counter_add(struct agent_session *s, int ring, uint32_t desc)
+{
+	uint64_t *c;
+
+	if (ring >= 0) {
+		/* Only this thread writes its row: a plain add suffices. */
+		c = &s->map.counters[(size_t)ring * KPS_MAX_PROBES + desc];
+		__atomic_store_n(c, __atomic_load_n(c, __ATOMIC_RELAXED) + 1, __ATOMIC_RELAXED);
+	} else {
+		c = &s->map.counters[(size_t)KPS_RINGS * KPS_MAX_PROBES + desc];
+		__atomic_fetch_add(c, 1, __ATOMIC_RELAXED);
+	}
+}
+
+static inline void hist_add(struct agent_session *s, int ring, uint64_t ns)
+{
+	uint64_t *c;
+
+	if (ring >= 0) {
+		c = &s->map.hist[(size_t)ring * KPS_BUCKETS + kps_bucket(ns)];
+		__atomic_store_n(c, __atomic_load_n(c, __ATOMIC_RELAXED) + 1, __ATOMIC_RELAXED);
+	} else {
+		c = &s->map.hist[(size_t)KPS_RINGS * KPS_BUCKETS + kps_bucket(ns)];
+		__atomic_fetch_add(c, 1, __ATOMIC_RELAXED);
+	}
+}
+
+/* Copies up to KPS_STR_MAX bytes of a NUL-terminated string at addr into
+ * dst without faulting; returns its length or KPS_STR_FAULT.  The remote
+ * range is split at the page boundary because process_vm_readv() never
+ * transfers part of one iovec. */
+static uint16_t read_string(uintptr_t addr, unsigned char *dst)
+{
+	uintptr_t page_end = (addr | 4095) + 1;
+	size_t first = page_end - addr < KPS_STR_MAX ? page_end - addr : KPS_STR_MAX;
+	struct iovec local = { dst, KPS_STR_MAX };
+	struct iovec remote[2] = {
+		{ (void *)addr, first },
+		{ (void *)page_end, KPS_STR_MAX - first },
+	};
+	long n;
+
+	if (addr < 4096)
+		return KPS_STR_FAULT;
+	n = raw_syscall(SYS_process_vm_readv, tls_pid, (long)&local, 1, (long)remote,
+			first < KPS_STR_MAX ? 2 : 1, 0);
+	if (n <= 0)
+		return KPS_STR_FAULT;
+	for (long i = 0; i < n; i++)
+		if (!dst[i])
+			return (uint16_t)i;
+	return (uint16_t)n;
+}
+
+/* Reserves len bytes (a multiple of 8) in ring r, writing a padding record
+ * first when the record would wrap; NULL when the ring is full. */
+static void *ring_reserve(struct agent_session *s, int ring, uint32_t len, uint64_t *head_out)
+{
+	struct kps_ring *r = &s->map.rings[ring];
+	unsigned char *data = s->map.ring_data + (size_t)ring * KPS_RING_BYTES;
+	uint64_t head = __atomic_load_n(&r->head, __ATOMIC_RELAXED);
+	uint64_t tail = r->tail_seen;
+	uint32_t pos = (uint32_t)(head & (KPS_RING_BYTES - 1));
+	uint32_t room = KPS_RING_BYTES - pos;
+	uint64_t need = len <= room ? len : room + len;
+
+	if (head + need - tail > KPS_RING_BYTES) {
+		tail = __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE);
+		r->tail_seen = tail;
+		if (head + need - tail > KPS_RING_BYTES)
+			return NULL;
+	}
+	if (len > room) {
+		struct kps_event *pad = (struct kps_event *)(data + pos);
+
+		pad->size = room;
+		pad->type = EV_PAD;
+		head += room;
+		pos = 0;
+	}
+	*head_out = head;
+	/* Own the next lines before they are needed: the reader's core had
+	 * them last, and waiting for that transfer is most of an event's cost. */
+	__asm__ volatile("prefetchw %0" : : "m"(data[(pos + 256) & (KPS_RING_BYTES - 1)]));
+	return data + pos;
+}
+
+static inline void ring_commit(struct agent_session *s, int ring, uint64_t head, uint32_t len)
+{
+	__atomic_store_n(&s->map.rings[ring].head, head + len, __ATOMIC_RELEASE);
+}
+
+static void count_lost(struct agent_session *s, int ring)
+{
+	if (ring >= 0) {
+		uint64_t *l = &s->map.rings[ring].lost;
+
+		__atomic_store_n(l, __atomic_load_n(l, __ATOMIC_RELAXED) + 1, __ATOMIC_RELAXED);
+	} else {
+		__atomic_fetch_add(&s->map.hdr->ringless_lost, 1, __ATOMIC_RELAXED);
+	}
+}
+
+/* Writes one event: nfixed leading values (the entry time of a return),
+ * then the probe's arguments from vals[]. */
+static void emit(struct agent_probe *ap, uint16_t type, uint64_t time_ns,
+		 const uint64_t *fixed, int nfixed, const uint64_t *vals)
+{
+	struct agent_session *s = ap->session;
+	int ring = thread_ring(s);
+	uint32_t nvals = (uint32_t)nfixed + ap->nargs;
+	uint32_t max = (uint32_t)(sizeof(struct kps_event) + 8 * nvals +
+				  ap->nstrings * (2 + KPS_STR_MAX) + 7) & ~7u;
+	struct kps_event *ev;
+	unsigned char *p;
+	uint64_t head;
+	uint32_t len;
+
+	if (ring < 0) {
+		count_lost(s, ring);
+		return;
+	}
+	ev = ring_reserve(s, ring, max, &head);
+	if (!ev) {
+		count_lost(s, ring);
+		return;
+	}
+	ev->type = type;
+	ev->nvals = (uint16_t)nvals;
+	ev->desc = ap->desc;
+	ev->reserved = 0;
+	ev->time_ns = time_ns;
+	for (int i = 0; i < nfixed; i++)
+		ev->vals[i] = fixed[i];
+	for (int i = 0; i < ap->nargs; i++)
+		ev->vals[nfixed + i] = vals[i];
+	p = (unsigned char *)&ev->vals[nvals];
+	for (int i = 0; i < ap->nargs; i++) {
+		uint16_t n;
+
+		if (ap->args[i].type != ARG_STRING)
+			continue;
+		n = read_string((uintptr_t)vals[i], p + 2);
+		p[0] = (unsigned char)n;
+		p[1] = (unsigned char)(n >> 8);
+		p += 2 + (n == KPS_STR_FAULT ? 0 : n);
+	}
+	len = (uint32_t)(p - (unsigned char *)ev + 7) & ~7u;
+	ev->size = len;
+	ring_commit(s, ring, head, len);
+}
+
+/* arg1..arg6 and retval straight from the registers: no call, so the
+ * handler stays one that libkprobes can prove leaves vector state alone
+ * (an optimized probe then skips saving it). */
+static inline uint64_t arg_value(const struct pt_regs *regs, uint8_t src)
+{
+	/* A table of offsets, not a switch: a jump table is an indirect
+	 * branch, which the library cannot follow. */
+	static const uint8_t offsets[ARG_SRC_RETVAL + 1] = {
+		offsetof(struct pt_regs, di), offsetof(struct pt_regs, si),
+		offsetof(struct pt_regs, dx), offsetof(struct pt_regs, cx),
+		offsetof(struct pt_regs, r8), offsetof(struct pt_regs, r9),
+		offsetof(struct pt_regs, ax),
+	};
+
+	return *(const uint64_t *)((const char *)regs + offsets[src]);
+}
+
+/* A time stamp and a duration.  With the TSC, no libc call is made (the
+ * clock call would make every handler count as touching vector state). */
+static inline __attribute__((always_inline)) uint64_t stamp(bool tsc)
+{
+	return tsc ? __builtin_ia32_rdtsc() : now_ns();
+}
+
+static inline __attribute__((always_inline)) uint64_t stamp_to_ns(const struct agent_session *s,
+								   uint64_t delta, bool tsc)
+{
+	return tsc ? (uint64_t)(((unsigned __int128)delta * s->tick_ns_q32) >> 32) : delta;
+}
+
+static inline __attribute__((always_inline)) int on_entry(struct kprobe *p, struct pt_regs *regs,
+							  bool tsc)
+{
+	struct agent_probe *ap = container_of(p, struct agent_probe, u.kp);
+	uint64_t vals[SPEC_MAX_ARGS];
+
+	if (silent(ap->session))
+		return 0;
+	if (ap->session->cfg.action == ACT_COUNT) {
+		counter_add(ap->session, thread_ring(ap->session), ap->desc);
+		return 0;
+	}
+	for (int i = 0; i < ap->nargs; i++)
+		vals[i] = arg_value(regs, ap->args[i].src);
+	emit(ap, EV_ENTRY, stamp(tsc), NULL, 0, vals);
+	return 0;
+}
+
+/* What a return instance remembers from the entry. */
+struct return_data {
+	uint64_t entry_time;		/* stamp() */
+	uint64_t args[SPEC_MAX_ARGS];
+};
+
+size_t agent_return_data_size(const struct agent_probe *ap)
+{
+	return offsetof(struct return_data, args) + sizeof(uint64_t) * ap->nargs;
+}
+
+static inline __attribute__((always_inline)) int on_return_entry(struct kretprobe_instance *ri,
+								 struct pt_regs *regs, bool tsc)
+{
+	struct agent_probe *ap = container_of(ri->rp, struct agent_probe, u.rp);
+	struct return_data *d = (struct return_data *)ri->data;
+
+	/* Non-zero: no return instance, so the return costs nothing. */
+	if (silent(ap->session))
+		return 1;
+	if (ap->session->cfg.action == ACT_COUNT)
+		return 0;
+	for (int i = 0; i < ap->nargs; i++)
+		if (ap->args[i].src != ARG_SRC_RETVAL)
+			d->args[i] = arg_value(regs, ap->args[i].src);
+	d->entry_time = stamp(tsc);
+	return 0;
+}
+
+static inline __attribute__((always_inline)) int on_return(struct kretprobe_instance *ri,
+							   struct pt_regs *regs, bool tsc)
+{
+	struct agent_probe *ap = container_of(ri->rp, struct agent_probe, u.rp);
+	struct return_data *d = (struct return_data *)ri->data;
+	struct agent_session *s = ap->session;
+	uint64_t t, vals[SPEC_MAX_ARGS];
+	int ring;
+
+	if (silent(s))
+		return 0;
+	switch (s->cfg.action) {
+	case ACT_COUNT:
+		counter_add(s, thread_ring(s), ap->desc);
+		return 0;
+	case ACT_LATENCY:
+		t = stamp(tsc);
+		ring = thread_ring(s);
+		hist_add(s, ring, stamp_to_ns(s, t - d->entry_time, tsc));
+		counter_add(s, ring, ap->desc);
+		return 0;
+	case ACT_TRACE:
+		t = stamp(tsc);
+		for (int i = 0; i < ap->nargs; i++)
+			vals[i] = ap->args[i].src == ARG_SRC_RETVAL ? regs_return_value(regs) :
+								      d->args[i];
+		emit(ap, EV_RETURN, t, &d->entry_time, 1, vals);
+		return 0;
+	}
+	return 0;
+}
+
+static int entry_tsc(struct kprobe *p, struct pt_regs *regs)
+{
+	return on_entry(p, regs, true);
+}
+
+static int entry_clock(struct kprobe *p, struct pt_regs *regs)
+{
+	return on_entry(p, regs, false);
+}
+
+static int return_entry_tsc(struct kretprobe_instance *ri, struct pt_regs *regs)
+{
+	return on_return_entry(ri, regs, true);
+}
+
+static int return_entry_clock(struct kretprobe_instance *ri, struct pt_regs *regs)
+{
+	return on_return_entry(ri, regs, false);
+}
+
+static int return_tsc(struct kretprobe_instance *ri, struct pt_regs *regs)
+{
+	return on_return(ri, regs, true);
+}
+
+static int return_clock(struct kretprobe_instance *ri, struct pt_regs *regs)
+{
+	return on_return(ri, regs, false);
+}
+
+void agent_set_handlers(struct agent_probe *ap)
+{
+	bool tsc = ap->session->time_tsc;
+
+	if (ap->is_return) {
+		ap->u.rp.entry_handler = tsc ? return_entry_tsc : return_entry_clock;
+		ap->u.rp.handler = tsc ? return_tsc : return_clock;
+		ap->u.rp.data_size = agent_return_data_size(ap);
+	} else {
+		ap->u.kp.pre_handler = tsc ? entry_tsc : entry_clock;
+	}
+}

@@ -1,0 +1,129 @@
+/* Which loaded objects are there only for the agent (libZydis, libelf,
+ * libdw and what they need, when the program does not use them itself).
+ * A glob without an object leaves them out: they are not the program's,
+ * and the agent runs them while it registers probes. */
+#include <elf.h>
+#include <link.h>
+#include <stdbool.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "agent.h"
+#include "util.h"
+
+#define MAX_OBJECTS 512
+#define MAX_NEEDED 64
+
+struct object {
+	char name[128];			/* file name */
+	char soname[128];
+	int nneeded;
+	char needed[MAX_NEEDED][128];
+	bool from_program, from_agent;
+};
+
+struct objects {
+	struct object *v;
+	int n;
+};
+
+static void read_dynamic(struct object *o, const struct dl_phdr_info *info)
+{
+	const ElfW(Dyn) *dyn = NULL;
+	const char *strtab = NULL;
+
+	for (int i = 0; i < info->dlpi_phnum; i++)
+		if (info->dlpi_phdr[i].p_type == PT_DYNAMIC)
+			dyn = (const ElfW(Dyn) *)(info->dlpi_addr + info->dlpi_phdr[i].p_vaddr);
+	if (!dyn)
+		return;
+	for (const ElfW(Dyn) *d = dyn; d->d_tag != DT_NULL; d++)
+		if (d->d_tag == DT_STRTAB)
+			/* The loader leaves .dynamic as linked: a vaddr, except
+			 * in objects it relocated in place (above the bias). */
+			strtab = (const char *)(d->d_un.d_ptr >= info->dlpi_addr ?
+						d->d_un.d_ptr : info->dlpi_addr + d->d_un.d_ptr);
+	if (!strtab)
+		return;
+	for (const ElfW(Dyn) *d = dyn; d->d_tag != DT_NULL; d++) {
+		if (d->d_tag == DT_NEEDED && o->nneeded < MAX_NEEDED)
+			str_copy(o->needed[o->nneeded++], sizeof(o->needed[0]),
+				 path_base(strtab + d->d_un.d_val));
+		else if (d->d_tag == DT_SONAME)
+			str_copy(o->soname, sizeof(o->soname), strtab + d->d_un.d_val);
+	}
+}
+
+static int list_object(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	struct objects *l = arg;
+	struct object *o;
+
+	(void)size;
+	if (l->n == MAX_OBJECTS)
+		return 1;
+	o = &l->v[l->n++];
+	memset(o, 0, sizeof(*o));
+	/* The loader lists the program first, without a name. */
+	str_copy(o->name, sizeof(o->name), l->n == 1 ? "" : path_base(info->dlpi_name));
+	read_dynamic(o, info);
+	return 0;
+}
+
+static struct object *find(struct objects *l, const char *name)
+{
+	for (int i = 0; i < l->n; i++)
+		if (!strcmp(l->v[i].name, name) || !strcmp(l->v[i].soname, name))
+			return &l->v[i];
+	return NULL;
+}
+
+/* Marks o and everything it needs, transitively. */
+static void mark(struct objects *l, struct object *o, bool program)
+{
+	bool *flag = program ? &o->from_program : &o->from_agent;
+
+	if (*flag)
+		return;
+	*flag = true;
+	for (int i = 0; i < o->nneeded; i++) {
+		struct object *dep = find(l, o->needed[i]);
+
+		if (dep)
+			mark(l, dep, program);
+	}
+}
+
+bool agent_object_is_private(const char *name)
+{
+	static char private_names[MAX_OBJECTS][128];
+	static int nprivate = -1;
+	struct objects l;
+	struct object *self;
+
+	/* The set is fixed once the agent is loaded (its libraries come with
+	 * it); objects loaded later are the program's. */
+	if (nprivate < 0) {
+		l.v = calloc(MAX_OBJECTS, sizeof(*l.v));
+		l.n = 0;
+		if (!l.v)
+			return false;
+		dl_iterate_phdr(list_object, &l);
+		nprivate = 0;
+		self = find(&l, agent_self_basename());
+		if (l.n && self) {
+			mark(&l, &l.v[0], true);
+			mark(&l, self, false);
+			for (int i = 0; i < l.n; i++)
+				if (l.v[i].from_agent && !l.v[i].from_program)
+					str_copy(private_names[nprivate++], sizeof(private_names[0]),
+						 l.v[i].name);
+		}
+		free(l.v);
+	}
+	for (int i = 0; i < nprivate; i++)
+		if (!strcmp(private_names[i], name))
+			return true;
+	return false;
+}

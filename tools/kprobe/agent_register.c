@@ -1,0 +1,366 @@
+/* Registering a session's probe points with libkprobes: all or none, in
+ * batches (big globs report progress between them), the jumps put in at
+ * once when the session starts. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "agent.h"
+#include "agent_register.h"
+#include "core/internal.h"
+
+/* Probes registered per library call: big globs report progress between. */
+#define BATCH 256
+/* Return instances per probe: recursion and many threads need more than
+ * the default; huge globs get fewer to bound memory. */
+#define MAXACTIVE_FEW	256
+#define MAXACTIVE_MANY	32
+
+int agent_fail(struct agent_fail *f, int kind, int rc, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(f->msg, f->len, fmt, ap);
+	va_end(ap);
+	f->kind = kind;
+	return rc;
+}
+
+static int probes_reserve(struct agent_session *s, int more)
+{
+	if (s->nprobes + more > s->cap) {
+		int cap = s->nprobes + more + 64;
+		struct agent_probe **v = realloc(s->probes, (size_t)cap * sizeof(*v));
+
+		if (!v)
+			return -ENOMEM;
+		s->probes = v;
+		s->cap = cap;
+	}
+	return 0;
+}
+
+/* A probe for one resolved point, with its descriptor (not yet ready). */
+static struct agent_probe *probe_new(struct agent_session *s, const struct resolved *r,
+				     int maxactive)
+{
+	const struct probe_spec *spec = &s->cfg.specs[r->spec];
+	struct agent_probe *ap = calloc(1, sizeof(*ap));
+	uint64_t id = __atomic_fetch_add(&s->map.hdr->ndesc, 1, __ATOMIC_RELAXED);
+	struct kps_desc *d;
+
+	if (!ap)
+		return NULL;
+	if (id >= KPS_MAX_PROBES) {
+		free(ap);
+		errno = E2BIG;
+		return NULL;
+	}
+	ap->session = s;
+	ap->desc = (uint32_t)id;
+	ap->is_return = spec->is_return;
+	ap->nargs = (uint8_t)spec->nargs;
+	memcpy(ap->args, spec->args, sizeof(ap->args));
+	for (int i = 0; i < spec->nargs; i++)
+		ap->nstrings += spec->args[i].type == ARG_STRING;
+	if (ap->is_return) {
+		ap->u.rp.kp.addr = (kprobe_opcode_t *)r->addr;
+		ap->u.rp.maxactive = maxactive;
+	} else {
+		ap->u.kp.addr = (kprobe_opcode_t *)r->addr;
+	}
+	agent_set_handlers(ap);
+	d = &s->map.desc[id];
+	d->addr = r->addr;
+	d->pid = (uint32_t)getpid();
+	d->spec = (uint16_t)r->spec;
+	d->kind = ap->is_return ? DESC_RETURN : DESC_ENTRY;
+	snprintf(d->name, sizeof(d->name), "%s", r->name);
+	snprintf(d->object, sizeof(d->object), "%s", r->object);
+	/* Ready before registration: the first hit may come at once.  A probe
+	 * that fails to register takes it back (no event can name it). */
+	__atomic_store_n(&d->ready, 1, __ATOMIC_RELEASE);
+	return ap;
+}
+
+static int register_some(struct agent_probe **v, int n, bool returns)
+{
+	if (returns) {
+		struct kretprobe *rps[BATCH];
+
+		for (int i = 0; i < n; i++)
+			rps[i] = &v[i]->u.rp;
+		return register_kretprobes(rps, n);
+	}
+	struct kprobe *kps[BATCH];
+
+	for (int i = 0; i < n; i++)
+		kps[i] = &v[i]->u.kp;
+	return register_kprobes(kps, n);
+}
+
+/* Unregisters v[0..n) (NULL slots skipped), returns first. */
+void agent_unregister_probes(struct agent_probe **v, int n)
+{
+	struct kretprobe *rps[BATCH];
+	struct kprobe *kps[BATCH];
+
+	for (int done = 0; done < n;) {
+		int nr = 0, nk = 0, i;
+
+		for (i = done; i < n && nr < BATCH && nk < BATCH; i++) {
+			if (!v[i])
+				continue;
+			if (v[i]->is_return)
+				rps[nr++] = &v[i]->u.rp;
+			else
+				kps[nk++] = &v[i]->u.kp;
+		}
+		/* Returns first: they were registered last. */
+		if (nr)
+			unregister_kretprobes(rps, nr);
+		if (nk)
+			unregister_kprobes(kps, nk);
+		done = i;
+	}
+}
+
+static const char *register_error(int rc)
+{
+	switch (rc) {
+	case -EILSEQ:
+		return "not an instruction boundary";
+	case -EINVAL:
+		return "cannot be probed (blacklisted, not code, or an unprobeable instruction)";
+	case -ENOENT:
+		return "unknown symbol";
+	case -EEXIST:
+		return "already probed";
+	default:
+		return strerror(-rc);
+	}
+}
+
+/* Frees a probe that is not (or no longer) registered, taking back its
+ * descriptor. */
+static void probe_drop(struct agent_probe *ap)
+{
+	__atomic_store_n(&ap->session->map.desc[ap->desc].ready, 0, __ATOMIC_RELEASE);
+	free(ap);
+}
+
+/* A glob's match that libkprobes refused: the CLI says how many. */
+static void note_skipped(struct agent_session *s, const struct kps_desc *d, int rc)
+{
+	struct kps_header *h = s->map.hdr;
+
+	if (__atomic_fetch_add(&h->skipped, 1, __ATOMIC_RELAXED) == 0)
+		snprintf(h->skip_example, sizeof(h->skip_example), "%s: %s", d->name,
+			 register_error(rc));
+}
+
+/* Registers v[0..n) (at most BATCH, all of one kind), halving a batch
+ * that fails until the culprits are found: a glob's match that cannot be
+ * probed is dropped (freed, its slot set to NULL, counted in the header);
+ * anything else is fatal.  Returns 0, or -errno with nothing of v[0..n)
+ * left registered. */
+static int register_split(struct agent_session *s, struct agent_probe **v, int n,
+			  bool returns, struct agent_fail *f)
+{
+	struct kps_desc *d;
+	int rc;
+
+	/* No slot of v[0..n) is NULL yet: drops happen below this attempt. */
+	rc = register_some(v, n, returns);
+	if (!rc)
+		return 0;
+	if (n > 1) {
+		rc = register_split(s, v, n / 2, returns, f);
+		if (rc)
+			return rc;
+		rc = register_split(s, v + n / 2, n - n / 2, returns, f);
+		if (rc)
+			agent_unregister_probes(v, n / 2);
+		return rc;
+	}
+	d = &s->map.desc[v[0]->desc];
+	if (spec_is_glob(&s->cfg.specs[d->spec]) || s->follower) {
+		note_skipped(s, d, rc);
+		probe_drop(v[0]);
+		v[0] = NULL;
+		return 0;
+	}
+	return agent_fail(f, 2, rc, "cannot probe '%s'%s%s: %s", d->name,
+			  d->object[0] ? " in " : "", d->object, register_error(rc));
+}
+
+/* Registers v[0..n) (all of one kind) in batches, all or none: on failure
+ * everything registered here is removed and v's probes are freed.
+ * Returns the number kept, moved to the front of v, or -errno. */
+static int register_all(struct agent_session *s, struct agent_probe **v, int n,
+			bool returns, struct agent_fail *f)
+{
+	int kept = 0;
+
+	for (int at = 0; at < n; at += BATCH) {
+		int len = n - at < BATCH ? n - at : BATCH;
+		int rc = register_split(s, v + at, len, returns, f);
+
+		if (rc) {
+			agent_unregister_probes(v, kept);
+			for (int j = 0; j < kept; j++)
+				probe_drop(v[j]);
+			for (int j = at; j < n; j++)
+				if (v[j])
+					probe_drop(v[j]);
+			return rc;
+		}
+		for (int j = at; j < at + len; j++)
+			if (v[j])
+				v[kept++] = v[j];
+		__atomic_store_n(&s->map.hdr->progress_done,
+				 s->map.hdr->progress_done + (uint64_t)len, __ATOMIC_RELAXED);
+	}
+	return kept;
+}
+
+/* Registers the resolved points: entries then returns, all or none. */
+int agent_register_points(struct agent_session *s, const struct resolve_list *pts,
+			   struct agent_fail *f)
+{
+	struct agent_probe **entries = calloc((size_t)pts->n + 1, sizeof(*entries));
+	struct agent_probe **returns = calloc((size_t)pts->n + 1, sizeof(*returns));
+	int ne = 0, nr = 0, rc = 0, kept_e, kept_r;
+	int maxactive = pts->n > 64 ? MAXACTIVE_MANY : MAXACTIVE_FEW;
+
+	if (!entries || !returns || probes_reserve(s, pts->n)) {
+		rc = agent_fail(f, 1, -ENOMEM, "out of memory");
+		goto out;
+	}
+	for (int i = 0; i < pts->n; i++) {
+		struct agent_probe *ap = probe_new(s, &pts->v[i], maxactive);
+
+		if (!ap) {
+			rc = agent_fail(f, errno == E2BIG ? 2 : 1, -errno,
+					errno == E2BIG ? "too many probe points (at most %d)" :
+							 "out of memory", KPS_MAX_PROBES);
+			goto free_new;
+		}
+		if (ap->is_return)
+			returns[nr++] = ap;
+		else
+			entries[ne++] = ap;
+	}
+	__atomic_fetch_add(&s->map.hdr->progress_total, (uint64_t)pts->n, __ATOMIC_RELAXED);
+	/* On failure register_all() has freed its own array. */
+	kept_e = register_all(s, entries, ne, false, f);
+	if (kept_e < 0) {
+		rc = kept_e;
+		for (int i = 0; i < nr; i++)
+			probe_drop(returns[i]);
+		goto out;
+	}
+	kept_r = register_all(s, returns, nr, true, f);
+	if (kept_r < 0) {
+		rc = kept_r;
+		agent_unregister_probes(entries, kept_e);
+		for (int i = 0; i < kept_e; i++)
+			probe_drop(entries[i]);
+		goto out;
+	}
+	for (int i = 0; i < kept_e; i++)
+		s->probes[s->nprobes++] = entries[i];
+	for (int i = 0; i < kept_r; i++)
+		s->probes[s->nprobes++] = returns[i];
+	goto out;
+free_new:
+	for (int i = 0; i < ne; i++)
+		probe_drop(entries[i]);
+	for (int i = 0; i < nr; i++)
+		probe_drop(returns[i]);
+out:
+	free(entries);
+	free(returns);
+	return rc;
+}
+
+/* libkprobes' optimizer thread blocks every signal, its own census signal
+ * included, so while it runs (just created by the first registration) an
+ * optimization waits a second or two for its answer and then gives up.
+ * Asleep, it is read from /proc instead: wait for that, briefly. */
+static void wait_library_thread_asleep(void)
+{
+	char path[96], buf[64];
+	struct dirent *de;
+	DIR *d = opendir("/proc/self/task");
+	pid_t tid = 0;
+
+	while (d && (de = readdir(d))) {
+		int fd;
+		ssize_t n;
+
+		snprintf(path, sizeof(path), "/proc/self/task/%.32s/comm", de->d_name);
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		if (fd < 0)
+			continue;
+		n = read(fd, buf, sizeof(buf) - 1);
+		close(fd);
+		if (n > 0 && !strncmp(buf, "kprobes-opt", 11))
+			tid = (pid_t)atoi(de->d_name);
+	}
+	if (d)
+		closedir(d);
+	if (!tid)
+		return;
+	snprintf(path, sizeof(path), "/proc/self/task/%d/syscall", (int)tid);
+	for (int i = 0; i < 200; i++) {
+		int fd = open(path, O_RDONLY | O_CLOEXEC);
+		ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof(buf) - 1);
+
+		if (fd >= 0)
+			close(fd);
+		if (n <= 0 || strncmp(buf, "running", 7))
+			return;
+		usleep(1000);
+	}
+}
+
+/* Puts the jumps in now rather than after the optimizer's delay: a command
+ * must start with its probes optimized, and an attached process's threads
+ * are held still only while we arm.  (libkprobes' optimizer pass, under
+ * its registry lock; a second pass takes what the first had to leave.) */
+static void optimize_now(void)
+{
+	wait_library_thread_asleep();
+	for (int pass = 0; pass < 2; pass++) {
+		pthread_mutex_lock(&kp_registry_lock);
+		kp_optimizer_flush();
+		pthread_mutex_unlock(&kp_registry_lock);
+	}
+}
+
+/* Registers the session's first probes with the enabled knob off, then arms
+ * them all at once: registering a batch runs code (ELF reading, malloc)
+ * that earlier batches of a big glob would otherwise trap in. */
+int agent_register_first(struct agent_session *s, const struct resolve_list *pts,
+			     struct agent_fail *f)
+{
+	bool enabled = kprobes_enabled();
+	int rc;
+
+	if (enabled)
+		kprobes_set_enabled(false);
+	rc = agent_register_points(s, pts, f);
+	if (enabled)
+		kprobes_set_enabled(true);
+	if (!rc)
+		optimize_now();
+	return rc;
+}
+

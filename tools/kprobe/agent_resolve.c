@@ -1,0 +1,471 @@
+/* Resolving symbols, globs and addresses to probe points, with near-match
+ * suggestions for typos and deferral for objects that are not loaded yet. */
+#include "agent_resolve.h"
+
+#include <errno.h>
+#include <fnmatch.h>
+#include <limits.h>
+#include <link.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "agent.h"
+#include "elf/symbols.h"
+#include "elf_file.h"
+#include "nearmatch.h"
+#include "util.h"
+
+int resolve_push(struct resolve_list *l, const struct resolved *r)
+{
+	if (l->n == l->cap) {
+		int cap = l->cap ? l->cap * 2 : 64;
+		struct resolved *v = realloc(l->v, (size_t)cap * sizeof(*v));
+
+		if (!v)
+			return -ENOMEM;
+		l->v = v;
+		l->cap = cap;
+	}
+	l->v[l->n++] = *r;
+	return 0;
+}
+
+void resolve_list_free(struct resolve_list *l)
+{
+	free(l->v);
+	l->v = NULL;
+	l->n = l->cap = 0;
+}
+
+/* ---- loaded objects ---- */
+
+struct object_query {
+	const char *want;
+	bool found;
+	struct nearmatch near;
+};
+
+static bool same_file(const char *a, const char *b)
+{
+	char ra[PATH_MAX], rb[PATH_MAX];
+
+	return realpath(a, ra) && realpath(b, rb) && !strcmp(ra, rb);
+}
+
+static int query_object(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	struct object_query *q = arg;
+	const char *path = info->dlpi_name;
+	char exe[PATH_MAX];
+
+	(void)size;
+	if (!path[0]) {
+		ssize_t n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+
+		if (n <= 0)
+			return 0;
+		exe[n] = '\0';
+		path = exe;
+	}
+	if (!strcmp(path, q->want) || !strcmp(path_base(path), q->want) ||
+	    (strchr(q->want, '/') && same_file(path, q->want))) {
+		q->found = true;
+		return 1;
+	}
+	nearmatch_offer(&q->near, path_base(path));
+	return 0;
+}
+
+bool agent_object_loaded(const char *object)
+{
+	struct object_query q = { .want = object };
+
+	nearmatch_init(&q.near, object);
+	dl_iterate_phdr(query_object, &q);
+	return q.found;
+}
+
+/* The file an unloaded object name would be loaded from: searched where the
+ * dynamic loader usually looks, and beside the objects already loaded. */
+struct disk_search {
+	const char *want;
+	char cand[PATH_MAX];
+};
+
+/* Whether path is an ELF object (not, say, a linker script named libc.so). */
+static bool is_elf_object(const char *path)
+{
+	uint64_t vaddr;
+
+	return access(path, R_OK) == 0 && elf_file_first_load(path, &vaddr) == 0;
+}
+
+static bool try_beside(struct disk_search *d, const char *object_path)
+{
+	const char *slash = strrchr(object_path, '/');
+
+	if (!slash)
+		return false;
+	snprintf(d->cand, sizeof(d->cand), "%.*s/%s", (int)(slash - object_path), object_path,
+		 d->want);
+	return is_elf_object(d->cand);
+}
+
+static int dir_of_loaded(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	(void)size;
+	return try_beside(arg, info->dlpi_name);
+}
+
+static bool find_on_disk(const char *object, char *out, size_t outlen)
+{
+	static const char *const dirs[] = {
+		"/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib64", "/usr/lib64",
+		"/lib", "/usr/lib", "/usr/local/lib",
+	};
+	struct disk_search d = { .want = object };
+	const char *llp = getenv("LD_LIBRARY_PATH");
+	char exe[PATH_MAX];
+	ssize_t n;
+
+	if (strchr(object, '/')) {
+		str_copy(out, outlen, object);
+		return is_elf_object(object);
+	}
+	if (llp) {
+		char copy[4096], *save = NULL;
+
+		str_copy(copy, sizeof(copy), llp);
+		for (char *dir = strtok_r(copy, ":", &save); dir; dir = strtok_r(NULL, ":", &save)) {
+			snprintf(d.cand, sizeof(d.cand), "%s/%s", dir, object);
+			if (is_elf_object(d.cand))
+				goto found;
+		}
+	}
+	for (unsigned int i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
+		snprintf(d.cand, sizeof(d.cand), "%s/%s", dirs[i], object);
+		if (is_elf_object(d.cand))
+			goto found;
+	}
+	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
+	if (n > 0) {
+		exe[n] = '\0';
+		if (try_beside(&d, exe))
+			goto found;
+	}
+	if (dl_iterate_phdr(dir_of_loaded, &d))
+		goto found;
+	return false;
+found:
+	str_copy(out, outlen, d.cand);
+	return true;
+}
+
+/* ---- symbols ---- */
+
+/* Functions glibc runs with every signal blocked: a new thread before it
+ * takes its mask (__ctype_init, _setjmp), the clone wrapper, a posix_spawn
+ * child on its way to execve or _exit.  A breakpoint hit there with SIGTRAP
+ * blocked makes the kernel kill the process, so a glob never matches them
+ * (an explicit probe still may: its jump-optimized form is safe). */
+static const char *const signals_blocked_functions[] = {
+	"__ctype_init", "_setjmp", "__sigsetjmp", "clone", "execve", "_exit",
+};
+
+#define NUNSAFE (sizeof(signals_blocked_functions) / sizeof(signals_blocked_functions[0]))
+
+struct collect {
+	const struct probe_spec *spec;
+	int idx;
+	struct resolve_list *out;
+	const char *self;
+	uintptr_t unsafe[NUNSAFE];	/* their addresses in libc */
+	int err;
+};
+
+static void find_unsafe(struct collect *c)
+{
+	for (unsigned int i = 0; i < NUNSAFE; i++) {
+		char name[64];
+		struct ksym sym;
+
+		snprintf(name, sizeof(name), "libc.so.6:%s", signals_blocked_functions[i]);
+		c->unsafe[i] = ksym_lookup_name(name, &sym) ? 0 : sym.addr;
+	}
+}
+
+static bool is_unsafe(const struct collect *c, uintptr_t addr)
+{
+	for (unsigned int i = 0; i < NUNSAFE; i++)
+		if (c->unsafe[i] == addr)
+			return true;
+	return false;
+}
+
+static int index_of_addr(const struct resolve_list *l, int from, uintptr_t addr)
+{
+	for (int i = from; i < l->n; i++)
+		if (l->v[i].addr == addr)
+			return i;
+	return -1;
+}
+
+/* Of two names for one function, the one a user would write: fewer leading
+ * underscores, then shorter ("malloc" over "__libc_malloc"). */
+static bool better_name(const char *a, const char *b)
+{
+	size_t ua = strspn(a, "_"), ub = strspn(b, "_");
+
+	if (ua != ub)
+		return ua < ub;
+	return strlen(a) < strlen(b);
+}
+
+static void name_probe(struct resolved *r, const char *sym, unsigned long off, bool is_return)
+{
+	if (off)
+		snprintf(r->name, sizeof(r->name), "%s+0x%lx", sym, off);
+	else
+		snprintf(r->name, sizeof(r->name), "%s%s", sym, is_return ? "%return" : "");
+}
+
+static int collect_glob(const struct ksym *sym, void *arg)
+{
+	struct collect *c = arg;
+	struct resolved r = { .spec = c->idx, .from_glob = true };
+	int first = c->out->n, at;
+
+	/* The agent never probes itself, nor, unless asked by name, the
+	 * libraries only it uses. */
+	if (!strcmp(sym->basename, c->self) || !sym->name || is_unsafe(c, sym->addr) ||
+	    (!c->spec->object[0] && agent_object_is_private(sym->basename)))
+		return 0;
+	r.addr = sym->addr + c->spec->offset;
+	/* Aliases share an address: one probe, under the best name. */
+	while (first > 0 && c->out->v[first - 1].spec == c->idx)
+		first--;
+	name_probe(&r, sym->name, c->spec->offset, c->spec->is_return);
+	at = index_of_addr(c->out, first, r.addr);
+	if (at >= 0) {
+		if (better_name(r.name, c->out->v[at].name))
+			str_copy(c->out->v[at].name, sizeof(r.name), r.name);
+		return 0;
+	}
+	str_copy(r.object, sizeof(r.object), sym->basename);
+	c->err = resolve_push(c->out, &r);
+	return c->err;
+}
+
+static int offer_name(const struct ksym *sym, void *arg)
+{
+	if (sym->name)
+		nearmatch_offer(arg, sym->name);
+	return 0;
+}
+
+static int offer_file_name(const char *name, void *arg)
+{
+	nearmatch_offer(arg, name);
+	return 0;
+}
+
+static int unknown_symbol(const struct probe_spec *s, const char *path, char *err, size_t errlen)
+{
+	struct nearmatch m;
+	char hint[300];
+
+	nearmatch_init(&m, s->symbol);
+	if (path)
+		elf_file_foreach_function(path, offer_file_name, &m);
+	else
+		ksym_foreach(s->object[0] ? s->object : NULL, NULL, offer_name, &m);
+	if (s->object[0])
+		snprintf(err, errlen, "unknown symbol '%s' in %s%s", s->symbol, s->object,
+			 nearmatch_hint(&m, hint, sizeof(hint)));
+	else
+		snprintf(err, errlen, "unknown symbol '%s'%s", s->symbol,
+			 nearmatch_hint(&m, hint, sizeof(hint)));
+	return -ENOENT;
+}
+
+static int resolve_symbol(const struct probe_spec *s, int idx, struct resolve_list *out,
+			  char *err, size_t errlen)
+{
+	char full[600];
+	struct ksym sym;
+	struct resolved r = { .spec = idx };
+	int rc;
+
+	if (spec_is_glob(s)) {
+		struct collect c = { s, idx, out, agent_self_basename(), { 0 }, 0 };
+		int before = out->n;
+
+		find_unsafe(&c);
+		agent_object_is_private("");	/* looked up once, outside the walk */
+		rc = ksym_foreach(s->object[0] ? s->object : NULL, s->symbol, collect_glob, &c);
+		if (rc < 0 || c.err) {
+			snprintf(err, errlen, "cannot list the functions matching '%s': %s",
+				 s->symbol, strerror(-(rc < 0 ? rc : c.err)));
+			return rc < 0 ? rc : c.err;
+		}
+		if (out->n == before) {
+			snprintf(err, errlen, "no function matches '%s'%s%s", s->symbol,
+				 s->object[0] ? " in " : "", s->object);
+			return -ENOENT;
+		}
+		return 0;
+	}
+	if (s->object[0])
+		snprintf(full, sizeof(full), "%s:%s", s->object, s->symbol);
+	else
+		snprintf(full, sizeof(full), "%s", s->symbol);
+	rc = ksym_lookup_name(full, &sym);
+	if (rc == -ENOENT)
+		return unknown_symbol(s, NULL, err, errlen);
+	if (rc) {
+		snprintf(err, errlen, "cannot look up '%s': %s", full, strerror(-rc));
+		return rc;
+	}
+	if (sym.size && s->offset >= sym.size) {
+		snprintf(err, errlen, "offset 0x%lx is beyond the end of %s (%zu bytes)",
+			 s->offset, s->symbol, sym.size);
+		return -EINVAL;
+	}
+	r.addr = sym.addr + s->offset;
+	name_probe(&r, sym.name, s->offset, s->is_return);
+	str_copy(r.object, sizeof(r.object), sym.basename);
+	return resolve_push(out, &r);
+}
+
+/* ---- addresses ---- */
+
+struct bias_query {
+	const char *want;
+	uintptr_t bias;
+	bool found;
+};
+
+static int query_bias(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	struct object_query q = { .want = ((struct bias_query *)arg)->want };
+
+	nearmatch_init(&q.near, q.want);
+	query_object(info, size, &q);
+	if (q.found) {
+		((struct bias_query *)arg)->bias = info->dlpi_addr;
+		((struct bias_query *)arg)->found = true;
+		return 1;
+	}
+	return 0;
+}
+
+static int resolve_address(const struct probe_spec *s, int idx, struct resolve_list *out,
+			   char *err, size_t errlen)
+{
+	struct resolved r = { .spec = idx };
+	struct ksym sym;
+
+	r.addr = s->address;
+	if (s->object[0]) {
+		struct bias_query q = { .want = s->object };
+
+		dl_iterate_phdr(query_bias, &q);
+		if (!q.found) {
+			snprintf(err, errlen, "unknown object '%s'", s->object);
+			return -ENOENT;
+		}
+		r.addr += q.bias;
+	}
+	if (ksym_object_of(r.addr, &sym)) {
+		snprintf(err, errlen, "address 0x%lx is not in the code of any loaded object",
+			 (unsigned long)r.addr);
+		return -EINVAL;
+	}
+	str_copy(r.object, sizeof(r.object), sym.basename);
+	if (!ksym_lookup_addr(r.addr, &sym) && sym.name)
+		name_probe(&r, sym.name, r.addr - sym.addr, false);
+	else
+		snprintf(r.name, sizeof(r.name), "0x%lx", (unsigned long)r.addr);
+	return resolve_push(out, &r);
+}
+
+/* ---- objects not loaded yet ---- */
+
+struct glob_match {
+	const char *glob;
+};
+
+static int file_glob_matches(const char *name, void *arg)
+{
+	return !fnmatch(((struct glob_match *)arg)->glob, name, 0);
+}
+
+static int check_deferred(const struct probe_spec *s, const char *path, char *err,
+			  size_t errlen)
+{
+	uint64_t value;
+	int rc;
+
+	if (s->kind != SPEC_SYMBOL) {
+		snprintf(err, errlen, "object '%s' is not loaded: only symbols can wait for it",
+			 s->object);
+		return -ENOENT;
+	}
+	if (spec_is_glob(s)) {
+		struct glob_match g = { s->symbol };
+
+		rc = elf_file_foreach_function(path, file_glob_matches, &g);
+		if (rc > 0)
+			return 0;
+		if (rc < 0) {
+			snprintf(err, errlen, "cannot read %s: %s", path, strerror(-rc));
+			return rc;
+		}
+		snprintf(err, errlen, "no function matches '%s' in %s", s->symbol, s->object);
+		return -ENOENT;
+	}
+	rc = elf_file_symbol(path, s->symbol, &value);
+	if (rc == -ENOENT)
+		return unknown_symbol(s, path, err, errlen);
+	if (rc) {
+		snprintf(err, errlen, "cannot read %s: %s", path, strerror(-rc));
+		return rc;
+	}
+	return 0;
+}
+
+static int unknown_object(const char *object, char *err, size_t errlen)
+{
+	struct object_query q = { .want = object };
+	char hint[300];
+
+	nearmatch_init(&q.near, object);
+	dl_iterate_phdr(query_object, &q);
+	snprintf(err, errlen, "unknown object '%s'%s", object,
+		 nearmatch_hint(&q.near, hint, sizeof(hint)));
+	return -ENOENT;
+}
+
+int agent_resolve(const struct probe_spec *s, int idx, struct resolve_list *out,
+		  char *deferred_path, size_t pathlen, char *err, size_t errlen)
+{
+	if (s->object[0] && !agent_object_loaded(s->object)) {
+		int rc;
+
+		if (!find_on_disk(s->object, deferred_path, pathlen))
+			return unknown_object(s->object, err, errlen);
+		rc = check_deferred(s, deferred_path, err, errlen);
+		return rc ? rc : 1;
+	}
+	switch (s->kind) {
+	case SPEC_SYMBOL:
+		return resolve_symbol(s, idx, out, err, errlen);
+	case SPEC_ADDRESS:
+		return resolve_address(s, idx, out, err, errlen);
+	case SPEC_LINE:
+		return agent_resolve_line(s, idx, out, err, errlen);
+	}
+	return -EINVAL;
+}

@@ -1,0 +1,42 @@
+/* From probe specs to probe points in the agent's process. */
+#ifndef KPROBE_AGENT_RESOLVE_H
+#define KPROBE_AGENT_RESOLVE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "spec.h"
+
+struct resolved {
+	uintptr_t addr;
+	int spec;		/* index in the session config */
+	bool from_glob;		/* one of a glob's matches: may be skipped */
+	char name[120];
+	char object[64];
+};
+
+struct resolve_list {
+	struct resolved *v;
+	int n, cap;
+};
+
+int resolve_push(struct resolve_list *l, const struct resolved *r);
+void resolve_list_free(struct resolve_list *l);
+
+/* Resolves spec number idx into probe points appended to out.  Returns 0;
+ * 1 when its object is not loaded but exists on disk, with the object's
+ * path in deferred_path (arm it when it loads); or -errno with one line in
+ * err. */
+int agent_resolve(const struct probe_spec *s, int idx, struct resolve_list *out,
+		  char *deferred_path, size_t pathlen, char *err, size_t errlen);
+
+/* Whether the object named as in a spec (path or file name) is loaded. */
+bool agent_object_loaded(const char *object);
+
+/* FILE:LINE through the DWARF line tables of the loaded objects (the
+ * object filter as in specs, empty for all).  0, or -ENOENT with err set. */
+int agent_resolve_line(const struct probe_spec *s, int idx, struct resolve_list *out,
+		       char *err, size_t errlen);
+
+#endif

@@ -1,0 +1,323 @@
+/* The agent's control socket (protocol in proto.h), served by one thread of
+ * the agent that never reports probe hits and takes no process signals. */
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include "agent.h"
+
+#define MAX_CLIENTS 8
+#define FLUSH_MS 200
+
+struct client {
+	int fd;
+	struct line_reader rd;
+	char *arm;		/* config being received after ARM, until END */
+	size_t arm_len;
+};
+
+static int listen_fd = -1;
+static pid_t server_pid;
+static char sock_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
+static struct client clients[MAX_CLIENTS];
+static int owner = -1;		/* client whose leaving ends the session */
+
+static int reply(struct client *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+static int reply(struct client *c, const char *fmt, ...)
+{
+	char buf[PROTO_LINE_MAX];
+	va_list ap;
+	int n;
+
+	va_start(ap, fmt);
+	n = vsnprintf(buf, sizeof(buf) - 1, fmt, ap);
+	va_end(ap);
+	if (n < 0)
+		return -EINVAL;
+	if ((size_t)n > sizeof(buf) - 2)
+		n = (int)sizeof(buf) - 2;
+	buf[n++] = '\n';
+	return write_all(c->fd, buf, (size_t)n);
+}
+
+/* The Kprobes list, without the agent's own dlopen hook. */
+static void send_list(struct client *c)
+{
+	char *text = NULL, *save = NULL, hide[32] = "";
+	size_t len = 0;
+	FILE *f = open_memstream(&text, &len);
+	uintptr_t hook = agent_dlhook_address();
+	int rc;
+
+	if (!f) {
+		reply(c, "ERR 1 out of memory");
+		return;
+	}
+	rc = kprobes_list(f);
+	fclose(f);
+	if (rc) {
+		free(text);
+		reply(c, "ERR 1 cannot list the probes: %s", strerror(-rc));
+		return;
+	}
+	if (hook)
+		snprintf(hide, sizeof(hide), "%016lx ", (unsigned long)hook);
+	for (char *line = strtok_r(text, "\n", &save); line; line = strtok_r(NULL, "\n", &save))
+		if (!hide[0] || strncmp(line, hide, strlen(hide)))
+			reply(c, "= %s", line);
+	free(text);
+	reply(c, "OK");
+}
+
+static void finish_arm(struct client *c, int idx)
+{
+	char err[KPS_MSG];
+	int kind = 1;
+	int rc = agent_session_start(c->arm ? c->arm : "", false, err, sizeof(err), &kind);
+
+	free(c->arm);
+	c->arm = NULL;
+	c->arm_len = 0;
+	if (rc) {
+		reply(c, "ERR %d %s", kind, err);
+		return;
+	}
+	owner = idx;
+	reply(c, "OK");
+}
+
+static int append_arm(struct client *c, const char *line)
+{
+	size_t n = strlen(line);
+	char *p = realloc(c->arm, c->arm_len + n + 2);
+
+	if (!p)
+		return -ENOMEM;
+	memcpy(p + c->arm_len, line, n);
+	p[c->arm_len + n] = '\n';
+	p[c->arm_len + n + 1] = '\0';
+	c->arm = p;
+	c->arm_len += n + 1;
+	return 0;
+}
+
+static void handle_line(struct client *c, int idx, const char *line)
+{
+	if (c->arm) {
+		if (!strcmp(line, "END"))
+			finish_arm(c, idx);
+		else if (append_arm(c, line))
+			reply(c, "ERR 1 out of memory");
+		return;
+	}
+	if (!strcmp(line, "HELLO")) {
+		reply(c, "OK pid=%d tid=%ld armed=%d", getpid(), syscall(SYS_gettid),
+		      agent_session != NULL);
+	} else if (!strcmp(line, "ARM")) {
+		c->arm = calloc(1, 1);
+		if (!c->arm)
+			reply(c, "ERR 1 out of memory");
+	} else if (!strcmp(line, "OWN")) {
+		owner = idx;
+		reply(c, "OK");
+	} else if (!strcmp(line, "DISARM")) {
+		agent_session_stop();
+		if (owner == idx)
+			owner = -1;
+		reply(c, "OK");
+	} else if (!strcmp(line, "FLUSH")) {
+		agent_session_flush();
+		reply(c, "OK");
+	} else if (!strcmp(line, "LIST")) {
+		send_list(c);
+	} else if (!strcmp(line, "ENABLE") || !strcmp(line, "DISABLE")) {
+		kprobes_set_enabled(line[0] == 'E');
+		reply(c, "OK");
+	} else if (!strcmp(line, "OPTIMIZE on") || !strcmp(line, "OPTIMIZE off")) {
+		kprobes_set_optimization(!strcmp(line, "OPTIMIZE on"));
+		reply(c, "OK");
+	} else {
+		reply(c, "ERR 1 unknown request '%.64s'", line);
+	}
+}
+
+static void client_close(int idx)
+{
+	struct client *c = &clients[idx];
+
+	close(c->fd);
+	free(c->arm);
+	memset(c, 0, sizeof(*c));
+	c->fd = -1;
+	/* The tool that owns the session is gone: leave the target unprobed. */
+	if (owner == idx) {
+		owner = -1;
+		agent_session_stop();
+	}
+}
+
+static bool peer_allowed(int fd)
+{
+	struct ucred cred;
+	socklen_t len = sizeof(cred);
+
+	if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &cred, &len))
+		return false;
+	return cred.uid == geteuid() || cred.uid == 0;
+}
+
+static void accept_client(void)
+{
+	int fd = accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC);
+
+	if (fd < 0)
+		return;
+	if (!peer_allowed(fd)) {
+		close(fd);
+		return;
+	}
+	for (int i = 0; i < MAX_CLIENTS; i++) {
+		if (clients[i].fd < 0) {
+			clients[i].fd = fd;
+			line_reader_init(&clients[i].rd, fd);
+			return;
+		}
+	}
+	close(fd);
+}
+
+static void serve_client(int idx)
+{
+	struct client *c = &clients[idx];
+	char line[PROTO_LINE_MAX];
+	int rc;
+
+	/* Everything already received, without waiting for more. */
+	while ((rc = line_read(&c->rd, line, sizeof(line), 0)) == 1)
+		handle_line(c, idx, line);
+	if (rc != -ETIMEDOUT)
+		client_close(idx);
+}
+
+static void *server_main(void *arg)
+{
+	(void)arg;
+	agent_mark_own_thread();
+	prctl(PR_SET_NAME, "kprobe-agent");
+	for (;;) {
+		struct pollfd pfd[MAX_CLIENTS + 1];
+		int map[MAX_CLIENTS + 1], n = 0;
+
+		pfd[n] = (struct pollfd){ .fd = listen_fd, .events = POLLIN };
+		map[n++] = -1;
+		for (int i = 0; i < MAX_CLIENTS; i++) {
+			if (clients[i].fd < 0)
+				continue;
+			pfd[n] = (struct pollfd){ .fd = clients[i].fd, .events = POLLIN };
+			map[n++] = i;
+		}
+		if (poll(pfd, (nfds_t)n, FLUSH_MS) < 0 && errno != EINTR)
+			break;
+		agent_session_flush();
+		for (int i = 1; i < n; i++)
+			if (pfd[i].revents)
+				serve_client(map[i]);
+		if (pfd[0].revents & POLLIN)
+			accept_client();
+	}
+	return NULL;
+}
+
+/* /tmp/.kprobe-UID must be ours and private: never follow someone else's. */
+static int private_dir(const char *dir)
+{
+	struct stat st;
+
+	if (mkdir(dir, 0700) && errno != EEXIST)
+		return -errno;
+	if (lstat(dir, &st))
+		return -errno;
+	if (!S_ISDIR(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 077))
+		return -EPERM;
+	return 0;
+}
+
+static int server_listen(void)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	char dir[96];
+	int fd, rc;
+
+	rc = ctl_dir_path(geteuid(), dir, sizeof(dir));
+	if (!rc)
+		rc = private_dir(dir);
+	if (!rc)
+		rc = ctl_socket_path(getpid(), geteuid(), sa.sun_path, sizeof(sa.sun_path));
+	if (rc)
+		return rc;
+	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return -errno;
+	unlink(sa.sun_path);	/* left by an earlier process with our pid */
+	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) || chmod(sa.sun_path, 0600) ||
+	    listen(fd, MAX_CLIENTS)) {
+		rc = -errno;
+		close(fd);
+		return rc;
+	}
+	snprintf(sock_path, sizeof(sock_path), "%s", sa.sun_path);
+	listen_fd = fd;
+	server_pid = getpid();
+	return 0;
+}
+
+int agent_server_start(void)
+{
+	pthread_t th;
+	pthread_attr_t attr;
+	sigset_t all, old;
+	int rc;
+
+	if (listen_fd >= 0 && server_pid == getpid())
+		return 0;
+	for (int i = 0; i < MAX_CLIENTS; i++)
+		clients[i].fd = -1;
+	rc = server_listen();
+	if (rc)
+		return rc;
+	/* The thread inherits a mask that leaves the process's signals to the
+	 * program's threads; libkprobes keeps its own signals deliverable. */
+	sigfillset(&all);
+	sigdelset(&all, SIGTRAP);
+	sigdelset(&all, SIGSEGV);
+	sigdelset(&all, SIGBUS);
+	sigdelset(&all, SIGFPE);
+	sigdelset(&all, SIGILL);
+	sigdelset(&all, SIGRTMAX - 2);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	pthread_attr_init(&attr);
+	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	rc = -pthread_create(&th, &attr, server_main, NULL);
+	pthread_attr_destroy(&attr);
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	return rc;
+}
+
+/* The socket file goes with the process that made it. */
+__attribute__((destructor)) static void server_cleanup(void)
+{
+	if (listen_fd >= 0 && server_pid == getpid())
+		unlink(sock_path);
+}

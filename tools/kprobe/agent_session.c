@@ -1,0 +1,257 @@
+/* A session in the agent: map the CLI's shared memory, resolve the probes,
+ * register them all or none, and remove them again. */
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent.h"
+#include "agent_register.h"
+#include "agent_resolve.h"
+
+pthread_mutex_t agent_lock = PTHREAD_MUTEX_INITIALIZER;
+struct agent_session *agent_session;
+static unsigned int next_gen = 1;
+
+static int map_shm(struct agent_session *s, struct agent_fail *f)
+{
+	int fd = shm_open(s->cfg.shm, O_RDWR | O_CLOEXEC, 0);
+	void *base;
+
+	if (fd < 0)
+		return agent_fail(f, 1, -errno, "cannot open the session memory %s: %s",
+				  s->cfg.shm, strerror(errno));
+	base = mmap(NULL, kps_size(), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	close(fd);
+	if (base == MAP_FAILED)
+		return agent_fail(f, 1, -errno, "cannot map the session memory: %s",
+				  strerror(errno));
+	kps_map_views(&s->map, base);
+	if (s->map.hdr->magic != KPS_MAGIC || s->map.hdr->max_probes != KPS_MAX_PROBES ||
+	    s->map.hdr->nrings != KPS_RINGS || s->map.hdr->ring_bytes != KPS_RING_BYTES) {
+		munmap(base, kps_size());
+		s->map.base = NULL;
+		return agent_fail(f, 1, -EPROTO, "the session memory has another layout "
+				  "(kprobe and its agent are from different builds)");
+	}
+	return 0;
+}
+
+/* TSC time stamps when the CLI found the TSC invariant.  Latency needs ns
+ * in the handler: the tick length comes from the CLI's reading of both
+ * clocks when it made the session and ours now (at least 1 ms apart, so
+ * the error is far below a log2 bucket). */
+static void setup_clock(struct agent_session *s)
+{
+	const struct kps_header *h = s->map.hdr;
+	struct timespec ts;
+	uint64_t ns, tsc;
+
+	if (!h->time_tsc)
+		return;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	tsc = __builtin_ia32_rdtsc();
+	ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	if (s->cfg.action == ACT_LATENCY) {
+		if (ns < h->ns_base + 1000000 || tsc <= h->tsc_base)
+			return;
+		s->tick_ns_q32 = (uint64_t)(((unsigned __int128)(ns - h->ns_base) << 32) /
+					    (tsc - h->tsc_base));
+	}
+	s->time_tsc = true;
+}
+
+static void session_free(struct agent_session *s)
+{
+	for (int i = 0; i < s->nprobes; i++)
+		free(s->probes[i]);
+	free(s->probes);
+	free(s->deferred);
+	if (s->map.base)
+		munmap(s->map.base, kps_size());
+	config_free(&s->cfg);
+	free(s);
+}
+
+static int add_deferred(struct agent_session *s, int spec, const char *path)
+{
+	struct agent_deferred *v = realloc(s->deferred, (size_t)(s->ndeferred + 1) * sizeof(*v));
+
+	if (!v)
+		return -ENOMEM;
+	s->deferred = v;
+	v[s->ndeferred].spec = spec;
+	snprintf(v[s->ndeferred].path, sizeof(v[s->ndeferred].path), "%s", path);
+	s->ndeferred++;
+	return 0;
+}
+
+/* Resolves every spec; an error is fatal unless we are a follower (an
+ * exec'd child whose program may simply not have that function). */
+static int resolve_all(struct agent_session *s, struct resolve_list *pts, struct agent_fail *f)
+{
+	for (int i = 0; i < s->cfg.nspecs; i++) {
+		char path[512], err[512];
+		int rc = agent_resolve(&s->cfg.specs[i], i, pts, path, sizeof(path), err,
+				       sizeof(err));
+
+		if (rc == 1)
+			rc = add_deferred(s, i, path);
+		if (rc < 0 && !s->follower)
+			return agent_fail(f, rc == -ENOMEM ? 1 : 2, rc, "%s", err);
+	}
+	return 0;
+}
+
+static void report_failure(struct agent_session *s, const struct agent_fail *f)
+{
+	struct kps_header *h = s->map.hdr;
+
+	snprintf(h->error, sizeof(h->error), "%s", f->msg);
+	h->error_kind = f->kind;
+	__atomic_store_n(&h->status, KPS_FAILED, __ATOMIC_RELEASE);
+}
+
+int agent_session_start(const char *config, bool follower, char *err, size_t errlen,
+			int *kind)
+{
+	struct agent_session *s = calloc(1, sizeof(*s));
+	struct resolve_list pts = { 0 };
+	struct agent_fail f = { err, errlen, 1 };
+	uint32_t expect = KPS_INIT;
+	int rc;
+
+	pthread_mutex_lock(&agent_lock);
+	if (!s) {
+		rc = agent_fail(&f, 1, -ENOMEM, "out of memory");
+		goto out;
+	}
+	if (agent_session) {
+		rc = agent_fail(&f, 1, -EBUSY, "another kprobe session is using process %d",
+				getpid());
+		goto out;
+	}
+	rc = config_parse(config, &s->cfg, err, errlen);
+	if (rc) {
+		f.kind = 2;
+		goto out;
+	}
+	rc = map_shm(s, &f);
+	if (rc)
+		goto out;
+	s->follower = follower;
+	if (!follower) {
+		if (!__atomic_compare_exchange_n(&s->map.hdr->status, &expect, KPS_LOADING, false,
+						 __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE)) {
+			rc = agent_fail(&f, 1, -EBUSY, "the session memory is already in use");
+			goto out;
+		}
+		s->map.hdr->agent_pid = getpid();
+	}
+	s->gen = __atomic_fetch_add(&next_gen, 1, __ATOMIC_RELAXED);
+	setup_clock(s);
+	rc = resolve_all(s, &pts, &f);
+	if (!rc)
+		rc = agent_register_first(s, &pts, &f);
+	if (!rc && s->ndeferred && agent_dlhook_install())
+		rc = agent_fail(&f, 1, -ENOSYS, "cannot watch for objects loaded later "
+				"(no _dl_debug_state in the dynamic loader)");
+	if (rc) {
+		agent_unregister_probes(s->probes, s->nprobes);
+		if (!s->follower)
+			report_failure(s, &f);
+		goto out;
+	}
+	if (!s->follower)
+		__atomic_store_n(&s->map.hdr->status, KPS_READY, __ATOMIC_RELEASE);
+	agent_session = s;
+	s = NULL;
+out:
+	resolve_list_free(&pts);
+	if (s)
+		session_free(s);
+	if (kind)
+		*kind = f.kind;
+	pthread_mutex_unlock(&agent_lock);
+	return rc;
+}
+
+static void flush_locked(struct agent_session *s)
+{
+	for (int i = 0; i < s->nprobes; i++) {
+		struct agent_probe *ap = s->probes[i];
+		uint64_t missed = ap->u.kp.nmissed;
+
+		if (ap->is_return)
+			missed += (uint64_t)ap->u.rp.nmissed;
+		__atomic_store_n(&s->map.desc[ap->desc].missed, missed, __ATOMIC_RELAXED);
+	}
+}
+
+void agent_session_flush(void)
+{
+	pthread_mutex_lock(&agent_lock);
+	if (agent_session)
+		flush_locked(agent_session);
+	pthread_mutex_unlock(&agent_lock);
+}
+
+void agent_session_stop(void)
+{
+	struct agent_session *s;
+
+	pthread_mutex_lock(&agent_lock);
+	s = agent_session;
+	if (s) {
+		agent_dlhook_remove();
+		agent_unregister_probes(s->probes, s->nprobes);
+		flush_locked(s);
+		agent_session = NULL;
+		session_free(s);
+	}
+	pthread_mutex_unlock(&agent_lock);
+}
+
+/* Called by the dlopen hook in the thread that loaded an object. */
+void agent_session_arm_deferred(void)
+{
+	struct agent_session *s;
+	struct resolve_list pts = { 0 };
+	char err[512];
+	struct agent_fail f = { err, sizeof(err), 1 };
+
+	pthread_mutex_lock(&agent_lock);
+	s = agent_session;
+	if (!s || !s->ndeferred)
+		goto out;
+	for (int i = 0; i < s->ndeferred;) {
+		struct agent_deferred *d = &s->deferred[i];
+		char path[512];
+
+		if (!agent_object_loaded(d->path) &&
+		    !agent_object_loaded(s->cfg.specs[d->spec].object)) {
+			i++;
+			continue;
+		}
+		agent_resolve(&s->cfg.specs[d->spec], d->spec, &pts, path, sizeof(path), err,
+			      sizeof(err));
+		*d = s->deferred[--s->ndeferred];
+	}
+	if (pts.n) {
+		bool follower = s->follower;
+
+		/* Best effort: nobody is left to report an error to. */
+		s->follower = true;
+		agent_register_points(s, &pts, &f);
+		s->follower = follower;
+	}
+out:
+	resolve_list_free(&pts);
+	pthread_mutex_unlock(&agent_lock);
+}

@@ -1,0 +1,144 @@
+/* `kprobe ACTION PROBE... -p PID`: load the agent into a running process
+ * (once: it stays loaded, dormant, after we leave), hold the process's
+ * threads still while the agent arms the probes, stream the events, and on
+ * exit, Ctrl-C or -d SECONDS have the agent remove every probe. */
+#include "attach.h"
+
+#include <errno.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "inject.h"
+#include "tracee.h"
+
+#define CONNECT_TRIES 200	/* 5 ms apart */
+/* Threads stay held at most this long while the agent arms: a thread we
+ * stopped may hold a lock the agent needs. */
+#define HOLD_MAX_NS (2ull * 1000000000ull)
+
+void attach_connect(struct ctl *c, pid_t pid, const char *agent)
+{
+	char err[512];
+	int rc = ctl_connect(c, pid);
+
+	if (!rc)
+		return;
+	rc = inject_agent(pid, agent, err, sizeof(err));
+	if (rc)
+		cli_die(EXIT_FAIL, "%s", err);
+	for (int i = 0; i < CONNECT_TRIES; i++) {
+		if (!ctl_connect(c, pid))
+			return;
+		poll(NULL, 0, 5);
+	}
+	cli_die(EXIT_FAIL, "the agent loaded into process %d but does not answer on its "
+		"control socket", (int)pid);
+}
+
+struct arm_wait {
+	struct session *s;
+	struct tracee_set *held;
+	unsigned long long start;
+};
+
+/* Called while the ARM request is pending. */
+static void arm_progress(void *arg)
+{
+	struct arm_wait *w = arg;
+
+	session_progress(w->s, w->start);
+	if (w->held->n && cli_now_ns() - w->start > HOLD_MAX_NS)
+		tracee_release(w->held);
+}
+
+static pid_t agent_thread(struct ctl *c)
+{
+	char status[256];
+	const char *tid;
+
+	if (ctl_request(c, "HELLO\n", NULL, status, sizeof(status), 5000, NULL, NULL))
+		return 0;
+	tid = strstr(status, "tid=");
+	return tid ? (pid_t)atoi(tid + 4) : 0;
+}
+
+/* Sends the session to the agent and waits until it is armed. */
+static void arm(struct session *s)
+{
+	struct tracee_set held = { 0 };
+	struct arm_wait w = { s, &held, cli_now_ns() };
+	char *config = session_config(s), *req, status[KPS_MSG + 64];
+	pid_t agent_tid = agent_thread(&s->ctl);
+	int rc;
+
+	if (!config || asprintf(&req, "ARM\n%sEND\n", config) < 0)
+		cli_die(EXIT_FAIL, "out of memory");
+	free(config);
+	/* Held still, threads cannot run into half-patched code, and the
+	 * agent sees where each one is.  Without ptrace it still works. */
+	if (agent_tid && tracee_hold(&held, s->target, agent_tid))
+		held.n = 0;
+	/* A thread that blocks SIGTRAP and hits a breakpoint is killed by the
+	 * kernel.  A preloaded agent keeps SIGTRAP out of every mask the
+	 * program sets; an injected one comes too late for that, so take it
+	 * out of the masks the threads already have. */
+	tracee_unblock(&held, SIGTRAP);
+	rc = ctl_request(&s->ctl, req, NULL, status, sizeof(status), -1, arm_progress, &w);
+	if (held.n)
+		tracee_release(&held);
+	free(req);
+	session_progress_done(s);
+	if (rc) {
+		session_close(s);
+		if (rc < 0)
+			cli_die(EXIT_FAIL, "lost the agent of process %d: %s", (int)s->target,
+				strerror(-rc));
+		cli_die(rc == EXIT_BAD ? EXIT_BAD : EXIT_FAIL, "%s", status);
+	}
+	session_note_skipped(s);
+}
+
+static bool target_alive(struct session *s)
+{
+	struct pollfd pfd = { .fd = s->ctl.fd, .events = POLLIN };
+
+	if (kill(s->target, 0) && errno == ESRCH)
+		return false;
+	/* The agent only speaks when asked: readable means closed. */
+	return poll(&pfd, 1, 0) == 0;
+}
+
+int attach_run(struct session *s, const char *agent)
+{
+	struct cli_opts *o = s->opts;
+	unsigned long long deadline = 0;
+	bool busy;
+	char status[256];
+	bool alive = true;
+
+	s->target = o->pid;
+	session_share_with(s, o->pid);
+	attach_connect(&s->ctl, o->pid, agent);
+	arm(s);
+	output_begin(&s->out);
+	if (o->duration > 0)
+		deadline = cli_now_ns() + (unsigned long long)(o->duration * 1e9);
+	while (!session_stop_signal && !(deadline && cli_now_ns() >= deadline)) {
+		busy = session_pump(s);
+		if (!target_alive(s)) {
+			alive = false;
+			break;
+		}
+		/* Busy rings are read again at once, idle ones every 10 ms. */
+		poll(NULL, 0, busy ? 1 : 10);
+	}
+	/* Leave the process running unprobed; the agent stays, dormant. */
+	if (alive)
+		ctl_request(&s->ctl, "DISARM\n", NULL, status, sizeof(status), 10000, NULL, NULL);
+	session_report(s);
+	session_close(s);
+	return 0;
+}

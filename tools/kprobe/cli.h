@@ -1,0 +1,53 @@
+/* The kprobe command-line tool: shared declarations. */
+#ifndef KPROBE_CLI_H
+#define KPROBE_CLI_H
+
+#include <stdbool.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+#include "proto.h"
+#include "shm.h"
+#include "spec.h"
+
+/* Exit statuses (SPEC section 4); a command's own status passes through. */
+#define EXIT_FAIL	1	/* any other failure */
+#define EXIT_BAD	2	/* a bad probe, option, PID or usage */
+
+enum cli_cmd { CMD_TRACE, CMD_COUNT, CMD_LATENCY, CMD_LIST, CMD_ENABLE, CMD_DISABLE,
+	       CMD_OPTIMIZE };
+enum out_format { FMT_TEXT, FMT_JSON, FMT_CHROME };
+
+struct cli_opts {
+	enum cli_cmd cmd;
+	enum kps_action action;		/* for trace, count, latency */
+	struct probe_spec *specs;	/* KPROBE_MAX_SPECS entries */
+	int nspecs;
+	pid_t pid;			/* -p, 0: none */
+	char **command;			/* after --, NULL: none */
+	const char *outfile;		/* -o, NULL: stdout */
+	enum out_format format;
+	double duration;		/* -d, 0: until the end */
+	bool follow;			/* -f */
+	bool optimize_on;		/* optimize on|off */
+};
+
+/* Prints "kprobe: MESSAGE" on stderr and exits with status. */
+void cli_die(int status, const char *fmt, ...) __attribute__((noreturn, format(printf, 2, 3)));
+/* Prints "kprobe: MESSAGE" on stderr. */
+void cli_warn(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+/* options.c: parses argv; exits with EXIT_BAD and one line on any error. */
+void cli_parse(int argc, char **argv, struct cli_opts *o);
+void cli_usage(FILE *f);
+
+/* Checks that pid names a live process (else exits EXIT_BAD). */
+void cli_check_pid(pid_t pid);
+
+/* The agent shared object to load into targets. */
+int cli_agent_path(char *buf, size_t len);
+
+/* Monotonic clock in ns, the clock events are stamped with. */
+unsigned long long cli_now_ns(void);
+
+#endif

@@ -1,0 +1,200 @@
+/* ELF files on disk, read with libelf. */
+#include "elf_file.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <gelf.h>
+#include <libelf.h>
+#include <string.h>
+#include <unistd.h>
+
+struct elf_handle {
+	int fd;
+	Elf *elf;
+};
+
+static int elf_handle_open(const char *path, struct elf_handle *h)
+{
+	elf_version(EV_CURRENT);
+	h->fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (h->fd < 0)
+		return -errno;
+	h->elf = elf_begin(h->fd, ELF_C_READ_MMAP, NULL);
+	if (!h->elf || elf_kind(h->elf) != ELF_K_ELF) {
+		if (h->elf)
+			elf_end(h->elf);
+		close(h->fd);
+		return -ENOEXEC;
+	}
+	return 0;
+}
+
+static void elf_handle_close(struct elf_handle *h)
+{
+	elf_end(h->elf);
+	close(h->fd);
+}
+
+static bool is_defined_function(const GElf_Sym *sym)
+{
+	int type = GELF_ST_TYPE(sym->st_info);
+
+	return (type == STT_FUNC || type == STT_GNU_IFUNC) && sym->st_shndx != SHN_UNDEF;
+}
+
+/* Visits the function symbols of one table; hidden (non-default) versions
+ * of .dynsym names are skipped. */
+static int foreach_in_table(Elf *elf, Elf_Scn *scn, Elf_Data *versym,
+			    int (*fn)(const char *name, const GElf_Sym *sym, void *arg), void *arg)
+{
+	GElf_Shdr shdr;
+	Elf_Data *data;
+	size_t n;
+
+	if (!gelf_getshdr(scn, &shdr) || !(data = elf_getdata(scn, NULL)) || !shdr.sh_entsize)
+		return 0;
+	n = shdr.sh_size / shdr.sh_entsize;
+	for (size_t i = 0; i < n; i++) {
+		GElf_Sym sym;
+		GElf_Versym ver;
+		const char *name;
+		int rc;
+
+		if (!gelf_getsym(data, (int)i, &sym) || !is_defined_function(&sym))
+			continue;
+		if (versym && gelf_getversym(versym, (int)i, &ver) && (ver & 0x8000))
+			continue;
+		name = elf_strptr(elf, shdr.sh_link, sym.st_name);
+		if (!name || !*name)
+			continue;
+		rc = fn(name, &sym, arg);
+		if (rc)
+			return rc;
+	}
+	return 0;
+}
+
+static int foreach_symbol(const char *path,
+			  int (*fn)(const char *name, const GElf_Sym *sym, void *arg), void *arg)
+{
+	struct elf_handle h;
+	Elf_Scn *symtab = NULL, *dynsym = NULL, *scn = NULL;
+	Elf_Data *versym = NULL;
+	int rc = elf_handle_open(path, &h);
+
+	if (rc)
+		return rc;
+	while ((scn = elf_nextscn(h.elf, scn))) {
+		GElf_Shdr shdr;
+
+		if (!gelf_getshdr(scn, &shdr))
+			continue;
+		if (shdr.sh_type == SHT_SYMTAB)
+			symtab = scn;
+		else if (shdr.sh_type == SHT_DYNSYM)
+			dynsym = scn;
+		else if (shdr.sh_type == SHT_GNU_versym)
+			versym = elf_getdata(scn, NULL);
+	}
+	rc = 0;
+	if (symtab)
+		rc = foreach_in_table(h.elf, symtab, NULL, fn, arg);
+	if (!rc && dynsym)
+		rc = foreach_in_table(h.elf, dynsym, versym, fn, arg);
+	elf_handle_close(&h);
+	return rc;
+}
+
+struct find_one {
+	const char *name;
+	uint64_t value;
+};
+
+static int match_name(const char *name, const GElf_Sym *sym, void *arg)
+{
+	struct find_one *f = arg;
+
+	if (strcmp(name, f->name))
+		return 0;
+	f->value = sym->st_value;
+	return 1;
+}
+
+int elf_file_symbol(const char *path, const char *name, uint64_t *value)
+{
+	struct find_one f = { name, 0 };
+	int rc = foreach_symbol(path, match_name, &f);
+
+	if (rc < 0)
+		return rc;
+	if (!rc)
+		return -ENOENT;
+	*value = f.value;
+	return 0;
+}
+
+struct visit {
+	int (*fn)(const char *name, void *arg);
+	void *arg;
+};
+
+static int visit_name(const char *name, const GElf_Sym *sym, void *arg)
+{
+	struct visit *v = arg;
+
+	(void)sym;
+	return v->fn(name, v->arg);
+}
+
+int elf_file_foreach_function(const char *path, int (*fn)(const char *name, void *arg),
+			      void *arg)
+{
+	struct visit v = { fn, arg };
+
+	return foreach_symbol(path, visit_name, &v);
+}
+
+int elf_file_first_load(const char *path, uint64_t *vaddr)
+{
+	struct elf_handle h;
+	size_t n = 0;
+	bool found = false;
+	int rc = elf_handle_open(path, &h);
+
+	if (rc)
+		return rc;
+	if (elf_getphdrnum(h.elf, &n))
+		n = 0;
+	for (size_t i = 0; i < n; i++) {
+		GElf_Phdr ph;
+
+		if (!gelf_getphdr(h.elf, (int)i, &ph) || ph.p_type != PT_LOAD)
+			continue;
+		if (!found || (ph.p_vaddr & ~0xfffull) < *vaddr)
+			*vaddr = ph.p_vaddr & ~0xfffull;
+		found = true;
+	}
+	elf_handle_close(&h);
+	return found ? 0 : -ENOEXEC;
+}
+
+int elf_file_has_interp(const char *path)
+{
+	struct elf_handle h;
+	size_t n = 0;
+	int dynamic = 0;
+	int rc = elf_handle_open(path, &h);
+
+	if (rc)
+		return rc;
+	if (elf_getphdrnum(h.elf, &n))
+		n = 0;
+	for (size_t i = 0; i < n; i++) {
+		GElf_Phdr ph;
+
+		if (gelf_getphdr(h.elf, (int)i, &ph) && ph.p_type == PT_INTERP)
+			dynamic = 1;
+	}
+	elf_handle_close(&h);
+	return dynamic;
+}

@@ -1,0 +1,228 @@
+/* Loading the agent into a running process: one of its threads, held with
+ * ptrace, calls the target's own dlopen(agent, RTLD_NOW) and then goes on
+ * exactly where it was. */
+#include "inject.h"
+
+#include <dlfcn.h>
+#include <errno.h>
+#include <limits.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "elf_file.h"
+#include "tracee.h"
+#include "util.h"
+
+#define RTLD_DLOPEN_FLAG 0x80000000u	/* glibc's __RTLD_DLOPEN */
+
+struct mapped_lib {
+	char path[PATH_MAX];
+	uint64_t base;		/* start of its mapping at file offset 0 */
+};
+
+/* Finds the first loaded object whose file name is one of names. */
+static int find_lib(pid_t pid, const char *const *names, struct mapped_lib *lib)
+{
+	char path[64], line[PATH_MAX + 128];
+	FILE *f;
+	int rc = -ENOENT;
+
+	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
+	f = fopen(path, "re");
+	if (!f)
+		return -errno;
+	while (rc && fgets(line, sizeof(line), f)) {
+		unsigned long start, off;
+		char file[PATH_MAX];
+		int n = 0;
+
+		file[0] = '\0';
+		if (sscanf(line, "%lx-%*x %*s %lx %*s %*s %n", &start, &off, &n) < 2 || !n)
+			continue;
+		snprintf(file, sizeof(file), "%s", line + n);
+		file[strcspn(file, "\n")] = '\0';
+		if (off || file[0] != '/' || strstr(file, " (deleted)"))
+			continue;
+		for (int i = 0; names[i]; i++) {
+			if (!strcmp(path_base(file), names[i])) {
+				str_copy(lib->path, sizeof(lib->path), file);
+				lib->base = start;
+				rc = 0;
+				break;
+			}
+		}
+	}
+	fclose(f);
+	return rc;
+}
+
+/* The run-time address of name in lib, read from the file as the target
+ * sees it (through /proc/PID/root, for processes in another mount
+ * namespace). */
+static int lib_symbol(pid_t pid, const struct mapped_lib *lib, const char *name, uint64_t *addr)
+{
+	char file[PATH_MAX + 64];
+	uint64_t value, first;
+	int rc;
+
+	snprintf(file, sizeof(file), "/proc/%d/root%s", (int)pid, lib->path);
+	if (access(file, R_OK))
+		snprintf(file, sizeof(file), "%s", lib->path);
+	rc = elf_file_symbol(file, name, &value);
+	if (!rc)
+		rc = elf_file_first_load(file, &first);
+	if (!rc)
+		*addr = lib->base + value - first;
+	return rc;
+}
+
+struct loader {
+	uint64_t dlopen;
+	uint64_t dlerror;	/* 0 when unknown */
+	uint64_t flags;
+};
+
+/* dlopen is in libc since glibc 2.34, in libdl before; __libc_dlopen_mode
+ * works even when the program never linked libdl. */
+static int find_loader(pid_t pid, struct loader *ld)
+{
+	static const char *const libc[] = { "libc.so.6", NULL };
+	static const char *const libdl[] = { "libdl.so.2", NULL };
+	struct mapped_lib lib;
+	int rc;
+
+	memset(ld, 0, sizeof(*ld));
+	ld->flags = RTLD_NOW;
+	rc = find_lib(pid, libc, &lib);
+	if (rc)
+		return rc;
+	if (!lib_symbol(pid, &lib, "dlopen", &ld->dlopen)) {
+		lib_symbol(pid, &lib, "dlerror", &ld->dlerror);
+		return 0;
+	}
+	if (!find_lib(pid, libdl, &lib) && !lib_symbol(pid, &lib, "dlopen", &ld->dlopen)) {
+		lib_symbol(pid, &lib, "dlerror", &ld->dlerror);
+		return 0;
+	}
+	rc = find_lib(pid, libc, &lib);
+	if (!rc)
+		rc = lib_symbol(pid, &lib, "__libc_dlopen_mode", &ld->dlopen);
+	ld->flags |= RTLD_DLOPEN_FLAG;
+	return rc;
+}
+
+/* The dynamic loader's mapped range: a thread stopped in there may be
+ * loading (holding the loader's lock, or before libc is ready). */
+static void loader_range(pid_t pid, uint64_t *lo, uint64_t *hi)
+{
+	char path[64], line[PATH_MAX + 128];
+	FILE *f;
+
+	*lo = *hi = 0;
+	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
+	f = fopen(path, "re");
+	if (!f)
+		return;
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long start, end;
+		int n = 0;
+
+		if (sscanf(line, "%lx-%lx %*s %*s %*s %*s %n", &start, &end, &n) < 2 || !n)
+			continue;
+		if (strncmp(path_base(line + n), "ld-linux", 8))
+			continue;
+		if (!*lo || start < *lo)
+			*lo = start;
+		if (end > *hi)
+			*hi = end;
+	}
+	fclose(f);
+}
+
+/* The main thread if we hold it, else any held thread. */
+static pid_t pick_thread(const struct tracee_set *ts)
+{
+	for (int i = 0; i < ts->n; i++)
+		if (ts->v[i].tid == ts->pid && ts->v[i].stopped && !ts->v[i].gone)
+			return ts->v[i].tid;
+	for (int i = 0; i < ts->n; i++)
+		if (ts->v[i].stopped && !ts->v[i].gone)
+			return ts->v[i].tid;
+	return 0;
+}
+
+/* Holds the process with its main thread out of the dynamic loader: a
+ * process still starting up, or in the middle of a dlopen, is let run a
+ * little and held again. */
+static int hold_outside_loader(struct tracee_set *ts, pid_t pid)
+{
+	uint64_t lo, hi;
+	int rc;
+
+	loader_range(pid, &lo, &hi);
+	for (int tries = 0;; tries++) {
+		uint64_t ip;
+
+		rc = tracee_hold(ts, pid, 0);
+		if (rc)
+			return rc;
+		ip = tracee_ip(pick_thread(ts));
+		if (!(ip >= lo && ip < hi) || tries == 100)
+			return 0;
+		tracee_release(ts);
+		poll(NULL, 0, 10);
+	}
+}
+
+int inject_agent(pid_t pid, const char *agent, char *err, size_t errlen)
+{
+	struct tracee_set ts;
+	struct loader ld;
+	uint64_t handle = 0, msg = 0;
+	char real[PATH_MAX], why[256] = "";
+	pid_t tid;
+	int rc;
+
+	if (!realpath(agent, real)) {
+		snprintf(err, errlen, "cannot find the agent %s: %s", agent, strerror(errno));
+		return -ENOENT;
+	}
+	rc = hold_outside_loader(&ts, pid);
+	if (rc == -EPERM) {
+		snprintf(err, errlen, "cannot attach to process %d: ptrace is not permitted "
+			 "(another tracer, different user, or /proc/sys/kernel/yama/ptrace_scope)",
+			 (int)pid);
+		return rc;
+	}
+	if (rc) {
+		snprintf(err, errlen, "cannot stop process %d: %s", (int)pid, strerror(-rc));
+		return rc;
+	}
+	rc = find_loader(pid, &ld);
+	if (rc) {
+		tracee_release(&ts);
+		snprintf(err, errlen, "cannot find dlopen in process %d (not a dynamically linked "
+			 "glibc program?)", (int)pid);
+		return rc;
+	}
+	tid = pick_thread(&ts);
+	rc = tid ? tracee_call(&ts, tid, ld.dlopen, real, 0, ld.flags, &handle) : -ESRCH;
+	if (!rc && !handle && ld.dlerror &&
+	    !tracee_call(&ts, tid, ld.dlerror, NULL, 0, 0, &msg) && msg)
+		tracee_read_string(pid, msg, why, sizeof(why));
+	tracee_release(&ts);
+	if (rc) {
+		snprintf(err, errlen, "cannot load the agent into process %d: %s", (int)pid,
+			 rc == -EFAULT ? "the call crashed" : strerror(-rc));
+		return rc;
+	}
+	if (!handle) {
+		snprintf(err, errlen, "process %d could not load the agent: %s", (int)pid,
+			 why[0] ? why : "dlopen failed");
+		return -ENOEXEC;
+	}
+	return 0;
+}

@@ -1,0 +1,233 @@
+/* `kprobe ACTION PROBE... -- COMMAND`: start the command with the agent
+ * preloaded; its constructor arms the probes before main().  The command's
+ * stdin, stdout and stderr are its own; its exit status is ours. */
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "elf_file.h"
+#include "launch.h"
+
+/* How long an agent may take to show up before we call it missing. */
+#define AGENT_APPEAR_NS (10ull * 1000000000ull)
+
+/* The file execvp() would run, or NULL if there is none. */
+static bool find_command(const char *cmd, char *out, size_t len)
+{
+	const char *path = getenv("PATH");
+	char copy[4096], *save = NULL;
+
+	if (strchr(cmd, '/')) {
+		snprintf(out, len, "%s", cmd);
+		return access(cmd, X_OK) == 0;
+	}
+	snprintf(copy, sizeof(copy), "%s", path ? path : "/usr/local/bin:/usr/bin:/bin");
+	for (char *dir = strtok_r(copy, ":", &save); dir; dir = strtok_r(NULL, ":", &save)) {
+		struct stat st;
+
+		snprintf(out, len, "%s/%s", *dir ? dir : ".", cmd);
+		if (!stat(out, &st) && S_ISREG(st.st_mode) && access(out, X_OK) == 0)
+			return true;
+	}
+	return false;
+}
+
+/* LD_PRELOAD only works for programs the dynamic loader starts. */
+static void check_command(const char *cmd)
+{
+	char path[PATH_MAX];
+	int rc;
+
+	if (!find_command(cmd, path, sizeof(path)))
+		cli_die(EXIT_BAD, "cannot run '%s': %s", cmd,
+			strchr(cmd, '/') ? strerror(errno) : "command not found");
+	rc = elf_file_has_interp(path);
+	if (rc == 0)
+		cli_die(EXIT_FAIL, "'%s' is statically linked: the agent cannot be preloaded "
+			"into it", cmd);
+	/* Not ELF (a script): its interpreter is what gets the agent. */
+}
+
+static void child_exec(struct session *s, const char *agent, const char *config, int errfd)
+{
+	const char *before = getenv("LD_PRELOAD");
+	char *preload;
+	int e;
+
+	if (before && *before) {
+		setenv(KPROBE_ENV_PRELOAD, before, 1);
+		if (asprintf(&preload, "%s:%s", agent, before) < 0)
+			_exit(127);
+	} else {
+		unsetenv(KPROBE_ENV_PRELOAD);
+		preload = (char *)agent;
+	}
+	setenv("LD_PRELOAD", preload, 1);
+	setenv(KPROBE_ENV_CONFIG, config, 1);
+	unsetenv(KPROBE_ENV_FOLLOWER);
+	/* The command must not inherit our handlers' effect or our mask. */
+	signal(SIGINT, SIG_DFL);
+	signal(SIGTERM, SIG_DFL);
+	signal(SIGHUP, SIG_DFL);
+	signal(SIGPIPE, SIG_DFL);
+	execvp(s->opts->command[0], s->opts->command);
+	e = errno;
+	if (write(errfd, &e, sizeof(e)) < 0)
+		_exit(127);
+	_exit(127);
+}
+
+static int exit_status_of(int status)
+{
+	if (WIFEXITED(status))
+		return WEXITSTATUS(status);
+	if (WIFSIGNALED(status))
+		return 128 + WTERMSIG(status);
+	return EXIT_FAIL;
+}
+
+/* Waits until the agent has armed the probes.  Returns 0, or dies. */
+static void wait_armed(struct session *s, pid_t child)
+{
+	unsigned long long start = cli_now_ns();
+
+	for (;;) {
+		uint32_t st = __atomic_load_n(&s->map.hdr->status, __ATOMIC_ACQUIRE);
+		int status;
+
+		if (st == KPS_READY)
+			break;
+		if (st == KPS_FAILED) {
+			session_progress_done(s);
+			kill(child, SIGKILL);
+			waitpid(child, &status, 0);
+			session_close(s);
+			cli_die(s->map.hdr->error_kind == EXIT_BAD ? EXIT_BAD : EXIT_FAIL, "%s",
+				s->map.hdr->error);
+		}
+		if (waitpid(child, &status, WNOHANG) == child) {
+			if (__atomic_load_n(&s->map.hdr->status, __ATOMIC_ACQUIRE) == KPS_FAILED)
+				continue;
+			session_close(s);
+			cli_die(EXIT_FAIL, "'%s' exited before its probes were armed (status %d): "
+				"the agent did not load (set-user-ID program?)",
+				s->opts->command[0], exit_status_of(status));
+		}
+		if (st == KPS_INIT && cli_now_ns() - start > AGENT_APPEAR_NS) {
+			kill(child, SIGKILL);
+			waitpid(child, &status, 0);
+			session_close(s);
+			cli_die(EXIT_FAIL, "the agent did not load into '%s' (set-user-ID program?)",
+				s->opts->command[0]);
+		}
+		session_progress(s, start);
+		poll(NULL, 0, 5);
+	}
+	session_progress_done(s);
+	session_note_skipped(s);
+}
+
+/* Ends probing: the agent removes every probe (the command keeps running). */
+static void disarm(struct session *s)
+{
+	char status[256];
+
+	if (s->ctl.fd >= 0)
+		ctl_request(&s->ctl, "DISARM\n", NULL, status, sizeof(status), 5000, NULL, NULL);
+	ctl_close(&s->ctl);
+}
+
+/* SIGTERM and SIGHUP sent to kprobe are meant for the command too; a
+ * terminal's SIGINT already reached it (same process group). */
+static void forward_stop_signal(pid_t child)
+{
+	int sig = session_stop_signal;
+
+	if (sig == SIGTERM || sig == SIGHUP)
+		kill(child, sig);
+}
+
+/* Reaps the command; a second stop signal stops waiting for it. */
+static int wait_command(pid_t child, int *status)
+{
+	int seen = session_stop_signal;
+
+	for (;;) {
+		pid_t r = waitpid(child, status, 0);
+
+		if (r == child)
+			return 0;
+		if (r < 0 && errno != EINTR)
+			return -errno;
+		if (session_stop_signal && session_stop_signal != seen)
+			return -EINTR;
+		forward_stop_signal(child);
+		seen = session_stop_signal;
+	}
+}
+
+int launch_run(struct session *s, const char *agent)
+{
+	struct cli_opts *o = s->opts;
+	unsigned long long deadline = 0;
+	bool busy;
+	char *config = session_config(s);
+	char status_line[256];
+	int errpipe[2], e = 0, status = 0;
+	pid_t child;
+	bool exited = false;
+
+	if (!config)
+		cli_die(EXIT_FAIL, "out of memory");
+	check_command(o->command[0]);
+	if (pipe2(errpipe, O_CLOEXEC))
+		cli_die(EXIT_FAIL, "pipe: %s", strerror(errno));
+	fflush(NULL);
+	child = fork();
+	if (child < 0)
+		cli_die(EXIT_FAIL, "fork: %s", strerror(errno));
+	if (child == 0)
+		child_exec(s, agent, config, errpipe[1]);
+	close(errpipe[1]);
+	free(config);
+	s->target = child;
+	if (read(errpipe[0], &e, sizeof(e)) == sizeof(e)) {
+		waitpid(child, &status, 0);
+		session_close(s);
+		cli_die(EXIT_BAD, "cannot run '%s': %s", o->command[0], strerror(e));
+	}
+	close(errpipe[0]);
+	wait_armed(s, child);
+	output_begin(&s->out);
+	/* The session ends when we go: the agent disarms if we die. */
+	if (!ctl_connect(&s->ctl, child))
+		ctl_request(&s->ctl, "OWN\n", NULL, status_line, sizeof(status_line), 5000, NULL,
+			    NULL);
+	if (o->duration > 0)
+		deadline = cli_now_ns() + (unsigned long long)(o->duration * 1e9);
+	while (!session_stop_signal && !(deadline && cli_now_ns() >= deadline)) {
+		if (waitpid(child, &status, WNOHANG) == child) {
+			exited = true;
+			break;
+		}
+		busy = session_pump(s);
+		/* Busy rings are read again at once, idle ones every 10 ms. */
+		poll(NULL, 0, busy ? 1 : 10);
+	}
+	if (!exited) {
+		disarm(s);
+		forward_stop_signal(child);
+	}
+	session_report(s);
+	session_close(s);
+	if (!exited && wait_command(child, &status))
+		return 128 + session_stop_signal;
+	return exit_status_of(status);
+}

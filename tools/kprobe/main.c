@@ -1,0 +1,116 @@
+/* kprobe: count, trace and time functions of any dynamically linked
+ * program, started by it or already running (SPEC section 4). */
+#include <errno.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "attach.h"
+#include "cli.h"
+#include "knobs.h"
+#include "launch.h"
+#include "session.h"
+
+#ifndef KPROBE_AGENT_INSTALL_DIR
+#define KPROBE_AGENT_INSTALL_DIR "/usr/local/lib/kprobe"
+#endif
+#define AGENT_NAME "libkprobe-agent.so"
+
+void cli_warn(const char *fmt, ...)
+{
+	va_list ap;
+
+	fflush(stdout);
+	fputs("kprobe: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+}
+
+void cli_die(int status, const char *fmt, ...)
+{
+	va_list ap;
+
+	fflush(stdout);
+	fputs("kprobe: ", stderr);
+	va_start(ap, fmt);
+	vfprintf(stderr, fmt, ap);
+	va_end(ap);
+	fputc('\n', stderr);
+	exit(status);
+}
+
+unsigned long long cli_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (unsigned long long)ts.tv_sec * 1000000000ull + (unsigned long long)ts.tv_nsec;
+}
+
+void cli_check_pid(pid_t pid)
+{
+	char path[64];
+	struct stat st;
+
+	snprintf(path, sizeof(path), "/proc/%d", (int)pid);
+	if (stat(path, &st))
+		cli_die(EXIT_BAD, "no process with PID %d", (int)pid);
+	if (pid == getpid())
+		cli_die(EXIT_BAD, "PID %d is kprobe itself", (int)pid);
+}
+
+/* Beside the kprobe binary (the build tree), else where `make install`
+ * puts it. */
+int cli_agent_path(char *buf, size_t len)
+{
+	char self[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	char *slash;
+
+	if (n > 0) {
+		self[n] = '\0';
+		slash = strrchr(self, '/');
+		if (slash) {
+			*slash = '\0';
+			snprintf(buf, len, "%s/%s", self, AGENT_NAME);
+			if (access(buf, R_OK) == 0)
+				return 0;
+			snprintf(buf, len, "%s/../lib/kprobe/%s", self, AGENT_NAME);
+			if (access(buf, R_OK) == 0)
+				return 0;
+		}
+	}
+	snprintf(buf, len, "%s/%s", KPROBE_AGENT_INSTALL_DIR, AGENT_NAME);
+	return access(buf, R_OK) ? -ENOENT : 0;
+}
+
+int main(int argc, char **argv)
+{
+	static struct probe_spec specs[KPROBE_MAX_SPECS];
+	struct cli_opts o = { .specs = specs };
+	struct session s;
+	char agent[PATH_MAX];
+
+	cli_parse(argc, argv, &o);
+	if (o.pid)
+		cli_check_pid(o.pid);
+	if (cli_agent_path(agent, sizeof(agent)) &&
+	    (o.cmd <= CMD_LATENCY))
+		cli_die(EXIT_FAIL, "cannot find %s beside kprobe or in %s", AGENT_NAME,
+			KPROBE_AGENT_INSTALL_DIR);
+	if (o.cmd > CMD_LATENCY)
+		return knobs_run(&o);
+	session_catch_signals();
+	session_open(&s, &o);
+	if (o.command)
+		return launch_run(&s, agent);
+	return attach_run(&s, agent);
+}

@@ -1,0 +1,265 @@
+/* Command-line parsing: subcommands, options, probe specs. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "nearmatch.h"
+
+static const char *const commands[] = {
+	[CMD_TRACE] = "trace", [CMD_COUNT] = "count", [CMD_LATENCY] = "latency",
+	[CMD_LIST] = "list", [CMD_ENABLE] = "enable", [CMD_DISABLE] = "disable",
+	[CMD_OPTIMIZE] = "optimize",
+};
+
+static const char *const long_options[] = {
+	"--output", "--format", "--duration", "--pid", "--follow", "--help",
+};
+
+void cli_usage(FILE *f)
+{
+	fputs("usage: kprobe trace   [OPTIONS] PROBE...  (-- COMMAND [ARG...] | -p PID)\n"
+	      "       kprobe count   [OPTIONS] PROBE...  (-- COMMAND [ARG...] | -p PID)\n"
+	      "       kprobe latency [OPTIONS] FUNCTION  (-- COMMAND [ARG...] | -p PID)\n"
+	      "       kprobe list    -p PID\n"
+	      "       kprobe enable|disable   -p PID\n"
+	      "       kprobe optimize on|off  -p PID\n"
+	      "\n"
+	      "PROBE: [OBJECT:]SYMBOL[+OFFSET][%return] [ARG...] | [OBJECT:]0xADDRESS | FILE.c:LINE\n"
+	      "ARG:   [NAME=]arg1..arg6|retval[:u64|:s64|:x64|:string]\n"
+	      "\n"
+	      "options:\n"
+	      "  -o, --output FILE          write the results to FILE\n"
+	      "      --format text|json|chrome\n"
+	      "  -d, --duration SECONDS     stop probing after SECONDS\n"
+	      "  -p, --pid PID              attach to a running process\n"
+	      "  -f, --follow               follow forks and execs of the command\n"
+	      "  -h, --help                 this help\n", f);
+}
+
+static void bad(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
+
+static void bad(const char *fmt, ...)
+{
+	char msg[1024];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	cli_die(EXIT_BAD, "%s", msg);
+}
+
+static enum cli_cmd parse_command(const char *word)
+{
+	struct nearmatch m;
+	char hint[300];
+
+	for (unsigned int i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+		if (!strcmp(word, commands[i]))
+			return (enum cli_cmd)i;
+	nearmatch_init(&m, word);
+	for (unsigned int i = 0; i < sizeof(commands) / sizeof(commands[0]); i++)
+		nearmatch_offer(&m, commands[i]);
+	bad("unknown command '%s'%s; see kprobe --help", word,
+	    nearmatch_hint(&m, hint, sizeof(hint)));
+}
+
+/* The value of an option given as "-x V", "-xV", "--long V" or "--long=V". */
+static const char *option_value(int argc, char **argv, int *i, const char *name)
+{
+	const char *arg = argv[*i];
+	const char *eq = strchr(arg, '=');
+
+	if (arg[1] != '-' && arg[2])
+		return arg + 2;
+	if (arg[1] == '-' && eq)
+		return eq + 1;
+	if (*i + 1 >= argc)
+		bad("option %s needs a value", name);
+	return argv[++*i];
+}
+
+static bool is_option(const char *arg, char short_name, const char *long_name)
+{
+	size_t n = strlen(long_name);
+
+	if (short_name && arg[0] == '-' && arg[1] == short_name && arg[1] != '-')
+		return true;
+	return !strncmp(arg, long_name, n) && (arg[n] == '\0' || arg[n] == '=');
+}
+
+static pid_t parse_pid(const char *s)
+{
+	char *end;
+	long v;
+
+	errno = 0;
+	v = strtol(s, &end, 10);
+	if (errno || *end || v <= 0 || v > 0x3fffffff)
+		bad("bad PID '%s'", s);
+	return (pid_t)v;
+}
+
+static double parse_duration(const char *s)
+{
+	char *end;
+	double v;
+
+	errno = 0;
+	v = strtod(s, &end);
+	if (errno || *end || !(v > 0) || v > 1e9)
+		bad("bad duration '%s' (seconds, > 0)", s);
+	return v;
+}
+
+static enum out_format parse_format(const char *s)
+{
+	if (!strcmp(s, "text"))
+		return FMT_TEXT;
+	if (!strcmp(s, "json"))
+		return FMT_JSON;
+	if (!strcmp(s, "chrome"))
+		return FMT_CHROME;
+	bad("bad format '%s' (text, json or chrome)", s);
+}
+
+static void unknown_option(const char *arg)
+{
+	struct nearmatch m;
+	char hint[300], name[64];
+	const char *eq = strchr(arg, '=');
+
+	snprintf(name, sizeof(name), "%.*s", (int)(eq ? eq - arg : (long)strlen(arg)), arg);
+	nearmatch_init(&m, name);
+	for (unsigned int i = 0; i < sizeof(long_options) / sizeof(long_options[0]); i++)
+		nearmatch_offer(&m, long_options[i]);
+	bad("unknown option '%s'%s", name, nearmatch_hint(&m, hint, sizeof(hint)));
+}
+
+/* A probe word: a new probe, an ARG of the current one, or a whole quoted
+ * "PROBE ARG..." string. */
+static void add_probe_word(struct cli_opts *o, const char *word)
+{
+	char err[600];
+	struct probe_spec *cur = o->nspecs ? &o->specs[o->nspecs - 1] : NULL;
+
+	if (strpbrk(word, " \t")) {
+		if (o->nspecs == KPROBE_MAX_SPECS)
+			bad("too many probes (at most %d)", KPROBE_MAX_SPECS);
+		if (spec_parse(word, &o->specs[o->nspecs], err, sizeof(err)))
+			bad("%s", err);
+		o->nspecs++;
+		return;
+	}
+	if (spec_token_is_arg(word)) {
+		if (!cur)
+			bad("argument '%s' comes before any probe", word);
+		if (spec_add_arg(cur, word, err, sizeof(err)))
+			bad("%s", err);
+		spec_format(cur);
+		return;
+	}
+	if (o->nspecs == KPROBE_MAX_SPECS)
+		bad("too many probes (at most %d)", KPROBE_MAX_SPECS);
+	if (spec_parse_location(word, &o->specs[o->nspecs], err, sizeof(err)))
+		bad("%s", err);
+	spec_format(&o->specs[o->nspecs]);
+	o->nspecs++;
+}
+
+static void parse_words(int argc, char **argv, int first, struct cli_opts *o,
+			const char **knob)
+{
+	for (int i = first; i < argc; i++) {
+		const char *a = argv[i];
+
+		if (!strcmp(a, "--")) {
+			if (i + 1 >= argc)
+				bad("no command after '--'");
+			o->command = &argv[i + 1];
+			return;
+		}
+		if (is_option(a, 'o', "--output")) {
+			o->outfile = option_value(argc, argv, &i, "-o");
+		} else if (is_option(a, 0, "--format")) {
+			o->format = parse_format(option_value(argc, argv, &i, "--format"));
+		} else if (is_option(a, 'd', "--duration")) {
+			o->duration = parse_duration(option_value(argc, argv, &i, "-d"));
+		} else if (is_option(a, 'p', "--pid")) {
+			o->pid = parse_pid(option_value(argc, argv, &i, "-p"));
+		} else if (!strcmp(a, "-f") || !strcmp(a, "--follow")) {
+			o->follow = true;
+		} else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
+			cli_usage(stdout);
+			exit(0);
+		} else if (a[0] == '-' && a[1]) {
+			unknown_option(a);
+		} else if (o->cmd == CMD_OPTIMIZE && !*knob) {
+			*knob = a;
+		} else if (o->cmd >= CMD_LIST) {
+			bad("unexpected '%s' for %s", a, commands[o->cmd]);
+		} else {
+			add_probe_word(o, a);
+		}
+	}
+}
+
+static void check_probe_command(struct cli_opts *o)
+{
+	if (!o->nspecs)
+		bad("%s needs at least one probe; see kprobe --help", commands[o->cmd]);
+	if (!o->command && !o->pid)
+		bad("give a command after '--' or a process with -p PID");
+	if (o->command && o->pid)
+		bad("give either a command after '--' or -p PID, not both");
+	if (o->format == FMT_CHROME && o->cmd != CMD_TRACE)
+		bad("--format chrome is for trace only");
+	if (o->cmd == CMD_COUNT)
+		for (int i = 0; i < o->nspecs; i++)
+			if (o->specs[i].nargs)
+				bad("count records no arguments: '%s'", o->specs[i].text);
+	if (o->cmd == CMD_LATENCY) {
+		struct probe_spec *s = &o->specs[0];
+
+		if (o->nspecs != 1)
+			bad("latency takes one function, not '%s'", o->specs[1].text);
+		if (s->nargs || s->is_return || s->kind != SPEC_SYMBOL || s->offset)
+			bad("latency takes a function name, not '%s'", s->text);
+		/* Durations come from return probes: entry time in the instance. */
+		s->is_return = true;
+		spec_format(s);
+	}
+}
+
+void cli_parse(int argc, char **argv, struct cli_opts *o)
+{
+	const char *knob = NULL;
+
+	if (argc < 2) {
+		cli_usage(stderr);
+		exit(EXIT_BAD);
+	}
+	if (!strcmp(argv[1], "-h") || !strcmp(argv[1], "--help")) {
+		cli_usage(stdout);
+		exit(0);
+	}
+	o->cmd = parse_command(argv[1]);
+	o->action = o->cmd == CMD_TRACE ? ACT_TRACE : o->cmd == CMD_COUNT ? ACT_COUNT : ACT_LATENCY;
+	parse_words(argc, argv, 2, o, &knob);
+	if (o->cmd <= CMD_LATENCY) {
+		check_probe_command(o);
+		return;
+	}
+	if (o->command)
+		bad("%s works on a running process: use -p PID", commands[o->cmd]);
+	if (!o->pid)
+		bad("%s needs -p PID", commands[o->cmd]);
+	if (o->cmd == CMD_OPTIMIZE) {
+		if (!knob || (strcmp(knob, "on") && strcmp(knob, "off")))
+			bad("optimize takes 'on' or 'off'");
+		o->optimize_on = !strcmp(knob, "on");
+	}
+}

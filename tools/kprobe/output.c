@@ -1,0 +1,210 @@
+/* Trace events in text, JSON Lines and Chrome Trace Event format. */
+#include "output.h"
+
+#include <inttypes.h>
+#include <string.h>
+
+/* Per descriptor, for chrome: 0 not looked at, 1 an entry or return paired
+ * with the other kind on the same function, 2 alone. */
+static unsigned char pairing[KPS_MAX_PROBES];
+
+void json_string(FILE *f, const char *s, size_t len)
+{
+	fputc('"', f);
+	for (size_t i = 0; i < len; i++) {
+		unsigned char c = (unsigned char)s[i];
+
+		if (c == '"' || c == '\\')
+			fprintf(f, "\\%c", c);
+		else if (c == '\n')
+			fputs("\\n", f);
+		else if (c == '\t')
+			fputs("\\t", f);
+		else if (c < 0x20 || c >= 0x7f)
+			fprintf(f, "\\u%04x", c);	/* bytes, not UTF-8: keep it valid */
+		else
+			fputc(c, f);
+	}
+	fputc('"', f);
+}
+
+void output_begin(struct output *o)
+{
+	if (o->format == FMT_CHROME)
+		fputs("{\"traceEvents\":[\n", o->f);
+}
+
+void output_end_trace(struct output *o)
+{
+	if (o->format == FMT_CHROME)
+		fputs("\n]}\n", o->f);
+	fflush(o->f);
+}
+
+/* ---- argument values ---- */
+
+static void text_value(FILE *f, const struct trace_event *ev, int i)
+{
+	const struct spec_arg *a = &ev->spec->args[i];
+
+	switch (a->type) {
+	case ARG_U64:
+		fprintf(f, "%" PRIu64, ev->vals[i]);
+		break;
+	case ARG_S64:
+		fprintf(f, "%" PRId64, (int64_t)ev->vals[i]);
+		break;
+	case ARG_X64:
+		fprintf(f, "0x%" PRIx64, ev->vals[i]);
+		break;
+	case ARG_STRING:
+		if (!ev->str[i])
+			fprintf(f, "(fault 0x%" PRIx64 ")", ev->vals[i]);
+		else
+			json_string(f, (const char *)ev->str[i], ev->strlen[i]);
+		break;
+	}
+}
+
+static void json_value(FILE *f, const struct trace_event *ev, int i)
+{
+	const struct spec_arg *a = &ev->spec->args[i];
+
+	switch (a->type) {
+	case ARG_U64:
+		fprintf(f, "%" PRIu64, ev->vals[i]);
+		break;
+	case ARG_S64:
+		fprintf(f, "%" PRId64, (int64_t)ev->vals[i]);
+		break;
+	case ARG_X64:
+		fprintf(f, "\"0x%" PRIx64 "\"", ev->vals[i]);
+		break;
+	case ARG_STRING:
+		/* A pointer that could not be read: null, not a crash. */
+		if (!ev->str[i])
+			fputs("null", f);
+		else
+			json_string(f, (const char *)ev->str[i], ev->strlen[i]);
+		break;
+	}
+}
+
+static void json_args(FILE *f, const struct trace_event *ev)
+{
+	fputc('{', f);
+	for (int i = 0; i < ev->spec->nargs; i++) {
+		if (i)
+			fputc(',', f);
+		json_string(f, ev->spec->args[i].name, strlen(ev->spec->args[i].name));
+		fputc(':', f);
+		json_value(f, ev, i);
+	}
+	fputc('}', f);
+}
+
+/* ---- formats ---- */
+
+static void text_event(struct output *o, const struct trace_event *ev)
+{
+	FILE *f = o->f;
+	double t = (double)(int64_t)(ev->time_ns - o->t0) / 1e9;
+
+	fprintf(f, "%12.6f %7d/%-7d %s", t, (int)ev->pid, (int)ev->tid, ev->desc->name);
+	for (int i = 0; i < ev->spec->nargs; i++) {
+		fprintf(f, " %s=", ev->spec->args[i].name);
+		text_value(f, ev, i);
+	}
+	fputc('\n', f);
+}
+
+static void json_event(struct output *o, const struct trace_event *ev)
+{
+	FILE *f = o->f;
+
+	fprintf(f, "{\"time_ns\":%" PRIu64 ",\"pid\":%d,\"tid\":%d,\"probe\":", ev->time_ns,
+		(int)ev->pid, (int)ev->tid);
+	json_string(f, ev->desc->name, strlen(ev->desc->name));
+	fprintf(f, ",\"address\":\"0x%" PRIx64 "\",\"args\":", ev->desc->addr);
+	json_args(f, ev);
+	fputs("}\n", f);
+}
+
+static bool is_paired(const struct output *o, uint32_t id)
+{
+	const struct kps_desc *d = &o->map->desc[id];
+	uint64_t n = __atomic_load_n(&o->map->hdr->ndesc, __ATOMIC_ACQUIRE);
+
+	if (pairing[id])
+		return pairing[id] == 1;
+	pairing[id] = 2;
+	for (uint64_t i = 0; i < n && i < KPS_MAX_PROBES; i++) {
+		const struct kps_desc *e = &o->map->desc[i];
+
+		if (__atomic_load_n(&e->ready, __ATOMIC_ACQUIRE) && e->kind != d->kind &&
+		    e->addr == d->addr && e->pid == d->pid)
+			pairing[id] = 1;
+	}
+	return pairing[id] == 1;
+}
+
+/* The function's name: the probe name without "%return". */
+static void function_name(const struct kps_desc *d, char *buf, size_t len)
+{
+	const char *pct = strstr(d->name, "%return");
+
+	snprintf(buf, len, "%.*s", (int)(pct ? pct - d->name : (long)strlen(d->name)), d->name);
+}
+
+static void chrome_record(struct output *o, const struct trace_event *ev, char ph,
+			  uint64_t ns, bool with_args)
+{
+	FILE *f = o->f;
+	char name[128];
+
+	function_name(ev->desc, name, sizeof(name));
+	fputs(o->nevents++ ? ",\n" : "", f);
+	fputs("{\"name\":", f);
+	json_string(f, name, strlen(name));
+	fprintf(f, ",\"cat\":\"kprobe\",\"ph\":\"%c\",\"ts\":%.3f,\"pid\":%d,\"tid\":%d", ph,
+		(double)(int64_t)(ns - o->t0) / 1e3, (int)ev->pid, (int)ev->tid);
+	if (ph == 'i')
+		fputs(",\"s\":\"t\"", f);
+	if (with_args) {
+		fputs(",\"args\":", f);
+		json_args(f, ev);
+	}
+	fputc('}', f);
+}
+
+/* Entries and returns of one function become "B"/"E" pairs: a return
+ * carries its entry time, so a return probe alone makes both; with an
+ * entry probe on the same function, that entry is the "B".  Entries of
+ * other points are instant events. */
+static void chrome_event(struct output *o, const struct trace_event *ev)
+{
+	bool paired = is_paired(o, ev->desc_id);
+
+	if (ev->type == EV_ENTRY) {
+		chrome_record(o, ev, paired ? 'B' : 'i', ev->time_ns, true);
+		return;
+	}
+	if (!paired)
+		chrome_record(o, ev, 'B', ev->entry_ns, false);
+	chrome_record(o, ev, 'E', ev->time_ns, true);
+}
+
+void output_event(struct output *o, const struct trace_event *ev)
+{
+	switch (o->format) {
+	case FMT_TEXT:
+		text_event(o, ev);
+		break;
+	case FMT_JSON:
+		json_event(o, ev);
+		break;
+	case FMT_CHROME:
+		chrome_event(o, ev);
+		break;
+	}
+}

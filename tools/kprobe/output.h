@@ -1,0 +1,53 @@
+/* Writing results: trace events as they come, count and latency summaries
+ * at the end, in text, JSON (SPEC section 4) or Chrome Trace Event format. */
+#ifndef KPROBE_OUTPUT_H
+#define KPROBE_OUTPUT_H
+
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+#include "cli.h"
+
+/* One decoded trace event. */
+struct trace_event {
+	uint64_t time_ns;
+	uint64_t entry_ns;		/* return events: when the function was entered */
+	pid_t pid, tid;
+	int type;			/* EV_ENTRY or EV_RETURN */
+	uint32_t desc_id;
+	const struct kps_desc *desc;
+	const struct probe_spec *spec;
+	uint64_t vals[SPEC_MAX_ARGS];
+	const unsigned char *str[SPEC_MAX_ARGS];	/* :string args, NULL: fault */
+	uint16_t strlen[SPEC_MAX_ARGS];
+};
+
+struct output {
+	FILE *f;
+	enum out_format format;
+	uint64_t t0;			/* session start, for relative text times */
+	unsigned long nevents;
+	/* chrome: entry descs paired with a return desc of the same function */
+	const struct kps_map *map;
+};
+
+void output_begin(struct output *o);
+void output_event(struct output *o, const struct trace_event *ev);
+/* Ends the trace (closes the chrome array). */
+void output_end_trace(struct output *o);
+
+/* Totals gathered from the session memory at the end. */
+struct count_row {
+	const struct kps_desc *desc;
+	uint64_t hits, missed;
+};
+
+void output_counts(struct output *o, const struct count_row *rows, int n, uint64_t lost);
+void output_latency(struct output *o, const char *function, const uint64_t *buckets,
+		    uint64_t lost);
+
+/* Writes s as a JSON string (with quotes). */
+void json_string(FILE *f, const char *s, size_t len);
+
+#endif

@@ -1,0 +1,128 @@
+/* End-of-run summaries: hit counts per probe point and latency histograms. */
+#include <inttypes.h>
+#include <string.h>
+
+#include "output.h"
+
+static void counts_text(FILE *f, const struct count_row *rows, int n, uint64_t lost)
+{
+	int w = 5;
+
+	for (int i = 0; i < n; i++)
+		if ((int)strlen(rows[i].desc->name) > w)
+			w = (int)strlen(rows[i].desc->name);
+	fprintf(f, "%-*s  %-18s  %-20s %12s %10s\n", w, "PROBE", "ADDRESS", "OBJECT", "HITS",
+		"MISSED");
+	for (int i = 0; i < n; i++)
+		fprintf(f, "%-*s  0x%016" PRIx64 "  %-20s %12" PRIu64 " %10" PRIu64 "\n", w,
+			rows[i].desc->name, rows[i].desc->addr, rows[i].desc->object, rows[i].hits,
+			rows[i].missed);
+	if (lost)
+		fprintf(f, "lost: %" PRIu64 "\n", lost);
+}
+
+static void counts_json(FILE *f, const struct count_row *rows, int n, uint64_t lost)
+{
+	fputs("{\"probes\":[", f);
+	for (int i = 0; i < n; i++) {
+		const struct kps_desc *d = rows[i].desc;
+
+		fputs(i ? ",{\"probe\":" : "{\"probe\":", f);
+		json_string(f, d->name, strlen(d->name));
+		fprintf(f, ",\"address\":\"0x%" PRIx64 "\",\"object\":", d->addr);
+		json_string(f, d->object, strlen(d->object));
+		fprintf(f, ",\"hits\":%" PRIu64 ",\"missed\":%" PRIu64 "}", rows[i].hits,
+			rows[i].missed);
+	}
+	fprintf(f, "],\"lost\":%" PRIu64 "}\n", lost);
+}
+
+void output_counts(struct output *o, const struct count_row *rows, int n, uint64_t lost)
+{
+	if (o->format == FMT_JSON)
+		counts_json(o->f, rows, n, lost);
+	else
+		counts_text(o->f, rows, n, lost);
+	fflush(o->f);
+}
+
+/* Bucket b holds [low, high] ns (see kps_bucket()). */
+static uint64_t bucket_low(unsigned int b)
+{
+	return b ? 1ull << b : 0;
+}
+
+static uint64_t bucket_high(unsigned int b)
+{
+	return b ? (b == 63 ? UINT64_MAX : (2ull << b) - 1) : 1;
+}
+
+static void bucket_range(const uint64_t *buckets, int *lo, int *hi)
+{
+	*lo = -1;
+	*hi = -1;
+	for (int b = 0; b < KPS_BUCKETS; b++) {
+		if (!buckets[b])
+			continue;
+		if (*lo < 0)
+			*lo = b;
+		*hi = b;
+	}
+}
+
+static void latency_text(FILE *f, const char *function, const uint64_t *buckets,
+			 uint64_t lost)
+{
+	uint64_t total = 0, max = 0;
+	int lo, hi;
+
+	for (int b = 0; b < KPS_BUCKETS; b++) {
+		total += buckets[b];
+		if (buckets[b] > max)
+			max = buckets[b];
+	}
+	fprintf(f, "latency of %s: %" PRIu64 " calls\n", function, total);
+	bucket_range(buckets, &lo, &hi);
+	if (lo < 0)
+		return;
+	fprintf(f, "%20s : %-10s distribution\n", "nsecs", "count");
+	for (int b = lo; b <= hi; b++) {
+		int stars = (int)(buckets[b] * 40 / max);
+		char bar[41];
+
+		memset(bar, '*', (size_t)stars);
+		memset(bar + stars, ' ', (size_t)(40 - stars));
+		bar[40] = '\0';
+		fprintf(f, "%9" PRIu64 " -> %-9" PRIu64 " : %-10" PRIu64 " |%s|\n", bucket_low(b),
+			bucket_high(b), buckets[b], bar);
+	}
+	if (lost)
+		fprintf(f, "missed: %" PRIu64 "\n", lost);
+}
+
+static void latency_json(FILE *f, const char *function, const uint64_t *buckets)
+{
+	uint64_t total = 0;
+	int lo, hi;
+
+	for (int b = 0; b < KPS_BUCKETS; b++)
+		total += buckets[b];
+	fputs("{\"function\":", f);
+	json_string(f, function, strlen(function));
+	fprintf(f, ",\"count\":%" PRIu64 ",\"histogram\":[", total);
+	bucket_range(buckets, &lo, &hi);
+	for (int b = lo; lo >= 0 && b <= hi; b++)
+		fprintf(f, "%s{\"low_ns\":%" PRIu64 ",\"high_ns\":%" PRIu64 ",\"count\":%" PRIu64 "}",
+			b > lo ? "," : "", bucket_low(b), bucket_high(b), buckets[b]);
+	fputs("]}\n", f);
+}
+
+void output_latency(struct output *o, const char *function, const uint64_t *buckets,
+		    uint64_t lost)
+{
+	if (o->format == FMT_JSON)
+		latency_json(o->f, function, buckets);
+	else
+		latency_text(o->f, function, buckets, lost);
+	fflush(o->f);
+}
