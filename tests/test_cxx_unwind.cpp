@@ -147,11 +147,6 @@ Test(cxx_unwind, cancellation_runs_destructors_above_probed_frame)
 	// with or without probes.
 	cr_skip_test("not under ASan: pthread_cancel");
 #endif
-	// Known limitation (docs/api.md, "Limitations"): glibc's forced unwind
-	// for cancellation reaches libgcc through its own handle, so the
-	// trampoline cannot be stepped through until it carries unwind info.
-	if (!getenv("KPROBES_TEST_KNOWN_LIMITS"))
-		cr_skip_test("pthread_cancel through a return-probed frame: known limitation");
 
 	cr_assert_eq(pipe(cancel_pipe), 0);
 	crp_init(&c, (void *)cx_blocking, 2);

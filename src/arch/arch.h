@@ -70,6 +70,12 @@ struct kp_thread;
 /* fn(a, b) with the vector and x87 state saved around it. */
 int kp_call_fpu_saved(int (*fn)(void *, void *), void *a, void *b);
 
+/* Per-instance return stubs with unwind information (see retstub.c). */
+struct ret_stubs;
+struct ret_stubs *arch_ret_stubs_create(int n, uintptr_t (*ret_loc)(int, void *), void *arg);
+void arch_ret_stubs_destroy(struct ret_stubs *rs);
+uintptr_t arch_ret_stub(const struct ret_stubs *rs, int i);
+
 /* The trampoline a return-probed function returns into. */
 uintptr_t arch_kretprobe_trampoline(void);
 

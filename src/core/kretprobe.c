@@ -1,7 +1,8 @@
 /*
  * Return probes.  The entry is an ordinary kprobe whose pre-handler takes
  * an instance from the kretprobe's preallocated pool, remembers the real
- * return address and replaces it with the trampoline's; the trampoline
+ * return address and replaces it with the instance's return stub, which
+ * jumps to the trampoline (and tells unwinders the real address); that
  * calls kp_kretprobe_dispatch().  Instances hang on a per-thread LIFO, as
  * uretprobes does; instances of frames that were left without returning
  * (longjmp, exceptions, thread exit) are reclaimed.
@@ -31,6 +32,7 @@ struct kp_ri {
 	struct kp_rp_pool *pool;
 	uintptr_t slot;			/* stack address of the return address */
 	pid_t owner;			/* thread holding it, 0 when free */
+	uintptr_t stub;			/* its return stub (what the frame returns to) */
 	uint32_t next_free;		/* pool free list: index + 1 */
 	struct kretprobe_instance pub;	/* last: data[] follows */
 };
@@ -43,6 +45,7 @@ struct kp_rp_pool {
 	int n;
 	uint64_t free_head;		/* (tag << 32) | (index + 1) */
 	uint8_t needs;			/* KP_OPT_SAVE_* of the return handler */
+	struct ret_stubs *stubs;
 	struct kp_rp_pool *next_orphan;
 };
 
@@ -131,11 +134,10 @@ static bool on_other_stack(uintptr_t slot, uintptr_t sp)
  * gone unless it is on another stack (a signal handler on sigaltstack). */
 static void drop_stale(struct kp_thread *t, uintptr_t slot)
 {
-	uintptr_t tramp = arch_kretprobe_trampoline();
 	struct kp_ri *ri;
 
 	while ((ri = t->ri_top) && ri->slot <= slot && slot - ri->slot < STALE_WINDOW) {
-		if (*(uintptr_t *)ri->slot == tramp &&
+		if (*(uintptr_t *)ri->slot == ri->stub &&
 		    (ri->slot == slot || on_other_stack(ri->slot, slot)))
 			break;
 		t->ri_top = ri->next;
@@ -148,7 +150,7 @@ static int kretprobe_entry(struct kprobe *p, struct pt_regs *regs)
 	struct kretprobe *rp = container_of(p, struct kretprobe, kp);
 	struct kp_rp_pool *pool = rp->__pool;
 	struct kp_thread *t = kp_thread_current();
-	uintptr_t slot = arch_return_slot(regs), tramp = arch_kretprobe_trampoline();
+	uintptr_t slot = arch_return_slot(regs);
 	uintptr_t ret = *(uintptr_t *)slot;
 	struct kp_ri *ri;
 
@@ -161,7 +163,8 @@ static int kretprobe_entry(struct kprobe *p, struct pt_regs *regs)
 		return 0;
 	}
 	/* Another return probe on this function got here first. */
-	if (ret == tramp && t->ri_top && ((struct kp_ri *)t->ri_top)->slot == slot)
+	if (t->ri_top && ((struct kp_ri *)t->ri_top)->slot == slot &&
+	    ret == ((struct kp_ri *)t->ri_top)->stub)
 		ret = (uintptr_t)((struct kp_ri *)t->ri_top)->pub.ret_addr;
 	ri->owner = t->tid;
 	ri->slot = slot;
@@ -172,7 +175,7 @@ static int kretprobe_entry(struct kprobe *p, struct pt_regs *regs)
 		pool_put(ri);
 		return 0;
 	}
-	*(uintptr_t *)slot = tramp;
+	*(uintptr_t *)slot = ri->stub;
 	ri->next = t->ri_top;
 	t->ri_top = ri;
 	return 0;
@@ -244,6 +247,11 @@ static int ncpus(void)
 	return n > 0 ? (int)n : 1;
 }
 
+static uintptr_t ret_addr_location(int i, void *arg)
+{
+	return (uintptr_t)&ri_at(arg, (uint32_t)i)->pub.ret_addr;
+}
+
 static int pool_create(struct kretprobe *rp)
 {
 	int n = rp->maxactive > 0 ? rp->maxactive : (2 * ncpus() > 10 ? 2 * ncpus() : 10);
@@ -261,10 +269,19 @@ static int pool_create(struct kretprobe *rp)
 	pool->needs = rp->handler ? arch_code_needs((uintptr_t)rp->handler) : 0;
 	pool->stride = stride;
 	pool->n = n;
+	pthread_mutex_lock(&kp_registry_lock);
+	pool->stubs = arch_ret_stubs_create(n, ret_addr_location, pool);
+	pthread_mutex_unlock(&kp_registry_lock);
+	if (!pool->stubs) {
+		free(pool->mem);
+		free(pool);
+		return -ENOMEM;
+	}
 	for (int i = 0; i < n; i++) {
 		struct kp_ri *ri = ri_at(pool, (uint32_t)i);
 
 		ri->pool = pool;
+		ri->stub = arch_ret_stub(pool->stubs, i);
 		ri->next_free = i + 1 < n ? (uint32_t)(i + 2) : 0;
 	}
 	pool->free_head = 1;
@@ -275,6 +292,7 @@ static int pool_create(struct kretprobe *rp)
 
 static void pool_free(struct kp_rp_pool *pool)
 {
+	arch_ret_stubs_destroy(pool->stubs);
 	free(pool->mem);
 	free(pool);
 }
@@ -405,11 +423,9 @@ KP_EXPORT unsigned long kretprobe_find_ret_addr(unsigned long addr, unsigned lon
 {
 	struct kp_thread *t;
 
-	if (addr != arch_kretprobe_trampoline())
-		return addr;
-	t = kp_thread_self();
+	t = kp_thread_current();
 	for (struct kp_ri *ri = t ? t->ri_top : NULL; ri; ri = ri->next)
-		if (ri->slot == slot)
+		if (ri->slot == slot && ri->stub == addr)
 			return (unsigned long)ri->pub.ret_addr;
 	return addr;
 }
@@ -420,14 +436,13 @@ KP_EXPORT unsigned long kretprobe_find_ret_addr(unsigned long addr, unsigned lon
 void kp_kretprobe_unhijack(bool release)
 {
 	struct kp_thread *t = kp_thread_current();
-	uintptr_t tramp = arch_kretprobe_trampoline();
 	uintptr_t sp = (uintptr_t)__builtin_frame_address(0);
 	struct kp_ri *ri;
 
 	if (!t)
 		return;
 	for (ri = t->ri_top; ri; ri = ri->next)
-		if (ri->slot >= sp && *(uintptr_t *)ri->slot == tramp)
+		if (ri->slot >= sp && *(uintptr_t *)ri->slot == ri->stub)
 			*(uintptr_t *)ri->slot = (uintptr_t)ri->pub.ret_addr;
 	while (release && (ri = t->ri_top)) {
 		t->ri_top = ri->next;
@@ -438,18 +453,16 @@ void kp_kretprobe_unhijack(bool release)
 void kp_kretprobe_rehijack(void)
 {
 	struct kp_thread *t = kp_thread_current();
-	uintptr_t tramp = arch_kretprobe_trampoline();
 	uintptr_t sp = (uintptr_t)__builtin_frame_address(0);
 
 	for (struct kp_ri *ri = t ? t->ri_top : NULL; ri; ri = ri->next)
 		if (ri->slot >= sp && *(uintptr_t *)ri->slot == (uintptr_t)ri->pub.ret_addr)
-			*(uintptr_t *)ri->slot = tramp;
+			*(uintptr_t *)ri->slot = ri->stub;
 }
 
 void kp_kretprobe_after_catch(uintptr_t cfa)
 {
 	struct kp_thread *t = kp_thread_current();
-	uintptr_t tramp = arch_kretprobe_trampoline();
 	struct kp_ri *ri;
 
 	if (!t || !cfa)
@@ -460,5 +473,5 @@ void kp_kretprobe_after_catch(uintptr_t cfa)
 	}
 	for (ri = t->ri_top; ri; ri = ri->next)
 		if (*(uintptr_t *)ri->slot == (uintptr_t)ri->pub.ret_addr)
-			*(uintptr_t *)ri->slot = tramp;
+			*(uintptr_t *)ri->slot = ri->stub;
 }
