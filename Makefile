@@ -151,6 +151,7 @@ install: all
 	install -m 644 $(B)/libkprobes.a $(DESTDIR)$(PREFIX)/lib/
 	install -m 644 $(B)/libkprobes.pc $(DESTDIR)$(PREFIX)/lib/pkgconfig/
 	install -m 644 docs/kprobes.3 $(DESTDIR)$(PREFIX)/share/man/man3/
+	printf '.so man3/kprobes.3\n' > $(DESTDIR)$(PREFIX)/share/man/man3/libkprobes.3
 	if [ -x $(B)/kprobe ]; then install -d $(DESTDIR)$(PREFIX)/bin && install -m 755 $(B)/kprobe $(DESTDIR)$(PREFIX)/bin/; fi
 
 clean:

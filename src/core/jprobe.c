@@ -35,6 +35,8 @@ static struct kprobe **jprobe_kps(struct jprobe **jps, int num, bool setup)
 	struct kprobe **kps = calloc((size_t)num, sizeof(*kps));
 
 	for (int i = 0; kps && i < num; i++) {
+		if (!jps[i] && !setup)
+			continue;	/* unregistering skips NULLs */
 		if (!jps[i] || (setup && !jps[i]->entry)) {
 			free(kps);
 			return NULL;

@@ -231,7 +231,7 @@ void kp_kretprobe_dispatch(struct pt_regs *regs)
 
 			if (rp->handler && !(rp->kp.flags & KPROBE_FLAG_DISABLED))
 				run_return_handler(t, ri, rp, regs);
-		} else if (t->in_handler) {
+		} else if (t->in_handler && __atomic_load_n(&ri->pool->live, __ATOMIC_ACQUIRE)) {
 			__atomic_fetch_add(&ri->pool->rp->nmissed, 1, __ATOMIC_RELAXED);
 		}
 		regs->ip = (unsigned long)ri->pub.ret_addr;

@@ -209,7 +209,8 @@ uintptr_t arch_detour_resume(const struct kp_probepoint *pp)
 
 /* A fault in a copied instruction happened, for the program, at that
  * instruction's own address. */
-bool arch_detour_fault_addr(uintptr_t ip, uintptr_t *orig, struct kp_probepoint **pp_out)
+bool arch_detour_fault_addr(uintptr_t ip, uintptr_t *orig, uintptr_t *copy,
+			    struct kp_probepoint **pp_out)
 {
 	uintptr_t d;
 	struct detour_meta *m = exec_meta_of(&arena, ip, &d);
@@ -222,6 +223,7 @@ bool arch_detour_fault_addr(uintptr_t ip, uintptr_t *orig, struct kp_probepoint 
 	for (int i = o->ncopied - 1; i >= 0; i--)
 		if (ip >= d + o->insn_off[i]) {
 			*orig = pp->addr + o->insn_orig[i];
+			*copy = d + o->insn_off[i];
 			*pp_out = pp;
 			return ip >= d + o->copied_off;
 		}

@@ -13,7 +13,10 @@ void arch_detour_free(struct kp_probepoint *pp);
 /* What the detour saves around the handlers: KP_OPT_SAVE_* bits. */
 int arch_detour_set_flags(struct kp_probepoint *pp, uint8_t flags);
 uintptr_t arch_detour_resume(const struct kp_probepoint *pp);
-bool arch_detour_fault_addr(uintptr_t ip, uintptr_t *orig, struct kp_probepoint **pp);
+/* A fault at ip in a detour's copied instructions: the instruction's own
+ * address (orig) and its copy's. */
+bool arch_detour_fault_addr(uintptr_t ip, uintptr_t *orig, uintptr_t *copy,
+			    struct kp_probepoint **pp);
 size_t arch_detour_bytes(void);
 int arch_detour_range(const struct kp_probepoint *pp, uintptr_t range[2]);
 

@@ -144,6 +144,9 @@ void arch_retire_probepoint(struct kp_probepoint *pp)
 		xol_retire(pp->ainsn.slot);
 	else
 		kp_probepoint_free(pp);
+	/* Free retired slots in batches, once they have rested. */
+	if (xol_reclaim_due())
+		xol_reclaim();
 }
 
 static int write_first_bytes(struct kp_probepoint **pps, int n, bool arm)

@@ -330,15 +330,22 @@ static bool fault_in_slot(struct kp_thread *t, struct xol_slot *s, int sig,
 }
 
 /* A fault in a detour's copied instruction: at that instruction's address. */
-static bool fault_in_detour(struct kp_thread *t, int sig, siginfo_t *info, ucontext_t *uc)
+static bool fault_in_detour(struct kp_thread *t, int sig, siginfo_t *info, ucontext_t *uc,
+			    uintptr_t *orig_out, uintptr_t *copy_out)
 {
-	uintptr_t ip = (uintptr_t)GREG(uc, REG_RIP), orig;
+	uintptr_t ip = (uintptr_t)GREG(uc, REG_RIP), orig, copy;
 	struct kp_probepoint *pp;
 	struct pt_regs regs;
 	int handled = 0;
 
-	if (!arch_detour_fault_addr(ip, &orig, &pp))
+	if (!arch_detour_fault_addr(ip, &orig, &copy, &pp))
 		return false;
+	/* Past the first copied instruction, orig lies inside the installed
+	 * jump: resuming there must go back to the copy instead. */
+	if (orig != pp->addr) {
+		*orig_out = orig;
+		*copy_out = copy;
+	}
 	GREG(uc, REG_RIP) = (greg_t)orig;
 	if (sig != SIGSEGV && sig != SIGBUS && (uintptr_t)info->si_addr == ip)
 		info->si_addr = (void *)orig;
@@ -360,11 +367,12 @@ static void fault_handler(int sig, siginfo_t *info, void *ctx)
 	ucontext_t *uc = ctx;
 	struct xol_slot *s = xol_slot_of((uintptr_t)GREG(uc, REG_RIP));
 	struct kp_thread *t = kp_thread_self();
+	uintptr_t orig = 0, copy = 0;
 	bool handled = false;
 
 	if (t && !s) {
 		kp_read_enter(t);
-		handled = fault_in_detour(t, sig, info, uc);
+		handled = fault_in_detour(t, sig, info, uc, &orig, &copy);
 		kp_read_exit(t);
 	} else if (t) {
 		kp_read_enter(t);
@@ -373,6 +381,8 @@ static void fault_handler(int sig, siginfo_t *info, void *ctx)
 	}
 	if (!handled)
 		kp_sig_forward(sig, info, ctx);
+	if (copy && (uintptr_t)GREG(uc, REG_RIP) == orig)
+		GREG(uc, REG_RIP) = (greg_t)copy;
 }
 
 void arch_fpu_init(void);

@@ -200,8 +200,17 @@ int xol_build(struct arch_insn *ai, uintptr_t addr, struct kp_probepoint *owner)
 	return 0;
 }
 
+static unsigned int nretired;
+
+/* Enough retired slots to be worth a census? */
+bool xol_reclaim_due(void)
+{
+	return nretired >= 64;
+}
+
 void xol_retire(struct xol_slot *s)
 {
+	nretired++;
 	s->retired_ns = now_ns();
 	s->next_retired = retired;
 	retired = s;
@@ -267,6 +276,7 @@ static int reclaim_batch(struct xol_slot **batch, int n)
 		return 0;
 	for (int i = 0; i < n; i++)
 		slot_free(batch[i]);
+	nretired -= (unsigned int)n;
 	return n;
 }
 

@@ -36,6 +36,9 @@ struct xol_slot *xol_slot_of(uintptr_t ip);
 /* Hands the slot back once no thread can be inside it any more. */
 void xol_retire(struct xol_slot *s);
 
+/* Whether enough slots are retired for xol_reclaim() to be worth it. */
+bool xol_reclaim_due(void);
+
 /* Frees retired slots that no thread can be inside; returns how many. */
 int xol_reclaim(void);
 
