@@ -120,8 +120,11 @@ check: deps
 	@sh scripts/run-tests.sh $(B)
 
 bench: lib
-	@$(MAKE) --no-print-directory $(B)/kprobes-bench
+	@$(MAKE) --no-print-directory $(B)/kprobes-bench $(B)/kprobe-bench-extra
 	$(B)/kprobes-bench
+	@echo
+	@echo "kprobe tool, in the target on top of the probe (count_extra, trace_extra):"
+	$(B)/kprobe-bench-extra
 
 $(B)/kprobes-bench: $(sort $(wildcard bench/*.c bench/*.S)) $(B)/libkprobes.a
 	@mkdir -p $(B)
