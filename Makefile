@@ -56,7 +56,7 @@ $(B)/obj/%.o: %.c
 
 $(B)/obj/%.o: %.S
 	@mkdir -p $(dir $@)
-	$(CC) $(LIBFLAGS) -c $< -o $@
+	$(CC) $(LIBFLAGS) -MMD -MP -c $< -o $@
 	$(TEXTSEC) $@
 
 $(B)/asan/%.o: %.c
@@ -66,7 +66,7 @@ $(B)/asan/%.o: %.c
 
 $(B)/asan/%.o: %.S
 	@mkdir -p $(dir $@)
-	$(CC) $(LIBFLAGS) -c $< -o $@
+	$(CC) $(LIBFLAGS) -MMD -MP -c $< -o $@
 	$(TEXTSEC) $@
 
 $(B)/libkprobes.so.$(VERSION): $(LIB_OBJ)

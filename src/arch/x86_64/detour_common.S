@@ -11,54 +11,21 @@
  * returns to the detour, which runs the copied instructions.
  *
  * The general registers and the flags (arithmetic ones and DF; see
- * RESTORE_FLAGS) are always kept.  Of the vector state, at a function
+ * PT_RESTORE_FLAGS in ptregs.inc) are always kept.  Of the vector state, at a function
  * entry only the argument registers (x/y/zmm0-7) can be live; mid-function
  * everything may be: the full extended state through xsave (fxsave on CPUs
  * without it).
  */
-	.set PT_SIZE, 168
+#include "arch/x86_64/ptregs.inc"
 	.set R_FLAG, 93
 	.set R_PP, 101
-
-/* The arithmetic flags and DF from the flags word at off(%rsp), without
- * the cost of popf: DF by std, OF by an add that overflows exactly when it
- * was set, SF ZF AF PF CF by sahf (which leaves OF and DF alone).  Clobbers
- * rax and rcx, which are restored after. */
-	.macro RESTORE_FLAGS off
-	mov \off(%rsp), %rax
-	test $0x400, %eax
-	jz 91f
-	std
-91:	mov %eax, %ecx
-	shr $11, %ecx
-	and $1, %ecx
-	add $0x7f, %cl
-	mov %al, %ah
-	sahf
-	.endm
 
 /* Frame below R: [rsp+PT_SIZE] holds the flags (mid) or padding (entry),
  * [rsp+PT_SIZE+8] = R. */
 	.macro SAVE_GPRS
 	pushfq
 	lea -PT_SIZE(%rsp), %rsp
-	mov %r15, 0(%rsp)
-	mov %r14, 8(%rsp)
-	mov %r13, 16(%rsp)
-	mov %r12, 24(%rsp)
-	mov %rbp, 32(%rsp)
-	mov %rbx, 40(%rsp)
-	mov %r11, 48(%rsp)
-	mov %r10, 56(%rsp)
-	mov %r9, 64(%rsp)
-	mov %r8, 72(%rsp)
-	mov %rax, 80(%rsp)
-	mov %rcx, 88(%rsp)
-	mov %rdx, 96(%rsp)
-	mov %rsi, 104(%rsp)
-	mov %rdi, 112(%rsp)
-	movq $-1, 120(%rsp)			/* orig_ax */
-	movq $0x33, 136(%rsp)			/* cs */
+	PT_STORE_GPRS
 	mov PT_SIZE(%rsp), %rcx
 	mov %rcx, 144(%rsp)			/* flags */
 	lea PT_SIZE + 16 + 128(%rsp), %rcx
@@ -70,7 +37,7 @@
 	mov %rsp, %rbx
 	.endm
 
-	.macro CALL_AND_RESTORE_GPRS
+	.macro CALL_CALLBACK
 	and $-16, %rsp
 	mov %rbx, %rsi
 	mov %r12d, %edx
@@ -80,22 +47,8 @@
 
 	.macro RESTORE_GPRS
 	mov %rbx, %rsp
-	RESTORE_FLAGS 144
-	mov 0(%rsp), %r15
-	mov 8(%rsp), %r14
-	mov 16(%rsp), %r13
-	mov 24(%rsp), %r12
-	mov 32(%rsp), %rbp
-	mov 40(%rsp), %rbx
-	mov 48(%rsp), %r11
-	mov 56(%rsp), %r10
-	mov 64(%rsp), %r9
-	mov 72(%rsp), %r8
-	mov 80(%rsp), %rax
-	mov 88(%rsp), %rcx
-	mov 96(%rsp), %rdx
-	mov 104(%rsp), %rsi
-	mov 112(%rsp), %rdi
+	PT_RESTORE_FLAGS
+	PT_LOAD_GPRS
 	lea PT_SIZE + 8(%rsp), %rsp
 	ret
 	.endm
@@ -119,7 +72,7 @@ FUNC \name
 	sub $\size, %rsp
 	mov %rsp, %r13
 	\save
-1:	CALL_AND_RESTORE_GPRS
+1:	CALL_CALLBACK
 	test $1, %r12d
 	jz 2f
 	\restore
@@ -214,7 +167,7 @@ FUNC kp_opt_mid_xsave
 	mov $-1, %eax
 	mov $-1, %edx
 	xsave64 (%r13)
-1:	CALL_AND_RESTORE_GPRS
+1:	CALL_CALLBACK
 	test $1, %r12d
 	jz 2f
 	mov $-1, %eax
@@ -231,7 +184,7 @@ FUNC kp_opt_mid_fxsave
 	and $-64, %rsp
 	mov %rsp, %r13
 	fxsave64 (%r13)
-1:	CALL_AND_RESTORE_GPRS
+1:	CALL_CALLBACK
 	test $1, %r12d
 	jz 2f
 	fxrstor64 (%r13)

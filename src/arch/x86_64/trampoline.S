@@ -13,33 +13,18 @@
  * dead (the callee's frame is gone), so the red zone is free to use.
  * Frame: [S-8] real return address, [S-176] pt_regs.
  */
+#include "arch/x86_64/ptregs.inc"
+
 	.text
 	.globl kp_kretprobe_trampoline
 	.hidden kp_kretprobe_trampoline
 	.type kp_kretprobe_trampoline, @function
 	.p2align 4
-	nop			/* unwinders look up return address - 1 */
 kp_kretprobe_trampoline:
 	pushfq
-	lea -168(%rsp), %rsp
-	mov %r15, 0(%rsp)
-	mov %r14, 8(%rsp)
-	mov %r13, 16(%rsp)
-	mov %r12, 24(%rsp)
-	mov %rbp, 32(%rsp)
-	mov %rbx, 40(%rsp)
-	mov %r11, 48(%rsp)
-	mov %r10, 56(%rsp)
-	mov %r9, 64(%rsp)
-	mov %r8, 72(%rsp)
-	mov %rax, 80(%rsp)
-	mov %rcx, 88(%rsp)
-	mov %rdx, 96(%rsp)
-	mov %rsi, 104(%rsp)
-	mov %rdi, 112(%rsp)
-	movq $-1, 120(%rsp)		/* orig_ax */
+	lea -PT_SIZE(%rsp), %rsp
+	PT_STORE_GPRS
 	movq $0, 128(%rsp)		/* ip: filled by the dispatcher */
-	movq $0x33, 136(%rsp)		/* cs */
 	mov 168(%rsp), %rcx
 	mov %rcx, 144(%rsp)		/* flags */
 	lea 176(%rsp), %rax
@@ -53,33 +38,8 @@ kp_kretprobe_trampoline:
 	mov %rbx, %rsp
 	mov 128(%rsp), %rax
 	mov %rax, 168(%rsp)		/* the real return address */
-	/* flags as the function left them, without popf: see
-	 * detour_common.S */
-	mov 144(%rsp), %rax
-	test $0x400, %eax
-	jz 4f
-	std
-4:	mov %eax, %ecx
-	shr $11, %ecx
-	and $1, %ecx
-	add $0x7f, %cl
-	mov %al, %ah
-	sahf
-	mov 0(%rsp), %r15
-	mov 8(%rsp), %r14
-	mov 16(%rsp), %r13
-	mov 24(%rsp), %r12
-	mov 32(%rsp), %rbp
-	mov 40(%rsp), %rbx
-	mov 48(%rsp), %r11
-	mov 56(%rsp), %r10
-	mov 64(%rsp), %r9
-	mov 72(%rsp), %r8
-	mov 80(%rsp), %rax
-	mov 88(%rsp), %rcx
-	mov 96(%rsp), %rdx
-	mov 104(%rsp), %rsi
-	mov 112(%rsp), %rdi
+	PT_RESTORE_FLAGS		/* flags as the function left them */
+	PT_LOAD_GPRS
 	lea 168(%rsp), %rsp
 	ret
 	.size kp_kretprobe_trampoline, . - kp_kretprobe_trampoline
