@@ -2090,7 +2090,7 @@ Test(optimize, fork_while_optimizing, .init = setup)
 {
 	pthread_t th;
 	int failures = 0;
-	static struct kprobe kp, kp2;
+	static struct kprobe kp, kp2 __attribute__((unused));
 
 	/* Start the optimizer thread first: ASan's allocator (gcc 12) is not
 	 * fork-safe, and a fork while that thread initializes can leave the
