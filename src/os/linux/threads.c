@@ -188,11 +188,18 @@ static void census_check(uintptr_t ip)
 			__atomic_store_n(&census_inside, 1, __ATOMIC_RELAXED);
 }
 
+/* Our census signals carry this address; others are the program's. */
+static char census_tag;
+
 static void census_handler(int sig, siginfo_t *info, void *ctx)
 {
 	ucontext_t *uc = ctx;
 	uintptr_t ip = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
 
+	if (info->si_code != SI_QUEUE || info->si_value.sival_ptr != &census_tag) {
+		kp_sig_forward(sig, info, ctx);
+		return;
+	}
 	__atomic_fetch_add(&census_busy, 1, __ATOMIC_ACQUIRE);
 	census_check(ip);
 	/* Interrupted on its way out of a trap handler: it is about to be
@@ -209,16 +216,25 @@ int kp_census_signal(void)
 	return census_sig;
 }
 
+/* Owned like SIGTRAP: a program that uses the signal itself keeps its
+ * handler (virtualized) and gets its own signals forwarded. */
 static void census_init(void)
 {
-	struct sigaction sa;
-
-	memset(&sa, 0, sizeof(sa));
 	census_sig = SIGRTMAX - 2;
-	sa.sa_sigaction = census_handler;
-	sa.sa_flags = SA_SIGINFO | SA_RESTART;
-	sigfillset(&sa.sa_mask);
-	kp_sig_install_raw(census_sig, &sa);
+	kp_sig_own(census_sig, census_handler, 0);
+}
+
+static int census_send(pid_t pid, pid_t tid)
+{
+	siginfo_t info;
+
+	memset(&info, 0, sizeof(info));
+	info.si_signo = census_sig;
+	info.si_code = SI_QUEUE;
+	info.si_pid = pid;
+	info.si_uid = getuid();
+	info.si_value.sival_ptr = &census_tag;
+	return (int)kp_syscall6(SYS_rt_tgsigqueueinfo, pid, tid, census_sig, (long)&info, 0, 0);
 }
 
 /* A thread blocked in a system call cannot be inside a range unless the call
@@ -321,7 +337,7 @@ bool kp_threads_outside(const uintptr_t (*ranges)[2], int n)
 				census_inside = 1;
 			continue;
 		}
-		if (syscall(SYS_tgkill, pid, tid, census_sig) == 0)
+		if (census_send(pid, tid) == 0)
 			sent++;
 	}
 	closedir(d);
