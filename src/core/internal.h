@@ -52,7 +52,6 @@ enum kp_opt_state { OPT_NONE, OPT_QUEUED, OPT_PREPARED, OPT_OPTIMIZED };
 void kp_optimizer_reevaluate(struct kp_probepoint *pp);
 void kp_optimizer_reevaluate_near(uintptr_t addr);
 void kp_optimizer_unoptimize(struct kp_probepoint *pp);
-void kp_optimizer_forget(struct kp_probepoint *pp);
 void kp_optimizer_forget_gone(struct kp_probepoint *pp);
 void kp_objects_unloaded(void);
 void kp_optimizer_forget_batch(struct kp_probepoint **pps, int n);

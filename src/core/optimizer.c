@@ -184,10 +184,6 @@ void kp_optimizer_forget_gone(struct kp_probepoint *pp)
 	__atomic_store_n(&pp->opt_state, OPT_NONE, __ATOMIC_RELEASE);
 }
 
-void kp_optimizer_forget(struct kp_probepoint *pp)
-{
-	kp_optimizer_unoptimize(pp);
-}
 
 /* A new probe at addr must not land inside an installed jump. */
 void kp_optimizer_region_conflicts(uintptr_t addr)

@@ -311,7 +311,3 @@ int xol_reclaim(void)
 	return freed;
 }
 
-unsigned int xol_slots_in_use(void)
-{
-	return arena.in_use;
-}

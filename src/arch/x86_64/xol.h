@@ -46,7 +46,5 @@ int xol_reclaim(void);
  * jumps back there); -1 when there are more than max. */
 int xol_retired_into(uintptr_t lo, uintptr_t hi, uintptr_t (*r)[2], int max);
 
-/* Number of slots in use (for tests and leak checks). */
-unsigned int xol_slots_in_use(void);
 
 #endif

@@ -49,12 +49,6 @@ static void resolve_real(void)
 			 __ATOMIC_RELEASE);
 }
 
-int kp_sig_install_raw(int sig, const struct sigaction *act)
-{
-	resolve_real();
-	return real_sigaction(sig, act, NULL) ? -errno : 0;
-}
-
 bool kp_sig_is_owned(int sig)
 {
 	return sig > 0 && sig < NSIG && __atomic_load_n(&prog[sig].owned, __ATOMIC_ACQUIRE);

@@ -18,9 +18,6 @@ typedef void (*kp_sig_handler_t)(int, siginfo_t *, void *);
  * remembers the previous disposition as the program's. 0 or -errno. */
 int kp_sig_own(int sig, kp_sig_handler_t fn, int extra_flags);
 
-/* Installs act for sig through the real sigaction (no bookkeeping). */
-int kp_sig_install_raw(int sig, const struct sigaction *act);
-
 /* Hands a signal the library does not consume to the program's disposition:
  * its handler (with its mask and flags), or the default action with the
  * registers of uc (a core dump shows them). Async-signal-safe. */

@@ -1,10 +1,13 @@
 /*
  * Unwinders and return probes.  A return-probed frame's return address is
- * the trampoline's, which no unwinder can step through.  These interposers
- * put the real return addresses back for the unwinder: for a while
- * (backtraces), or for good when the frames are being left (a C++
- * exception being raised, pthread_exit).  A left frame's return handler
- * does not run, as for a longjmp.
+ * its instance's return stub, whose unwind information lets a forced unwind
+ * (pthread_cancel) step through (arch/x86_64/retstub.c).  Where the
+ * unwinder can be intercepted these interposers still put the real return
+ * addresses back: for a while (backtraces, which would otherwise list the
+ * stub as a frame), or for good when the frames are being left (a C++
+ * exception being raised, pthread_exit) — C++ exceptions through the stubs
+ * alone do not work yet.  A left frame's return handler does not run, as
+ * for a longjmp.
  */
 #include <dlfcn.h>
 #include <pthread.h>
