@@ -40,6 +40,13 @@ int arch_init(void);
 /* [lo, hi) of the code that handles traps, to be kept unprobed. */
 void arch_trap_path_range(uintptr_t *lo, uintptr_t *hi);
 
+/* Units in use right now: out-of-line slots, of which quarantined, and
+ * detour buffers (a racy snapshot, for kp_get_stats). */
+void arch_stats(unsigned long *slots, unsigned long *retired_slots, unsigned long *detours);
+/* Frees quarantined slots no thread can be in; returns how many.  Under
+ * the registry lock. */
+int arch_reclaim(void);
+
 /* ---- jump optimization ---- */
 
 /* Analyses (once) whether pp can take a jump: 0, -EINVAL (see

@@ -51,6 +51,9 @@ struct kp_rp_pool {
 
 static struct kp_rp_pool *orphans;
 
+/* Instance pools allocated and not yet freed (kp_get_stats). */
+unsigned long kp_rp_pools_alive;
+
 /* Links src/os/linux/unwind.o (the unwinder interposers) into every program
  * that uses return probes, also from the static library. */
 extern char kp_unwind_interposers;
@@ -287,11 +290,13 @@ static int pool_create(struct kretprobe *rp)
 	pool->free_head = 1;
 	pool->live = true;
 	rp->__pool = pool;
+	__atomic_fetch_add(&kp_rp_pools_alive, 1, __ATOMIC_RELAXED);
 	return 0;
 }
 
 static void pool_free(struct kp_rp_pool *pool)
 {
+	__atomic_fetch_sub(&kp_rp_pools_alive, 1, __ATOMIC_RELAXED);
 	arch_ret_stubs_destroy(pool->stubs);
 	free(pool->mem);
 	free(pool);

@@ -76,8 +76,12 @@ static void table_remove(struct kp_probepoint *pp)
 		all_tail = pp->all_prev;
 }
 
+/* Probepoints allocated and not yet freed (kp_get_stats). */
+unsigned long kp_probepoints_alive;
+
 void kp_probepoint_free(struct kp_probepoint *pp)
 {
+	__atomic_fetch_sub(&kp_probepoints_alive, 1, __ATOMIC_RELAXED);
 	free(pp->symbol);
 	free(pp->object);
 	free(pp);
@@ -191,6 +195,7 @@ static int probepoint_create(uintptr_t addr, const struct ksym *fn, bool have_fn
 
 	if (!pp)
 		return -ENOMEM;
+	__atomic_fetch_add(&kp_probepoints_alive, 1, __ATOMIC_RELAXED);
 	pp->addr = addr;
 	if (have_fn) {
 		pp->func = fn->addr;
@@ -199,7 +204,7 @@ static int probepoint_create(uintptr_t addr, const struct ksym *fn, bool have_fn
 	}
 	err = arch_prepare_probepoint(pp, have_fn ? fn->addr : addr, have_fn ? fn->size : 0);
 	if (err) {
-		free(pp);
+		kp_probepoint_free(pp);
 		return err;
 	}
 	describe(pp, fn, have_fn);

@@ -230,6 +230,11 @@ bool arch_detour_fault_addr(uintptr_t ip, uintptr_t *orig, uintptr_t *copy,
 	return false;
 }
 
+void arch_detour_stats(unsigned long *detours)
+{
+	*detours = __atomic_load_n(&arena.in_use, __ATOMIC_RELAXED);
+}
+
 size_t arch_detour_bytes(void)
 {
 	return DETOUR_SIZE;

@@ -18,6 +18,8 @@ uintptr_t arch_detour_resume(const struct kp_probepoint *pp);
 bool arch_detour_fault_addr(uintptr_t ip, uintptr_t *orig, uintptr_t *copy,
 			    struct kp_probepoint **pp);
 size_t arch_detour_bytes(void);
+/* Detour buffers in use. */
+void arch_detour_stats(unsigned long *detours);
 int arch_detour_range(const struct kp_probepoint *pp, uintptr_t range[2]);
 
 #endif

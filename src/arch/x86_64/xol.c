@@ -202,6 +202,15 @@ int xol_build(struct arch_insn *ai, uintptr_t addr, struct kp_probepoint *owner)
 
 static unsigned int nretired;
 
+
+/* Units in use, for kp_get_stats (read racily: a snapshot). */
+void arch_stats(unsigned long *slots, unsigned long *retired_slots, unsigned long *detours)
+{
+	*slots = __atomic_load_n(&arena.in_use, __ATOMIC_RELAXED);
+	*retired_slots = __atomic_load_n(&nretired, __ATOMIC_RELAXED);
+	arch_detour_stats(detours);
+}
+
 /* Enough retired slots to be worth a census? */
 bool xol_reclaim_due(void)
 {
@@ -311,3 +320,7 @@ int xol_reclaim(void)
 	return freed;
 }
 
+int arch_reclaim(void)
+{
+	return xol_reclaim();
+}
