@@ -43,7 +43,7 @@ EXAMPLES := $(patsubst examples/%.c,$(B)/examples/%,$(sort $(wildcard examples/*
 
 SAN     := -fsanitize=address,undefined -fno-sanitize-recover=undefined
 
-.PHONY: all lib check deps test test-asan bench demo install clean examples
+.PHONY: all lib check deps test test-asan bench demo install clean examples soak
 
 all: lib $(B)/libkprobes.pc examples
 
@@ -115,9 +115,18 @@ $(B)/tests-asan/%: tests/%.cpp tests/testutil.h include/kprobes.h $(B)/libkprobe
 deps:
 	@sh scripts/install-deps.sh
 
+# Suites beyond the Criterion tests (tests/*/*.mk add their quick modes to
+# CHECK_EXTRA; `make soak` runs the long ones).
+CHECK_EXTRA :=
+SOAK_TARGETS :=
+
 check: deps
 	@$(MAKE) --no-print-directory all $(TEST_BIN) $(TEST_ASAN)
 	@sh scripts/run-tests.sh $(B)
+	@$(if $(strip $(CHECK_EXTRA)),$(MAKE) --no-print-directory $(CHECK_EXTRA))
+
+soak: all
+	@$(MAKE) --no-print-directory $(SOAK_TARGETS)
 
 bench: lib
 	@$(MAKE) --no-print-directory $(B)/kprobes-bench $(B)/kprobe-bench-extra
@@ -162,5 +171,8 @@ clean:
 
 # The kprobe CLI and its injected agent.
 include tools/kprobe/kprobe.mk
+
+# Fuzzing, real programs, soak: each directory under tests/ brings its rules.
+include $(sort $(wildcard tests/*/*.mk))
 
 -include $(shell find $(B) -name '*.d' 2>/dev/null)
