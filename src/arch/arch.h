@@ -69,6 +69,27 @@ int arch_unoptimize(struct kp_probepoint **pps, int n);
  * cannot spares the detour that work). */
 uint8_t arch_code_needs(uintptr_t fn);
 
+/* ---- static keys ---- */
+
+/* One site to rewrite: to a JMP to target, or to a NOP. */
+struct arch_jl_patch {
+	uintptr_t addr;
+	uintptr_t target;
+	bool jump;
+};
+
+/* Bytes of a site. */
+static inline size_t arch_jump_label_len(void)
+{
+	return 5;
+}
+/* -EINVAL unless every site holds a NOP or its JMP (nothing written). */
+int arch_jump_label_check(const struct arch_jl_patch *p, int n);
+/* Rewrites the sites live, int3 first, cores synchronized in between.
+ * Threads that meet a half-written site are sent on by the trap handler
+ * per the key's current value. */
+int arch_jump_label_apply(const struct arch_jl_patch *p, int n);
+
 /* ---- return probes and jprobes ---- */
 
 struct pt_regs;

@@ -3,6 +3,8 @@
 
 #include "core/internal.h"
 
+int kp_list_tracepoints(FILE *out);
+
 static void list_probe(FILE *out, const struct kp_probepoint *pp, const struct kprobe *p)
 {
 	fprintf(out, "%016lx  %c  %s", (unsigned long)pp->addr, (char)p->__type, pp->symbol);
@@ -30,5 +32,8 @@ KP_EXPORT int kprobes_list(FILE *out)
 	if (ferror(out))
 		err = -EIO;
 	pthread_mutex_unlock(&kp_registry_lock);
+	/* Then the tracepoints that have handlers (type t, provider:name). */
+	if (!err)
+		err = kp_list_tracepoints(out);
 	return err;
 }

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/internal.h"
+#include "core/jump_label.h"
 #include "elf/symbols.h"
 #include "os/linux/memory.h"
 #include "os/linux/threads.h"
@@ -247,6 +248,10 @@ int kp_register_locked(struct kprobe *p, enum kp_type type, struct kp_probepoint
 	if (err)
 		return err;
 	if (!is_code(addr, have_fn) || kp_blacklisted(addr))
+		return -EINVAL;
+	/* A static-key site is rewritten under the probe's feet: refused,
+	 * as Kprobes refuses jump-label sites. */
+	if (kp_jl_refresh() == 0 && kp_jl_site_at(addr))
 		return -EINVAL;
 	/* Return probes and jprobes work on function entries only. */
 	if (type != KP_TYPE_KPROBE && !(have_fn && fn.addr == addr))

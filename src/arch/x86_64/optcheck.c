@@ -12,6 +12,7 @@
 #include <Zydis/Zydis.h>
 
 #include "arch/x86_64/optcheck.h"
+#include "core/jump_label.h"
 #include "os/linux/memory.h"
 
 #define MAX_FUNC (256u * 1024)
@@ -339,6 +340,10 @@ int arch_opt_analyse(struct arch_opt *o, uintptr_t addr, uintptr_t func, size_t 
 	why = choose_region(o, addr, func, size, fcache.code, pad_after);
 	if (!why && target_inside(addr, addr + o->region_len))
 		why = "a branch targets the region";
+	/* Static-key sites change between a NOP and a jump: never copied, and
+	 * their targets count as branch targets whatever the keys are now. */
+	if (!why && kp_jl_busy(addr, addr + o->region_len, true))
+		why = "a static-key site or its target in the region";
 	if (!why)
 		memcpy(o->orig, fcache.code + (addr - func), o->region_len);
 	o->why = why;

@@ -15,6 +15,7 @@
 #include "arch/x86_64/regs.h"
 #include "arch/x86_64/xol.h"
 #include "core/internal.h"
+#include "core/jump_label.h"
 #include "os/linux/memory.h"
 #include "os/linux/signals.h"
 #include "os/linux/threads.h"
@@ -242,6 +243,17 @@ static void jprobe_return_hit(struct kp_thread *t, ucontext_t *uc)
 		GREG(uc, REG_RIP) = (greg_t)addr;
 }
 
+/* A static-key site being rewritten: continue as its key now says. */
+static bool jump_label_hit(uintptr_t bp, ucontext_t *uc)
+{
+	const struct kp_jl_site *s = kp_jl_site_at(bp);
+
+	if (!s || *(volatile uint8_t *)bp != 0xcc)
+		return false;
+	GREG(uc, REG_RIP) = (greg_t)(kp_jl_site_jumps(s) ? s->target : bp + arch_jump_label_len());
+	return true;
+}
+
 static bool trap_dispatch(struct kp_thread *t, uintptr_t bp, ucontext_t *uc)
 {
 	struct xol_slot *s = xol_slot_of(bp);
@@ -258,6 +270,8 @@ static bool trap_dispatch(struct kp_thread *t, uintptr_t bp, ucontext_t *uc)
 		probe_hit(t, pp, uc);
 		return true;
 	}
+	if (jump_label_hit(bp, uc))
+		return true;
 	if (*(volatile uint8_t *)bp != 0xcc) {
 		/* The probe went away after this thread trapped: run the
 		 * original instruction that is back in place. */
