@@ -6,6 +6,7 @@
 #define KPROBE_AGENT_H
 
 #include <kprobes.h>
+#include <kprobes/tracepoint.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdint.h>
@@ -25,6 +26,7 @@ struct agent_probe {
 	} u;
 	struct agent_session *session;
 	bool is_return;
+	struct kprobes_tracepoint *tp;	/* a tracepoint's handler, not a probe */
 	uint32_t desc;			/* descriptor index in the session */
 	uint8_t nargs;
 	uint8_t nstrings;
@@ -67,6 +69,9 @@ void agent_hit_after_fork(bool follow);
 /* Sets the probe's handlers (and return instance data size) for its
  * session's action and clock (agent_hit.c). */
 void agent_set_handlers(struct agent_probe *ap);
+/* The handler attached to a tracepoint probe's tracepoint (data: the
+ * agent_probe). */
+void agent_tp_handler(struct kprobes_tracepoint *tp, const uint64_t *args, void *data);
 /* Bytes of kretprobe instance data a probe needs. */
 size_t agent_return_data_size(const struct agent_probe *ap);
 

@@ -455,6 +455,46 @@ static int return_clock(struct kretprobe_instance *ri, struct pt_regs *regs)
 	return on_return(ri, regs, false);
 }
 
+/* A tracepoint argument as a 64-bit value of its spec type: integers
+ * declared narrower than 64 bits are sign-extended when signed, a float
+ * widened to double. */
+static uint64_t tp_value(const struct kprobes_tracepoint *tp, const uint64_t *args,
+			 const struct spec_arg *a)
+{
+	unsigned int size = tp->args[a->src].size;
+	uint64_t v = args[a->src];
+
+	if (a->type == ARG_F64 && size == 4) {
+		float f;
+		double d;
+
+		__builtin_memcpy(&f, &v, 4);
+		d = f;
+		__builtin_memcpy(&v, &d, 8);
+	} else if (a->type == ARG_S64 && size < 8) {
+		unsigned int shift = 64 - 8 * size;
+
+		v = (uint64_t)((int64_t)(v << shift) >> shift);
+	}
+	return v;
+}
+
+void agent_tp_handler(struct kprobes_tracepoint *tp, const uint64_t *args, void *data)
+{
+	struct agent_probe *ap = data;
+	uint64_t vals[SPEC_MAX_ARGS];
+
+	if (silent(ap->session))
+		return;
+	if (ap->session->cfg.action != ACT_TRACE) {
+		counter_add(ap->session, thread_ring(ap->session), ap->desc);
+		return;
+	}
+	for (int i = 0; i < ap->nargs; i++)
+		vals[i] = tp_value(tp, args, &ap->args[i]);
+	emit(ap, EV_ENTRY, stamp(ap->session->time_tsc), NULL, 0, vals);
+}
+
 void agent_set_handlers(struct agent_probe *ap)
 {
 	bool tsc = ap->session->time_tsc;

@@ -46,6 +46,43 @@ static int probes_reserve(struct agent_session *s, int more)
 	return 0;
 }
 
+static enum arg_type tp_arg_type(const struct kprobes_tp_arg *a)
+{
+	switch (kprobes_tp_arg_kind(a)) {
+	case 's': return ARG_S64;
+	case 'u': return ARG_U64;
+	case 'S': return ARG_STRING;
+	case 'f': return ARG_F64;
+	default: return ARG_X64;
+	}
+}
+
+/* A tracepoint traced without ARGs: every argument it declares, by name
+ * and as its type says, also written to the descriptor for the CLI. */
+static void tp_declared_args(struct agent_probe *ap, struct kps_desc *d)
+{
+	size_t at = 0;
+
+	ap->nargs = 0;
+	for (unsigned int i = 0; i < ap->tp->nargs && i < SPEC_MAX_ARGS; i++) {
+		struct spec_arg *a = &ap->args[ap->nargs++];
+		int n;
+
+		snprintf(a->name, sizeof(a->name), "%s", ap->tp->args[i].name);
+		a->src = (uint8_t)i;
+		a->type = (uint8_t)tp_arg_type(&ap->tp->args[i]);
+		n = snprintf(d->args + at, sizeof(d->args) - at, "%s%s=arg%u:%s", at ? " " : "",
+			     a->name, i + 1, spec_type_name(a->type));
+		if (n < 0 || (size_t)n >= sizeof(d->args) - at) {
+			/* Too long to describe: fewer arguments. */
+			d->args[at] = '\0';
+			ap->nargs--;
+			break;
+		}
+		at += (size_t)n;
+	}
+}
+
 /* A probe for one resolved point, with its descriptor (not yet ready). */
 static struct agent_probe *probe_new(struct agent_session *s, const struct resolved *r,
 				     int maxactive)
@@ -67,8 +104,15 @@ static struct agent_probe *probe_new(struct agent_session *s, const struct resol
 	ap->is_return = spec->is_return;
 	ap->nargs = (uint8_t)spec->nargs;
 	memcpy(ap->args, spec->args, sizeof(ap->args));
-	for (int i = 0; i < spec->nargs; i++)
-		ap->nstrings += spec->args[i].type == ARG_STRING;
+	d = &s->map.desc[id];
+	d->args[0] = '\0';
+	if (spec->kind == SPEC_TRACEPOINT) {
+		ap->tp = (struct kprobes_tracepoint *)r->addr;
+		if (!spec->nargs && s->cfg.action == ACT_TRACE)
+			tp_declared_args(ap, d);
+	}
+	for (int i = 0; i < ap->nargs; i++)
+		ap->nstrings += ap->args[i].type == ARG_STRING;
 	if (ap->is_return) {
 		ap->u.rp.kp.addr = (kprobe_opcode_t *)r->addr;
 		ap->u.rp.maxactive = maxactive;
@@ -76,11 +120,10 @@ static struct agent_probe *probe_new(struct agent_session *s, const struct resol
 		ap->u.kp.addr = (kprobe_opcode_t *)r->addr;
 	}
 	agent_set_handlers(ap);
-	d = &s->map.desc[id];
 	d->addr = r->addr;
 	d->pid = (uint32_t)getpid();
 	d->spec = (uint16_t)r->spec;
-	d->kind = ap->is_return ? DESC_RETURN : DESC_ENTRY;
+	d->kind = ap->tp ? DESC_TRACEPOINT : ap->is_return ? DESC_RETURN : DESC_ENTRY;
 	snprintf(d->name, sizeof(d->name), "%s", r->name);
 	snprintf(d->object, sizeof(d->object), "%s", r->object);
 	/* Ready before registration: the first hit may come at once.  A probe
@@ -117,7 +160,9 @@ void agent_unregister_probes(struct agent_probe **v, int n)
 		for (i = done; i < n && nr < BATCH && nk < BATCH; i++) {
 			if (!v[i])
 				continue;
-			if (v[i]->is_return)
+			if (v[i]->tp)
+				kprobes_tracepoint_detach(v[i]->tp, agent_tp_handler, v[i]);
+			else if (v[i]->is_return)
 				rps[nr++] = &v[i]->u.rp;
 			else
 				kps[nk++] = &v[i]->u.kp;
@@ -230,16 +275,39 @@ static int register_all(struct agent_session *s, struct agent_probe **v, int n,
 	return kept;
 }
 
-/* Registers the resolved points: entries then returns, all or none. */
+/* Attaches the agent's handler to v[0..n) (tracepoints), all or none; on
+ * failure frees them all. */
+static int attach_tracepoints(struct agent_probe **v, int n, struct agent_fail *f)
+{
+	for (int i = 0; i < n; i++) {
+		const struct kps_desc *d = &v[i]->session->map.desc[v[i]->desc];
+		int rc = kprobes_tracepoint_attach(v[i]->tp, agent_tp_handler, v[i]);
+
+		if (!rc)
+			continue;
+		for (int j = 0; j < i; j++)
+			kprobes_tracepoint_detach(v[j]->tp, agent_tp_handler, v[j]);
+		agent_fail(f, 1, rc, "cannot attach to tracepoint '%s' in %s: %s", d->name,
+			   d->object, strerror(-rc));
+		for (int j = 0; j < n; j++)
+			probe_drop(v[j]);
+		return rc;
+	}
+	return 0;
+}
+
+/* Registers the resolved points: entries, returns, then tracepoints, all
+ * or none. */
 int agent_register_points(struct agent_session *s, const struct resolve_list *pts,
 			   struct agent_fail *f)
 {
 	struct agent_probe **entries = calloc((size_t)pts->n + 1, sizeof(*entries));
 	struct agent_probe **returns = calloc((size_t)pts->n + 1, sizeof(*returns));
-	int ne = 0, nr = 0, rc = 0, kept_e, kept_r;
+	struct agent_probe **tps = calloc((size_t)pts->n + 1, sizeof(*tps));
+	int ne = 0, nr = 0, nt = 0, rc = 0, kept_e, kept_r;
 	int maxactive = pts->n > 64 ? MAXACTIVE_MANY : MAXACTIVE_FEW;
 
-	if (!entries || !returns || probes_reserve(s, pts->n)) {
+	if (!entries || !returns || !tps || probes_reserve(s, pts->n)) {
 		rc = agent_fail(f, 1, -ENOMEM, "out of memory");
 		goto out;
 	}
@@ -252,7 +320,9 @@ int agent_register_points(struct agent_session *s, const struct resolve_list *pt
 							 "out of memory", KPS_MAX_PROBES);
 			goto free_new;
 		}
-		if (ap->is_return)
+		if (ap->tp)
+			tps[nt++] = ap;
+		else if (ap->is_return)
 			returns[nr++] = ap;
 		else
 			entries[ne++] = ap;
@@ -272,21 +342,38 @@ int agent_register_points(struct agent_session *s, const struct resolve_list *pt
 		agent_unregister_probes(entries, kept_e);
 		for (int i = 0; i < kept_e; i++)
 			probe_drop(entries[i]);
+		for (int i = 0; i < nt; i++)
+			probe_drop(tps[i]);
+		goto out;
+	}
+	rc = attach_tracepoints(tps, nt, f);
+	if (rc) {
+		agent_unregister_probes(entries, kept_e);
+		agent_unregister_probes(returns, kept_r);
+		for (int i = 0; i < kept_e; i++)
+			probe_drop(entries[i]);
+		for (int i = 0; i < kept_r; i++)
+			probe_drop(returns[i]);
 		goto out;
 	}
 	for (int i = 0; i < kept_e; i++)
 		s->probes[s->nprobes++] = entries[i];
 	for (int i = 0; i < kept_r; i++)
 		s->probes[s->nprobes++] = returns[i];
+	for (int i = 0; i < nt; i++)
+		s->probes[s->nprobes++] = tps[i];
 	goto out;
 free_new:
 	for (int i = 0; i < ne; i++)
 		probe_drop(entries[i]);
 	for (int i = 0; i < nr; i++)
 		probe_drop(returns[i]);
+	for (int i = 0; i < nt; i++)
+		probe_drop(tps[i]);
 out:
 	free(entries);
 	free(returns);
+	free(tps);
 	return rc;
 }
 

@@ -448,9 +448,73 @@ static int unknown_object(const char *object, char *err, size_t errlen)
 	return -ENOENT;
 }
 
+struct tp_collect {
+	const struct probe_spec *spec;
+	int idx;
+	struct resolve_list *out;
+	const char *self;
+	int err;
+	char msg[200];
+};
+
+static int collect_tracepoint(struct kprobes_tracepoint *tp, const char *object, void *arg)
+{
+	struct tp_collect *c = arg;
+	const char *colon = strchr(c->spec->symbol, ':');
+	char provider[128];
+	const char *base = strrchr(object, '/');
+	struct resolved r = { .spec = c->idx, .addr = (uintptr_t)tp };
+
+	base = base ? base + 1 : object;
+	snprintf(provider, sizeof(provider), "%.*s", (int)(colon - c->spec->symbol),
+		 c->spec->symbol);
+	if (!strcmp(base, c->self) || fnmatch(provider, tp->provider, 0) ||
+	    fnmatch(colon + 1, tp->name, 0))
+		return 0;
+	for (int i = 0; i < c->spec->nargs; i++)
+		if (c->spec->args[i].src >= tp->nargs) {
+			snprintf(c->msg, sizeof(c->msg), "tracepoint %s:%s has %u argument%s: '%.120s'",
+				 tp->provider, tp->name, tp->nargs, tp->nargs == 1 ? "" : "s",
+				 c->spec->text);
+			c->err = -EINVAL;
+			return 1;
+		}
+	r.from_glob = spec_is_glob(c->spec);
+	snprintf(r.name, sizeof(r.name), "%s:%s", tp->provider, tp->name);
+	str_copy(r.object, sizeof(r.object), base);
+	c->err = resolve_push(c->out, &r);
+	return c->err;
+}
+
+/* tp:PROVIDER:NAME: the matching tracepoints of every loaded object; the
+ * point's address is the tracepoint's descriptor. */
+static int resolve_tracepoint(const struct probe_spec *s, int idx, struct resolve_list *out,
+			      char *err, size_t errlen)
+{
+	struct tp_collect c = { s, idx, out, agent_self_basename(), 0, "" };
+	int first = out->n, rc = kprobes_tracepoint_foreach(collect_tracepoint, &c);
+
+	if (c.msg[0]) {
+		snprintf(err, errlen, "%s", c.msg);
+		return c.err;
+	}
+	if (rc < 0 || c.err) {
+		rc = rc < 0 ? rc : c.err;
+		snprintf(err, errlen, "cannot read the tracepoints: %s", strerror(-rc));
+		return rc;
+	}
+	if (out->n == first) {
+		snprintf(err, errlen, "no tracepoint matches 'tp:%s' in the loaded objects", s->symbol);
+		return -ENOENT;
+	}
+	return 0;
+}
+
 int agent_resolve(const struct probe_spec *s, int idx, struct resolve_list *out,
 		  char *deferred_path, size_t pathlen, char *err, size_t errlen)
 {
+	if (s->kind == SPEC_TRACEPOINT)
+		return resolve_tracepoint(s, idx, out, err, errlen);
 	if (s->object[0] && !agent_object_loaded(s->object)) {
 		int rc;
 
@@ -466,6 +530,8 @@ int agent_resolve(const struct probe_spec *s, int idx, struct resolve_list *out,
 		return resolve_address(s, idx, out, err, errlen);
 	case SPEC_LINE:
 		return agent_resolve_line(s, idx, out, err, errlen);
+	case SPEC_TRACEPOINT:
+		break;
 	}
 	return -EINVAL;
 }

@@ -186,7 +186,7 @@ static void flush_locked(struct agent_session *s)
 {
 	for (int i = 0; i < s->nprobes; i++) {
 		struct agent_probe *ap = s->probes[i];
-		uint64_t missed = ap->u.kp.nmissed;
+		uint64_t missed = ap->tp ? ap->tp->nmissed : ap->u.kp.nmissed;
 
 		if (ap->is_return)
 			missed += (uint64_t)ap->u.rp.nmissed;

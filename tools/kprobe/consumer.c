@@ -86,8 +86,35 @@ static uint64_t to_ns(const struct consumer *c, uint64_t stamp)
 	return h->ns_base + (uint64_t)((double)(int64_t)(stamp - h->tsc_base) * c->ns_per_tick);
 }
 
+/* The spec an event of d is read with: the command line's, or, when the
+ * agent chose the arguments (a tracepoint's declared ones), that spec with
+ * them, parsed once. */
+static const struct probe_spec *spec_of(struct consumer *c, const struct kps_desc *d, uint32_t id)
+{
+	const struct probe_spec *cli = &c->opts->specs[d->spec];
+	char text[SPEC_TEXT_MAX + sizeof(d->args) + 2], err[160];
+	struct probe_spec *s;
+
+	if (!d->args[0])
+		return cli;
+	if (!c->desc_specs)
+		c->desc_specs = calloc(KPS_MAX_PROBES, sizeof(*c->desc_specs));
+	if (!c->desc_specs)
+		return NULL;
+	if (c->desc_specs[id])
+		return c->desc_specs[id];
+	s = malloc(sizeof(*s));
+	snprintf(text, sizeof(text), "%s %.*s", cli->text, (int)sizeof(d->args), d->args);
+	if (!s || spec_parse(text, s, err, sizeof(err))) {
+		free(s);
+		return NULL;
+	}
+	c->desc_specs[id] = s;
+	return s;
+}
+
 /* Fills ev from a copied record; false if it does not make sense. */
-static bool decode(const struct consumer *c, const struct copied *cp, struct trace_event *ev)
+static bool decode(struct consumer *c, const struct copied *cp, struct trace_event *ev)
 {
 	const struct kps_event *e = &cp->ev;
 	const unsigned char *p, *end = (const unsigned char *)e + e->size;
@@ -97,8 +124,8 @@ static bool decode(const struct consumer *c, const struct copied *cp, struct tra
 	ev->desc = desc_of(c, e->desc);
 	if (!ev->desc || (e->type != EV_ENTRY && e->type != EV_RETURN))
 		return false;
-	ev->spec = &c->opts->specs[ev->desc->spec];
-	if (e->nvals != nfixed + ev->spec->nargs ||
+	ev->spec = spec_of(c, ev->desc, e->desc);
+	if (!ev->spec || e->nvals != nfixed + ev->spec->nargs ||
 	    (const unsigned char *)&e->vals[e->nvals] > end)
 		return false;
 	ev->desc_id = e->desc;
@@ -174,6 +201,10 @@ size_t consumer_drain(struct consumer *c, struct output *out)
 
 void consumer_free(struct consumer *c)
 {
+	for (int i = 0; c->desc_specs && i < KPS_MAX_PROBES; i++)
+		free(c->desc_specs[i]);
+	free(c->desc_specs);
+	c->desc_specs = NULL;
 	free(c->buf);
 	free(c->evs);
 	c->buf = NULL;

@@ -16,6 +16,8 @@ struct consumer {
 	struct trace_event *evs;
 	size_t nevs, evcap;
 	double ns_per_tick;		/* TSC time stamps: current estimate */
+	struct probe_spec **desc_specs;	/* per descriptor whose agent chose the
+					 * arguments (a tracepoint's own) */
 };
 
 /* Moves every complete event out of the rings and writes them, in time

@@ -2,6 +2,7 @@
 #include "output.h"
 
 #include <inttypes.h>
+#include <math.h>
 #include <string.h>
 
 /* Per descriptor, for chrome: 0 not looked at, 1 an entry or return paired
@@ -43,6 +44,14 @@ void output_end_trace(struct output *o)
 
 /* ---- argument values ---- */
 
+static double f64_of(uint64_t bits)
+{
+	double d;
+
+	memcpy(&d, &bits, sizeof(d));
+	return d;
+}
+
 static void text_value(FILE *f, const struct trace_event *ev, int i)
 {
 	const struct spec_arg *a = &ev->spec->args[i];
@@ -56,6 +65,9 @@ static void text_value(FILE *f, const struct trace_event *ev, int i)
 		break;
 	case ARG_X64:
 		fprintf(f, "0x%" PRIx64, ev->vals[i]);
+		break;
+	case ARG_F64:
+		fprintf(f, "%.17g", f64_of(ev->vals[i]));
 		break;
 	case ARG_STRING:
 		if (!ev->str[i])
@@ -79,6 +91,13 @@ static void json_value(FILE *f, const struct trace_event *ev, int i)
 		break;
 	case ARG_X64:
 		fprintf(f, "\"0x%" PRIx64 "\"", ev->vals[i]);
+		break;
+	case ARG_F64:
+		/* JSON has no NaN or infinity. */
+		if (isfinite(f64_of(ev->vals[i])))
+			fprintf(f, "%.17g", f64_of(ev->vals[i]));
+		else
+			fputs("null", f);
 		break;
 	case ARG_STRING:
 		/* A pointer that could not be read: null, not a crash. */

@@ -20,7 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define KPS_MAGIC	0x316d68736b70726bULL	/* "krpkshm1" */
+#define KPS_MAGIC	0x326d68736b70726bULL	/* "krpkshm2" */
 #define KPS_RINGS	128
 #define KPS_RING_BYTES	(512u << 10)		/* power of two */
 #define KPS_MAX_PROBES	16384
@@ -57,7 +57,7 @@ struct kps_header {
 	uint64_t tsc_base, ns_base;
 };
 
-enum kps_desc_kind { DESC_ENTRY = 1, DESC_RETURN };
+enum kps_desc_kind { DESC_ENTRY = 1, DESC_RETURN, DESC_TRACEPOINT };
 
 struct kps_desc {
 	uint64_t addr;
@@ -68,6 +68,8 @@ struct kps_desc {
 	uint8_t ready;			/* set last, with release order */
 	char name[120];			/* "func", "func+0x4", "file.c:12", "0x..." */
 	char object[64];		/* file name of the ELF object */
+	char args[192];			/* a tracepoint traced with the arguments
+					 * it declares: them, as spec ARGs */
 };
 
 /* A ring's control block.  head is written by the producer, tail by the

@@ -10,6 +10,7 @@
 
 static const char *const type_names[] = {
 	[ARG_X64] = "x64", [ARG_U64] = "u64", [ARG_S64] = "s64", [ARG_STRING] = "string",
+	[ARG_F64] = "f64",
 };
 
 static const char *const source_exts[] = {
@@ -113,7 +114,8 @@ int spec_add_arg(struct probe_spec *s, const char *tok, char *err, size_t errlen
 	if (source == ARG_SRC_RETVAL && !s->is_return)
 		return fail(err, errlen, "'%s': retval needs a %%return probe", tok);
 	if (colon && parse_type(colon + 1, &type))
-		return fail(err, errlen, "bad type in '%s' (expected u64, s64, x64 or string)", tok);
+		return fail(err, errlen, "bad type in '%s' (expected u64, s64, x64, f64 or string)",
+			    tok);
 	a = &s->args[s->nargs++];
 	if (eq)
 		snprintf(a->name, sizeof(a->name), "%.*s", (int)(eq - tok), tok);
@@ -226,6 +228,23 @@ static int parse_symbol(const char *sym, struct probe_spec *s, const char *tok,
 	return 0;
 }
 
+/* "tp:PROVIDER:NAME": C identifiers, or globs of them. */
+static int parse_tracepoint(const char *tok, struct probe_spec *s, char *err, size_t errlen)
+{
+	const char *rest = tok + 3, *colon = strchr(rest, ':');
+
+	if (!colon || colon == rest || !colon[1] || strchr(colon + 1, ':'))
+		return fail(err, errlen, "bad tracepoint '%s' (expected tp:PROVIDER:NAME)", tok);
+	for (const char *p = rest; *p; p++)
+		if (p != colon && !isalnum((unsigned char)*p) && !strchr("_*?[]!-^", *p))
+			return fail(err, errlen, "bad character '%c' in tracepoint '%s'", *p, tok);
+	if (strlen(rest) >= sizeof(s->symbol))
+		return fail(err, errlen, "tracepoint name too long: '%s'", tok);
+	s->kind = SPEC_TRACEPOINT;
+	snprintf(s->symbol, sizeof(s->symbol), "%s", rest);
+	return 0;
+}
+
 int spec_parse_location(const char *tok, struct probe_spec *s, char *err, size_t errlen)
 {
 	char buf[SPEC_TEXT_MAX];
@@ -248,6 +267,12 @@ int spec_parse_location(const char *tok, struct probe_spec *s, char *err, size_t
 				    pct, tok);
 		*pct = '\0';
 		s->is_return = true;
+	}
+	if (!strncmp(buf, "tp:", 3)) {
+		if (s->is_return)
+			return fail(err, errlen, "%%return needs a function, not a tracepoint: '%s'",
+				    tok);
+		return parse_tracepoint(buf, s, err, errlen);
 	}
 	if (parse_line_spec(buf, s)) {
 		if (s->is_return)
@@ -311,6 +336,9 @@ void spec_format(struct probe_spec *s)
 	case SPEC_LINE:
 		PUT("%s:%u", s->symbol, s->line);
 		break;
+	case SPEC_TRACEPOINT:
+		PUT("tp:%s", s->symbol);
+		break;
 	}
 	if (s->is_return)
 		PUT("%%return");
@@ -327,5 +355,6 @@ void spec_format(struct probe_spec *s)
 
 bool spec_is_glob(const struct probe_spec *s)
 {
-	return s->kind == SPEC_SYMBOL && strpbrk(s->symbol, "*?[") != NULL;
+	return (s->kind == SPEC_SYMBOL || s->kind == SPEC_TRACEPOINT) &&
+	       strpbrk(s->symbol, "*?[") != NULL;
 }

@@ -4,6 +4,8 @@
  *   [OBJECT:]SYMBOL[+OFFSET][%return] [ARG...]
  *   [OBJECT:]0xADDRESS [ARG...]
  *   FILE.c:LINE [ARG...]
+ *   tp:PROVIDER:NAME [ARG...]     a static tracepoint (argN: its N-th
+ *                                 argument; none given: all, by name)
  *
  * ARG is [NAME=]arg1..arg6|retval[:u64|:s64|:x64|:string]. */
 #ifndef KPROBE_SPEC_H
@@ -21,9 +23,11 @@ enum spec_kind {
 	SPEC_SYMBOL,	/* SYMBOL[+OFFSET], SYMBOL may be a glob */
 	SPEC_ADDRESS,	/* 0xADDRESS: absolute, or an ELF vaddr of OBJECT */
 	SPEC_LINE,	/* FILE:LINE */
+	SPEC_TRACEPOINT,	/* tp:PROVIDER:NAME, either may be a glob */
 };
 
-enum arg_type { ARG_X64, ARG_U64, ARG_S64, ARG_STRING };
+/* f64: a tracepoint's float or double argument. */
+enum arg_type { ARG_X64, ARG_U64, ARG_S64, ARG_STRING, ARG_F64 };
 
 /* Where an argument's value comes from. */
 #define ARG_SRC_RETVAL 6	/* 0..5: arg1..arg6 */
@@ -37,7 +41,8 @@ struct spec_arg {
 struct probe_spec {
 	enum spec_kind kind;
 	char object[256];	/* empty: every object, main executable first */
-	char symbol[256];	/* SPEC_SYMBOL: name or glob; SPEC_LINE: file */
+	char symbol[256];	/* SPEC_SYMBOL: name or glob; SPEC_LINE: file;
+				 * SPEC_TRACEPOINT: "provider:name" */
 	unsigned long offset;	/* SPEC_SYMBOL: +OFFSET */
 	uintptr_t address;	/* SPEC_ADDRESS */
 	unsigned int line;	/* SPEC_LINE */
