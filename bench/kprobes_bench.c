@@ -41,6 +41,8 @@
 
 #include <kprobes.h>
 
+#include "bench.h"
+
 size_t arch_detour_bytes(void);
 int bench_coverage(const char *object, bool json);
 extern char bench_fns10k[];
@@ -631,6 +633,10 @@ static struct row rows[] = {
 	{ .name = "ro", .loop = loop_call, .setup = ro_setup, .teardown = kretprobe_teardown },
 	{ .name = "uprobe", .loop = loop_call, .setup = uprobe_setup, .teardown = uprobe_teardown },
 	{ .name = "uretprobe", .loop = loop_call, .setup = uretprobe_setup, .teardown = uretprobe_teardown },
+	{ .name = "empty", .loop = loop_empty, .setup = NULL, .teardown = NULL },
+	{ .name = "jl_off", .loop = loop_jl, .setup = NULL, .teardown = NULL },
+	{ .name = "jl_on", .loop = loop_jl, .setup = jl_on_setup, .teardown = jl_on_teardown },
+	{ .name = "tp_on", .loop = loop_tp, .setup = tp_on_setup, .teardown = tp_on_teardown },
 };
 #define NROWS ((int)(sizeof(rows) / sizeof(rows[0])))
 
@@ -826,6 +832,10 @@ static void print_text(const struct key *keys, int nkeys)
 		printf("r/int3 = %.2f   (target <= 2.3)\n", value("r") / int3);
 	if (!isnan(value("o_mid")) && !isnan(value("xsave")))
 		printf("o_mid - xsave = %.1f ns   (target <= 10)\n", value("o_mid") - value("xsave"));
+	if (!isnan(value("jl_off")) && !isnan(value("empty")))
+		printf("jl_off - empty = %.2f ns   (target <= 0.5)\n", value("jl_off") - value("empty"));
+	if (!isnan(value("jl_on")) && !isnan(call))
+		printf("jl_on/call = %.2f   (target <= 3)\n", value("jl_on") / call);
 }
 
 static void print_json(const struct key *keys, int nkeys)
@@ -857,7 +867,8 @@ int main(int argc, char **argv)
 {
 	bool json = false;
 	const char *only = NULL, *note10k = "not selected", *coverage = NULL;
-	double reg_ms = NAN, unreg_ms = NAN;
+	double reg_ms = NAN, unreg_ms = NAN, toggle_us = NAN;
+	const char *toggle_note = "not selected";
 
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--coverage") && i + 1 < argc) {
@@ -880,6 +891,10 @@ int main(int argc, char **argv)
 	measure();
 	if (selected(only, "register_10k_ms") || selected(only, "unregister_10k_ms"))
 		note10k = bench_10k_bounded(&reg_ms, &unreg_ms);
+	if (selected(only, "jl_toggle_us")) {
+		toggle_us = jl_toggle_us();
+		toggle_note = isnan(toggle_us) ? "static_branch_enable failed" : NULL;
+	}
 
 	struct key keys[] = {
 		{ "call", value("call"), row("call")->note, true },
@@ -895,9 +910,14 @@ int main(int argc, char **argv)
 		{ "ro", value("ro"), row("ro")->note, true },
 		{ "uprobe", value("uprobe"), row("uprobe")->note, true },
 		{ "uretprobe", value("uretprobe"), row("uretprobe")->note, true },
+		{ "empty", value("empty"), row("empty")->note, true },
+		{ "jl_off", value("jl_off"), row("jl_off")->note, true },
+		{ "jl_on", value("jl_on"), row("jl_on")->note, true },
+		{ "tp_on", value("tp_on"), row("tp_on")->note, true },
 		{ "register_10k_ms", reg_ms, note10k, false },
 		{ "unregister_10k_ms", unreg_ms, note10k, false },
 		{ "detour_bytes", (double)arch_detour_bytes(), NULL, false },
+		{ "jl_toggle_us", toggle_us, toggle_note, false },
 	};
 	int nkeys = (int)(sizeof(keys) / sizeof(keys[0]));
 

@@ -1,0 +1,15 @@
+/* Rows of kprobes-bench defined outside kprobes_bench.c. */
+#ifndef KPROBES_BENCH_H
+#define KPROBES_BENCH_H
+
+/* jump_label_bench.c */
+void loop_empty(long n);
+void loop_jl(long n);
+void loop_tp(long n);
+int jl_on_setup(void);
+void jl_on_teardown(void);
+int tp_on_setup(void);
+void tp_on_teardown(void);
+double jl_toggle_us(void);
+
+#endif
