@@ -28,6 +28,7 @@
 #define OFF_COMMON 120
 
 extern char kp_opt_entry_sse[], kp_opt_entry_avx[], kp_opt_entry_avx512[];
+extern char kp_opt_entry_sse_flags[], kp_opt_entry_avx_flags[], kp_opt_entry_avx512_flags[];
 extern char kp_opt_mid_xsave[], kp_opt_mid_fxsave[];
 
 __attribute__((visibility("hidden"))) unsigned int kp_xsave_size;
@@ -48,15 +49,22 @@ void arch_fpu_init(void)
 		kp_xsave_size = b + 64;	/* room to align */
 }
 
-static uintptr_t common_for(bool entry)
+static uintptr_t common_for(bool entry, bool flags_dead)
 {
 	__builtin_cpu_init();
-	if (entry) {
+	if (entry && flags_dead) {
 		if (__builtin_cpu_supports("avx512f"))
 			return (uintptr_t)kp_opt_entry_avx512;
 		if (__builtin_cpu_supports("avx"))
 			return (uintptr_t)kp_opt_entry_avx;
 		return (uintptr_t)kp_opt_entry_sse;
+	}
+	if (entry) {
+		if (__builtin_cpu_supports("avx512f"))
+			return (uintptr_t)kp_opt_entry_avx512_flags;
+		if (__builtin_cpu_supports("avx"))
+			return (uintptr_t)kp_opt_entry_avx_flags;
+		return (uintptr_t)kp_opt_entry_sse_flags;
 	}
 	arch_fpu_init();
 	return kp_xsave_size ? (uintptr_t)kp_opt_mid_xsave : (uintptr_t)kp_opt_mid_fxsave;
@@ -110,7 +118,7 @@ static int detour_write(struct kp_probepoint *pp, uintptr_t d)
 {
 	struct arch_opt *o = pp->ainsn.opt;
 	uint8_t code[DETOUR_SIZE];
-	uintptr_t common = common_for(o->entry);
+	uintptr_t common = common_for(o->entry, o->flags_dead);
 	struct xw w;
 	bool last_ends = false;
 

@@ -10,8 +10,9 @@
  * breakpoint path does, calls kp_optimized_callback(pp, regs), restores and
  * returns to the detour, which runs the copied instructions.
  *
- * The general registers and the flags (arithmetic ones and DF; see
- * PT_RESTORE_FLAGS in ptregs.inc) are always kept.  Of the vector state, at a function
+ * The general registers are always kept; the flags (arithmetic ones and
+ * DF; see PT_RESTORE_FLAGS in ptregs.inc) mid-function, where they may be
+ * live.  Of the vector state, at a function
  * entry only the argument registers (x/y/zmm0-7) can be live; mid-function
  * everything may be: the full extended state through xsave (fxsave on CPUs
  * without it).
@@ -35,6 +36,38 @@
 	movzbl R_FLAG(%rax), %r12d
 	mov R_PP(%rax), %rdi
 	mov %rsp, %rbx
+	.endm
+
+/* The same frame where the status flags are dead (a function entry whose
+ * code sets them before reading them): no pushfq (slow, microcoded), the
+ * flags the handler sees are read with lahf/seto instead, and nothing
+ * restores them.  DF is clear at a call, as the ABI says. */
+	.macro SAVE_GPRS_ENTRY
+	lea -PT_SIZE - 8(%rsp), %rsp
+	PT_STORE_GPRS
+	lahf
+	seto %cl
+	movzbl %ah, %eax
+	and $0xd5, %eax				/* SF ZF AF PF CF */
+	movzbl %cl, %ecx
+	shl $11, %ecx				/* OF */
+	or %ecx, %eax
+	or $0x202, %eax				/* IF, reserved bit 1 */
+	mov %rax, 144(%rsp)
+	lea PT_SIZE + 16 + 128(%rsp), %rcx
+	mov %rcx, 152(%rsp)			/* sp before the detour */
+	movq $0x2b, 160(%rsp)			/* ss */
+	mov PT_SIZE + 8(%rsp), %rax		/* R */
+	movzbl R_FLAG(%rax), %r12d
+	mov R_PP(%rax), %rdi
+	mov %rsp, %rbx
+	.endm
+
+	.macro RESTORE_GPRS_ENTRY
+	mov %rbx, %rsp
+	PT_LOAD_GPRS
+	lea PT_SIZE + 8(%rsp), %rsp
+	ret
 	.endm
 
 	.macro CALL_CALLBACK
@@ -63,9 +96,15 @@
 	.endm
 
 /* Function entries: vector argument registers, by register width. */
-	.macro ENTRY_COMMON name, size, save, restore
+/* flags=1: the code after the probe may read the status flags (hand-written
+ * code entered with live flags): kept as mid-function. */
+	.macro ENTRY_COMMON name, size, save, restore, flags
 FUNC \name
+	.if \flags
 	SAVE_GPRS
+	.else
+	SAVE_GPRS_ENTRY
+	.endif
 	test $1, %r12d
 	jz 1f
 	and $-64, %rsp
@@ -76,7 +115,12 @@ FUNC \name
 	test $1, %r12d
 	jz 2f
 	\restore
-2:	RESTORE_GPRS
+2:
+	.if \flags
+	RESTORE_GPRS
+	.else
+	RESTORE_GPRS_ENTRY
+	.endif
 	.size \name, . - \name
 	.endm
 
@@ -141,9 +185,12 @@ FUNC \name
 	vmovdqu64 448(%r13), %zmm7
 	.endm
 
-	ENTRY_COMMON kp_opt_entry_sse, 128, SSE_SAVE, SSE_RESTORE
-	ENTRY_COMMON kp_opt_entry_avx, 256, AVX_SAVE, AVX_RESTORE
-	ENTRY_COMMON kp_opt_entry_avx512, 512, AVX512_SAVE, AVX512_RESTORE
+	ENTRY_COMMON kp_opt_entry_sse, 128, SSE_SAVE, SSE_RESTORE, 0
+	ENTRY_COMMON kp_opt_entry_avx, 256, AVX_SAVE, AVX_RESTORE, 0
+	ENTRY_COMMON kp_opt_entry_avx512, 512, AVX512_SAVE, AVX512_RESTORE, 0
+	ENTRY_COMMON kp_opt_entry_sse_flags, 128, SSE_SAVE, SSE_RESTORE, 1
+	ENTRY_COMMON kp_opt_entry_avx_flags, 256, AVX_SAVE, AVX_RESTORE, 1
+	ENTRY_COMMON kp_opt_entry_avx512_flags, 512, AVX512_SAVE, AVX512_RESTORE, 1
 
 /* Mid-function: flags always, the whole extended state when handlers may
  * touch it. */

@@ -65,6 +65,8 @@ struct arch_opt {
 	bool ok;			/* the region can take a jump */
 	const char *why;		/* else: why not */
 	bool entry;			/* at a function entry: ABI-live state only */
+	bool flags_dead;		/* the code after the probe sets every status
+					 * flag before it reads one */
 	uint8_t region_len;		/* bytes the jmp replaces */
 	uint8_t copied_len;		/* of which instructions to copy */
 	uint8_t ncopied;

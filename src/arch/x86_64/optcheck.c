@@ -318,6 +318,45 @@ static const char *choose_region(struct arch_opt *o, uintptr_t addr, uintptr_t f
 	return NULL;
 }
 
+#define STATUS_FLAGS (ZYDIS_CPUFLAG_CF | ZYDIS_CPUFLAG_PF | ZYDIS_CPUFLAG_AF | \
+		      ZYDIS_CPUFLAG_ZF | ZYDIS_CPUFLAG_SF | ZYDIS_CPUFLAG_OF)
+
+/* Whether the status flags are dead at the start of code: straight-line code from there
+ * writes (or leaves undefined) all six before any instruction reads one.
+ * Anything that leaves the straight line first counts as a read. */
+static bool status_flags_dead(const uint8_t *code, size_t avail)
+{
+	ZydisAccessedFlagsMask written = 0;
+	size_t off = 0;
+
+	for (int n = 0; n < 32 && off < avail; n++) {
+		ZydisDecodedInstruction in;
+		ZydisDecodedOperand ops[ZYDIS_MAX_OPERAND_COUNT];
+		const ZydisAccessedFlags *f;
+
+		if (!ZYAN_SUCCESS(ZydisDecoderDecodeFull(&decoder, code + off, avail - off, &in, ops)))
+			return false;
+		/* Leaving the straight line, or saving RFLAGS whole (syscall
+		 * copies it to r11, int to the signal frame): a read. */
+		if (in.meta.branch_type != ZYDIS_BRANCH_TYPE_NONE ||
+		    in.meta.category == ZYDIS_CATEGORY_SYSCALL ||
+		    in.meta.category == ZYDIS_CATEGORY_INTERRUPT ||
+		    in.meta.category == ZYDIS_CATEGORY_RET ||
+		    in.meta.category == ZYDIS_CATEGORY_CALL ||
+		    in.meta.category == ZYDIS_CATEGORY_FLAGOP)
+			return false;
+		f = in.cpu_flags;
+		if (f && (f->tested & STATUS_FLAGS & ~written))
+			return false;
+		if (f)
+			written |= f->modified | f->set_0 | f->set_1 | f->undefined;
+		if ((written & STATUS_FLAGS) == STATUS_FLAGS)
+			return true;
+		off += in.length;
+	}
+	return false;
+}
+
 int arch_opt_analyse(struct arch_opt *o, uintptr_t addr, uintptr_t func, size_t size,
 		     size_t pad_after, read_fn read_code)
 {
@@ -349,5 +388,6 @@ int arch_opt_analyse(struct arch_opt *o, uintptr_t addr, uintptr_t func, size_t 
 	o->why = why;
 	o->ok = !why;
 	o->entry = addr == func;
+	o->flags_dead = status_flags_dead(fcache.code + (addr - func), size - (addr - func));
 	return 0;
 }
