@@ -157,6 +157,8 @@ install: all
 	install -d $(DESTDIR)$(PREFIX)/include $(DESTDIR)$(PREFIX)/lib/pkgconfig \
 	           $(DESTDIR)$(PREFIX)/share/man/man3
 	install -m 644 include/kprobes.h $(DESTDIR)$(PREFIX)/include/
+	install -d $(DESTDIR)$(PREFIX)/include/kprobes
+	install -m 644 include/kprobes/*.h $(DESTDIR)$(PREFIX)/include/kprobes/
 	install -m 755 $(B)/libkprobes.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/
 	ln -sf libkprobes.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/$(SONAME)
 	ln -sf libkprobes.so.$(VERSION) $(DESTDIR)$(PREFIX)/lib/libkprobes.so
