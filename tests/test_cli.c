@@ -1040,3 +1040,126 @@ Test(cli, error_pid_and_command)
 	run(&r, "%s count target_add -- no_such_command_here", kprobe);
 	assert_bad(&r, "no_such_command_here");
 }
+
+/* ---- static tracepoints (tp:PROVIDER:NAME) ---- */
+
+Test(cli, tracepoint_args_by_declared_name)
+{
+	struct run r;
+	int lines = 0;
+
+	run(&r, "%s trace --format json 'tp:cli:order' -- %s tp 7", kprobe, target);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert(strstr(r.out, "tp sum 21\n"), "program output changed: %s", r.out);
+	cr_assert_eq(json_lines_valid(strstr(r.out, "{")), 7, "%s", r.out);
+	for (int i = 0; i < 7; i++) {
+		static const char *const items[] = { "apple", "pear", "fig" };
+		char want[256];
+
+		snprintf(want, sizeof(want),
+			 "\"probe\":\"cli:order\",\"address\":\"0x[0-9a-f]+\",\"args\":"
+			 "\\{\"id\":%d,\"item\":\"%s\",\"price\":%g,\"qty\":%d,\"weight\":%g\\}",
+			 i - 5, items[i % 3], i * 0.5, (unsigned short)(65530 + i), i / 4.0);
+		cr_assert(matches(r.out, want), "no event %d (%s) in: %s", i, want, r.out);
+		lines++;
+	}
+	cr_assert_eq(lines, 7);
+}
+
+Test(cli, tracepoint_count_and_glob)
+{
+	struct run r;
+
+	run(&r, "%s count --format json 'tp:cli:*' -- %s tp 100000", kprobe, target);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert(strstr(r.out, "tp sum 4999950000\n"), "%s", r.out);
+	cr_assert(json_valid(strstr(r.out, "{")), "%s", r.out);
+	cr_assert_eq(json_num(count_entry(r.out, "cli:order"), "hits"), 100000, "%s", r.out);
+	cr_assert_eq(json_num(count_entry(r.out, "cli:tick"), "hits"), 100000, "%s", r.out);
+	cr_assert_eq(json_num(count_entry(r.out, "cli:tick"), "missed"), 0, "%s", r.out);
+}
+
+Test(cli, tracepoint_explicit_args)
+{
+	struct run r;
+
+	run(&r, "%s trace 'tp:cli:order what=arg2:string n=arg1:s64' -- %s tp 2", kprobe, target);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert(matches(r.out, "cli:order what=\"apple\" n=-5$"), "%s", r.out);
+	cr_assert(matches(r.out, "cli:order what=\"pear\" n=-4$"), "%s", r.out);
+}
+
+Test(cli, tracepoint_errors)
+{
+	struct run r;
+
+	run(&r, "%s trace 'tp:cli:nosuch' -- %s tp 1", kprobe, target);
+	assert_bad(&r, "tp:cli:nosuch");
+	run(&r, "%s trace 'tp:cli:tick arg2' -- %s tp 1", kprobe, target);
+	assert_bad(&r, "cli:tick has 1 argument");
+	run(&r, "%s trace 'tp:cli' -- %s tp 1", kprobe, target);
+	assert_bad(&r, "tp:cli");
+	run(&r, "%s trace 'tp:cli:tick%%return' -- %s tp 1", kprobe, target);
+	assert_bad(&r, "tracepoint");
+	run(&r, "%s latency 'tp:cli:tick' -- %s tp 1", kprobe, target);
+	assert_bad(&r, "tp:cli:tick");
+}
+
+/* Attached to a running process: events while attached, the tracepoint in
+ * the list as a 't' line, nothing left enabled after the tool leaves. */
+Test(cli, tracepoint_attach_list_detach)
+{
+	struct bg b;
+	struct run r, session;
+	char out[128];
+	pid_t tool;
+
+	temp_path(out, sizeof(out), "tp.json");
+	snprintf(b.out, sizeof(b.out), "unused");
+	{
+		char cmd[PATH_MAX + 256];
+
+		temp_path(b.out, sizeof(b.out), "bg.out");
+		snprintf(cmd, sizeof(cmd), "exec %s tploop > %s 2>&1 < /dev/null", target, b.out);
+		b.pid = fork();
+		cr_assert(b.pid >= 0);
+		if (b.pid == 0) {
+			prctl(PR_SET_PDEATHSIG, SIGKILL);
+			execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+			_exit(127);
+		}
+	}
+	bg_wait_for(&b, "tick 1\n");
+	tool = fork();
+	if (tool == 0) {
+		run(&session, "%s trace --format json 'tp:cli:tick' -o %s -d 1.5 -p %d", kprobe, out,
+		    (int)b.pid);
+		_exit(session.status);
+	}
+	for (int i = 0; i < 200; i++) {
+		run(&r, "%s list -p %d", kprobe, (int)b.pid);
+		if (strstr(r.out, "  t  "))
+			break;
+		usleep(20000);
+	}
+	cr_assert(matches(r.out, "^[0-9a-f]{16}  t  cli:tick$"), "%s", r.out);
+	{
+		int st;
+		char *json;
+
+		cr_assert_eq(waitpid(tool, &st, 0), tool);
+		cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+		json = slurp(out);
+		cr_assert_gt(json_lines_valid(json), 10, "%s", json);
+		cr_assert(strstr(json, "\"probe\":\"cli:tick\""), "%s", json);
+		free(json);
+	}
+	/* The tool left: the agent (dormant) lists nothing. */
+	run(&r, "%s count 'tp:cli:tick' -d 0.2 -p %d", kprobe, (int)b.pid);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	run(&r, "%s list -p %d", kprobe, (int)b.pid);
+	cr_assert(!strstr(r.out, "  t  "), "%s", r.out);
+	cr_assert(alive(b.pid));
+	bg_stop(&b);
+	unlink(out);
+}

@@ -11,7 +11,14 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <kprobes/tracepoint.h>
+
 #define PROBED __attribute__((noinline, noclone, used))
+
+/* Static tracepoints: a NOP each until the tool attaches. */
+KPROBES_TRACEPOINT(cli, order, (int, id), (const char *, item), (double, price),
+		   (unsigned short, qty), (float, weight));
+KPROBES_TRACEPOINT(cli, tick, (unsigned long, n));
 
 volatile long sink;
 
@@ -197,13 +204,43 @@ static int run_fork(long calls)
 	return 0;
 }
 
+/* Fires the tracepoints n times with values the tests recompute. */
+static int run_tracepoints(long n)
+{
+	static const char *const items[] = { "apple", "pear", "fig" };
+	long sum = 0;
+
+	for (long i = 0; i < n; i++) {
+		trace_cli_order((int)i - 5, items[i % 3], (double)i * 0.5, (unsigned short)(i + 65530),
+				(float)i / 4);
+		trace_cli_tick((unsigned long)i);
+		sum += i;
+	}
+	printf("tp sum %ld\n", sum);
+	return 0;
+}
+
+/* Ticks like run_loop, firing cli:tick: for attaching. */
+static int run_tp_loop(void)
+{
+	for (unsigned long i = 0;; i++) {
+		struct timespec ts = { 0, 5 * 1000 * 1000 };
+
+		trace_cli_tick(i);
+		printf("tick %lu\n", i);
+		fflush(stdout);
+		nanosleep(&ts, NULL);
+	}
+	return 0;
+}
+
 static void usage(void)
 {
 	fputs("usage: cli_target calls N | threads T N | busy T SECONDS |\n"
 	      "       masked T SECONDS | greet | spin NS N | recurse N |\n"
 	      "       lines N | loop [TICKS] | dlopen LIB N [DELAY_MS] |\n"
 	      "       dlcycle LIB N | fork N | exec N | exit CODE |\n"
-	      "       kill SIG\n",
+	      "       kill SIG | tp N | tploop\n",
 	      stderr);
 	exit(64);
 }
@@ -254,6 +291,10 @@ int main(int argc, char **argv)
 		return run_dlopen(argv[2], b, argc > 4 ? atol(argv[4]) : 0);
 	if (!strcmp(mode, "dlcycle") && argc > 3)
 		return run_dlcycle(argv[2], b);
+	if (!strcmp(mode, "tp"))
+		return run_tracepoints(a);
+	if (!strcmp(mode, "tploop"))
+		return run_tp_loop();
 	if (!strcmp(mode, "fork"))
 		return run_fork(a);
 	if (!strcmp(mode, "exec")) {

@@ -55,9 +55,9 @@ $(B)/kprobe-bench-extra: $(KP_DIR)/bench_extra.c $(KP_AGENT_OBJ) $(B)/libkprobes
 
 KP_TEST_PROGS := $(B)/tests/cli/cli_target $(B)/tests/cli/libcliplugin.so
 
-$(B)/tests/cli/cli_target: tests/cli/cli_target.c
+$(B)/tests/cli/cli_target: tests/cli/cli_target.c include/kprobes/tracepoint.h include/kprobes/jump_label.h
 	@mkdir -p $(dir $@)
-	$(CC) -O1 -g -std=gnu11 -Wall -fno-omit-frame-pointer -o $@ $< -lpthread -ldl
+	$(CC) -O1 -g -std=gnu11 -Wall -Iinclude -fno-omit-frame-pointer -o $@ $< -lpthread -ldl
 
 $(B)/tests/cli/libcliplugin.so: tests/cli/cli_plugin.c
 	@mkdir -p $(dir $@)
