@@ -83,6 +83,8 @@ static inline size_t arch_jump_label_len(void)
 {
 	return 5;
 }
+/* A site's bytes in the NOP form. */
+extern const uint8_t arch_jump_label_nop[5];
 /* -EINVAL unless every site holds a NOP or its JMP (nothing written). */
 int arch_jump_label_check(const struct arch_jl_patch *p, int n);
 /* Rewrites the sites live, int3 first, cores synchronized in between.

@@ -180,6 +180,33 @@ const struct kp_jl_site *kp_jl_site_at(uintptr_t addr)
 	return NULL;
 }
 
+/* Async-signal-safe: the site whose bytes include addr, or NULL. */
+const struct kp_jl_site *kp_jl_site_covering(uintptr_t addr)
+{
+	unsigned int n = __atomic_load_n(&nobjects, __ATOMIC_ACQUIRE);
+
+	for (unsigned int i = 0; i < n; i++) {
+		const struct kp_jl_object *o = objects[i];
+		size_t a = 0, b = o->nsites;
+
+		if (addr < o->text_lo || addr >= o->text_hi ||
+		    !__atomic_load_n(&o->live, __ATOMIC_ACQUIRE))
+			continue;
+		/* The last site at or below addr. */
+		while (a < b) {
+			size_t m = (a + b) / 2;
+
+			if (o->sites[m].addr <= addr)
+				a = m + 1;
+			else
+				b = m;
+		}
+		if (a && addr < o->sites[a - 1].addr + arch_jump_label_len())
+			return &o->sites[a - 1];
+	}
+	return NULL;
+}
+
 bool kp_jl_site_jumps(const struct kp_jl_site *s)
 {
 	return static_key_enabled(s->key) != s->branch;

@@ -42,6 +42,7 @@ unsigned int kp_jl_objects(struct kp_jl_object *const **out);
 /* Async-signal-safe: the site starting at addr, or NULL; whether it jumps
  * under its key's current value. */
 const struct kp_jl_site *kp_jl_site_at(uintptr_t addr);
+const struct kp_jl_site *kp_jl_site_covering(uintptr_t addr);
 bool kp_jl_site_jumps(const struct kp_jl_site *s);
 
 /* Whether [lo, hi) overlaps a site or (targets) has a site's jump target

@@ -17,14 +17,14 @@
 #define INT3 0xcc
 #define JMP_REL32 0xe9
 
-static const uint8_t nop5[5] = { 0x0f, 0x1f, 0x44, 0x00, 0x00 };
+const uint8_t arch_jump_label_nop[5] = { 0x0f, 0x1f, 0x44, 0x00, 0x00 };
 
 static void site_bytes(const struct arch_jl_patch *p, bool jump, uint8_t out[5])
 {
 	int32_t rel = (int32_t)(p->target - (p->addr + 5));
 
 	if (!jump) {
-		memcpy(out, nop5, 5);
+		memcpy(out, arch_jump_label_nop, 5);
 		return;
 	}
 	out[0] = JMP_REL32;

@@ -6,6 +6,7 @@
 #include "arch/arch.h"
 #include "arch/x86_64/xol.h"
 #include "core/internal.h"
+#include "core/jump_label.h"
 #include "os/linux/memory.h"
 
 #define INT3 0xcc
@@ -14,6 +15,7 @@
 uint8_t arch_original_byte(uintptr_t addr)
 {
 	struct kp_probepoint *pp = kp_probepoint_lookup(addr);
+	const struct kp_jl_site *site;
 
 	if (pp && pp->armed)
 		return pp->ainsn.bytes[0];
@@ -23,6 +25,11 @@ uint8_t arch_original_byte(uintptr_t addr)
 		if (pp && pp->ainsn.opt && pp->ainsn.opt->jumped)
 			return pp->ainsn.opt->orig[k];
 	}
+	/* A static-key site reads as its NOP whatever its key (and a rewrite
+	 * in progress) makes of it: one 5-byte instruction either way. */
+	site = kp_jl_site_covering(addr);
+	if (site)
+		return arch_jump_label_nop[addr - site->addr];
 	return *(volatile uint8_t *)addr;
 }
 
