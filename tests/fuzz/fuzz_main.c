@@ -652,7 +652,11 @@ static int replay(int argc, char **argv)
 			       res[M_BASE].status);
 			failed++;
 		} else if (bad) {
-			printf("FAIL %s: %s\n", argv[i], why);
+			printf("FAIL %s: %s (failing modes:", argv[i], why);
+			for (int m = 1; m < M_NMODES; m++)
+				if (bad & (1u << m))
+					printf(" %s", fz_mode_name[m]);
+			printf(")\n");
 			failed++;
 		} else {
 			printf("ok   %s (%d instructions)\n", argv[i], c.nb);

@@ -922,7 +922,7 @@ static void gen_call_pop(struct gctx *g)
  * around the body. */
 static void gen_push_region(struct gctx *g, int budget)
 {
-	int grp = g->group, size = 8, saved_nprot = g->nprot;
+	int grp = g->group, size = 8, saved_nprot = g->nprot, saved_frame = g->frame;
 	unsigned int kind = rnd(&g->rng, 6);
 	struct fz_insn *in;
 
@@ -957,8 +957,12 @@ static void gen_push_region(struct gctx *g, int budget)
 		}
 	}
 	g->depth += size;
-	if (kind == 4)
+	if (kind == 4) {
+		/* Saved flags: no branch may enter or leave the region, or
+		 * popfq could load other data (with TF or AC set). */
 		protect(g, -g->depth);
+		g->frame = ++g->nframes;
+	}
 	g->group++;
 	gen_block(g, budget);
 	g->group = grp;
@@ -977,6 +981,7 @@ static void gen_push_region(struct gctx *g, int budget)
 		}
 	} else if (kind == 4) {
 		emit_simple(g, Z(POPFQ), 0);
+		g->frame = saved_frame;
 	} else {
 		in = emit_simple(g, Z(POP), 1);
 		if (size == 2)
