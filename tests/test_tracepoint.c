@@ -9,6 +9,7 @@
 #include <limits.h>
 #include <math.h>
 #include <pthread.h>
+#include <sched.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -632,4 +633,51 @@ Test(tracepoint, in_an_object_built_at_O0)
 	fire(8, "no");
 	cr_assert_eq(o0_a, -3);
 	cr_assert_eq(dlclose(h), 0);
+}
+
+/* Two threads attach and detach their own handlers on one tracepoint
+ * while two others fire it: every attachment sees its own hits only, and
+ * the key is off at the end. */
+static void own_count(struct kprobes_tracepoint *tp, const uint64_t *args, void *data)
+{
+	__atomic_fetch_add((long *)data, 1, __ATOMIC_RELAXED);
+}
+
+static void *churner(void *arg)
+{
+	long fails = 0;
+
+	for (int i = 0; i < 200; i++) {
+		long *mine = malloc(sizeof(*mine));
+
+		*mine = 0;
+		fails += kprobes_tracepoint_attach(busy_tp, own_count, mine) != 0;
+		sched_yield();
+		fails += kprobes_tracepoint_detach(busy_tp, own_count, mine) != 0;
+		fails += *mine < 0;
+		free(mine);
+	}
+	return (void *)fails;
+}
+
+Test(tracepoint, attach_detach_from_threads_while_firing)
+{
+	pthread_t f[2], c[2];
+	void *r;
+
+	busy_stop = 0;
+	for (int i = 0; i < 2; i++)
+		cr_assert_eq(pthread_create(&f[i], NULL, busy_firer, NULL), 0);
+	for (int i = 0; i < 2; i++)
+		cr_assert_eq(pthread_create(&c[i], NULL, churner, NULL), 0);
+	for (int i = 0; i < 2; i++) {
+		pthread_join(c[i], &r);
+		cr_expect_eq((long)r, 0, "churner %d: %ld failures", i, (long)r);
+	}
+	__atomic_store_n(&busy_stop, 1, __ATOMIC_RELEASE);
+	for (int i = 0; i < 2; i++)
+		pthread_join(f[i], NULL);
+	cr_assert_eq(busy_tp->key.key.enabled, 0);
+	cr_assert_not(static_branch_value(&busy_tp->key));
+	cr_assert_null(busy_tp->__handlers);
 }
