@@ -48,7 +48,8 @@ struct kprobes_tp_arg {
 struct kprobes_tracepoint;
 
 /* args[i]: the i-th argument's bytes, zero-extended to 64 bits (integers
- * are not sign-extended: see kprobes_tp_arg_value()). */
+ * are not sign-extended: kprobes_tp_arg_kind() and tp->args[i].size say how to
+ * read them). */
 typedef void (*kprobes_tp_handler_t)(struct kprobes_tracepoint *tp, const uint64_t *args,
 				     void *data);
 
@@ -73,7 +74,9 @@ struct kprobes_tracepoint {
  * enables the tracepoint's key, the last one disables it.  After detach
  * returns, fn is not running and will not run for this attachment.
  * 0, -EINVAL (not a tracepoint, or fn NULL), -EEXIST (fn and data already
- * attached), -ENOENT (detach: not attached), -ENOMEM.  Handlers run on the
+ * attached), -ENOENT (detach: not attached), -ENOMEM, or the error of
+ * rewriting the sites (then nothing changed: the handler is still attached
+ * after a failed detach, not attached after a failed attach).  Handlers run on the
  * thread that passes the site, possibly in a signal handler: the same
  * rules as for probe handlers apply; a tracepoint passed from inside a
  * handler does not run handlers and counts in nmissed.

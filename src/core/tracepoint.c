@@ -97,7 +97,7 @@ static void list_replace(struct kprobes_tracepoint *tp, struct tp_handlers *hs)
 KP_EXPORT int kprobes_tracepoint_attach(struct kprobes_tracepoint *tp, kprobes_tp_handler_t fn,
 					void *data)
 {
-	struct tp_handlers *hs;
+	struct tp_handlers *hs, *old;
 	int err;
 
 	if (!tp_valid(tp) || !fn)
@@ -115,12 +115,20 @@ KP_EXPORT int kprobes_tracepoint_attach(struct kprobes_tracepoint *tp, kprobes_t
 		err = -ENOMEM;
 		goto out;
 	}
+	/* The sites on only once the handler is in place; on failure the
+	 * old list goes back (still owned here: not freed before). */
 	__atomic_store_n(&tp->__dispatch, tp_dispatch, __ATOMIC_RELEASE);
-	list_replace(tp, hs);
+	old = tp->__handlers;
+	__atomic_store_n((struct tp_handlers **)&tp->__handlers, hs, __ATOMIC_RELEASE);
 	err = kp_jl_key_set(&tp->key.key, tp->key.key.enabled + 1);
-	if (err)
-		list_replace(tp, list_copy(tp->__handlers, find_handler(tp->__handlers, fn, data),
-					   NULL, NULL));
+	if (err) {
+		__atomic_store_n((struct tp_handlers **)&tp->__handlers, old, __ATOMIC_RELEASE);
+		kp_synchronize();
+		free(hs);
+		goto out;
+	}
+	kp_synchronize();
+	free(old);
 out:
 	kp_jl_unlock();
 	return err;
@@ -145,9 +153,15 @@ KP_EXPORT int kprobes_tracepoint_detach(struct kprobes_tracepoint *tp, kprobes_t
 		err = -ENOMEM;
 		goto out;
 	}
-	/* The sites off first, then the handler out (and waited for). */
-	if (tp->key.key.enabled > 0)
-		kp_jl_key_set(&tp->key.key, tp->key.key.enabled - 1);
+	/* The sites off first, then the handler out (and waited for).  If
+	 * the sites cannot be rewritten, the handler stays attached. */
+	if (tp->key.key.enabled > 0) {
+		err = kp_jl_key_set(&tp->key.key, tp->key.key.enabled - 1);
+		if (err) {
+			free(hs);
+			goto out;
+		}
+	}
 	list_replace(tp, hs);
 out:
 	kp_jl_unlock();

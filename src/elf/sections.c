@@ -2,10 +2,12 @@
  * objects: dl_iterate_phdr names the objects, libelf reads their section
  * headers, and the load bias turns file addresses into run-time ones. */
 #include "elf/sections.h"
+#include "elf/objpath.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <gelf.h>
+#include <limits.h>
 #include <link.h>
 #include <stdlib.h>
 #include <string.h>
@@ -123,11 +125,16 @@ static int find_in_elf(Elf *elf, const char *name, uintptr_t *addr, size_t *size
 int ksec_find(const struct ksec_object *o, const char *name, uintptr_t *addr, size_t *size)
 {
 	const char *path = o->path[0] ? o->path : "/proc/self/exe";
+	char abs[PATH_MAX];
 	int fd, err;
 	Elf *elf;
 
 	if (!strncmp(o->path, "linux-vdso", 10) || !strncmp(o->path, "linux-gate", 10))
 		return -ENOENT;
+	/* dlopen("./x.so") is known as "./x.so" for good: open the mapped
+	 * file instead, wherever the process has gone since. */
+	if (o->path[0] && o->text_lo < o->text_hi)
+		path = kelf_object_file(o->path, o->text_lo, abs, sizeof(abs));
 	elf_version(EV_CURRENT);
 	fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (fd < 0)

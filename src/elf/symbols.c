@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "elf/cache.h"
+#include "elf/objpath.h"
 #include "elf/symbols.h"
 
 /* A function symbol, at its runtime address. */
@@ -669,13 +670,26 @@ static struct kobj *take_cached(const char *path, uintptr_t bias)
 	return NULL;
 }
 
+/* An address inside the object: its first loadable segment. */
+static uintptr_t first_load(const struct dl_phdr_info *info)
+{
+	for (int i = 0; i < info->dlpi_phnum; i++)
+		if (info->dlpi_phdr[i].p_type == PT_LOAD)
+			return info->dlpi_addr + info->dlpi_phdr[i].p_vaddr;
+	return info->dlpi_addr;
+}
+
 static int rescan_one(struct dl_phdr_info *info, size_t size, void *arg)
 {
 	struct rescan *r = arg;
 	/* The loader lists the executable first, with an empty name. */
 	bool is_main = !r->past_first && !info->dlpi_name[0];
 	const char *path = is_main ? exe_path() : info->dlpi_name;
+	char abs[PATH_MAX];
 	struct kobj *o;
+
+	if (!is_main && path[0] && path[0] != '/' && info->dlpi_phnum)
+		path = kelf_object_file(path, first_load(info), abs, sizeof(abs));
 
 	/* Counters read under the same loader lock as the list they describe. */
 	if (!r->past_first && has_counters(size))
