@@ -54,6 +54,7 @@ void kp_optimizer_reevaluate_near(uintptr_t addr);
 void kp_optimizer_unoptimize(struct kp_probepoint *pp);
 void kp_optimizer_forget_gone(struct kp_probepoint *pp);
 void kp_objects_unloaded(void);
+void kp_objects_unloaded_locked(void);
 void kp_optimizer_forget_batch(struct kp_probepoint **pps, int n);
 void kp_optimizer_init(void);
 void kp_optimizer_flush(void);

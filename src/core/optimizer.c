@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "core/internal.h"
+#include "elf/sections.h"
 #include "elf/symbols.h"
 #include "os/linux/threads.h"
 
@@ -280,6 +281,19 @@ static int install_batch(struct kp_probepoint **pps, int n)
 	return left + install_batch(pps + n / 2, n - n / 2);
 }
 
+static unsigned long long objects_gen;
+
+/* Takes the probepoints of unloaded objects out of a batch. */
+static int drop_gone(struct kp_probepoint **pps, int n)
+{
+	int m = 0;
+
+	for (int i = 0; i < n; i++)
+		if (!pps[i]->gone)
+			pps[m++] = pps[i];
+	return m;
+}
+
 /* One optimizer pass over the queue; returns how many wait for a retry. */
 static int optimizer_pass(void)
 {
@@ -300,6 +314,14 @@ static int optimizer_pass(void)
 	n = prepare_batch(pps, n);
 	/* Threads that saw "not optimized" in the trap handler are past it. */
 	kp_synchronize();
+	/* An object unloaded since (dlclose() not yet returned to its
+	 * interposer) must not have jumps written over whatever is mapped
+	 * there now. */
+	if (ksec_generation() != objects_gen) {
+		objects_gen = ksec_generation();
+		kp_objects_unloaded_locked();
+		n = drop_gone(pps, n);
+	}
 	left = install_batch(pps, n);
 	/* Keep the ones still waiting queued. */
 	for (int i = 0; i < n; i++)

@@ -471,11 +471,11 @@ int kp_rearm_all(void)
  * code is no longer mapped, so nothing is written; the address leaves the
  * hash table so that other code mapped there later is not mistaken for
  * ours.  Called after dlclose(). */
-void kp_objects_unloaded(void)
+/* Marks the probepoints of unloaded objects gone.  Under the lock. */
+void kp_objects_unloaded_locked(void)
 {
 	struct ksym obj;
 
-	pthread_mutex_lock(&kp_registry_lock);
 	ksym_refresh();
 	for (struct kp_probepoint *pp = kp_all_probepoints; pp; pp = pp->all_next) {
 		if (pp->gone || ksym_object_of(pp->addr, &obj) == 0)
@@ -489,5 +489,11 @@ void kp_objects_unloaded(void)
 			__atomic_and_fetch(&p->flags, ~KPROBE_FLAG_OPTIMIZED, __ATOMIC_RELAXED);
 		}
 	}
+}
+
+void kp_objects_unloaded(void)
+{
+	pthread_mutex_lock(&kp_registry_lock);
+	kp_objects_unloaded_locked();
 	pthread_mutex_unlock(&kp_registry_lock);
 }

@@ -89,21 +89,28 @@ int arch_opt_census_ranges(const struct kp_probepoint *pp, uintptr_t (*r)[2])
 	return n + m;
 }
 
-static int write_bytes(struct kp_probepoint **pps, int n, bool first, bool install)
+/* One pass over the batch: the first byte of every jump, or the four
+ * bytes after it.  keep_going: a probepoint whose code cannot be written
+ * (its object was unmapped by dlclose() before the interposer could mark
+ * it GONE) does not stop the pass for the others. */
+static int write_bytes(struct kp_probepoint **pps, int n, bool first, bool install,
+		       bool keep_going)
 {
 	int err = 0;
 
-	for (int i = 0; i < n && !err; i++) {
+	for (int i = 0; i < n && (keep_going || !err); i++) {
 		struct arch_opt *o = pps[i]->ainsn.opt;
 		uint8_t jmp[5];
 		int32_t rel = (int32_t)(o->detour - (pps[i]->addr + 5));
+		int e;
 
 		jmp[0] = JMP_REL32;
 		memcpy(jmp + 1, &rel, 4);
 		if (first)
-			err = kp_mem_write(pps[i]->addr, install ? jmp : (const uint8_t[]){ INT3 }, 1);
+			e = kp_mem_write(pps[i]->addr, install ? jmp : (const uint8_t[]){ INT3 }, 1);
 		else
-			err = kp_mem_write(pps[i]->addr + 1, install ? jmp + 1 : o->orig + 1, 4);
+			e = kp_mem_write(pps[i]->addr + 1, install ? jmp + 1 : o->orig + 1, 4);
+		err = err ? err : e;
 	}
 	kp_sync_cores();
 	return err;
@@ -111,22 +118,31 @@ static int write_bytes(struct kp_probepoint **pps, int n, bool first, bool insta
 
 int arch_optimize(struct kp_probepoint **pps, int n)
 {
-	int err = write_bytes(pps, n, false, true);
+	int err = write_bytes(pps, n, false, true, false);
 
 	if (!err)
-		err = write_bytes(pps, n, true, true);
-	for (int i = 0; !err && i < n; i++)
+		err = write_bytes(pps, n, true, true, false);
+	if (err) {
+		/* All or none: no probepoint of the batch may stay with the
+		 * jump's displacement over its code (or a jump the caller does
+		 * not know about), breakpoint byte first as in unoptimizing. */
+		write_bytes(pps, n, true, false, true);
+		write_bytes(pps, n, false, false, true);
+		return err;
+	}
+	for (int i = 0; i < n; i++)
 		pps[i]->ainsn.opt->jumped = true;
-	return err;
+	return 0;
 }
 
+/* Never stops half-way: the caller treats the whole batch as unoptimized
+ * whatever happens, so every jump that can be removed must be. */
 int arch_unoptimize(struct kp_probepoint **pps, int n)
 {
-	int err = write_bytes(pps, n, true, false);
+	int err = write_bytes(pps, n, true, false, true);
 
-	if (!err)
-		err = write_bytes(pps, n, false, false);
-	for (int i = 0; !err && i < n; i++)
+	err = write_bytes(pps, n, false, false, true) ? : err;
+	for (int i = 0; i < n; i++)
 		pps[i]->ainsn.opt->jumped = false;
 	return err;
 }
