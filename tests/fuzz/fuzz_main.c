@@ -52,7 +52,7 @@ static struct {
 	int jobs, len, level;
 	const char *save_dir, *forms_file;
 	bool verbose, minimise;
-} opt = { .cases = 200, .jobs = 1, .len = 0, .level = -1, .minimise = true };
+} opt = { .cases = -1, .jobs = 1, .len = 0, .level = -1, .minimise = true };
 
 static struct fz_result *res;	/* M_NMODES results, shared with the children */
 static struct fz_trace trace;
@@ -617,10 +617,8 @@ static void worker(struct stats *s, int w, double deadline)
 		   -1, 0);
 	if (res == MAP_FAILED)
 		exit(2);
-	for (long k = w; k < opt.cases || opt.seconds > 0; k += opt.jobs) {
+	for (long k = w; k < opt.cases; k += opt.jobs) {
 		if (opt.seconds > 0 && now() > deadline)
-			break;
-		if (opt.seconds <= 0 && k >= opt.cases)
 			break;
 		one_case(s, opt.seed + (uint64_t)k);
 		fflush(stdout);
@@ -718,6 +716,9 @@ int main(int argc, char **argv)
 		opt.level = fz_level_detect();
 	if (do_replay)
 		return replay(argc - optind, argv + optind);
+	/* --seconds alone runs until the time is up; --cases alone, 200 by default. */
+	if (opt.cases < 0)
+		opt.cases = opt.seconds > 0 ? 1L << 40 : 200;
 	if (!seed_given)
 		opt.seed = (uint64_t)time(NULL) ^ ((uint64_t)getpid() << 32);
 	if (save_seed >= 0) {
