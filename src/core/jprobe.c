@@ -76,9 +76,23 @@ KP_EXPORT void unregister_jprobes(struct jprobe **jps, int num)
 
 	if (num <= 0 || !jps)
 		return;
+	void **pps;
+
 	kps = jprobe_kps(jps, num, false);
-	if (kps)
+	pps = calloc((size_t)num, sizeof(*pps));
+	if (kps && pps) {
+		for (int i = 0; i < num; i++)
+			pps[i] = kps[i] ? kps[i]->__pp : NULL;
 		kp_unregister_batch(kps, num);
+		/* An entry function started before is still running: it
+		 * uses the jprobe until its jprobe_return(). */
+		for (int i = 0; i < num; i++)
+			if (pps[i])
+				kp_wait_jprobes_left(pps[i]);
+	} else if (kps) {
+		kp_unregister_batch(kps, num);
+	}
+	free(pps);
 	free(kps);
 }
 

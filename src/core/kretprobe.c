@@ -255,6 +255,27 @@ static uintptr_t ret_addr_location(int i, void *arg)
 	return (uintptr_t)&ri_at(arg, (uint32_t)i)->pub.ret_addr;
 }
 
+/* A fork child's only thread is the forking one, under a new thread id:
+ * the instances it holds (frames it will return through) become its own
+ * again, or a reap in the child would take them as a dead thread's. */
+static void after_fork_child(void)
+{
+	struct kp_thread *t = kp_thread_current();
+	pid_t tid = kp_gettid();
+
+	for (struct kp_ri *ri = t ? t->ri_top : NULL; ri; ri = ri->next) {
+		ri->owner = tid;
+		ri->pub.task = tid;
+	}
+}
+
+static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
+
+static void atfork_register(void)
+{
+	pthread_atfork(NULL, NULL, after_fork_child);
+}
+
 static int pool_create(struct kretprobe *rp)
 {
 	int n = rp->maxactive > 0 ? rp->maxactive : (2 * ncpus() > 10 ? 2 * ncpus() : 10);
@@ -263,6 +284,7 @@ static int pool_create(struct kretprobe *rp)
 
 	if (!pool)
 		return -ENOMEM;
+	pthread_once(&atfork_once, atfork_register);
 	pool->mem = calloc((size_t)n, stride);
 	if (!pool->mem) {
 		free(pool);
@@ -368,11 +390,21 @@ KP_EXPORT int register_kretprobes(struct kretprobe **rps, int num)
 	if (!err)
 		err = kp_register_batch(kps, num, KP_TYPE_KRETPROBE);
 	if (err) {
+		/* A probe that joined an armed address was live until the
+		 * batch failed: a frame may hold one of its instances, so its
+		 * pool is freed only once idle, as after unregistering. */
+		pthread_mutex_lock(&kp_registry_lock);
 		for (int j = 0; j < i && j < num; j++)
-			if (rps[j] && rps[j]->__pool && kps[j]) {
-				pool_free(rps[j]->__pool);
-				rps[j]->__pool = NULL;
-			}
+			if (rps[j] && rps[j]->__pool && kps[j])
+				__atomic_store_n(&((struct kp_rp_pool *)rps[j]->__pool)->live, false,
+						 __ATOMIC_RELEASE);
+		/* No return handler runs for them after we return. */
+		kp_synchronize();
+		for (int j = 0; j < i && j < num; j++)
+			if (rps[j] && rps[j]->__pool && kps[j])
+				pool_orphan(rps[j]);
+		orphans_collect();
+		pthread_mutex_unlock(&kp_registry_lock);
 	}
 	free(kps);
 	return err;

@@ -168,6 +168,26 @@ void kp_synchronize(void)
 	free(snap);
 }
 
+/* Waits until no live thread runs the jprobe entry function of pp: the
+ * entry runs after the trap handler's read-side section, up to its
+ * jprobe_return(). */
+void kp_wait_jprobes_left(const void *pp)
+{
+	unsigned int n = __atomic_load_n(&records_used, __ATOMIC_ACQUIRE);
+	struct kp_thread *me = kp_thread_self();
+
+	for (unsigned int i = 0; i < n; i++) {
+		while (&records[i] != me &&
+		       __atomic_load_n(&records[i].jprobe_pp, __ATOMIC_ACQUIRE) == pp) {
+			pid_t tid = __atomic_load_n(&records[i].tid, __ATOMIC_ACQUIRE);
+
+			if (!tid || thread_is_dead(tid))
+				break;
+			sched_yield();
+		}
+	}
+}
+
 /* ---- census: where is every thread right now? ---- */
 
 static int census_sig;

@@ -60,6 +60,10 @@ static inline void kp_read_exit(struct kp_thread *t)
  * parked in a system call. */
 void kp_synchronize(void);
 
+/* Waits until no live thread is inside the jprobe entry function of the
+ * probepoint pp (between the trap and its jprobe_return()). */
+void kp_wait_jprobes_left(const void *pp);
+
 /* Asks every other thread where it is: returns true when no thread's
  * interrupted instruction pointer lies in one of the n ranges [lo, hi).
  * Threads that cannot answer (signals blocked, stopped) count as "inside".
