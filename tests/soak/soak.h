@@ -183,6 +183,9 @@ void worker_bind(struct worker *w);
 void worker_signals_begin(struct worker *w);
 void worker_signals_end(struct worker *w);
 int exec_child_main(void);
+
+/* Held around dlopen/dlclose and around fork (see soak_dl.c). */
+extern pthread_mutex_t soak_loader_lock;
 bool in_handler_text(uintptr_t ip);
 
 #endif

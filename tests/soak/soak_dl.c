@@ -3,11 +3,35 @@
  * are still registered (they must turn GONE), sometimes loaded again
  * before the GONE probes are removed (the new copy must run unprobed). */
 #include <dlfcn.h>
+#include <pthread.h>
 #include <errno.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "soak_probes.h"
+
+/* dlopen()/dlclose() never overlap a fork() whose child registers probes:
+ * glibc's fork leaves the loader's list lock as another thread held it, and
+ * the child's dl_iterate_phdr() would wait for it forever. */
+static void *loader_open(const char *path, int flags)
+{
+	void *h;
+
+	pthread_mutex_lock(&soak_loader_lock);
+	h = dlopen(path, flags);
+	pthread_mutex_unlock(&soak_loader_lock);
+	return h;
+}
+
+static int loader_close(void *h)
+{
+	int ret;
+
+	pthread_mutex_lock(&soak_loader_lock);
+	ret = dlclose(h);
+	pthread_mutex_unlock(&soak_loader_lock);
+	return ret;
+}
 
 /* A probe on the plugin. */
 struct dprobe {
@@ -142,10 +166,10 @@ static void dl_check_exact(unsigned long k)
 
 static bool still_loaded(void)
 {
-	void *h = dlopen(opt.plugin, RTLD_NOW | RTLD_NOLOAD);
+	void *h = loader_open(opt.plugin, RTLD_NOW | RTLD_NOLOAD);
 
 	if (h)
-		dlclose(h);
+		loader_close(h);
 	return h != NULL;
 }
 
@@ -165,7 +189,7 @@ static void dl_check_gone(void)
 
 static void dl_close(void *h)
 {
-	if (dlclose(h))
+	if (loader_close(h))
 		anomaly(A_DL, 2, 0);
 }
 
@@ -174,7 +198,7 @@ static void dl_close(void *h)
 static void dl_reload_under_gone(void)
 {
 	unsigned long hits0 = dps[D_LEAF].hits + dps[D_MID7].hits + dps[D_RET].hits;
-	void *h = dlopen(opt.plugin, RTLD_NOW | RTLD_LOCAL);
+	void *h = loader_open(opt.plugin, RTLD_NOW | RTLD_LOCAL);
 
 	if (!h || !dl_resolve(h)) {
 		anomaly(A_DL, 3, 0);
@@ -192,14 +216,14 @@ static void dl_reload_under_gone(void)
 
 static void dl_cycle(uint64_t *rng)
 {
-	void *h = dlopen(opt.plugin, RTLD_NOW | RTLD_LOCAL);
+	void *h = loader_open(opt.plugin, RTLD_NOW | RTLD_LOCAL);
 	unsigned long k = 20 + rnd(rng) % 200;
 	int err, mode = (int)(rnd(rng) % 4);
 
 	if (!h || !dl_resolve(h)) {
 		anomaly(A_DL, 1, 0);
 		if (h)
-			dlclose(h);
+			loader_close(h);
 		return;
 	}
 	err = dl_register(rng);

@@ -340,9 +340,16 @@ static int wait_child(pid_t pid, enum anomaly kind, long what)
 	return 0;
 }
 
+pthread_mutex_t soak_loader_lock = PTHREAD_MUTEX_INITIALIZER;
+
 static void fork_check(void)
 {
-	pid_t pid = fork();
+	pid_t pid;
+
+	pthread_mutex_lock(&soak_loader_lock);
+	pid = fork();
+	if (pid != 0)
+		pthread_mutex_unlock(&soak_loader_lock);
 
 	if (pid < 0) {
 		add(&tot.fork_fail, 1);
