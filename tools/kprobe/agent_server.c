@@ -318,6 +318,9 @@ int agent_server_start(void)
 /* The socket file goes with the process that made it. */
 __attribute__((destructor)) static void server_cleanup(void)
 {
+	/* Runs on the program's thread: its libc calls are not the program's. */
+	agent_own_begin();
 	if (listen_fd >= 0 && server_pid == getpid())
 		unlink(sock_path);
+	agent_own_end();
 }
