@@ -2,7 +2,8 @@
 # Installs the Debian 12 packages libkprobes needs to build and test.
 # As root it uses apt-get; otherwise it names what is missing and fails.
 set -e
-PKGS="gcc make pkg-config libzydis-dev libelf-dev libdw-dev libcriterion-dev g++"
+# The last four are the real programs tests/real/ probes, and objdump/readelf.
+PKGS="gcc make pkg-config libzydis-dev libelf-dev libdw-dev libcriterion-dev g++ gzip sqlite3 python3.11 binutils"
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
