@@ -23,6 +23,26 @@ struct prog_disposition {
 };
 
 static struct prog_disposition prog[NSIG];
+
+/* Signal sets by hand: these run on the program's threads, and a call of
+ * libc's sigaddset() there would show up as the program's own (a probe on
+ * it would count it). */
+static void set_empty(sigset_t *set)
+{
+	memset(set, 0, sizeof(*set));
+}
+
+static void set_add(sigset_t *set, int sig)
+{
+	set->__val[(sig - 1) / (8 * sizeof(unsigned long))] |=
+		1UL << ((sig - 1) % (8 * sizeof(unsigned long)));
+}
+
+static void set_del(sigset_t *set, int sig)
+{
+	set->__val[(sig - 1) / (8 * sizeof(unsigned long))] &=
+		~(1UL << ((sig - 1) % (8 * sizeof(unsigned long))));
+}
 static pthread_mutex_t prog_lock = PTHREAD_MUTEX_INITIALIZER;
 
 typedef int (*sigaction_fn)(int, const struct sigaction *, struct sigaction *);
@@ -64,7 +84,7 @@ static const struct sigaction *prog_current(int sig)
 /* SIGTRAP must stay deliverable everywhere: never let a mask block it. */
 static void strip_trap(sigset_t *set)
 {
-	sigdelset(set, SIGTRAP);
+	set_del(set, SIGTRAP);
 }
 
 static void prog_publish(int sig, const struct sigaction *act)
@@ -84,7 +104,7 @@ int kp_sig_own(int sig, kp_sig_handler_t fn, int extra_flags)
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_sigaction = fn;
 	sa.sa_flags = SA_SIGINFO | SA_NODEFER | SA_RESTART | extra_flags;
-	sigemptyset(&sa.sa_mask);
+	set_empty(&sa.sa_mask);
 	pthread_mutex_lock(&prog_lock);
 	if (prog[sig].owned) {
 		pthread_mutex_unlock(&prog_lock);
@@ -133,10 +153,10 @@ static void deliver_default(int sig, siginfo_t *info, ucontext_t *uc)
 	sigset_t block;
 
 	raw_sigaction_dfl(sig);
-	sigemptyset(&block);
-	sigaddset(&block, sig);
+	set_empty(&block);
+	set_add(&block, sig);
 	raw_sigmask(SIG_BLOCK, &block, NULL);
-	sigdelset(&uc->uc_sigmask, sig);
+	set_del(&uc->uc_sigmask, sig);
 	if (kp_syscall6(SYS_rt_tgsigqueueinfo, kp_getpid(), kp_gettid(), sig, (long)info, 0, 0))
 		kp_syscall(SYS_tgkill, kp_getpid(), kp_gettid(), sig);
 }
@@ -147,7 +167,7 @@ static void call_program_handler(int sig, const struct sigaction *a,
 	sigset_t mask = a->sa_mask, old;
 
 	if (!(a->sa_flags & SA_NODEFER))
-		sigaddset(&mask, sig);
+		set_add(&mask, sig);
 	strip_trap(&mask);
 	if (a->sa_flags & SA_RESETHAND) {
 		struct sigaction dfl;
@@ -223,9 +243,9 @@ static sighandler_t install_simple(int sig, sighandler_t h, int flags, bool mask
 	memset(&sa, 0, sizeof(sa));
 	sa.sa_handler = h;
 	sa.sa_flags = flags;
-	sigemptyset(&sa.sa_mask);
+	set_empty(&sa.sa_mask);
 	if (mask_self)
-		sigaddset(&sa.sa_mask, sig);
+		set_add(&sa.sa_mask, sig);
 	if (sigaction(sig, &sa, &old))
 		return SIG_ERR;
 	return old.sa_handler;
