@@ -20,6 +20,7 @@
 #include "arch/x86_64/ptregs.inc"
 	.set R_FLAG, 93
 	.set R_PP, 101
+	.set AC_FLAG, 0x40000
 
 /* Frame below R: [rsp+PT_SIZE] holds the flags (mid) or padding (entry),
  * [rsp+PT_SIZE+8] = R. */
@@ -36,6 +37,25 @@
 	movzbl R_FLAG(%rax), %r12d
 	mov R_PP(%rax), %rdi
 	mov %rsp, %rbx
+	/* EFLAGS.AC (alignment checking) would make the handlers' unaligned
+	 * accesses fault: off while they run (the program's flag is saved). */
+	testl $AC_FLAG, 144(%rsp)
+	jz 93f
+	pushfq
+	andl $~AC_FLAG, (%rsp)
+	popfq
+93:
+	.endm
+
+/* Sets AC again if the program had it: before PT_RESTORE_FLAGS, whose
+ * arithmetic flags popfq would overwrite. */
+	.macro RESTORE_AC
+	testl $AC_FLAG, 144(%rsp)
+	jz 94f
+	pushfq
+	orl $AC_FLAG, (%rsp)
+	popfq
+94:
 	.endm
 
 /* The same frame where the status flags are dead (a function entry whose
@@ -80,6 +100,7 @@
 
 	.macro RESTORE_GPRS
 	mov %rbx, %rsp
+	RESTORE_AC
 	PT_RESTORE_FLAGS
 	PT_LOAD_GPRS
 	lea PT_SIZE + 8(%rsp), %rsp

@@ -53,8 +53,15 @@ static int eval_indirect(const struct ind_operand *o, const struct pt_regs *regs
 	return kp_mem_read_nofault(ea, out, sizeof(*out));
 }
 
+/* A target the CPU would refuse (#GP at the branch itself). */
+static bool canonical(uintptr_t a)
+{
+	return (uintptr_t)((intptr_t)(a << 16) >> 16) == a;
+}
+
 /* Emulates a branch for a probe with post handlers: 0, or -EFAULT when the
- * branch would fault (the caller then runs the real instruction). */
+ * branch would fault (the caller then runs the real instruction, whose
+ * fault is reported at the probed address). */
 static int emulate_branch(const struct arch_insn *ai, uintptr_t addr, struct pt_regs *r)
 {
 	uintptr_t next = addr + ai->len, tgt;
@@ -83,13 +90,13 @@ static int emulate_branch(const struct arch_insn *ai, uintptr_t addr, struct pt_
 			r->ip = (r->cx && !zf) ? ai->target : next;
 		return 0;
 	case IC_RET:
-		if (kp_mem_read_nofault(r->sp, &tgt, sizeof(tgt)))
+		if (kp_mem_read_nofault(r->sp, &tgt, sizeof(tgt)) || !canonical(tgt))
 			return -EFAULT;
 		r->ip = tgt;
 		r->sp += 8 + ai->ret_imm;
 		return 0;
 	case IC_JMP_IND:
-		if (eval_indirect(&ai->ind, r, next, 0, &tgt))
+		if (eval_indirect(&ai->ind, r, next, 0, &tgt) || !canonical(tgt))
 			return -EFAULT;
 		r->ip = tgt;
 		return 0;
@@ -210,7 +217,8 @@ static bool slot_exit(struct kp_thread *t, struct xol_slot *s, uintptr_t bp, uco
 		struct pt_regs regs;
 
 		regs_from_ucontext(&regs, uc);
-		if (eval_indirect(&pp->ainsn.ind, &regs, pp->addr + pp->ainsn.len, 8, &resume)) {
+		if (eval_indirect(&pp->ainsn.ind, &regs, pp->addr + pp->ainsn.len, 8, &resume) ||
+		    !canonical(resume)) {
 			/* Let the real instruction fault: undo our push first. */
 			GREG(uc, REG_RSP) += 8;
 			GREG(uc, REG_RIP) = (greg_t)(s->code + s->boost_off);
@@ -281,12 +289,23 @@ static bool trap_dispatch(struct kp_thread *t, uintptr_t bp, ucontext_t *uc)
 	return false;
 }
 
+/* The kernel keeps EFLAGS.AC (alignment checking) set in a signal handler
+ * when the program had it set; the library's C code would then fault on its
+ * first unaligned access.  The program's flag stays in the context. */
+static inline void clear_alignment_check(void)
+{
+	__asm__ volatile("lea -128(%%rsp), %%rsp\n\tpushfq\n\t"
+			 "andl $~0x40000, (%%rsp)\n\tpopfq\n\tlea 128(%%rsp), %%rsp"
+			 ::: "memory", "cc");
+}
+
 static void trap_handler(int sig, siginfo_t *info, void *ctx)
 {
 	ucontext_t *uc = ctx;
 	struct kp_thread *t;
 	bool ours = false;
 
+	clear_alignment_check();
 	if (info->si_code == SI_KERNEL) {
 		t = kp_thread_self();
 		if (t) {
@@ -384,6 +403,7 @@ static void fault_handler(int sig, siginfo_t *info, void *ctx)
 	uintptr_t orig = 0, copy = 0;
 	bool handled = false;
 
+	clear_alignment_check();
 	if (t && !s) {
 		kp_read_enter(t);
 		handled = fault_in_detour(t, sig, info, uc, &orig, &copy);
