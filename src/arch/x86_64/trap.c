@@ -251,14 +251,21 @@ static void jprobe_return_hit(struct kp_thread *t, ucontext_t *uc)
 		GREG(uc, REG_RIP) = (greg_t)addr;
 }
 
-/* A static-key site being rewritten: continue as its key now says. */
+/* A static-key site being rewritten: continue as its key now says, or,
+ * when the rewrite is over (the int3 gone, maybe back for the next one),
+ * run the site again.  Always ours: the byte is read once. */
 static bool jump_label_hit(uintptr_t bp, ucontext_t *uc)
 {
 	const struct kp_jl_site *s = kp_jl_site_at(bp);
 
-	if (!s || *(volatile uint8_t *)bp != 0xcc)
+	if (!s)
 		return false;
-	GREG(uc, REG_RIP) = (greg_t)(kp_jl_site_jumps(s) ? s->target : bp + arch_jump_label_len());
+	if (*(volatile uint8_t *)bp != 0xcc)
+		GREG(uc, REG_RIP) = (greg_t)bp;
+	else if (kp_jl_site_jumps(s))
+		GREG(uc, REG_RIP) = (greg_t)s->target;
+	else
+		GREG(uc, REG_RIP) = (greg_t)(bp + arch_jump_label_len());
 	return true;
 }
 
@@ -424,11 +431,11 @@ void arch_fpu_init(void);
 int arch_init(void)
 {
 	static const int faults[] = { SIGSEGV, SIGBUS, SIGFPE, SIGILL };
-	int err = kp_sig_own(SIGTRAP, trap_handler, 0);
+	int err = kp_sig_own(SIGTRAP, trap_handler, 0, true);
 
 	arch_fpu_init();
 
 	for (unsigned int i = 0; !err && i < sizeof(faults) / sizeof(faults[0]); i++)
-		err = kp_sig_own(faults[i], fault_handler, SA_ONSTACK);
+		err = kp_sig_own(faults[i], fault_handler, SA_ONSTACK, true);
 	return err;
 }

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "os/linux/sys.h"
+#include "os/linux/threads.h"
 
 #define KP_EXPORT __attribute__((visibility("default")))
 #define RING 8
@@ -20,6 +21,7 @@ struct prog_disposition {
 	struct sigaction act[RING];
 	unsigned int cur;
 	bool owned;
+	bool wrapped;		/* the kernel calls frame_wrapper for it */
 };
 
 static struct prog_disposition prog[NSIG];
@@ -96,8 +98,9 @@ static void prog_publish(int sig, const struct sigaction *act)
 	__atomic_store_n(&prog[sig].cur, next, __ATOMIC_RELEASE);
 }
 
-int kp_sig_own(int sig, kp_sig_handler_t fn, int extra_flags)
+int kp_sig_own(int sig, kp_sig_handler_t fn, int extra_flags, bool block_others)
 {
+	static const int sync_sigs[] = { SIGTRAP, SIGSEGV, SIGBUS, SIGFPE, SIGILL };
 	struct sigaction sa, old;
 
 	resolve_real();
@@ -105,6 +108,11 @@ int kp_sig_own(int sig, kp_sig_handler_t fn, int extra_flags)
 	sa.sa_sigaction = fn;
 	sa.sa_flags = SA_SIGINFO | SA_NODEFER | SA_RESTART | extra_flags;
 	set_empty(&sa.sa_mask);
+	if (block_others) {
+		memset(&sa.sa_mask, 0xff, sizeof(sa.sa_mask));
+		for (unsigned int i = 0; i < sizeof(sync_sigs) / sizeof(sync_sigs[0]); i++)
+			set_del(&sa.sa_mask, sync_sigs[i]);
+	}
 	pthread_mutex_lock(&prog_lock);
 	if (prog[sig].owned) {
 		pthread_mutex_unlock(&prog_lock);
@@ -114,7 +122,10 @@ int kp_sig_own(int sig, kp_sig_handler_t fn, int extra_flags)
 		pthread_mutex_unlock(&prog_lock);
 		return -errno;
 	}
-	prog_publish(sig, &old);
+	/* A handler the program installed through us is in the table already
+	 * (the kernel's was our wrapper). */
+	if (!prog[sig].wrapped)
+		prog_publish(sig, &old);
 	__atomic_store_n(&prog[sig].owned, true, __ATOMIC_RELEASE);
 	pthread_mutex_unlock(&prog_lock);
 	return 0;
@@ -161,14 +172,28 @@ static void deliver_default(int sig, siginfo_t *info, ucontext_t *uc)
 		kp_syscall(SYS_tgkill, kp_getpid(), kp_gettid(), sig);
 }
 
+/* The mask the kernel would have given the program's handler: the
+ * interrupted code's, plus the handler's own (not what our handler runs
+ * with, which may block every asynchronous signal). */
+static void program_mask(int sig, const struct sigaction *a, const ucontext_t *uc, sigset_t *m)
+{
+	const unsigned long *x = (const unsigned long *)&uc->uc_sigmask;
+	const unsigned long *y = (const unsigned long *)&a->sa_mask;
+	unsigned long *z = (unsigned long *)m;
+
+	for (size_t i = 0; i < sizeof(*m) / sizeof(unsigned long); i++)
+		z[i] = x[i] | y[i];
+	if (!(a->sa_flags & SA_NODEFER))
+		set_add(m, sig);
+	strip_trap(m);
+}
+
 static void call_program_handler(int sig, const struct sigaction *a,
 				 siginfo_t *info, ucontext_t *uc)
 {
-	sigset_t mask = a->sa_mask, old;
+	sigset_t mask, old;
 
-	if (!(a->sa_flags & SA_NODEFER))
-		set_add(&mask, sig);
-	strip_trap(&mask);
+	program_mask(sig, a, uc, &mask);
 	if (a->sa_flags & SA_RESETHAND) {
 		struct sigaction dfl;
 
@@ -176,12 +201,88 @@ static void call_program_handler(int sig, const struct sigaction *a,
 		dfl.sa_handler = SIG_DFL;
 		prog_publish(sig, &dfl);
 	}
-	raw_sigmask(SIG_BLOCK, &mask, &old);
+	raw_sigmask(SIG_SETMASK, &mask, &old);
+	kp_sigframe_push(uc);
 	if (a->sa_flags & SA_SIGINFO)
 		a->sa_sigaction(sig, info, uc);
 	else
 		a->sa_handler(sig);
+	kp_sigframe_pop();
 	raw_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+/* What the kernel calls for every other signal the program handles: its
+ * handler, with the place it interrupted recorded for the census (code is
+ * never patched under a thread that will return there).  The kernel has
+ * applied the program's mask and flags already. */
+static void frame_wrapper(int sig, siginfo_t *info, void *ctx)
+{
+	struct sigaction a = *prog_current(sig);
+
+	if (a.sa_flags & SA_RESETHAND) {
+		struct sigaction dfl;
+
+		memset(&dfl, 0, sizeof(dfl));
+		dfl.sa_handler = SIG_DFL;
+		prog_publish(sig, &dfl);
+		__atomic_store_n(&prog[sig].wrapped, false, __ATOMIC_RELEASE);
+	}
+	if (a.sa_handler == SIG_DFL || a.sa_handler == SIG_IGN)
+		return;		/* changed under a signal in flight */
+	kp_sigframe_push(ctx);
+	if (a.sa_flags & SA_SIGINFO)
+		a.sa_sigaction(sig, info, ctx);
+	else
+		a.sa_handler(sig);
+	kp_sigframe_pop();
+}
+
+static bool is_handler(const struct sigaction *act)
+{
+	return act->sa_handler != SIG_DFL && act->sa_handler != SIG_IGN;
+}
+
+/* sigaction() for a signal the library does not own: handlers go through
+ * frame_wrapper, the program's own action is kept in the table. */
+static int wrap_sigaction(int sig, const struct sigaction *act, struct sigaction *oact)
+{
+	struct sigaction k, old;
+	bool was_wrapped;
+	int ret = 0;
+
+	if (sig <= 0 || sig >= NSIG || sig == SIGKILL || sig == SIGSTOP)
+		return real_sigaction(sig, act, oact);
+	pthread_mutex_lock(&prog_lock);
+	was_wrapped = prog[sig].wrapped;
+	if (was_wrapped)
+		old = *prog_current(sig);
+	else
+		ret = real_sigaction(sig, NULL, &old);
+	if (!ret && act) {
+		k = *act;
+		strip_trap(&k.sa_mask);
+		if (is_handler(act)) {
+			/* The table first: a signal already on its way finds
+			 * the new handler. */
+			prog_publish(sig, act);
+			__atomic_store_n(&prog[sig].wrapped, true, __ATOMIC_RELEASE);
+			k.sa_sigaction = frame_wrapper;
+			k.sa_flags |= SA_SIGINFO;
+		}
+		ret = real_sigaction(sig, &k, NULL);
+		if (ret) {
+			/* Nothing changed: the table as it was. */
+			if (was_wrapped)
+				prog_publish(sig, &old);
+			__atomic_store_n(&prog[sig].wrapped, was_wrapped, __ATOMIC_RELEASE);
+		} else if (!is_handler(act)) {
+			__atomic_store_n(&prog[sig].wrapped, false, __ATOMIC_RELEASE);
+		}
+	}
+	pthread_mutex_unlock(&prog_lock);
+	if (!ret && oact)
+		*oact = old;
+	return ret;
 }
 
 /* Uses raw system calls only, so the program's errno is left alone. */
@@ -210,15 +311,8 @@ void kp_sig_forward(int sig, siginfo_t *info, void *ctx)
 KP_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction *oact)
 {
 	resolve_real();
-	if (!kp_sig_is_owned(sig)) {
-		struct sigaction copy;
-
-		if (!act)
-			return real_sigaction(sig, act, oact);
-		copy = *act;
-		strip_trap(&copy.sa_mask);
-		return real_sigaction(sig, &copy, oact);
-	}
+	if (!kp_sig_is_owned(sig))
+		return wrap_sigaction(sig, act, oact);
 	if (act && (act->sa_flags & SA_SIGINFO ? 0 : act->sa_handler == SIG_ERR)) {
 		errno = EINVAL;
 		return -1;

@@ -15,8 +15,11 @@
 typedef void (*kp_sig_handler_t)(int, siginfo_t *, void *);
 
 /* Installs the library's handler for sig, bypassing interposition, and
- * remembers the previous disposition as the program's. 0 or -errno. */
-int kp_sig_own(int sig, kp_sig_handler_t fn, int extra_flags);
+ * remembers the previous disposition as the program's. block_others: every
+ * asynchronous signal stays blocked while fn runs, so none is delivered
+ * with a context inside the library's trap path (it arrives once the
+ * thread is where the handler sends it). 0 or -errno. */
+int kp_sig_own(int sig, kp_sig_handler_t fn, int extra_flags, bool block_others);
 
 /* Hands a signal the library does not consume to the program's disposition:
  * its handler (with its mask and flags), or the default action with the

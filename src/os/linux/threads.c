@@ -57,6 +57,7 @@ static bool record_claim(struct kp_thread *r, pid_t tid, bool reap)
 	r->in_handler = 0;
 	r->ri_top = NULL;
 	r->jprobe_pp = NULL;
+	r->nsigframes = 0;
 	return true;
 }
 
@@ -108,6 +109,7 @@ static void after_fork_child(void)
 		records[i].in_handler = 0;
 		records[i].ri_top = NULL;
 		records[i].jprobe_pp = NULL;
+		records[i].nsigframes = 0;
 	}
 	if (self)
 		self->tid = sys_gettid();
@@ -188,6 +190,67 @@ void kp_wait_jprobes_left(const void *pp)
 	}
 }
 
+/* ---- program signal handlers ---- */
+
+uintptr_t kp_handler_text[2][2];
+
+static bool in_handler_text(uintptr_t ip)
+{
+	for (int i = 0; i < 2; i++)
+		if (ip >= kp_handler_text[i][0] && ip < kp_handler_text[i][1])
+			return true;
+	return false;
+}
+
+/* Whether the signal frame at frame lies on the alternate stack. */
+static bool on_altstack(uintptr_t frame)
+{
+	stack_t ss;
+
+	if (kp_syscall(SYS_sigaltstack, 0, &ss, 0) || (ss.ss_flags & SS_DISABLE))
+		return false;
+	return frame >= (uintptr_t)ss.ss_sp && frame < (uintptr_t)ss.ss_sp + ss.ss_size;
+}
+
+/* A recorded frame below a newer one on the same stack was left by
+ * siglongjmp(): the newer frame is where its handler was. */
+static bool frame_gone(const struct kp_sigframe *f, uintptr_t newer)
+{
+	return f->frame < newer && on_altstack(f->frame) == on_altstack(newer);
+}
+
+void kp_sigframe_push(const void *ctx)
+{
+	const ucontext_t *uc = ctx;
+	struct kp_thread *t = kp_thread_current();
+	unsigned int n;
+
+	if (!t)
+		return;
+	n = t->nsigframes;
+	while (n && n <= KP_SIGFRAMES && frame_gone(&t->sigframes[n - 1], (uintptr_t)uc))
+		n--;
+	if (n < KP_SIGFRAMES) {
+		uintptr_t ip = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
+
+		t->sigframes[n].ip = ip;
+		t->sigframes[n].frame = (uintptr_t)uc;
+		/* Interrupted on its way out of a trap handler (after its
+		 * read-side section): it goes where that handler said, which
+		 * trap handlers run by this handler will overwrite. */
+		t->sigframes[n].resume = in_handler_text(ip) ? t->resume_ip : 0;
+	}
+	__atomic_store_n(&t->nsigframes, n + 1, __ATOMIC_RELEASE);
+}
+
+void kp_sigframe_pop(void)
+{
+	struct kp_thread *t = kp_thread_current();
+
+	if (t && t->nsigframes)
+		__atomic_store_n(&t->nsigframes, t->nsigframes - 1, __ATOMIC_RELEASE);
+}
+
 /* ---- census: where is every thread right now? ---- */
 
 static int census_sig;
@@ -197,15 +260,25 @@ static volatile int census_answers;
 static volatile int census_inside;
 static int census_busy;		/* handlers still reading the ranges */
 
-/* Code between a trap handler deciding where a thread resumes and the
- * thread being there: the library's own text and the signal restorer. */
-uintptr_t kp_handler_text[2][2];
+/* kp_handler_text: code between a trap handler deciding where a thread
+ * resumes and the thread being there: the library's own text and the
+ * signal restorer. */
 
 static void census_check(uintptr_t ip)
 {
 	for (int i = 0; i < census_nranges; i++)
 		if (ip >= census_ranges[i][0] && ip < census_ranges[i][1])
 			__atomic_store_n(&census_inside, 1, __ATOMIC_RELAXED);
+}
+
+/* ip, or, interrupted on its way out of a trap handler, where that handler
+ * sent it (it is about to be there). */
+static void census_check_at(uintptr_t ip)
+{
+	census_check(ip);
+	for (int i = 0; self && i < 2; i++)
+		if (ip >= kp_handler_text[i][0] && ip < kp_handler_text[i][1])
+			census_check(self->resume_ip);
 }
 
 /* Our census signals carry this address; others are the program's. */
@@ -221,12 +294,20 @@ static void census_handler(int sig, siginfo_t *info, void *ctx)
 		return;
 	}
 	__atomic_fetch_add(&census_busy, 1, __ATOMIC_ACQUIRE);
-	census_check(ip);
-	/* Interrupted on its way out of a trap handler: it is about to be
-	 * where that handler sent it. */
-	for (int i = 0; self && i < 2; i++)
-		if (ip >= kp_handler_text[i][0] && ip < kp_handler_text[i][1])
-			census_check(self->resume_ip);
+	census_check_at(ip);
+	/* Where the program's signal handlers it runs interrupted it. */
+	if (self) {
+		unsigned int n = __atomic_load_n(&self->nsigframes, __ATOMIC_ACQUIRE);
+
+		if (n > KP_SIGFRAMES)
+			__atomic_store_n(&census_inside, 1, __ATOMIC_RELAXED);
+		for (unsigned int i = 0; i < n && i < KP_SIGFRAMES; i++)
+			if (!frame_gone(&self->sigframes[i], (uintptr_t)uc)) {
+				census_check(self->sigframes[i].ip);
+				if (self->sigframes[i].resume)
+					census_check(self->sigframes[i].resume);
+			}
+	}
 	__atomic_fetch_add(&census_answers, 1, __ATOMIC_RELEASE);
 	__atomic_fetch_sub(&census_busy, 1, __ATOMIC_RELEASE);
 }
@@ -241,7 +322,7 @@ int kp_census_signal(void)
 static void census_init(void)
 {
 	census_sig = SIGRTMAX - 2;
-	kp_sig_own(census_sig, census_handler, 0);
+	kp_sig_own(census_sig, census_handler, 0, false);
 }
 
 static int census_send(pid_t pid, pid_t tid)
@@ -297,6 +378,31 @@ static bool ip_in_ranges(uintptr_t ip, const uintptr_t (*ranges)[2], int n)
 	return false;
 }
 
+/* A thread that cannot answer (asleep, or blocking the census signal): the
+ * places its program signal handlers interrupted, from its record (it is not
+ * running, so they are stable).  Frames siglongjmp() left count too. */
+static bool frames_in_ranges(pid_t tid, const uintptr_t (*ranges)[2], int nr)
+{
+	unsigned int used = __atomic_load_n(&records_used, __ATOMIC_ACQUIRE);
+
+	for (unsigned int i = 0; i < used; i++) {
+		const struct kp_thread *r = &records[i];
+		unsigned int n;
+
+		if (__atomic_load_n(&r->tid, __ATOMIC_ACQUIRE) != tid)
+			continue;
+		n = __atomic_load_n(&r->nsigframes, __ATOMIC_ACQUIRE);
+		if (n > KP_SIGFRAMES)
+			return true;
+		for (unsigned int k = 0; k < n; k++)
+			if (ip_in_ranges(r->sigframes[k].ip, ranges, nr) ||
+			    (r->sigframes[k].resume && ip_in_ranges(r->sigframes[k].resume, ranges, nr)))
+				return true;
+		return false;
+	}
+	return false;
+}
+
 /* Whether thread tid blocks the census signal (SigBlk in its status). */
 static bool census_blocked(pid_t tid)
 {
@@ -343,7 +449,7 @@ bool kp_threads_outside(const uintptr_t (*ranges)[2], int n)
 		 * where it is: inside, as far as we know, without waiting. */
 		if (census_blocked(tid)) {
 			if (thread_blocked_ip(tid, &ip) == 0) {
-				if (ip_in_ranges(ip, ranges, n))
+				if (ip_in_ranges(ip, ranges, n) || frames_in_ranges(tid, ranges, n))
 					census_inside = 1;
 			} else {
 				census_inside = 1;
@@ -353,7 +459,7 @@ bool kp_threads_outside(const uintptr_t (*ranges)[2], int n)
 		/* Sleeping threads are read, not signalled: a signal would make
 		 * some of their system calls fail with EINTR. */
 		if (thread_blocked_ip(tid, &ip) == 0) {
-			if (ip_in_ranges(ip, ranges, n))
+			if (ip_in_ranges(ip, ranges, n) || frames_in_ranges(tid, ranges, n))
 				census_inside = 1;
 			continue;
 		}

@@ -10,6 +10,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#define KP_SIGFRAMES 6
+
 struct kp_thread {
 	pid_t tid;			/* owner, 0 = free record */
 	unsigned int nest;		/* depth of read-side sections */
@@ -20,7 +22,23 @@ struct kp_thread {
 	void *jprobe_save;		/* jprobe state while its handler runs */
 	void *jprobe_pp;		/* probepoint whose jprobe is running */
 	uintptr_t resume_ip;		/* where the last trap handler sent it */
+	/* The program's signal handlers this thread is running, innermost
+	 * last: where each interrupted the thread, and its signal frame.  A
+	 * thread interrupted inside code about to be patched is still there
+	 * even while it runs a handler elsewhere (the census looks here). */
+	unsigned int nsigframes;	/* may exceed KP_SIGFRAMES: "unknown" */
+	struct kp_sigframe {
+		uintptr_t ip;
+		uintptr_t frame;
+		uintptr_t resume;	/* ip in a trap handler's way out: where
+					 * it sends the thread (else 0) */
+	} sigframes[KP_SIGFRAMES];
 } __attribute__((aligned(64)));
+
+/* Around a program signal handler called by libkprobes (uc: the context it
+ * interrupted).  Async-signal-safe. */
+void kp_sigframe_push(const void *uc);
+void kp_sigframe_pop(void);
 
 /* The calling thread's record, claimed on first use without locks or
  * allocation; NULL only if every record is taken by live threads. */
