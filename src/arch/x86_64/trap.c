@@ -319,10 +319,14 @@ static void trap_handler(int sig, siginfo_t *info, void *ctx)
 			void *outer = t->trap_ctx;
 
 			kp_read_enter(t);
-			t->trap_ctx = uc;
+			/* The census reads trap_ctx of a thread stopped in here:
+			 * where it trapped, then where it is sent. */
+			__atomic_store_n(&t->trap_ctx, uc, __ATOMIC_RELEASE);
+			__atomic_store_n(&t->trap_depth, t->trap_depth + 1, __ATOMIC_RELEASE);
 			ours = trap_dispatch(t, (uintptr_t)GREG(uc, REG_RIP) - 1, uc);
-			t->resume_ip = (uintptr_t)GREG(uc, REG_RIP);
-			t->trap_ctx = outer;
+			__atomic_store_n(&t->resume_ip, (uintptr_t)GREG(uc, REG_RIP), __ATOMIC_RELEASE);
+			__atomic_store_n(&t->trap_depth, t->trap_depth - 1, __ATOMIC_RELEASE);
+			__atomic_store_n(&t->trap_ctx, outer, __ATOMIC_RELEASE);
 			kp_read_exit(t);
 		}
 	}

@@ -40,6 +40,12 @@ static void set_add(sigset_t *set, int sig)
 		1UL << ((sig - 1) % (8 * sizeof(unsigned long)));
 }
 
+static bool set_has(const sigset_t *set, int sig)
+{
+	return set->__val[(sig - 1) / (8 * sizeof(unsigned long))] &
+	       (1UL << ((sig - 1) % (8 * sizeof(unsigned long))));
+}
+
 static void set_del(sigset_t *set, int sig)
 {
 	set->__val[(sig - 1) / (8 * sizeof(unsigned long))] &=
@@ -201,14 +207,29 @@ static void call_program_handler(int sig, const struct sigaction *a,
 		dfl.sa_handler = SIG_DFL;
 		prog_publish(sig, &dfl);
 	}
-	raw_sigmask(SIG_SETMASK, &mask, &old);
+	/* Recorded before any census signal can get in (ours block it). */
 	kp_sigframe_push(uc);
+	raw_sigmask(SIG_SETMASK, &mask, &old);
 	if (a->sa_flags & SA_SIGINFO)
 		a->sa_sigaction(sig, info, uc);
 	else
 		a->sa_handler(sig);
 	kp_sigframe_pop();
 	raw_sigmask(SIG_SETMASK, &old, NULL);
+}
+
+/* Lets the census signal in again, unless the program itself blocks it
+ * here (the interrupted code's mask or the handler's). */
+static void census_unblock(int sig, const struct sigaction *a, const ucontext_t *uc)
+{
+	int cs = kp_census_signal();
+	sigset_t m;
+
+	if (!cs || sig == cs || set_has(&uc->uc_sigmask, cs) || set_has(&a->sa_mask, cs))
+		return;
+	set_empty(&m);
+	set_add(&m, cs);
+	raw_sigmask(SIG_UNBLOCK, &m, NULL);
 }
 
 /* What the kernel calls for every other signal the program handles: its
@@ -229,7 +250,10 @@ static void frame_wrapper(int sig, siginfo_t *info, void *ctx)
 	}
 	if (a.sa_handler == SIG_DFL || a.sa_handler == SIG_IGN)
 		return;		/* changed under a signal in flight */
+	/* The census signal is blocked on entry (see wrap_sigaction): the
+	 * frame is recorded before a census can ask where the thread is. */
 	kp_sigframe_push(ctx);
+	census_unblock(sig, &a, ctx);
 	if (a.sa_flags & SA_SIGINFO)
 		a.sa_sigaction(sig, info, ctx);
 	else
@@ -268,6 +292,8 @@ static int wrap_sigaction(int sig, const struct sigaction *act, struct sigaction
 			__atomic_store_n(&prog[sig].wrapped, true, __ATOMIC_RELEASE);
 			k.sa_sigaction = frame_wrapper;
 			k.sa_flags |= SA_SIGINFO;
+			if (kp_census_signal())
+				set_add(&k.sa_mask, kp_census_signal());
 		}
 		ret = real_sigaction(sig, &k, NULL);
 		if (ret) {

@@ -58,6 +58,8 @@ static bool record_claim(struct kp_thread *r, pid_t tid, bool reap)
 	r->ri_top = NULL;
 	r->jprobe_pp = NULL;
 	r->nsigframes = 0;
+	r->trap_depth = 0;
+	r->trap_ctx = NULL;
 	return true;
 }
 
@@ -110,6 +112,8 @@ static void after_fork_child(void)
 		records[i].ri_top = NULL;
 		records[i].jprobe_pp = NULL;
 		records[i].nsigframes = 0;
+		records[i].trap_depth = 0;
+		records[i].trap_ctx = NULL;
 	}
 	if (self)
 		self->tid = sys_gettid();
@@ -282,18 +286,29 @@ static void census_check_at(uintptr_t ip)
 }
 
 /* Our census signals carry this address; others are the program's. */
-static char census_tag;
+static char census_tag[64];
+/* The current round: an answer to an earlier one (a thread that could not
+ * answer in time) must not count for this one. */
+static unsigned int census_round;
 
 static void census_handler(int sig, siginfo_t *info, void *ctx)
 {
 	ucontext_t *uc = ctx;
 	uintptr_t ip = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
 
-	if (info->si_code != SI_QUEUE || info->si_value.sival_ptr != &census_tag) {
+	uintptr_t tag = (uintptr_t)info->si_value.sival_ptr;
+
+	if (info->si_code != SI_QUEUE || tag < (uintptr_t)census_tag ||
+	    tag >= (uintptr_t)census_tag + sizeof(census_tag)) {
 		kp_sig_forward(sig, info, ctx);
 		return;
 	}
 	__atomic_fetch_add(&census_busy, 1, __ATOMIC_ACQUIRE);
+	if (tag - (uintptr_t)census_tag != __atomic_load_n(&census_round, __ATOMIC_ACQUIRE) %
+					      sizeof(census_tag)) {
+		__atomic_fetch_sub(&census_busy, 1, __ATOMIC_RELEASE);
+		return;
+	}
 	census_check_at(ip);
 	/* Where the program's signal handlers it runs interrupted it. */
 	if (self) {
@@ -334,7 +349,7 @@ static int census_send(pid_t pid, pid_t tid)
 	info.si_code = SI_QUEUE;
 	info.si_pid = pid;
 	info.si_uid = getuid();
-	info.si_value.sival_ptr = &census_tag;
+	info.si_value.sival_ptr = &census_tag[census_round % sizeof(census_tag)];
 	return (int)kp_syscall6(SYS_rt_tgsigqueueinfo, pid, tid, census_sig, (long)&info, 0, 0);
 }
 
@@ -378,10 +393,31 @@ static bool ip_in_ranges(uintptr_t ip, const uintptr_t (*ranges)[2], int n)
 	return false;
 }
 
-/* A thread that cannot answer (asleep, or blocking the census signal): the
- * places its program signal handlers interrupted, from its record (it is not
- * running, so they are stable).  Frames siglongjmp() left count too. */
-static bool frames_in_ranges(pid_t tid, const uintptr_t (*ranges)[2], int nr)
+/* A thread stopped in library code: inside a trap handler, the context it
+ * will return to (where it trapped, until the handler decides; nested
+ * handlers: unknown, so inside); after one, where it was sent. */
+static bool trap_destination_in(const struct kp_thread *r, const uintptr_t (*ranges)[2], int nr)
+{
+	unsigned int depth = __atomic_load_n(&r->trap_depth, __ATOMIC_ACQUIRE);
+	const ucontext_t *uc;
+
+	if (depth > 1)
+		return true;
+	if (depth == 0)
+		return ip_in_ranges(__atomic_load_n(&r->resume_ip, __ATOMIC_ACQUIRE), ranges, nr);
+	uc = __atomic_load_n(&r->trap_ctx, __ATOMIC_ACQUIRE);
+	if (!uc)
+		return true;
+	return ip_in_ranges((uintptr_t)uc->uc_mcontext.gregs[REG_RIP], ranges, nr) ||
+	       ip_in_ranges((uintptr_t)uc->uc_mcontext.gregs[REG_RIP] - 1, ranges, nr);
+}
+
+/* A thread that cannot answer (asleep, preempted, or blocking the census
+ * signal), stopped at ip: the places its program signal handlers
+ * interrupted, from its record (it is not running, so they are stable;
+ * frames siglongjmp() left count too); and, stopped in the trap path, where
+ * that trap will send it. */
+static bool frames_in_ranges(pid_t tid, uintptr_t ip, const uintptr_t (*ranges)[2], int nr)
 {
 	unsigned int used = __atomic_load_n(&records_used, __ATOMIC_ACQUIRE);
 
@@ -391,6 +427,8 @@ static bool frames_in_ranges(pid_t tid, const uintptr_t (*ranges)[2], int nr)
 
 		if (__atomic_load_n(&r->tid, __ATOMIC_ACQUIRE) != tid)
 			continue;
+		if (in_handler_text(ip) && trap_destination_in(r, ranges, nr))
+			return true;
 		n = __atomic_load_n(&r->nsigframes, __ATOMIC_ACQUIRE);
 		if (n > KP_SIGFRAMES)
 			return true;
@@ -439,6 +477,7 @@ bool kp_threads_outside(const uintptr_t (*ranges)[2], int n)
 	census_nranges = n;
 	census_answers = 0;
 	census_inside = 0;
+	__atomic_store_n(&census_round, census_round + 1, __ATOMIC_RELEASE);
 	while ((de = readdir(d))) {
 		pid_t tid = (pid_t)atoi(de->d_name);
 		uintptr_t ip;
@@ -449,7 +488,7 @@ bool kp_threads_outside(const uintptr_t (*ranges)[2], int n)
 		 * where it is: inside, as far as we know, without waiting. */
 		if (census_blocked(tid)) {
 			if (thread_blocked_ip(tid, &ip) == 0) {
-				if (ip_in_ranges(ip, ranges, n) || frames_in_ranges(tid, ranges, n))
+				if (ip_in_ranges(ip, ranges, n) || frames_in_ranges(tid, ip, ranges, n))
 					census_inside = 1;
 			} else {
 				census_inside = 1;
@@ -459,7 +498,7 @@ bool kp_threads_outside(const uintptr_t (*ranges)[2], int n)
 		/* Sleeping threads are read, not signalled: a signal would make
 		 * some of their system calls fail with EINTR. */
 		if (thread_blocked_ip(tid, &ip) == 0) {
-			if (ip_in_ranges(ip, ranges, n) || frames_in_ranges(tid, ranges, n))
+			if (ip_in_ranges(ip, ranges, n) || frames_in_ranges(tid, ip, ranges, n))
 				census_inside = 1;
 			continue;
 		}

@@ -19,6 +19,7 @@ struct kp_thread {
 	unsigned int in_handler;	/* running a probe handler */
 	void *ri_top;			/* return-probe instances, newest first */
 	void *trap_ctx;			/* signal context of the current hit */
+	unsigned int trap_depth;	/* trap handlers running (nested) */
 	void *jprobe_save;		/* jprobe state while its handler runs */
 	void *jprobe_pp;		/* probepoint whose jprobe is running */
 	uintptr_t resume_ip;		/* where the last trap handler sent it */
