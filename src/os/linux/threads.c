@@ -223,6 +223,19 @@ static bool frame_gone(const struct kp_sigframe *f, uintptr_t newer)
 	return f->frame < newer && on_altstack(f->frame) == on_altstack(newer);
 }
 
+static void sigframe_fill(struct kp_sigframe *f, const struct kp_thread *t, const ucontext_t *uc)
+{
+	uintptr_t ip = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
+
+	f->ip = ip;
+	f->frame = (uintptr_t)uc;
+	/* Interrupted on its way out of a trap handler (after its read-side
+	 * section): it goes where that handler said, which trap handlers run
+	 * by this handler will overwrite. */
+	f->resume = in_handler_text(ip) ? t->resume_ip : 0;
+	__atomic_thread_fence(__ATOMIC_RELEASE);
+}
+
 void kp_sigframe_push(const void *ctx)
 {
 	const ucontext_t *uc = ctx;
@@ -231,20 +244,22 @@ void kp_sigframe_push(const void *ctx)
 
 	if (!t)
 		return;
+	/* Recorded first, with no system call before: a census may read the
+	 * record of this thread stopped anywhere from here on. */
 	n = t->nsigframes;
-	while (n && n <= KP_SIGFRAMES && frame_gone(&t->sigframes[n - 1], (uintptr_t)uc))
-		n--;
-	if (n < KP_SIGFRAMES) {
-		uintptr_t ip = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
-
-		t->sigframes[n].ip = ip;
-		t->sigframes[n].frame = (uintptr_t)uc;
-		/* Interrupted on its way out of a trap handler (after its
-		 * read-side section): it goes where that handler said, which
-		 * trap handlers run by this handler will overwrite. */
-		t->sigframes[n].resume = in_handler_text(ip) ? t->resume_ip : 0;
-	}
+	if (n < KP_SIGFRAMES)
+		sigframe_fill(&t->sigframes[n], t, uc);
 	__atomic_store_n(&t->nsigframes, n + 1, __ATOMIC_RELEASE);
+	if (n > KP_SIGFRAMES)
+		return;
+	/* Then the records siglongjmp() left below this frame go, the new
+	 * one moving down over them (a reader sees it all along). */
+	while (n && frame_gone(&t->sigframes[n - 1], (uintptr_t)uc))
+		n--;
+	if (n + 1 < __atomic_load_n(&t->nsigframes, __ATOMIC_RELAXED)) {
+		sigframe_fill(&t->sigframes[n], t, uc);
+		__atomic_store_n(&t->nsigframes, n + 1, __ATOMIC_RELEASE);
+	}
 }
 
 void kp_sigframe_pop(void)
@@ -355,7 +370,7 @@ static int census_send(pid_t pid, pid_t tid)
 
 /* A thread blocked in a system call cannot be inside a range unless the call
  * was made there; its user instruction pointer is in /proc/.../syscall. */
-static int thread_blocked_ip(pid_t tid, uintptr_t *ip)
+static int thread_blocked_ip(pid_t tid, uintptr_t *ip, bool *in_syscall)
 {
 	char path[64], buf[256];
 	unsigned long v[9];
@@ -376,10 +391,13 @@ static int thread_blocked_ip(pid_t tid, uintptr_t *ip)
 	if (sscanf(buf, "%ld %lx %lx %lx %lx %lx %lx %lx %lx", (long *)&v[0], &v[1], &v[2],
 		   &v[3], &v[4], &v[5], &v[6], &v[7], &v[8]) == 9) {
 		*ip = v[8];
+		*in_syscall = true;
 		return 0;
 	}
+	/* "-1 sp pc": stopped outside a system call (preempted, faulting). */
 	if (sscanf(buf, "%ld %lx %lx", (long *)&v[0], &v[1], &v[2]) == 3) {
 		*ip = v[2];
+		*in_syscall = false;
 		return 0;
 	}
 	return -EIO;
@@ -396,15 +414,22 @@ static bool ip_in_ranges(uintptr_t ip, const uintptr_t (*ranges)[2], int n)
 /* A thread stopped in library code: inside a trap handler, the context it
  * will return to (where it trapped, until the handler decides; nested
  * handlers: unknown, so inside); after one, where it was sent. */
-static bool trap_destination_in(const struct kp_thread *r, const uintptr_t (*ranges)[2], int nr)
+static bool trap_destination_in(const struct kp_thread *r, bool in_syscall,
+				const uintptr_t (*ranges)[2], int nr)
 {
 	unsigned int depth = __atomic_load_n(&r->trap_depth, __ATOMIC_ACQUIRE);
 	const ucontext_t *uc;
 
 	if (depth > 1)
 		return true;
+	/* Stopped in library code outside any trap handler, outside a
+	 * read-side section (whose code never goes into a region or a slot)
+	 * and outside a system call: maybe at the start of a signal wrapper
+	 * that has not recorded its frame yet.  Unknown: inside.  (Library
+	 * threads that sleep in system calls are in nobody's way.) */
 	if (depth == 0)
-		return ip_in_ranges(__atomic_load_n(&r->resume_ip, __ATOMIC_ACQUIRE), ranges, nr);
+		return (!in_syscall && !__atomic_load_n(&r->nest, __ATOMIC_ACQUIRE)) ||
+		       ip_in_ranges(__atomic_load_n(&r->resume_ip, __ATOMIC_ACQUIRE), ranges, nr);
 	uc = __atomic_load_n(&r->trap_ctx, __ATOMIC_ACQUIRE);
 	if (!uc)
 		return true;
@@ -417,7 +442,8 @@ static bool trap_destination_in(const struct kp_thread *r, const uintptr_t (*ran
  * interrupted, from its record (it is not running, so they are stable;
  * frames siglongjmp() left count too); and, stopped in the trap path, where
  * that trap will send it. */
-static bool frames_in_ranges(pid_t tid, uintptr_t ip, const uintptr_t (*ranges)[2], int nr)
+static bool frames_in_ranges(pid_t tid, uintptr_t ip, bool in_syscall,
+			     const uintptr_t (*ranges)[2], int nr)
 {
 	unsigned int used = __atomic_load_n(&records_used, __ATOMIC_ACQUIRE);
 
@@ -427,7 +453,7 @@ static bool frames_in_ranges(pid_t tid, uintptr_t ip, const uintptr_t (*ranges)[
 
 		if (__atomic_load_n(&r->tid, __ATOMIC_ACQUIRE) != tid)
 			continue;
-		if (in_handler_text(ip) && trap_destination_in(r, ranges, nr))
+		if (in_handler_text(ip) && trap_destination_in(r, in_syscall, ranges, nr))
 			return true;
 		n = __atomic_load_n(&r->nsigframes, __ATOMIC_ACQUIRE);
 		if (n > KP_SIGFRAMES)
@@ -438,7 +464,9 @@ static bool frames_in_ranges(pid_t tid, uintptr_t ip, const uintptr_t (*ranges)[
 				return true;
 		return false;
 	}
-	return false;
+	/* No record yet: in library code, it may be claiming one in a signal
+	 * wrapper that interrupted it anywhere. */
+	return in_handler_text(ip) && !in_syscall;
 }
 
 /* Whether thread tid blocks the census signal (SigBlk in its status). */
@@ -480,6 +508,7 @@ bool kp_threads_outside(const uintptr_t (*ranges)[2], int n)
 	__atomic_store_n(&census_round, census_round + 1, __ATOMIC_RELEASE);
 	while ((de = readdir(d))) {
 		pid_t tid = (pid_t)atoi(de->d_name);
+		bool in_syscall;
 		uintptr_t ip;
 
 		if (tid <= 0 || tid == me)
@@ -487,8 +516,9 @@ bool kp_threads_outside(const uintptr_t (*ranges)[2], int n)
 		/* A running thread that blocks the census signal cannot say
 		 * where it is: inside, as far as we know, without waiting. */
 		if (census_blocked(tid)) {
-			if (thread_blocked_ip(tid, &ip) == 0) {
-				if (ip_in_ranges(ip, ranges, n) || frames_in_ranges(tid, ip, ranges, n))
+			if (thread_blocked_ip(tid, &ip, &in_syscall) == 0) {
+				if (ip_in_ranges(ip, ranges, n) ||
+				    frames_in_ranges(tid, ip, in_syscall, ranges, n))
 					census_inside = 1;
 			} else {
 				census_inside = 1;
@@ -497,8 +527,9 @@ bool kp_threads_outside(const uintptr_t (*ranges)[2], int n)
 		}
 		/* Sleeping threads are read, not signalled: a signal would make
 		 * some of their system calls fail with EINTR. */
-		if (thread_blocked_ip(tid, &ip) == 0) {
-			if (ip_in_ranges(ip, ranges, n) || frames_in_ranges(tid, ip, ranges, n))
+		if (thread_blocked_ip(tid, &ip, &in_syscall) == 0) {
+			if (ip_in_ranges(ip, ranges, n) ||
+			    frames_in_ranges(tid, ip, in_syscall, ranges, n))
 				census_inside = 1;
 			continue;
 		}
