@@ -154,8 +154,9 @@ unsigned int kp_jl_objects(struct kp_jl_object *const **out)
 	return __atomic_load_n(&nobjects, __ATOMIC_ACQUIRE);
 }
 
-/* Async-signal-safe: the site starting at addr, or NULL. */
-const struct kp_jl_site *kp_jl_site_at(uintptr_t addr)
+/* Async-signal-safe: the last site at or below addr in the live object
+ * whose code holds addr, or NULL. */
+static const struct kp_jl_site *site_at_or_below(uintptr_t addr)
 {
 	unsigned int n = __atomic_load_n(&nobjects, __ATOMIC_ACQUIRE);
 
@@ -166,33 +167,6 @@ const struct kp_jl_site *kp_jl_site_at(uintptr_t addr)
 		if (addr < o->text_lo || addr >= o->text_hi ||
 		    !__atomic_load_n(&o->live, __ATOMIC_ACQUIRE))
 			continue;
-		while (a < b) {
-			size_t m = (a + b) / 2;
-
-			if (o->sites[m].addr < addr)
-				a = m + 1;
-			else
-				b = m;
-		}
-		if (a < o->nsites && o->sites[a].addr == addr)
-			return &o->sites[a];
-	}
-	return NULL;
-}
-
-/* Async-signal-safe: the site whose bytes include addr, or NULL. */
-const struct kp_jl_site *kp_jl_site_covering(uintptr_t addr)
-{
-	unsigned int n = __atomic_load_n(&nobjects, __ATOMIC_ACQUIRE);
-
-	for (unsigned int i = 0; i < n; i++) {
-		const struct kp_jl_object *o = objects[i];
-		size_t a = 0, b = o->nsites;
-
-		if (addr < o->text_lo || addr >= o->text_hi ||
-		    !__atomic_load_n(&o->live, __ATOMIC_ACQUIRE))
-			continue;
-		/* The last site at or below addr. */
 		while (a < b) {
 			size_t m = (a + b) / 2;
 
@@ -201,10 +175,25 @@ const struct kp_jl_site *kp_jl_site_covering(uintptr_t addr)
 			else
 				b = m;
 		}
-		if (a && addr < o->sites[a - 1].addr + arch_jump_label_len())
-			return &o->sites[a - 1];
+		return a ? &o->sites[a - 1] : NULL;
 	}
 	return NULL;
+}
+
+/* Async-signal-safe: the site starting at addr, or NULL. */
+const struct kp_jl_site *kp_jl_site_at(uintptr_t addr)
+{
+	const struct kp_jl_site *s = site_at_or_below(addr);
+
+	return s && s->addr == addr ? s : NULL;
+}
+
+/* Async-signal-safe: the site whose bytes include addr, or NULL. */
+const struct kp_jl_site *kp_jl_site_covering(uintptr_t addr)
+{
+	const struct kp_jl_site *s = site_at_or_below(addr);
+
+	return s && addr < s->addr + arch_jump_label_len() ? s : NULL;
 }
 
 bool kp_jl_site_jumps(const struct kp_jl_site *s)

@@ -144,6 +144,26 @@ void tracee_unblock(struct tracee_set *ts, int sig)
 	}
 }
 
+/* Whether thread tid of pid is gone or a zombie (state Z or X). */
+static bool thread_exiting(pid_t pid, pid_t tid)
+{
+	char path[96], buf[512], *p;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/stat", (int)pid, (int)tid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return true;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return true;
+	buf[n] = '\0';
+	p = strrchr(buf, ')');
+	return !p || p[1] != ' ' || p[2] == 'Z' || p[2] == 'X';
+}
+
 /* Seizes the threads listed now; returns how many were new, or -errno. */
 static int seize_listed(struct tracee_set *ts, pid_t except)
 {
@@ -162,8 +182,10 @@ static int seize_listed(struct tracee_set *ts, pid_t except)
 		if (tid <= 0 || tid == except || find(ts, tid))
 			continue;
 		if (ptrace(PTRACE_SEIZE, tid, 0, 0)) {
-			if (errno == ESRCH)
-				continue;	/* exited meanwhile */
+			/* Exited meanwhile (an exiting thread refuses with
+			 * EPERM until it is gone). */
+			if (errno == ESRCH || (errno == EPERM && thread_exiting(ts->pid, tid)))
+				continue;
 			added = -errno;
 			break;
 		}

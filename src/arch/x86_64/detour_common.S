@@ -24,12 +24,9 @@
 
 /* Frame below R: [rsp+PT_SIZE] holds the flags (mid) or padding (entry),
  * [rsp+PT_SIZE+8] = R. */
-	.macro SAVE_GPRS
-	pushfq
-	lea -PT_SIZE(%rsp), %rsp
-	PT_STORE_GPRS
-	mov PT_SIZE(%rsp), %rcx
-	mov %rcx, 144(%rsp)			/* flags */
+/* The rest of the frame once the registers and flags are stored: sp and ss,
+ * then the detour's flag byte (r12d) and probepoint (rdi); rbx = pt_regs. */
+	.macro SAVE_FRAME_TAIL
 	lea PT_SIZE + 16 + 128(%rsp), %rcx
 	mov %rcx, 152(%rsp)			/* sp before the detour */
 	movq $0x2b, 160(%rsp)			/* ss */
@@ -37,6 +34,15 @@
 	movzbl R_FLAG(%rax), %r12d
 	mov R_PP(%rax), %rdi
 	mov %rsp, %rbx
+	.endm
+
+	.macro SAVE_GPRS
+	pushfq
+	lea -PT_SIZE(%rsp), %rsp
+	PT_STORE_GPRS
+	mov PT_SIZE(%rsp), %rcx
+	mov %rcx, 144(%rsp)			/* flags */
+	SAVE_FRAME_TAIL
 	/* EFLAGS.AC (alignment checking) would make the handlers' unaligned
 	 * accesses fault: off while they run (the program's flag is saved). */
 	testl $AC_FLAG, 144(%rsp)
@@ -74,13 +80,7 @@
 	or %ecx, %eax
 	or $0x202, %eax				/* IF, reserved bit 1 */
 	mov %rax, 144(%rsp)
-	lea PT_SIZE + 16 + 128(%rsp), %rcx
-	mov %rcx, 152(%rsp)			/* sp before the detour */
-	movq $0x2b, 160(%rsp)			/* ss */
-	mov PT_SIZE + 8(%rsp), %rax		/* R */
-	movzbl R_FLAG(%rax), %r12d
-	mov R_PP(%rax), %rdi
-	mov %rsp, %rbx
+	SAVE_FRAME_TAIL
 	.endm
 
 	.macro RESTORE_GPRS_ENTRY
