@@ -83,12 +83,6 @@
 	SAVE_FRAME_TAIL
 	.endm
 
-	.macro RESTORE_GPRS_ENTRY
-	mov %rbx, %rsp
-	PT_LOAD_GPRS
-	lea PT_SIZE + 8(%rsp), %rsp
-	ret
-	.endm
 
 	.macro CALL_CALLBACK
 	and $-16, %rsp
@@ -118,14 +112,12 @@
 
 /* Function entries: vector argument registers, by register width. */
 /* flags=1: the code after the probe may read the status flags (hand-written
- * code entered with live flags): kept as mid-function. */
+ * code entered with live flags, or a caller that looks at them after the
+ * return): they are put back as they were read, without pushfq/popfq (DF is
+ * clear at a call, as the ABI says). */
 	.macro ENTRY_COMMON name, size, save, restore, flags
 FUNC \name
-	.if \flags
-	SAVE_GPRS
-	.else
 	SAVE_GPRS_ENTRY
-	.endif
 	test $1, %r12d
 	jz 1f
 	and $-64, %rsp
@@ -136,12 +128,13 @@ FUNC \name
 	test $1, %r12d
 	jz 2f
 	\restore
-2:
+2:	mov %rbx, %rsp
 	.if \flags
-	RESTORE_GPRS
-	.else
-	RESTORE_GPRS_ENTRY
+	PT_RESTORE_FLAGS
 	.endif
+	PT_LOAD_GPRS
+	lea PT_SIZE + 8(%rsp), %rsp
+	ret
 	.size \name, . - \name
 	.endm
 
