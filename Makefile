@@ -148,6 +148,9 @@ demo: all
 	$(B)/kprobe trace 'parse_request id=arg1:u64 kind=arg2:s64 key=arg3:u64' 'lookup%return ret=retval:x64' -- $(B)/demo --plain 3
 	$(B)/kprobe count 'parse_request' 'lookup' 'libc.so.6:clock_gettime' -- $(B)/demo --plain 100000
 	$(B)/kprobe latency lookup -- $(B)/demo --plain 100000
+	@echo
+	@echo "=== 3. static tracepoints: a NOP each until the tool switches them on ==="
+	$(B)/kprobe trace 'tp:shop:*' -- $(B)/examples/tp_demo 8
 
 $(B)/demo: examples/demo/demo.c $(B)/libkprobes.a
 	@mkdir -p $(B)
