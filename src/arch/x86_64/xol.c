@@ -211,10 +211,15 @@ void arch_stats(unsigned long *slots, unsigned long *retired_slots, unsigned lon
 	arch_detour_stats(detours);
 }
 
-/* Enough retired slots to be worth a census? */
+static uint64_t last_reclaim_ns;
+
+/* Enough retired slots to be worth a census, and none tried within a
+ * quarantine period (a removal of thousands of probes would otherwise
+ * walk the whole retired list once per probe, finding each still
+ * resting)? */
 bool xol_reclaim_due(void)
 {
-	return nretired >= 64;
+	return nretired >= 64 && now_ns() - last_reclaim_ns >= QUARANTINE_NS;
 }
 
 void xol_retire(struct xol_slot *s)
@@ -289,27 +294,36 @@ static int reclaim_batch(struct xol_slot **batch, int n)
 	return n;
 }
 
+/* Frees the retired slots that have rested, a census per batch of up to
+ * CENSUS_BATCH; a batch some thread may still be in waits for a later
+ * call. */
 int xol_reclaim(void)
 {
-	struct xol_slot *batch[CENSUS_BATCH], **pp = &retired, *keep = NULL;
+	struct xol_slot *ripe = NULL, *keep = NULL, *s;
 	uint64_t now = now_ns();
-	int n = 0, freed = 0;
+	int freed = 0;
 
-	while (*pp) {
-		struct xol_slot *s = *pp;
-
-		*pp = s->next_retired;
-		if (now - s->retired_ns < QUARANTINE_NS || n == CENSUS_BATCH) {
+	last_reclaim_ns = now;
+	while ((s = retired)) {
+		retired = s->next_retired;
+		if (now - s->retired_ns < QUARANTINE_NS) {
 			s->next_retired = keep;
 			keep = s;
-			continue;
+		} else {
+			s->next_retired = ripe;
+			ripe = s;
 		}
-		batch[n++] = s;
 	}
 	retired = keep;
-	if (n) {
-		int got = reclaim_batch(batch, n);
+	while (ripe) {
+		struct xol_slot *batch[CENSUS_BATCH];
+		int n = 0, got;
 
+		while (ripe && n < CENSUS_BATCH) {
+			batch[n++] = ripe;
+			ripe = ripe->next_retired;
+		}
+		got = reclaim_batch(batch, n);
 		freed += got;
 		if (!got)
 			for (int i = 0; i < n; i++) {
