@@ -251,7 +251,7 @@ int kp_register_locked(struct kprobe *p, enum kp_type type, struct kp_probepoint
 		return -EINVAL;
 	/* A static-key site is rewritten under the probe's feet: refused,
 	 * as Kprobes refuses jump-label sites. */
-	if (kp_jl_refresh() == 0 && kp_jl_site_at(addr))
+	if (kp_jl_site_at(addr))
 		return -EINVAL;
 	/* Return probes and jprobes work on function entries only. */
 	if (type != KP_TYPE_KPROBE && !(have_fn && fn.addr == addr))
@@ -397,7 +397,10 @@ int kp_register_batch(struct kprobe **ps, int n, enum kp_type type)
 	if (!pps)
 		return -ENOMEM;
 	pthread_mutex_lock(&kp_registry_lock);
-	for (i = 0; i < n; i++) {
+	/* The static-key sites of every loaded object, for kp_register_locked:
+	 * once per batch. */
+	err = kp_jl_refresh();
+	for (i = 0; !err && i < n; i++) {
 		err = kp_register_locked(ps[i], type, &pps[i]);
 		if (err)
 			break;
