@@ -223,16 +223,14 @@ static bool frame_gone(const struct kp_sigframe *f, uintptr_t newer)
 	return f->frame < newer && on_altstack(f->frame) == on_altstack(newer);
 }
 
-static void sigframe_fill(struct kp_sigframe *f, const struct kp_thread *t, const ucontext_t *uc)
+static void sigframe_fill(struct kp_sigframe *f, const ucontext_t *uc)
 {
 	uintptr_t ip = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
 
+	/* Never on the way out of a trap handler: those block every
+	 * asynchronous signal until their sigreturn. */
 	f->ip = ip;
 	f->frame = (uintptr_t)uc;
-	/* Interrupted on its way out of a trap handler (after its read-side
-	 * section): it goes where that handler said, which trap handlers run
-	 * by this handler will overwrite. */
-	f->resume = in_handler_text(ip) ? t->resume_ip : 0;
 	__atomic_thread_fence(__ATOMIC_RELEASE);
 }
 
@@ -248,7 +246,7 @@ void kp_sigframe_push(const void *ctx)
 	 * record of this thread stopped anywhere from here on. */
 	n = t->nsigframes;
 	if (n < KP_SIGFRAMES)
-		sigframe_fill(&t->sigframes[n], t, uc);
+		sigframe_fill(&t->sigframes[n], uc);
 	__atomic_store_n(&t->nsigframes, n + 1, __ATOMIC_RELEASE);
 	if (n > KP_SIGFRAMES)
 		return;
@@ -257,7 +255,7 @@ void kp_sigframe_push(const void *ctx)
 	while (n && frame_gone(&t->sigframes[n - 1], (uintptr_t)uc))
 		n--;
 	if (n + 1 < __atomic_load_n(&t->nsigframes, __ATOMIC_RELAXED)) {
-		sigframe_fill(&t->sigframes[n], t, uc);
+		sigframe_fill(&t->sigframes[n], uc);
 		__atomic_store_n(&t->nsigframes, n + 1, __ATOMIC_RELEASE);
 	}
 }
@@ -290,16 +288,6 @@ static void census_check(uintptr_t ip)
 			__atomic_store_n(&census_inside, 1, __ATOMIC_RELAXED);
 }
 
-/* ip, or, interrupted on its way out of a trap handler, where that handler
- * sent it (it is about to be there). */
-static void census_check_at(uintptr_t ip)
-{
-	census_check(ip);
-	for (int i = 0; self && i < 2; i++)
-		if (ip >= kp_handler_text[i][0] && ip < kp_handler_text[i][1])
-			census_check(self->resume_ip);
-}
-
 /* Our census signals carry this address; others are the program's. */
 static char census_tag[64];
 /* The current round: an answer to an earlier one (a thread that could not
@@ -324,7 +312,9 @@ static void census_handler(int sig, siginfo_t *info, void *ctx)
 		__atomic_fetch_sub(&census_busy, 1, __ATOMIC_RELEASE);
 		return;
 	}
-	census_check_at(ip);
+	/* The trap and fault handlers block this signal until their
+	 * sigreturn: ip is never on the way out of one. */
+	census_check(ip);
 	/* Where the program's signal handlers it runs interrupted it. */
 	if (self) {
 		unsigned int n = __atomic_load_n(&self->nsigframes, __ATOMIC_ACQUIRE);
@@ -332,11 +322,8 @@ static void census_handler(int sig, siginfo_t *info, void *ctx)
 		if (n > KP_SIGFRAMES)
 			__atomic_store_n(&census_inside, 1, __ATOMIC_RELAXED);
 		for (unsigned int i = 0; i < n && i < KP_SIGFRAMES; i++)
-			if (!frame_gone(&self->sigframes[i], (uintptr_t)uc)) {
+			if (!frame_gone(&self->sigframes[i], (uintptr_t)uc))
 				census_check(self->sigframes[i].ip);
-				if (self->sigframes[i].resume)
-					census_check(self->sigframes[i].resume);
-			}
 	}
 	__atomic_fetch_add(&census_answers, 1, __ATOMIC_RELEASE);
 	__atomic_fetch_sub(&census_busy, 1, __ATOMIC_RELEASE);
@@ -426,7 +413,8 @@ static bool trap_destination_in(const struct kp_thread *r, bool in_syscall,
 	 * read-side section (whose code never goes into a region or a slot)
 	 * and outside a system call: maybe at the start of a signal wrapper
 	 * that has not recorded its frame yet.  Unknown: inside.  (Library
-	 * threads that sleep in system calls are in nobody's way.) */
+	 * threads that sleep in system calls are in nobody's way; one in the
+	 * sigreturn after a trap handler goes where that handler sent it.) */
 	if (depth == 0)
 		return (!in_syscall && !__atomic_load_n(&r->nest, __ATOMIC_ACQUIRE)) ||
 		       ip_in_ranges(__atomic_load_n(&r->resume_ip, __ATOMIC_ACQUIRE), ranges, nr);
@@ -459,8 +447,7 @@ static bool frames_in_ranges(pid_t tid, uintptr_t ip, bool in_syscall,
 		if (n > KP_SIGFRAMES)
 			return true;
 		for (unsigned int k = 0; k < n; k++)
-			if (ip_in_ranges(r->sigframes[k].ip, ranges, nr) ||
-			    (r->sigframes[k].resume && ip_in_ranges(r->sigframes[k].resume, ranges, nr)))
+			if (ip_in_ranges(r->sigframes[k].ip, ranges, nr))
 				return true;
 		return false;
 	}

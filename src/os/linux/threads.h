@@ -31,8 +31,6 @@ struct kp_thread {
 	struct kp_sigframe {
 		uintptr_t ip;
 		uintptr_t frame;
-		uintptr_t resume;	/* ip in a trap handler's way out: where
-					 * it sends the thread (else 0) */
 	} sigframes[KP_SIGFRAMES];
 } __attribute__((aligned(64)));
 
