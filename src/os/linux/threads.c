@@ -96,6 +96,8 @@ struct kp_thread *kp_thread_self(void)
 	return self;
 }
 
+static void census_after_fork(void);
+
 /* In a fork child only the forking thread exists: its record becomes its
  * own, every other record is free. */
 static void after_fork_child(void)
@@ -117,6 +119,7 @@ static void after_fork_child(void)
 	}
 	if (self)
 		self->tid = sys_gettid();
+	census_after_fork();
 }
 
 static int membarrier(int cmd)
@@ -276,6 +279,15 @@ static int census_nranges;
 static volatile int census_answers;
 static volatile int census_inside;
 static int census_busy;		/* handlers still reading the ranges */
+
+/* A thread that was in the census handler when another forked does not
+ * exist in the child: its count would make the child's census wait
+ * forever. */
+static void census_after_fork(void)
+{
+	census_busy = 0;
+	census_nranges = 0;
+}
 
 /* kp_handler_text: code between a trap handler deciding where a thread
  * resumes and the thread being there: the library's own text and the
