@@ -18,6 +18,7 @@
  * without it).
  */
 #include "arch/x86_64/ptregs.inc"
+#include "arch/x86_64/hitpath.inc"
 	.set R_FLAG, 93
 	.set R_PP, 101
 	.set AC_FLAG, 0x40000
@@ -84,12 +85,55 @@
 	.endm
 
 
+/* Runs the pre-handlers: rbx = pt_regs, rdi = probepoint, r12d = flags.
+ * The common case, a thread outside any handler on a system with
+ * membarrier and handlers that leave errno alone, is done here; it does
+ * what kp_optimized_callback does, which takes every other case.  The
+ * read-side section is marked as kp_read_enter/kp_read_exit do, each step
+ * a single instruction so that a signal handler may run its own anywhere
+ * in between.  r14 and r15 are the program's, saved in pt_regs. */
 	.macro CALL_CALLBACK
 	and $-16, %rsp
-	mov %rbx, %rsi
-	mov %r12d, %edx
 	cld
+	test $KP_SAVE_ERRNO, %r12d
+	jnz 85f
+	cmpl $0, kp_membarrier_ok(%rip)
+	je 85f
+	mov kp_self_tls@gottpoff(%rip), %rax
+	mov %fs:(%rax), %r14
+	test %r14, %r14
+	jz 85f
+	cmpl $0, KPT_IN_HANDLER(%r14)
+	jne 85f
+	addl $1, KPT_NEST(%r14)			/* section begins */
+	movl $1, KPT_IN_HANDLER(%r14)
+	mov PP_ADDR(%rdi), %rax
+	inc %rax
+	mov %rax, PT_IP(%rbx)			/* as after an int3 */
+	mov PP_PROBES(%rdi), %r15
+81:	test %r15, %r15
+	jz 83f
+	testl $KP_FLAG_DISABLED, KP_FLAGS(%r15)
+	jnz 82f
+	mov KP_PRE_HANDLER(%r15), %rax
+	test %rax, %rax
+	jz 82f
+	mov %r15, %rdi
+	mov %rbx, %rsi
+	call *%rax
+	test %eax, %eax
+	jnz 83f
+82:	mov KP_NEXT(%r15), %r15
+	jmp 81b
+83:	movl $0, KPT_IN_HANDLER(%r14)
+	subl $1, KPT_NEST(%r14)			/* section ends */
+	jnz 86f
+	addl $1, KPT_GEN(%r14)
+	jmp 86f
+85:	mov %rbx, %rsi
+	mov %r12d, %edx
 	call kp_optimized_callback
+86:
 	.endm
 
 	.macro RESTORE_GPRS

@@ -6,6 +6,8 @@
 #include "os/linux/threads.h"
 
 #include <dirent.h>
+#include <stddef.h>
+#include <stdint.h>
 #include <pthread.h>
 #include <errno.h>
 #include <linux/membarrier.h>
@@ -109,7 +111,6 @@ static void after_fork_child(void)
 			continue;
 		records[i].tid = 0;
 		records[i].nest = 0;
-		records[i].seq &= ~1UL;
 		records[i].in_handler = 0;
 		records[i].ri_top = NULL;
 		records[i].jprobe_pp = NULL;
@@ -143,10 +144,20 @@ static void pause_briefly(void)
 	nanosleep(&ts, NULL);
 }
 
+/* nest (low half) and gen (high half) of a record, read at once. */
+#define SECTION_NEST 0xffffffffULL
+_Static_assert(offsetof(struct kp_thread, gen) == offsetof(struct kp_thread, nest) + 4 &&
+	       offsetof(struct kp_thread, nest) % 8 == 0, "nest and gen form one word");
+
+static uint64_t section_word(const struct kp_thread *r)
+{
+	return __atomic_load_n((const uint64_t *)&r->nest, __ATOMIC_ACQUIRE);
+}
+
 void kp_synchronize(void)
 {
 	unsigned int n = __atomic_load_n(&records_used, __ATOMIC_ACQUIRE);
-	unsigned long *snap;
+	uint64_t *snap;
 	struct kp_thread *me = kp_thread_self();
 
 	if (kp_membarrier_ok)
@@ -157,18 +168,22 @@ void kp_synchronize(void)
 	if (!snap) {
 		/* No memory for a snapshot: wait for every section instead. */
 		for (unsigned int i = 0; i < n; i++)
-			while (&records[i] != me &&
-			       (__atomic_load_n(&records[i].seq, __ATOMIC_ACQUIRE) & 1))
+			while (&records[i] != me && section_word(&records[i]) & SECTION_NEST)
 				pause_briefly();
 		return;
 	}
 	for (unsigned int i = 0; i < n; i++)
-		snap[i] = __atomic_load_n(&records[i].seq, __ATOMIC_ACQUIRE);
+		snap[i] = section_word(&records[i]);
 	for (unsigned int i = 0; i < n; i++) {
-		/* The caller may itself be inside a handler. */
-		if (&records[i] == me || !(snap[i] & 1))
+		/* The caller may itself be inside a handler.  The section seen
+		 * has ended once the depth is 0 or an outermost one ended. */
+		if (&records[i] == me || !(snap[i] & SECTION_NEST))
 			continue;
-		while (__atomic_load_n(&records[i].seq, __ATOMIC_ACQUIRE) == snap[i]) {
+		for (;;) {
+			uint64_t now = section_word(&records[i]);
+
+			if (!(now & SECTION_NEST) || (now >> 32) != (snap[i] >> 32))
+				break;
 			if (thread_is_dead(records[i].tid))
 				break;
 			sched_yield();

@@ -14,9 +14,13 @@
 
 struct kp_thread {
 	pid_t tid;			/* owner, 0 = free record */
-	unsigned int nest;		/* depth of read-side sections */
-	unsigned long seq;		/* odd while inside a section */
 	unsigned int in_handler;	/* running a probe handler */
+	/* Read-side sections: depth, and a count of outermost sections ended.
+	 * One aligned word, so a grace period reads both at once; each is
+	 * changed by single instructions, so a signal handler that runs its
+	 * own section anywhere in between sees a consistent state. */
+	unsigned int nest;
+	unsigned int gen;
 	void *ri_top;			/* return-probe instances, newest first */
 	void *trap_ctx;			/* signal context of the current hit */
 	unsigned int trap_depth;	/* trap handlers running (nested) */
@@ -57,8 +61,7 @@ static inline void kp_read_enter(struct kp_thread *t)
 {
 	extern int kp_membarrier_ok;
 
-	if (t->nest++ == 0)
-		__atomic_store_n(&t->seq, t->seq + 1, __ATOMIC_RELAXED);
+	asm volatile("addl $1, %0" : "+m"(t->nest) : : "memory");
 	if (kp_membarrier_ok)
 		__atomic_signal_fence(__ATOMIC_SEQ_CST);
 	else
@@ -67,9 +70,12 @@ static inline void kp_read_enter(struct kp_thread *t)
 
 static inline void kp_read_exit(struct kp_thread *t)
 {
-	__atomic_signal_fence(__ATOMIC_SEQ_CST);
-	if (--t->nest == 0)
-		__atomic_store_n(&t->seq, t->seq + 1, __ATOMIC_RELEASE);
+	/* A plain store is a release on x86. */
+	asm volatile("subl $1, %0\n\t"
+		     "jnz 1f\n\t"
+		     "addl $1, %1\n"
+		     "1:"
+		     : "+m"(t->nest), "+m"(t->gen) : : "memory", "cc");
 }
 
 /* Waits until every read-side section that began before the call has ended.
