@@ -533,16 +533,10 @@ static const char *why_at(uintptr_t addr)
 	return why;
 }
 
-static int opt_flags_at(uintptr_t addr)
+/* What the detour keeps for p's handler (KP_OPT_SAVE_*). */
+static int needs_of(const struct kprobe *p)
 {
-	struct kp_probepoint *pp;
-	int f;
-
-	pthread_mutex_lock(&kp_registry_lock);
-	pp = kp_probepoint_lookup(addr);
-	f = pp ? pp->opt_flags : -1;
-	pthread_mutex_unlock(&kp_registry_lock);
-	return f;
+	return kp_probe_needs(p);
 }
 
 static void optimizer_flush(void)
@@ -617,6 +611,15 @@ static int light_pre(struct kprobe *p, struct pt_regs *regs)
 
 static int empty_pre(struct kprobe *p, struct pt_regs *regs)
 {
+	return 0;
+}
+
+/* Never looks at regs: the detour keeps only what a C function may change. */
+static unsigned long count_hits;
+
+static int count_pre(struct kprobe *p, struct pt_regs *regs)
+{
+	__atomic_fetch_add(&count_hits, 1, __ATOMIC_RELAXED);
 	return 0;
 }
 
@@ -935,20 +938,23 @@ Test(optimize, save_decision_follows_handler, .init = setup)
 	init_probe(&kp, (char *)opt_normal + 9, heavy_pre);
 	cr_assert_eq(register_kprobe(&kp), 0);
 	cr_assert(wait_opt(&kp, true, 2000));
-	cr_assert(opt_flags_at((uintptr_t)kp.addr) & KP_OPT_SAVE_VECTOR,
-		  "heavy handler, flags %#x", opt_flags_at((uintptr_t)kp.addr));
+	cr_assert(needs_of(&kp) & KP_OPT_SAVE_VECTOR, "heavy handler, needs %#x", needs_of(&kp));
 	unregister_kprobe(&kp);
 #if !defined(__SANITIZE_ADDRESS__)
 	init_probe(&kp, (char *)opt_normal + 9, light_pre);
 	cr_assert_eq(register_kprobe(&kp), 0);
 	cr_assert(wait_opt(&kp, true, 2000));
-	cr_assert_eq(opt_flags_at((uintptr_t)kp.addr), 0, "light handler, flags %#x",
-		     opt_flags_at((uintptr_t)kp.addr));
+	cr_assert_eq(needs_of(&kp), KP_OPT_SAVE_REGS, "light handler, needs %#x", needs_of(&kp));
 	unregister_kprobe(&kp);
 	init_probe(&kp, (char *)opt_normal + 9, empty_pre);
 	cr_assert_eq(register_kprobe(&kp), 0);
 	cr_assert(wait_opt(&kp, true, 2000));
-	cr_assert_eq(opt_flags_at((uintptr_t)kp.addr), 0);
+	cr_assert_eq(needs_of(&kp), 0);
+	unregister_kprobe(&kp);
+	init_probe(&kp, (char *)opt_normal + 9, count_pre);
+	cr_assert_eq(register_kprobe(&kp), 0);
+	cr_assert(wait_opt(&kp, true, 2000));
+	cr_assert_eq(needs_of(&kp), 0, "counting handler, needs %#x", needs_of(&kp));
 	unregister_kprobe(&kp);
 #endif
 }
@@ -1189,11 +1195,14 @@ static int check_opt_function(const char *name, const char *callee, bool abi_ent
 	for (int i = 0; i < n; i++) {
 		if (i == 0 && !abi_entry)
 			continue;
-		for (int heavy = 0; heavy < 2; heavy++) {
+		/* 0: counts only (the light level: what a C function may
+		 * change), 1: reads pt_regs, 2: clobbers everything */
+		for (int heavy = 0; heavy < 3; heavy++) {
+			static kprobe_pre_handler_t const pres[3] = { count_pre, light_pre, heavy_pre };
 			struct kprobe kp;
 			const char *why;
 
-			init_probe(&kp, (void *)at[i], heavy ? heavy_pre : light_pre);
+			init_probe(&kp, (void *)at[i], pres[heavy]);
 			cr_assert_eq(register_kprobe(&kp), 0, "%s+%lu", callee ?: name, at[i] - at[0]);
 			tried++;
 			why = why_at(at[i]);
@@ -1207,7 +1216,8 @@ static int check_opt_function(const char *name, const char *callee, bool abi_ent
 			optimized++;
 			for (unsigned int s = 0; s < NSEEDS; s++) {
 				snprintf(what, sizeof(what), "%s+%lu, %s handler, seed %u", callee ?: name,
-					 at[i] - at[0], heavy ? "heavy" : "light", s);
+					 at[i] - at[0], (const char *[]){ "counting", "light", "heavy" }[heavy],
+					 s);
 				run((void *)sym.addr, &in[s], &probed, s);
 				compare(what, &base[s], &probed, i == 0);
 			}
@@ -1218,8 +1228,68 @@ static int check_opt_function(const char *name, const char *callee, bool abi_ent
 	}
 	cr_assert_eq(light_bad_ip, 0, "light handler saw a wrong ip");
 	cr_assert_eq(heavy_bad_ip, 0, "heavy handler saw a wrong ip");
+	if (optimized)
+		cr_assert_gt(count_hits, 0);
 	cr_log_info("%s: %d of %d optimized", callee ?: name, optimized, tried);
 	return tried ? optimized * 100 / tried : 0;
+}
+
+/*
+ * One probepoint, three probes whose handlers need more and more: a hit
+ * starts at the light level and moves up at the second and third probe
+ * (the state left alone by the first handlers is saved then).  In the
+ * other order it starts at the top.  Entry and mid-function.
+ */
+Test(optimize, aggregate_moves_up, .init = setup)
+{
+	static kprobe_pre_handler_t const order[2][3] = {
+		{ count_pre, light_pre, heavy_pre }, { heavy_pre, light_pre, count_pre } };
+	uintptr_t at[MAX_B];
+	struct ksym sym;
+	struct cpu_state in;
+	struct run_result base, probed;
+	int n;
+
+	cr_assert_eq(ksym_lookup_name("ic_flags", &sym), 0);
+	n = boundaries("ic_flags", at, MAX_B);
+	cr_assert_gt(n, 3);
+	memcpy(data_init, insn_data, sizeof(data_init));
+	make_input(&in, 1);
+	run((void *)sym.addr, &in, &base, 1);
+	for (int where = 0; where < n; where++) {
+		for (int o = 0; o < 2; o++) {
+			struct kprobe kp[3];
+			unsigned long c0 = count_hits, l0 = light_hits, h0 = heavy_hits;
+			char what[96];
+
+			for (int k = 0; k < 3; k++) {
+				init_probe(&kp[k], (void *)at[where], order[o][k]);
+				cr_assert_eq(register_kprobe(&kp[k]), 0);
+			}
+			if (why_at(at[where])) {
+				for (int k = 0; k < 3; k++)
+					unregister_kprobe(&kp[k]);
+				continue;
+			}
+			for (int k = 0; k < 3; k++)
+				cr_assert(wait_opt(&kp[k], true, 2000), "ic_flags+%lu",
+					  at[where] - at[0]);
+			snprintf(what, sizeof(what), "ic_flags+%lu, order %d", at[where] - at[0], o);
+			run((void *)sym.addr, &in, &probed, 1);
+			compare(what, &base, &probed, where == 0);
+			cr_assert_gt(light_hits - l0, 0, "%s: not hit", what);
+			cr_assert_eq(count_hits - c0, light_hits - l0, "%s", what);
+			cr_assert_eq(heavy_hits - h0, light_hits - l0, "%s", what);
+			for (int k = 0; k < 3; k++)
+				unregister_kprobe(&kp[k]);
+		}
+		if (where == 0)
+			where = n / 2 - 1;	/* then one mid-function boundary */
+		else
+			break;
+	}
+	cr_assert_eq(light_bad_ip, 0);
+	cr_assert_eq(heavy_bad_ip, 0);
 }
 
 Test(optimize, insn_riprel, .init = setup)

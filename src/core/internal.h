@@ -6,6 +6,7 @@
 
 #include <pthread.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "kprobes.h"
@@ -30,7 +31,6 @@ struct kp_probepoint {
 	struct arch_insn ainsn;		/* decoded instruction and its slot */
 	bool armed;			/* breakpoint (or jump) written */
 	uint8_t opt_state;		/* enum kp_opt_state, read by the hit path */
-	uint8_t opt_flags;		/* KP_OPT_SAVE_*: what the handlers may change */
 	uintptr_t func;			/* the function around addr */
 	size_t func_size;
 	size_t pad_after;		/* unreachable padding after it */
@@ -44,9 +44,18 @@ struct kp_probepoint {
  * detour built and used by trapping threads, jump installed. */
 enum kp_opt_state { OPT_NONE, OPT_QUEUED, OPT_PREPARED, OPT_OPTIMIZED };
 
-/* What an optimized probe's detour must preserve around the handlers. */
+/* What an optimized probe's detour must preserve around a probe's
+ * handler (its needs, decoded when it is registered). */
 #define KP_OPT_SAVE_VECTOR 1	/* vector and x87 registers */
 #define KP_OPT_SAVE_ERRNO 2	/* errno */
+#define KP_OPT_SAVE_REGS 4	/* a complete struct pt_regs */
+#define KP_OPT_SAVE_ALL 7
+
+/* A registered probe's KP_OPT_SAVE_* needs, kept in its private words:
+ * read by the detours' assembly with the probe itself. */
+#define container_of(p, type, member) ((type *)((char *)(p) - offsetof(type, member)))
+
+#define kp_probe_needs(p) (*(uint8_t *)&(p)->__reserved[0])
 
 /* optimizer.c (under kp_registry_lock) */
 void kp_optimizer_reevaluate(struct kp_probepoint *pp);

@@ -8,7 +8,6 @@
 #include "core/internal.h"
 #include "os/linux/threads.h"
 
-#define container_of(p, type, member) ((type *)((char *)(p) - offsetof(type, member)))
 
 int kp_register_batch(struct kprobe **ps, int n, enum kp_type type);
 void kp_unregister_batch(struct kprobe **ps, int n);

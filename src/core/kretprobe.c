@@ -21,7 +21,6 @@
 #include "os/linux/sys.h"
 #include "os/linux/threads.h"
 
-#define container_of(p, type, member) ((type *)((char *)(p) - offsetof(type, member)))
 
 /* A frame whose slot lies this far below a new entry's stack is on another
  * stack (coroutine, signal stack), not a frame that was left. */

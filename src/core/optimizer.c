@@ -19,7 +19,6 @@
 #include "elf/symbols.h"
 #include "os/linux/threads.h"
 
-#define container_of(p, type, member) ((type *)((char *)(p) - offsetof(type, member)))
 #define OPT_DELAY_NS 5000000L	/* batch registrations for this long */
 #define RETRY_NS 10000000L	/* a thread sat in a region: try again */
 
@@ -36,23 +35,6 @@ int kp_function_bounds(uintptr_t addr, uintptr_t *start, size_t *size)
 	*start = s.addr;
 	*size = s.size;
 	return 0;
-}
-
-/* Handlers that provably never touch vector/x87 state or errno spare
- * their saving. */
-static uint8_t handlers_need(const struct kp_probepoint *pp)
-{
-	uint8_t need = 0;
-
-	for (const struct kprobe *p = pp->probes; p; p = p->__next) {
-		uintptr_t fn = (uintptr_t)p->pre_handler;
-
-		if (p->__type == KP_TYPE_KRETPROBE)
-			fn = (uintptr_t)container_of(p, struct kretprobe, kp)->entry_handler;
-		if (fn)
-			need |= arch_code_needs(fn);
-	}
-	return need;
 }
 
 /* Another armed probe inside pp's region, or pp inside another's jump. */
@@ -222,9 +204,6 @@ void kp_optimizer_reevaluate(struct kp_probepoint *pp)
 		pp->opt_next = queue;
 		queue = pp;
 		kick_optimizer();
-	} else if (pp->opt_state >= OPT_PREPARED && handlers_need(pp) != pp->opt_flags) {
-		pp->opt_flags = handlers_need(pp);
-		arch_detour_set_flags(pp, pp->opt_flags);
 	}
 }
 
@@ -241,8 +220,7 @@ static int prepare_batch(struct kp_probepoint **pps, int n)
 			__atomic_store_n(&pp->opt_state, OPT_NONE, __ATOMIC_RELEASE);
 			continue;
 		}
-		pp->opt_flags = handlers_need(pp);
-		if (arch_detour_build(pp) || arch_detour_set_flags(pp, pp->opt_flags)) {
+		if (arch_detour_build(pp)) {
 			pp->opt_state = OPT_NONE;
 			continue;
 		}

@@ -214,6 +214,22 @@ static int probepoint_create(uintptr_t addr, const struct ksym *fn, bool have_fn
 	return 0;
 }
 
+/* What an optimized probe's detour must keep for p's handler.  A return
+ * probe's own entry handler reads pt_regs (the return address). */
+static uint8_t probe_needs(const struct kprobe *p, enum kp_type type)
+{
+	uintptr_t fn = (uintptr_t)p->pre_handler;
+	uint8_t need = 0;
+
+	if (type == KP_TYPE_KRETPROBE) {
+		fn = (uintptr_t)container_of(p, struct kretprobe, kp)->entry_handler;
+		need = KP_OPT_SAVE_REGS;
+	}
+	if (fn)
+		need |= arch_code_needs(fn);
+	return need;
+}
+
 static void probe_attach(struct kp_probepoint *pp, struct kprobe *p, enum kp_type type)
 {
 	struct kprobe **link = &pp->probes;
@@ -230,6 +246,7 @@ static void probe_attach(struct kp_probepoint *pp, struct kprobe *p, enum kp_typ
 	p->nmissed = 0;
 	p->flags &= KPROBE_FLAG_DISABLED;
 	p->addr = (kprobe_opcode_t *)pp->addr;
+	kp_probe_needs(p) = probe_needs(p, type);
 	__atomic_store_n(link, p, __ATOMIC_RELEASE);
 }
 

@@ -1,10 +1,13 @@
 /*
- * Which handlers can change vector or x87 registers, or errno?  A handler
- * that provably cannot (decoded, with everything it calls directly) lets
- * an optimized probe skip saving that state — the difference between a few
- * nanoseconds and a hundred.  Anything not decodable, indirect calls, or
- * calls leaving known functions count as "may change everything"; errno
- * lives in thread-local storage, so any store through %fs counts for it.
+ * Which handlers can change vector or x87 registers or errno, and which
+ * can look at their struct pt_regs?  A handler that provably cannot
+ * (decoded, with everything it calls directly) lets an optimized probe
+ * skip saving that state — the difference between a few nanoseconds and a
+ * hundred.  Anything not decodable, indirect calls, or calls leaving known
+ * functions count as "may do everything"; errno lives in thread-local
+ * storage, so any store through %fs counts for it; the pt_regs pointer
+ * arrives in %rsi, so any read of %rsi counts for it, wherever it is (a
+ * callee reading its own second argument included).
  */
 #include <stdlib.h>
 #include <string.h>
@@ -18,7 +21,7 @@
 #define MAX_FUNCS 64
 #define MAX_BYTES (16 * 1024)
 
-#define NEEDS_ALL (KP_OPT_SAVE_VECTOR | KP_OPT_SAVE_ERRNO)
+#define NEEDS_ALL KP_OPT_SAVE_ALL
 
 struct walk {
 	uintptr_t seen[MAX_FUNCS];
@@ -32,6 +35,27 @@ static bool writes_tls(const ZydisDecodedInstruction *in, const ZydisDecodedOper
 		    (ops[i].actions & ZYDIS_OPERAND_ACTION_MASK_WRITE) &&
 		    (ops[i].mem.segment == ZYDIS_REGISTER_FS || ops[i].mem.segment == ZYDIS_REGISTER_GS))
 			return true;
+	return false;
+}
+
+static bool is_rsi(ZydisRegister r)
+{
+	return r != ZYDIS_REGISTER_NONE &&
+	       ZydisRegisterGetLargestEnclosing(ZYDIS_MACHINE_MODE_LONG_64, r) == ZYDIS_REGISTER_RSI;
+}
+
+/* Whether the instruction reads %rsi, explicitly or not, as a value or in
+ * an address. */
+static bool reads_rsi(const ZydisDecodedInstruction *in, const ZydisDecodedOperand *ops)
+{
+	for (int i = 0; i < in->operand_count; i++) {
+		if (ops[i].type == ZYDIS_OPERAND_TYPE_MEMORY &&
+		    (is_rsi(ops[i].mem.base) || is_rsi(ops[i].mem.index)))
+			return true;
+		if (ops[i].type == ZYDIS_OPERAND_TYPE_REGISTER && is_rsi(ops[i].reg.value) &&
+		    (ops[i].actions & ZYDIS_OPERAND_ACTION_MASK_READ))
+			return true;
+	}
 	return false;
 }
 
@@ -68,6 +92,9 @@ static uint8_t insn_needs(struct walk *w, const ZydisDecodedInstruction *in,
 		need |= KP_OPT_SAVE_VECTOR;
 	if (writes_tls(in, ops) || in->mnemonic == ZYDIS_MNEMONIC_SYSCALL)
 		need |= KP_OPT_SAVE_ERRNO;
+	/* The kernel reads %rsi as an argument. */
+	if (reads_rsi(in, ops) || in->mnemonic == ZYDIS_MNEMONIC_SYSCALL)
+		need |= KP_OPT_SAVE_REGS;
 	if (in->meta.category != ZYDIS_CATEGORY_CALL && in->meta.category != ZYDIS_CATEGORY_UNCOND_BR &&
 	    in->meta.category != ZYDIS_CATEGORY_COND_BR)
 		return need;

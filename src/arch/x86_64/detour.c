@@ -6,9 +6,12 @@
  *   D+11  lea 128(%rsp),%rsp          (R, the return address, = D+11)
  *   D+19  the copied instructions, relocated
  *         jmp back to the end of the replaced region
- *   D+104 flag: save vector state     (read at R+93)
+ *   D+104 unused
  *   D+112 the probepoint              (read at R+101)
  *   D+120 the shared save/restore code for this probe's kind
+ *
+ * At a function entry nothing below the stack pointer is live, so the
+ * detour starts with the call (R = D+6) and the copy follows it.
  */
 #include <cpuid.h>
 #include <errno.h>
@@ -24,20 +27,21 @@
 #include "os/linux/threads.h"
 
 /* The offsets hitpath.inc gives the assembly hit path. */
-_Static_assert(offsetof(struct kp_thread, in_handler) == 4 &&
-	       offsetof(struct kp_thread, nest) == 8 && offsetof(struct kp_thread, gen) == 12,
-	       "hitpath.inc: struct kp_thread");
+_Static_assert(offsetof(struct kp_thread, gen) == 4 && offsetof(struct kp_thread, nest) == 8 &&
+	       offsetof(struct kp_thread, in_handler) == 12, "hitpath.inc: struct kp_thread");
 _Static_assert(offsetof(struct kp_probepoint, addr) == 0 &&
 	       offsetof(struct kp_probepoint, probes) == 8, "hitpath.inc: struct kp_probepoint");
 _Static_assert(offsetof(struct kprobe, pre_handler) == 24 && offsetof(struct kprobe, flags) == 56 &&
-	       offsetof(struct kprobe, __next) == 64 && KPROBE_FLAG_DISABLED == 2,
+	       offsetof(struct kprobe, __next) == 64 && KPROBE_FLAG_DISABLED == 2 &&
+	       offsetof(struct kprobe, __reserved) == 88,
 	       "hitpath.inc: struct kprobe");
-_Static_assert(KP_OPT_SAVE_ERRNO == 2 && offsetof(struct pt_regs, ip) == 128,
+_Static_assert(KP_OPT_SAVE_VECTOR == 1 && KP_OPT_SAVE_ERRNO == 2 && KP_OPT_SAVE_REGS == 4 &&
+	       offsetof(struct pt_regs, ip) == 128,
 	       "hitpath.inc: flags, pt_regs");
 
 #define DETOUR_SIZE 128
 #define OFF_RET 11
-#define OFF_FLAG 104
+#define OFF_CODE_END 104
 #define OFF_PP 112
 #define OFF_COMMON 120
 
@@ -137,10 +141,14 @@ static int detour_write(struct kp_probepoint *pp, uintptr_t d)
 	bool last_ends = false;
 
 	memset(code, 0xcc, sizeof(code));
-	xw_init(&w, code, OFF_FLAG, d);
-	xw_lea_rsp(&w, -128);
-	xw_call_indirect(&w, d + OFF_COMMON);
-	xw_lea_rsp(&w, 128);
+	xw_init(&w, code, OFF_CODE_END, d);
+	if (o->entry) {
+		xw_call_indirect(&w, d + OFF_COMMON);
+	} else {
+		xw_lea_rsp(&w, -128);
+		xw_call_indirect(&w, d + OFF_COMMON);
+		xw_lea_rsp(&w, 128);
+	}
 	o->copied_off = (uint8_t)w.len;
 	for (int i = 0; i < o->ncopied; i++) {
 		size_t at = o->insn_orig[i];
@@ -153,7 +161,6 @@ static int detour_write(struct kp_probepoint *pp, uintptr_t d)
 		xw_jmp(&w, pp->addr + o->copied_len);
 	if (w.err)
 		return -EINVAL;
-	code[OFF_FLAG] = KP_OPT_SAVE_VECTOR | KP_OPT_SAVE_ERRNO;
 	memcpy(code + OFF_PP, &pp, sizeof(pp));
 	memcpy(code + OFF_COMMON, &common, sizeof(common));
 	return kp_mem_write(d, code, sizeof(code));
@@ -212,16 +219,6 @@ void arch_detour_free(struct kp_probepoint *pp)
 		return;
 	exec_free(&arena, o->detour);
 	o->detour = 0;
-}
-
-int arch_detour_set_flags(struct kp_probepoint *pp, uint8_t flags)
-{
-	uint8_t v = flags;
-	struct arch_opt *o = pp->ainsn.opt;
-
-	if (!o->detour)
-		return -EINVAL;
-	return kp_mem_write(o->detour + OFF_FLAG, &v, 1);
 }
 
 uintptr_t arch_detour_resume(const struct kp_probepoint *pp)

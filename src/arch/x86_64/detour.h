@@ -10,8 +10,6 @@ struct kp_probepoint;
 
 int arch_detour_build(struct kp_probepoint *pp);
 void arch_detour_free(struct kp_probepoint *pp);
-/* What the detour saves around the handlers: KP_OPT_SAVE_* bits. */
-int arch_detour_set_flags(struct kp_probepoint *pp, uint8_t flags);
 uintptr_t arch_detour_resume(const struct kp_probepoint *pp);
 /* A fault at ip in a detour's copied instructions: the instruction's own
  * address (orig) and its copy's. */

@@ -1,57 +1,178 @@
 /*
  * Shared save/restore code of jump-optimized probes.
  *
- * A detour buffer does "lea -128(%rsp),%rsp; call *common" (so the red
- * zone is never touched), and the call lands here with the detour's return
- * address R at the top of the stack.  The detour keeps, at fixed offsets
- * from R, a flag byte (R+93; bit 0: the handlers may clobber vector state,
- * so save it; bit 1: they call code that may change errno) and the
- * probepoint (R+101).  This code builds a struct pt_regs as the
- * breakpoint path does, calls kp_optimized_callback(pp, regs), restores and
- * returns to the detour, which runs the copied instructions.
+ A detour buffer calls the code for its kind, which finds the detour's
+ * return address R at the top of the stack and the probepoint next to R;
+ * it runs the pre-handlers and returns to the detour, which runs the
+ * copied instructions.  Mid-function the detour first steps over the red
+ * zone ("lea -128(%rsp),%rsp"; probepoint at R+101); at a function entry
+ * nothing below the stack pointer is live (the call wrote there), so the
+ * call comes first (probepoint at R+106).
  *
- * The general registers are always kept; the flags (arithmetic ones and
- * DF; see PT_RESTORE_FLAGS in ptregs.inc) mid-function, where they may be
- * live.  Of the vector state, at a function
- * entry only the argument registers (x/y/zmm0-7) can be live; mid-function
- * everything may be: the full extended state through xsave (fxsave on CPUs
- * without it).
+ * It saves only what the handlers can change, and learns that from each
+ * probe as it reaches it (kprobe needs, KP_OPT_SAVE_*, decoded from the
+ * handler when the probe was registered):
+ *
+ *   light  the registers a C function may change (rax rcx rdx rsi rdi
+ *          r8-r11), the status flags, and rbx/r12 which this code uses;
+ *          enough for a handler that never reads its pt_regs argument;
+ *   regs   a complete struct pt_regs as the breakpoint path builds it,
+ *          every register loaded back from it (handlers may change it);
+ *   all    also the vector state (at a function entry only the argument
+ *          registers x/y/zmm0-7 can be live; mid-function everything may
+ *          be: xsave, or fxsave without it) and errno.
+ *
+ * A hit starts light and moves up when a probe needs more: the handlers
+ * run before that provably left the rest alone, so it is still the
+ * program's.  The level is where the code is (three copies of the handler
+ * loop), and so is the restore that matches it.  Because the needs travel
+ * with each probe, a probe added while a thread is here is called with
+ * what it needs.
+ *
+ * Mid-function frame (rbx): struct pt_regs at 0, errno at 168, the flags
+ * pushed on the way in at 184, R at 192 (which keeps the ABI's alignment).
+ * At a function entry the light level is pushed (no instruction there
+ * changes %rsp but push and pop, which the CPU tracks without waiting);
+ * moving up puts a struct pt_regs and errno (176 bytes) below it.
  */
 #include "arch/x86_64/ptregs.inc"
 #include "arch/x86_64/hitpath.inc"
-	.set R_FLAG, 93
 	.set R_PP, 101
+	.set R_PP_ENTRY, 106
+	.set FRAME, 192
+	.set F_ERRNO, 168
+	.set F_PUSHF, 184
 	.set AC_FLAG, 0x40000
 
-/* Frame below R: [rsp+PT_SIZE] holds the flags (mid) or padding (entry),
- * [rsp+PT_SIZE+8] = R. */
-/* The rest of the frame once the registers and flags are stored: sp and ss,
- * then the detour's flag byte (r12d) and probepoint (rdi); rbx = pt_regs. */
-	.macro SAVE_FRAME_TAIL
-	lea PT_SIZE + 16 + 128(%rsp), %rcx
-	mov %rcx, 152(%rsp)			/* sp before the detour */
-	movq $0x2b, 160(%rsp)			/* ss */
-	mov PT_SIZE + 8(%rsp), %rax		/* R */
-	movzbl R_FLAG(%rax), %r12d
-	mov R_PP(%rax), %rdi
-	mov %rsp, %rbx
+	.macro FUNC name
+	.text
+	.globl \name
+	.hidden \name
+	.type \name, @function
+	.p2align 4
+\name:
 	.endm
 
-	.macro SAVE_GPRS
+/* ---- prologues: the light part of the frame, flags at pt_regs.flags ---- */
+
+	.macro SAVE_LIGHT
+	mov %r12, 24(%rsp)
+	mov %rbx, 40(%rsp)
+	mov %r11, 48(%rsp)
+	mov %r10, 56(%rsp)
+	mov %r9, 64(%rsp)
+	mov %r8, 72(%rsp)
+	mov %rax, 80(%rsp)
+	mov %rcx, 88(%rsp)
+	mov %rdx, 96(%rsp)
+	mov %rsi, 104(%rsp)
+	mov %rdi, 112(%rsp)
+	.endm
+
+/* Mid-function: every flag may be live.  EFLAGS.AC (alignment checking)
+ * would make the handlers' unaligned accesses fault: off while they run
+ * (the program's value is kept). */
+	.macro PROLOGUE_MID
 	pushfq
-	lea -PT_SIZE(%rsp), %rsp
-	PT_STORE_GPRS
-	mov PT_SIZE(%rsp), %rcx
-	mov %rcx, 144(%rsp)			/* flags */
-	SAVE_FRAME_TAIL
-	/* EFLAGS.AC (alignment checking) would make the handlers' unaligned
-	 * accesses fault: off while they run (the program's flag is saved). */
-	testl $AC_FLAG, 144(%rsp)
+	lea -(FRAME - 8)(%rsp), %rsp
+	SAVE_LIGHT
+	mov F_PUSHF(%rsp), %rcx
+	mov %rcx, 144(%rsp)
+	testl $AC_FLAG, %ecx
 	jz 93f
 	pushfq
 	andl $~AC_FLAG, (%rsp)
 	popfq
 93:
+	.endm
+
+/* ---- moving up ---- */
+
+/* The rest of struct pt_regs; rbx = frame.  Clobbers rax. */
+	.macro FILL_REGS
+	mov %r15, 0(%rbx)
+	mov %r14, 8(%rbx)
+	mov %r13, 16(%rbx)
+	mov %rbp, 32(%rbx)
+	movq $-1, 120(%rbx)			/* orig_ax */
+	movq $0x33, 136(%rbx)			/* cs */
+	movq $0x2b, 160(%rbx)			/* ss */
+	lea FRAME + 8 + 128(%rbx), %rax
+	mov %rax, 152(%rbx)			/* sp before the detour */
+	mov FRAME(%rbx), %rax
+	mov R_PP(%rax), %rax
+	mov PP_ADDR(%rax), %rax
+	inc %rax
+	mov %rax, PT_IP(%rbx)			/* as after an int3 */
+	.endm
+
+/* Vector state below the frame (r13), then errno. */
+	.macro SAVE_ALL vsave
+	\vsave
+	call __errno_location@PLT
+	mov (%rax), %eax
+	mov %eax, F_ERRNO(%rbx)
+	.endm
+
+	.macro RESTORE_ALL vrestore
+	call __errno_location@PLT
+	mov F_ERRNO(%rbx), %ecx
+	mov %ecx, (%rax)
+	\vrestore
+	.endm
+
+/* ---- the handler loop, one copy per level ---- */
+
+/* r12 = the probe, rbx = frame.  Calls each enabled pre-handler in order
+ * until one returns non-zero; a probe needing more than \level has goes
+ * to \up with r12 still on it.  Ends at \done. */
+	.macro HANDLER_LOOP name, level, need_mask, up, done
+81:	test %r12, %r12
+	jz \done
+	testl $KP_FLAG_DISABLED, KP_FLAGS(%r12)
+	jnz 82f
+	cmpq $0, KP_PRE_HANDLER(%r12)
+	je 82f
+	.if \need_mask
+	testb $\need_mask, KP_NEEDS(%r12)
+	jnz \up
+	.endif
+\name\()_\level\()_call:
+	mov %r12, %rdi
+	mov %rbx, %rsi
+	call *KP_PRE_HANDLER(%r12)
+	test %eax, %eax
+	jnz \done
+82:	mov KP_NEXT(%r12), %r12
+	jmp 81b
+	.endm
+
+/* Ends the read-side section begun on the fast path (in_handler and nest
+ * dropped by one instruction; gen counts outermost sections ended). */
+	.macro SECTION_END
+	mov kp_self_tls@gottpoff(%rip), %rax
+	mov %fs:(%rax), %rax
+	mov $KPT_NEST_AND_HANDLER, %rcx
+	sub %rcx, KPT_NEST(%rax)
+	jnz 84f
+	addl $1, KPT_GEN(%rax)
+84:
+	.endm
+
+/* ---- epilogues ---- */
+
+	.macro LOAD_LIGHT
+	mov 24(%rsp), %r12
+	mov 40(%rsp), %rbx
+	mov 48(%rsp), %r11
+	mov 56(%rsp), %r10
+	mov 64(%rsp), %r9
+	mov 72(%rsp), %r8
+	mov 80(%rsp), %rax
+	mov 88(%rsp), %rcx
+	mov 96(%rsp), %rdx
+	mov 104(%rsp), %rsi
+	mov 112(%rsp), %rdi
 	.endm
 
 /* Sets AC again if the program had it: before PT_RESTORE_FLAGS, whose
@@ -65,124 +186,274 @@
 94:
 	.endm
 
-/* The same frame where the status flags are dead (a function entry whose
- * code sets them before reading them): no pushfq (slow, microcoded), the
- * flags the handler sees are read with lahf/seto instead, and nothing
- * restores them.  DF is clear at a call, as the ABI says. */
-	.macro SAVE_GPRS_ENTRY
-	lea -PT_SIZE - 8(%rsp), %rsp
-	PT_STORE_GPRS
+/* kind: 0 entry, flags dead; 1 entry, flags kept; 2 mid-function. */
+	.macro RESTORE_FLAGS kind
+	.if \kind == 2
+	RESTORE_AC
+	.endif
+	.if \kind
+	PT_RESTORE_FLAGS
+	.endif
+	.endm
+
+	.macro EPILOGUE_LIGHT kind
+	mov %rbx, %rsp
+	RESTORE_FLAGS \kind
+	LOAD_LIGHT
+	lea FRAME(%rsp), %rsp
+	ret
+	.endm
+
+	.macro EPILOGUE_REGS kind
+	mov %rbx, %rsp
+	RESTORE_FLAGS \kind
+	PT_LOAD_GPRS
+	lea FRAME(%rsp), %rsp
+	ret
+	.endm
+
+/* ---- one common routine ---- */
+
+/* Mid-function (kind 2). */
+	.macro COMMON name, kind, vsave, vrestore
+FUNC \name
+	PROLOGUE_MID
+	mov %rsp, %rbx
+	and $-16, %rsp
+	testl $0x400, 144(%rbx)			/* DF */
+	jz 69f
+	cld
+69:
+	/* The fast path: a thread outside any handler, with membarrier
+	 * (kp_optimized_callback takes the rest, with everything saved). */
+	cmpl $0, kp_membarrier_ok(%rip)
+	je 70f
+	mov kp_self_tls@gottpoff(%rip), %rax
+	mov %fs:(%rax), %rax
+	test %rax, %rax
+	jz 70f
+	cmpl $0, KPT_IN_HANDLER(%rax)
+	jne 70f
+	/* Section begins, in_handler set: one instruction, so a signal
+	 * handler's own hit sees either none or both. */
+	mov $KPT_NEST_AND_HANDLER, %rcx
+	add %rcx, KPT_NEST(%rax)
+	mov FRAME(%rbx), %rax
+	mov R_PP(%rax), %rax
+	mov PP_PROBES(%rax), %r12
+
+	HANDLER_LOOP \name, light, KP_NEEDS_ANY, 71f, 72f
+71:	testb $KP_NEEDS_ALL_ONLY, KP_NEEDS(%r12)
+	jnz 75f
+	FILL_REGS
+	jmp \name\()_regs_call
+	HANDLER_LOOP \name, regs, KP_NEEDS_ALL_ONLY, 76f, 73f
+75:	FILL_REGS
+76:	SAVE_ALL \vsave
+	jmp \name\()_all_call
+	HANDLER_LOOP \name, all, 0, 0, 74f
+
+72:	SECTION_END
+	EPILOGUE_LIGHT \kind
+73:	SECTION_END
+	EPILOGUE_REGS \kind
+74:	SECTION_END
+	RESTORE_ALL \vrestore
+	EPILOGUE_REGS \kind
+
+	/* Everything saved, for the C callback (which keeps errno). */
+70:	FILL_REGS
+	\vsave
+	mov FRAME(%rbx), %rax
+	mov R_PP(%rax), %rdi
+	mov %rbx, %rsi
+	mov $KP_SAVE_ERRNO, %edx
+	call kp_optimized_callback
+	\vrestore
+	EPILOGUE_REGS \kind
+	.size \name, . - \name
+	.endm
+
+/* ---- function entries ---- */
+
+/* The light level, pushed: L = %rsp after it; R at L+96. */
+	.set L_RBX, 0
+	.set L_R12, 8
+	.set L_FLAGS, 16			/* lahf in %ah, OF in %al */
+	.set L_RAX, 24
+	.set L_R11, 32
+	.set L_R10, 40
+	.set L_R9, 48
+	.set L_R8, 56
+	.set L_RCX, 64
+	.set L_RDX, 72
+	.set L_RSI, 80
+	.set L_RDI, 88
+	.set L_R, 96
+	.set E_UP, 176				/* pt_regs and errno below L */
+
+/* No pushfq (slow, microcoded): the status flags are read with lahf/seto
+ * (neither changes them).  DF is clear at a call, as the ABI says. */
+	.macro PUSH_LIGHT
+	push %rdi
+	push %rsi
+	push %rdx
+	push %rcx
+	push %r8
+	push %r9
+	push %r10
+	push %r11
+	push %rax
 	lahf
-	seto %cl
-	movzbl %ah, %eax
+	seto %al
+	push %rax
+	push %r12
+	push %rbx
+	.endm
+
+/* kind 1: the flags are put back (sahf: SF ZF AF PF CF; OF by an add that
+ * overflows exactly when it was set). */
+	.macro POP_LIGHT kind
+	pop %rbx
+	pop %r12
+	pop %rax
+	.if \kind
+	add $0x7f, %al
+	sahf
+	.endif
+	pop %rax
+	pop %r11
+	pop %r10
+	pop %r9
+	pop %r8
+	pop %rcx
+	pop %rdx
+	pop %rsi
+	pop %rdi
+	.endm
+
+	.macro COPY_UP from, to
+	mov E_UP + \from(%rsp), %rax
+	mov %rax, \to(%rsp)
+	.endm
+
+/* A struct pt_regs below the light level, as the breakpoint path builds
+ * it; rbx = pt_regs.  Clobbers rax, rcx. */
+	.macro ENTRY_UP
+	lea -E_UP(%rsp), %rsp
+	mov %r15, 0(%rsp)
+	mov %r14, 8(%rsp)
+	mov %r13, 16(%rsp)
+	COPY_UP L_R12, 24
+	mov %rbp, 32(%rsp)
+	COPY_UP L_RBX, 40
+	COPY_UP L_R11, 48
+	COPY_UP L_R10, 56
+	COPY_UP L_R9, 64
+	COPY_UP L_R8, 72
+	COPY_UP L_RAX, 80
+	COPY_UP L_RCX, 88
+	COPY_UP L_RDX, 96
+	COPY_UP L_RSI, 104
+	COPY_UP L_RDI, 112
+	movq $-1, 120(%rsp)			/* orig_ax */
+	mov E_UP + L_R(%rsp), %rax
+	mov R_PP_ENTRY(%rax), %rax
+	mov PP_ADDR(%rax), %rax
+	inc %rax
+	mov %rax, PT_IP(%rsp)			/* as after an int3 */
+	movq $0x33, 136(%rsp)			/* cs */
+	movzbl E_UP + L_FLAGS + 1(%rsp), %eax
 	and $0xd5, %eax				/* SF ZF AF PF CF */
-	movzbl %cl, %ecx
+	movzbl E_UP + L_FLAGS(%rsp), %ecx
 	shl $11, %ecx				/* OF */
 	or %ecx, %eax
 	or $0x202, %eax				/* IF, reserved bit 1 */
 	mov %rax, 144(%rsp)
-	SAVE_FRAME_TAIL
+	lea E_UP + L_R + 8(%rsp), %rax
+	mov %rax, 152(%rsp)			/* sp at the probe */
+	movq $0x2b, 160(%rsp)			/* ss */
+	mov %rsp, %rbx
 	.endm
 
-
-/* Runs the pre-handlers: rbx = pt_regs, rdi = probepoint, r12d = flags.
- * The common case, a thread outside any handler on a system with
- * membarrier and handlers that leave errno alone, is done here; it does
- * what kp_optimized_callback does, which takes every other case.  The
- * read-side section is marked as kp_read_enter/kp_read_exit do, each step
- * a single instruction so that a signal handler may run its own anywhere
- * in between.  r14 and r15 are the program's, saved in pt_regs. */
-	.macro CALL_CALLBACK
-	and $-16, %rsp
-	cld
-	test $KP_SAVE_ERRNO, %r12d
-	jnz 85f
-	cmpl $0, kp_membarrier_ok(%rip)
-	je 85f
-	mov kp_self_tls@gottpoff(%rip), %rax
-	mov %fs:(%rax), %r14
-	test %r14, %r14
-	jz 85f
-	cmpl $0, KPT_IN_HANDLER(%r14)
-	jne 85f
-	addl $1, KPT_NEST(%r14)			/* section begins */
-	movl $1, KPT_IN_HANDLER(%r14)
-	mov PP_ADDR(%rdi), %rax
-	inc %rax
-	mov %rax, PT_IP(%rbx)			/* as after an int3 */
-	mov PP_PROBES(%rdi), %r15
-81:	test %r15, %r15
-	jz 83f
-	testl $KP_FLAG_DISABLED, KP_FLAGS(%r15)
-	jnz 82f
-	mov KP_PRE_HANDLER(%r15), %rax
-	test %rax, %rax
-	jz 82f
-	mov %r15, %rdi
-	mov %rbx, %rsi
-	call *%rax
-	test %eax, %eax
-	jnz 83f
-82:	mov KP_NEXT(%r15), %r15
-	jmp 81b
-83:	movl $0, KPT_IN_HANDLER(%r14)
-	subl $1, KPT_NEST(%r14)			/* section ends */
-	jnz 86f
-	addl $1, KPT_GEN(%r14)
-	jmp 86f
-85:	mov %rbx, %rsi
-	mov %r12d, %edx
-	call kp_optimized_callback
-86:
-	.endm
-
-	.macro RESTORE_GPRS
+	.macro ENTRY_EPILOGUE_REGS kind
 	mov %rbx, %rsp
-	RESTORE_AC
-	PT_RESTORE_FLAGS
-	PT_LOAD_GPRS
-	lea PT_SIZE + 8(%rsp), %rsp
-	ret
-	.endm
-
-	.macro FUNC name
-	.text
-	.globl \name
-	.hidden \name
-	.type \name, @function
-	.p2align 4
-\name:
-	.endm
-
-/* Function entries: vector argument registers, by register width. */
-/* flags=1: the code after the probe may read the status flags (hand-written
- * code entered with live flags, or a caller that looks at them after the
- * return): they are put back as they were read, without pushfq/popfq (DF is
- * clear at a call, as the ABI says). */
-	.macro ENTRY_COMMON name, size, save, restore, flags
-FUNC \name
-	SAVE_GPRS_ENTRY
-	test $1, %r12d
-	jz 1f
-	and $-64, %rsp
-	sub $\size, %rsp
-	mov %rsp, %r13
-	\save
-1:	CALL_CALLBACK
-	test $1, %r12d
-	jz 2f
-	\restore
-2:	mov %rbx, %rsp
-	.if \flags
+	.if \kind
 	PT_RESTORE_FLAGS
 	.endif
 	PT_LOAD_GPRS
-	lea PT_SIZE + 8(%rsp), %rsp
+	lea E_UP + L_R(%rsp), %rsp
 	ret
+	.endm
+
+	.macro ENTRY_COMMON name, kind, vsave, vrestore
+FUNC \name
+	PUSH_LIGHT
+	/* The fast path: an aligned stack (the ABI's at a call), a thread
+	 * outside any handler, membarrier; kp_optimized_callback takes the
+	 * rest, with everything saved. */
+	test $15, %spl
+	jnz 70f
+	cmpl $0, kp_membarrier_ok(%rip)
+	je 70f
+	mov kp_self_tls@gottpoff(%rip), %rax
+	mov %fs:(%rax), %rax
+	test %rax, %rax
+	jz 70f
+	cmpl $0, KPT_IN_HANDLER(%rax)
+	jne 70f
+	/* Section begins, in_handler set: one instruction, so a signal
+	 * handler's own hit sees either none or both. */
+	mov $KPT_NEST_AND_HANDLER, %rcx
+	add %rcx, KPT_NEST(%rax)
+	mov L_R(%rsp), %rax
+	mov R_PP_ENTRY(%rax), %rax
+	mov PP_PROBES(%rax), %r12
+
+	HANDLER_LOOP \name, light, KP_NEEDS_ANY, 71f, 72f
+71:	ENTRY_UP
+	testb $KP_NEEDS_ALL_ONLY, KP_NEEDS(%r12)
+	jnz 76f
+	jmp \name\()_regs_call
+	HANDLER_LOOP \name, regs, KP_NEEDS_ALL_ONLY, 76f, 73f
+76:	SAVE_ALL \vsave
+	jmp \name\()_all_call
+	HANDLER_LOOP \name, all, 0, 0, 74f
+
+72:	SECTION_END
+	POP_LIGHT \kind
+	ret
+73:	SECTION_END
+	ENTRY_EPILOGUE_REGS \kind
+74:	SECTION_END
+	RESTORE_ALL \vrestore
+	ENTRY_EPILOGUE_REGS \kind
+
+	/* Everything saved, for the C callback (which keeps errno). */
+70:	ENTRY_UP
+	and $-16, %rsp
+	\vsave
+	mov E_UP + L_R(%rbx), %rax
+	mov R_PP_ENTRY(%rax), %rdi
+	mov %rbx, %rsi
+	mov $KP_SAVE_ERRNO, %edx
+	call kp_optimized_callback
+	\vrestore
+	ENTRY_EPILOGUE_REGS \kind
 	.size \name, . - \name
 	.endm
 
+/* ---- vector state ---- */
+
+/* Below the frame, 64-byte aligned, at r13 (saved by FILL_REGS). */
+	.macro VAREA size
+	and $-64, %rsp
+	sub $\size, %rsp
+	mov %rsp, %r13
+	.endm
+
 	.macro SSE_SAVE
+	VAREA 128
 	movdqu %xmm0, 0(%r13)
 	movdqu %xmm1, 16(%r13)
 	movdqu %xmm2, 32(%r13)
@@ -203,6 +474,7 @@ FUNC \name
 	movdqu 112(%r13), %xmm7
 	.endm
 	.macro AVX_SAVE
+	VAREA 256
 	vmovdqu %ymm0, 0(%r13)
 	vmovdqu %ymm1, 32(%r13)
 	vmovdqu %ymm2, 64(%r13)
@@ -223,6 +495,7 @@ FUNC \name
 	vmovdqu 224(%r13), %ymm7
 	.endm
 	.macro AVX512_SAVE
+	VAREA 512
 	vmovdqu64 %zmm0, 0(%r13)
 	vmovdqu64 %zmm1, 64(%r13)
 	vmovdqu64 %zmm2, 128(%r13)
@@ -243,25 +516,14 @@ FUNC \name
 	vmovdqu64 448(%r13), %zmm7
 	.endm
 
-	ENTRY_COMMON kp_opt_entry_sse, 128, SSE_SAVE, SSE_RESTORE, 0
-	ENTRY_COMMON kp_opt_entry_avx, 256, AVX_SAVE, AVX_RESTORE, 0
-	ENTRY_COMMON kp_opt_entry_avx512, 512, AVX512_SAVE, AVX512_RESTORE, 0
-	ENTRY_COMMON kp_opt_entry_sse_flags, 128, SSE_SAVE, SSE_RESTORE, 1
-	ENTRY_COMMON kp_opt_entry_avx_flags, 256, AVX_SAVE, AVX_RESTORE, 1
-	ENTRY_COMMON kp_opt_entry_avx512_flags, 512, AVX512_SAVE, AVX512_RESTORE, 1
-
-/* Mid-function: flags always, the whole extended state when handlers may
- * touch it. */
-FUNC kp_opt_mid_xsave
-	SAVE_GPRS
-	test $1, %r12d
-	jz 1f
+/* Mid-function: the whole extended state. */
+	.macro XSAVE_SAVE
 	mov kp_xsave_size(%rip), %ecx
 	sub %rcx, %rsp
 	and $-64, %rsp
 	mov %rsp, %r13
 	xor %eax, %eax
-	mov %rax, 512(%r13)
+	mov %rax, 512(%r13)			/* xsave header */
 	mov %rax, 520(%r13)
 	mov %rax, 528(%r13)
 	mov %rax, 536(%r13)
@@ -272,28 +534,27 @@ FUNC kp_opt_mid_xsave
 	mov $-1, %eax
 	mov $-1, %edx
 	xsave64 (%r13)
-1:	CALL_CALLBACK
-	test $1, %r12d
-	jz 2f
+	.endm
+	.macro XSAVE_RESTORE
 	mov $-1, %eax
 	mov $-1, %edx
 	xrstor64 (%r13)
-2:	RESTORE_GPRS
-	.size kp_opt_mid_xsave, . - kp_opt_mid_xsave
-
-FUNC kp_opt_mid_fxsave
-	SAVE_GPRS
-	test $1, %r12d
-	jz 1f
-	sub $512, %rsp
-	and $-64, %rsp
-	mov %rsp, %r13
+	.endm
+	.macro FXSAVE_SAVE
+	VAREA 512
 	fxsave64 (%r13)
-1:	CALL_CALLBACK
-	test $1, %r12d
-	jz 2f
+	.endm
+	.macro FXSAVE_RESTORE
 	fxrstor64 (%r13)
-2:	RESTORE_GPRS
-	.size kp_opt_mid_fxsave, . - kp_opt_mid_fxsave
+	.endm
+
+	ENTRY_COMMON kp_opt_entry_sse, 0, SSE_SAVE, SSE_RESTORE
+	ENTRY_COMMON kp_opt_entry_avx, 0, AVX_SAVE, AVX_RESTORE
+	ENTRY_COMMON kp_opt_entry_avx512, 0, AVX512_SAVE, AVX512_RESTORE
+	ENTRY_COMMON kp_opt_entry_sse_flags, 1, SSE_SAVE, SSE_RESTORE
+	ENTRY_COMMON kp_opt_entry_avx_flags, 1, AVX_SAVE, AVX_RESTORE
+	ENTRY_COMMON kp_opt_entry_avx512_flags, 1, AVX512_SAVE, AVX512_RESTORE
+	COMMON kp_opt_mid_xsave, 2, XSAVE_SAVE, XSAVE_RESTORE
+	COMMON kp_opt_mid_fxsave, 2, FXSAVE_SAVE, FXSAVE_RESTORE
 
 	.section .note.GNU-stack, "", @progbits

@@ -144,14 +144,16 @@ static void pause_briefly(void)
 	nanosleep(&ts, NULL);
 }
 
-/* nest (low half) and gen (high half) of a record, read at once. */
+/* A record's sections: depth in the low half, the ended count in the high
+ * half.  gen is read first: a section seen in nest that ended before gen was
+ * read would otherwise be waited for as the next one. */
 #define SECTION_NEST 0xffffffffULL
-_Static_assert(offsetof(struct kp_thread, gen) == offsetof(struct kp_thread, nest) + 4 &&
-	       offsetof(struct kp_thread, nest) % 8 == 0, "nest and gen form one word");
 
 static uint64_t section_word(const struct kp_thread *r)
 {
-	return __atomic_load_n((const uint64_t *)&r->nest, __ATOMIC_ACQUIRE);
+	uint64_t gen = __atomic_load_n(&r->gen, __ATOMIC_ACQUIRE);
+
+	return gen << 32 | __atomic_load_n(&r->nest, __ATOMIC_ACQUIRE);
 }
 
 void kp_synchronize(void)

@@ -14,13 +14,15 @@
 
 struct kp_thread {
 	pid_t tid;			/* owner, 0 = free record */
-	unsigned int in_handler;	/* running a probe handler */
-	/* Read-side sections: depth, and a count of outermost sections ended.
-	 * One aligned word, so a grace period reads both at once; each is
-	 * changed by single instructions, so a signal handler that runs its
-	 * own section anywhere in between sees a consistent state. */
-	unsigned int nest;
+	/* Read-side sections: a count of outermost sections ended, and the
+	 * depth.  Each is changed by single instructions, so a signal handler
+	 * that runs its own section anywhere in between sees a consistent
+	 * state; a grace period reads gen before nest. */
 	unsigned int gen;
+	unsigned int nest;
+	/* Running a probe handler.  Right above nest: the assembly hit path
+	 * changes both with one instruction. */
+	unsigned int in_handler;
 	void *ri_top;			/* return-probe instances, newest first */
 	void *trap_ctx;			/* signal context of the current hit */
 	unsigned int trap_depth;	/* trap handlers running (nested) */
