@@ -754,7 +754,7 @@ Test(cli, attach_to_busy_threads)
 	struct run r;
 	int st;
 
-	bg_start(&b, "busy 3 3");
+	bg_start(&b, "busy 3 6");	/* long enough for three attaches under ASan on a loaded machine */
 	bg_wait_for(&b, "started");
 	for (int i = 0; i < 3; i++) {
 		run(&r, "%s count target_add 'target_add%%return' --format json -d 0.2 -p %d", kprobe,
