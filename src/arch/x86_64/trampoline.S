@@ -21,12 +21,20 @@
 	.type kp_kretprobe_trampoline, @function
 	.p2align 4
 kp_kretprobe_trampoline:
-	pushfq
-	lea -PT_SIZE(%rsp), %rsp
+	lea -PT_SIZE - 8(%rsp), %rsp
 	PT_STORE_GPRS
 	movq $0, 128(%rsp)		/* ip: filled by the dispatcher */
-	mov 168(%rsp), %rcx
-	mov %rcx, 144(%rsp)		/* flags */
+	/* The flags without pushfq (slow, microcoded): lahf and seto change
+	 * none; DF is clear at a return, as the ABI says. */
+	lahf
+	seto %cl
+	movzbl %ah, %eax
+	and $0xd5, %eax			/* SF ZF AF PF CF */
+	movzbl %cl, %ecx
+	shl $11, %ecx			/* OF */
+	or %ecx, %eax
+	or $0x202, %eax			/* IF, reserved bit 1 */
+	mov %rax, 144(%rsp)
 	lea 176(%rsp), %rax
 	mov %rax, 152(%rsp)		/* sp as the caller sees it */
 	movq $0x2b, 160(%rsp)		/* ss */
