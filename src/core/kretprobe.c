@@ -134,12 +134,20 @@ static bool on_other_stack(uintptr_t slot, uintptr_t sp)
  * that were left without a return (longjmp, exceptions): a frame whose
  * slot no longer holds the trampoline is gone; one whose slot still does is
  * gone unless it is on another stack (a signal handler on sigaltstack). */
+/* The word at a stale instance's slot: dead stack, which the hit path's
+ * own frames may be reusing right now (AddressSanitizer would see a read
+ * of a redzone; the value only has to differ from a stub's address). */
+__attribute__((no_sanitize_address)) static uintptr_t slot_word(uintptr_t slot)
+{
+	return *(volatile uintptr_t *)slot;
+}
+
 static void drop_stale(struct kp_thread *t, uintptr_t slot)
 {
 	struct kp_ri *ri;
 
 	while ((ri = t->ri_top) && ri->slot <= slot && slot - ri->slot < STALE_WINDOW) {
-		if (*(uintptr_t *)ri->slot == ri->stub &&
+		if (slot_word(ri->slot) == ri->stub &&
 		    (ri->slot == slot || on_other_stack(ri->slot, slot)))
 			break;
 		t->ri_top = ri->next;
