@@ -122,6 +122,18 @@ __asm__(
 	"\tret\n"
 	"OPTEND opt_normal\n"
 
+	/* opt_call_misaligned(fn, a, b) = fn(a, b) entered with the stack
+	 * 8 bytes off the ABI's alignment (as _start-like code may be) */
+	"OPTFN opt_call_misaligned\n"
+	"\tmov %rdi, %rax\n"
+	"\tmov %rsi, %rdi\n"
+	"\tmov %rdx, %rsi\n"
+	"\tsub $8, %rsp\n"
+	"\tcall *%rax\n"
+	"\tadd $8, %rsp\n"
+	"\tret\n"
+	"OPTEND opt_call_misaligned\n"
+
 	/* opt_alt(a, b) = a * b: where a redirecting handler sends threads */
 	"OPTFN opt_alt\n"
 	"\tmov %rdi, %rax\n"
@@ -330,6 +342,7 @@ __asm__(
 
 
 long opt_normal(long a, long b);
+long opt_call_misaligned(long (*fn)(long, long), long a, long b);
 long opt_alt(long a, long b);
 long opt_short5(long a);
 long opt_short3(long a);
@@ -1290,6 +1303,40 @@ Test(optimize, aggregate_moves_up, .init = setup)
 	}
 	cr_assert_eq(light_bad_ip, 0);
 	cr_assert_eq(heavy_bad_ip, 0);
+}
+
+static int errno_pre(struct kprobe *p, struct pt_regs *regs);
+
+/* A function entry reached with a misaligned stack takes the detour's slow
+ * path (kp_optimized_callback, everything saved, an aligned stack for the
+ * handlers); handlers of every level run there, once each per hit, and
+ * errno stays the program's (errno_pre changes it, and counts in
+ * light_hits too). */
+Test(optimize, misaligned_entry_takes_the_slow_path, .init = setup)
+{
+	static kprobe_pre_handler_t const pres[4] = { count_pre, light_pre, heavy_pre, errno_pre };
+	struct kprobe kp[4];
+	unsigned long c0 = count_hits, l0 = light_hits, h0 = heavy_hits;
+
+	for (int k = 0; k < 4; k++) {
+		init_probe(&kp[k], opt_normal, pres[k]);
+		cr_assert_eq(register_kprobe(&kp[k]), 0);
+	}
+	for (int k = 0; k < 4; k++)
+		cr_assert(wait_opt(&kp[k], true, 2000));
+	for (long i = 0; i < 50; i++) {
+		errno = (int)i + 1;
+		cr_assert_eq(opt_call_misaligned(opt_normal, i, 2 * i), 3 * i + 0x101);
+		cr_assert_eq(errno, (int)i + 1, "errno changed by a handler");
+		cr_assert_eq(call_normal(i, 1), i + 0x102);
+	}
+	cr_assert_eq(count_hits - c0, 100);
+	cr_assert_eq(light_hits - l0, 200);
+	cr_assert_eq(heavy_hits - h0, 100);
+	cr_assert_eq(light_bad_ip, 0);
+	cr_assert_eq(heavy_bad_ip, 0);
+	for (int k = 0; k < 4; k++)
+		unregister_kprobe(&kp[k]);
 }
 
 Test(optimize, insn_riprel, .init = setup)

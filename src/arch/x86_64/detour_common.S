@@ -186,27 +186,21 @@
 94:
 	.endm
 
-/* kind: 0 entry, flags dead; 1 entry, flags kept; 2 mid-function. */
-	.macro RESTORE_FLAGS kind
-	.if \kind == 2
-	RESTORE_AC
-	.endif
-	.if \kind
-	PT_RESTORE_FLAGS
-	.endif
-	.endm
-
-	.macro EPILOGUE_LIGHT kind
+/* Mid-function: the flags as they were (AC first: popfq in RESTORE_AC
+ * would overwrite the arithmetic flags). */
+	.macro EPILOGUE_LIGHT
 	mov %rbx, %rsp
-	RESTORE_FLAGS \kind
+	RESTORE_AC
+	PT_RESTORE_FLAGS
 	LOAD_LIGHT
 	lea FRAME(%rsp), %rsp
 	ret
 	.endm
 
-	.macro EPILOGUE_REGS kind
+	.macro EPILOGUE_REGS
 	mov %rbx, %rsp
-	RESTORE_FLAGS \kind
+	RESTORE_AC
+	PT_RESTORE_FLAGS
 	PT_LOAD_GPRS
 	lea FRAME(%rsp), %rsp
 	ret
@@ -214,8 +208,95 @@
 
 /* ---- one common routine ---- */
 
-/* Mid-function (kind 2). */
-	.macro COMMON name, kind, vsave, vrestore
+/* The fast path's way in: a thread outside any handler, on a kernel with
+ * membarrier, begins a read-side section and sets in_handler with one
+ * instruction (a signal handler's own hit sees either none or both);
+ * anything else goes to \slow. */
+	.macro SECTION_BEGIN slow
+	cmpl $0, kp_membarrier_ok(%rip)
+	je \slow
+	mov kp_self_tls@gottpoff(%rip), %rax
+	mov %fs:(%rax), %rax
+	test %rax, %rax
+	jz \slow
+	cmpl $0, KPT_IN_HANDLER(%rax)
+	jne \slow
+	mov $KPT_NEST_AND_HANDLER, %rcx
+	add %rcx, KPT_NEST(%rax)
+	.endm
+
+/* Per kind (0 entry, flags dead; 1 entry, flags kept; 2 mid-function):
+ * moving up to a complete pt_regs (rbx = it), the probepoint into rdi
+ * once there, and the two ways out. */
+	.macro UP_REGS kind
+	.if \kind == 2
+	FILL_REGS
+	.else
+	ENTRY_UP
+	.endif
+	.endm
+
+	.macro PP_TO_RDI kind
+	.if \kind == 2
+	mov FRAME(%rbx), %rax
+	mov R_PP(%rax), %rdi
+	.else
+	mov E_UP + L_R(%rbx), %rax
+	mov R_PP_ENTRY(%rax), %rdi
+	.endif
+	.endm
+
+	.macro OUT_LIGHT kind
+	.if \kind == 2
+	EPILOGUE_LIGHT
+	.else
+	POP_LIGHT \kind
+	ret
+	.endif
+	.endm
+
+	.macro OUT_REGS kind
+	.if \kind == 2
+	EPILOGUE_REGS
+	.else
+	ENTRY_EPILOGUE_REGS \kind
+	.endif
+	.endm
+
+/* Everything after the way in, r12 = the first probe: the handler loop at
+ * each level, moving up, the ways out, and at 70 the slow path, which
+ * saves everything for the C callback (which keeps errno). */
+	.macro LEVELS name, kind, vsave, vrestore
+	HANDLER_LOOP \name, light, KP_NEEDS_ANY, 71f, 72f
+71:	UP_REGS \kind
+	testb $KP_NEEDS_ALL_ONLY, KP_NEEDS(%r12)
+	jnz 76f
+	jmp \name\()_regs_call
+	HANDLER_LOOP \name, regs, KP_NEEDS_ALL_ONLY, 76f, 73f
+76:	SAVE_ALL \vsave
+	jmp \name\()_all_call
+	HANDLER_LOOP \name, all, 0, 0, 74f
+
+72:	SECTION_END
+	OUT_LIGHT \kind
+73:	SECTION_END
+	OUT_REGS \kind
+74:	SECTION_END
+	RESTORE_ALL \vrestore
+	OUT_REGS \kind
+
+70:	UP_REGS \kind
+	and $-16, %rsp
+	\vsave
+	PP_TO_RDI \kind
+	mov %rbx, %rsi
+	call kp_optimized_callback
+	\vrestore
+	OUT_REGS \kind
+	.endm
+
+/* Mid-function. */
+	.macro COMMON name, vsave, vrestore
 FUNC \name
 	PROLOGUE_MID
 	mov %rsp, %rbx
@@ -223,54 +304,11 @@ FUNC \name
 	testl $0x400, 144(%rbx)			/* DF */
 	jz 69f
 	cld
-69:
-	/* The fast path: a thread outside any handler, with membarrier
-	 * (kp_optimized_callback takes the rest, with everything saved). */
-	cmpl $0, kp_membarrier_ok(%rip)
-	je 70f
-	mov kp_self_tls@gottpoff(%rip), %rax
-	mov %fs:(%rax), %rax
-	test %rax, %rax
-	jz 70f
-	cmpl $0, KPT_IN_HANDLER(%rax)
-	jne 70f
-	/* Section begins, in_handler set: one instruction, so a signal
-	 * handler's own hit sees either none or both. */
-	mov $KPT_NEST_AND_HANDLER, %rcx
-	add %rcx, KPT_NEST(%rax)
+69:	SECTION_BEGIN 70f
 	mov FRAME(%rbx), %rax
 	mov R_PP(%rax), %rax
 	mov PP_PROBES(%rax), %r12
-
-	HANDLER_LOOP \name, light, KP_NEEDS_ANY, 71f, 72f
-71:	testb $KP_NEEDS_ALL_ONLY, KP_NEEDS(%r12)
-	jnz 75f
-	FILL_REGS
-	jmp \name\()_regs_call
-	HANDLER_LOOP \name, regs, KP_NEEDS_ALL_ONLY, 76f, 73f
-75:	FILL_REGS
-76:	SAVE_ALL \vsave
-	jmp \name\()_all_call
-	HANDLER_LOOP \name, all, 0, 0, 74f
-
-72:	SECTION_END
-	EPILOGUE_LIGHT \kind
-73:	SECTION_END
-	EPILOGUE_REGS \kind
-74:	SECTION_END
-	RESTORE_ALL \vrestore
-	EPILOGUE_REGS \kind
-
-	/* Everything saved, for the C callback (which keeps errno). */
-70:	FILL_REGS
-	\vsave
-	mov FRAME(%rbx), %rax
-	mov R_PP(%rax), %rdi
-	mov %rbx, %rsi
-	mov $KP_SAVE_ERRNO, %edx
-	call kp_optimized_callback
-	\vrestore
-	EPILOGUE_REGS \kind
+	LEVELS \name, 2, \vsave, \vrestore
 	.size \name, . - \name
 	.endm
 
@@ -363,12 +401,8 @@ FUNC \name
 	inc %rax
 	mov %rax, PT_IP(%rsp)			/* as after an int3 */
 	movq $0x33, 136(%rsp)			/* cs */
-	movzbl E_UP + L_FLAGS + 1(%rsp), %eax
-	and $0xd5, %eax				/* SF ZF AF PF CF */
-	movzbl E_UP + L_FLAGS(%rsp), %ecx
-	shl $11, %ecx				/* OF */
-	or %ecx, %eax
-	or $0x202, %eax				/* IF, reserved bit 1 */
+	movzwl E_UP + L_FLAGS(%rsp), %eax
+	LAHF_TO_EFLAGS
 	mov %rax, 144(%rsp)
 	lea E_UP + L_R + 8(%rsp), %rax
 	mov %rax, 152(%rsp)			/* sp at the probe */
@@ -389,57 +423,14 @@ FUNC \name
 	.macro ENTRY_COMMON name, kind, vsave, vrestore
 FUNC \name
 	PUSH_LIGHT
-	/* The fast path: an aligned stack (the ABI's at a call), a thread
-	 * outside any handler, membarrier; kp_optimized_callback takes the
-	 * rest, with everything saved. */
+	/* The fast path also needs the ABI's aligned stack. */
 	test $15, %spl
 	jnz 70f
-	cmpl $0, kp_membarrier_ok(%rip)
-	je 70f
-	mov kp_self_tls@gottpoff(%rip), %rax
-	mov %fs:(%rax), %rax
-	test %rax, %rax
-	jz 70f
-	cmpl $0, KPT_IN_HANDLER(%rax)
-	jne 70f
-	/* Section begins, in_handler set: one instruction, so a signal
-	 * handler's own hit sees either none or both. */
-	mov $KPT_NEST_AND_HANDLER, %rcx
-	add %rcx, KPT_NEST(%rax)
+	SECTION_BEGIN 70f
 	mov L_R(%rsp), %rax
 	mov R_PP_ENTRY(%rax), %rax
 	mov PP_PROBES(%rax), %r12
-
-	HANDLER_LOOP \name, light, KP_NEEDS_ANY, 71f, 72f
-71:	ENTRY_UP
-	testb $KP_NEEDS_ALL_ONLY, KP_NEEDS(%r12)
-	jnz 76f
-	jmp \name\()_regs_call
-	HANDLER_LOOP \name, regs, KP_NEEDS_ALL_ONLY, 76f, 73f
-76:	SAVE_ALL \vsave
-	jmp \name\()_all_call
-	HANDLER_LOOP \name, all, 0, 0, 74f
-
-72:	SECTION_END
-	POP_LIGHT \kind
-	ret
-73:	SECTION_END
-	ENTRY_EPILOGUE_REGS \kind
-74:	SECTION_END
-	RESTORE_ALL \vrestore
-	ENTRY_EPILOGUE_REGS \kind
-
-	/* Everything saved, for the C callback (which keeps errno). */
-70:	ENTRY_UP
-	and $-16, %rsp
-	\vsave
-	mov E_UP + L_R(%rbx), %rax
-	mov R_PP_ENTRY(%rax), %rdi
-	mov %rbx, %rsi
-	mov $KP_SAVE_ERRNO, %edx
-	call kp_optimized_callback
-	\vrestore
-	ENTRY_EPILOGUE_REGS \kind
+	LEVELS \name, \kind, \vsave, \vrestore
 	.size \name, . - \name
 	.endm
 
@@ -554,7 +545,7 @@ FUNC \name
 	ENTRY_COMMON kp_opt_entry_sse_flags, 1, SSE_SAVE, SSE_RESTORE
 	ENTRY_COMMON kp_opt_entry_avx_flags, 1, AVX_SAVE, AVX_RESTORE
 	ENTRY_COMMON kp_opt_entry_avx512_flags, 1, AVX512_SAVE, AVX512_RESTORE
-	COMMON kp_opt_mid_xsave, 2, XSAVE_SAVE, XSAVE_RESTORE
-	COMMON kp_opt_mid_fxsave, 2, FXSAVE_SAVE, FXSAVE_RESTORE
+	COMMON kp_opt_mid_xsave, XSAVE_SAVE, XSAVE_RESTORE
+	COMMON kp_opt_mid_fxsave, FXSAVE_SAVE, FXSAVE_RESTORE
 
 	.section .note.GNU-stack, "", @progbits

@@ -27,13 +27,8 @@ kp_kretprobe_trampoline:
 	/* The flags without pushfq (slow, microcoded): lahf and seto change
 	 * none; DF is clear at a return, as the ABI says. */
 	lahf
-	seto %cl
-	movzbl %ah, %eax
-	and $0xd5, %eax			/* SF ZF AF PF CF */
-	movzbl %cl, %ecx
-	shl $11, %ecx			/* OF */
-	or %ecx, %eax
-	or $0x202, %eax			/* IF, reserved bit 1 */
+	seto %al
+	LAHF_TO_EFLAGS
 	mov %rax, 144(%rsp)
 	lea 176(%rsp), %rax
 	mov %rax, 152(%rsp)		/* sp as the caller sees it */

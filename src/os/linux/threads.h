@@ -1,8 +1,9 @@
 /* Per-thread state for the hit path and grace periods for the registry.
  *
- * The hit path marks a read-side section in its thread's record with plain
- * stores; writers wait for the sections that began before their change
- * (membarrier makes the asymmetric barrier: readers pay nothing). */
+ * The hit path marks a read-side section in its thread's record with
+ * single unlocked instructions; writers wait for the sections that began
+ * before their change (membarrier makes the asymmetric barrier: readers
+ * pay nothing). */
 #ifndef KP_OS_THREADS_H
 #define KP_OS_THREADS_H
 
