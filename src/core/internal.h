@@ -51,10 +51,10 @@ enum kp_opt_state { OPT_NONE, OPT_QUEUED, OPT_PREPARED, OPT_OPTIMIZED };
 #define KP_OPT_SAVE_REGS 4	/* a complete struct pt_regs */
 #define KP_OPT_SAVE_ALL 7
 
-/* A registered probe's KP_OPT_SAVE_* needs, kept in its private words:
- * read by the detours' assembly with the probe itself. */
 #define container_of(p, type, member) ((type *)((char *)(p) - offsetof(type, member)))
 
+/* A registered probe's KP_OPT_SAVE_* needs, kept in its private words:
+ * read by the detours' assembly with the probe itself. */
 #define kp_probe_needs(p) (*(uint8_t *)&(p)->__reserved[0])
 
 /* optimizer.c (under kp_registry_lock) */

@@ -10,8 +10,9 @@
  *   D+112 the probepoint              (read at R+101)
  *   D+120 the shared save/restore code for this probe's kind
  *
- * At a function entry nothing below the stack pointer is live, so the
- * detour starts with the call (R = D+6) and the copy follows it.
+ * At a function entry nothing below the stack pointer is live (the call
+ * wrote there), so the detour starts with the call (R = D+6) and the copy
+ * follows it.
  */
 #include <cpuid.h>
 #include <errno.h>
@@ -41,9 +42,14 @@ _Static_assert(KP_OPT_SAVE_VECTOR == 1 && KP_OPT_SAVE_ERRNO == 2 && KP_OPT_SAVE_
 
 #define DETOUR_SIZE 128
 #define OFF_RET 11
+#define OFF_RET_ENTRY 6
 #define OFF_CODE_END 104
 #define OFF_PP 112
 #define OFF_COMMON 120
+
+/* detour_common.S finds the probepoint at R+101 (R_PP) and, at a function
+ * entry, at R+106 (R_PP_ENTRY). */
+_Static_assert(OFF_PP - OFF_RET == 101 && OFF_PP - OFF_RET_ENTRY == 106, "detour_common.S: R_PP");
 
 extern char kp_opt_entry_sse[], kp_opt_entry_avx[], kp_opt_entry_avx512[];
 extern char kp_opt_entry_sse_flags[], kp_opt_entry_avx_flags[], kp_opt_entry_avx512_flags[];
@@ -144,9 +150,13 @@ static int detour_write(struct kp_probepoint *pp, uintptr_t d)
 	xw_init(&w, code, OFF_CODE_END, d);
 	if (o->entry) {
 		xw_call_indirect(&w, d + OFF_COMMON);
+		if (w.len != OFF_RET_ENTRY)
+			return -EINVAL;
 	} else {
 		xw_lea_rsp(&w, -128);
 		xw_call_indirect(&w, d + OFF_COMMON);
+		if (w.len != OFF_RET)
+			return -EINVAL;
 		xw_lea_rsp(&w, 128);
 	}
 	o->copied_off = (uint8_t)w.len;
