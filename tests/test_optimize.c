@@ -134,6 +134,37 @@ __asm__(
 	"\tret\n"
 	"OPTEND opt_call_misaligned\n"
 
+	/* opt_callee_sum() = rbx + r12 + rbp: reads callee-saved registers
+	 *   +0 mov %rbx,%rax (3)  +3 add %r12,%rax (3)  +6 add %rbp,%rax (3) */
+	"OPTFN opt_callee_sum\n"
+	"\tmov %rbx, %rax\n"
+	"\tadd %r12, %rax\n"
+	"\tadd %rbp, %rax\n"
+	"\tret\n"
+	"OPTEND opt_callee_sum\n"
+
+	/* opt_call_callee(fn) = fn() with rbx = 1, r12 = 2, rbp = 4; the
+	 * three as fn left them in bits 8+ (rbx 8, r12 16, rbp 24) */
+	"OPTFN opt_call_callee\n"
+	"\tpush %rbx\n"
+	"\tpush %r12\n"
+	"\tpush %rbp\n"
+	"\tmov $1, %ebx\n"
+	"\tmov $2, %r12d\n"
+	"\tmov $4, %ebp\n"
+	"\tcall *%rdi\n"
+	"\tshl $8, %rbx\n"
+	"\tadd %rbx, %rax\n"
+	"\tshl $16, %r12\n"
+	"\tadd %r12, %rax\n"
+	"\tshl $24, %rbp\n"
+	"\tadd %rbp, %rax\n"
+	"\tpop %rbp\n"
+	"\tpop %r12\n"
+	"\tpop %rbx\n"
+	"\tret\n"
+	"OPTEND opt_call_callee\n"
+
 	/* opt_alt(a, b) = a * b: where a redirecting handler sends threads */
 	"OPTFN opt_alt\n"
 	"\tmov %rdi, %rax\n"
@@ -344,6 +375,8 @@ __asm__(
 long opt_normal(long a, long b);
 long opt_call_misaligned(long (*fn)(long, long), long a, long b);
 long opt_alt(long a, long b);
+long opt_callee_sum(void);
+long opt_call_callee(long (*fn)(void));
 long opt_short5(long a);
 long opt_short3(long a);
 long opt_short3n(long a);
@@ -1305,6 +1338,75 @@ Test(optimize, aggregate_moves_up, .init = setup)
 	cr_assert_eq(heavy_bad_ip, 0);
 }
 
+/* The probe an optimized entry jumps straight into, if any. */
+static struct kprobe *fast_of(const struct kprobe *p)
+{
+	const struct kp_probepoint *pp = p->__pp;
+
+	return __atomic_load_n(&pp->fast, __ATOMIC_ACQUIRE);
+}
+
+static void hit_normal(int n, const char *what)
+{
+	for (long i = 0; i < n; i++)
+		cr_assert_eq(call_normal(i, 3), NORMAL(i, 3), "%s", what);
+}
+
+/*
+ * An optimized entry jumps straight into the handler of a lone, enabled
+ * probe whose handler needs the light level only (the probepoint's fast
+ * probe); disabled, joined by a second probe, or with a handler that reads
+ * its pt_regs, it takes the generic path.  Each state is hit and counted.
+ */
+Test(optimize, entry_fast_probe_follows_changes, .init = setup)
+{
+	struct kprobe a, b;
+	unsigned long c0, l0;
+
+	init_probe(&a, opt_normal, count_pre);
+	cr_assert_eq(register_kprobe(&a), 0);
+	cr_assert(wait_opt(&a, true, 2000));
+	cr_assert_eq(fast_of(&a), &a);
+	c0 = count_hits;
+	hit_normal(100, "alone");
+	cr_assert_eq(count_hits - c0, 100);
+
+	cr_assert_eq(disable_kprobe(&a), 0);
+	cr_assert_null(fast_of(&a));
+	c0 = count_hits;
+	hit_normal(100, "disabled");
+	cr_assert_eq(count_hits, c0);
+	cr_assert_eq(enable_kprobe(&a), 0);
+	cr_assert(wait_opt(&a, true, 2000));
+	cr_assert_eq(fast_of(&a), &a);
+
+	init_probe(&b, opt_normal, light_pre);
+	cr_assert_eq(register_kprobe(&b), 0);
+	cr_assert_null(fast_of(&a));
+	cr_assert(wait_opt(&a, true, 2000) && wait_opt(&b, true, 2000));
+	cr_assert_null(fast_of(&a));
+	c0 = count_hits;
+	l0 = light_hits;
+	hit_normal(100, "two probes");
+	cr_assert_eq(count_hits - c0, 100);
+	cr_assert_eq(light_hits - l0, 100);
+	unregister_kprobe(&b);
+	cr_assert(wait_opt(&a, true, 2000));
+	cr_assert_eq(fast_of(&a), &a);
+	unregister_kprobe(&a);
+
+	/* reads its pt_regs: never the fast probe, still called each hit */
+	init_probe(&b, opt_normal, light_pre);
+	cr_assert_eq(register_kprobe(&b), 0);
+	cr_assert(wait_opt(&b, true, 2000));
+	cr_assert_null(fast_of(&b));
+	l0 = light_hits;
+	hit_normal(100, "pt_regs handler");
+	cr_assert_eq(light_hits - l0, 100);
+	unregister_kprobe(&b);
+	cr_assert_eq(light_bad_ip, 0);
+}
+
 static int errno_pre(struct kprobe *p, struct pt_regs *regs);
 
 /* A function entry reached with a misaligned stack takes the detour's slow
@@ -1890,6 +1992,14 @@ static int set_di_pre(struct kprobe *p, struct pt_regs *regs)
 	return 0;
 }
 
+static int set_callee_pre(struct kprobe *p, struct pt_regs *regs)
+{
+	regs->bx = 0x10;
+	regs->r12 = 0x20;
+	regs->bp = 0x40;
+	return 0;
+}
+
 static int set_flags_pre(struct kprobe *p, struct pt_regs *regs)
 {
 	regs->flags |= 0x1;	/* CF */
@@ -1915,6 +2025,15 @@ Test(optimize, handler_register_writes, .init = setup)
 		cr_assert_eq(register_kprobe(&kp), 0);
 		cr_assert(wait_opt(&kp, opt, 2000));
 		cr_assert_eq(call_normal(1, 2), NORMAL(100, 200), "opt %d", opt);
+		unregister_kprobe(&kp);
+
+		/* at an entry the callee-saved registers come back from the
+		 * pt_regs, not from the light level */
+		init_probe(&kp, opt_callee_sum, set_callee_pre);
+		cr_assert_eq(register_kprobe(&kp), 0);
+		cr_assert(wait_opt(&kp, opt, 2000));
+		cr_assert_eq(opt_call_callee(opt_callee_sum),
+			     0x70 + (0x10L << 8) + (0x20L << 16) + (0x40L << 24), "opt %d", opt);
 		unregister_kprobe(&kp);
 
 		init_probe(&kp, (char *)opt_mid_cf + 4, set_flags_pre);

@@ -230,6 +230,19 @@ static uint8_t probe_needs(const struct kprobe *p, enum kp_type type)
 	return need;
 }
 
+/* Recomputes pp->fast after any change of its probes, their flags or
+ * needs.  Under the registry lock; the hit path reads it in a read-side
+ * section, as it reads the list. */
+static void pp_update_fast(struct kp_probepoint *pp)
+{
+	struct kprobe *p = pp->probes, *fast = NULL;
+
+	if (p && !p->__next && !(p->flags & KPROBE_FLAG_DISABLED) && p->pre_handler &&
+	    !kp_probe_needs(p))
+		fast = p;
+	__atomic_store_n(&pp->fast, fast, __ATOMIC_RELEASE);
+}
+
 static void probe_attach(struct kp_probepoint *pp, struct kprobe *p, enum kp_type type)
 {
 	struct kprobe **link = &pp->probes;
@@ -247,7 +260,10 @@ static void probe_attach(struct kp_probepoint *pp, struct kprobe *p, enum kp_typ
 	p->flags &= KPROBE_FLAG_DISABLED;
 	p->addr = (kprobe_opcode_t *)pp->addr;
 	kp_probe_needs(p) = probe_needs(p, type);
+	/* No hit may take the old single probe for all of them. */
+	__atomic_store_n(&pp->fast, NULL, __ATOMIC_RELEASE);
 	__atomic_store_n(link, p, __ATOMIC_RELEASE);
+	pp_update_fast(pp);
 }
 
 /* Registers p without arming; *pp_out is the probepoint to arm. */
@@ -346,6 +362,7 @@ static struct kp_probepoint *probe_detach(struct kprobe *p)
 		link = &(*link)->__next;
 	if (*link)
 		__atomic_store_n(link, p->__next, __ATOMIC_RELEASE);
+	pp_update_fast(pp);
 	return pp->probes ? NULL : pp;
 }
 
@@ -462,6 +479,8 @@ int kp_set_disabled(struct kprobe *p, bool disabled)
 	else
 		__atomic_and_fetch(&p->flags, ~KPROBE_FLAG_DISABLED, __ATOMIC_RELAXED);
 	struct kp_probepoint *pp = p->__pp;
+
+	pp_update_fast(pp);
 
 	err = kp_apply_arming(&pp, 1);
 out:

@@ -11,8 +11,10 @@
  *   D+120 the shared save/restore code for this probe's kind
  *
  * At a function entry nothing below the stack pointer is live (the call
- * wrote there), so the detour starts with the call (R = D+6) and the copy
- * follows it.
+ * wrote there), so the detour starts with the call (R = D+6).  The handler
+ * of the common case returns straight to R, so the end of the read-side
+ * section and the restore of the light level are at R too (copied from
+ * detour_common.S), followed by the copy.
  */
 #include <cpuid.h>
 #include <errno.h>
@@ -31,7 +33,8 @@
 _Static_assert(offsetof(struct kp_thread, gen) == 4 && offsetof(struct kp_thread, nest) == 8 &&
 	       offsetof(struct kp_thread, in_handler) == 12, "hitpath.inc: struct kp_thread");
 _Static_assert(offsetof(struct kp_probepoint, addr) == 0 &&
-	       offsetof(struct kp_probepoint, probes) == 8, "hitpath.inc: struct kp_probepoint");
+	       offsetof(struct kp_probepoint, probes) == 8 &&
+	       offsetof(struct kp_probepoint, fast) == 16, "hitpath.inc: struct kp_probepoint");
 _Static_assert(offsetof(struct kprobe, pre_handler) == 24 && offsetof(struct kprobe, flags) == 56 &&
 	       offsetof(struct kprobe, __next) == 64 && KPROBE_FLAG_DISABLED == 2 &&
 	       offsetof(struct kprobe, __reserved) == 88,
@@ -54,6 +57,10 @@ _Static_assert(OFF_PP - OFF_RET == 101 && OFF_PP - OFF_RET_ENTRY == 106, "detour
 extern char kp_opt_entry_sse[], kp_opt_entry_avx[], kp_opt_entry_avx512[];
 extern char kp_opt_entry_sse_flags[], kp_opt_entry_avx_flags[], kp_opt_entry_avx512_flags[];
 extern char kp_opt_mid_xsave[], kp_opt_mid_fxsave[];
+/* What an entry detour runs after its handlers (ends the section, puts the
+ * light level back), without and with the status flags. */
+extern const uint8_t kp_opt_entry_exit[], kp_opt_entry_exit_end[];
+extern const uint8_t kp_opt_entry_exit_flags[], kp_opt_entry_exit_flags_end[];
 
 __attribute__((visibility("hidden"))) unsigned int kp_xsave_size;
 
@@ -152,6 +159,11 @@ static int detour_write(struct kp_probepoint *pp, uintptr_t d)
 		xw_call_indirect(&w, d + OFF_COMMON);
 		if (w.len != OFF_RET_ENTRY)
 			return -EINVAL;
+		if (o->flags_dead)
+			xw_bytes(&w, kp_opt_entry_exit, kp_opt_entry_exit_end - kp_opt_entry_exit);
+		else
+			xw_bytes(&w, kp_opt_entry_exit_flags,
+				 kp_opt_entry_exit_flags_end - kp_opt_entry_exit_flags);
 	} else {
 		xw_lea_rsp(&w, -128);
 		xw_call_indirect(&w, d + OFF_COMMON);

@@ -1,7 +1,7 @@
 /*
  * Shared save/restore code of jump-optimized probes.
  *
- A detour buffer calls the code for its kind, which finds the detour's
+ * A detour buffer calls the code for its kind, which finds the detour's
  * return address R at the top of the stack and the probepoint next to R;
  * it runs the pre-handlers and returns to the detour, which runs the
  * copied instructions.  Mid-function the detour first steps over the red
@@ -31,9 +31,14 @@
  *
  * Mid-function frame (rbx): struct pt_regs at 0, errno at 168, the flags
  * pushed on the way in at 184, R at 192 (which keeps the ABI's alignment).
- * At a function entry the light level is pushed (no instruction there
- * changes %rsp but push and pop, which the CPU tracks without waiting);
- * moving up puts a struct pt_regs and errno (176 bytes) below it.
+ *
+ * At a function entry the light level is pushed, and the common case —
+ * one enabled probe whose handler needs nothing more — jumps into the
+ * handler with R as its return address: one call and one return fewer,
+ * every return still predicted.  So at an entry the detour itself ends
+ * the read-side section and pops the light level, at R (the code is
+ * below, copied into each detour); every other way through here returns
+ * to R with the light level in place.
  */
 #include "arch/x86_64/ptregs.inc"
 #include "arch/x86_64/hitpath.inc"
@@ -123,13 +128,12 @@
 
 /* ---- the handler loop, one copy per level ---- */
 
-/* r12 = the probe, rbx = frame.  Calls each enabled pre-handler in order
- * until one returns non-zero; a probe needing more than \level has goes
- * to \up with r12 still on it.  Ends at \done. */
-	.macro HANDLER_LOOP name, level, need_mask, up, done
-81:	test %r12, %r12
-	jz \done
-	testl $KP_FLAG_DISABLED, KP_FLAGS(%r12)
+/* r12 = the probe (not NULL), rbx = frame.  Calls each enabled
+ * pre-handler in order until one returns non-zero; a probe needing more
+ * than \level has goes to \up with r12 still on it.  Falls through at the
+ * end: laid out so that a hit on one probe takes no branch but the calls. */
+	.macro HANDLER_LOOP name, level, need_mask, up
+81:	testl $KP_FLAG_DISABLED, KP_FLAGS(%r12)
 	jnz 82f
 	cmpq $0, KP_PRE_HANDLER(%r12)
 	je 82f
@@ -142,9 +146,11 @@
 	mov %rbx, %rsi
 	call *KP_PRE_HANDLER(%r12)
 	test %eax, %eax
-	jnz \done
+	jnz 83f
 82:	mov KP_NEXT(%r12), %r12
-	jmp 81b
+	test %r12, %r12
+	jnz 81b
+83:
 	.endm
 
 /* Ends the read-side section begun on the fast path (in_handler and nest
@@ -213,6 +219,7 @@
  * instruction (a signal handler's own hit sees either none or both);
  * anything else goes to \slow. */
 	.macro SECTION_BEGIN slow
+	/* rax = the thread record; clobbers rdx */
 	cmpl $0, kp_membarrier_ok(%rip)
 	je \slow
 	mov kp_self_tls@gottpoff(%rip), %rax
@@ -221,8 +228,8 @@
 	jz \slow
 	cmpl $0, KPT_IN_HANDLER(%rax)
 	jne \slow
-	mov $KPT_NEST_AND_HANDLER, %rcx
-	add %rcx, KPT_NEST(%rax)
+	mov $KPT_NEST_AND_HANDLER, %rdx
+	add %rdx, KPT_NEST(%rax)
 	.endm
 
 /* Per kind (0 entry, flags dead; 1 entry, flags kept; 2 mid-function):
@@ -241,7 +248,7 @@
 	mov FRAME(%rbx), %rax
 	mov R_PP(%rax), %rdi
 	.else
-	mov E_UP + L_R(%rbx), %rax
+	mov E_UP + G_R(%rbx), %rax
 	mov R_PP_ENTRY(%rax), %rdi
 	.endif
 	.endm
@@ -250,8 +257,7 @@
 	.if \kind == 2
 	EPILOGUE_LIGHT
 	.else
-	POP_LIGHT \kind
-	ret
+	ENTRY_OUT_LIGHT
 	.endif
 	.endm
 
@@ -263,35 +269,60 @@
 	.endif
 	.endm
 
+/* Mid-function the common code ends the section; at a function entry
+ * the detour does, after the handler returned to it. */
+	.macro SECTION_END_MID kind
+	.if \kind == 2
+	SECTION_END
+	.endif
+	.endm
+
+/* The slow path enters without a section.  At a function entry it makes
+ * the generic frame and returns past the detour's section end. */
+	.macro SLOW_SETUP kind
+	.if \kind != 2
+	GENERIC_FRAME
+	.endif
+	.endm
+
+	.macro SLOW_SKIP kind
+	.if \kind != 2
+	addq $EXIT_SKIP, E_UP + G_R(%rbx)
+	.endif
+	.endm
+
 /* Everything after the way in, r12 = the first probe: the handler loop at
  * each level, moving up, the ways out, and at 70 the slow path, which
  * saves everything for the C callback (which keeps errno). */
 	.macro LEVELS name, kind, vsave, vrestore
-	HANDLER_LOOP \name, light, KP_NEEDS_ANY, 71f, 72f
+	test %r12, %r12
+	jz 72f
+	HANDLER_LOOP \name, light, KP_NEEDS_ANY, 71f
+72:	SECTION_END_MID \kind
+	OUT_LIGHT \kind
 71:	UP_REGS \kind
 	testb $KP_NEEDS_ALL_ONLY, KP_NEEDS(%r12)
 	jnz 76f
 	jmp \name\()_regs_call
-	HANDLER_LOOP \name, regs, KP_NEEDS_ALL_ONLY, 76f, 73f
+	HANDLER_LOOP \name, regs, KP_NEEDS_ALL_ONLY, 76f
+	SECTION_END_MID \kind
+	OUT_REGS \kind
 76:	SAVE_ALL \vsave
 	jmp \name\()_all_call
-	HANDLER_LOOP \name, all, 0, 0, 74f
-
-72:	SECTION_END
-	OUT_LIGHT \kind
-73:	SECTION_END
-	OUT_REGS \kind
-74:	SECTION_END
+	HANDLER_LOOP \name, all, 0, 0
+	SECTION_END_MID \kind
 	RESTORE_ALL \vrestore
 	OUT_REGS \kind
 
-70:	UP_REGS \kind
+70:	SLOW_SETUP \kind
+	UP_REGS \kind
 	and $-16, %rsp
 	\vsave
 	PP_TO_RDI \kind
 	mov %rbx, %rsi
 	call kp_optimized_callback
 	\vrestore
+	SLOW_SKIP \kind
 	OUT_REGS \kind
 	.endm
 
@@ -314,21 +345,29 @@ FUNC \name
 
 /* ---- function entries ---- */
 
-/* The light level, pushed: L = %rsp after it; R at L+96. */
-	.set L_RBX, 0
-	.set L_R12, 8
-	.set L_FLAGS, 16			/* lahf in %ah, OF in %al */
-	.set L_RAX, 24
-	.set L_R11, 32
-	.set L_R10, 40
-	.set L_R9, 48
-	.set L_R8, 56
-	.set L_RCX, 64
-	.set L_RDX, 72
-	.set L_RSI, 80
-	.set L_RDI, 88
-	.set L_R, 96
-	.set E_UP, 176				/* pt_regs and errno below L */
+/* The light level, pushed below the detour's return address R: L = %rsp
+ * after it.  No instruction here changes %rsp but push and pop, which the
+ * CPU tracks without waiting. */
+	.set L_FLAGS, 0				/* lahf in %ah, OF in %al */
+	.set L_RAX, 8
+	.set L_R11, 16
+	.set L_R10, 24
+	.set L_R9, 32
+	.set L_R8, 40
+	.set L_RCX, 48
+	.set L_RDX, 56
+	.set L_RSI, 64
+	.set L_RDI, 72
+	.set L_R, 80				/* R; then the thread record */
+
+/* The generic frame below L: G = %rsp; R pushed again (the return to the
+ * detour), rbx and r12 for this code, a pad for the ABI's alignment. */
+	.set G_RBX, 8
+	.set G_R12, 16
+	.set G_R, 24
+	.set G_L, 32
+	.set E_UP, 176				/* pt_regs and errno below G */
+	.set E_L, E_UP + G_L			/* L from the pt_regs */
 
 /* No pushfq (slow, microcoded): the status flags are read with lahf/seto
  * (neither changes them).  DF is clear at a call, as the ABI says. */
@@ -345,19 +384,30 @@ FUNC \name
 	lahf
 	seto %al
 	push %rax
-	push %r12
-	push %rbx
 	.endm
 
-/* kind 1: the flags are put back (sahf: SF ZF AF PF CF; OF by an add that
- * overflows exactly when it was set). */
-	.macro POP_LIGHT kind
-	pop %rbx
-	pop %r12
+/*
+ * What the detour runs at R, after the handlers: it ends the read-side
+ * section (the thread record is where R was), puts the light level back
+ * (with the status flags unless they are dead) and drops the record's
+ * slot.  Position independent: detour.c copies it into each detour at
+ * a function entry, ahead of the copied instructions.  The slow path,
+ * which has no section, returns EXIT_SKIP bytes further.
+ */
+	.macro EXIT_SECTION_END
+	mov L_R(%rsp), %rax
+	mov $KPT_NEST_AND_HANDLER, %rcx
+	sub %rcx, KPT_NEST(%rax)
+	jnz 1f
+	addl $1, KPT_GEN(%rax)
+1:
+	.endm
+
+	.macro EXIT_POPS flags
 	pop %rax
-	.if \kind
-	add $0x7f, %al
-	sahf
+	.if \flags
+	add $0x7f, %al				/* OF: overflows exactly when it was set */
+	sahf					/* SF ZF AF PF CF */
 	.endif
 	pop %rax
 	pop %r11
@@ -368,23 +418,53 @@ FUNC \name
 	pop %rdx
 	pop %rsi
 	pop %rdi
+	lea 8(%rsp), %rsp
+	.endm
+
+	.section .rodata
+	.globl kp_opt_entry_exit, kp_opt_entry_exit_end
+	.globl kp_opt_entry_exit_flags, kp_opt_entry_exit_flags_end
+	.hidden kp_opt_entry_exit, kp_opt_entry_exit_end
+	.hidden kp_opt_entry_exit_flags, kp_opt_entry_exit_flags_end
+kp_opt_entry_exit:
+	EXIT_SECTION_END
+exit_pops:
+	EXIT_POPS 0
+kp_opt_entry_exit_end:
+kp_opt_entry_exit_flags:
+	EXIT_SECTION_END
+exit_flags_pops:
+	EXIT_POPS 1
+kp_opt_entry_exit_flags_end:
+	/* The same macro in both: the same length. */
+	.set EXIT_SKIP, exit_pops - kp_opt_entry_exit
+
+/* rcx = R: the generic frame; rbx = G (the light level needs no regs). */
+	.macro GENERIC_FRAME
+	push %rcx
+	push %r12
+	push %rbx
+	push %rcx				/* pad */
+	mov %rsp, %rbx
 	.endm
 
 	.macro COPY_UP from, to
-	mov E_UP + \from(%rsp), %rax
+	mov E_L + \from(%rsp), %rax
 	mov %rax, \to(%rsp)
 	.endm
 
-/* A struct pt_regs below the light level, as the breakpoint path builds
+/* A struct pt_regs below the generic frame, as the breakpoint path builds
  * it; rbx = pt_regs.  Clobbers rax, rcx. */
 	.macro ENTRY_UP
 	lea -E_UP(%rsp), %rsp
 	mov %r15, 0(%rsp)
 	mov %r14, 8(%rsp)
 	mov %r13, 16(%rsp)
-	COPY_UP L_R12, 24
+	mov E_UP + G_R12(%rsp), %rax
+	mov %rax, 24(%rsp)
 	mov %rbp, 32(%rsp)
-	COPY_UP L_RBX, 40
+	mov E_UP + G_RBX(%rsp), %rax
+	mov %rax, 40(%rsp)
 	COPY_UP L_R11, 48
 	COPY_UP L_R10, 56
 	COPY_UP L_R9, 64
@@ -395,40 +475,96 @@ FUNC \name
 	COPY_UP L_RSI, 104
 	COPY_UP L_RDI, 112
 	movq $-1, 120(%rsp)			/* orig_ax */
-	mov E_UP + L_R(%rsp), %rax
+	mov E_UP + G_R(%rsp), %rax
 	mov R_PP_ENTRY(%rax), %rax
 	mov PP_ADDR(%rax), %rax
 	inc %rax
 	mov %rax, PT_IP(%rsp)			/* as after an int3 */
 	movq $0x33, 136(%rsp)			/* cs */
-	movzwl E_UP + L_FLAGS(%rsp), %eax
+	movzwl E_L + L_FLAGS(%rsp), %eax
 	LAHF_TO_EFLAGS
 	mov %rax, 144(%rsp)
-	lea E_UP + L_R + 8(%rsp), %rax
+	lea E_L + L_R + 8(%rsp), %rax
 	mov %rax, 152(%rsp)			/* sp at the probe */
 	movq $0x2b, 160(%rsp)			/* ss */
 	mov %rsp, %rbx
 	.endm
 
+	.macro COPY_DOWN from, to
+	mov \from(%rsp), %rax
+	mov %rax, E_L + \to(%rsp)
+	.endm
+
+/* Back from the pt_regs at rbx: the callee-saved registers directly, the
+ * light level where the detour pops it (flags in lahf/seto form; DF set
+ * here, nothing after changes it); then to the detour. */
 	.macro ENTRY_EPILOGUE_REGS kind
 	mov %rbx, %rsp
+	COPY_DOWN 48, L_R11
+	COPY_DOWN 56, L_R10
+	COPY_DOWN 64, L_R9
+	COPY_DOWN 72, L_R8
+	COPY_DOWN 80, L_RAX
+	COPY_DOWN 88, L_RCX
+	COPY_DOWN 96, L_RDX
+	COPY_DOWN 104, L_RSI
+	COPY_DOWN 112, L_RDI
+	mov 24(%rsp), %rax
+	mov %rax, E_UP + G_R12(%rsp)
+	mov 40(%rsp), %rax
+	mov %rax, E_UP + G_RBX(%rsp)
 	.if \kind
-	PT_RESTORE_FLAGS
+	mov 144(%rsp), %rcx
+	movzbl %cl, %eax
+	shl $8, %eax				/* ah: SF ZF AF PF CF */
+	bt $11, %ecx
+	setc %al				/* OF */
+	mov %rax, E_L + L_FLAGS(%rsp)
+	testl $0x400, %ecx
+	jz 95f
+	std
+95:
 	.endif
-	PT_LOAD_GPRS
-	lea E_UP + L_R(%rsp), %rsp
+	mov 0(%rsp), %r15
+	mov 8(%rsp), %r14
+	mov 16(%rsp), %r13
+	mov 32(%rsp), %rbp
+	lea E_UP(%rsp), %rsp
+	ENTRY_OUT_LIGHT
+	.endm
+
+	.macro ENTRY_OUT_LIGHT
+	pop %rbx				/* pad */
+	pop %rbx
+	pop %r12
 	ret
 	.endm
 
+/*
+ * The fast path: one enabled probe whose handler needs the light level
+ * only (the probepoint's fast probe, kept by the registry).  The handler is entered by a jump with R as its return address,
+ * so it returns straight to the detour (which ends the section) and every
+ * return stays predicted.  Anything else takes the generic path, which
+ * ends at the same place.
+ */
 	.macro ENTRY_COMMON name, kind, vsave, vrestore
 FUNC \name
 	PUSH_LIGHT
+	mov L_R(%rsp), %rcx
 	/* The fast path also needs the ABI's aligned stack. */
 	test $15, %spl
 	jnz 70f
 	SECTION_BEGIN 70f
-	mov L_R(%rsp), %rax
-	mov R_PP_ENTRY(%rax), %rax
+	mov R_PP_ENTRY(%rcx), %rdx
+	mov PP_FAST(%rdx), %rdi
+	test %rdi, %rdi
+	jz 68f
+	mov %rax, L_R(%rsp)			/* the thread record, for the exit */
+	push %rcx
+	jmp *KP_PRE_HANDLER(%rdi)
+68:	mov %rax, L_R(%rsp)
+	GENERIC_FRAME
+	mov R_PP_ENTRY(%rcx), %rax
 	mov PP_PROBES(%rax), %r12
 	LEVELS \name, \kind, \vsave, \vrestore
 	.size \name, . - \name

@@ -4,7 +4,10 @@
  * A return-probed function returns here instead of to its caller.  The
  * trampoline never traps: it saves the general registers in a struct
  * pt_regs, calls kp_kretprobe_dispatch(regs), which fills regs->ip with
- * the real return address, restores and returns there.  Vector and x87
+ * the real return address, restores and jumps there: the function's ret
+ * to here already took (and missed) the return-stack predictor's entry
+ * for this call, so a ret would be mispredicted as well and leave the
+ * predictor one entry off for the callers' returns.  Vector and x87
  * state (the return values in xmm/ymm/zmm0-1 and st0/st1) is left alone:
  * the dispatcher is compiled for general registers only and saves that
  * state around a handler that may touch it (kp_call_fpu_saved).
@@ -43,8 +46,8 @@ kp_kretprobe_trampoline:
 	mov %rax, 168(%rsp)		/* the real return address */
 	PT_RESTORE_FLAGS		/* flags as the function left them */
 	PT_LOAD_GPRS
-	lea 168(%rsp), %rsp
-	ret
+	lea 176(%rsp), %rsp
+	jmp *-8(%rsp)			/* below rsp: no signal frame writes there */
 	.size kp_kretprobe_trampoline, . - kp_kretprobe_trampoline
 
 /*
