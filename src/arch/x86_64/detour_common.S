@@ -490,9 +490,14 @@ kp_opt_entry_exit_flags_end:
 	mov %rsp, %rbx
 	.endm
 
+/* Stores only what a handler changed: the detour's pops then mostly read
+ * values stored long before instead of waiting on fresh stores. */
 	.macro COPY_DOWN from, to
 	mov \from(%rsp), %rax
+	cmp %rax, E_L + \to(%rsp)
+	je 97f
 	mov %rax, E_L + \to(%rsp)
+97:
 	.endm
 
 /* Back from the pt_regs at rbx: the callee-saved registers directly, the
