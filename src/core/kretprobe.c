@@ -130,18 +130,18 @@ static bool on_other_stack(uintptr_t slot, uintptr_t sp)
 	return !(slot >= (uintptr_t)ss.ss_sp && slot < (uintptr_t)ss.ss_sp + ss.ss_size);
 }
 
-/* Drops this thread's instances of frames at or below the new entry's slot
- * that were left without a return (longjmp, exceptions): a frame whose
- * slot no longer holds the trampoline is gone; one whose slot still does is
- * gone unless it is on another stack (a signal handler on sigaltstack). */
-/* The word at a stale instance's slot: dead stack, which the hit path's
- * own frames may be reusing right now (AddressSanitizer would see a read
- * of a redzone; the value only has to differ from a stub's address). */
+/* The word at a stale instance's slot.  That stack is dead and the hit
+ * path's own frames may be reusing it right now, so AddressSanitizer would
+ * report the read; any value but the stub's address means "gone". */
 __attribute__((no_sanitize_address)) static uintptr_t slot_word(uintptr_t slot)
 {
 	return *(volatile uintptr_t *)slot;
 }
 
+/* Drops this thread's instances of frames at or below the new entry's slot
+ * that were left without a return (longjmp, exceptions): a frame whose
+ * slot no longer holds its stub is gone; one whose slot still does is
+ * gone unless it is on another stack (a signal handler on sigaltstack). */
 static void drop_stale(struct kp_thread *t, uintptr_t slot)
 {
 	struct kp_ri *ri;

@@ -15,8 +15,8 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "soak_probes.h"
 #include "core/internal.h"
+#include "soak_probes.h"
 
 #define CK(s) { .magic = CPROBE_MAGIC, .site = s, .kind = 'k' }
 #define CR(s) { .magic = CPROBE_MAGIC, .site = s, .kind = 'r' }

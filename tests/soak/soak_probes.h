@@ -5,8 +5,10 @@
 
 #include "soak.h"
 
+#ifndef container_of	/* the library's own, where its internals are included */
 #define container_of(ptr, type, member) \
 	((type *)((char *)(ptr) - offsetof(type, member)))
+#endif
 
 #define SPROBE_MAGIC 0x5354u	/* "ST" */
 #define CPROBE_MAGIC 0x4348u	/* "CH" */

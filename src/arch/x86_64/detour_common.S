@@ -154,15 +154,20 @@
 	.endm
 
 /* Ends the read-side section begun on the fast path (in_handler and nest
- * dropped by one instruction; gen counts outermost sections ended). */
-	.macro SECTION_END
-	mov kp_self_tls@gottpoff(%rip), %rax
-	mov %fs:(%rax), %rax
+ * dropped by one instruction; gen counts outermost sections ended).
+ * rax = the thread record; clobbers rcx. */
+	.macro SECTION_CLOSE
 	mov $KPT_NEST_AND_HANDLER, %rcx
 	sub %rcx, KPT_NEST(%rax)
 	jnz 84f
 	addl $1, KPT_GEN(%rax)
 84:
+	.endm
+
+	.macro SECTION_END
+	mov kp_self_tls@gottpoff(%rip), %rax
+	mov %fs:(%rax), %rax
+	SECTION_CLOSE
 	.endm
 
 /* ---- epilogues ---- */
@@ -396,18 +401,13 @@ FUNC \name
  */
 	.macro EXIT_SECTION_END
 	mov L_R(%rsp), %rax
-	mov $KPT_NEST_AND_HANDLER, %rcx
-	sub %rcx, KPT_NEST(%rax)
-	jnz 1f
-	addl $1, KPT_GEN(%rax)
-1:
+	SECTION_CLOSE
 	.endm
 
 	.macro EXIT_POPS flags
 	pop %rax
 	.if \flags
-	add $0x7f, %al				/* OF: overflows exactly when it was set */
-	sahf					/* SF ZF AF PF CF */
+	LAHF_RESTORE
 	.endif
 	pop %rax
 	pop %r11
@@ -520,10 +520,7 @@ kp_opt_entry_exit_flags_end:
 	mov %rax, E_UP + G_RBX(%rsp)
 	.if \kind
 	mov 144(%rsp), %rcx
-	movzbl %cl, %eax
-	shl $8, %eax				/* ah: SF ZF AF PF CF */
-	bt $11, %ecx
-	setc %al				/* OF */
+	EFLAGS_TO_LAHF
 	mov %rax, E_L + L_FLAGS(%rsp)
 	testl $0x400, %ecx
 	jz 95f
@@ -547,10 +544,11 @@ kp_opt_entry_exit_flags_end:
 
 /*
  * The fast path: one enabled probe whose handler needs the light level
- * only (the probepoint's fast probe, kept by the registry).  The handler is entered by a jump with R as its return address,
- * so it returns straight to the detour (which ends the section) and every
- * return stays predicted.  Anything else takes the generic path, which
- * ends at the same place.
+ * only (the probepoint's fast probe, kept by the registry).  The handler
+ * is entered by a jump with R as its return address, so it returns
+ * straight to the detour (which ends the section) and every return stays
+ * predicted.  Anything else takes the generic path, which ends at the
+ * same place.
  */
 	.macro ENTRY_COMMON name, kind, vsave, vrestore
 FUNC \name
@@ -569,8 +567,7 @@ FUNC \name
 	jmp *KP_PRE_HANDLER(%rdi)
 68:	mov %rax, L_R(%rsp)
 	GENERIC_FRAME
-	mov R_PP_ENTRY(%rcx), %rax
-	mov PP_PROBES(%rax), %r12
+	mov PP_PROBES(%rdx), %r12		/* rdx = the probepoint */
 	LEVELS \name, \kind, \vsave, \vrestore
 	.size \name, . - \name
 	.endm

@@ -5,9 +5,10 @@
  * unwinder can be intercepted these interposers still put the real return
  * addresses back: for a while (backtraces, which would otherwise list the
  * stub as a frame), or for good when the frames are being left (a C++
- * exception being raised, pthread_exit) — C++ exceptions through the stubs
- * alone do not work yet.  A left frame's return handler does not run, as
- * for a longjmp.
+ * exception being raised, pthread_exit).  A C++ exception needs these
+ * interposers: the stubs' unwind information alone does not carry it
+ * through a return-probed frame.  A left frame's return handler does not
+ * run, as for a longjmp.
  */
 #include <dlfcn.h>
 #include <pthread.h>
