@@ -2195,8 +2195,11 @@ Test(optimize, threads_through_changing_regions, .init = setup)
 	/* The entry probe (exact hit count) is optimized and unoptimized by
 	 * siblings, post handlers, probes in its region and the knob, while
 	 * probes elsewhere come and go fast. */
+	/* About 3 s, longer on a loaded machine until the minimums below
+	 * are reached (at most 6 s, within the suite's timeout). */
 	end = now_s() + 3.0;
-	while (cycles < 300 && now_s() < end) {
+	while (cycles < 300 && (now_s() < end || ops < 1000 || optimizations < 60) &&
+	       now_s() < end + 3.0) {
 		for (int op = 0; op < 10; op++) {
 			churn_op(op, churn, &perm_mid);
 			ops++;
