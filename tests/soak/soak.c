@@ -18,7 +18,10 @@
 #include <malloc.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <spawn.h>
 #include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "soak_probes.h"
@@ -254,6 +257,34 @@ static void progress(void)
 	       st.retired_slots, st.detours, st.rp_pools, anomalies_total());
 }
 
+/* After a hang of this process or a child: every thread's stack and the
+ * library's thread records inside a read-side section (those a grace period
+ * waits for), from gdb if
+ * there is one.  posix_spawn runs no fork handlers, which could wait on the
+ * very lock that hangs. */
+void hang_report(pid_t target)
+{
+	extern char **environ;
+	char pid[16];
+	char *argv[] = { "gdb", "-q", "-batch", "-p", pid, "-ex", "info threads",
+			 "-ex", "thread apply all bt 30", "-ex", "p records_used",
+			 "-ex", "python [print('record', i, r) for i in "
+			 "range(int(gdb.parse_and_eval('records_used'))) "
+			 "for r in [gdb.parse_and_eval('records')[i]] if int(r['nest'])]",
+			 NULL };
+	pid_t child;
+	int status;
+
+	snprintf(pid, sizeof(pid), "%d", (int)target);
+	prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY, 0, 0, 0);
+	if (posix_spawnp(&child, "gdb", NULL, NULL, argv, environ)) {
+		dprintf(2, "kprobes-soak: no gdb for a stack dump\n");
+		return;
+	}
+	for (int i = 0; i < 600 && waitpid(child, &status, WNOHANG) == 0; i++)
+		sleep_us(100000);
+}
+
 /* A thread of its own that takes no library lock: if the library hangs,
  * this still reports it and ends the process instead of hanging make. */
 static void *watchdog_thread(void *arg)
@@ -274,6 +305,7 @@ static void *watchdog_thread(void *arg)
 			dprintf(2, "kprobes-soak: HANG: no progress for %.0f s (calls %lu, churn ops "
 				"%lu, dl cycles %lu, stopping %d)\n", now_s() - since, now[0],
 				now[1], now[2], stop_all);
+			hang_report(getpid());
 			_exit(3);
 		}
 	}

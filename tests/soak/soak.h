@@ -138,6 +138,8 @@ static inline unsigned long ld(const unsigned long *p)
 uint64_t rnd(uint64_t *s);
 double now_s(void);
 void sleep_us(long us);
+/* Every thread's stack of process pid, from gdb (if there is one). */
+void hang_report(pid_t pid);
 
 /* ---- anomalies (soak_probes.c): recorded from handlers, printed at the end ---- */
 

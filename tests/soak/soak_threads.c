@@ -324,6 +324,8 @@ static int wait_child(pid_t pid, enum anomaly kind, long what)
 			return -1;
 		}
 		if (now_s() > deadline) {
+			dprintf(2, "kprobes-soak: child %d hung\n", (int)pid);
+			hang_report(pid);
 			kill(pid, SIGKILL);
 			waitpid(pid, &status, 0);
 			add(&tot.child_hung, 1);
