@@ -232,12 +232,17 @@ static int prepare_batch(struct kp_probepoint **pps, int n)
 }
 
 /* Installs the jumps of the pps no thread is in; returns how many could
- * not be done yet.  Halves the batch to find the ones a thread sits in. */
+ * not be done yet.  Halves the batch to find the ones a thread sits in.
+ * An empty batch is done: a census for it could still fail (a thread in
+ * a trap handler cannot answer) and would be halved forever. */
 static int install_batch(struct kp_probepoint **pps, int n)
 {
-	uintptr_t (*ranges)[2] = calloc((size_t)n * ARCH_OPT_CENSUS_MAX + 1, sizeof(*ranges));
+	uintptr_t (*ranges)[2];
 	int nr = 0, left;
 
+	if (n <= 0)
+		return 0;
+	ranges = calloc((size_t)n * ARCH_OPT_CENSUS_MAX + 1, sizeof(*ranges));
 	if (!ranges)
 		return n;
 	for (int i = 0; i < n; i++)
