@@ -533,6 +533,75 @@ Test(threads, fork_child_runs_probed_code)
 	unregister_kprobe(&d.kp);
 }
 
+/* A fork while another thread of libkprobes reads the loader's object list
+ * (registering a return probe decodes its handler, which looks symbols up):
+ * glibc leaves the loader's lock held in the child, so the child's own
+ * registration would wait for ever unless libkprobes keeps its threads out
+ * of the loader across fork(). */
+static volatile int loader_churn_stop;
+static unsigned long loader_churn_rounds;
+
+static int empty_ret_handler(struct kretprobe_instance *ri, struct pt_regs *regs)
+{
+	return 0;
+}
+
+static void *loader_churn(void *arg)
+{
+	while (!loader_churn_stop) {
+		struct kretprobe rp = { .kp.addr = (kprobe_opcode_t *)kpt_th_a,
+					.handler = empty_ret_handler };
+
+		if (register_kretprobe(&rp) == 0)
+			unregister_kretprobe(&rp);
+		__atomic_fetch_add(&loader_churn_rounds, 1, __ATOMIC_RELAXED);
+	}
+	return NULL;
+}
+
+Test(threads, fork_while_another_thread_reads_the_loader, .timeout = 30)
+{
+	pthread_t t;
+	int hung = 0, failed = 0, forks = 0;
+	double end = now_s() + 3.0;
+
+	cr_assert_eq(pthread_create(&t, NULL, loader_churn, NULL), 0);
+	while (now_s() < end) {
+		pid_t pid = fork();
+		double deadline;
+		int status;
+
+		cr_assert_geq(pid, 0);
+		if (pid == 0) {
+			struct kprobe kp = { .symbol_name = "kpt_th_fn" };
+
+			alarm(20);
+			if (register_kprobe(&kp))
+				_exit(1);
+			unregister_kprobe(&kp);
+			_exit(call_fn(3) == 24 ? 0 : 2);
+		}
+		forks++;
+		deadline = now_s() + 5.0;
+		while (waitpid(pid, &status, WNOHANG) == 0 && now_s() < deadline)
+			usleep(200);
+		if (now_s() >= deadline) {
+			kill(pid, SIGKILL);
+			waitpid(pid, &status, 0);
+			hung++;
+		} else if (!WIFEXITED(status) || WEXITSTATUS(status)) {
+			failed++;
+		}
+	}
+	loader_churn_stop = 1;
+	pthread_join(t, NULL);
+	cr_log_info("%d forks, %lu registrations alongside", forks,
+		    __atomic_load_n(&loader_churn_rounds, __ATOMIC_RELAXED));
+	cr_expect_eq(hung, 0, "%d of %d fork children hung", hung, forks);
+	cr_expect_eq(failed, 0, "%d of %d fork children failed", failed, forks);
+	cr_expect_gt(forks, 10);
+}
+
 Test(threads, fork_while_other_threads_hit)
 {
 	enum { NW = 4 };

@@ -17,6 +17,17 @@ static int nnokprobe;
 static pthread_mutex_t nokprobe_lock = PTHREAD_MUTEX_INITIALIZER;
 static uintptr_t restorer;
 
+/* For the fork handlers (src/core/fork.c). */
+void kp_blacklist_lock(void)
+{
+	pthread_mutex_lock(&nokprobe_lock);
+}
+
+void kp_blacklist_unlock(void)
+{
+	pthread_mutex_unlock(&nokprobe_lock);
+}
+
 KP_EXPORT void __kprobes_blacklist_add(const void *fn)
 {
 	pthread_mutex_lock(&nokprobe_lock);

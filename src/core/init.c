@@ -12,7 +12,7 @@ static void init_once(void)
 {
 	kp_knobs_init();
 	kp_threads_init();
-	kp_optimizer_init();
+	kp_fork_init();
 	init_err = arch_init();
 	kp_blacklist_init();
 }

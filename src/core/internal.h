@@ -68,7 +68,11 @@ void kp_optimizer_forget_gone(struct kp_probepoint *pp);
 void kp_objects_unloaded(void);
 void kp_objects_unloaded_locked(void);
 void kp_optimizer_forget_batch(struct kp_probepoint **pps, int n);
-void kp_optimizer_init(void);
+void kp_optimizer_after_fork_child(void);
+/* Every lock of libkprobes held across fork() (src/core/fork.c). */
+void kp_fork_init(void);
+void kp_blacklist_lock(void);
+void kp_blacklist_unlock(void);
 void kp_optimizer_flush(void);
 void kp_optimizer_region_conflicts(uintptr_t addr);
 

@@ -359,25 +359,9 @@ static void *optimizer_main(void *arg)
 	return NULL;
 }
 
-/* fork() while the optimizer holds the lock would leave the child's
- * registry locked forever. */
-static void fork_prepare(void)
+/* In a fork child: the optimizer thread is the parent's (the next request
+ * starts one); its condition variable may have been in use there. */
+void kp_optimizer_after_fork_child(void)
 {
-	pthread_mutex_lock(&kp_registry_lock);
-}
-
-static void fork_parent(void)
-{
-	pthread_mutex_unlock(&kp_registry_lock);
-}
-
-static void fork_child(void)
-{
-	pthread_mutex_unlock(&kp_registry_lock);
 	pthread_cond_init(&kick, NULL);
-}
-
-void kp_optimizer_init(void)
-{
-	pthread_atfork(fork_prepare, fork_parent, fork_child);
 }

@@ -3,6 +3,7 @@
  * headers, and the load bias turns file addresses into run-time ones. */
 #include "elf/sections.h"
 #include "elf/objpath.h"
+#include "os/linux/loader.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -79,7 +80,7 @@ unsigned long long ksec_generation(void)
 {
 	unsigned long long g = 0;
 
-	dl_iterate_phdr(gen_one, &g);
+	kp_dl_iterate_phdr(gen_one, &g);
 	return g;
 }
 
@@ -88,7 +89,7 @@ int ksec_foreach_object(int (*fn)(const struct ksec_object *o, void *arg), void 
 	struct collect c = { 0 };
 	int ret;
 
-	dl_iterate_phdr(collect_one, &c);
+	kp_dl_iterate_phdr(collect_one, &c);
 	ret = c.err;
 	for (int i = 0; i < c.n && !ret; i++)
 		ret = fn(&c.objs[i], arg);

@@ -22,6 +22,7 @@
 #include "elf/cache.h"
 #include "elf/objpath.h"
 #include "elf/symbols.h"
+#include "os/linux/loader.h"
 
 /* A function symbol, at its runtime address. */
 struct kfunc {
@@ -715,7 +716,7 @@ static int rescan(void)
 {
 	struct rescan r = { 0 };
 
-	dl_iterate_phdr(rescan_one, &r);
+	kp_dl_iterate_phdr(rescan_one, &r);
 	for (size_t i = 0; i < (r.err ? r.n : nobjs); i++) {
 		struct kobj *o = r.err ? r.list[i] : objs[i];
 
@@ -750,7 +751,7 @@ static int refresh_locked(void)
 	/* A ksym_foreach() callback is running: the entries it walks must live. */
 	if (foreach_depth)
 		return 0;
-	dl_iterate_phdr(read_counters, &c);
+	kp_dl_iterate_phdr(read_counters, &c);
 	if (scanned && c.valid && c.adds == seen_adds && c.subs == seen_subs)
 		return 0;
 	return rescan();
@@ -980,4 +981,23 @@ void ksym_refresh(void)
 	pthread_mutex_lock(&cache_lock);
 	refresh_locked();
 	pthread_mutex_unlock(&cache_lock);
+}
+
+void ksym_lock(void)
+{
+	pthread_mutex_lock(&cache_lock);
+}
+
+void ksym_unlock(void)
+{
+	pthread_mutex_unlock(&cache_lock);
+}
+
+/* A recursive mutex is unlocked only by its owner, a thread of the parent:
+ * the child's copy is made anew (it has a single thread, this one). */
+void ksym_after_fork_child(void)
+{
+	static const pthread_mutex_t fresh = PTHREAD_RECURSIVE_MUTEX_INITIALIZER_NP;
+
+	memcpy(&cache_lock, &fresh, sizeof(cache_lock));
 }

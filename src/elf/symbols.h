@@ -44,4 +44,10 @@ int ksym_foreach(const char *object, const char *glob,
  * Cheap when nothing changed (dl_iterate_phdr adds/subs counters). */
 void ksym_refresh(void);
 
+/* The cache's lock, for the fork handlers (src/core/fork.c): held across
+ * fork(), released in the parent and made anew in the child. */
+void ksym_lock(void);
+void ksym_unlock(void);
+void ksym_after_fork_child(void);
+
 #endif

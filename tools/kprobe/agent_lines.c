@@ -15,6 +15,7 @@
 #include "agent_resolve.h"
 #include "elf/symbols.h"
 #include "util.h"
+#include "os/linux/loader.h"
 
 struct object {
 	char path[PATH_MAX];
@@ -116,7 +117,7 @@ int agent_resolve_line(const struct probe_spec *s, int idx, struct resolve_list 
 	struct object_list objs = { 0 };
 	int first = out->n, found = 0;
 
-	dl_iterate_phdr(list_object, &objs);
+	kp_dl_iterate_phdr(list_object, &objs);
 	for (int i = 0; i < objs.n; i++)
 		found += lines_in(&objs.v[i], s, idx, out, first);
 	free(objs.v);

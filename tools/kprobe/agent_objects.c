@@ -11,6 +11,7 @@
 
 #include "agent.h"
 #include "util.h"
+#include "os/linux/loader.h"
 
 #define MAX_OBJECTS 512
 #define MAX_NEEDED 64
@@ -109,7 +110,7 @@ bool agent_object_is_private(const char *name)
 		l.n = 0;
 		if (!l.v)
 			return false;
-		dl_iterate_phdr(list_object, &l);
+		kp_dl_iterate_phdr(list_object, &l);
 		nprivate = 0;
 		self = find(&l, agent_self_basename());
 		if (l.n && self) {

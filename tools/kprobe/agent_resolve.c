@@ -16,6 +16,7 @@
 #include "elf_file.h"
 #include "nearmatch.h"
 #include "util.h"
+#include "os/linux/loader.h"
 
 int resolve_push(struct resolve_list *l, const struct resolved *r)
 {
@@ -83,7 +84,7 @@ bool agent_object_loaded(const char *object)
 	struct object_query q = { .want = object };
 
 	nearmatch_init(&q.near, object);
-	dl_iterate_phdr(query_object, &q);
+	kp_dl_iterate_phdr(query_object, &q);
 	return q.found;
 }
 
@@ -155,7 +156,7 @@ static bool find_on_disk(const char *object, char *out, size_t outlen)
 		if (try_beside(&d, exe))
 			goto found;
 	}
-	if (dl_iterate_phdr(dir_of_loaded, &d))
+	if (kp_dl_iterate_phdr(dir_of_loaded, &d))
 		goto found;
 	return false;
 found:
@@ -371,7 +372,7 @@ static int resolve_address(const struct probe_spec *s, int idx, struct resolve_l
 	if (s->object[0]) {
 		struct bias_query q = { .want = s->object };
 
-		dl_iterate_phdr(query_bias, &q);
+		kp_dl_iterate_phdr(query_bias, &q);
 		if (!q.found) {
 			snprintf(err, errlen, "unknown object '%s'", s->object);
 			return -ENOENT;
@@ -442,7 +443,7 @@ static int unknown_object(const char *object, char *err, size_t errlen)
 	char hint[300];
 
 	nearmatch_init(&q.near, object);
-	dl_iterate_phdr(query_object, &q);
+	kp_dl_iterate_phdr(query_object, &q);
 	snprintf(err, errlen, "unknown object '%s'%s", object,
 		 nearmatch_hint(&q.near, hint, sizeof(hint)));
 	return -ENOENT;

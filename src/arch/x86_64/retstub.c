@@ -13,6 +13,7 @@
 
 #include "arch/arch.h"
 #include "arch/x86_64/execmem.h"
+#include "os/linux/loader.h"
 #include "os/linux/memory.h"
 
 #define STUB_SIZE 8
@@ -32,13 +33,19 @@ struct ret_stubs {
 
 typedef void (*register_frame_fn)(void *);
 
-/* libgcc's frame registry, the one every unwinder of the process uses. */
+/* libgcc's frame registry, the one every unwinder of the process uses.
+ * Loading it takes the loader's locks: under ours, as every libkprobes
+ * entry into the loader (see os/linux/loader.c). */
 static register_frame_fn frame_fn(const char *name)
 {
 	void *fn = dlsym(RTLD_DEFAULT, name);
 
-	if (!fn && dlopen("libgcc_s.so.1", RTLD_NOW | RTLD_GLOBAL | RTLD_NODELETE))
-		fn = dlsym(RTLD_DEFAULT, name);
+	if (!fn) {
+		kp_loader_lock();
+		if (dlopen("libgcc_s.so.1", RTLD_NOW | RTLD_GLOBAL | RTLD_NODELETE))
+			fn = dlsym(RTLD_DEFAULT, name);
+		kp_loader_unlock();
+	}
 	return (register_frame_fn)fn;
 }
 

@@ -1,0 +1,38 @@
+/*
+ * Reading the dynamic loader's object list safely across fork().
+ *
+ * dl_iterate_phdr() holds a lock of the loader that glibc does not reset in
+ * a fork child: a fork while another thread is inside leaves the child's
+ * first dl_iterate_phdr() waiting for ever, and libkprobes calls it on
+ * every registration.  So libkprobes enters the loader only under a lock of
+ * its own, which its fork handler holds across fork(): no libkprobes thread
+ * is inside the loader when a fork happens.  (dlopen()/dlclose() by the
+ * program itself at the moment of a fork remain the program's business.)
+ */
+#include <pthread.h>
+
+#include "os/linux/loader.h"
+
+/* A leaf: nothing is locked under it. */
+static pthread_mutex_t loader_lock = PTHREAD_MUTEX_INITIALIZER;
+
+void kp_loader_lock(void)
+{
+	pthread_mutex_lock(&loader_lock);
+}
+
+void kp_loader_unlock(void)
+{
+	pthread_mutex_unlock(&loader_lock);
+}
+
+int kp_dl_iterate_phdr(int (*fn)(struct dl_phdr_info *info, size_t size, void *arg),
+		       void *arg)
+{
+	int ret;
+
+	kp_loader_lock();
+	ret = dl_iterate_phdr(fn, arg);
+	kp_loader_unlock();
+	return ret;
+}

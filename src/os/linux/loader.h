@@ -1,0 +1,17 @@
+/* The dynamic loader's object list, read so that fork() children never
+ * inherit the loader's lock from libkprobes. */
+#ifndef KP_OS_LOADER_H
+#define KP_OS_LOADER_H
+
+#include <link.h>
+
+/* dl_iterate_phdr() under the loader lock. */
+int kp_dl_iterate_phdr(int (*fn)(struct dl_phdr_info *info, size_t size, void *arg),
+		       void *arg);
+
+/* Around any other call that takes the loader's locks (dlopen()), and in
+ * the fork handlers: held across fork(), released in parent and child. */
+void kp_loader_lock(void);
+void kp_loader_unlock(void);
+
+#endif
