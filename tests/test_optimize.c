@@ -10,6 +10,7 @@
 #include "testutil.h"
 
 #include <pthread.h>
+#include <setjmp.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -2478,5 +2479,79 @@ Test(optimize, kretprobe_optimized_entry, .init = setup)
 	cr_assert_eq(rp_bad, 0);
 	kprobes_set_optimization(true);
 	cr_assert(wait_opt(&rp.kp, true, 2000));
+	unregister_kretprobe(&rp);
+}
+
+/* A return probe without an entry handler at an optimized entry takes the
+ * fast path (no struct pt_regs, the instance set up from the return
+ * address's slot): exact counts and results, recursion, and frames left by
+ * longjmp dropped at the next entry. */
+static jmp_buf rp_jb;
+long opt_rp_rec(long n, long jump);
+/* through a pointer: a direct self-call could become a loop */
+static long (*volatile call_rp_rec)(long, long) = opt_rp_rec;
+
+__attribute__((noinline, used)) long opt_rp_rec(long n, long jump)
+{
+	__asm__ volatile("" : "+r"(n));
+	if (n == 0) {
+		if (jump)
+			longjmp(rp_jb, 1);
+		return 0;
+	}
+	return call_rp_rec(n - 1, jump) + n;
+}
+
+static int rp_count_ret(struct kretprobe_instance *ri, struct pt_regs *regs)
+{
+	rp_returns++;
+	return 0;
+}
+
+Test(optimize, kretprobe_fast_entry, .init = setup)
+{
+	struct kretprobe rp;
+
+	memset(&rp, 0, sizeof(rp));
+	rp.kp.addr = (kprobe_opcode_t *)opt_normal;
+	rp.handler = rp_ret;
+	rp_returns = rp_bad = 0;
+	cr_assert_eq(register_kretprobe(&rp), 0);
+	cr_assert(wait_opt(&rp.kp, true, 2000), "return probe entry not optimized");
+	cr_assert_eq(fast_of(&rp.kp), &rp.kp, "no fast path for a return probe");
+	for (long i = 0; i < 20000; i++) {
+		rp_expect = NORMAL(i, 5);
+		cr_assert_eq(call_normal(i, 5), rp_expect);
+	}
+	cr_assert_eq(rp_returns, 20000);
+	cr_assert_eq(rp_bad, 0);
+	cr_assert_eq(rp.nmissed, 0);
+	unregister_kretprobe(&rp);
+
+	/* an entry handler needs the registers: no fast path */
+	memset(&rp, 0, sizeof(rp));
+	rp.kp.addr = (kprobe_opcode_t *)opt_normal;
+	rp.handler = rp_ret;
+	rp.entry_handler = rp_entry;
+	cr_assert_eq(register_kretprobe(&rp), 0);
+	cr_assert_null(fast_of(&rp.kp));
+	unregister_kretprobe(&rp);
+
+	/* recursion, and frames a longjmp left */
+	memset(&rp, 0, sizeof(rp));
+	rp.kp.addr = (kprobe_opcode_t *)opt_rp_rec;
+	rp.handler = rp_count_ret;
+	rp.maxactive = 64;
+	rp_returns = 0;
+	cr_assert_eq(register_kretprobe(&rp), 0);
+	cr_assert(wait_opt(&rp.kp, true, 2000), "opt_rp_rec not optimized");
+	cr_assert_eq(fast_of(&rp.kp), &rp.kp);
+	for (int round = 0; round < 200; round++) {
+		if (!setjmp(rp_jb))
+			call_rp_rec(10, 1);	/* 11 frames left without returning */
+		cr_assert_eq(call_rp_rec(10, 0), 55);
+	}
+	cr_assert_eq(rp_returns, 200 * 11, "%lu returns", rp_returns);
+	cr_assert_eq(rp.nmissed, 0, "%lu missed: stale instances were not dropped", rp.nmissed);
 	unregister_kretprobe(&rp);
 }

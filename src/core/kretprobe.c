@@ -155,12 +155,12 @@ static void drop_stale(struct kp_thread *t, uintptr_t slot)
 	}
 }
 
-static int kretprobe_entry(struct kprobe *p, struct pt_regs *regs)
+/* A new instance for the frame whose return address is at slot (regs: for
+ * the entry handler, which the optimized entry's fast path never has). */
+static int rp_enter(struct kretprobe *rp, struct kp_thread *t, uintptr_t slot,
+		    struct pt_regs *regs)
 {
-	struct kretprobe *rp = container_of(p, struct kretprobe, kp);
 	struct kp_rp_pool *pool = rp->__pool;
-	struct kp_thread *t = kp_thread_current();
-	uintptr_t slot = arch_return_slot(regs);
 	uintptr_t ret = *(uintptr_t *)slot;
 	struct kp_ri *ri;
 
@@ -189,6 +189,20 @@ static int kretprobe_entry(struct kprobe *p, struct pt_regs *regs)
 	ri->next = t->ri_top;
 	t->ri_top = ri;
 	return 0;
+}
+
+static int kretprobe_entry(struct kprobe *p, struct pt_regs *regs)
+{
+	return rp_enter(container_of(p, struct kretprobe, kp), kp_thread_current(),
+			arch_return_slot(regs), regs);
+}
+
+/* Jumped to by an optimized entry, inside its read-side section, for a
+ * return probe without an entry handler: no struct pt_regs is built. */
+int kp_kretprobe_entry_fast(struct kprobe *p, void *ret_slot)
+{
+	return rp_enter(container_of(p, struct kretprobe, kp), kp_thread_current(),
+			(uintptr_t)ret_slot, NULL);
 }
 
 static void fatal_no_instance(void)

@@ -237,10 +237,19 @@ static void pp_update_fast(struct kp_probepoint *pp)
 {
 	struct kprobe *p = pp->probes, *fast = NULL;
 
-	if (p && !p->__next && !(p->flags & KPROBE_FLAG_DISABLED) && p->pre_handler &&
-	    !kp_probe_needs(p))
+	if (p && !p->__next && !(p->flags & KPROBE_FLAG_DISABLED) && kp_probe_fast_fn(p))
 		fast = p;
 	__atomic_store_n(&pp->fast, fast, __ATOMIC_RELEASE);
+}
+
+static void *probe_fast_fn(struct kprobe *p, enum kp_type type)
+{
+	if (type == KP_TYPE_KRETPROBE)
+		return container_of(p, struct kretprobe, kp)->entry_handler ?
+			       NULL : (void *)kp_kretprobe_entry_fast;
+	if (type == KP_TYPE_KPROBE && p->pre_handler && !kp_probe_needs(p))
+		return (void *)p->pre_handler;
+	return NULL;
 }
 
 static void probe_attach(struct kp_probepoint *pp, struct kprobe *p, enum kp_type type)
@@ -260,6 +269,7 @@ static void probe_attach(struct kp_probepoint *pp, struct kprobe *p, enum kp_typ
 	p->flags &= KPROBE_FLAG_DISABLED;
 	p->addr = (kprobe_opcode_t *)pp->addr;
 	kp_probe_needs(p) = probe_needs(p, type);
+	kp_probe_fast_fn(p) = probe_fast_fn(p, type);
 	/* No hit may take the old single probe for all of them. */
 	__atomic_store_n(&pp->fast, NULL, __ATOMIC_RELEASE);
 	__atomic_store_n(link, p, __ATOMIC_RELEASE);

@@ -37,7 +37,8 @@ _Static_assert(offsetof(struct kp_probepoint, addr) == 0 &&
 	       offsetof(struct kp_probepoint, fast) == 16, "hitpath.inc: struct kp_probepoint");
 _Static_assert(offsetof(struct kprobe, pre_handler) == 24 && offsetof(struct kprobe, flags) == 56 &&
 	       offsetof(struct kprobe, __next) == 64 && KPROBE_FLAG_DISABLED == 2 &&
-	       offsetof(struct kprobe, __reserved) == 88,
+	       offsetof(struct kprobe, __reserved) == 88 &&
+	       offsetof(struct kprobe, __reserved[1]) == 96,
 	       "hitpath.inc: struct kprobe");
 _Static_assert(KP_OPT_SAVE_VECTOR == 1 && KP_OPT_SAVE_ERRNO == 2 && KP_OPT_SAVE_REGS == 4 &&
 	       offsetof(struct pt_regs, ip) == 128,

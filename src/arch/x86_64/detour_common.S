@@ -33,9 +33,10 @@
  * pushed on the way in at 184, R at 192 (which keeps the ABI's alignment).
  *
  * At a function entry the light level is pushed, and the common case —
- * one enabled probe whose handler needs nothing more — jumps into the
- * handler with R as its return address: one call and one return fewer,
- * every return still predicted.  So at an entry the detour itself ends
+ * one enabled probe whose handler needs nothing more, or a return probe
+ * without an entry handler — jumps into the probe's fast function with R
+ * as its return address: one call and one return fewer, every return
+ * still predicted.  So at an entry the detour itself ends
  * the read-side section and pops the light level, at R (the code is
  * below, copied into each detour); every other way through here returns
  * to R with the light level in place.
@@ -543,10 +544,12 @@ kp_opt_entry_exit_flags_end:
 	.endm
 
 /*
- * The fast path: one enabled probe whose handler needs the light level
- * only (the probepoint's fast probe, kept by the registry).  The handler
- * is entered by a jump with R as its return address, so it returns
- * straight to the detour (which ends the section) and every return stays
+ * The fast path: one enabled probe whose fast function needs the light
+ * level only (the probepoint's fast probe, kept by the registry): its
+ * pre-handler, or for a return probe the instance set-up, which is given
+ * the address of the return address instead of a struct pt_regs.  It is
+ * entered by a jump with R as its return address, so it returns straight
+ * to the detour (which ends the section) and every return stays
  * predicted.  Anything else takes the generic path, which ends at the
  * same place.
  */
@@ -563,8 +566,9 @@ FUNC \name
 	test %rdi, %rdi
 	jz 68f
 	mov %rax, L_R(%rsp)			/* the thread record, for the exit */
+	lea L_R + 8(%rsp), %rsi			/* the return address's slot */
 	push %rcx
-	jmp *KP_PRE_HANDLER(%rdi)
+	jmp *KP_FAST_FN(%rdi)
 68:	mov %rax, L_R(%rsp)
 	GENERIC_FRAME
 	mov PP_PROBES(%rdx), %r12		/* rdx = the probepoint */
