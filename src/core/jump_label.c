@@ -30,7 +30,7 @@ static struct kp_jl_object *objects[JL_MAX_OBJECTS];
 static unsigned int nobjects;		/* published with release */
 static unsigned long long scanned_gen = ~0ULL;
 
-/* scan_lock guards the object list (innermost: nothing else is taken while
+/* scan_lock guards the object list (only the loader lock is taken while
  * holding it); key_lock serializes key changes and tracepoint handlers. */
 static pthread_mutex_t scan_lock = PTHREAD_MUTEX_INITIALIZER;
 pthread_mutex_t kp_jl_key_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -287,35 +287,21 @@ int kp_jl_key_set(struct static_key *key, int value)
 	return err;
 }
 
-static void fork_prepare(void)
+/* For the fork handlers (src/core/fork.c); the list itself is consistent
+ * in a child at any moment: entries are published one by one. */
+void kp_jl_scan_lock(void)
 {
-	pthread_mutex_lock(&kp_jl_key_lock);
+	pthread_mutex_lock(&scan_lock);
 }
 
-static void fork_parent(void)
+void kp_jl_scan_unlock(void)
 {
-	pthread_mutex_unlock(&kp_jl_key_lock);
-}
-
-/* scan_lock is held only around reading ELF files; a child forked in the
- * middle gets a fresh one (the list itself is consistent: entries are
- * published one by one). */
-static void fork_child(void)
-{
-	pthread_mutex_init(&scan_lock, NULL);
-	pthread_mutex_unlock(&kp_jl_key_lock);
-}
-
-static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
-
-static void atfork_register(void)
-{
-	pthread_atfork(fork_prepare, fork_parent, fork_child);
+	pthread_mutex_unlock(&scan_lock);
 }
 
 void kp_jl_lock(void)
 {
-	pthread_once(&atfork_once, atfork_register);
+	kp_fork_init();
 	pthread_mutex_lock(&kp_jl_key_lock);
 }
 

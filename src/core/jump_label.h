@@ -51,6 +51,8 @@ bool kp_jl_busy(uintptr_t lo, uintptr_t hi, bool targets);
 
 /* Key changes and tracepoint handler lists: under this lock. */
 void kp_jl_lock(void);
+void kp_jl_scan_lock(void);
+void kp_jl_scan_unlock(void);
 void kp_jl_unlock(void);
 int kp_jl_key_set(struct static_key *key, int value);
 

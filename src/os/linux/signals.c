@@ -66,28 +66,21 @@ static void *next_symbol(const char *name)
 	return dlsym(RTLD_NEXT, name);
 }
 
-/* A fork never copies prog_lock held by a thread that does not exist in
- * the child (which may well call sigaction() first thing). */
-static void lock_prog(void)
+/* For the fork handlers (src/core/fork.c): a child never inherits prog_lock
+ * held by a thread it does not have (it may well call sigaction() first
+ * thing). */
+void kp_sig_fork_lock(void)
 {
 	pthread_mutex_lock(&prog_lock);
 }
 
-static void unlock_prog(void)
+void kp_sig_fork_unlock(void)
 {
 	pthread_mutex_unlock(&prog_lock);
 }
 
-static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;
-
-static void atfork_register(void)
-{
-	pthread_atfork(lock_prog, unlock_prog, unlock_prog);
-}
-
 static void resolve_real(void)
 {
-	pthread_once(&atfork_once, atfork_register);
 	if (real_sigaction)
 		return;
 	real_sigprocmask = (sigmask_fn)next_symbol("sigprocmask");

@@ -29,4 +29,8 @@ void kp_sig_forward(int sig, siginfo_t *info, void *uc);
 /* Whether sig is currently handled by the library. */
 bool kp_sig_is_owned(int sig);
 
+/* The program-handler table's lock, for the fork handlers (src/core/fork.c). */
+void kp_sig_fork_lock(void);
+void kp_sig_fork_unlock(void);
+
 #endif
