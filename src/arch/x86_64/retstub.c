@@ -13,7 +13,6 @@
 
 #include "arch/arch.h"
 #include "arch/x86_64/execmem.h"
-#include "os/linux/loader.h"
 #include "os/linux/memory.h"
 
 #define STUB_SIZE 8
@@ -34,18 +33,14 @@ struct ret_stubs {
 typedef void (*register_frame_fn)(void *);
 
 /* libgcc's frame registry, the one every unwinder of the process uses.
- * Loading it takes the loader's locks: under ours, as every libkprobes
- * entry into the loader (see os/linux/loader.c). */
+ * The dlopen() (once per process) stays outside the loader lock, which is a
+ * leaf: a dlopen() may run the kprobe agent's hook, which registers probes. */
 static register_frame_fn frame_fn(const char *name)
 {
 	void *fn = dlsym(RTLD_DEFAULT, name);
 
-	if (!fn) {
-		kp_loader_lock();
-		if (dlopen("libgcc_s.so.1", RTLD_NOW | RTLD_GLOBAL | RTLD_NODELETE))
-			fn = dlsym(RTLD_DEFAULT, name);
-		kp_loader_unlock();
-	}
+	if (!fn && dlopen("libgcc_s.so.1", RTLD_NOW | RTLD_GLOBAL | RTLD_NODELETE))
+		fn = dlsym(RTLD_DEFAULT, name);
 	return (register_frame_fn)fn;
 }
 

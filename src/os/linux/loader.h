@@ -9,8 +9,8 @@
 int kp_dl_iterate_phdr(int (*fn)(struct dl_phdr_info *info, size_t size, void *arg),
 		       void *arg);
 
-/* Around any other call that takes the loader's locks (dlopen()), and in
- * the fork handlers: held across fork(), released in parent and child. */
+/* For the fork handlers: held across fork(), released in parent and child.
+ * A leaf: nothing is locked, and no dlopen() is done, under it. */
 void kp_loader_lock(void);
 void kp_loader_unlock(void);
 
