@@ -33,6 +33,7 @@ struct kp_ri {
 	pid_t owner;			/* thread holding it, 0 when free */
 	uintptr_t stub;			/* its return stub (what the frame returns to) */
 	uint32_t next_free;		/* pool free list: index + 1 */
+	uint32_t idx;			/* its own index in the pool */
 	struct kretprobe_instance pub;	/* last: data[] follows */
 };
 
@@ -83,12 +84,11 @@ static struct kp_ri *pool_get(struct kp_rp_pool *pool)
 static void pool_put(struct kp_ri *ri)
 {
 	struct kp_rp_pool *pool = ri->pool;
-	uint32_t idx = (uint32_t)(((char *)ri - pool->mem) / pool->stride);
 	uint64_t h = __atomic_load_n(&pool->free_head, __ATOMIC_ACQUIRE), nh;
 
 	do {
 		__atomic_store_n(&ri->next_free, (uint32_t)h, __ATOMIC_RELAXED);
-		nh = (((h >> 32) + 1) << 32) | (idx + 1);
+		nh = (((h >> 32) + 1) << 32) | (ri->idx + 1);
 	} while (!__atomic_compare_exchange_n(&pool->free_head, &h, nh, true,
 					      __ATOMIC_ACQ_REL, __ATOMIC_ACQUIRE));
 	/* Last touch of the pool: an unregistered pool is freed once every
@@ -327,6 +327,7 @@ static int pool_create(struct kretprobe *rp)
 		struct kp_ri *ri = ri_at(pool, (uint32_t)i);
 
 		ri->pool = pool;
+		ri->idx = (uint32_t)i;
 		ri->stub = arch_ret_stub(pool->stubs, i);
 		ri->next_free = i + 1 < n ? (uint32_t)(i + 2) : 0;
 	}
