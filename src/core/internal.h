@@ -25,8 +25,9 @@ enum kp_type { KP_TYPE_KPROBE = 'k', KP_TYPE_KRETPROBE = 'r', KP_TYPE_JPROBE = '
 struct kp_probepoint {
 	uintptr_t addr;
 	struct kprobe *probes;		/* read lock-free by the hit path */
-	/* The only probe, when it is enabled and its pre-handler needs the
-	 * light level only (an optimized entry jumps straight into it). */
+	/* The only probe, when it is enabled and has a fast function
+	 * (kp_probe_fast_fn below): an optimized entry jumps straight into
+	 * that. */
 	struct kprobe *fast;
 	struct kp_probepoint *hnext;	/* hash chain, read lock-free */
 	struct kp_probepoint *all_next;	/* registry list in registration */
