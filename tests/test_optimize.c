@@ -9,6 +9,7 @@
  */
 #include "testutil.h"
 
+#include <execinfo.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
@@ -23,7 +24,9 @@
 #include <Zydis/Zydis.h>
 
 #include "arch/x86_64/insn.h"
+#include "arch/arch.h"
 #include "core/internal.h"
+#include "os/linux/threads.h"
 #include "elf/symbols.h"
 
 TestSuite(optimize, .timeout = 10);
@@ -2554,4 +2557,172 @@ Test(optimize, kretprobe_fast_entry, .init = setup)
 	cr_assert_eq(rp_returns, 200 * 11, "%lu returns", rp_returns);
 	cr_assert_eq(rp.nmissed, 0, "%lu missed: stale instances were not dropped", rp.nmissed);
 	unregister_kretprobe(&rp);
+}
+
+/* ---- return probes whose function is called from the instance's stub ---- */
+
+/* The first bytes of an entry detour's exit, after its call (D+6): the
+ * continuing exit reads the thread record through %fs, the plain one from
+ * the stack. */
+static bool detour_continues(const struct kprobe *p)
+{
+	const struct kp_probepoint *pp = p->__pp;
+	static const uint8_t mov_fs[] = { 0x64, 0x48, 0x8b, 0x04, 0x25 };
+
+	return pp->ainsn.opt && pp->ainsn.opt->detour &&
+	       !memcmp((const void *)(pp->ainsn.opt->detour + 6), mov_fs, sizeof(mov_fs));
+}
+
+TEST_FN long rs_many(long a, long b, long c, long d, long e, long f, long g, long h, double x,
+		     double y)
+{
+	long r = a + 2 * b + 3 * c + 4 * d + 5 * e + 6 * f + 7 * g + 8 * h + (long)(x * 4 + y);
+
+	__asm__ volatile("" : "+r"(r));
+	return r;
+}
+
+static long (*volatile call_rs_many)(long, long, long, long, long, long, long, long, double,
+				     double) = rs_many;
+
+static long rs_expect(long i)
+{
+	return i + 2 * 2 + 3 * 3 + 4 * 4 + 5 * 5 + 6 * 6 + 7 * (i * 3) + 8 * (i ^ 5) +
+	       (long)((double)i * 4 + 0.5);
+}
+
+static long rs_returns, rs_bad;
+static long rs_want;
+
+static int rs_ret(struct kretprobe_instance *ri, struct pt_regs *regs)
+{
+	rs_returns++;
+	if ((long)regs->ax != rs_want)
+		rs_bad++;
+	return 0;
+}
+
+static void *rs_bt[32];
+static int rs_bt_n;
+static void *rs_real_ra;
+
+TEST_FN long rs_bt_fn(long x)
+{
+	rs_bt_n = backtrace(rs_bt, 32);
+	if (!rs_real_ra)
+		rs_real_ra = __builtin_return_address(0);
+	__asm__ volatile("" : "+r"(x));
+	return x + 1;
+}
+
+static long (*volatile call_rs_bt)(long) = rs_bt_fn;
+
+TEST_FN long rs_bt_caller(long x)
+{
+	long r = call_rs_bt(x);
+
+	__asm__ volatile("" : "+r"(r));
+	return r * 2;
+}
+
+Test(optimize, kretprobe_called_from_stub, .init = setup)
+{
+	struct kretprobe rp;
+
+	memset(&rp, 0, sizeof(rp));
+	rp.kp.addr = (kprobe_opcode_t *)rs_many;
+	rp.handler = rs_ret;
+	cr_assert_eq(register_kretprobe(&rp), 0);
+	cr_assert(wait_opt(&rp.kp, true, 2000), "rs_many not optimized");
+	cr_assert_eq(fast_of(&rp.kp), &rp.kp);
+	cr_assert(detour_continues(&rp.kp), "a return probe's detour without the continuing exit");
+	/* stack arguments and float arguments see the frame they would */
+	for (long i = 0; i < 20000; i++) {
+		rs_want = rs_expect(i);
+		cr_assert_eq(call_rs_many(i, 2, 3, 4, 5, 6, i * 3, i ^ 5, (double)i, 0.5), rs_want,
+			     "i=%ld", i);
+	}
+	cr_assert_eq(rs_returns, 20000);
+	cr_assert_eq(rs_bad, 0);
+	cr_assert_eq(rp.nmissed, 0);
+	unregister_kretprobe(&rp);
+
+	/* unwinding from inside goes through the stub to the real caller */
+	cr_assert_eq(rs_bt_caller(1), 4);
+	cr_assert_not_null(rs_real_ra);
+	memset(&rp, 0, sizeof(rp));
+	rp.kp.addr = (kprobe_opcode_t *)rs_bt_fn;
+	rp.handler = rp_count_ret;
+	rp_returns = 0;
+	cr_assert_eq(register_kretprobe(&rp), 0);
+	cr_assert(wait_opt(&rp.kp, true, 2000), "rs_bt_fn not optimized");
+	cr_assert(detour_continues(&rp.kp));
+	for (long x = 0; x < 50; x++) {
+		bool seen = false;
+
+		rs_bt_n = 0;
+		cr_assert_eq(rs_bt_caller(x), (x + 1) * 2);
+		for (int i = 0; i < rs_bt_n; i++)
+			seen |= rs_bt[i] == rs_real_ra;
+		cr_assert(seen, "x=%ld: the real caller is not in the backtrace", x);
+	}
+	cr_assert_eq(rp_returns, 50);
+	unregister_kretprobe(&rp);
+}
+
+/* A return probe joining a detour built for a kprobe (a plain exit) still
+ * works once it has the fast path: the function is then not called from
+ * the stub. */
+Test(optimize, kretprobe_fast_entry_on_plain_detour, .init = setup)
+{
+	struct kretprobe rp;
+	struct kprobe kp;
+
+	init_probe(&kp, (void *)rs_many, light_pre);
+	cr_assert_eq(register_kprobe(&kp), 0);
+	cr_assert(wait_opt(&kp, true, 2000), "rs_many not optimized");
+	cr_assert_not(detour_continues(&kp), "a kprobe's detour with the continuing exit");
+	memset(&rp, 0, sizeof(rp));
+	rp.kp.addr = (kprobe_opcode_t *)rs_many;
+	rp.handler = rs_ret;
+	rs_returns = rs_bad = 0;
+	cr_assert_eq(register_kretprobe(&rp), 0);
+	unregister_kprobe(&kp);
+	cr_assert(wait_opt(&rp.kp, true, 2000));
+	cr_assert_eq(fast_of(&rp.kp), &rp.kp);
+	cr_assert_not(detour_continues(&rp.kp));
+	for (long i = 0; i < 5000; i++) {
+		rs_want = rs_expect(i);
+		cr_assert_eq(call_rs_many(i, 2, 3, 4, 5, 6, i * 3, i ^ 5, (double)i, 0.5), rs_want);
+	}
+	cr_assert_eq(rs_returns, 5000);
+	cr_assert_eq(rs_bad, 0);
+	unregister_kretprobe(&rp);
+}
+
+/* A thread between a detour's exit and the stub's call into the detour is
+ * bound for it: a census counts it as inside. */
+static uintptr_t rs_ret_loc(int i, void *arg)
+{
+	return (uintptr_t)arg + 8 * (uintptr_t)i;
+}
+
+Test(optimize, census_counts_stub_entries_as_inside)
+{
+	static uintptr_t locs[2];
+	struct ret_stubs *rs;
+	uintptr_t ret;
+
+	pthread_mutex_lock(&kp_registry_lock);
+	rs = arch_ret_stubs_create(2, rs_ret_loc, locs);
+	pthread_mutex_unlock(&kp_registry_lock);
+	cr_assert_not_null(rs);
+	for (int i = 0; i < 2; i++) {
+		ret = arch_ret_stub(rs, i);
+		cr_assert(arch_ip_bound_for_detour(ret - 9), "stub entry");
+		cr_assert(arch_ip_bound_for_detour(ret - 4), "the stub's call");
+		cr_assert_not(arch_ip_bound_for_detour(ret), "the return point");
+	}
+	cr_assert_not(arch_ip_bound_for_detour((uintptr_t)rs_many));
+	arch_ret_stubs_destroy(rs);
 }

@@ -105,6 +105,10 @@ struct ret_stubs;
 struct ret_stubs *arch_ret_stubs_create(int n, uintptr_t (*ret_loc)(int, void *), void *arg);
 void arch_ret_stubs_destroy(struct ret_stubs *rs);
 uintptr_t arch_ret_stub(const struct ret_stubs *rs, int i);
+/* At an optimized entry's fast instance set-up: has the function called
+ * from stub i, when the detour allows (see retstub.c); record is the
+ * thread's record. */
+bool arch_ret_stub_call(uintptr_t slot, const void *record, const struct ret_stubs *rs, int i);
 
 /* The trampoline a return-probed function returns into. */
 uintptr_t arch_kretprobe_trampoline(void);

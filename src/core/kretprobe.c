@@ -34,6 +34,7 @@ struct kp_ri {
 	uintptr_t stub;			/* its return stub (what the frame returns to) */
 	uint32_t next_free;		/* pool free list: index + 1 */
 	uint32_t idx;			/* its own index in the pool */
+	bool called;			/* the function was called from the stub */
 	struct kretprobe_instance pub;	/* last: data[] follows */
 };
 
@@ -156,9 +157,10 @@ static void drop_stale(struct kp_thread *t, uintptr_t slot)
 }
 
 /* A new instance for the frame whose return address is at slot (regs: for
- * the entry handler, which the optimized entry's fast path never has). */
-static int rp_enter(struct kretprobe *rp, struct kp_thread *t, uintptr_t slot,
-		    struct pt_regs *regs)
+ * the entry handler, which the optimized entry's fast path never has);
+ * NULL when none was installed. */
+static struct kp_ri *rp_enter(struct kretprobe *rp, struct kp_thread *t, uintptr_t slot,
+			      struct pt_regs *regs)
 {
 	struct kp_rp_pool *pool = rp->__pool;
 	uintptr_t ret = *(uintptr_t *)slot;
@@ -170,7 +172,7 @@ static int rp_enter(struct kretprobe *rp, struct kp_thread *t, uintptr_t slot,
 		ri = pool_get(pool);
 	if (!ri) {
 		__atomic_fetch_add(&rp->nmissed, 1, __ATOMIC_RELAXED);
-		return 0;
+		return NULL;
 	}
 	/* Another return probe on this function got here first. */
 	if (t->ri_top && ((struct kp_ri *)t->ri_top)->slot == slot &&
@@ -181,28 +183,37 @@ static int rp_enter(struct kretprobe *rp, struct kp_thread *t, uintptr_t slot,
 	ri->pub.rp = rp;
 	ri->pub.task = t->tid;
 	ri->pub.ret_addr = (kprobe_opcode_t *)ret;
+	ri->called = false;
 	if (rp->entry_handler && rp->entry_handler(&ri->pub, regs)) {
 		pool_put(ri);
-		return 0;
+		return NULL;
 	}
 	*(uintptr_t *)slot = ri->stub;
 	ri->next = t->ri_top;
 	t->ri_top = ri;
-	return 0;
+	return ri;
 }
 
 static int kretprobe_entry(struct kprobe *p, struct pt_regs *regs)
 {
-	return rp_enter(container_of(p, struct kretprobe, kp), kp_thread_current(),
-			arch_return_slot(regs), regs);
+	rp_enter(container_of(p, struct kretprobe, kp), kp_thread_current(), arch_return_slot(regs),
+		 regs);
+	return 0;
 }
 
 /* Jumped to by an optimized entry, inside its read-side section, for a
- * return probe without an entry handler: no struct pt_regs is built. */
+ * return probe without an entry handler: no struct pt_regs is built, and
+ * where the detour allows, the function is called from the instance's
+ * stub so that its return stays predicted. */
 int kp_kretprobe_entry_fast(struct kprobe *p, void *ret_slot)
 {
-	return rp_enter(container_of(p, struct kretprobe, kp), kp_thread_current(),
-			(uintptr_t)ret_slot, NULL);
+	struct kp_thread *t = kp_thread_current();
+	struct kp_ri *ri = rp_enter(container_of(p, struct kretprobe, kp), t, (uintptr_t)ret_slot,
+				    NULL);
+
+	if (ri && arch_ret_stub_call((uintptr_t)ret_slot, t, ri->pool->stubs, (int)ri->idx))
+		ri->called = true;
+	return 0;
 }
 
 static void fatal_no_instance(void)
@@ -233,12 +244,16 @@ static void run_return_handler(struct kp_thread *t, struct kp_ri *ri, struct kre
 		errno = saved_errno;
 }
 
-/* Called by the trampoline with the registers at the return. */
-void kp_kretprobe_dispatch(struct pt_regs *regs)
+/* Called by the trampoline with the registers at the return.  Returns
+ * whether the function was called from the stub it returned to: the
+ * return predictor then expects the real return address, and the
+ * trampoline returns there by a ret. */
+bool kp_kretprobe_dispatch(struct pt_regs *regs)
 {
 	struct kp_thread *t = kp_thread_current();
 	uintptr_t slot = regs->sp - 8;
 	struct kp_ri *ri;
+	bool called;
 
 	while ((ri = t->ri_top) && ri->slot < slot) {
 		t->ri_top = ri->next;
@@ -246,6 +261,7 @@ void kp_kretprobe_dispatch(struct pt_regs *regs)
 	}
 	if (!ri || ri->slot != slot)
 		fatal_no_instance();
+	called = ri->called;
 	regs->ip = (unsigned long)ri->pub.ret_addr;
 	kp_read_enter(t);
 	while ((ri = t->ri_top) && ri->slot == slot) {
@@ -262,6 +278,7 @@ void kp_kretprobe_dispatch(struct pt_regs *regs)
 		pool_put(ri);
 	}
 	kp_read_exit(t);
+	return called;
 }
 
 static int ncpus(void)

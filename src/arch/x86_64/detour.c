@@ -14,7 +14,9 @@
  * wrote there), so the detour starts with the call (R = D+6).  The handler
  * of the common case returns straight to R, so the end of the read-side
  * section and the restore of the light level are at R too (copied from
- * detour_common.S), followed by the copy.
+ * detour_common.S), followed by the copy, which that code reaches by a
+ * jump through the continuation the save code left on the stack (a return
+ * probe's instance set-up changes it: retstub.c).
  */
 #include <cpuid.h>
 #include <errno.h>
@@ -57,11 +59,16 @@ _Static_assert(OFF_PP - OFF_RET == 101 && OFF_PP - OFF_RET_ENTRY == 106, "detour
 
 extern char kp_opt_entry_sse[], kp_opt_entry_avx[], kp_opt_entry_avx512[];
 extern char kp_opt_entry_sse_flags[], kp_opt_entry_avx_flags[], kp_opt_entry_avx512_flags[];
+extern char kp_opt_centry_sse[], kp_opt_centry_avx[], kp_opt_centry_avx512[];
+extern char kp_opt_centry_sse_flags[], kp_opt_centry_avx_flags[], kp_opt_centry_avx512_flags[];
 extern char kp_opt_mid_xsave[], kp_opt_mid_fxsave[];
 /* What an entry detour runs after its handlers (ends the section, puts the
- * light level back), without and with the status flags. */
+ * light level back), without and with the status flags; plain, or
+ * continuing (for return probes: detour_common.S). */
 extern const uint8_t kp_opt_entry_exit[], kp_opt_entry_exit_end[];
 extern const uint8_t kp_opt_entry_exit_flags[], kp_opt_entry_exit_flags_end[];
+extern const uint8_t kp_opt_entry_cexit[], kp_opt_entry_cexit_end[];
+extern const uint8_t kp_opt_entry_cexit_flags[], kp_opt_entry_cexit_flags_end[];
 
 __attribute__((visibility("hidden"))) unsigned int kp_xsave_size;
 
@@ -81,9 +88,27 @@ void arch_fpu_init(void)
 		kp_xsave_size = b + 64;	/* room to align */
 }
 
-static uintptr_t common_for(bool entry, bool flags_dead)
+static uintptr_t centry_for(bool flags_dead)
+{
+	if (flags_dead) {
+		if (__builtin_cpu_supports("avx512f"))
+			return (uintptr_t)kp_opt_centry_avx512;
+		if (__builtin_cpu_supports("avx"))
+			return (uintptr_t)kp_opt_centry_avx;
+		return (uintptr_t)kp_opt_centry_sse;
+	}
+	if (__builtin_cpu_supports("avx512f"))
+		return (uintptr_t)kp_opt_centry_avx512_flags;
+	if (__builtin_cpu_supports("avx"))
+		return (uintptr_t)kp_opt_centry_avx_flags;
+	return (uintptr_t)kp_opt_centry_sse_flags;
+}
+
+static uintptr_t common_for(bool entry, bool flags_dead, bool cont)
 {
 	__builtin_cpu_init();
+	if (entry && cont)
+		return centry_for(flags_dead);
 	if (entry && flags_dead) {
 		if (__builtin_cpu_supports("avx512f"))
 			return (uintptr_t)kp_opt_entry_avx512;
@@ -146,11 +171,63 @@ static void emit_copied(struct xw *w, const uint8_t *bytes, size_t avail, uintpt
 	xw_bytes(w, b, ai.len);
 }
 
+/* The entry exit's first instruction, "mov %fs:disp32,%rax", reads the
+ * thread record: disp32 is kp_self_tls's offset from the thread pointer,
+ * the same in every thread (initial-exec TLS). */
+static int set_record_offset(uint8_t *insn)
+{
+	static const uint8_t mov_fs_rax[] = { 0x64, 0x48, 0x8b, 0x04, 0x25 };
+	uintptr_t tp;
+	int64_t off;
+	int32_t disp;
+
+	if (memcmp(insn, mov_fs_rax, sizeof(mov_fs_rax)))
+		return -EINVAL;
+	asm("mov %%fs:0, %0" : "=r"(tp));
+	off = (int64_t)((uintptr_t)&kp_self_tls - tp);
+	if (off < INT32_MIN || off > INT32_MAX)
+		return -EINVAL;
+	disp = (int32_t)off;
+	memcpy(insn + sizeof(mov_fs_rax), &disp, sizeof(disp));
+	return 0;
+}
+
+/* Does a return probe's fast instance set-up run here?  Its detour gets
+ * the continuing exit.  The detour is kept for the probepoint's life: a
+ * return probe added later to one built plain costs its return's
+ * prediction, nothing else (kp_kretprobe_entry_fast tells them apart). */
+static bool wants_continuation(const struct kp_probepoint *pp)
+{
+	for (struct kprobe *p = pp->probes; p; p = p->__next)
+		if (kp_probe_fast_fn(p) == (void *)kp_kretprobe_entry_fast)
+			return true;
+	return false;
+}
+
+static int write_entry_exit(struct xw *w, bool flags_dead, bool cont)
+{
+	const uint8_t *b = flags_dead ? kp_opt_entry_exit : kp_opt_entry_exit_flags;
+	const uint8_t *e = flags_dead ? kp_opt_entry_exit_end : kp_opt_entry_exit_flags_end;
+
+	if (cont) {
+		/* The save code jumps to the copy CEXIT_LEN bytes after R,
+		 * whichever of the two the detour has. */
+		if (kp_opt_entry_cexit_end - kp_opt_entry_cexit !=
+		    kp_opt_entry_cexit_flags_end - kp_opt_entry_cexit_flags)
+			return -EINVAL;
+		b = flags_dead ? kp_opt_entry_cexit : kp_opt_entry_cexit_flags;
+		e = flags_dead ? kp_opt_entry_cexit_end : kp_opt_entry_cexit_flags_end;
+	}
+	xw_bytes(w, b, (size_t)(e - b));
+	return cont ? set_record_offset(w->buf + OFF_RET_ENTRY) : 0;
+}
+
 static int detour_write(struct kp_probepoint *pp, uintptr_t d)
 {
 	struct arch_opt *o = pp->ainsn.opt;
 	uint8_t code[DETOUR_SIZE];
-	uintptr_t common = common_for(o->entry, o->flags_dead);
+	bool cont = o->entry && wants_continuation(pp);
+	uintptr_t common = common_for(o->entry, o->flags_dead, cont);
 	struct xw w;
 	bool last_ends = false;
 
@@ -158,13 +235,8 @@ static int detour_write(struct kp_probepoint *pp, uintptr_t d)
 	xw_init(&w, code, OFF_CODE_END, d);
 	if (o->entry) {
 		xw_call_indirect(&w, d + OFF_COMMON);
-		if (w.len != OFF_RET_ENTRY)
+		if (w.len != OFF_RET_ENTRY || write_entry_exit(&w, o->flags_dead, cont))
 			return -EINVAL;
-		if (o->flags_dead)
-			xw_bytes(&w, kp_opt_entry_exit, kp_opt_entry_exit_end - kp_opt_entry_exit);
-		else
-			xw_bytes(&w, kp_opt_entry_exit_flags,
-				 kp_opt_entry_exit_flags_end - kp_opt_entry_exit_flags);
 	} else {
 		xw_lea_rsp(&w, -128);
 		xw_call_indirect(&w, d + OFF_COMMON);

@@ -291,16 +291,16 @@
 	.endif
 	.endm
 
-	.macro SLOW_SKIP kind
+	.macro SLOW_SKIP kind, skip
 	.if \kind != 2
-	addq $EXIT_SKIP, E_UP + G_R(%rbx)
+	addq $\skip, E_UP + G_R(%rbx)
 	.endif
 	.endm
 
 /* Everything after the way in, r12 = the first probe: the handler loop at
  * each level, moving up, the ways out, and at 70 the slow path, which
  * saves everything for the C callback (which keeps errno). */
-	.macro LEVELS name, kind, vsave, vrestore
+	.macro LEVELS name, kind, vsave, vrestore, skip=0
 	test %r12, %r12
 	jz 72f
 	HANDLER_LOOP \name, light, KP_NEEDS_ANY, 71f
@@ -328,7 +328,7 @@
 	mov %rbx, %rsi
 	call kp_optimized_callback
 	\vrestore
-	SLOW_SKIP \kind
+	SLOW_SKIP \kind, \skip
 	OUT_REGS \kind
 	.endm
 
@@ -364,7 +364,7 @@ FUNC \name
 	.set L_RDX, 56
 	.set L_RSI, 64
 	.set L_RDI, 72
-	.set L_R, 80				/* R; then the thread record */
+	.set L_R, 80				/* R; then the record or the continuation */
 
 /* The generic frame below L: G = %rsp; R pushed again (the return to the
  * detour), rbx and r12 for this code, a pad for the ABI's alignment. */
@@ -394,18 +394,30 @@ FUNC \name
 
 /*
  * What the detour runs at R, after the handlers: it ends the read-side
- * section (the thread record is where R was), puts the light level back
- * (with the status flags unless they are dead) and drops the record's
- * slot.  Position independent: detour.c copies it into each detour at
- * a function entry, ahead of the copied instructions.  The slow path,
- * which has no section, returns EXIT_SKIP bytes further.
+ * section, puts the light level back (with the status flags unless they
+ * are dead) and drops the slot where R was.  Position independent:
+ * detour.c copies it into each detour at a function entry, ahead of the
+ * copied instructions.  The slow path, which has no section, returns
+ * EXIT_SKIP bytes further.
+ *
+ * Two kinds.  The plain exit finds the thread record where R was and runs
+ * on into the copied instructions.  The continuing exit, in the detours of
+ * return probes, takes the record from its thread-local pointer (whose
+ * offset detour.c fills in) and jumps to the continuation left where R
+ * was: the copied instructions, or the stub of the return probe's new
+ * instance, which calls them so that the function's own return stays
+ * predicted (retstub.c).  The plain one is a jump cheaper.
  */
-	.macro EXIT_SECTION_END
+	.macro EXIT_SECTION_END cont
+	.if \cont
+	mov %fs:0, %rax				/* disp32: kp_self_tls */
+	.else
 	mov L_R(%rsp), %rax
+	.endif
 	SECTION_CLOSE
 	.endm
 
-	.macro EXIT_POPS flags
+	.macro EXIT_POPS flags, cont
 	pop %rax
 	.if \flags
 	LAHF_RESTORE
@@ -420,25 +432,37 @@ FUNC \name
 	pop %rsi
 	pop %rdi
 	lea 8(%rsp), %rsp
+	.if \cont
+	jmp *-8(%rsp)
+	.endif
+	.endm
+
+	.macro EXIT_TEMPLATE name, flags, cont
+	.globl \name, \name\()_end
+	.hidden \name, \name\()_end
+\name:
+	EXIT_SECTION_END \cont
+\name\()_pops:
+	EXIT_POPS \flags, \cont
+	.if \cont && !\flags
+	int3					/* as long as LAHF_RESTORE: */
+	int3					/* the copied instructions are */
+	int3					/* where they are with flags */
+	.endif
+\name\()_end:
 	.endm
 
 	.section .rodata
-	.globl kp_opt_entry_exit, kp_opt_entry_exit_end
-	.globl kp_opt_entry_exit_flags, kp_opt_entry_exit_flags_end
-	.hidden kp_opt_entry_exit, kp_opt_entry_exit_end
-	.hidden kp_opt_entry_exit_flags, kp_opt_entry_exit_flags_end
-kp_opt_entry_exit:
-	EXIT_SECTION_END
-exit_pops:
-	EXIT_POPS 0
-kp_opt_entry_exit_end:
-kp_opt_entry_exit_flags:
-	EXIT_SECTION_END
-exit_flags_pops:
-	EXIT_POPS 1
-kp_opt_entry_exit_flags_end:
-	/* The same macro in both: the same length. */
-	.set EXIT_SKIP, exit_pops - kp_opt_entry_exit
+	EXIT_TEMPLATE kp_opt_entry_exit, 0, 0
+	EXIT_TEMPLATE kp_opt_entry_exit_flags, 1, 0
+	EXIT_TEMPLATE kp_opt_entry_cexit, 0, 1
+	EXIT_TEMPLATE kp_opt_entry_cexit_flags, 1, 1
+	/* The same macro in both of a kind: the same length. */
+	.set EXIT_SKIP, kp_opt_entry_exit_pops - kp_opt_entry_exit
+	.set CEXIT_SKIP, kp_opt_entry_cexit_pops - kp_opt_entry_cexit
+	/* The continuing exit's copied instructions are CEXIT_LEN bytes after
+	 * R, with the flags or without (detour.c checks). */
+	.set CEXIT_LEN, kp_opt_entry_cexit_end - kp_opt_entry_cexit
 
 /* rcx = R: the generic frame; rbx = G (the light level needs no regs). */
 	.macro GENERIC_FRAME
@@ -553,10 +577,14 @@ kp_opt_entry_exit_flags_end:
  * predicted.  Anything else takes the generic path, which ends at the
  * same place.
  */
-	.macro ENTRY_COMMON name, kind, vsave, vrestore
+	.macro ENTRY_COMMON name, kind, vsave, vrestore, cont
 FUNC \name
 	PUSH_LIGHT
 	mov L_R(%rsp), %rcx
+	.if \cont
+	lea CEXIT_LEN(%rcx), %rdx
+	mov %rdx, L_R(%rsp)			/* the exit's continuation */
+	.endif
 	/* The fast path also needs the ABI's aligned stack. */
 	test $15, %spl
 	jnz 70f
@@ -565,14 +593,23 @@ FUNC \name
 	mov PP_FAST(%rdx), %rdi
 	test %rdi, %rdi
 	jz 68f
+	.if !\cont
 	mov %rax, L_R(%rsp)			/* the thread record, for the exit */
+	.endif
 	lea L_R + 8(%rsp), %rsi			/* the return address's slot */
 	push %rcx
 	jmp *KP_FAST_FN(%rdi)
-68:	mov %rax, L_R(%rsp)
+68:
+	.if !\cont
+	mov %rax, L_R(%rsp)
+	.endif
 	GENERIC_FRAME
 	mov PP_PROBES(%rdx), %r12		/* rdx = the probepoint */
-	LEVELS \name, \kind, \vsave, \vrestore
+	.if \cont
+	LEVELS \name, \kind, \vsave, \vrestore, CEXIT_SKIP
+	.else
+	LEVELS \name, \kind, \vsave, \vrestore, EXIT_SKIP
+	.endif
 	.size \name, . - \name
 	.endm
 
@@ -681,12 +718,18 @@ FUNC \name
 	fxrstor64 (%r13)
 	.endm
 
-	ENTRY_COMMON kp_opt_entry_sse, 0, SSE_SAVE, SSE_RESTORE
-	ENTRY_COMMON kp_opt_entry_avx, 0, AVX_SAVE, AVX_RESTORE
-	ENTRY_COMMON kp_opt_entry_avx512, 0, AVX512_SAVE, AVX512_RESTORE
-	ENTRY_COMMON kp_opt_entry_sse_flags, 1, SSE_SAVE, SSE_RESTORE
-	ENTRY_COMMON kp_opt_entry_avx_flags, 1, AVX_SAVE, AVX_RESTORE
-	ENTRY_COMMON kp_opt_entry_avx512_flags, 1, AVX512_SAVE, AVX512_RESTORE
+	ENTRY_COMMON kp_opt_entry_sse, 0, SSE_SAVE, SSE_RESTORE, 0
+	ENTRY_COMMON kp_opt_entry_avx, 0, AVX_SAVE, AVX_RESTORE, 0
+	ENTRY_COMMON kp_opt_entry_avx512, 0, AVX512_SAVE, AVX512_RESTORE, 0
+	ENTRY_COMMON kp_opt_entry_sse_flags, 1, SSE_SAVE, SSE_RESTORE, 0
+	ENTRY_COMMON kp_opt_entry_avx_flags, 1, AVX_SAVE, AVX_RESTORE, 0
+	ENTRY_COMMON kp_opt_entry_avx512_flags, 1, AVX512_SAVE, AVX512_RESTORE, 0
+	ENTRY_COMMON kp_opt_centry_sse, 0, SSE_SAVE, SSE_RESTORE, 1
+	ENTRY_COMMON kp_opt_centry_avx, 0, AVX_SAVE, AVX_RESTORE, 1
+	ENTRY_COMMON kp_opt_centry_avx512, 0, AVX512_SAVE, AVX512_RESTORE, 1
+	ENTRY_COMMON kp_opt_centry_sse_flags, 1, SSE_SAVE, SSE_RESTORE, 1
+	ENTRY_COMMON kp_opt_centry_avx_flags, 1, AVX_SAVE, AVX_RESTORE, 1
+	ENTRY_COMMON kp_opt_centry_avx512_flags, 1, AVX512_SAVE, AVX512_RESTORE, 1
 	COMMON kp_opt_mid_xsave, XSAVE_SAVE, XSAVE_RESTORE
 	COMMON kp_opt_mid_fxsave, FXSAVE_SAVE, FXSAVE_RESTORE
 

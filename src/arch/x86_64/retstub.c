@@ -1,10 +1,24 @@
 /*
- * Return stubs: one tiny stub per return-probe instance ("nop; jmp
- * trampoline"), with unwind information of its own.  A return-probed
- * frame's return address is its instance's stub, and the stub's CFI says
- * where the real return address is (in the instance), so any unwinder —
- * C++ exceptions, pthread_cancel's forced unwind, backtrace() — walks
- * through return-probed frames to the real callers.
+ * Return stubs: one tiny stub per return-probe instance, with unwind
+ * information of its own:
+ *
+ *   S+0  lea 8(%rsp),%rsp        entry, from an optimized function entry
+ *   S+5  call *-8(%rsp)          the copied instructions (their address
+ *                                is in the return address's slot)
+ *   S+9  jmp trampoline          the return point
+ *
+ * A return-probed frame's return address is its instance's return point,
+ * and the stub's CFI says where the real return address is (in the
+ * instance), so any unwinder — C++ exceptions, pthread_cancel's forced
+ * unwind, backtrace() — walks through return-probed frames to the real
+ * callers.
+ *
+ * A breakpoint or a generic optimized entry just writes the return point
+ * into the slot: the function's return then goes where the processor's
+ * return predictor did not expect.  The fast set-up of an optimized entry
+ * (with the detour's continuing exit) has the function called from the
+ * stub instead: its return is predicted, and so is the trampoline's
+ * return to the caller.
  */
 #include <dlfcn.h>
 #include <errno.h>
@@ -15,7 +29,8 @@
 #include "arch/x86_64/execmem.h"
 #include "os/linux/memory.h"
 
-#define STUB_SIZE 8
+#define STUB_SIZE 16
+#define STUB_RET 9		/* the return point's offset */
 #define DW_CFA_def_cfa 0x0c
 #define DW_CFA_expression 0x10
 #define DW_OP_addr 0x03
@@ -26,7 +41,7 @@ static struct exec_arena arena = { .unit = STUB_SIZE, .meta_size = 1 };
 
 struct ret_stubs {
 	int n;
-	uintptr_t *stub;	/* entry of each stub (after its nop) */
+	uintptr_t *stub;	/* the return point of each stub */
 	uint8_t *eh_frame;	/* registered with the unwinder, or NULL */
 };
 
@@ -99,12 +114,15 @@ static uint8_t *put_fde(uint8_t *p, const uint8_t *cie, uintptr_t start, uintptr
 
 static int write_stub(uintptr_t at, uintptr_t tramp)
 {
-	uint8_t code[STUB_SIZE] = { 0x90, 0xe9 };
-	int32_t rel = (int32_t)(tramp - (at + 6));
+	uint8_t code[STUB_SIZE] = {
+		0x48, 0x8d, 0x64, 0x24, 0x08,	/* lea 8(%rsp),%rsp */
+		0xff, 0x54, 0x24, 0xf8,		/* call *-8(%rsp) */
+		0xe9, 0, 0, 0, 0,		/* jmp trampoline */
+		0xcc, 0xcc,
+	};
+	int32_t rel = (int32_t)(tramp - (at + STUB_RET + 5));
 
-	memcpy(code + 2, &rel, 4);
-	code[6] = 0xcc;
-	code[7] = 0xcc;
+	memcpy(code + STUB_RET + 1, &rel, 4);
 	return kp_mem_write(at, code, sizeof(code));
 }
 
@@ -118,7 +136,7 @@ void arch_ret_stubs_destroy(struct ret_stubs *rs)
 		deregister(rs->eh_frame);
 	for (int i = 0; i < rs->n; i++)
 		if (rs->stub[i])
-			exec_free(&arena, rs->stub[i] - 1);
+			exec_free(&arena, rs->stub[i] - STUB_RET);
 	free(rs->eh_frame);
 	free(rs->stub);
 	free(rs);
@@ -143,7 +161,7 @@ struct ret_stubs *arch_ret_stubs_create(int n, uintptr_t (*ret_loc)(int, void *)
 
 		if (!at || write_stub(at, tramp))
 			goto fail;
-		rs->stub[i] = at + 1;
+		rs->stub[i] = at + STUB_RET;
 	}
 	if (!reg)
 		return rs;	/* no unwinder loaded: stubs still work */
@@ -152,7 +170,7 @@ struct ret_stubs *arch_ret_stubs_create(int n, uintptr_t (*ret_loc)(int, void *)
 		return rs;
 	p = put_cie(rs->eh_frame);
 	for (int i = 0; i < n; i++)
-		p = put_fde(p, rs->eh_frame, rs->stub[i] - 1, ret_loc(i, arg));
+		p = put_fde(p, rs->eh_frame, rs->stub[i] - STUB_RET, ret_loc(i, arg));
 	put32(p, 0);
 	reg(rs->eh_frame);
 	return rs;
@@ -164,4 +182,33 @@ fail:
 uintptr_t arch_ret_stub(const struct ret_stubs *rs, int i)
 {
 	return rs->stub[i];
+}
+
+/*
+ * The fast instance set-up of an optimized entry, run with the detour's
+ * light level below the return address's slot: where R was (slot - 8), the
+ * continuing exit finds its continuation, the copied instructions.  The
+ * exit is to jump to the stub's entry instead, with the copy's address in
+ * the slot, which the stub's call overwrites with the return point.  A
+ * plain exit has the thread record there: no call then (false), and the
+ * caller writes the return point itself.
+ */
+bool arch_ret_stub_call(uintptr_t slot, const void *record, const struct ret_stubs *rs, int i)
+{
+	uintptr_t *s = (uintptr_t *)slot;
+
+	if (s[-1] == (uintptr_t)record)
+		return false;
+	s[0] = s[-1];
+	s[-1] = rs->stub[i] - STUB_RET;
+	return true;
+}
+
+/* Is ip where a thread has left a detour for a stub's call into it?  A
+ * census counts it as inside every detour (threads.c). */
+bool arch_ip_bound_for_detour(uintptr_t ip)
+{
+	uintptr_t unit;
+
+	return exec_meta_of(&arena, ip, &unit) && ip - unit < STUB_RET;
 }

@@ -4,10 +4,12 @@
  * A return-probed function returns here instead of to its caller.  The
  * trampoline never traps: it saves the general registers in a struct
  * pt_regs, calls kp_kretprobe_dispatch(regs), which fills regs->ip with
- * the real return address, restores and jumps there: the function's ret
- * to here already took (and missed) the return-stack predictor's entry
+ * the real return address, restores and goes there.  When the function
+ * was called from its instance's stub (retstub.c), the return predictor's
+ * top entry is the real return address: a ret, predicted.  Otherwise the
+ * function's ret to here already took (and missed) the predictor's entry
  * for this call, so a ret would be mispredicted as well and leave the
- * predictor one entry off for the callers' returns.  Vector and x87
+ * predictor one entry off for the callers' returns: a jump.  Vector and x87
  * state (the return values in xmm/ymm/zmm0-1 and st0/st1) is left alone:
  * the dispatcher is compiled for general registers only and saves that
  * state around a handler that may touch it (kp_call_fpu_saved).
@@ -42,9 +44,15 @@ kp_kretprobe_trampoline:
 	cld
 	call kp_kretprobe_dispatch
 	mov %rbx, %rsp
-	mov 128(%rsp), %rax
-	mov %rax, 168(%rsp)		/* the real return address */
+	mov 128(%rsp), %rcx
+	mov %rcx, 168(%rsp)		/* the real return address */
+	test %al, %al
+	jz 1f
 	PT_RESTORE_FLAGS		/* flags as the function left them */
+	PT_LOAD_GPRS
+	lea 168(%rsp), %rsp
+	ret
+1:	PT_RESTORE_FLAGS
 	PT_LOAD_GPRS
 	lea 176(%rsp), %rsp
 	jmp *-8(%rsp)			/* below rsp: no signal frame writes there */

@@ -315,6 +315,8 @@ static void census_check(uintptr_t ip)
 	for (int i = 0; i < census_nranges; i++)
 		if (ip >= census_ranges[i][0] && ip < census_ranges[i][1])
 			__atomic_store_n(&census_inside, 1, __ATOMIC_RELAXED);
+	if (census_nranges && arch_ip_bound_for_detour(ip))
+		__atomic_store_n(&census_inside, 1, __ATOMIC_RELAXED);
 }
 
 /* Our census signals carry this address; others are the program's. */
@@ -424,7 +426,7 @@ static bool ip_in_ranges(uintptr_t ip, const uintptr_t (*ranges)[2], int n)
 	for (int i = 0; i < n; i++)
 		if (ip >= ranges[i][0] && ip < ranges[i][1])
 			return true;
-	return false;
+	return n > 0 && arch_ip_bound_for_detour(ip);
 }
 
 /* A thread stopped in library code: inside a trap handler, the context it

@@ -53,6 +53,10 @@ struct kp_thread *kp_thread_self(void);
 extern __thread struct kp_thread *kp_self_tls __attribute__((tls_model("initial-exec")));
 
 /* kp_thread_self() with the common case inline: one TLS load. */
+/* From the arch layer: is ip on the way into a detour from outside it (a
+ * return stub's call)?  A census counts such a thread as inside. */
+bool arch_ip_bound_for_detour(uintptr_t ip);
+
 static inline struct kp_thread *kp_thread_current(void)
 {
 	struct kp_thread *t = kp_self_tls;
