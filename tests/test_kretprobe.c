@@ -21,6 +21,7 @@
 #include <unistd.h>
 #include <unwind.h>
 
+#include "core/stats.h"
 #include "testutil.h"
 
 TestSuite(kretprobe, .timeout = 10);
@@ -2156,4 +2157,132 @@ Test(kretprobe, register_kretprobes_all_or_nothing)
 	free(l);
 	cr_assert_eq(call_long(1), 4);
 	cr_expect_eq(a.hits, 1);
+}
+
+/* ---- per-thread instance caches ---- */
+
+static volatile int kc_go;
+static int kc_in;
+
+TEST_FN long kc_block(long x)
+{
+	__atomic_fetch_add(&kc_in, 1, __ATOMIC_RELAXED);
+	while (!kc_go)
+		sched_yield();
+	BARRIER();
+	return x + 1;
+}
+
+static long (*volatile fp_kc_block)(long) = kc_block;
+
+static void *call_kc_thread(void *arg)
+{
+	return (void *)fp_kc_block((long)arg);
+}
+
+/* The instance a thread keeps after its return serves another thread when
+ * the pool has no other: maxactive counts every instance. */
+Test(kretprobe, cached_instance_serves_other_threads)
+{
+	struct crp c;
+	pthread_t th;
+	void *r;
+
+	kc_go = 1;
+	crp_init(&c, (void *)kc_block, 1);
+	cr_assert_eq(register_kretprobe(&c.rp), 0);
+	cr_assert_eq(fp_kc_block(1), 2);
+	for (int i = 0; i < 3; i++) {
+		cr_assert_eq(pthread_create(&th, NULL, call_kc_thread, (void *)10L), 0);
+		pthread_join(th, &r);
+		cr_assert_eq((long)r, 11);
+		cr_assert_eq(fp_kc_block(2), 3);
+	}
+	cr_expect_eq(c.rp.nmissed, 0, "%d missed", c.rp.nmissed);
+	cr_expect_eq(c.hits, 7);
+	unregister_kretprobe(&c.rp);
+}
+
+struct kc_gate {
+	pthread_barrier_t called, leave;
+};
+
+static void *call_then_wait(void *arg)
+{
+	struct kc_gate *g = arg;
+	long r = fp_kc_block(5);
+
+	pthread_barrier_wait(&g->called);
+	pthread_barrier_wait(&g->leave);
+	return (void *)r;
+}
+
+/* Live threads that returned keep instances in their caches; as many new
+ * frames as maxactive still get one each, and exactly the one more is
+ * missed. */
+Test(kretprobe, maxactive_exact_with_cached_instances)
+{
+	enum { MAX = 3 };
+	struct kc_gate g;
+	pthread_t idle[MAX], busy[MAX + 1];
+	struct crp c;
+	void *r;
+
+	crp_init(&c, (void *)kc_block, MAX);
+	cr_assert_eq(register_kretprobe(&c.rp), 0);
+	pthread_barrier_init(&g.called, NULL, MAX + 1);
+	pthread_barrier_init(&g.leave, NULL, MAX + 1);
+	kc_go = 1;
+	for (int i = 0; i < MAX; i++)
+		cr_assert_eq(pthread_create(&idle[i], NULL, call_then_wait, &g), 0);
+	pthread_barrier_wait(&g.called);	/* each returned once, and waits alive */
+	cr_assert_eq(c.hits, MAX);
+	kc_go = 0;
+	__atomic_store_n(&kc_in, 0, __ATOMIC_RELAXED);
+	for (int i = 0; i < MAX + 1; i++)
+		cr_assert_eq(pthread_create(&busy[i], NULL, call_kc_thread, (void *)(long)i), 0);
+	/* every frame entered: MAX of them hold an instance */
+	while (__atomic_load_n(&kc_in, __ATOMIC_RELAXED) < MAX + 1)
+		sleep_ms(1);
+	cr_expect_eq(c.rp.nmissed, 1, "%d missed (want exactly 1)", c.rp.nmissed);
+	kc_go = 1;
+	for (int i = 0; i < MAX + 1; i++) {
+		pthread_join(busy[i], &r);
+		cr_assert_eq((long)r, i + 1);
+	}
+	pthread_barrier_wait(&g.leave);
+	for (int i = 0; i < MAX; i++)
+		pthread_join(idle[i], &r);
+	cr_expect_eq(c.hits, 2 * MAX, "%ld hits", c.hits);
+	unregister_kretprobe(&c.rp);
+}
+
+/* Instances cached by threads, live or exited, do not keep an unregistered
+ * return probe's pool alive. */
+Test(kretprobe, unregister_frees_pool_with_cached_instances)
+{
+	struct kp_stats before, after;
+	struct kc_gate g;
+	pthread_t idle, gone;
+	struct crp c;
+	void *r;
+
+	kp_get_stats(&before);
+	kc_go = 1;
+	crp_init(&c, (void *)kc_block, 4);
+	cr_assert_eq(register_kretprobe(&c.rp), 0);
+	pthread_barrier_init(&g.called, NULL, 2);
+	pthread_barrier_init(&g.leave, NULL, 2);
+	cr_assert_eq(pthread_create(&idle, NULL, call_then_wait, &g), 0);
+	pthread_barrier_wait(&g.called);
+	cr_assert_eq(pthread_create(&gone, NULL, call_kc_thread, (void *)1L), 0);
+	pthread_join(gone, &r);
+	cr_assert_eq(fp_kc_block(3), 4);
+	cr_assert_eq(c.hits, 3);
+	unregister_kretprobe(&c.rp);
+	kp_get_stats(&after);
+	cr_expect_eq(after.rp_pools, before.rp_pools, "%lu pools alive, %lu before",
+		     after.rp_pools, before.rp_pools);
+	pthread_barrier_wait(&g.leave);
+	pthread_join(idle, &r);
 }

@@ -6,12 +6,19 @@
  * calls kp_kretprobe_dispatch().  Instances hang on a per-thread LIFO, as
  * uretprobes does; instances of frames that were left without returning
  * (longjmp, exceptions, thread exit) are reclaimed.
+ *
+ * A thread keeps one free instance of a pool in its record's cache when it
+ * returns one, and takes it back at its next entry, with no atomic
+ * instruction: see "per-thread caches" below.  maxactive still counts
+ * exactly: a pool that runs out takes the cached instances back from every
+ * thread, and stops caching.
  */
 /* On the hit path of optimized probes, which save vector state only for
  * handlers that need it: this code must not touch it. */
 #pragma GCC target("general-regs-only")
 
 #include <errno.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,6 +42,7 @@ struct kp_ri {
 	uint32_t next_free;		/* pool free list: index + 1 */
 	uint32_t idx;			/* its own index in the pool */
 	bool called;			/* the function was called from the stub */
+	bool cached;			/* free, in a thread's cache (owner kept) */
 	struct kretprobe_instance pub;	/* last: data[] follows */
 };
 
@@ -46,11 +54,20 @@ struct kp_rp_pool {
 	int n;
 	uint64_t free_head;		/* (tag << 32) | (index + 1) */
 	uint8_t needs;			/* KP_OPT_SAVE_* of the return handler */
+	uint8_t cache_state;		/* CACHE_* */
+	uint8_t cache_slot;		/* its slot in the threads' caches */
+	pid_t drainer;			/* the thread emptying the caches */
 	struct ret_stubs *stubs;
 	struct kp_rp_pool *next_orphan;
 };
 
 static struct kp_rp_pool *orphans;
+
+/* A pool's use of the threads' caches: in use; being emptied for good;
+ * empty for good (no instance of it in any cache). */
+enum { CACHE_ON, CACHE_DRAINING, CACHE_OFF };
+
+static unsigned int next_cache_slot;
 
 /* Instance pools allocated and not yet freed (kp_get_stats). */
 unsigned long kp_rp_pools_alive;
@@ -97,6 +114,147 @@ static void pool_put(struct kp_ri *ri)
 	__atomic_store_n(&ri->owner, 0, __ATOMIC_RELEASE);
 }
 
+/* ---- per-thread caches ----
+ *
+ * The owning thread uses its cache with plain instructions between
+ * busy_enter() and busy_exit(), a window of a few instructions with no
+ * wait in it; its own signal handlers (busy_enter() returns non-zero for
+ * them) leave the cache alone.  Another thread first turns the pool's
+ * caching off and issues a membarrier: from then on every owner sees it
+ * off, and one inside a window is waited for (or skipped, by the hit
+ * path, after a while).  Then the cached instances are taken with atomic
+ * instructions.
+ */
+
+static inline unsigned int busy_enter(struct kp_thread *t)
+{
+	unsigned int old = 1;
+
+	/* One instruction without lock: atomic for this thread's signal
+	 * handlers, which is all it needs. */
+	asm volatile("xaddl %0, %1" : "+r"(old), "+m"(t->ri_cache_busy) : : "memory");
+	return old;
+}
+
+static inline void busy_exit(struct kp_thread *t)
+{
+	asm volatile("subl $1, %0" : "+m"(t->ri_cache_busy) : : "memory", "cc");
+}
+
+static bool cache_on(const struct kp_rp_pool *pool)
+{
+	return __atomic_load_n(&pool->cache_state, __ATOMIC_RELAXED) == CACHE_ON;
+}
+
+/* An instance for thread t: its cached one, or one from the pool. */
+static struct kp_ri *ri_get(struct kp_thread *t, struct kp_rp_pool *pool)
+{
+	void **slot = &t->ri_cache[pool->cache_slot];
+	struct kp_ri *ri = NULL;
+
+	if (!busy_enter(t) && cache_on(pool)) {
+		ri = __atomic_load_n(slot, __ATOMIC_RELAXED);
+		if (ri && ri->pool == pool) {
+			__atomic_store_n(slot, NULL, __ATOMIC_RELAXED);
+			/* owner first: a reaper that still sees it cached
+			 * then fails to take it from the dead owner */
+			__atomic_store_n(&ri->owner, t->tid, __ATOMIC_RELAXED);
+			__atomic_store_n(&ri->cached, false, __ATOMIC_RELEASE);
+		} else {
+			ri = NULL;
+		}
+	}
+	busy_exit(t);
+	return ri ? ri : pool_get(pool);
+}
+
+/* Thread t is done with ri: into its cache if the slot is free. */
+static void ri_put(struct kp_thread *t, struct kp_ri *ri)
+{
+	struct kp_rp_pool *pool = ri->pool;
+	void **slot = &t->ri_cache[pool->cache_slot];
+	bool kept = false;
+
+	if (!busy_enter(t) && cache_on(pool) && !__atomic_load_n(slot, __ATOMIC_RELAXED)) {
+		__atomic_store_n(&ri->cached, true, __ATOMIC_RELAXED);
+		__atomic_store_n(slot, ri, __ATOMIC_RELEASE);
+		kept = true;
+	}
+	busy_exit(t);
+	if (!kept)
+		pool_put(ri);
+}
+
+static bool is_of_pool(const struct kp_rp_pool *pool, const void *ri)
+{
+	return (const char *)ri >= pool->mem &&
+	       (const char *)ri < pool->mem + (size_t)pool->n * pool->stride;
+}
+
+#define BUSY_SPINS 200
+
+/* Waits for the owner of record r to leave its cache window; false if it
+ * does not within BUSY_SPINS yields (and !patient).  A thread's own record
+ * is free unless it interrupted its own window. */
+static bool owner_outside(const struct kp_thread *r, const struct kp_thread *me, bool patient)
+{
+	if (r == me)
+		return !__atomic_load_n(&r->ri_cache_busy, __ATOMIC_ACQUIRE);
+	for (int spins = 0; __atomic_load_n(&r->ri_cache_busy, __ATOMIC_ACQUIRE); spins++) {
+		if (kp_thread_record_dead(r))
+			return true;
+		if (!patient && spins >= BUSY_SPINS)
+			return false;
+		sched_yield();
+	}
+	return true;
+}
+
+/* Puts the instances cached in every thread record back into the pool. */
+static void drain_caches(struct kp_rp_pool *pool, struct kp_thread *me, bool patient)
+{
+	unsigned int n;
+	struct kp_thread *r = kp_thread_records(&n);
+
+	for (unsigned int i = 0; i < n; i++) {
+		void **slot = &r[i].ri_cache[pool->cache_slot];
+		struct kp_ri *ri = __atomic_load_n(slot, __ATOMIC_ACQUIRE);
+
+		if (!ri || !is_of_pool(pool, ri) || !owner_outside(&r[i], me, patient))
+			continue;
+		if (__atomic_compare_exchange_n(slot, (void **)&ri, NULL, false, __ATOMIC_ACQ_REL,
+						__ATOMIC_RELAXED)) {
+			__atomic_store_n(&ri->cached, false, __ATOMIC_RELEASE);
+			pool_put(ri);
+		}
+	}
+}
+
+/* Turns the pool's caching off for good and puts every cached instance
+ * back into the pool.  One thread drains, others wait for it (unless it is
+ * the caller itself, interrupted).  The hit path (patient false) gives up
+ * on a thread that stays in its window. */
+static void pool_uncache(struct kp_rp_pool *pool, struct kp_thread *me, bool patient)
+{
+	uint8_t state = CACHE_ON;
+	pid_t tid = me ? me->tid : 0;
+
+	if (__atomic_compare_exchange_n(&pool->cache_state, &state, CACHE_DRAINING, false,
+					__ATOMIC_SEQ_CST, __ATOMIC_ACQUIRE)) {
+		__atomic_store_n(&pool->drainer, tid, __ATOMIC_RELEASE);
+		/* Without the barrier no cache can be read safely: its
+		 * instances stay there (caching is on only with membarrier). */
+		if (kp_membarrier_all())
+			drain_caches(pool, me, patient);
+		__atomic_store_n(&pool->cache_state, CACHE_OFF, __ATOMIC_RELEASE);
+		return;
+	}
+	while (state == CACHE_DRAINING && __atomic_load_n(&pool->drainer, __ATOMIC_ACQUIRE) != tid) {
+		sched_yield();
+		state = __atomic_load_n(&pool->cache_state, __ATOMIC_ACQUIRE);
+	}
+}
+
 static bool tid_is_dead(pid_t tid)
 {
 	return kp_syscall(SYS_tgkill, kp_getpid(), tid, 0) == -ESRCH;
@@ -111,7 +269,8 @@ static int pool_reap_dead(struct kp_rp_pool *pool)
 		struct kp_ri *ri = ri_at(pool, (uint32_t)i);
 		pid_t owner = __atomic_load_n(&ri->owner, __ATOMIC_ACQUIRE);
 
-		if (owner > 0 && tid_is_dead(owner) &&
+		if (owner > 0 && !__atomic_load_n(&ri->cached, __ATOMIC_ACQUIRE) &&
+		    tid_is_dead(owner) &&
 		    __atomic_compare_exchange_n(&ri->owner, &owner, -1, false,
 						__ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
 			pool_put(ri);
@@ -152,7 +311,7 @@ static void drop_stale(struct kp_thread *t, uintptr_t slot)
 		    (ri->slot == slot || on_other_stack(ri->slot, slot)))
 			break;
 		t->ri_top = ri->next;
-		pool_put(ri);
+		ri_put(t, ri);
 	}
 }
 
@@ -167,9 +326,12 @@ static struct kp_ri *rp_enter(struct kretprobe *rp, struct kp_thread *t, uintptr
 	struct kp_ri *ri;
 
 	drop_stale(t, slot);
-	ri = pool_get(pool);
-	if (!ri && pool_reap_dead(pool))
+	ri = ri_get(t, pool);
+	if (!ri) {
+		pool_reap_dead(pool);
+		pool_uncache(pool, t, false);
 		ri = pool_get(pool);
+	}
 	if (!ri) {
 		__atomic_fetch_add(&rp->nmissed, 1, __ATOMIC_RELAXED);
 		return NULL;
@@ -185,7 +347,7 @@ static struct kp_ri *rp_enter(struct kretprobe *rp, struct kp_thread *t, uintptr
 	ri->pub.ret_addr = (kprobe_opcode_t *)ret;
 	ri->called = false;
 	if (rp->entry_handler && rp->entry_handler(&ri->pub, regs)) {
-		pool_put(ri);
+		ri_put(t, ri);
 		return NULL;
 	}
 	*(uintptr_t *)slot = ri->stub;
@@ -257,7 +419,7 @@ bool kp_kretprobe_dispatch(struct pt_regs *regs)
 
 	while ((ri = t->ri_top) && ri->slot < slot) {
 		t->ri_top = ri->next;
-		pool_put(ri);
+		ri_put(t, ri);
 	}
 	if (!ri || ri->slot != slot)
 		fatal_no_instance();
@@ -275,7 +437,7 @@ bool kp_kretprobe_dispatch(struct pt_regs *regs)
 			__atomic_fetch_add(&ri->pool->rp->nmissed, 1, __ATOMIC_RELAXED);
 		}
 		regs->ip = (unsigned long)ri->pub.ret_addr;
-		pool_put(ri);
+		ri_put(t, ri);
 	}
 	kp_read_exit(t);
 	return called;
@@ -330,6 +492,10 @@ static int pool_create(struct kretprobe *rp)
 	}
 	pool->rp = rp;
 	pool->needs = rp->handler ? arch_code_needs((uintptr_t)rp->handler) : 0;
+	/* Others take cached instances back only after a membarrier. */
+	pool->cache_state = kp_membarrier_ok ? CACHE_ON : CACHE_OFF;
+	pool->cache_slot = (uint8_t)(__atomic_fetch_add(&next_cache_slot, 1, __ATOMIC_RELAXED) %
+				     KP_RI_CACHE);
 	pool->stride = stride;
 	pool->n = n;
 	pthread_mutex_lock(&kp_registry_lock);
@@ -397,6 +563,7 @@ static void pool_orphan(struct kretprobe *rp)
 	rp->__pool = NULL;
 	if (!pool)
 		return;
+	pool_uncache(pool, kp_thread_current(), true);
 	pool->next_orphan = orphans;
 	orphans = pool;
 }
@@ -522,7 +689,7 @@ void kp_kretprobe_unhijack(bool release)
 			*(uintptr_t *)ri->slot = (uintptr_t)ri->pub.ret_addr;
 	while (release && (ri = t->ri_top)) {
 		t->ri_top = ri->next;
-		pool_put(ri);
+		ri_put(t, ri);
 	}
 }
 
@@ -545,7 +712,7 @@ void kp_kretprobe_after_catch(uintptr_t cfa)
 		return;
 	while ((ri = t->ri_top) && ri->slot < cfa - 8) {
 		t->ri_top = ri->next;
-		pool_put(ri);
+		ri_put(t, ri);
 	}
 	for (ri = t->ri_top; ri; ri = ri->next)
 		if (*(uintptr_t *)ri->slot == (uintptr_t)ri->pub.ret_addr)

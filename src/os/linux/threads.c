@@ -62,6 +62,7 @@ static bool record_claim(struct kp_thread *r, pid_t tid, bool reap)
 	r->nsigframes = 0;
 	r->trap_depth = 0;
 	r->trap_ctx = NULL;
+	r->ri_cache_busy = 0;
 	return true;
 }
 
@@ -117,6 +118,8 @@ static void after_fork_child(void)
 		records[i].nsigframes = 0;
 		records[i].trap_depth = 0;
 		records[i].trap_ctx = NULL;
+		/* its cached instances stay for the record's next owner */
+		records[i].ri_cache_busy = 0;
 	}
 	if (self)
 		self->tid = sys_gettid();
@@ -126,6 +129,24 @@ static void after_fork_child(void)
 static int membarrier(int cmd)
 {
 	return (int)syscall(__NR_membarrier, cmd, 0, 0);
+}
+
+struct kp_thread *kp_thread_records(unsigned int *n)
+{
+	*n = __atomic_load_n(&records_used, __ATOMIC_ACQUIRE);
+	return records;
+}
+
+bool kp_thread_record_dead(const struct kp_thread *r)
+{
+	pid_t tid = __atomic_load_n(&r->tid, __ATOMIC_ACQUIRE);
+
+	return !tid || thread_is_dead(tid);
+}
+
+bool kp_membarrier_all(void)
+{
+	return kp_membarrier_ok && membarrier(MEMBARRIER_CMD_PRIVATE_EXPEDITED) == 0;
 }
 
 static void census_init(void);

@@ -12,6 +12,10 @@
 #include <sys/types.h>
 
 #define KP_SIGFRAMES 6
+#define KP_RI_CACHE 4
+
+/* Set once at start-up: membarrier(PRIVATE_EXPEDITED) works here. */
+extern int kp_membarrier_ok;
 
 struct kp_thread {
 	pid_t tid;			/* owner, 0 = free record */
@@ -39,7 +43,23 @@ struct kp_thread {
 		uintptr_t ip;
 		uintptr_t frame;
 	} sigframes[KP_SIGFRAMES];
+	/* Free return-probe instances kept for this thread, one per slot
+	 * (core/kretprobe.c): the thread takes and puts them back with plain
+	 * instructions while ri_cache_busy is up; others take them only
+	 * after a membarrier, outside those moments. */
+	unsigned int ri_cache_busy;
+	void *ri_cache[KP_RI_CACHE];
 } __attribute__((aligned(64)));
+
+/* Every thread record: *n of them (live, free or of exited threads). */
+struct kp_thread *kp_thread_records(unsigned int *n);
+
+/* Is the thread record's owner gone (or none)? */
+bool kp_thread_record_dead(const struct kp_thread *r);
+
+/* membarrier(PRIVATE_EXPEDITED): every running thread of the process has
+ * passed a full barrier when it returns.  False without membarrier. */
+bool kp_membarrier_all(void);
 
 /* Around a program signal handler called by libkprobes (uc: the context it
  * interrupted).  Async-signal-safe. */
