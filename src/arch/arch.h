@@ -105,10 +105,29 @@ struct ret_stubs;
 struct ret_stubs *arch_ret_stubs_create(int n, uintptr_t (*ret_loc)(int, void *), void *arg);
 void arch_ret_stubs_destroy(struct ret_stubs *rs);
 uintptr_t arch_ret_stub(const struct ret_stubs *rs, int i);
-/* At an optimized entry's fast instance set-up: has the function called
- * from stub i, when the detour allows (see retstub.c); record is the
- * thread's record. */
-bool arch_ret_stub_call(uintptr_t slot, const void *record, const struct ret_stubs *rs, int i);
+/* Bytes of a stub before its return point: its entry, which calls the
+ * function's copied first instructions (see retstub.c). */
+#define ARCH_RET_STUB_ENTRY 9
+
+/*
+ * The fast instance set-up of an optimized entry, run with the detour's
+ * light level below the return address's slot: where R was (slot - 8),
+ * the continuing exit finds its continuation, the copied instructions.
+ * The exit is to jump to the stub's entry instead, with the copy's
+ * address in the slot, which the stub's call overwrites with the return
+ * point ret.  A plain exit has the thread record there: no call then
+ * (false), and the slot keeps ret.
+ */
+static inline bool arch_ret_stub_call(uintptr_t slot, const void *record, uintptr_t ret)
+{
+	uintptr_t *s = (uintptr_t *)slot;
+
+	if (s[-1] == (uintptr_t)record)
+		return false;
+	s[0] = s[-1];
+	s[-1] = ret - ARCH_RET_STUB_ENTRY;
+	return true;
+}
 
 /* The trampoline a return-probed function returns into. */
 uintptr_t arch_kretprobe_trampoline(void);

@@ -126,13 +126,16 @@ static void pool_put(struct kp_ri *ri)
  * instructions.
  */
 
+/* Whether the thread was already in its window (a signal handler that
+ * interrupted it): a handler that runs between the load and the add has
+ * left its own window by then, so the value read is still right.  (A
+ * non-locked xadd would say the same in one instruction, at several times
+ * the cost.) */
 static inline unsigned int busy_enter(struct kp_thread *t)
 {
-	unsigned int old = 1;
+	unsigned int old = __atomic_load_n(&t->ri_cache_busy, __ATOMIC_RELAXED);
 
-	/* One instruction without lock: atomic for this thread's signal
-	 * handlers, which is all it needs. */
-	asm volatile("xaddl %0, %1" : "+r"(old), "+m"(t->ri_cache_busy) : : "memory");
+	asm volatile("addl $1, %0" : "+m"(t->ri_cache_busy) : : "memory", "cc");
 	return old;
 }
 
@@ -146,8 +149,8 @@ static bool cache_on(const struct kp_rp_pool *pool)
 	return __atomic_load_n(&pool->cache_state, __ATOMIC_RELAXED) == CACHE_ON;
 }
 
-/* An instance for thread t: its cached one, or one from the pool. */
-static struct kp_ri *ri_get(struct kp_thread *t, struct kp_rp_pool *pool)
+/* Thread t's cached instance of pool, or NULL. */
+static inline struct kp_ri *cache_take(struct kp_thread *t, struct kp_rp_pool *pool)
 {
 	void **slot = &t->ri_cache[pool->cache_slot];
 	struct kp_ri *ri = NULL;
@@ -165,6 +168,14 @@ static struct kp_ri *ri_get(struct kp_thread *t, struct kp_rp_pool *pool)
 		}
 	}
 	busy_exit(t);
+	return ri;
+}
+
+/* An instance for thread t: its cached one, or one from the pool. */
+static struct kp_ri *ri_get(struct kp_thread *t, struct kp_rp_pool *pool)
+{
+	struct kp_ri *ri = cache_take(t, pool);
+
 	return ri ? ri : pool_get(pool);
 }
 
@@ -367,14 +378,37 @@ static int kretprobe_entry(struct kprobe *p, struct pt_regs *regs)
  * return probe without an entry handler: no struct pt_regs is built, and
  * where the detour allows, the function is called from the instance's
  * stub so that its return stays predicted. */
+static __attribute__((noinline)) int entry_fast_slow(struct kretprobe *rp, struct kp_thread *t,
+						     uintptr_t slot)
+{
+	struct kp_ri *ri = rp_enter(rp, t, slot, NULL);
+
+	if (ri && arch_ret_stub_call(slot, t, ri->stub))
+		ri->called = true;
+	return 0;
+}
+
 int kp_kretprobe_entry_fast(struct kprobe *p, void *ret_slot)
 {
-	struct kp_thread *t = kp_thread_current();
-	struct kp_ri *ri = rp_enter(container_of(p, struct kretprobe, kp), t, (uintptr_t)ret_slot,
-				    NULL);
+	struct kretprobe *rp = container_of(p, struct kretprobe, kp);
+	struct kp_thread *t = kp_self_tls;	/* the detour's fast path has one */
+	uintptr_t slot = (uintptr_t)ret_slot;
+	struct kp_ri *top = t->ri_top, *ri;
 
-	if (ri && arch_ret_stub_call((uintptr_t)ret_slot, t, ri->pool->stubs, (int)ri->idx))
-		ri->called = true;
+	/* The common case, kept short: no frame of this thread's at or below
+	 * this one (left by a longjmp, or another return probe's on this
+	 * function), and an instance in the thread's cache. */
+	if (__builtin_expect(top && top->slot <= slot, 0) || !(ri = cache_take(t, rp->__pool)))
+		return entry_fast_slow(rp, t, slot);
+	ri->slot = slot;
+	ri->pub.rp = rp;
+	ri->pub.task = t->tid;
+	ri->pub.ret_addr = *(kprobe_opcode_t **)ret_slot;
+	ri->next = top;
+	t->ri_top = ri;
+	ri->called = arch_ret_stub_call(slot, t, ri->stub);
+	if (!ri->called)
+		*(uintptr_t *)slot = ri->stub;
 	return 0;
 }
 
@@ -406,11 +440,10 @@ static void run_return_handler(struct kp_thread *t, struct kp_ri *ri, struct kre
 		errno = saved_errno;
 }
 
-/* Called by the trampoline with the registers at the return.  Returns
- * whether the function was called from the stub it returned to: the
- * return predictor then expects the real return address, and the
- * trampoline returns there by a ret. */
-bool kp_kretprobe_dispatch(struct pt_regs *regs)
+/* Every case of kp_kretprobe_dispatch(): frames left below this one,
+ * several instances at this frame, a handler that needs more saved, one
+ * inside a handler. */
+static __attribute__((noinline)) bool dispatch_slow(struct pt_regs *regs)
 {
 	struct kp_thread *t = kp_thread_current();
 	uintptr_t slot = regs->sp - 8;
@@ -439,6 +472,39 @@ bool kp_kretprobe_dispatch(struct pt_regs *regs)
 		regs->ip = (unsigned long)ri->pub.ret_addr;
 		ri_put(t, ri);
 	}
+	kp_read_exit(t);
+	return called;
+}
+
+/* Called by the trampoline with the registers at the return.  Returns
+ * whether the function was called from the stub it returned to: the
+ * return predictor then expects the real return address, and the
+ * trampoline returns there by a ret. */
+bool kp_kretprobe_dispatch(struct pt_regs *regs)
+{
+	struct kp_thread *t = kp_self_tls;
+	uintptr_t slot = regs->sp - 8;
+	struct kp_ri *ri = t ? t->ri_top : NULL;
+	struct kretprobe *rp;
+	bool called;
+
+	/* The common case, kept short: the newest instance is this frame's
+	 * only one, and its handler needs only the general registers. */
+	if (__builtin_expect(!ri || ri->slot != slot || (ri->next && ri->next->slot == slot) ||
+			     t->in_handler || ri->pool->needs, 0))
+		return dispatch_slow(regs);
+	t->ri_top = ri->next;
+	called = ri->called;
+	regs->ip = (unsigned long)ri->pub.ret_addr;
+	kp_read_enter(t);
+	rp = ri->pool->rp;	/* valid while live */
+	if (__atomic_load_n(&ri->pool->live, __ATOMIC_ACQUIRE) && rp->handler &&
+	    !(rp->kp.flags & KPROBE_FLAG_DISABLED)) {
+		t->in_handler++;
+		rp->handler(&ri->pub, regs);
+		t->in_handler--;
+	}
+	ri_put(t, ri);
 	kp_read_exit(t);
 	return called;
 }

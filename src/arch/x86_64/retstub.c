@@ -30,7 +30,7 @@
 #include "os/linux/memory.h"
 
 #define STUB_SIZE 16
-#define STUB_RET 9		/* the return point's offset */
+#define STUB_RET ARCH_RET_STUB_ENTRY	/* the return point's offset */
 #define DW_CFA_def_cfa 0x0c
 #define DW_CFA_expression 0x10
 #define DW_OP_addr 0x03
@@ -182,26 +182,6 @@ fail:
 uintptr_t arch_ret_stub(const struct ret_stubs *rs, int i)
 {
 	return rs->stub[i];
-}
-
-/*
- * The fast instance set-up of an optimized entry, run with the detour's
- * light level below the return address's slot: where R was (slot - 8), the
- * continuing exit finds its continuation, the copied instructions.  The
- * exit is to jump to the stub's entry instead, with the copy's address in
- * the slot, which the stub's call overwrites with the return point.  A
- * plain exit has the thread record there: no call then (false), and the
- * caller writes the return point itself.
- */
-bool arch_ret_stub_call(uintptr_t slot, const void *record, const struct ret_stubs *rs, int i)
-{
-	uintptr_t *s = (uintptr_t *)slot;
-
-	if (s[-1] == (uintptr_t)record)
-		return false;
-	s[0] = s[-1];
-	s[-1] = rs->stub[i] - STUB_RET;
-	return true;
 }
 
 /* Is ip where a thread has left a detour for a stub's call into it?  A
