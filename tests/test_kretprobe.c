@@ -2286,3 +2286,153 @@ Test(kretprobe, unregister_frees_pool_with_cached_instances)
 	pthread_barrier_wait(&g.leave);
 	pthread_join(idle, &r);
 }
+
+/* Signal handlers that call a return-probed function interrupt the thread
+ * anywhere, also while it takes or returns its cached instance: every
+ * return is handled or counted as missed, and afterwards every instance
+ * is free again. */
+static long kc_sig_calls;
+
+TEST_FN long kc_leaf(long x)
+{
+	if (x < 0) {		/* stays until kc_go */
+		__atomic_fetch_add(&kc_in, 1, __ATOMIC_RELAXED);
+		while (!kc_go)
+			sched_yield();
+	}
+	BARRIER();
+	return x * 3;
+}
+
+static long (*volatile fp_kc_leaf)(long) = kc_leaf;
+
+static void *call_leaf_blocking(void *arg)
+{
+	(void)arg;
+	return (void *)fp_kc_leaf(-1);
+}
+
+static void kc_on_signal(int sig)
+{
+	(void)sig;
+	if (fp_kc_leaf(7) == 21)
+		kc_sig_calls++;
+}
+
+struct kc_pelter {
+	pthread_t target;
+	volatile int stop;
+	long sent;
+};
+
+static void *kc_pelt(void *arg)
+{
+	struct kc_pelter *p = arg;
+
+	while (!p->stop) {
+		pthread_kill(p->target, SIGUSR1);
+		p->sent++;
+		for (volatile int i = 0; i < 200; i++)
+			;
+	}
+	return NULL;
+}
+
+static bool kc_wait_optimized(const struct kprobe *p, int ms)
+{
+	for (int i = 0; i < ms; i++) {
+		if (__atomic_load_n(&p->flags, __ATOMIC_ACQUIRE) & KPROBE_FLAG_OPTIMIZED)
+			return true;
+		sleep_ms(1);
+	}
+	return false;
+}
+
+Test(kretprobe, signals_interrupt_cached_instances)
+{
+	enum { MAX = 4, CALLS = 300000 };
+	struct sigaction sa = { .sa_handler = kc_on_signal, .sa_flags = SA_RESTART };
+	struct kc_pelter pelter = { .target = pthread_self() };
+	pthread_t th[MAX], pt;
+	struct crp c;
+	long calls;
+	void *r;
+
+	sigemptyset(&sa.sa_mask);
+	cr_assert_eq(sigaction(SIGUSR1, &sa, NULL), 0);
+	crp_init(&c, (void *)kc_leaf, MAX);
+	cr_assert_eq(register_kretprobe(&c.rp), 0);
+	kc_wait_optimized(&c.rp.kp, 2000);	/* both paths take instances */
+	cr_assert_eq(pthread_create(&pt, NULL, kc_pelt, &pelter), 0);
+	for (long i = 0; i < CALLS; i++)
+		cr_assert_eq(fp_kc_leaf(i), i * 3);
+	pelter.stop = 1;
+	pthread_join(pt, NULL);
+	calls = CALLS + kc_sig_calls;
+	cr_expect_gt(kc_sig_calls, 0, "no signal arrived");
+	/* (an entry hit inside the hit path is the probe's miss) */
+	cr_expect_eq(c.hits + c.rp.nmissed + (long)c.rp.kp.nmissed, calls,
+		     "%ld hits + %d + %lu missed, %ld calls", c.hits, c.rp.nmissed,
+		     c.rp.kp.nmissed, calls);
+	/* no instance was lost: MAX frames at once still get one each */
+	sa.sa_handler = SIG_IGN;
+	sigaction(SIGUSR1, &sa, NULL);
+	c.rp.nmissed = 0;
+	kc_go = 0;
+	__atomic_store_n(&kc_in, 0, __ATOMIC_RELAXED);
+	for (int i = 0; i < MAX; i++)
+		cr_assert_eq(pthread_create(&th[i], NULL, call_leaf_blocking, NULL), 0);
+	while (__atomic_load_n(&kc_in, __ATOMIC_RELAXED) < MAX)
+		sleep_ms(1);
+	cr_expect_eq(c.rp.nmissed, 0, "%d of %d frames missed: instances lost", c.rp.nmissed, MAX);
+	kc_go = 1;
+	for (int i = 0; i < MAX; i++) {
+		pthread_join(th[i], &r);
+		cr_assert_eq((long)r, -3);
+	}
+	unregister_kretprobe(&c.rp);
+}
+
+/* More threads than instances, each calling in a loop: the pool runs out
+ * while others use their caches, and takes the cached instances back from
+ * under them.  Every return is counted once, and no instance is lost. */
+static void *kc_loop(void *arg)
+{
+	long n = (long)arg, bad = 0;
+
+	for (long i = 0; i < n; i++)
+		bad += fp_kc_leaf(i) != i * 3;
+	return (void *)bad;
+}
+
+Test(kretprobe, pool_runs_out_while_threads_use_caches)
+{
+	enum { MAX = 3, THREADS = 4, CALLS = 100000 };
+	pthread_t th[THREADS];
+	struct crp c;
+	void *r;
+
+	crp_init(&c, (void *)kc_leaf, MAX);
+	cr_assert_eq(register_kretprobe(&c.rp), 0);
+	kc_wait_optimized(&c.rp.kp, 2000);
+	for (int i = 0; i < THREADS; i++)
+		cr_assert_eq(pthread_create(&th[i], NULL, kc_loop, (void *)(long)CALLS), 0);
+	for (int i = 0; i < THREADS; i++) {
+		pthread_join(th[i], &r);
+		cr_assert_eq((long)r, 0);
+	}
+	cr_expect_eq(c.hits + c.rp.nmissed + (long)c.rp.kp.nmissed, THREADS * CALLS,
+		     "%ld hits + %d + %lu missed", c.hits, c.rp.nmissed, c.rp.kp.nmissed);
+	c.rp.nmissed = 0;
+	kc_go = 0;
+	__atomic_store_n(&kc_in, 0, __ATOMIC_RELAXED);
+	for (int i = 0; i < MAX; i++)
+		cr_assert_eq(pthread_create(&th[i], NULL, call_leaf_blocking, NULL), 0);
+	while (__atomic_load_n(&kc_in, __ATOMIC_RELAXED) < MAX)
+		sleep_ms(1);
+	cr_expect_eq(c.rp.nmissed, 0, "%d of %d frames missed: instances lost", c.rp.nmissed, MAX);
+	kc_go = 1;
+	for (int i = 0; i < MAX; i++)
+		pthread_join(th[i], &r);
+	unregister_kretprobe(&c.rp);
+}

@@ -180,7 +180,7 @@ static struct kp_ri *ri_get(struct kp_thread *t, struct kp_rp_pool *pool)
 }
 
 /* Thread t is done with ri: into its cache if the slot is free. */
-static void ri_put(struct kp_thread *t, struct kp_ri *ri)
+static inline __attribute__((always_inline)) void ri_put(struct kp_thread *t, struct kp_ri *ri)
 {
 	struct kp_rp_pool *pool = ri->pool;
 	void **slot = &t->ri_cache[pool->cache_slot];
