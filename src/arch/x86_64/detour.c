@@ -222,11 +222,10 @@ static int write_entry_exit(struct xw *w, bool flags_dead, bool cont)
 	return cont ? set_record_offset(w->buf + OFF_RET_ENTRY) : 0;
 }
 
-static int detour_write(struct kp_probepoint *pp, uintptr_t d)
+static int detour_write(struct kp_probepoint *pp, uintptr_t d, bool cont)
 {
 	struct arch_opt *o = pp->ainsn.opt;
 	uint8_t code[DETOUR_SIZE];
-	bool cont = o->entry && wants_continuation(pp);
 	uintptr_t common = common_for(o->entry, o->flags_dead, cont);
 	struct xw w;
 	bool last_ends = false;
@@ -296,7 +295,11 @@ int arch_detour_build(struct kp_probepoint *pp)
 	d = exec_alloc(&arena, lo, hi, (void **)&m);
 	if (!d)
 		return -ENOMEM;
-	err = detour_write(pp, d);
+	err = detour_write(pp, d, o->entry && wants_continuation(pp));
+	/* The continuing exit is longer: a copy that does not fit after it
+	 * may fit after the plain one. */
+	if (err == -EINVAL && o->entry && wants_continuation(pp))
+		err = detour_write(pp, d, false);
 	if (err) {
 		exec_free(&arena, d);
 		return err;
