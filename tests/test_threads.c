@@ -714,3 +714,27 @@ Test(threads, census_over_no_range_asks_nobody)
 	census_blocker_stop = 1;
 	pthread_join(t, NULL);
 }
+
+/* Grace periods and the return-probe caches rely on membarrier in a fork
+ * child too: the registration is the process's memory map's, which the
+ * child's copy keeps. */
+Test(threads, membarrier_registration_survives_fork)
+{
+	struct cprobe c;
+	int status;
+	pid_t pid;
+
+	cp_init(&c, (void *)kpt_th_fn, true, false);
+	cr_assert_eq(register_kprobe(&c.kp), 0);	/* libkprobes is set up */
+	if (!kp_membarrier_ok)
+		cr_skip_test("no membarrier on this kernel");
+	cr_assert(kp_membarrier_all());
+	pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0)
+		_exit(kp_membarrier_all() ? 0 : 1);
+	cr_assert_eq(waitpid(pid, &status, 0), pid);
+	cr_assert(WIFEXITED(status));
+	cr_expect_eq(WEXITSTATUS(status), 0, "membarrier failed in the fork child");
+	unregister_kprobe(&c.kp);
+}
