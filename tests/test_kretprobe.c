@@ -2312,6 +2312,30 @@ static void *call_leaf_blocking(void *arg)
 	return (void *)fp_kc_leaf(-1);
 }
 
+/* No instance was lost: max frames at once, in as many threads, each get
+ * one. */
+static void expect_all_in_flight(struct crp *c, int max)
+{
+	pthread_t th[16];
+	void *r;
+
+	cr_assert_leq(max, 16);
+	c->rp.nmissed = 0;
+	kc_go = 0;
+	__atomic_store_n(&kc_in, 0, __ATOMIC_RELAXED);
+	for (int i = 0; i < max; i++)
+		cr_assert_eq(pthread_create(&th[i], NULL, call_leaf_blocking, NULL), 0);
+	while (__atomic_load_n(&kc_in, __ATOMIC_RELAXED) < max)
+		sleep_ms(1);
+	cr_expect_eq(c->rp.nmissed, 0, "%d of %d frames missed: instances lost", c->rp.nmissed,
+		     max);
+	kc_go = 1;
+	for (int i = 0; i < max; i++) {
+		pthread_join(th[i], &r);
+		cr_assert_eq((long)r, -3);
+	}
+}
+
 static void kc_on_signal(int sig)
 {
 	(void)sig;
@@ -2353,10 +2377,9 @@ Test(kretprobe, signals_interrupt_cached_instances)
 	enum { MAX = 4, CALLS = 300000 };
 	struct sigaction sa = { .sa_handler = kc_on_signal, .sa_flags = SA_RESTART };
 	struct kc_pelter pelter = { .target = pthread_self() };
-	pthread_t th[MAX], pt;
+	pthread_t pt;
 	struct crp c;
 	long calls;
-	void *r;
 
 	sigemptyset(&sa.sa_mask);
 	cr_assert_eq(sigaction(SIGUSR1, &sa, NULL), 0);
@@ -2377,19 +2400,7 @@ Test(kretprobe, signals_interrupt_cached_instances)
 	/* no instance was lost: MAX frames at once still get one each */
 	sa.sa_handler = SIG_IGN;
 	sigaction(SIGUSR1, &sa, NULL);
-	c.rp.nmissed = 0;
-	kc_go = 0;
-	__atomic_store_n(&kc_in, 0, __ATOMIC_RELAXED);
-	for (int i = 0; i < MAX; i++)
-		cr_assert_eq(pthread_create(&th[i], NULL, call_leaf_blocking, NULL), 0);
-	while (__atomic_load_n(&kc_in, __ATOMIC_RELAXED) < MAX)
-		sleep_ms(1);
-	cr_expect_eq(c.rp.nmissed, 0, "%d of %d frames missed: instances lost", c.rp.nmissed, MAX);
-	kc_go = 1;
-	for (int i = 0; i < MAX; i++) {
-		pthread_join(th[i], &r);
-		cr_assert_eq((long)r, -3);
-	}
+	expect_all_in_flight(&c, MAX);
 	unregister_kretprobe(&c.rp);
 }
 
@@ -2423,16 +2434,6 @@ Test(kretprobe, pool_runs_out_while_threads_use_caches)
 	}
 	cr_expect_eq(c.hits + c.rp.nmissed + (long)c.rp.kp.nmissed, THREADS * CALLS,
 		     "%ld hits + %d + %lu missed", c.hits, c.rp.nmissed, c.rp.kp.nmissed);
-	c.rp.nmissed = 0;
-	kc_go = 0;
-	__atomic_store_n(&kc_in, 0, __ATOMIC_RELAXED);
-	for (int i = 0; i < MAX; i++)
-		cr_assert_eq(pthread_create(&th[i], NULL, call_leaf_blocking, NULL), 0);
-	while (__atomic_load_n(&kc_in, __ATOMIC_RELAXED) < MAX)
-		sleep_ms(1);
-	cr_expect_eq(c.rp.nmissed, 0, "%d of %d frames missed: instances lost", c.rp.nmissed, MAX);
-	kc_go = 1;
-	for (int i = 0; i < MAX; i++)
-		pthread_join(th[i], &r);
+	expect_all_in_flight(&c, MAX);
 	unregister_kretprobe(&c.rp);
 }

@@ -88,41 +88,27 @@ void arch_fpu_init(void)
 		kp_xsave_size = b + 64;	/* room to align */
 }
 
-static uintptr_t centry_for(bool flags_dead)
+/* The shared code of entry detours: [continuing exit][flags dead][vector
+ * width: SSE, AVX, AVX-512]. */
+static char *const entry_common[2][2][3] = {
+	{ { kp_opt_entry_sse_flags, kp_opt_entry_avx_flags, kp_opt_entry_avx512_flags },
+	  { kp_opt_entry_sse, kp_opt_entry_avx, kp_opt_entry_avx512 } },
+	{ { kp_opt_centry_sse_flags, kp_opt_centry_avx_flags, kp_opt_centry_avx512_flags },
+	  { kp_opt_centry_sse, kp_opt_centry_avx, kp_opt_centry_avx512 } },
+};
+
+static int vector_width(void)
 {
-	if (flags_dead) {
-		if (__builtin_cpu_supports("avx512f"))
-			return (uintptr_t)kp_opt_centry_avx512;
-		if (__builtin_cpu_supports("avx"))
-			return (uintptr_t)kp_opt_centry_avx;
-		return (uintptr_t)kp_opt_centry_sse;
-	}
 	if (__builtin_cpu_supports("avx512f"))
-		return (uintptr_t)kp_opt_centry_avx512_flags;
-	if (__builtin_cpu_supports("avx"))
-		return (uintptr_t)kp_opt_centry_avx_flags;
-	return (uintptr_t)kp_opt_centry_sse_flags;
+		return 2;
+	return __builtin_cpu_supports("avx") ? 1 : 0;
 }
 
 static uintptr_t common_for(bool entry, bool flags_dead, bool cont)
 {
 	__builtin_cpu_init();
-	if (entry && cont)
-		return centry_for(flags_dead);
-	if (entry && flags_dead) {
-		if (__builtin_cpu_supports("avx512f"))
-			return (uintptr_t)kp_opt_entry_avx512;
-		if (__builtin_cpu_supports("avx"))
-			return (uintptr_t)kp_opt_entry_avx;
-		return (uintptr_t)kp_opt_entry_sse;
-	}
-	if (entry) {
-		if (__builtin_cpu_supports("avx512f"))
-			return (uintptr_t)kp_opt_entry_avx512_flags;
-		if (__builtin_cpu_supports("avx"))
-			return (uintptr_t)kp_opt_entry_avx_flags;
-		return (uintptr_t)kp_opt_entry_sse_flags;
-	}
+	if (entry)
+		return (uintptr_t)entry_common[cont][flags_dead][vector_width()];
 	arch_fpu_init();
 	return kp_xsave_size ? (uintptr_t)kp_opt_mid_xsave : (uintptr_t)kp_opt_mid_fxsave;
 }
