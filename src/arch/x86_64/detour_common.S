@@ -718,18 +718,19 @@ FUNC \name
 	fxrstor64 (%r13)
 	.endm
 
-	ENTRY_COMMON kp_opt_entry_sse, 0, SSE_SAVE, SSE_RESTORE, 0
-	ENTRY_COMMON kp_opt_entry_avx, 0, AVX_SAVE, AVX_RESTORE, 0
-	ENTRY_COMMON kp_opt_entry_avx512, 0, AVX512_SAVE, AVX512_RESTORE, 0
-	ENTRY_COMMON kp_opt_entry_sse_flags, 1, SSE_SAVE, SSE_RESTORE, 0
-	ENTRY_COMMON kp_opt_entry_avx_flags, 1, AVX_SAVE, AVX_RESTORE, 0
-	ENTRY_COMMON kp_opt_entry_avx512_flags, 1, AVX512_SAVE, AVX512_RESTORE, 0
-	ENTRY_COMMON kp_opt_centry_sse, 0, SSE_SAVE, SSE_RESTORE, 1
-	ENTRY_COMMON kp_opt_centry_avx, 0, AVX_SAVE, AVX_RESTORE, 1
-	ENTRY_COMMON kp_opt_centry_avx512, 0, AVX512_SAVE, AVX512_RESTORE, 1
-	ENTRY_COMMON kp_opt_centry_sse_flags, 1, SSE_SAVE, SSE_RESTORE, 1
-	ENTRY_COMMON kp_opt_centry_avx_flags, 1, AVX_SAVE, AVX_RESTORE, 1
-	ENTRY_COMMON kp_opt_centry_avx512_flags, 1, AVX512_SAVE, AVX512_RESTORE, 1
+/* One per vector width, with the flags dead or kept, for one kind of exit
+ * (plain: kp_opt_entry_*, continuing: kp_opt_centry_*). */
+	.macro ENTRY_SET prefix, cont
+	ENTRY_COMMON \prefix\()_sse, 0, SSE_SAVE, SSE_RESTORE, \cont
+	ENTRY_COMMON \prefix\()_avx, 0, AVX_SAVE, AVX_RESTORE, \cont
+	ENTRY_COMMON \prefix\()_avx512, 0, AVX512_SAVE, AVX512_RESTORE, \cont
+	ENTRY_COMMON \prefix\()_sse_flags, 1, SSE_SAVE, SSE_RESTORE, \cont
+	ENTRY_COMMON \prefix\()_avx_flags, 1, AVX_SAVE, AVX_RESTORE, \cont
+	ENTRY_COMMON \prefix\()_avx512_flags, 1, AVX512_SAVE, AVX512_RESTORE, \cont
+	.endm
+
+	ENTRY_SET kp_opt_entry, 0
+	ENTRY_SET kp_opt_centry, 1
 	COMMON kp_opt_mid_xsave, XSAVE_SAVE, XSAVE_RESTORE
 	COMMON kp_opt_mid_fxsave, FXSAVE_SAVE, FXSAVE_RESTORE
 
