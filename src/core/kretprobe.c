@@ -374,10 +374,7 @@ static int kretprobe_entry(struct kprobe *p, struct pt_regs *regs)
 	return 0;
 }
 
-/* Jumped to by an optimized entry, inside its read-side section, for a
- * return probe without an entry handler: no struct pt_regs is built, and
- * where the detour allows, the function is called from the instance's
- * stub so that its return stays predicted. */
+/* kp_kretprobe_entry_fast() beyond its common case. */
 static __attribute__((noinline)) int entry_fast_slow(struct kretprobe *rp, struct kp_thread *t,
 						     uintptr_t slot)
 {
@@ -388,6 +385,10 @@ static __attribute__((noinline)) int entry_fast_slow(struct kretprobe *rp, struc
 	return 0;
 }
 
+/* Jumped to by an optimized entry, inside its read-side section, for a
+ * return probe without an entry handler: no struct pt_regs is built, and
+ * where the detour allows, the function is called from the instance's
+ * stub so that its return stays predicted. */
 int kp_kretprobe_entry_fast(struct kprobe *p, void *ret_slot)
 {
 	struct kretprobe *rp = container_of(p, struct kretprobe, kp);
