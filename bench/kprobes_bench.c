@@ -22,7 +22,8 @@
  * with the empty handler (which never reads its pt_regs, so the detour
  * keeps only what a C function may change); o_regs is o with a handler
  * that reads one register from pt_regs (the complete struct is built);
- * o_mid_vec a mid-function handler that uses vector registers.
+ * o_mid_vec a mid-function handler that uses vector registers; ro_regs is
+ * ro with a return handler that reads the return value from pt_regs.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -284,7 +285,14 @@ static int empty_ret(struct kretprobe_instance *ri, struct pt_regs *regs)
 	return 0;
 }
 
-static int kretprobe_setup(bool optimize, bool boost)
+/* Reads the return value (ro_regs), as most return handlers do. */
+static int ax_ret(struct kretprobe_instance *ri, struct pt_regs *regs)
+{
+	regs_sink = regs->ax;
+	return 0;
+}
+
+static int kretprobe_setup_with(bool optimize, bool boost, kretprobe_handler_t handler)
 {
 	int err;
 
@@ -293,7 +301,7 @@ static int kretprobe_setup(bool optimize, bool boost)
 	kp_set_boost(boost);
 	memset(&rp, 0, sizeof(rp));
 	rp.kp.addr = (kprobe_opcode_t *)bench_target;
-	rp.handler = empty_ret;
+	rp.handler = handler;
 	err = register_kretprobe(&rp);
 	if (!err && optimize && !wait_optimized(&rp.kp)) {
 		unregister_kretprobe(&rp);
@@ -306,9 +314,15 @@ static int kretprobe_setup(bool optimize, bool boost)
 	return err;
 }
 
+static int kretprobe_setup(bool optimize, bool boost)
+{
+	return kretprobe_setup_with(optimize, boost, empty_ret);
+}
+
 static int r_setup(void) { return kretprobe_setup(false, false); }
 static int rb_setup(void) { return kretprobe_setup(false, true); }
 static int ro_setup(void) { return kretprobe_setup(true, true); }
+static int ro_regs_setup(void) { return kretprobe_setup_with(true, true, ax_ret); }
 
 static void kretprobe_teardown(void)
 {
@@ -645,6 +659,8 @@ static struct row rows[] = {
 	{ .name = "r", .loop = loop_call, .setup = r_setup, .teardown = kretprobe_teardown },
 	{ .name = "rb", .loop = loop_call, .setup = rb_setup, .teardown = kretprobe_teardown },
 	{ .name = "ro", .loop = loop_call, .setup = ro_setup, .teardown = kretprobe_teardown },
+	{ .name = "ro_regs", .loop = loop_call, .setup = ro_regs_setup,
+	  .teardown = kretprobe_teardown },
 	{ .name = "uprobe", .loop = loop_call, .setup = uprobe_setup, .teardown = uprobe_teardown },
 	{ .name = "uretprobe", .loop = loop_call, .setup = uretprobe_setup, .teardown = uretprobe_teardown },
 	{ .name = "empty", .loop = loop_empty, .setup = NULL, .teardown = NULL },
@@ -923,6 +939,7 @@ int main(int argc, char **argv)
 		{ "r", value("r"), row("r")->note, true },
 		{ "rb", value("rb"), row("rb")->note, true },
 		{ "ro", value("ro"), row("ro")->note, true },
+		{ "ro_regs", value("ro_regs"), row("ro_regs")->note, true },
 		{ "uprobe", value("uprobe"), row("uprobe")->note, true },
 		{ "uretprobe", value("uretprobe"), row("uretprobe")->note, true },
 		{ "empty", value("empty"), row("empty")->note, true },

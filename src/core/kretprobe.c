@@ -490,9 +490,11 @@ bool kp_kretprobe_dispatch(struct pt_regs *regs)
 	bool called;
 
 	/* The common case, kept short: the newest instance is this frame's
-	 * only one, and its handler needs only the general registers. */
+	 * only one, and its handler needs only the general registers (the
+	 * trampoline always builds the whole struct pt_regs). */
 	if (__builtin_expect(!ri || ri->slot != slot || (ri->next && ri->next->slot == slot) ||
-			     t->in_handler || ri->pool->needs, 0))
+			     t->in_handler ||
+			     (ri->pool->needs & (KP_OPT_SAVE_VECTOR | KP_OPT_SAVE_ERRNO)), 0))
 		return dispatch_slow(regs);
 	t->ri_top = ri->next;
 	called = ri->called;
