@@ -15,6 +15,7 @@
 #include <unistd.h>
 
 #include "core/internal.h"
+#include "os/linux/memory.h"
 #include "elf/sections.h"
 #include "elf/symbols.h"
 #include "os/linux/threads.h"
@@ -294,6 +295,7 @@ static int optimizer_pass(void)
 	for (struct kp_probepoint *pp = queue; pp; pp = pp->opt_next)
 		pps[n++] = pp;
 	queue = NULL;
+	kp_mem_batch_begin();
 	n = prepare_batch(pps, n);
 	/* Threads that saw "not optimized" in the trap handler are past it. */
 	kp_synchronize();
@@ -312,6 +314,7 @@ static int optimizer_pass(void)
 			pps[i]->opt_next = queue;
 			queue = pps[i];
 		}
+	kp_mem_batch_end();
 	free(pps);
 	return left;
 }

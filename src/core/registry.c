@@ -441,6 +441,7 @@ int kp_register_batch(struct kprobe **ps, int n, enum kp_type type)
 	if (!pps)
 		return -ENOMEM;
 	pthread_mutex_lock(&kp_registry_lock);
+	kp_mem_batch_begin();
 	/* The static-key sites of every loaded object, for kp_register_locked:
 	 * once per batch. */
 	err = kp_jl_refresh();
@@ -456,6 +457,7 @@ int kp_register_batch(struct kprobe **ps, int n, enum kp_type type)
 		if (err)
 			kp_unregister_locked(ps, n);
 	}
+	kp_mem_batch_end();
 	pthread_mutex_unlock(&kp_registry_lock);
 	free(pps);
 	return err;
@@ -466,7 +468,9 @@ void kp_unregister_batch(struct kprobe **ps, int n)
 	if (n <= 0 || !ps)
 		return;
 	pthread_mutex_lock(&kp_registry_lock);
+	kp_mem_batch_begin();
 	kp_unregister_locked(ps, n);
+	kp_mem_batch_end();
 	pthread_mutex_unlock(&kp_registry_lock);
 }
 

@@ -23,10 +23,20 @@ static int membarrier(int cmd, unsigned int flags)
 	return (int)syscall(__NR_membarrier, cmd, flags, 0);
 }
 
+static int batch_depth;		/* changed under the registry lock only */
+
+/* This process's id: from a system call, except inside a batch. */
+static pid_t mem_pid(void)
+{
+	if (__atomic_load_n(&batch_depth, __ATOMIC_RELAXED) && mem_fd_pid)
+		return mem_fd_pid;
+	return kp_getpid();
+}
+
 /* /proc/self/mem of the current process; reopened after fork. */
 static int mem_fd_get(void)
 {
-	pid_t pid = getpid();
+	pid_t pid = mem_pid();
 
 	if (mem_fd >= 0 && mem_fd_pid == pid)
 		return mem_fd;
@@ -68,6 +78,21 @@ int kp_mem_write(uintptr_t addr, const void *buf, size_t len)
 	return mem_write_mprotect(addr, buf, len);
 }
 
+void kp_mem_batch_begin(void)
+{
+	int depth = __atomic_load_n(&batch_depth, __ATOMIC_RELAXED);
+
+	if (!depth)
+		mem_fd_get();	/* with the system call, once for the batch */
+	__atomic_store_n(&batch_depth, depth + 1, __ATOMIC_RELAXED);
+}
+
+void kp_mem_batch_end(void)
+{
+	__atomic_store_n(&batch_depth, __atomic_load_n(&batch_depth, __ATOMIC_RELAXED) - 1,
+			 __ATOMIC_RELAXED);
+}
+
 void kp_sync_cores(void)
 {
 	if (sync_core_state == 0)
@@ -86,7 +111,7 @@ int kp_mem_read_nofault(uintptr_t addr, void *buf, size_t len)
 	struct iovec local = { buf, len };
 	struct iovec remote = { (void *)addr, len };
 
-	if (kp_syscall6(SYS_process_vm_readv, kp_getpid(), (long)&local, 1, (long)&remote, 1, 0) == (long)len)
+	if (kp_syscall6(SYS_process_vm_readv, mem_pid(), (long)&local, 1, (long)&remote, 1, 0) == (long)len)
 		return 0;
 	return -EFAULT;
 }

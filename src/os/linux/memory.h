@@ -11,6 +11,13 @@
  * serializes cores afterwards (kp_sync_cores).  0 or -errno. */
 int kp_mem_write(uintptr_t addr, const void *buf, size_t len);
 
+/* Around a batch of patches made under the registry lock, which a fork
+ * waits for: the process stays the same throughout, so its id is checked
+ * once (every read and write outside a batch checks it, in case a fork
+ * made this a new process).  Nest. */
+void kp_mem_batch_begin(void);
+void kp_mem_batch_end(void);
+
 /* Makes every thread of the process execute a serializing instruction before
  * it next runs user code, so freshly written code is seen by all cores. */
 void kp_sync_cores(void);
