@@ -499,16 +499,13 @@ bool kp_kretprobe_dispatch(struct pt_regs *regs)
 	t->ri_top = ri->next;
 	called = ri->called;
 	regs->ip = (unsigned long)ri->pub.ret_addr;
-	kp_read_enter(t);
+	kp_handler_section_enter(t);
 	rp = ri->pool->rp;	/* valid while live */
 	if (__atomic_load_n(&ri->pool->live, __ATOMIC_ACQUIRE) && rp->handler &&
-	    !(rp->kp.flags & KPROBE_FLAG_DISABLED)) {
-		t->in_handler++;
+	    !(rp->kp.flags & KPROBE_FLAG_DISABLED))
 		rp->handler(&ri->pub, regs);
-		t->in_handler--;
-	}
 	ri_put(t, ri);
-	kp_read_exit(t);
+	kp_handler_section_exit(t);
 	return called;
 }
 

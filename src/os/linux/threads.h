@@ -105,6 +105,30 @@ static inline void kp_read_exit(struct kp_thread *t)
 		     : "+m"(t->nest), "+m"(t->gen) : : "memory", "cc");
 }
 
+/* A read-side section that runs handlers: nest and in_handler raised and
+ * dropped together, each by one 64-bit instruction, as the detours do.
+ * (Mixed 32- and 64-bit writes of the pair would make the processor's
+ * store forwarding fail at the next 64-bit access: a stall on every hit.) */
+#define KP_NEST_AND_HANDLER 0x100000001ULL
+
+static inline void kp_handler_section_enter(struct kp_thread *t)
+{
+	asm volatile("addq %1, (%0)" : : "r"(&t->nest), "r"(KP_NEST_AND_HANDLER) : "memory", "cc");
+	if (kp_membarrier_ok)
+		__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	else
+		__atomic_thread_fence(__ATOMIC_SEQ_CST);
+}
+
+static inline void kp_handler_section_exit(struct kp_thread *t)
+{
+	asm volatile("subq %2, (%1)\n\t"
+		     "jnz 1f\n\t"
+		     "addl $1, %0\n"
+		     "1:"
+		     : "+m"(t->gen) : "r"(&t->nest), "r"(KP_NEST_AND_HANDLER) : "memory", "cc");
+}
+
 /* Waits until every read-side section that began before the call has ended.
  * Sections are bounded by handler run time, so this never waits on a thread
  * parked in a system call. */
