@@ -67,6 +67,9 @@ enum kp_opt_state { OPT_NONE, OPT_QUEUED, OPT_PREPARED, OPT_OPTIMIZED };
  * handler; NULL when p needs more.  Fixed while p is registered. */
 #define kp_probe_fast_fn(p) (*(void **)&(p)->__reserved[1])
 int kp_kretprobe_entry_fast(struct kprobe *p, void *ret_slot);
+/* A return probe's slot in the threads' instance caches (kretprobe.c),
+ * kept in the probe for the entry's fast path. */
+#define kp_probe_ri_slot(p) (*(uint8_t *)&(p)->__reserved[2])
 
 /* optimizer.c (under kp_registry_lock) */
 void kp_optimizer_reevaluate(struct kp_probepoint *pp);

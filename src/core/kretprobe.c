@@ -149,10 +149,11 @@ static bool cache_on(const struct kp_rp_pool *pool)
 	return __atomic_load_n(&pool->cache_state, __ATOMIC_RELAXED) == CACHE_ON;
 }
 
-/* Thread t's cached instance of pool, or NULL. */
-static inline struct kp_ri *cache_take(struct kp_thread *t, struct kp_rp_pool *pool)
+/* Thread t's cached instance of pool, or NULL; slot: the pool's. */
+static inline struct kp_ri *cache_take(struct kp_thread *t, struct kp_rp_pool *pool,
+				       unsigned int cache_slot)
 {
-	void **slot = &t->ri_cache[pool->cache_slot];
+	void **slot = &t->ri_cache[cache_slot];
 	struct kp_ri *ri = NULL;
 
 	if (!busy_enter(t) && cache_on(pool)) {
@@ -174,7 +175,7 @@ static inline struct kp_ri *cache_take(struct kp_thread *t, struct kp_rp_pool *p
 /* An instance for thread t: its cached one, or one from the pool. */
 static struct kp_ri *ri_get(struct kp_thread *t, struct kp_rp_pool *pool)
 {
-	struct kp_ri *ri = cache_take(t, pool);
+	struct kp_ri *ri = cache_take(t, pool, pool->cache_slot);
 
 	return ri ? ri : pool_get(pool);
 }
@@ -399,7 +400,8 @@ int kp_kretprobe_entry_fast(struct kprobe *p, void *ret_slot)
 	/* The common case, kept short: no frame of this thread's at or below
 	 * this one (left by a longjmp, or another return probe's on this
 	 * function), and an instance in the thread's cache. */
-	if (__builtin_expect(top && top->slot <= slot, 0) || !(ri = cache_take(t, rp->__pool)))
+	if (__builtin_expect(top && top->slot <= slot, 0) ||
+	    !(ri = cache_take(t, rp->__pool, kp_probe_ri_slot(p))))
 		return entry_fast_slow(rp, t, slot);
 	ri->slot = slot;
 	ri->pub.rp = rp;
@@ -562,6 +564,7 @@ static int pool_create(struct kretprobe *rp)
 	pool->cache_state = kp_membarrier_ok ? CACHE_ON : CACHE_OFF;
 	pool->cache_slot = (uint8_t)(__atomic_fetch_add(&next_cache_slot, 1, __ATOMIC_RELAXED) %
 				     KP_RI_CACHE);
+	kp_probe_ri_slot(&rp->kp) = pool->cache_slot;
 	pool->stride = stride;
 	pool->n = n;
 	pthread_mutex_lock(&kp_registry_lock);
