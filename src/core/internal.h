@@ -61,12 +61,13 @@ enum kp_opt_state { OPT_NONE, OPT_QUEUED, OPT_PREPARED, OPT_OPTIMIZED };
  * read by the detours' assembly with the probe itself. */
 #define kp_probe_needs(p) (*(uint8_t *)&(p)->__reserved[0])
 /* What an optimized function entry jumps to when p is the probepoint's
- * only probe, with p and the address of the return address as arguments:
- * the pre-handler of a probe that needs the light level only (it ignores
- * its second argument), or the entry of a return probe without an entry
- * handler; NULL when p needs more.  Fixed while p is registered. */
+ * only probe, with p, the address of the return address and the thread's
+ * record as arguments: the pre-handler of a probe that needs the light
+ * level only (it ignores the last two), or the entry of a return probe
+ * without an entry handler; NULL when p needs more.  Fixed while p is
+ * registered. */
 #define kp_probe_fast_fn(p) (*(void **)&(p)->__reserved[1])
-int kp_kretprobe_entry_fast(struct kprobe *p, void *ret_slot);
+int kp_kretprobe_entry_fast(struct kprobe *p, void *ret_slot, struct kp_thread *t);
 /* A return probe's slot in the threads' instance caches (kretprobe.c),
  * kept in the probe for the entry's fast path. */
 #define kp_probe_ri_slot(p) (*(uint8_t *)&(p)->__reserved[2])

@@ -390,10 +390,9 @@ static __attribute__((noinline)) int entry_fast_slow(struct kretprobe *rp, struc
  * return probe without an entry handler: no struct pt_regs is built, and
  * where the detour allows, the function is called from the instance's
  * stub so that its return stays predicted. */
-int kp_kretprobe_entry_fast(struct kprobe *p, void *ret_slot)
+int kp_kretprobe_entry_fast(struct kprobe *p, void *ret_slot, struct kp_thread *t)
 {
 	struct kretprobe *rp = container_of(p, struct kretprobe, kp);
-	struct kp_thread *t = kp_self_tls;	/* the detour's fast path has one */
 	uintptr_t slot = (uintptr_t)ret_slot;
 	struct kp_ri *top = t->ri_top, *ri;
 

@@ -597,6 +597,7 @@ FUNC \name
 	mov %rax, L_R(%rsp)			/* the thread record, for the exit */
 	.endif
 	lea L_R + 8(%rsp), %rsi			/* the return address's slot */
+	mov %rax, %rdx				/* the thread record */
 	push %rcx
 	jmp *KP_FAST_FN(%rdi)
 68:
