@@ -84,15 +84,20 @@ static inline struct kp_thread *kp_thread_current(void)
 	return t ? t : kp_thread_self();
 }
 
-static inline void kp_read_enter(struct kp_thread *t)
+/* After a section's start: with membarrier the writers pay for the
+ * barrier, otherwise the reader does. */
+static inline void section_begun(void)
 {
-	extern int kp_membarrier_ok;
-
-	asm volatile("addl $1, %0" : "+m"(t->nest) : : "memory");
 	if (kp_membarrier_ok)
 		__atomic_signal_fence(__ATOMIC_SEQ_CST);
 	else
 		__atomic_thread_fence(__ATOMIC_SEQ_CST);
+}
+
+static inline void kp_read_enter(struct kp_thread *t)
+{
+	asm volatile("addl $1, %0" : "+m"(t->nest) : : "memory");
+	section_begun();
 }
 
 static inline void kp_read_exit(struct kp_thread *t)
@@ -114,10 +119,7 @@ static inline void kp_read_exit(struct kp_thread *t)
 static inline void kp_handler_section_enter(struct kp_thread *t)
 {
 	asm volatile("addq %1, (%0)" : : "r"(&t->nest), "r"(KP_NEST_AND_HANDLER) : "memory", "cc");
-	if (kp_membarrier_ok)
-		__atomic_signal_fence(__ATOMIC_SEQ_CST);
-	else
-		__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	section_begun();
 }
 
 static inline void kp_handler_section_exit(struct kp_thread *t)
