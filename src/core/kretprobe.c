@@ -56,7 +56,7 @@ struct kp_rp_pool {
 	uint8_t needs;			/* KP_OPT_SAVE_* of the return handler */
 	uint8_t cache_state;		/* CACHE_* */
 	uint8_t cache_slot;		/* its slot in the threads' caches */
-	pid_t drainer;			/* the thread emptying the caches */
+	pid_t drainer;			/* the thread that claimed the draining, or 0 */
 	struct ret_stubs *stubs;
 	struct kp_rp_pool *next_orphan;
 };
@@ -242,34 +242,41 @@ static void drain_caches(struct kp_rp_pool *pool, struct kp_thread *me, bool pat
 	}
 }
 
-/* Turns the pool's caching off for good and puts every cached instance
- * back into the pool.  One thread drains, others wait for it (unless it is
- * the caller itself, interrupted).  The hit path (patient false) gives up
- * on a thread that stays in its window. */
-static void pool_uncache(struct kp_rp_pool *pool, struct kp_thread *me, bool patient)
-{
-	uint8_t state = CACHE_ON;
-	pid_t tid = me ? me->tid : 0;
-
-	if (__atomic_compare_exchange_n(&pool->cache_state, &state, CACHE_DRAINING, false,
-					__ATOMIC_SEQ_CST, __ATOMIC_ACQUIRE)) {
-		__atomic_store_n(&pool->drainer, tid, __ATOMIC_RELEASE);
-		/* Without the barrier no cache can be read safely: its
-		 * instances stay there (caching is on only with membarrier). */
-		if (kp_membarrier_all())
-			drain_caches(pool, me, patient);
-		__atomic_store_n(&pool->cache_state, CACHE_OFF, __ATOMIC_RELEASE);
-		return;
-	}
-	while (state == CACHE_DRAINING && __atomic_load_n(&pool->drainer, __ATOMIC_ACQUIRE) != tid) {
-		sched_yield();
-		state = __atomic_load_n(&pool->cache_state, __ATOMIC_ACQUIRE);
-	}
-}
-
 static bool tid_is_dead(pid_t tid)
 {
 	return kp_syscall(SYS_tgkill, kp_getpid(), tid, 0) == -ESRCH;
+}
+
+/* Turns the pool's caching off for good and puts every cached instance
+ * back into the pool.  The thread that claims the pool (its id in drainer,
+ * by one compare-and-swap) drains; others wait for it.  Not for the
+ * drainer itself, interrupted by a signal handler that gets here: that
+ * would wait for ever.  Nor for a drainer that no longer exists (a fork
+ * child of a process that was draining): the next thread takes over. The
+ * hit path (patient false) gives up on a thread that stays in its window. */
+static void pool_uncache(struct kp_rp_pool *pool, struct kp_thread *me, bool patient)
+{
+	pid_t tid = me ? me->tid : -1;
+
+	for (;;) {
+		pid_t d = __atomic_load_n(&pool->drainer, __ATOMIC_ACQUIRE);
+
+		if (__atomic_load_n(&pool->cache_state, __ATOMIC_ACQUIRE) == CACHE_OFF || d == tid)
+			return;
+		if ((d == 0 || (d > 0 && tid_is_dead(d))) &&
+		    __atomic_compare_exchange_n(&pool->drainer, &d, tid, false, __ATOMIC_ACQ_REL,
+						__ATOMIC_ACQUIRE)) {
+			__atomic_store_n(&pool->cache_state, CACHE_DRAINING, __ATOMIC_SEQ_CST);
+			/* Without the barrier no cache can be read safely:
+			 * its instances stay there (caching is on only with
+			 * membarrier). */
+			if (kp_membarrier_all())
+				drain_caches(pool, me, patient);
+			__atomic_store_n(&pool->cache_state, CACHE_OFF, __ATOMIC_RELEASE);
+			return;
+		}
+		sched_yield();
+	}
 }
 
 /* Instances held by threads that exited inside a probed function. */
