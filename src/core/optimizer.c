@@ -336,14 +336,16 @@ static void *optimizer_main(void *arg)
 	pid_t me = getpid();
 	sigset_t census;
 
+	/* Probes hit by this thread's own libc calls run no handlers: from
+	 * its first call on, or a probe on sigemptyset() would count this
+	 * thread's call as the program's. */
+	if (kp_thread_current())
+		kp_thread_current()->in_handler = 1;
 	/* Every signal of the program stays blocked here, but the census
 	 * must get an answer from this thread too. */
 	sigemptyset(&census);
 	sigaddset(&census, kp_census_signal());
 	pthread_sigmask(SIG_UNBLOCK, &census, NULL);
-	/* Probes hit by this thread's own libc calls run no handlers. */
-	if (kp_thread_current())
-		kp_thread_current()->in_handler = 1;
 
 	pthread_mutex_lock(&kp_registry_lock);
 	while (thread_pid == me) {
