@@ -111,12 +111,12 @@ uintptr_t arch_ret_stub(const struct ret_stubs *rs, int i);
 
 /*
  * The fast instance set-up of an optimized entry, run with the detour's
- * light level below the return address's slot: where R was (slot - 8),
- * the continuing exit finds its continuation, the copied instructions.
- * The exit is to jump to the stub's entry instead, with the copy's
- * address in the slot, which the stub's call overwrites with the return
- * point ret.  A plain exit has the thread record there: no call then
- * (false), and the slot keeps ret.
+ * light level below the return address's slot.  A plain exit has the
+ * thread record where R was (slot - 8): no call then (false), and the slot
+ * keeps ret.  A continuing exit has R there, and above the light level
+ * (slot - 16) the continuation it jumps to, the copied instructions: it is
+ * to jump to the stub's entry instead, with the copy's address in the
+ * slot, which the stub's call overwrites with the return point ret.
  */
 static inline bool arch_ret_stub_call(uintptr_t slot, const void *record, uintptr_t ret)
 {
@@ -124,8 +124,8 @@ static inline bool arch_ret_stub_call(uintptr_t slot, const void *record, uintpt
 
 	if (s[-1] == (uintptr_t)record)
 		return false;
-	s[0] = s[-1];
-	s[-1] = ret - ARCH_RET_STUB_ENTRY;
+	s[0] = s[-2];
+	s[-2] = ret - ARCH_RET_STUB_ENTRY;
 	return true;
 }
 

@@ -63,9 +63,30 @@ struct kp_rp_pool {
 
 static struct kp_rp_pool *orphans;
 
+/* The layout the assembly fast paths use (arch/x86_64/hitpath.inc). */
+_Static_assert(offsetof(struct kp_thread, tid) == 0 && offsetof(struct kp_thread, ri_top) == 16 &&
+	       offsetof(struct kp_thread, ri_cache_busy) == 168 &&
+	       offsetof(struct kp_thread, ri_cache) == 176, "hitpath.inc: struct kp_thread");
+_Static_assert(offsetof(struct kretprobe, handler) == 120 &&
+	       offsetof(struct kretprobe, __pool) == 152 && offsetof(struct kretprobe, kp) == 0 &&
+	       offsetof(struct kprobe, __reserved[2]) == 104, "hitpath.inc: struct kretprobe");
+_Static_assert(offsetof(struct kp_ri, next) == 0 && offsetof(struct kp_ri, pool) == 8 &&
+	       offsetof(struct kp_ri, slot) == 16 && offsetof(struct kp_ri, owner) == 24 &&
+	       offsetof(struct kp_ri, stub) == 32 && offsetof(struct kp_ri, called) == 48 &&
+	       offsetof(struct kp_ri, cached) == 49 && offsetof(struct kp_ri, pub) == 64 &&
+	       offsetof(struct kretprobe_instance, rp) == 0 &&
+	       offsetof(struct kretprobe_instance, ret_addr) == 8 &&
+	       offsetof(struct kretprobe_instance, task) == 16, "hitpath.inc: struct kp_ri");
+_Static_assert(offsetof(struct kp_rp_pool, rp) == 0 && offsetof(struct kp_rp_pool, live) == 8 &&
+	       offsetof(struct kp_rp_pool, needs) == 48 &&
+	       offsetof(struct kp_rp_pool, cache_state) == 49 &&
+	       offsetof(struct kp_rp_pool, cache_slot) == 50, "hitpath.inc: struct kp_rp_pool");
+
+
 /* A pool's use of the threads' caches: in use; being emptied for good;
  * empty for good (no instance of it in any cache). */
 enum { CACHE_ON, CACHE_DRAINING, CACHE_OFF };
+_Static_assert(CACHE_ON == 0 && ARCH_RET_STUB_ENTRY == 9, "hitpath.inc: POOL_CACHE_ON");
 
 static unsigned int next_cache_slot;
 
@@ -205,14 +226,28 @@ static bool is_of_pool(const struct kp_rp_pool *pool, const void *ri)
 
 #define BUSY_SPINS 200
 
-/* Waits for the owner of record r to leave its cache window; false if it
- * does not within BUSY_SPINS yields (and !patient).  A thread's own record
- * is free unless it interrupted its own window. */
+/* Is the owner of record r inside a moment in which it may use its cache:
+ * its window (ri_cache_busy), or a read-side section seen in snap, in
+ * which the assembly fast paths (arch/x86_64) use the cache (they raise
+ * in_handler with the section, which keeps the thread's own signal
+ * handlers off it, instead of the window). */
+static bool owner_inside(const struct kp_thread *r, uint64_t snap)
+{
+	return __atomic_load_n(&r->ri_cache_busy, __ATOMIC_ACQUIRE) ||
+	       !kp_thread_section_ended(r, snap);
+}
+
+/* Waits for the owner of record r to leave every moment that began before
+ * the caller's membarrier in which it may use its cache; false if it does
+ * not within BUSY_SPINS yields (and !patient).  A thread's own record is
+ * free unless it interrupted its own window (its section is the caller's). */
 static bool owner_outside(const struct kp_thread *r, const struct kp_thread *me, bool patient)
 {
+	uint64_t snap = kp_thread_section(r);
+
 	if (r == me)
 		return !__atomic_load_n(&r->ri_cache_busy, __ATOMIC_ACQUIRE);
-	for (int spins = 0; __atomic_load_n(&r->ri_cache_busy, __ATOMIC_ACQUIRE); spins++) {
+	for (int spins = 0; owner_inside(r, snap); spins++) {
 		if (kp_thread_record_dead(r))
 			return true;
 		if (!patient && spins >= BUSY_SPINS)
@@ -391,6 +426,13 @@ static __attribute__((noinline)) int entry_fast_slow(struct kretprobe *rp, struc
 	if (ri && arch_ret_stub_call(slot, t, ri->stub))
 		ri->called = true;
 	return 0;
+}
+
+/* The assembly fast path of the trampoline is done with ri and found no
+ * room in the thread's cache. */
+void kp_kretprobe_release(void *ri)
+{
+	pool_put(ri);
 }
 
 /* Jumped to by an optimized entry, inside its read-side section, for a

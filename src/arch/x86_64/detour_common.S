@@ -293,7 +293,11 @@
 
 	.macro SLOW_SKIP kind, skip
 	.if \kind != 2
+	.if CUR_CONT
+	addq $\skip, E_L + C_R(%rbx)
+	.else
 	addq $\skip, E_UP + G_R(%rbx)
+	.endif
 	.endif
 	.endm
 
@@ -365,6 +369,15 @@ FUNC \name
 	.set L_RSI, 64
 	.set L_RDI, 72
 	.set L_R, 80				/* R; then the record or the continuation */
+/* With the continuing exit the frame is two words longer, so that the
+ * light level ends right where the exit finds it below the stack pointer:
+ * L_R is a pad, the continuation above it, and R above that. */
+	.set C_CONT, 88
+	.set C_R, 96
+/* The kind of exit of the code being assembled, and the return address's
+ * slot above L. */
+	.set CUR_CONT, 0
+	.set CUR_SLOT, L_R + 8
 
 /* The generic frame below L: G = %rsp; R pushed again (the return to the
  * detour), rbx and r12 for this code, a pad for the ABI's alignment. */
@@ -394,30 +407,44 @@ FUNC \name
 
 /*
  * What the detour runs at R, after the handlers: it ends the read-side
- * section, puts the light level back (with the status flags unless they
- * are dead) and drops the slot where R was.  Position independent:
- * detour.c copies it into each detour at a function entry, ahead of the
- * copied instructions.  The slow path, which has no section, returns
- * EXIT_SKIP bytes further.
+ * section and puts the light level back (with the status flags unless they
+ * are dead).  Position independent: detour.c copies it into each detour at
+ * a function entry, ahead of the copied instructions.  The slow path,
+ * which has no section, returns EXIT_SKIP (CEXIT_SKIP) bytes further.
  *
- * Two kinds.  The plain exit finds the thread record where R was and runs
- * on into the copied instructions.  The continuing exit, in the detours of
- * return probes, takes the record from its thread-local pointer (whose
- * offset detour.c fills in) and jumps to the continuation left where R
- * was: the copied instructions, or the stub of the return probe's new
- * instance, which calls them so that the function's own return stays
- * predicted (retstub.c).  The plain one is a jump cheaper.
+ * Two kinds.  The plain exit finds the thread record where R was, pops the
+ * light level and runs on into the copied instructions.  The continuing
+ * exit, in the detours of return probes, is reached with the light level
+ * already below the stack pointer (the red zone of the function entry:
+ * nothing a signal frame overwrites), where the return probe's fast path
+ * leaves the registers it used, and the generic path all of it (r9-r11
+ * it puts back itself).  It takes the record from its thread-local
+ * pointer (whose offset detour.c fills in) and jumps to the continuation
+ * left above the light level: the copied instructions, or the stub of the
+ * return probe's new instance, which calls them so that the function's
+ * own return stays predicted (retstub.c).  The plain one is a jump
+ * cheaper.
  */
-	.macro EXIT_SECTION_END cont
+	.macro EXIT_TEMPLATE name, flags, cont
+	.globl \name, \name\()_end
+	.hidden \name, \name\()_end
+\name:
 	.if \cont
 	mov %fs:0, %rax				/* disp32: kp_self_tls */
 	.else
 	mov L_R(%rsp), %rax
 	.endif
 	SECTION_CLOSE
+\name\()_pops:
+	.if \cont
+	CEXIT_LOADS \flags
+	.else
+	EXIT_POPS \flags
+	.endif
+\name\()_end:
 	.endm
 
-	.macro EXIT_POPS flags, cont
+	.macro EXIT_POPS flags
 	pop %rax
 	.if \flags
 	LAHF_RESTORE
@@ -432,24 +459,26 @@ FUNC \name
 	pop %rsi
 	pop %rdi
 	lea 8(%rsp), %rsp
-	.if \cont
-	jmp *-8(%rsp)
-	.endif
 	.endm
 
-	.macro EXIT_TEMPLATE name, flags, cont
-	.globl \name, \name\()_end
-	.hidden \name, \name\()_end
-\name:
-	EXIT_SECTION_END \cont
-\name\()_pops:
-	EXIT_POPS \flags, \cont
-	.if \cont && !\flags
-	int3					/* as long as LAHF_RESTORE: */
-	int3					/* the copied instructions are */
-	int3					/* where they are with flags */
+/* At R the stack pointer is the return address's slot: L is 104 below. */
+	.set X_L, -(C_R + 8)
+
+	.macro CEXIT_LOADS flags
+	.if \flags
+	mov X_L + L_FLAGS(%rsp), %rax
+	LAHF_RESTORE
 	.endif
-\name\()_end:
+	mov X_L + L_RAX(%rsp), %rax
+	mov X_L + L_R8(%rsp), %r8
+	mov X_L + L_RCX(%rsp), %rcx
+	mov X_L + L_RDX(%rsp), %rdx
+	mov X_L + L_RSI(%rsp), %rsi
+	mov X_L + L_RDI(%rsp), %rdi
+	jmp *X_L + C_CONT(%rsp)
+	.if !\flags
+	.fill 8, 1, 0xcc			/* as long as the flags' part: the */
+	.endif					/* copy is where it is with them */
 	.endm
 
 	.section .rodata
@@ -509,7 +538,7 @@ FUNC \name
 	movzwl E_L + L_FLAGS(%rsp), %eax
 	LAHF_TO_EFLAGS
 	mov %rax, 144(%rsp)
-	lea E_L + L_R + 8(%rsp), %rax
+	lea E_L + CUR_SLOT(%rsp), %rax
 	mov %rax, 152(%rsp)			/* sp at the probe */
 	movq $0x2b, 160(%rsp)			/* ss */
 	mov %rsp, %rbx
@@ -560,30 +589,147 @@ FUNC \name
 	ENTRY_OUT_LIGHT
 	.endm
 
+/* With the continuing exit, which puts back only what the return probe's
+ * fast path uses, r9-r11 here, and the return to R (which a signal frame
+ * cannot overwrite) from its slot above the light level: the light level
+ * is below the stack pointer then, where the exit finds it. */
 	.macro ENTRY_OUT_LIGHT
 	pop %rbx				/* pad */
 	pop %rbx
 	pop %r12
+	.if CUR_CONT
+	mov 8 + L_R9(%rsp), %r9
+	mov 8 + L_R10(%rsp), %r10
+	mov 8 + L_R11(%rsp), %r11
+	lea 8 + C_R(%rsp), %rsp
+	.endif
 	ret
+	.endm
+
+/*
+ * A return probe's entry, all of it here (in the continuing exit's
+ * detours): the probepoint's fast probe is a return probe without an entry
+ * handler, and the thread has an instance of its pool in its cache.
+ * Nothing is called, so only the few registers it uses are kept, in the
+ * red zone below R where the continuing exit loads them from (at a
+ * function entry nothing there is live, and a signal frame goes below it),
+ * and the status flags (lahf/seto) where the generic path keeps them.
+ *
+ * It runs inside a read-side section that raises in_handler too, so the
+ * thread's own signal handlers neither hit a probe's handlers nor use the
+ * cache meanwhile, and a thread that empties the caches waits for the
+ * section (core/kretprobe.c).  It takes the instance, links it on the
+ * thread's list and returns to R (a predicted return) with the instance's
+ * stub as the exit's continuation and the copied instructions in the
+ * return address's slot: the stub calls them, as kp_kretprobe_entry_fast()
+ * arranges (retstub.c).  Any other case saves the rest of the light level
+ * where the generic path keeps it, and takes that path.
+ *
+ * The stack pointer is R's slot here: L is 96 below.
+ */
+	.set RZ_L, -(C_R)
+
+	.macro RP_ENTRY_FAST
+	mov %rax, RZ_L + L_RAX(%rsp)
+	lahf
+	seto %al
+	mov %rax, RZ_L + L_FLAGS(%rsp)
+	mov %rcx, RZ_L + L_RCX(%rsp)
+	mov %rdx, RZ_L + L_RDX(%rsp)
+	mov %rsi, RZ_L + L_RSI(%rsp)
+	mov %rdi, RZ_L + L_RDI(%rsp)
+	mov %r8, RZ_L + L_R8(%rsp)
+	mov (%rsp), %rcx			/* R */
+	mov R_PP_ENTRY(%rcx), %rdx
+	mov PP_FAST(%rdx), %rdx			/* the probe: its struct kretprobe */
+	test %rdx, %rdx
+	jz 60f
+	lea kp_kretprobe_entry_fast(%rip), %rsi
+	cmp %rsi, KP_FAST_FN(%rdx)
+	jne 60f
+	cmpl $0, kp_membarrier_ok(%rip)
+	je 60f
+	mov kp_self_tls@gottpoff(%rip), %rax
+	mov %fs:(%rax), %rax
+	test %rax, %rax
+	jz 60f
+	/* not inside a handler or a cache window of this thread's */
+	cmpl $0, KPT_IN_HANDLER(%rax)
+	jne 60f
+	cmpl $0, KPT_RI_BUSY(%rax)
+	jne 60f
+	/* no frame of this thread's at or below this one (one left by a
+	 * longjmp, another return probe's on this function) */
+	mov KPT_RI_TOP(%rax), %rsi
+	test %rsi, %rsi
+	jz 61f
+	lea 8(%rsp), %rdi
+	cmp %rdi, RI_SLOT(%rsi)
+	jbe 60f
+61:	mov $KPT_NEST_AND_HANDLER, %rdi
+	add %rdi, KPT_NEST(%rax)		/* the section begins */
+	mov KRP_POOL(%rdx), %rdi
+	cmpb $POOL_CACHE_ON, POOL_CACHE_STATE(%rdi)
+	jne 62f
+	movzbl KP_RI_SLOT(%rdx), %r8d
+	lea KPT_RI_CACHE(%rax,%r8,8), %r8	/* the cache slot */
+	mov (%r8), %rcx
+	test %rcx, %rcx
+	jz 62f
+	cmp %rdi, RI_POOL(%rcx)
+	jne 62f
+	/* taken: owner before cached, as cache_take() */
+	movq $0, (%r8)
+	mov KPT_TID(%rax), %edi
+	mov %edi, RI_OWNER(%rcx)
+	movb $0, RI_CACHED(%rcx)
+	mov %edi, RI_TASK(%rcx)
+	mov %rdx, RI_RP(%rcx)
+	lea 8(%rsp), %rdi
+	mov %rdi, RI_SLOT(%rcx)
+	mov 8(%rsp), %rdi
+	mov %rdi, RI_RET(%rcx)
+	mov %rsi, RI_NEXT(%rcx)
+	mov %rcx, KPT_RI_TOP(%rax)
+	movb $1, RI_CALLED(%rcx)
+	/* the stub is the continuation and calls the copy from the slot */
+	mov RI_STUB(%rcx), %rcx
+	sub $RET_STUB_ENTRY, %rcx
+	mov %rcx, RZ_L + C_CONT(%rsp)
+	mov (%rsp), %rcx
+	add $CEXIT_LEN, %rcx
+	mov %rcx, 8(%rsp)
+	ret					/* the exit ends the section */
+62:	SECTION_CLOSE
+60:	mov %r9, RZ_L + L_R9(%rsp)
+	mov %r10, RZ_L + L_R10(%rsp)
+	mov %r11, RZ_L + L_R11(%rsp)
+	lea RZ_L(%rsp), %rsp			/* L */
 	.endm
 
 /*
  * The fast path: one enabled probe whose fast function needs the light
  * level only (the probepoint's fast probe, kept by the registry): its
  * pre-handler, or for a return probe the instance set-up, which is given
- * the address of the return address instead of a struct pt_regs.  It is
- * entered by a jump with R as its return address, so it returns straight
- * to the detour (which ends the section) and every return stays
- * predicted.  Anything else takes the generic path, which ends at the
- * same place.
+ * the address of the return address instead of a struct pt_regs.  With
+ * the plain exit it is entered by a jump with R as its return address, so
+ * it returns straight to the detour (which ends the section), with the
+ * continuing exit by a call; every return stays predicted.  Anything else
+ * takes the generic path, which ends at the same place.
  */
 	.macro ENTRY_COMMON name, kind, vsave, vrestore, cont
 FUNC \name
+	.set CUR_CONT, \cont
+	.if \cont
+	.set CUR_SLOT, C_R + 8
+	RP_ENTRY_FAST
+	mov C_R(%rsp), %rcx
+	lea CEXIT_LEN(%rcx), %rdx
+	mov %rdx, C_CONT(%rsp)			/* the exit's continuation */
+	.else
+	.set CUR_SLOT, L_R + 8
 	PUSH_LIGHT
 	mov L_R(%rsp), %rcx
-	.if \cont
-	lea CEXIT_LEN(%rcx), %rdx
-	mov %rdx, L_R(%rsp)			/* the exit's continuation */
 	.endif
 	/* The fast path also needs the ABI's aligned stack. */
 	test $15, %spl
@@ -593,13 +739,21 @@ FUNC \name
 	mov PP_FAST(%rdx), %rdi
 	test %rdi, %rdi
 	jz 68f
-	.if !\cont
-	mov %rax, L_R(%rsp)			/* the thread record, for the exit */
-	.endif
-	lea L_R + 8(%rsp), %rsi			/* the return address's slot */
+	lea CUR_SLOT(%rsp), %rsi		/* the return address's slot */
+	.if \cont
 	mov %rax, %rdx				/* the thread record */
+	call *KP_FAST_FN(%rdi)
+	mov L_R9(%rsp), %r9
+	mov L_R10(%rsp), %r10
+	mov L_R11(%rsp), %r11
+	lea C_R(%rsp), %rsp
+	ret
+	.else
+	mov %rax, L_R(%rsp)			/* the thread record, for the exit */
+	mov %rax, %rdx
 	push %rcx
 	jmp *KP_FAST_FN(%rdi)
+	.endif
 68:
 	.if !\cont
 	mov %rax, L_R(%rsp)
@@ -612,6 +766,8 @@ FUNC \name
 	LEVELS \name, \kind, \vsave, \vrestore, EXIT_SKIP
 	.endif
 	.size \name, . - \name
+	.set CUR_CONT, 0
+	.set CUR_SLOT, L_R + 8
 	.endm
 
 /* ---- vector state ---- */

@@ -2,23 +2,73 @@
  * The return-probe trampoline and the jprobe return trap.
  *
  * A return-probed function returns here instead of to its caller.  The
- * trampoline never traps: it saves the general registers in a struct
- * pt_regs, calls kp_kretprobe_dispatch(regs), which fills regs->ip with
- * the real return address, restores and goes there.  When the function
- * was called from its instance's stub (retstub.c), the return predictor's
- * top entry is the real return address: a ret, predicted.  Otherwise the
- * function's ret to here already took (and missed) the predictor's entry
- * for this call, so a ret would be mispredicted as well and leave the
- * predictor one entry off for the callers' returns: a jump.  Vector and x87
- * state (the return values in xmm/ymm/zmm0-1 and st0/st1) is left alone:
- * the dispatcher is compiled for general registers only and saves that
- * state around a handler that may touch it (kp_call_fpu_saved).
+ * trampoline never traps.  It keeps every register the program may hold
+ * a value in (a caller that knows its callee may keep one in a register
+ * the ABI lets the callee change: GCC's interprocedural register
+ * allocation does) and the status flags, and then:
+ *
+ *  - the fast path, in assembly: this frame has just one instance (the
+ *    newest of the thread's), its handler needs neither vector state nor
+ *    errno nor a struct pt_regs, and the thread is in no handler or cache
+ *    window of its own.  It calls the handler inside a read-side section
+ *    that raises in_handler too (as the optimized entry's fast path does:
+ *    detour_common.S) and puts the instance into the thread's cache, or
+ *    back into its pool (kp_kretprobe_release).  The handler gets the
+ *    frame, which holds the caller-saved registers only: it provably
+ *    reads no struct pt_regs (KP_OPT_SAVE_REGS).
+ *
+ *  - every other case completes a struct pt_regs and calls
+ *    kp_kretprobe_dispatch(regs), which fills regs->ip with the real return
+ *    address; the registers come back from it.
+ *
+ * When the function was called from its instance's stub (retstub.c), the
+ * return predictor's top entry is the real return address: a ret,
+ * predicted.  Otherwise the function's ret to here already took (and
+ * missed) the predictor's entry for this call, so a ret would be
+ * mispredicted as well and leave the predictor one entry off for the
+ * callers' returns: a jump.  Vector and x87 state (the return values in
+ * xmm/ymm/zmm0-1 and st0/st1) is left alone: the code here and the
+ * dispatcher are general registers only, and a handler that may touch it
+ * is called with it saved (kp_call_fpu_saved).
  *
  * Stack at entry: rsp = S, the caller's frame above; everything below S is
  * dead (the callee's frame is gone), so the red zone is free to use.
- * Frame: [S-8] real return address, [S-176] pt_regs.
+ * Frame F = S-192: struct pt_regs at F, "called" at F+168, the flags in
+ * lahf/seto form at F+176, the real return address at F+184 (S-8).
  */
 #include "arch/x86_64/ptregs.inc"
+#include "arch/x86_64/hitpath.inc"
+
+	.set T_CALLED, 168
+	.set T_FLAGS, 176
+	.set T_RET, 184
+	.set T_FRAME, 192
+
+/* The fast path's section end: rbx = the thread record; clobbers rcx. */
+	.macro T_SECTION_END
+	mov $KPT_NEST_AND_HANDLER, %rcx
+	sub %rcx, KPT_NEST(%rbx)
+	jnz 84f
+	addl $1, KPT_GEN(%rbx)
+84:
+	.endm
+
+/* The registers the fast path keeps, and the flags, back. */
+	.macro T_LOAD_LIGHT
+	mov T_FLAGS(%rsp), %rax
+	LAHF_RESTORE
+	mov 24(%rsp), %r12
+	mov 40(%rsp), %rbx
+	mov 48(%rsp), %r11
+	mov 56(%rsp), %r10
+	mov 64(%rsp), %r9
+	mov 72(%rsp), %r8
+	mov 80(%rsp), %rax
+	mov 88(%rsp), %rcx
+	mov 96(%rsp), %rdx
+	mov 104(%rsp), %rsi
+	mov 112(%rsp), %rdi
+	.endm
 
 	.text
 	.globl kp_kretprobe_trampoline
@@ -26,16 +76,104 @@
 	.type kp_kretprobe_trampoline, @function
 	.p2align 4
 kp_kretprobe_trampoline:
-	lea -PT_SIZE - 8(%rsp), %rsp
-	PT_STORE_GPRS
-	movq $0, 128(%rsp)		/* ip: filled by the dispatcher */
+	lea -T_FRAME(%rsp), %rsp
+	mov %rax, 80(%rsp)
 	/* The flags without pushfq (slow, microcoded): lahf and seto change
 	 * none; DF is clear at a return, as the ABI says. */
 	lahf
 	seto %al
+	mov %rax, T_FLAGS(%rsp)
+	mov %r12, 24(%rsp)
+	mov %rbx, 40(%rsp)
+	mov %r11, 48(%rsp)
+	mov %r10, 56(%rsp)
+	mov %r9, 64(%rsp)
+	mov %r8, 72(%rsp)
+	mov %rcx, 88(%rsp)
+	mov %rdx, 96(%rsp)
+	mov %rsi, 104(%rsp)
+	mov %rdi, 112(%rsp)
+	/* the fast path calls with the caller's alignment */
+	test $15, %spl
+	jnz 70f
+	cmpl $0, kp_membarrier_ok(%rip)
+	je 70f
+	mov kp_self_tls@gottpoff(%rip), %rbx
+	mov %fs:(%rbx), %rbx
+	test %rbx, %rbx
+	jz 70f
+	mov KPT_RI_TOP(%rbx), %r12		/* the instance */
+	test %r12, %r12
+	jz 70f
+	lea T_RET(%rsp), %rcx			/* the slot */
+	cmp %rcx, RI_SLOT(%r12)
+	jne 70f
+	mov RI_NEXT(%r12), %rdx
+	test %rdx, %rdx
+	jz 61f
+	cmp %rcx, RI_SLOT(%rdx)
+	je 70f
+61:	cmpl $0, KPT_IN_HANDLER(%rbx)
+	jne 70f
+	cmpl $0, KPT_RI_BUSY(%rbx)
+	jne 70f
+	mov RI_POOL(%r12), %rsi
+	testb $KP_NEEDS_ANY, POOL_NEEDS(%rsi)
+	jnz 70f
+	/* the instance leaves the list; the frame returns for real */
+	mov %rdx, KPT_RI_TOP(%rbx)
+	mov RI_RET(%r12), %rax
+	mov %rax, T_RET(%rsp)
+	movzbl RI_CALLED(%r12), %eax
+	mov %al, T_CALLED(%rsp)
+	mov $KPT_NEST_AND_HANDLER, %rcx
+	add %rcx, KPT_NEST(%rbx)
+	/* the handler, if the probe is still there and enabled */
+	cmpb $0, POOL_LIVE(%rsi)
+	je 62f
+	mov POOL_RP(%rsi), %rdx
+	mov KRP_HANDLER(%rdx), %rcx
+	test %rcx, %rcx
+	jz 62f
+	testl $KP_FLAG_DISABLED, KP_FLAGS(%rdx)
+	jnz 62f
+	lea RI_PUB(%r12), %rdi
+	mov %rsp, %rsi
+	call *%rcx
+	/* into the thread's cache, as ri_put() */
+62:	mov RI_POOL(%r12), %rsi
+	cmpb $POOL_CACHE_ON, POOL_CACHE_STATE(%rsi)
+	jne 63f
+	movzbl POOL_CACHE_SLOT(%rsi), %ecx
+	cmpq $0, KPT_RI_CACHE(%rbx,%rcx,8)
+	jne 63f
+	movb $1, RI_CACHED(%r12)
+	mov %r12, KPT_RI_CACHE(%rbx,%rcx,8)
+64:	T_SECTION_END
+	cmpb $0, T_CALLED(%rsp)
+	je 65f
+	T_LOAD_LIGHT
+	lea T_RET(%rsp), %rsp
+	ret
+65:	T_LOAD_LIGHT
+	lea T_FRAME(%rsp), %rsp
+	jmp *-8(%rsp)			/* below rsp: no signal frame writes there */
+63:	mov %r12, %rdi
+	call kp_kretprobe_release
+	jmp 64b
+
+	/* The rest of struct pt_regs, and the dispatcher. */
+70:	mov %r15, 0(%rsp)
+	mov %r14, 8(%rsp)
+	mov %r13, 16(%rsp)
+	mov %rbp, 32(%rsp)
+	movq $-1, 120(%rsp)		/* orig_ax */
+	movq $0, 128(%rsp)		/* ip: filled by the dispatcher */
+	movq $0x33, 136(%rsp)		/* cs */
+	mov T_FLAGS(%rsp), %rax
 	LAHF_TO_EFLAGS
 	mov %rax, 144(%rsp)
-	lea 176(%rsp), %rax
+	lea T_FRAME(%rsp), %rax
 	mov %rax, 152(%rsp)		/* sp as the caller sees it */
 	movq $0x2b, 160(%rsp)		/* ss */
 	mov %rsp, %rbx
@@ -45,16 +183,16 @@ kp_kretprobe_trampoline:
 	call kp_kretprobe_dispatch
 	mov %rbx, %rsp
 	mov 128(%rsp), %rcx
-	mov %rcx, 168(%rsp)		/* the real return address */
+	mov %rcx, T_RET(%rsp)		/* the real return address */
 	test %al, %al
 	jz 1f
 	PT_RESTORE_FLAGS		/* flags as the function left them */
 	PT_LOAD_GPRS
-	lea 168(%rsp), %rsp
+	lea T_RET(%rsp), %rsp
 	ret
 1:	PT_RESTORE_FLAGS
 	PT_LOAD_GPRS
-	lea 176(%rsp), %rsp
+	lea T_FRAME(%rsp), %rsp
 	jmp *-8(%rsp)			/* below rsp: no signal frame writes there */
 	.size kp_kretprobe_trampoline, . - kp_kretprobe_trampoline
 

@@ -177,6 +177,18 @@ static uint64_t section_word(const struct kp_thread *r)
 	return gen << 32 | __atomic_load_n(&r->nest, __ATOMIC_ACQUIRE);
 }
 
+uint64_t kp_thread_section(const struct kp_thread *r)
+{
+	return section_word(r);
+}
+
+bool kp_thread_section_ended(const struct kp_thread *r, uint64_t snap)
+{
+	uint64_t now = section_word(r);
+
+	return !(snap & SECTION_NEST) || !(now & SECTION_NEST) || (now >> 32) != (snap >> 32);
+}
+
 void kp_synchronize(void)
 {
 	unsigned int n = __atomic_load_n(&records_used, __ATOMIC_ACQUIRE);

@@ -131,6 +131,13 @@ static inline void kp_handler_section_exit(struct kp_thread *t)
 		     : "+m"(t->gen) : "r"(&t->nest), "r"(KP_NEST_AND_HANDLER) : "memory", "cc");
 }
 
+/* Record r's read-side section state now, and whether the section seen in
+ * such a snapshot (if any) has ended since.  A thread's section is seen
+ * from another thread only after a membarrier (or fence) that follows the
+ * change the section must not miss. */
+uint64_t kp_thread_section(const struct kp_thread *r);
+bool kp_thread_section_ended(const struct kp_thread *r, uint64_t snap);
+
 /* Waits until every read-side section that began before the call has ended.
  * Sections are bounded by handler run time, so this never waits on a thread
  * parked in a system call. */
