@@ -68,9 +68,6 @@ enum kp_opt_state { OPT_NONE, OPT_QUEUED, OPT_PREPARED, OPT_OPTIMIZED };
  * registered. */
 #define kp_probe_fast_fn(p) (*(void **)&(p)->__reserved[1])
 int kp_kretprobe_entry_fast(struct kprobe *p, void *ret_slot, struct kp_thread *t);
-/* An instance the trampoline's assembly fast path is done with, when the
- * thread's cache has no room for it: back into its pool. */
-void kp_kretprobe_release(void *ri);
 /* A return probe's slot in the threads' instance caches (kretprobe.c),
  * kept in the probe for the entry's fast path. */
 #define kp_probe_ri_slot(p) (*(uint8_t *)&(p)->__reserved[2])

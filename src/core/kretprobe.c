@@ -428,13 +428,6 @@ static __attribute__((noinline)) int entry_fast_slow(struct kretprobe *rp, struc
 	return 0;
 }
 
-/* The assembly fast path of the trampoline is done with ri and found no
- * room in the thread's cache. */
-void kp_kretprobe_release(void *ri)
-{
-	pool_put(ri);
-}
-
 /* Jumped to by an optimized entry, inside its read-side section, for a
  * return probe without an entry handler: no struct pt_regs is built, and
  * where the detour allows, the function is called from the instance's
@@ -627,6 +620,7 @@ static int pool_create(struct kretprobe *rp)
 		struct kp_ri *ri = ri_at(pool, (uint32_t)i);
 
 		ri->pool = pool;
+		ri->pub.rp = rp;	/* for good: the entry's fast path relies on it */
 		ri->idx = (uint32_t)i;
 		ri->stub = arch_ret_stub(pool->stubs, i);
 		ri->next_free = i + 1 < n ? (uint32_t)(i + 2) : 0;

@@ -470,11 +470,9 @@ FUNC \name
 	LAHF_RESTORE
 	.endif
 	mov X_L + L_RAX(%rsp), %rax
-	mov X_L + L_R8(%rsp), %r8
 	mov X_L + L_RCX(%rsp), %rcx
 	mov X_L + L_RDX(%rsp), %rdx
 	mov X_L + L_RSI(%rsp), %rsi
-	mov X_L + L_RDI(%rsp), %rdi
 	jmp *X_L + C_CONT(%rsp)
 	.if !\flags
 	.fill 8, 1, 0xcc			/* as long as the flags' part: the */
@@ -589,8 +587,18 @@ FUNC \name
 	ENTRY_OUT_LIGHT
 	.endm
 
+/* The part of the light level that the continuing exit leaves to the
+ * generic path; L = rsp + \at. */
+	.macro CONT_OWN_LOADS at
+	mov \at + L_RDI(%rsp), %rdi
+	mov \at + L_R8(%rsp), %r8
+	mov \at + L_R9(%rsp), %r9
+	mov \at + L_R10(%rsp), %r10
+	mov \at + L_R11(%rsp), %r11
+	.endm
+
 /* With the continuing exit, which puts back only what the return probe's
- * fast path uses, r9-r11 here, and the return to R (which a signal frame
+ * fast path uses, the rest here, and the return to R (which a signal frame
  * cannot overwrite) from its slot above the light level: the light level
  * is below the stack pointer then, where the exit finds it. */
 	.macro ENTRY_OUT_LIGHT
@@ -598,9 +606,7 @@ FUNC \name
 	pop %rbx
 	pop %r12
 	.if CUR_CONT
-	mov 8 + L_R9(%rsp), %r9
-	mov 8 + L_R10(%rsp), %r10
-	mov 8 + L_R11(%rsp), %r11
+	CONT_OWN_LOADS 8
 	lea 8 + C_R(%rsp), %rsp
 	.endif
 	ret
@@ -637,8 +643,6 @@ FUNC \name
 	mov %rcx, RZ_L + L_RCX(%rsp)
 	mov %rdx, RZ_L + L_RDX(%rsp)
 	mov %rsi, RZ_L + L_RSI(%rsp)
-	mov %rdi, RZ_L + L_RDI(%rsp)
-	mov %r8, RZ_L + L_R8(%rsp)
 	mov (%rsp), %rcx			/* R */
 	mov R_PP_ENTRY(%rcx), %rdx
 	mov PP_FAST(%rdx), %rdx			/* the probe: its struct kretprobe */
@@ -663,35 +667,36 @@ FUNC \name
 	mov KPT_RI_TOP(%rax), %rsi
 	test %rsi, %rsi
 	jz 61f
-	lea 8(%rsp), %rdi
-	cmp %rdi, RI_SLOT(%rsi)
+	lea 8(%rsp), %rcx
+	cmp %rcx, RI_SLOT(%rsi)
 	jbe 60f
-61:	mov $KPT_NEST_AND_HANDLER, %rdi
-	add %rdi, KPT_NEST(%rax)		/* the section begins */
-	mov KRP_POOL(%rdx), %rdi
-	cmpb $POOL_CACHE_ON, POOL_CACHE_STATE(%rdi)
+61:	mov $KPT_NEST_AND_HANDLER, %rcx
+	add %rcx, KPT_NEST(%rax)		/* the section begins */
+	mov KRP_POOL(%rdx), %rsi
+	cmpb $POOL_CACHE_ON, POOL_CACHE_STATE(%rsi)
 	jne 62f
-	movzbl KP_RI_SLOT(%rdx), %r8d
-	lea KPT_RI_CACHE(%rax,%r8,8), %r8	/* the cache slot */
-	mov (%r8), %rcx
+	movzbl KP_RI_SLOT(%rdx), %ecx
+	mov KPT_RI_CACHE(%rax,%rcx,8), %rcx	/* the instance */
 	test %rcx, %rcx
 	jz 62f
-	cmp %rdi, RI_POOL(%rcx)
+	cmp %rsi, RI_POOL(%rcx)
 	jne 62f
-	/* taken: owner before cached, as cache_take() */
-	movq $0, (%r8)
-	mov KPT_TID(%rax), %edi
-	mov %edi, RI_OWNER(%rcx)
-	movb $0, RI_CACHED(%rcx)
-	mov %edi, RI_TASK(%rcx)
-	mov %rdx, RI_RP(%rcx)
-	lea 8(%rsp), %rdi
-	mov %rdi, RI_SLOT(%rcx)
-	mov 8(%rsp), %rdi
-	mov %rdi, RI_RET(%rcx)
-	mov %rsi, RI_NEXT(%rcx)
+	/* Already the thread's (pub.task too, and pub.rp is the pool's):
+	 * not so in a fork child, or a record taken over from a thread
+	 * that exited, which the generic path sets right. */
+	mov KPT_TID(%rax), %esi
+	cmp %esi, RI_OWNER(%rcx)
+	jne 62f
+	movzbl KP_RI_SLOT(%rdx), %edx
+	movq $0, KPT_RI_CACHE(%rax,%rdx,8)
+	movw $1, RI_CALLED(%rcx)		/* called, and no longer cached */
+	lea 8(%rsp), %rdx
+	mov %rdx, RI_SLOT(%rcx)
+	mov 8(%rsp), %rdx
+	mov %rdx, RI_RET(%rcx)
+	mov KPT_RI_TOP(%rax), %rdx
+	mov %rdx, RI_NEXT(%rcx)
 	mov %rcx, KPT_RI_TOP(%rax)
-	movb $1, RI_CALLED(%rcx)
 	/* the stub is the continuation and calls the copy from the slot */
 	mov RI_STUB(%rcx), %rcx
 	sub $RET_STUB_ENTRY, %rcx
@@ -701,7 +706,9 @@ FUNC \name
 	mov %rcx, 8(%rsp)
 	ret					/* the exit ends the section */
 62:	SECTION_CLOSE
-60:	mov %r9, RZ_L + L_R9(%rsp)
+60:	mov %rdi, RZ_L + L_RDI(%rsp)
+	mov %r8, RZ_L + L_R8(%rsp)
+	mov %r9, RZ_L + L_R9(%rsp)
 	mov %r10, RZ_L + L_R10(%rsp)
 	mov %r11, RZ_L + L_R11(%rsp)
 	lea RZ_L(%rsp), %rsp			/* L */
@@ -743,9 +750,7 @@ FUNC \name
 	.if \cont
 	mov %rax, %rdx				/* the thread record */
 	call *KP_FAST_FN(%rdi)
-	mov L_R9(%rsp), %r9
-	mov L_R10(%rsp), %r10
-	mov L_R11(%rsp), %r11
+	CONT_OWN_LOADS 0
 	lea C_R(%rsp), %rsp
 	ret
 	.else

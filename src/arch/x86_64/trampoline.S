@@ -39,26 +39,23 @@
 #include "arch/x86_64/ptregs.inc"
 #include "arch/x86_64/hitpath.inc"
 
-	.set T_CALLED, 168
+/* Ends the read-side section: rax = the thread record; clobbers rcx. */
+	.macro SECTION_CLOSE
+	mov $KPT_NEST_AND_HANDLER, %rcx
+	sub %rcx, KPT_NEST(%rax)
+	jnz 84f
+	addl $1, KPT_GEN(%rax)
+84:
+	.endm
+
 	.set T_FLAGS, 176
 	.set T_RET, 184
 	.set T_FRAME, 192
-
-/* The fast path's section end: rbx = the thread record; clobbers rcx. */
-	.macro T_SECTION_END
-	mov $KPT_NEST_AND_HANDLER, %rcx
-	sub %rcx, KPT_NEST(%rbx)
-	jnz 84f
-	addl $1, KPT_GEN(%rbx)
-84:
-	.endm
 
 /* The registers the fast path keeps, and the flags, back. */
 	.macro T_LOAD_LIGHT
 	mov T_FLAGS(%rsp), %rax
 	LAHF_RESTORE
-	mov 24(%rsp), %r12
-	mov 40(%rsp), %rbx
 	mov 48(%rsp), %r11
 	mov 56(%rsp), %r10
 	mov 64(%rsp), %r9
@@ -68,6 +65,35 @@
 	mov 96(%rsp), %rdx
 	mov 104(%rsp), %rsi
 	mov 112(%rsp), %rdi
+	.endm
+
+/* The rest of the fast path, r9 = the instance, rsi = its pool: the
+ * handler, if the probe is still there and enabled; the section's end
+ * (the thread record loaded again: nothing is kept across the handler);
+ * the registers back, and to the caller by a return (\called) or a jump. */
+	.macro T_HANDLER_AND_OUT called
+	cmpb $0, POOL_LIVE(%rsi)
+	je 1f
+	mov POOL_RP(%rsi), %rdx
+	mov KRP_HANDLER(%rdx), %rax
+	test %rax, %rax
+	jz 1f
+	testl $KP_FLAG_DISABLED, KP_FLAGS(%rdx)
+	jnz 1f
+	lea RI_PUB(%r9), %rdi
+	mov %rsp, %rsi
+	call *%rax
+1:	mov kp_self_tls@gottpoff(%rip), %rax
+	mov %fs:(%rax), %rax
+	SECTION_CLOSE
+	T_LOAD_LIGHT
+	.if \called
+	lea T_RET(%rsp), %rsp
+	ret
+	.else
+	lea T_FRAME(%rsp), %rsp
+	jmp *-8(%rsp)			/* below rsp: no signal frame writes there */
+	.endif
 	.endm
 
 	.text
@@ -83,8 +109,6 @@ kp_kretprobe_trampoline:
 	lahf
 	seto %al
 	mov %rax, T_FLAGS(%rsp)
-	mov %r12, 24(%rsp)
-	mov %rbx, 40(%rsp)
 	mov %r11, 48(%rsp)
 	mov %r10, 56(%rsp)
 	mov %r9, 64(%rsp)
@@ -96,77 +120,58 @@ kp_kretprobe_trampoline:
 	/* the fast path calls with the caller's alignment */
 	test $15, %spl
 	jnz 70f
-	cmpl $0, kp_membarrier_ok(%rip)
-	je 70f
-	mov kp_self_tls@gottpoff(%rip), %rbx
-	mov %fs:(%rbx), %rbx
-	test %rbx, %rbx
+	mov kp_self_tls@gottpoff(%rip), %r8
+	mov %fs:(%r8), %r8			/* the thread record */
+	test %r8, %r8
 	jz 70f
-	mov KPT_RI_TOP(%rbx), %r12		/* the instance */
-	test %r12, %r12
+	mov KPT_RI_TOP(%r8), %r9		/* the instance */
+	test %r9, %r9
 	jz 70f
 	lea T_RET(%rsp), %rcx			/* the slot */
-	cmp %rcx, RI_SLOT(%r12)
+	cmp %rcx, RI_SLOT(%r9)
 	jne 70f
-	mov RI_NEXT(%r12), %rdx
+	mov RI_NEXT(%r9), %rdx
 	test %rdx, %rdx
 	jz 61f
 	cmp %rcx, RI_SLOT(%rdx)
 	je 70f
-61:	cmpl $0, KPT_IN_HANDLER(%rbx)
+61:	cmpl $0, KPT_IN_HANDLER(%r8)
 	jne 70f
-	cmpl $0, KPT_RI_BUSY(%rbx)
+	cmpl $0, KPT_RI_BUSY(%r8)
 	jne 70f
-	mov RI_POOL(%r12), %rsi
+	mov RI_POOL(%r9), %rsi
 	testb $KP_NEEDS_ANY, POOL_NEEDS(%rsi)
 	jnz 70f
-	/* the instance leaves the list; the frame returns for real */
-	mov %rdx, KPT_RI_TOP(%rbx)
-	mov RI_RET(%r12), %rax
-	mov %rax, T_RET(%rsp)
-	movzbl RI_CALLED(%r12), %eax
-	mov %al, T_CALLED(%rsp)
-	mov $KPT_NEST_AND_HANDLER, %rcx
-	add %rcx, KPT_NEST(%rbx)
-	/* the handler, if the probe is still there and enabled */
-	cmpb $0, POOL_LIVE(%rsi)
-	je 62f
-	mov POOL_RP(%rsi), %rdx
-	mov KRP_HANDLER(%rdx), %rcx
-	test %rcx, %rcx
-	jz 62f
-	testl $KP_FLAG_DISABLED, KP_FLAGS(%rdx)
-	jnz 62f
-	lea RI_PUB(%r12), %rdi
-	mov %rsp, %rsi
-	call *%rcx
-	/* into the thread's cache, as ri_put() */
-62:	mov RI_POOL(%r12), %rsi
+	/* Room for it in the thread's cache (caching is on only with
+	 * membarrier, which the section relies on) */
 	cmpb $POOL_CACHE_ON, POOL_CACHE_STATE(%rsi)
-	jne 63f
-	movzbl POOL_CACHE_SLOT(%rsi), %ecx
-	cmpq $0, KPT_RI_CACHE(%rbx,%rcx,8)
-	jne 63f
-	movb $1, RI_CACHED(%r12)
-	mov %r12, KPT_RI_CACHE(%rbx,%rcx,8)
-64:	T_SECTION_END
-	cmpb $0, T_CALLED(%rsp)
-	je 65f
-	T_LOAD_LIGHT
-	lea T_RET(%rsp), %rsp
-	ret
-65:	T_LOAD_LIGHT
-	lea T_FRAME(%rsp), %rsp
-	jmp *-8(%rsp)			/* below rsp: no signal frame writes there */
-63:	mov %r12, %rdi
-	call kp_kretprobe_release
-	jmp 64b
+	jne 70f
+	movzbl POOL_CACHE_SLOT(%rsi), %edi
+	lea KPT_RI_CACHE(%r8,%rdi,8), %rdi
+	cmpq $0, (%rdi)
+	jne 70f
+	/* The instance leaves the list, and the frame returns for real.
+	 * It goes into the cache already: until the section ends only this
+	 * thread's fast paths could take it, and in_handler keeps them off. */
+	mov %rdx, KPT_RI_TOP(%r8)
+	mov RI_RET(%r9), %rax
+	mov %rax, T_RET(%rsp)
+	mov $KPT_NEST_AND_HANDLER, %rcx
+	add %rcx, KPT_NEST(%r8)
+	movb $1, RI_CACHED(%r9)
+	mov %r9, (%rdi)
+	cmpb $0, RI_CALLED(%r9)
+	je 62f
+	T_HANDLER_AND_OUT 1
+62:	T_HANDLER_AND_OUT 0
 
 	/* The rest of struct pt_regs, and the dispatcher. */
 70:	mov %r15, 0(%rsp)
 	mov %r14, 8(%rsp)
 	mov %r13, 16(%rsp)
+	mov %r12, 24(%rsp)
 	mov %rbp, 32(%rsp)
+	mov %rbx, 40(%rsp)
 	movq $-1, 120(%rsp)		/* orig_ax */
 	movq $0, 128(%rsp)		/* ip: filled by the dispatcher */
 	movq $0x33, 136(%rsp)		/* cs */
