@@ -29,6 +29,10 @@ struct kp_probepoint {
 	 * (kp_probe_fast_fn below): an optimized entry jumps straight into
 	 * that. */
 	struct kprobe *fast;
+	/* fast, when it is a return probe whose entry an optimized entry's
+	 * assembly runs (no entry handler, and membarrier for the sections
+	 * that relies on): what that reads instead. */
+	struct kprobe *rfast;
 	struct kp_probepoint *hnext;	/* hash chain, read lock-free */
 	struct kp_probepoint *all_next;	/* registry list in registration */
 	struct kp_probepoint *all_prev;	/* order, under the mutex */

@@ -43,6 +43,7 @@ struct kp_ri {
 	uint32_t idx;			/* its own index in the pool */
 	bool called;			/* the function was called from the stub */
 	bool cached;			/* free, in a thread's cache (owner kept) */
+	uintptr_t stub_entry;		/* the stub's entry (retstub.c) */
 	struct kretprobe_instance pub;	/* last: data[] follows */
 };
 
@@ -73,7 +74,8 @@ _Static_assert(offsetof(struct kretprobe, handler) == 120 &&
 _Static_assert(offsetof(struct kp_ri, next) == 0 && offsetof(struct kp_ri, pool) == 8 &&
 	       offsetof(struct kp_ri, slot) == 16 && offsetof(struct kp_ri, owner) == 24 &&
 	       offsetof(struct kp_ri, stub) == 32 && offsetof(struct kp_ri, called) == 48 &&
-	       offsetof(struct kp_ri, cached) == 49 && offsetof(struct kp_ri, pub) == 64 &&
+	       offsetof(struct kp_ri, cached) == 49 && offsetof(struct kp_ri, stub_entry) == 56 &&
+	       offsetof(struct kp_ri, pub) == 64 &&
 	       offsetof(struct kretprobe_instance, rp) == 0 &&
 	       offsetof(struct kretprobe_instance, ret_addr) == 8 &&
 	       offsetof(struct kretprobe_instance, task) == 16, "hitpath.inc: struct kp_ri");
@@ -623,6 +625,7 @@ static int pool_create(struct kretprobe *rp)
 		ri->pub.rp = rp;	/* for good: the entry's fast path relies on it */
 		ri->idx = (uint32_t)i;
 		ri->stub = arch_ret_stub(pool->stubs, i);
+		ri->stub_entry = ri->stub - ARCH_RET_STUB_ENTRY;
 		ri->next_free = i + 1 < n ? (uint32_t)(i + 2) : 0;
 	}
 	pool->free_head = 1;

@@ -240,6 +240,10 @@ static void pp_update_fast(struct kp_probepoint *pp)
 	if (p && !p->__next && !(p->flags & KPROBE_FLAG_DISABLED) && kp_probe_fast_fn(p))
 		fast = p;
 	__atomic_store_n(&pp->fast, fast, __ATOMIC_RELEASE);
+	__atomic_store_n(&pp->rfast,
+			 fast && kp_probe_fast_fn(fast) == (void *)kp_kretprobe_entry_fast &&
+					 kp_membarrier_ok ? fast : NULL,
+			 __ATOMIC_RELEASE);
 }
 
 static void *probe_fast_fn(struct kprobe *p, enum kp_type type)
@@ -272,6 +276,7 @@ static void probe_attach(struct kp_probepoint *pp, struct kprobe *p, enum kp_typ
 	kp_probe_fast_fn(p) = probe_fast_fn(p, type);
 	/* No hit may take the old single probe for all of them. */
 	__atomic_store_n(&pp->fast, NULL, __ATOMIC_RELEASE);
+	__atomic_store_n(&pp->rfast, NULL, __ATOMIC_RELEASE);
 	__atomic_store_n(link, p, __ATOMIC_RELEASE);
 	pp_update_fast(pp);
 }

@@ -36,7 +36,8 @@ _Static_assert(offsetof(struct kp_thread, gen) == 4 && offsetof(struct kp_thread
 	       offsetof(struct kp_thread, in_handler) == 12, "hitpath.inc: struct kp_thread");
 _Static_assert(offsetof(struct kp_probepoint, addr) == 0 &&
 	       offsetof(struct kp_probepoint, probes) == 8 &&
-	       offsetof(struct kp_probepoint, fast) == 16, "hitpath.inc: struct kp_probepoint");
+	       offsetof(struct kp_probepoint, fast) == 16 &&
+	       offsetof(struct kp_probepoint, rfast) == 24, "hitpath.inc: struct kp_probepoint");
 _Static_assert(offsetof(struct kprobe, pre_handler) == 24 && offsetof(struct kprobe, flags) == 56 &&
 	       offsetof(struct kprobe, __next) == 64 && KPROBE_FLAG_DISABLED == 2 &&
 	       offsetof(struct kprobe, __reserved) == 88 &&

@@ -643,14 +643,6 @@ FUNC \name
 	mov %rcx, RZ_L + L_RCX(%rsp)
 	mov %rdx, RZ_L + L_RDX(%rsp)
 	mov %rsi, RZ_L + L_RSI(%rsp)
-	mov (%rsp), %rcx			/* R */
-	mov R_PP_ENTRY(%rcx), %rdx
-	mov PP_FAST(%rdx), %rdx			/* the probe: its struct kretprobe */
-	test %rdx, %rdx
-	jz 60f
-	lea kp_kretprobe_entry_fast(%rip), %rsi
-	cmp %rsi, KP_FAST_FN(%rdx)
-	jne 60f
 	cmpl $0, kp_membarrier_ok(%rip)
 	je 60f
 	mov kp_self_tls@gottpoff(%rip), %rax
@@ -672,11 +664,17 @@ FUNC \name
 	jbe 60f
 61:	mov $KPT_NEST_AND_HANDLER, %rcx
 	add %rcx, KPT_NEST(%rax)		/* the section begins */
+	mov (%rsp), %rcx			/* R */
+	mov R_PP_ENTRY(%rcx), %rdx
+	mov PP_RFAST(%rdx), %rdx		/* the probe: its struct kretprobe */
+	test %rdx, %rdx
+	jz 62f
 	mov KRP_POOL(%rdx), %rsi
 	cmpb $POOL_CACHE_ON, POOL_CACHE_STATE(%rsi)
 	jne 62f
-	movzbl KP_RI_SLOT(%rdx), %ecx
-	mov KPT_RI_CACHE(%rax,%rcx,8), %rcx	/* the instance */
+	movzbl KP_RI_SLOT(%rdx), %edx
+	lea KPT_RI_CACHE(%rax,%rdx,8), %rdx	/* the cache slot */
+	mov (%rdx), %rcx			/* the instance */
 	test %rcx, %rcx
 	jz 62f
 	cmp %rsi, RI_POOL(%rcx)
@@ -687,8 +685,7 @@ FUNC \name
 	mov KPT_TID(%rax), %esi
 	cmp %esi, RI_OWNER(%rcx)
 	jne 62f
-	movzbl KP_RI_SLOT(%rdx), %edx
-	movq $0, KPT_RI_CACHE(%rax,%rdx,8)
+	movq $0, (%rdx)
 	movw $1, RI_CALLED(%rcx)		/* called, and no longer cached */
 	lea 8(%rsp), %rdx
 	mov %rdx, RI_SLOT(%rcx)
@@ -698,8 +695,7 @@ FUNC \name
 	mov %rdx, RI_NEXT(%rcx)
 	mov %rcx, KPT_RI_TOP(%rax)
 	/* the stub is the continuation and calls the copy from the slot */
-	mov RI_STUB(%rcx), %rcx
-	sub $RET_STUB_ENTRY, %rcx
+	mov RI_STUB_ENTRY(%rcx), %rcx
 	mov %rcx, RZ_L + C_CONT(%rsp)
 	mov (%rsp), %rcx
 	add $CEXIT_LEN, %rcx
