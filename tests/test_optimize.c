@@ -2726,3 +2726,183 @@ Test(optimize, census_counts_stub_entries_as_inside)
 	cr_assert_not(arch_ip_bound_for_detour((uintptr_t)rs_many));
 	arch_ret_stubs_destroy(rs);
 }
+
+/* ---- the return probe's assembly fast paths ---- */
+
+/* rf_regs returns with every caller-saved register and the arithmetic
+ * flags set; rf_regs_caller calls it with the callee-saved ones set and
+ * stores what it sees afterwards, as a caller that relies on what its
+ * callee leaves in registers does (GCC's interprocedural register
+ * allocation).  The return handlers count and record where they were
+ * called from: rf_narrow changes rax rcx rdx rsi rdi and the flags,
+ * rf_wide r8-r11 as well. */
+__asm__(
+	"OPTFN rf_regs\n"
+	"\tmovabs $0x1111111111111101, %rax\n"
+	"\tmovabs $0x2222222222222202, %rdx\n"
+	"\tmovabs $0x3333333333333303, %rcx\n"
+	"\tmovabs $0x4444444444444404, %rsi\n"
+	"\tmovabs $0x5555555555555505, %rdi\n"
+	"\tmovabs $0x6666666666666606, %r8\n"
+	"\tmovabs $0x7777777777777707, %r9\n"
+	"\tmovabs $0x0888888888888808, %r10\n"
+	"\tmovabs $0x0999999999999909, %r11\n"
+	"\tpushq $0x8d7\n"			/* CF PF AF ZF SF OF */
+	"\tpopfq\n"
+	"\tret\n"
+	"OPTEND rf_regs\n"
+
+	"OPTFN rf_regs_caller\n"
+	"\tpush %rbx\n\tpush %rbp\n\tpush %r12\n\tpush %r13\n\tpush %r14\n\tpush %r15\n"
+	"\tsub $8, %rsp\n"
+	"\tmovabs $0x0aaaaaaaaaaaaa0a, %rbx\n"
+	"\tmovabs $0x0bbbbbbbbbbbbb0b, %rbp\n"
+	"\tmovabs $0x0ccccccccccccc0c, %r12\n"
+	"\tmovabs $0x0ddddddddddddd0d, %r13\n"
+	"\tmovabs $0x0eeeeeeeeeeeee0e, %r14\n"
+	"\tmovabs $0x0fffffffffffff0f, %r15\n"
+	"\tpushq $0x202\n\tpopfq\n"
+	"\tcall rf_regs\n"
+	"\tpushfq\n"
+	"\tpopq rf_out+0(%rip)\n"
+	"\tmov %rax, rf_out+8(%rip)\n"
+	"\tmov %rdx, rf_out+16(%rip)\n"
+	"\tmov %rcx, rf_out+24(%rip)\n"
+	"\tmov %rsi, rf_out+32(%rip)\n"
+	"\tmov %rdi, rf_out+40(%rip)\n"
+	"\tmov %r8, rf_out+48(%rip)\n"
+	"\tmov %r9, rf_out+56(%rip)\n"
+	"\tmov %r10, rf_out+64(%rip)\n"
+	"\tmov %r11, rf_out+72(%rip)\n"
+	"\tmov %rbx, rf_out+80(%rip)\n"
+	"\tmov %rbp, rf_out+88(%rip)\n"
+	"\tmov %r12, rf_out+96(%rip)\n"
+	"\tmov %r13, rf_out+104(%rip)\n"
+	"\tmov %r14, rf_out+112(%rip)\n"
+	"\tmov %r15, rf_out+120(%rip)\n"
+	"\tadd $8, %rsp\n"
+	"\tpop %r15\n\tpop %r14\n\tpop %r13\n\tpop %r12\n\tpop %rbp\n\tpop %rbx\n"
+	"\tret\n"
+	"OPTEND rf_regs_caller\n"
+
+	"OPTFN rf_narrow\n"
+	"\tlock incq rf_hits(%rip)\n"
+	"\tmov (%rsp), %rax\n"
+	"\tmov %rax, rf_handler_ra(%rip)\n"
+	"\tmov $-1, %rcx\n\tmov $-1, %rdx\n\tmov $-1, %rsi\n\tmov $-1, %rdi\n"
+	"\txor %eax, %eax\n"
+	"\tret\n"
+	"OPTEND rf_narrow\n"
+
+	"OPTFN rf_wide\n"
+	"\tlock incq rf_hits(%rip)\n"
+	"\tmov (%rsp), %rax\n"
+	"\tmov %rax, rf_handler_ra(%rip)\n"
+	"\tmov $-1, %rcx\n\tmov $-1, %rdx\n\tmov $-1, %rsi\n\tmov $-1, %rdi\n"
+	"\tmov $-1, %r8\n\tmov $-1, %r9\n\tmov $-1, %r10\n\tmov $-1, %r11\n"
+	"\txor %eax, %eax\n"
+	"\tret\n"
+	"OPTEND rf_wide\n");
+
+void rf_regs(void);
+void rf_regs_caller(void);
+int rf_narrow(struct kretprobe_instance *ri, struct pt_regs *regs);
+int rf_wide(struct kretprobe_instance *ri, struct pt_regs *regs);
+unsigned long rf_out[16];
+unsigned long rf_hits;
+uintptr_t rf_handler_ra;
+
+/* Every register and flag reaches the caller as the function left it,
+ * over the optimized entry's and the trampoline's fast paths, with a
+ * handler that leaves r8-r11 alone (not saved then) and one that does not;
+ * the handlers are called from the trampoline itself (its fast path). */
+Test(optimize, kretprobe_fast_paths_keep_every_register, .init = setup)
+{
+	static const unsigned long want[16] = {
+		0x8d5, 0x1111111111111101, 0x2222222222222202, 0x3333333333333303,
+		0x4444444444444404, 0x5555555555555505, 0x6666666666666606,
+		0x7777777777777707, 0x0888888888888808, 0x0999999999999909,
+		0x0aaaaaaaaaaaaa0a, 0x0bbbbbbbbbbbbb0b, 0x0ccccccccccccc0c,
+		0x0ddddddddddddd0d, 0x0eeeeeeeeeeeee0e, 0x0fffffffffffff0f,
+	};
+	kretprobe_handler_t handlers[2] = { rf_narrow, rf_wide };
+	uintptr_t tramp = arch_kretprobe_trampoline();
+
+	cr_assert_eq(arch_code_needs((uintptr_t)rf_narrow), 0, "narrow: %#x",
+		     arch_code_needs((uintptr_t)rf_narrow));
+	cr_assert_eq(arch_code_needs((uintptr_t)rf_wide), KP_OPT_SAVE_R8_R11, "wide: %#x",
+		     arch_code_needs((uintptr_t)rf_wide));
+	for (int h = 0; h < 2; h++) {
+		struct kretprobe rp;
+
+		memset(&rp, 0, sizeof(rp));
+		rp.kp.addr = (kprobe_opcode_t *)rf_regs;
+		rp.handler = handlers[h];
+		rf_hits = 0;
+		cr_assert_eq(register_kretprobe(&rp), 0);
+		cr_assert(wait_opt(&rp.kp, true, 2000), "rf_regs not optimized");
+		cr_assert(detour_continues(&rp.kp));
+		for (int round = 0; round < 50; round++) {
+			memset(rf_out, 0, sizeof(rf_out));
+			rf_handler_ra = 0;
+			rf_regs_caller();
+			cr_assert_eq(rf_out[0] & 0x8d5, want[0], "h%d: flags %#lx", h, rf_out[0]);
+			cr_assert_eq(rf_out[0] & 0x400, 0, "DF set");
+			for (int i = 1; i < 16; i++)
+				cr_assert_eq(rf_out[i], want[i], "h%d round %d: reg %d: %#lx", h, round,
+					     i, rf_out[i]);
+			cr_assert(rf_handler_ra > tramp && rf_handler_ra - tramp < 1024,
+				  "h%d: handler not called by the trampoline's fast path", h);
+		}
+		cr_assert_eq(rf_hits, 50);
+		cr_assert_eq(rp.nmissed, 0);
+		unregister_kretprobe(&rp);
+	}
+}
+
+/* A fork child's instances cached by its parent name the parent's thread:
+ * the entry's fast path leaves them to the generic one, which makes them
+ * the child's (ri->task is the child's). */
+static pid_t rf_task;
+static long rf_task_hits;
+
+static int rf_task_ret(struct kretprobe_instance *ri, struct pt_regs *regs)
+{
+	rf_task = ri->task;
+	rf_task_hits++;
+	return 0;
+}
+
+Test(optimize, kretprobe_fast_entry_in_fork_child, .init = setup)
+{
+	struct kretprobe rp;
+	int status;
+	pid_t pid;
+
+	memset(&rp, 0, sizeof(rp));
+	rp.kp.addr = (kprobe_opcode_t *)rs_many;
+	rp.handler = rf_task_ret;
+	cr_assert_eq(register_kretprobe(&rp), 0);
+	cr_assert(wait_opt(&rp.kp, true, 2000), "rs_many not optimized");
+	cr_assert(detour_continues(&rp.kp));
+	for (long i = 0; i < 100; i++)
+		cr_assert_eq(call_rs_many(i, 2, 3, 4, 5, 6, i * 3, i ^ 5, (double)i, 0.5),
+			     rs_expect(i));
+	cr_assert_eq(rf_task, getpid());
+	pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		bool ok = true;
+
+		rf_task_hits = 0;
+		for (long i = 0; i < 100; i++) {
+			ok &= call_rs_many(i, 2, 3, 4, 5, 6, i * 3, i ^ 5, (double)i, 0.5) ==
+			      rs_expect(i);
+			ok &= rf_task == getpid();
+		}
+		_exit(ok && rf_task_hits == 100 ? 0 : 1);
+	}
+	cr_assert_eq(waitpid(pid, &status, 0), pid);
+	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child: status %#x", status);
+	unregister_kretprobe(&rp);
+}

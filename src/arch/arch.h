@@ -65,8 +65,9 @@ const char *arch_opt_check(uintptr_t addr, uintptr_t func, size_t size, size_t p
 int arch_optimize(struct kp_probepoint **pps, int n);
 int arch_unoptimize(struct kp_probepoint **pps, int n);
 /* KP_OPT_SAVE_* bits for a handler at fn: whether it, or anything it
- * calls, may change vector/x87 registers or errno, or read its pt_regs (a
- * handler that provably cannot spares the detour that work). */
+ * calls, may change vector/x87 registers, r8-r11 or errno, or read its
+ * pt_regs (a handler that provably cannot spares the detour or the
+ * return trampoline that work). */
 uint8_t arch_code_needs(uintptr_t fn);
 
 /* ---- static keys ---- */

@@ -57,7 +57,10 @@ enum kp_opt_state { OPT_NONE, OPT_QUEUED, OPT_PREPARED, OPT_OPTIMIZED };
 #define KP_OPT_SAVE_VECTOR 1	/* vector and x87 registers */
 #define KP_OPT_SAVE_ERRNO 2	/* errno */
 #define KP_OPT_SAVE_REGS 4	/* a complete struct pt_regs */
-#define KP_OPT_SAVE_ALL 7
+/* r8-r11, which the return trampoline saves only for handlers that may
+ * write them (the detours always keep every caller-saved register). */
+#define KP_OPT_SAVE_R8_R11 8
+#define KP_OPT_SAVE_ALL 15
 
 #define container_of(p, type, member) ((type *)((char *)(p) - offsetof(type, member)))
 

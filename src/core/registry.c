@@ -225,8 +225,9 @@ static uint8_t probe_needs(const struct kprobe *p, enum kp_type type)
 		fn = (uintptr_t)container_of(p, struct kretprobe, kp)->entry_handler;
 		need = KP_OPT_SAVE_REGS;
 	}
+	/* The detours keep r8-r11 anyway. */
 	if (fn)
-		need |= arch_code_needs(fn);
+		need |= arch_code_needs(fn) & ~KP_OPT_SAVE_R8_R11;
 	return need;
 }
 

@@ -1,6 +1,6 @@
 /*
- * Which handlers can change vector or x87 registers or errno, and which
- * can look at their struct pt_regs?  A handler that provably cannot
+ * Which handlers can change vector or x87 registers, r8-r11 or errno, and
+ * which can look at their struct pt_regs?  A handler that provably cannot
  * (decoded, with everything it calls directly) lets an optimized probe
  * skip saving that state — the difference between a few nanoseconds and a
  * hundred.  Anything not decodable, indirect calls, or calls leaving known
@@ -59,6 +59,26 @@ static bool reads_rsi(const ZydisDecodedInstruction *in, const ZydisDecodedOpera
 	return false;
 }
 
+static bool is_r8_r11(ZydisRegister r)
+{
+	ZydisRegister big = ZydisRegisterGetLargestEnclosing(ZYDIS_MACHINE_MODE_LONG_64, r);
+
+	return big >= ZYDIS_REGISTER_R8 && big <= ZYDIS_REGISTER_R11;
+}
+
+/* Whether the instruction writes r8, r9, r10 or r11 (any part of one),
+ * explicitly or not (syscall: r11). */
+static bool writes_r8_r11(const ZydisDecodedInstruction *in, const ZydisDecodedOperand *ops)
+{
+	if (in->mnemonic == ZYDIS_MNEMONIC_SYSCALL)
+		return true;
+	for (int i = 0; i < in->operand_count; i++)
+		if (ops[i].type == ZYDIS_OPERAND_TYPE_REGISTER &&
+		    (ops[i].actions & ZYDIS_OPERAND_ACTION_MASK_WRITE) && is_r8_r11(ops[i].reg.value))
+			return true;
+	return false;
+}
+
 static bool touches_vector(const ZydisDecodedInstruction *in, const ZydisDecodedOperand *ops)
 {
 	if (in->attributes & (ZYDIS_ATTRIB_FPU_STATE_CW | ZYDIS_ATTRIB_XMM_STATE_CW))
@@ -92,6 +112,8 @@ static uint8_t insn_needs(struct walk *w, const ZydisDecodedInstruction *in,
 		need |= KP_OPT_SAVE_VECTOR;
 	if (writes_tls(in, ops) || in->mnemonic == ZYDIS_MNEMONIC_SYSCALL)
 		need |= KP_OPT_SAVE_ERRNO;
+	if (writes_r8_r11(in, ops))
+		need |= KP_OPT_SAVE_R8_R11;
 	/* The kernel reads %rsi as an argument. */
 	if (reads_rsi(in, ops) || in->mnemonic == ZYDIS_MNEMONIC_SYSCALL)
 		need |= KP_OPT_SAVE_REGS;

@@ -44,6 +44,7 @@ _Static_assert(offsetof(struct kprobe, pre_handler) == 24 && offsetof(struct kpr
 	       offsetof(struct kprobe, __reserved[1]) == 96,
 	       "hitpath.inc: struct kprobe");
 _Static_assert(KP_OPT_SAVE_VECTOR == 1 && KP_OPT_SAVE_ERRNO == 2 && KP_OPT_SAVE_REGS == 4 &&
+	       KP_OPT_SAVE_R8_R11 == 8 &&
 	       offsetof(struct pt_regs, ip) == 128,
 	       "hitpath.inc: flags, pt_regs");
 

@@ -52,14 +52,25 @@
 	.set T_RET, 184
 	.set T_FRAME, 192
 
-/* The registers the fast path keeps, and the flags, back. */
-	.macro T_LOAD_LIGHT
+/* r8-r11: kept by the fast path only for handlers that may change them
+ * (KP_OPT_SAVE_R8_R11; the fast path itself does not use them). */
+	.macro T_SAVE_HIGH
+	mov %r11, 48(%rsp)
+	mov %r10, 56(%rsp)
+	mov %r9, 64(%rsp)
+	mov %r8, 72(%rsp)
+	.endm
+
+/* The registers the fast path kept, and the flags, back. */
+	.macro T_LOAD_LIGHT high
 	mov T_FLAGS(%rsp), %rax
 	LAHF_RESTORE
+	.if \high
 	mov 48(%rsp), %r11
 	mov 56(%rsp), %r10
 	mov 64(%rsp), %r9
 	mov 72(%rsp), %r8
+	.endif
 	mov 80(%rsp), %rax
 	mov 88(%rsp), %rcx
 	mov 96(%rsp), %rdx
@@ -67,26 +78,26 @@
 	mov 112(%rsp), %rdi
 	.endm
 
-/* The rest of the fast path, r9 = the instance, rsi = its pool: the
+/* The rest of the fast path, rcx = the instance, rdx = its pool: the
  * handler, if the probe is still there and enabled; the section's end
  * (the thread record loaded again: nothing is kept across the handler);
  * the registers back, and to the caller by a return (\called) or a jump. */
-	.macro T_HANDLER_AND_OUT called
-	cmpb $0, POOL_LIVE(%rsi)
+	.macro T_HANDLER_AND_OUT called, high
+	cmpb $0, POOL_LIVE(%rdx)
 	je 1f
-	mov POOL_RP(%rsi), %rdx
-	mov KRP_HANDLER(%rdx), %rax
+	mov POOL_RP(%rdx), %rsi
+	mov KRP_HANDLER(%rsi), %rax
 	test %rax, %rax
 	jz 1f
-	testl $KP_FLAG_DISABLED, KP_FLAGS(%rdx)
+	testl $KP_FLAG_DISABLED, KP_FLAGS(%rsi)
 	jnz 1f
-	lea RI_PUB(%r9), %rdi
+	lea RI_PUB(%rcx), %rdi
 	mov %rsp, %rsi
 	call *%rax
 1:	mov kp_self_tls@gottpoff(%rip), %rax
 	mov %fs:(%rax), %rax
 	SECTION_CLOSE
-	T_LOAD_LIGHT
+	T_LOAD_LIGHT \high
 	.if \called
 	lea T_RET(%rsp), %rsp
 	ret
@@ -94,6 +105,13 @@
 	lea T_FRAME(%rsp), %rsp
 	jmp *-8(%rsp)			/* below rsp: no signal frame writes there */
 	.endif
+	.endm
+
+	.macro T_CALL_AND_OUT high
+	cmpb $0, RI_CALLED(%rcx)
+	je 2f
+	T_HANDLER_AND_OUT 1, \high
+2:	T_HANDLER_AND_OUT 0, \high
 	.endm
 
 	.text
@@ -109,62 +127,60 @@ kp_kretprobe_trampoline:
 	lahf
 	seto %al
 	mov %rax, T_FLAGS(%rsp)
-	mov %r11, 48(%rsp)
-	mov %r10, 56(%rsp)
-	mov %r9, 64(%rsp)
-	mov %r8, 72(%rsp)
 	mov %rcx, 88(%rsp)
 	mov %rdx, 96(%rsp)
 	mov %rsi, 104(%rsp)
 	mov %rdi, 112(%rsp)
 	/* the fast path calls with the caller's alignment */
 	test $15, %spl
-	jnz 70f
-	mov kp_self_tls@gottpoff(%rip), %r8
-	mov %fs:(%r8), %r8			/* the thread record */
-	test %r8, %r8
-	jz 70f
-	mov KPT_RI_TOP(%r8), %r9		/* the instance */
-	test %r9, %r9
-	jz 70f
-	lea T_RET(%rsp), %rcx			/* the slot */
-	cmp %rcx, RI_SLOT(%r9)
-	jne 70f
-	mov RI_NEXT(%r9), %rdx
-	test %rdx, %rdx
+	jnz 69f
+	mov kp_self_tls@gottpoff(%rip), %rax
+	mov %fs:(%rax), %rax			/* the thread record */
+	test %rax, %rax
+	jz 69f
+	mov KPT_RI_TOP(%rax), %rcx		/* the instance */
+	test %rcx, %rcx
+	jz 69f
+	lea T_RET(%rsp), %rdx			/* the slot */
+	cmp %rdx, RI_SLOT(%rcx)
+	jne 69f
+	mov RI_NEXT(%rcx), %rsi
+	test %rsi, %rsi
 	jz 61f
-	cmp %rcx, RI_SLOT(%rdx)
-	je 70f
-61:	cmpl $0, KPT_IN_HANDLER(%r8)
-	jne 70f
-	cmpl $0, KPT_RI_BUSY(%r8)
-	jne 70f
-	mov RI_POOL(%r9), %rsi
-	testb $KP_NEEDS_ANY, POOL_NEEDS(%rsi)
-	jnz 70f
+	cmp %rdx, RI_SLOT(%rsi)
+	je 69f
+61:	cmpl $0, KPT_IN_HANDLER(%rax)
+	jne 69f
+	cmpl $0, KPT_RI_BUSY(%rax)
+	jne 69f
+	mov RI_POOL(%rcx), %rdx
+	testb $KP_NEEDS_ANY, POOL_NEEDS(%rdx)
+	jnz 69f
 	/* Room for it in the thread's cache (caching is on only with
 	 * membarrier, which the section relies on) */
-	cmpb $POOL_CACHE_ON, POOL_CACHE_STATE(%rsi)
-	jne 70f
-	movzbl POOL_CACHE_SLOT(%rsi), %edi
-	lea KPT_RI_CACHE(%r8,%rdi,8), %rdi
+	cmpb $POOL_CACHE_ON, POOL_CACHE_STATE(%rdx)
+	jne 69f
+	movzbl POOL_CACHE_SLOT(%rdx), %edi
+	lea KPT_RI_CACHE(%rax,%rdi,8), %rdi
 	cmpq $0, (%rdi)
-	jne 70f
+	jne 69f
 	/* The instance leaves the list, and the frame returns for real.
 	 * It goes into the cache already: until the section ends only this
 	 * thread's fast paths could take it, and in_handler keeps them off. */
-	mov %rdx, KPT_RI_TOP(%r8)
-	mov RI_RET(%r9), %rax
-	mov %rax, T_RET(%rsp)
-	mov $KPT_NEST_AND_HANDLER, %rcx
-	add %rcx, KPT_NEST(%r8)
-	movb $1, RI_CACHED(%r9)
-	mov %r9, (%rdi)
-	cmpb $0, RI_CALLED(%r9)
-	je 62f
-	T_HANDLER_AND_OUT 1
-62:	T_HANDLER_AND_OUT 0
+	mov %rsi, KPT_RI_TOP(%rax)
+	mov RI_RET(%rcx), %rsi
+	mov %rsi, T_RET(%rsp)
+	mov $KPT_NEST_AND_HANDLER, %rsi
+	add %rsi, KPT_NEST(%rax)
+	movb $1, RI_CACHED(%rcx)
+	mov %rcx, (%rdi)
+	testb $KP_SAVE_R8_R11, POOL_NEEDS(%rdx)
+	jnz 63f
+	T_CALL_AND_OUT 0
+63:	T_SAVE_HIGH
+	T_CALL_AND_OUT 1
 
+69:	T_SAVE_HIGH
 	/* The rest of struct pt_regs, and the dispatcher. */
 70:	mov %r15, 0(%rsp)
 	mov %r14, 8(%rsp)
