@@ -2347,6 +2347,7 @@ struct kc_pelter {
 	pthread_t target;
 	volatile int stop;
 	long sent;
+	int gap;		/* spins between signals; 0: 200 */
 };
 
 static void *kc_pelt(void *arg)
@@ -2356,7 +2357,7 @@ static void *kc_pelt(void *arg)
 	while (!p->stop) {
 		pthread_kill(p->target, SIGUSR1);
 		p->sent++;
-		for (volatile int i = 0; i < 200; i++)
+		for (volatile int i = 0; i < (p->gap ? p->gap : 200); i++)
 			;
 	}
 	return NULL;
@@ -2436,4 +2437,81 @@ Test(kretprobe, pool_runs_out_while_threads_use_caches)
 		     "%ld hits + %d + %lu missed", c.hits, c.rp.nmissed, c.rp.kp.nmissed);
 	expect_all_in_flight(&c, MAX);
 	unregister_kretprobe(&c.rp);
+}
+
+/* Return probes registered and unregistered over and over while a thread
+ * returns through them, with signal handlers stopping it anywhere for a
+ * while (inside the fast paths' cache windows too): each unregistration
+ * takes the cached instances back, so every pool is freed in the end.
+ * The handler reads no pt_regs: the trampoline's fast path runs it. */
+static long kc_quiet_hits;
+static volatile int kc_hammer_stop;
+
+static int kc_quiet_ret(struct kretprobe_instance *ri, struct pt_regs *regs)
+{
+	(void)ri;
+	(void)regs;
+	__atomic_fetch_add(&kc_quiet_hits, 1, __ATOMIC_RELAXED);
+	return 0;
+}
+
+static void kc_stall_on_signal(int sig)
+{
+	(void)sig;
+	for (volatile int i = 0; i < 5000; i++)
+		;
+}
+
+static void *kc_hammer(void *arg)
+{
+	long bad = 0;
+
+	(void)arg;
+	for (long i = 0; !kc_hammer_stop; i++)
+		bad += fp_kc_leaf(i & 0xffff) != (i & 0xffff) * 3;
+	return (void *)bad;
+}
+
+Test(kretprobe, unregistration_drains_caches_of_interrupted_threads, .timeout = 60)
+{
+	enum { ROUNDS = 1000 };
+	struct sigaction sa = { .sa_handler = kc_stall_on_signal, .sa_flags = SA_RESTART };
+	struct kc_pelter pelter = { 0 };
+	struct kp_stats before, after;
+	pthread_t hammer, pt;
+	struct crp c;
+	void *r;
+
+	sigemptyset(&sa.sa_mask);
+	cr_assert_eq(sigaction(SIGUSR1, &sa, NULL), 0);
+	kp_get_stats(&before);
+	cr_assert_eq(pthread_create(&hammer, NULL, kc_hammer, NULL), 0);
+	pelter.target = hammer;
+	pelter.gap = 20000;	/* the hammer runs half the time */
+	cr_assert_eq(pthread_create(&pt, NULL, kc_pelt, &pelter), 0);
+	for (int round = 0; round < ROUNDS; round++) {
+		struct kretprobe rp;
+
+		memset(&rp, 0, sizeof(rp));
+		rp.kp.addr = (kprobe_opcode_t *)kc_leaf;
+		rp.handler = kc_quiet_ret;
+		rp.maxactive = 2;
+		cr_assert_eq(register_kretprobe(&rp), 0);
+		usleep(100 + round % 200);
+		unregister_kretprobe(&rp);
+	}
+	pelter.stop = 1;
+	pthread_join(pt, NULL);
+	kc_hammer_stop = 1;
+	pthread_join(hammer, &r);
+	cr_assert_eq((long)r, 0);
+	cr_expect_gt(kc_quiet_hits, 0);
+	cr_expect_gt(pelter.sent, 0);
+	/* one more unregistration frees what is free by now */
+	crp_init(&c, (void *)kc_leaf, 2);
+	cr_assert_eq(register_kretprobe(&c.rp), 0);
+	unregister_kretprobe(&c.rp);
+	kp_get_stats(&after);
+	cr_expect_eq(after.rp_pools, before.rp_pools, "%lu pools alive, %lu before",
+		     after.rp_pools, before.rp_pools);
 }

@@ -156,22 +156,24 @@ kp_kretprobe_trampoline:
 	mov RI_POOL(%rcx), %rdx
 	testb $KP_NEEDS_ANY, POOL_NEEDS(%rdx)
 	jnz 69f
+	/* The section begins before the cache is looked at: a thread that
+	 * turns the pool's caching off then waits for it to end. */
+	mov $KPT_NEST_AND_HANDLER, %rdi
+	add %rdi, KPT_NEST(%rax)
 	/* Room for it in the thread's cache (caching is on only with
 	 * membarrier, which the section relies on) */
 	cmpb $POOL_CACHE_ON, POOL_CACHE_STATE(%rdx)
-	jne 69f
+	jne 68f
 	movzbl POOL_CACHE_SLOT(%rdx), %edi
 	lea KPT_RI_CACHE(%rax,%rdi,8), %rdi
 	cmpq $0, (%rdi)
-	jne 69f
+	jne 68f
 	/* The instance leaves the list, and the frame returns for real.
 	 * It goes into the cache already: until the section ends only this
 	 * thread's fast paths could take it, and in_handler keeps them off. */
 	mov %rsi, KPT_RI_TOP(%rax)
 	mov RI_RET(%rcx), %rsi
 	mov %rsi, T_RET(%rsp)
-	mov $KPT_NEST_AND_HANDLER, %rsi
-	add %rsi, KPT_NEST(%rax)
 	movb $1, RI_CACHED(%rcx)
 	mov %rcx, (%rdi)
 	testb $KP_SAVE_R8_R11, POOL_NEEDS(%rdx)
@@ -180,6 +182,7 @@ kp_kretprobe_trampoline:
 63:	T_SAVE_HIGH
 	T_CALL_AND_OUT 1
 
+68:	SECTION_CLOSE
 69:	T_SAVE_HIGH
 	/* The rest of struct pt_regs, and the dispatcher. */
 70:	mov %r15, 0(%rsp)
