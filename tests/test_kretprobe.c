@@ -2515,3 +2515,66 @@ Test(kretprobe, unregistration_drains_caches_of_interrupted_threads, .timeout = 
 	cr_expect_eq(after.rp_pools, before.rp_pools, "%lu pools alive, %lu before",
 		     after.rp_pools, before.rp_pools);
 }
+
+/* A thread that runs a long return handler holds its section, with its
+ * instance already back in its cache: a thread that finds the pool empty
+ * gives up waiting for it (and misses), and the unregistration takes the
+ * instance back, so the pool is freed. */
+static volatile int kc_hold_ret, kc_ret_held;
+
+static int kc_holding_ret(struct kretprobe_instance *ri, struct pt_regs *regs)
+{
+	(void)ri;
+	(void)regs;
+	if (kc_hold_ret) {
+		kc_ret_held = 1;
+		while (kc_hold_ret)
+			__builtin_ia32_pause();
+	}
+	return 0;
+}
+
+static void *call_kc_leaf(void *arg)
+{
+	return (void *)fp_kc_leaf((long)arg);
+}
+
+Test(kretprobe, drainer_leaves_long_handler_then_unregister_frees_pool)
+{
+	struct kp_stats before, after;
+	struct kretprobe rp;
+	pthread_t holder, blocker;
+	void *r;
+
+	kp_get_stats(&before);
+	memset(&rp, 0, sizeof(rp));
+	rp.kp.addr = (kprobe_opcode_t *)kc_leaf;
+	rp.handler = kc_holding_ret;
+	rp.maxactive = 2;
+	cr_assert_eq(register_kretprobe(&rp), 0);
+	kc_wait_optimized(&rp.kp, 2000);
+	/* one instance in the holder's cache, its handler still running */
+	kc_hold_ret = 1;
+	cr_assert_eq(pthread_create(&holder, NULL, call_kc_leaf, (void *)5L), 0);
+	while (!kc_ret_held)
+		sleep_ms(1);
+	/* the other in a frame */
+	kc_go = 0;
+	__atomic_store_n(&kc_in, 0, __ATOMIC_RELAXED);
+	cr_assert_eq(pthread_create(&blocker, NULL, call_leaf_blocking, NULL), 0);
+	while (__atomic_load_n(&kc_in, __ATOMIC_RELAXED) < 1)
+		sleep_ms(1);
+	/* none for this call: it waits for the holder a while, then misses */
+	cr_assert_eq(fp_kc_leaf(4), 12);
+	cr_expect_eq(rp.nmissed, 1);
+	kc_hold_ret = 0;
+	pthread_join(holder, &r);
+	cr_assert_eq((long)r, 15);
+	kc_go = 1;
+	pthread_join(blocker, &r);
+	cr_assert_eq((long)r, -3);
+	unregister_kretprobe(&rp);
+	kp_get_stats(&after);
+	cr_expect_eq(after.rp_pools, before.rp_pools, "%lu pools alive, %lu before",
+		     after.rp_pools, before.rp_pools);
+}

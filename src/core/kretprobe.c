@@ -172,14 +172,16 @@ static bool cache_on(const struct kp_rp_pool *pool)
 	return __atomic_load_n(&pool->cache_state, __ATOMIC_RELAXED) == CACHE_ON;
 }
 
-/* Thread t's cached instance of pool, or NULL; slot: the pool's. */
+/* Thread t's cached instance of pool, or NULL; slot: the pool's.  Also
+ * when the pool's caching is off: one a drainer had to leave there (its
+ * owner stayed in a section too long) is free, and this is its way out. */
 static inline struct kp_ri *cache_take(struct kp_thread *t, struct kp_rp_pool *pool,
 				       unsigned int cache_slot)
 {
 	void **slot = &t->ri_cache[cache_slot];
 	struct kp_ri *ri = NULL;
 
-	if (!busy_enter(t) && cache_on(pool)) {
+	if (!busy_enter(t)) {
 		ri = __atomic_load_n(slot, __ATOMIC_RELAXED);
 		if (ri && ri->pool == pool) {
 			__atomic_store_n(slot, NULL, __ATOMIC_RELAXED);
@@ -290,7 +292,9 @@ static bool tid_is_dead(pid_t tid)
  * drainer itself, interrupted by a signal handler that gets here: that
  * would wait for ever.  Nor for a drainer that no longer exists (a fork
  * child of a process that was draining): the next thread takes over. The
- * hit path (patient false) gives up on a thread that stays in its window. */
+ * hit path (patient false) gives up on a thread that stays in its window
+ * or section (a handler that runs long): that thread takes its instance
+ * back itself at its next entry, and an unregistration does in any case. */
 static void pool_uncache(struct kp_rp_pool *pool, struct kp_thread *me, bool patient)
 {
 	pid_t tid = me ? me->tid : -1;
@@ -298,7 +302,14 @@ static void pool_uncache(struct kp_rp_pool *pool, struct kp_thread *me, bool pat
 	for (;;) {
 		pid_t d = __atomic_load_n(&pool->drainer, __ATOMIC_ACQUIRE);
 
-		if (__atomic_load_n(&pool->cache_state, __ATOMIC_ACQUIRE) == CACHE_OFF || d == tid)
+		/* Off already: a patient caller (an unregistration) still
+		 * takes back what an impatient drainer had to leave. */
+		if (__atomic_load_n(&pool->cache_state, __ATOMIC_ACQUIRE) == CACHE_OFF) {
+			if (patient && kp_membarrier_all())
+				drain_caches(pool, me, true);
+			return;
+		}
+		if (d == tid)
 			return;
 		if ((d == 0 || (d > 0 && tid_is_dead(d))) &&
 		    __atomic_compare_exchange_n(&pool->drainer, &d, tid, false, __ATOMIC_ACQ_REL,
