@@ -2472,7 +2472,7 @@ static void *kc_hammer(void *arg)
 	return (void *)bad;
 }
 
-Test(kretprobe, unregistration_drains_caches_of_interrupted_threads, .timeout = 60)
+Test(kretprobe, unregistration_drains_caches_of_interrupted_threads)
 {
 	enum { ROUNDS = 1000 };
 	struct sigaction sa = { .sa_handler = kc_stall_on_signal, .sa_flags = SA_RESTART };
