@@ -2812,6 +2812,16 @@ unsigned long rf_out[16];
 unsigned long rf_hits;
 uintptr_t rf_handler_ra;
 
+/* Is ra inside the return trampoline (the function, by its symbol)? */
+static bool in_trampoline(uintptr_t ra)
+{
+	uintptr_t start;
+	size_t size;
+
+	cr_assert_eq(kp_function_bounds(arch_kretprobe_trampoline(), &start, &size), 0);
+	return ra > start && ra < start + size;
+}
+
 /* Every register and flag reaches the caller as the function left it,
  * over the optimized entry's and the trampoline's fast paths, with a
  * handler that leaves r8-r11 alone (not saved then) and one that does not;
@@ -2826,7 +2836,6 @@ Test(optimize, kretprobe_fast_paths_keep_every_register, .init = setup)
 		0x0ddddddddddddd0d, 0x0eeeeeeeeeeeee0e, 0x0fffffffffffff0f,
 	};
 	kretprobe_handler_t handlers[2] = { rf_narrow, rf_wide };
-	uintptr_t tramp = arch_kretprobe_trampoline();
 
 	cr_assert_eq(arch_code_needs((uintptr_t)rf_narrow), 0, "narrow: %#x",
 		     arch_code_needs((uintptr_t)rf_narrow));
@@ -2851,7 +2860,7 @@ Test(optimize, kretprobe_fast_paths_keep_every_register, .init = setup)
 			for (int i = 1; i < 16; i++)
 				cr_assert_eq(rf_out[i], want[i], "h%d round %d: reg %d: %#lx", h, round,
 					     i, rf_out[i]);
-			cr_assert(rf_handler_ra > tramp && rf_handler_ra - tramp < 1024,
+			cr_assert(in_trampoline(rf_handler_ra),
 				  "h%d: handler not called by the trampoline's fast path", h);
 		}
 		cr_assert_eq(rf_hits, 50);
@@ -2904,5 +2913,64 @@ Test(optimize, kretprobe_fast_entry_in_fork_child, .init = setup)
 	}
 	cr_assert_eq(waitpid(pid, &status, 0), pid);
 	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "child: status %#x", status);
+	unregister_kretprobe(&rp);
+}
+
+/* A return handler that reads its struct pt_regs gets the complete one on
+ * the trampoline's fast path too; its changes to general registers reach
+ * the caller, its changes to ip and flags do not. */
+static unsigned long rf_seen_ax, rf_seen_bx, rf_seen_ip, rf_seen_sp, rf_seen_flags;
+
+static int rf_regs_ret(struct kretprobe_instance *ri, struct pt_regs *regs)
+{
+	rf_handler_ra = (uintptr_t)__builtin_return_address(0);
+	rf_seen_ax = regs->ax;
+	rf_seen_bx = regs->bx;
+	rf_seen_ip = regs->ip;
+	rf_seen_sp = regs->sp;
+	rf_seen_flags = regs->flags;
+	regs->ax = 0x1234;
+	regs->r9 = 0x5678;
+	regs->bx = 0x9abc;
+	regs->ip = 0;
+	regs->flags = 0x202;
+	rf_hits++;
+	return 0;
+}
+
+Test(optimize, kretprobe_fast_path_pt_regs_handler, .init = setup)
+{
+	unsigned long want[16] = {
+		0x8d5, 0x1234, 0x2222222222222202, 0x3333333333333303,
+		0x4444444444444404, 0x5555555555555505, 0x6666666666666606,
+		0x5678, 0x0888888888888808, 0x0999999999999909,
+		0x9abc, 0x0bbbbbbbbbbbbb0b, 0x0ccccccccccccc0c,
+		0x0ddddddddddddd0d, 0x0eeeeeeeeeeeee0e, 0x0fffffffffffff0f,
+	};
+	struct kretprobe rp;
+
+	cr_assert(arch_code_needs((uintptr_t)rf_regs_ret) & KP_OPT_SAVE_REGS);
+	memset(&rp, 0, sizeof(rp));
+	rp.kp.addr = (kprobe_opcode_t *)rf_regs;
+	rp.handler = rf_regs_ret;
+	rf_hits = 0;
+	cr_assert_eq(register_kretprobe(&rp), 0);
+	cr_assert(wait_opt(&rp.kp, true, 2000), "rf_regs not optimized");
+	for (int round = 0; round < 20; round++) {
+		memset(rf_out, 0, sizeof(rf_out));
+		rf_regs_caller();
+		cr_assert_eq(rf_out[0] & 0x8d5, want[0], "flags %#lx", rf_out[0]);
+		for (int i = 1; i < 16; i++)
+			cr_assert_eq(rf_out[i], want[i], "round %d: reg %d: %#lx", round, i, rf_out[i]);
+		cr_assert_eq(rf_seen_ax, 0x1111111111111101);
+		cr_assert_eq(rf_seen_bx, 0x0aaaaaaaaaaaaa0a);
+		cr_assert_eq(rf_seen_flags & 0x8d5, 0x8d5, "pt_regs flags %#lx", rf_seen_flags);
+		cr_assert_not_null(rf_seen_ip);
+		cr_assert_eq(*(uint8_t *)(rf_seen_ip - 5), 0xe8, "ip is not after a call");
+		cr_assert(rf_seen_sp > (unsigned long)&round - 4096 && rf_seen_sp < (unsigned long)&round);
+		cr_assert(in_trampoline(rf_handler_ra),
+			  "round %d: handler not called by the trampoline's fast path", round);
+	}
+	cr_assert_eq(rf_hits, 20);
 	unregister_kretprobe(&rp);
 }

@@ -558,8 +558,10 @@ bool kp_kretprobe_dispatch(struct pt_regs *regs)
 	kp_handler_section_enter(t);
 	rp = ri->pool->rp;	/* valid while live */
 	if (__atomic_load_n(&ri->pool->live, __ATOMIC_ACQUIRE) && rp->handler &&
-	    !(rp->kp.flags & KPROBE_FLAG_DISABLED))
+	    !(rp->kp.flags & KPROBE_FLAG_DISABLED)) {
 		rp->handler(&ri->pub, regs);
+		regs->ip = (unsigned long)ri->pub.ret_addr;	/* its change is ignored */
+	}
 	ri_put(t, ri);
 	kp_handler_section_exit(t);
 	return called;

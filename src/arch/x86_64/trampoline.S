@@ -9,18 +9,21 @@
  *
  *  - the fast path, in assembly: this frame has just one instance (the
  *    newest of the thread's), its handler needs neither vector state nor
- *    errno nor a struct pt_regs, and the thread is in no handler or cache
- *    window of its own.  It calls the handler inside a read-side section
+ *    errno, the thread is in no handler or cache window of its own, and
+ *    its cache has room for the instance.  It begins a read-side section
  *    that raises in_handler too (as the optimized entry's fast path does:
- *    detour_common.S) and puts the instance into the thread's cache, or
- *    back into its pool (kp_kretprobe_release).  The handler gets the
- *    frame, which holds the caller-saved registers only: it provably
- *    reads no struct pt_regs (KP_OPT_SAVE_REGS).
+ *    detour_common.S), puts the instance back into the thread's cache and
+ *    calls the handler.  A handler that provably reads no struct pt_regs
+ *    (KP_OPT_SAVE_REGS) gets the frame with the caller-saved registers
+ *    only, and r8-r11 are kept only for one that may change them
+ *    (KP_OPT_SAVE_R8_R11); one that reads it gets the complete struct.
  *
  *  - every other case completes a struct pt_regs and calls
  *    kp_kretprobe_dispatch(regs), which fills regs->ip with the real return
- *    address; the registers come back from it.
+ *    address.
  *
+ * Either way the general registers come back from the frame, with the
+ * handler's changes; the flags and the return address do not change.
  * When the function was called from its instance's stub (retstub.c), the
  * return predictor's top entry is the real return address: a ret,
  * predicted.  Otherwise the function's ret to here already took (and
@@ -33,7 +36,7 @@
  *
  * Stack at entry: rsp = S, the caller's frame above; everything below S is
  * dead (the callee's frame is gone), so the red zone is free to use.
- * Frame F = S-192: struct pt_regs at F, "called" at F+168, the flags in
+ * Frame F = S-192: struct pt_regs at F, a pad at F+168, the flags in
  * lahf/seto form at F+176, the real return address at F+184 (S-8).
  */
 #include "arch/x86_64/ptregs.inc"
@@ -61,10 +64,38 @@
 	mov %r8, 72(%rsp)
 	.endm
 
-/* The registers the fast path kept, and the flags, back. */
+/* For a handler that reads its struct pt_regs: the rest of it, as the
+ * general path builds it (rcx = the instance is kept). */
+	.macro T_FILL_REGS
+	mov %r15, 0(%rsp)
+	mov %r14, 8(%rsp)
+	mov %r13, 16(%rsp)
+	mov %r12, 24(%rsp)
+	mov %rbp, 32(%rsp)
+	mov %rbx, 40(%rsp)
+	movq $-1, 120(%rsp)		/* orig_ax */
+	mov T_RET(%rsp), %rax
+	mov %rax, 128(%rsp)		/* ip: the real return address */
+	movq $0x33, 136(%rsp)		/* cs */
+	mov %rcx, %rdi
+	mov T_FLAGS(%rsp), %rax
+	LAHF_TO_EFLAGS
+	mov %rax, 144(%rsp)
+	mov %rdi, %rcx
+	lea T_FRAME(%rsp), %rax
+	mov %rax, 152(%rsp)		/* sp as the caller sees it */
+	movq $0x2b, 160(%rsp)		/* ss */
+	.endm
+
+/* The registers the fast path kept (\high: r8-r11 too; 2: all of them,
+ * which the handler may have changed in its struct pt_regs), and the
+ * flags, back. */
 	.macro T_LOAD_LIGHT high
 	mov T_FLAGS(%rsp), %rax
 	LAHF_RESTORE
+	.if \high == 2
+	PT_LOAD_GPRS
+	.else
 	.if \high
 	mov 48(%rsp), %r11
 	mov 56(%rsp), %r10
@@ -76,6 +107,7 @@
 	mov 96(%rsp), %rdx
 	mov 104(%rsp), %rsi
 	mov 112(%rsp), %rdi
+	.endif
 	.endm
 
 /* The rest of the fast path, rcx = the instance, rdx = its pool: the
@@ -154,7 +186,7 @@ kp_kretprobe_trampoline:
 	cmpl $0, KPT_RI_BUSY(%rax)
 	jne 69f
 	mov RI_POOL(%rcx), %rdx
-	testb $KP_NEEDS_ANY, POOL_NEEDS(%rdx)
+	testb $KP_NEEDS_ALL_ONLY, POOL_NEEDS(%rdx)
 	jnz 69f
 	/* The section begins before the cache is looked at: a thread that
 	 * turns the pool's caching off then waits for it to end. */
@@ -176,11 +208,16 @@ kp_kretprobe_trampoline:
 	mov %rsi, T_RET(%rsp)
 	movb $1, RI_CACHED(%rcx)
 	mov %rcx, (%rdi)
+	testb $KP_SAVE_REGS, POOL_NEEDS(%rdx)
+	jnz 64f
 	testb $KP_SAVE_R8_R11, POOL_NEEDS(%rdx)
 	jnz 63f
 	T_CALL_AND_OUT 0
 63:	T_SAVE_HIGH
 	T_CALL_AND_OUT 1
+64:	T_SAVE_HIGH
+	T_FILL_REGS
+	T_CALL_AND_OUT 2
 
 68:	SECTION_CLOSE
 69:	T_SAVE_HIGH
@@ -210,12 +247,10 @@ kp_kretprobe_trampoline:
 	mov %rcx, T_RET(%rsp)		/* the real return address */
 	test %al, %al
 	jz 1f
-	PT_RESTORE_FLAGS		/* flags as the function left them */
-	PT_LOAD_GPRS
+	T_LOAD_LIGHT 2			/* flags as the function left them */
 	lea T_RET(%rsp), %rsp
 	ret
-1:	PT_RESTORE_FLAGS
-	PT_LOAD_GPRS
+1:	T_LOAD_LIGHT 2
 	lea T_FRAME(%rsp), %rsp
 	jmp *-8(%rsp)			/* below rsp: no signal frame writes there */
 	.size kp_kretprobe_trampoline, . - kp_kretprobe_trampoline
