@@ -64,9 +64,10 @@
 	mov %r8, 72(%rsp)
 	.endm
 
-/* For a handler that reads its struct pt_regs: the rest of it, as the
- * general path builds it (rcx = the instance is kept). */
-	.macro T_FILL_REGS
+/* The rest of struct pt_regs, as the breakpoint path builds it: ip the
+ * real return address (\ip) or 0 for the dispatcher to fill.  rcx is
+ * kept. */
+	.macro T_FILL_REGS ip
 	mov %r15, 0(%rsp)
 	mov %r14, 8(%rsp)
 	mov %r13, 16(%rsp)
@@ -74,8 +75,12 @@
 	mov %rbp, 32(%rsp)
 	mov %rbx, 40(%rsp)
 	movq $-1, 120(%rsp)		/* orig_ax */
+	.if \ip
 	mov T_RET(%rsp), %rax
 	mov %rax, 128(%rsp)		/* ip: the real return address */
+	.else
+	movq $0, 128(%rsp)		/* ip: filled by the dispatcher */
+	.endif
 	movq $0x33, 136(%rsp)		/* cs */
 	mov %rcx, %rdi
 	mov T_FLAGS(%rsp), %rax
@@ -216,27 +221,13 @@ kp_kretprobe_trampoline:
 63:	T_SAVE_HIGH
 	T_CALL_AND_OUT 1
 64:	T_SAVE_HIGH
-	T_FILL_REGS
+	T_FILL_REGS 1
 	T_CALL_AND_OUT 2
 
 68:	SECTION_CLOSE
 69:	T_SAVE_HIGH
 	/* The rest of struct pt_regs, and the dispatcher. */
-70:	mov %r15, 0(%rsp)
-	mov %r14, 8(%rsp)
-	mov %r13, 16(%rsp)
-	mov %r12, 24(%rsp)
-	mov %rbp, 32(%rsp)
-	mov %rbx, 40(%rsp)
-	movq $-1, 120(%rsp)		/* orig_ax */
-	movq $0, 128(%rsp)		/* ip: filled by the dispatcher */
-	movq $0x33, 136(%rsp)		/* cs */
-	mov T_FLAGS(%rsp), %rax
-	LAHF_TO_EFLAGS
-	mov %rax, 144(%rsp)
-	lea T_FRAME(%rsp), %rax
-	mov %rax, 152(%rsp)		/* sp as the caller sees it */
-	movq $0x2b, 160(%rsp)		/* ss */
+	T_FILL_REGS 0
 	mov %rsp, %rbx
 	and $-16, %rsp
 	mov %rbx, %rdi
