@@ -139,65 +139,14 @@ __asm__(".text\n"
 	"\tmov %rdi, %rax\n"
 	"\tadd $1, %rax\n"
 	"\tret\n"
-	".size kr_asm_add, .-kr_asm_add\n"
-
-	".globl kr_asm_regs\n.type kr_asm_regs,@function\n"
-	"kr_asm_regs:\n"
-	"\tmovabs $0x1111111111111101, %rax\n"
-	"\tmovabs $0x2222222222222202, %rdx\n"
-	"\tmovabs $0x3333333333333303, %rcx\n"
-	"\tmovabs $0x4444444444444404, %rsi\n"
-	"\tmovabs $0x5555555555555505, %rdi\n"
-	"\tmovabs $0x6666666666666606, %r8\n"
-	"\tmovabs $0x7777777777777707, %r9\n"
-	"\tmovabs $0x0888888888888808, %r10\n"
-	"\tmovabs $0x0999999999999909, %r11\n"
-	"\tpushq $0x8d7\n"		/* CF PF AF ZF SF OF */
-	"\tpopfq\n"
-	"\tret\n"
-	".size kr_asm_regs, .-kr_asm_regs\n"
-
-	".globl kr_asm_regs_caller\n.type kr_asm_regs_caller,@function\n"
-	"kr_asm_regs_caller:\n"
-	"\tpush %rbx\n\tpush %rbp\n\tpush %r12\n\tpush %r13\n\tpush %r14\n\tpush %r15\n"
-	"\tsub $8, %rsp\n"
-	"\tmovabs $0x0aaaaaaaaaaaaa0a, %rbx\n"
-	"\tmovabs $0x0bbbbbbbbbbbbb0b, %rbp\n"
-	"\tmovabs $0x0ccccccccccccc0c, %r12\n"
-	"\tmovabs $0x0ddddddddddddd0d, %r13\n"
-	"\tmovabs $0x0eeeeeeeeeeeee0e, %r14\n"
-	"\tmovabs $0x0fffffffffffff0f, %r15\n"
-	"\tpushq $0x202\n\tpopfq\n"
-	"\tcall kr_asm_regs\n"
-	".globl kr_asm_regs_ret\n"
-	"kr_asm_regs_ret:\n"
-	"\tpushfq\n"
-	"\tpopq kr_regs_out+0(%rip)\n"
-	"\tmov %rax, kr_regs_out+8(%rip)\n"
-	"\tmov %rdx, kr_regs_out+16(%rip)\n"
-	"\tmov %rcx, kr_regs_out+24(%rip)\n"
-	"\tmov %rsi, kr_regs_out+32(%rip)\n"
-	"\tmov %rdi, kr_regs_out+40(%rip)\n"
-	"\tmov %r8, kr_regs_out+48(%rip)\n"
-	"\tmov %r9, kr_regs_out+56(%rip)\n"
-	"\tmov %r10, kr_regs_out+64(%rip)\n"
-	"\tmov %r11, kr_regs_out+72(%rip)\n"
-	"\tmov %rbx, kr_regs_out+80(%rip)\n"
-	"\tmov %rbp, kr_regs_out+88(%rip)\n"
-	"\tmov %r12, kr_regs_out+96(%rip)\n"
-	"\tmov %r13, kr_regs_out+104(%rip)\n"
-	"\tmov %r14, kr_regs_out+112(%rip)\n"
-	"\tmov %r15, kr_regs_out+120(%rip)\n"
-	"\tadd $8, %rsp\n"
-	"\tpop %r15\n\tpop %r14\n\tpop %r13\n\tpop %r12\n\tpop %rbp\n\tpop %rbx\n"
-	"\tret\n"
-	".size kr_asm_regs_caller, .-kr_asm_regs_caller\n");
+	".size kr_asm_add, .-kr_asm_add\n");
 
 long kr_asm_add(long x);
+/* tests/helpers/regs_asm.S */
 void kr_asm_regs(void);
 void kr_asm_regs_caller(void);
 extern char kr_asm_regs_ret[];
-unsigned long kr_regs_out[16];
+extern unsigned long kr_regs_out[16];
 
 TEST_FN long kr_long(long x)
 {

@@ -2729,62 +2729,12 @@ Test(optimize, census_counts_stub_entries_as_inside)
 
 /* ---- the return probe's assembly fast paths ---- */
 
-/* rf_regs returns with every caller-saved register and the arithmetic
- * flags set; rf_regs_caller calls it with the callee-saved ones set and
- * stores what it sees afterwards, as a caller that relies on what its
- * callee leaves in registers does (GCC's interprocedural register
- * allocation).  The return handlers count and record where they were
- * called from: rf_narrow changes rax rcx rdx rsi rdi and the flags,
- * rf_wide r8-r11 as well. */
+/* kr_asm_regs and kr_asm_regs_caller (tests/helpers/regs_asm.S): a
+ * function that returns with every caller-saved register and flag set,
+ * and a caller that relies on them.  The return handlers count and record
+ * where they were called from: rf_narrow changes rax rcx rdx rsi rdi and
+ * the flags, rf_wide r8-r11 as well. */
 __asm__(
-	"OPTFN rf_regs\n"
-	"\tmovabs $0x1111111111111101, %rax\n"
-	"\tmovabs $0x2222222222222202, %rdx\n"
-	"\tmovabs $0x3333333333333303, %rcx\n"
-	"\tmovabs $0x4444444444444404, %rsi\n"
-	"\tmovabs $0x5555555555555505, %rdi\n"
-	"\tmovabs $0x6666666666666606, %r8\n"
-	"\tmovabs $0x7777777777777707, %r9\n"
-	"\tmovabs $0x0888888888888808, %r10\n"
-	"\tmovabs $0x0999999999999909, %r11\n"
-	"\tpushq $0x8d7\n"			/* CF PF AF ZF SF OF */
-	"\tpopfq\n"
-	"\tret\n"
-	"OPTEND rf_regs\n"
-
-	"OPTFN rf_regs_caller\n"
-	"\tpush %rbx\n\tpush %rbp\n\tpush %r12\n\tpush %r13\n\tpush %r14\n\tpush %r15\n"
-	"\tsub $8, %rsp\n"
-	"\tmovabs $0x0aaaaaaaaaaaaa0a, %rbx\n"
-	"\tmovabs $0x0bbbbbbbbbbbbb0b, %rbp\n"
-	"\tmovabs $0x0ccccccccccccc0c, %r12\n"
-	"\tmovabs $0x0ddddddddddddd0d, %r13\n"
-	"\tmovabs $0x0eeeeeeeeeeeee0e, %r14\n"
-	"\tmovabs $0x0fffffffffffff0f, %r15\n"
-	"\tpushq $0x202\n\tpopfq\n"
-	"\tcall rf_regs\n"
-	"\tpushfq\n"
-	"\tpopq rf_out+0(%rip)\n"
-	"\tmov %rax, rf_out+8(%rip)\n"
-	"\tmov %rdx, rf_out+16(%rip)\n"
-	"\tmov %rcx, rf_out+24(%rip)\n"
-	"\tmov %rsi, rf_out+32(%rip)\n"
-	"\tmov %rdi, rf_out+40(%rip)\n"
-	"\tmov %r8, rf_out+48(%rip)\n"
-	"\tmov %r9, rf_out+56(%rip)\n"
-	"\tmov %r10, rf_out+64(%rip)\n"
-	"\tmov %r11, rf_out+72(%rip)\n"
-	"\tmov %rbx, rf_out+80(%rip)\n"
-	"\tmov %rbp, rf_out+88(%rip)\n"
-	"\tmov %r12, rf_out+96(%rip)\n"
-	"\tmov %r13, rf_out+104(%rip)\n"
-	"\tmov %r14, rf_out+112(%rip)\n"
-	"\tmov %r15, rf_out+120(%rip)\n"
-	"\tadd $8, %rsp\n"
-	"\tpop %r15\n\tpop %r14\n\tpop %r13\n\tpop %r12\n\tpop %rbp\n\tpop %rbx\n"
-	"\tret\n"
-	"OPTEND rf_regs_caller\n"
-
 	"OPTFN rf_narrow\n"
 	"\tlock incq rf_hits(%rip)\n"
 	"\tmov (%rsp), %rax\n"
@@ -2804,11 +2754,11 @@ __asm__(
 	"\tret\n"
 	"OPTEND rf_wide\n");
 
-void rf_regs(void);
-void rf_regs_caller(void);
+void kr_asm_regs(void);
+void kr_asm_regs_caller(void);
+extern unsigned long kr_regs_out[16];
 int rf_narrow(struct kretprobe_instance *ri, struct pt_regs *regs);
 int rf_wide(struct kretprobe_instance *ri, struct pt_regs *regs);
-unsigned long rf_out[16];
 unsigned long rf_hits;
 uintptr_t rf_handler_ra;
 
@@ -2845,21 +2795,21 @@ Test(optimize, kretprobe_fast_paths_keep_every_register, .init = setup)
 		struct kretprobe rp;
 
 		memset(&rp, 0, sizeof(rp));
-		rp.kp.addr = (kprobe_opcode_t *)rf_regs;
+		rp.kp.addr = (kprobe_opcode_t *)kr_asm_regs;
 		rp.handler = handlers[h];
 		rf_hits = 0;
 		cr_assert_eq(register_kretprobe(&rp), 0);
-		cr_assert(wait_opt(&rp.kp, true, 2000), "rf_regs not optimized");
+		cr_assert(wait_opt(&rp.kp, true, 2000), "kr_asm_regs not optimized");
 		cr_assert(detour_continues(&rp.kp));
 		for (int round = 0; round < 50; round++) {
-			memset(rf_out, 0, sizeof(rf_out));
+			memset(kr_regs_out, 0, sizeof(kr_regs_out));
 			rf_handler_ra = 0;
-			rf_regs_caller();
-			cr_assert_eq(rf_out[0] & 0x8d5, want[0], "h%d: flags %#lx", h, rf_out[0]);
-			cr_assert_eq(rf_out[0] & 0x400, 0, "DF set");
+			kr_asm_regs_caller();
+			cr_assert_eq(kr_regs_out[0] & 0x8d5, want[0], "h%d: flags %#lx", h, kr_regs_out[0]);
+			cr_assert_eq(kr_regs_out[0] & 0x400, 0, "DF set");
 			for (int i = 1; i < 16; i++)
-				cr_assert_eq(rf_out[i], want[i], "h%d round %d: reg %d: %#lx", h, round,
-					     i, rf_out[i]);
+				cr_assert_eq(kr_regs_out[i], want[i], "h%d round %d: reg %d: %#lx", h, round,
+					     i, kr_regs_out[i]);
 			cr_assert(in_trampoline(rf_handler_ra),
 				  "h%d: handler not called by the trampoline's fast path", h);
 		}
@@ -2951,17 +2901,17 @@ Test(optimize, kretprobe_fast_path_pt_regs_handler, .init = setup)
 
 	cr_assert(arch_code_needs((uintptr_t)rf_regs_ret) & KP_OPT_SAVE_REGS);
 	memset(&rp, 0, sizeof(rp));
-	rp.kp.addr = (kprobe_opcode_t *)rf_regs;
+	rp.kp.addr = (kprobe_opcode_t *)kr_asm_regs;
 	rp.handler = rf_regs_ret;
 	rf_hits = 0;
 	cr_assert_eq(register_kretprobe(&rp), 0);
-	cr_assert(wait_opt(&rp.kp, true, 2000), "rf_regs not optimized");
+	cr_assert(wait_opt(&rp.kp, true, 2000), "kr_asm_regs not optimized");
 	for (int round = 0; round < 20; round++) {
-		memset(rf_out, 0, sizeof(rf_out));
-		rf_regs_caller();
-		cr_assert_eq(rf_out[0] & 0x8d5, want[0], "flags %#lx", rf_out[0]);
+		memset(kr_regs_out, 0, sizeof(kr_regs_out));
+		kr_asm_regs_caller();
+		cr_assert_eq(kr_regs_out[0] & 0x8d5, want[0], "flags %#lx", kr_regs_out[0]);
 		for (int i = 1; i < 16; i++)
-			cr_assert_eq(rf_out[i], want[i], "round %d: reg %d: %#lx", round, i, rf_out[i]);
+			cr_assert_eq(kr_regs_out[i], want[i], "round %d: reg %d: %#lx", round, i, kr_regs_out[i]);
 		cr_assert_eq(rf_seen_ax, 0x1111111111111101);
 		cr_assert_eq(rf_seen_bx, 0x0aaaaaaaaaaaaa0a);
 		cr_assert_eq(rf_seen_flags & 0x8d5, 0x8d5, "pt_regs flags %#lx", rf_seen_flags);
