@@ -2871,6 +2871,9 @@ Test(optimize, kretprobe_fast_entry_in_fork_child, .init = setup)
  * the caller, its changes to ip and flags do not. */
 static unsigned long rf_seen_ax, rf_seen_bx, rf_seen_ip, rf_seen_sp, rf_seen_flags;
 
+/* (Not instrumented in the sanitizer build: the calls it would get make
+ * the handler need everything saved, which is the general path.) */
+__attribute__((no_sanitize_address, no_sanitize_undefined))
 static int rf_regs_ret(struct kretprobe_instance *ri, struct pt_regs *regs)
 {
 	rf_handler_ra = (uintptr_t)__builtin_return_address(0);
