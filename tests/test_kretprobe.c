@@ -147,6 +147,7 @@ void kr_asm_regs(void);
 void kr_asm_regs_caller(void);
 extern char kr_asm_regs_ret[];
 extern unsigned long kr_regs_out[16];
+extern const unsigned long kr_regs_want[16];
 
 TEST_FN long kr_long(long x)
 {
@@ -599,13 +600,7 @@ Test(kretprobe, returns_m512_zmm0)
  * function left them; callee-saved ones as the caller had them. */
 Test(kretprobe, preserves_all_registers_and_flags)
 {
-	static const unsigned long want[16] = {
-		0x8d5, 0x1111111111111101, 0x2222222222222202, 0x3333333333333303,
-		0x4444444444444404, 0x5555555555555505, 0x6666666666666606,
-		0x7777777777777707, 0x0888888888888808, 0x0999999999999909,
-		0x0aaaaaaaaaaaaa0a, 0x0bbbbbbbbbbbbb0b, 0x0ccccccccccccc0c,
-		0x0ddddddddddddd0d, 0x0eeeeeeeeeeeee0e, 0x0fffffffffffff0f,
-	};
+	const unsigned long *want = kr_regs_want;
 	struct crp c;
 
 	crp_init(&c, (void *)kr_asm_regs, 0);

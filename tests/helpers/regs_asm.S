@@ -74,6 +74,20 @@ kr_asm_regs_ret:
 	ret
 	.size kr_asm_regs_caller, . - kr_asm_regs_caller
 
+/* What kr_asm_regs_caller stores: the flags as kr_asm_regs sets them
+ * (compare under the mask 0x8d5), then the registers in that order. */
+	.section .rodata
+	.p2align 4
+	.globl kr_regs_want
+	.type kr_regs_want, @object
+kr_regs_want:
+	.quad 0x8d5, 0x1111111111111101, 0x2222222222222202, 0x3333333333333303
+	.quad 0x4444444444444404, 0x5555555555555505, 0x6666666666666606
+	.quad 0x7777777777777707, 0x0888888888888808, 0x0999999999999909
+	.quad 0x0aaaaaaaaaaaaa0a, 0x0bbbbbbbbbbbbb0b, 0x0ccccccccccccc0c
+	.quad 0x0ddddddddddddd0d, 0x0eeeeeeeeeeeee0e, 0x0fffffffffffff0f
+	.size kr_regs_want, 128
+
 	.bss
 	.p2align 4
 	.globl kr_regs_out

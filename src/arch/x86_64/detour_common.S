@@ -154,17 +154,6 @@
 83:
 	.endm
 
-/* Ends the read-side section begun on the fast path (in_handler and nest
- * dropped by one instruction; gen counts outermost sections ended).
- * rax = the thread record; clobbers rcx. */
-	.macro SECTION_CLOSE
-	mov $KPT_NEST_AND_HANDLER, %rcx
-	sub %rcx, KPT_NEST(%rax)
-	jnz 84f
-	addl $1, KPT_GEN(%rax)
-84:
-	.endm
-
 	.macro SECTION_END
 	mov kp_self_tls@gottpoff(%rip), %rax
 	mov %fs:(%rax), %rax

@@ -42,15 +42,6 @@
 #include "arch/x86_64/ptregs.inc"
 #include "arch/x86_64/hitpath.inc"
 
-/* Ends the read-side section: rax = the thread record; clobbers rcx. */
-	.macro SECTION_CLOSE
-	mov $KPT_NEST_AND_HANDLER, %rcx
-	sub %rcx, KPT_NEST(%rax)
-	jnz 84f
-	addl $1, KPT_GEN(%rax)
-84:
-	.endm
-
 	.set T_FLAGS, 176
 	.set T_RET, 184
 	.set T_FRAME, 192
