@@ -84,7 +84,6 @@ _Static_assert(offsetof(struct kp_rp_pool, rp) == 0 && offsetof(struct kp_rp_poo
 	       offsetof(struct kp_rp_pool, cache_state) == 49 &&
 	       offsetof(struct kp_rp_pool, cache_slot) == 50, "hitpath.inc: struct kp_rp_pool");
 
-
 /* A pool's use of the threads' caches: in use; being emptied for good;
  * empty for good (no instance of it in any cache). */
 enum { CACHE_ON, CACHE_DRAINING, CACHE_OFF };

@@ -406,8 +406,8 @@ FUNC \name
  * exit, in the detours of return probes, is reached with the light level
  * already below the stack pointer (the red zone of the function entry:
  * nothing a signal frame overwrites), where the return probe's fast path
- * leaves the registers it used, and the generic path all of it (r9-r11
- * it puts back itself).  It takes the record from its thread-local
+ * leaves the registers it used, and the generic path all of it (rdi and
+ * r8-r11 it puts back itself).  It takes the record from its thread-local
  * pointer (whose offset detour.c fills in) and jumps to the continuation
  * left above the light level: the copied instructions, or the stub of the
  * return probe's new instance, which calls them so that the function's
