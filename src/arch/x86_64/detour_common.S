@@ -64,15 +64,8 @@
 	.macro SAVE_LIGHT
 	mov %r12, 24(%rsp)
 	mov %rbx, 40(%rsp)
-	mov %r11, 48(%rsp)
-	mov %r10, 56(%rsp)
-	mov %r9, 64(%rsp)
-	mov %r8, 72(%rsp)
-	mov %rax, 80(%rsp)
-	mov %rcx, 88(%rsp)
-	mov %rdx, 96(%rsp)
-	mov %rsi, 104(%rsp)
-	mov %rdi, 112(%rsp)
+	PT_STORE_R8_R11
+	PT_STORE_RAX_RDI
 	.endm
 
 /* Mid-function: every flag may be live.  EFLAGS.AC (alignment checking)
@@ -165,15 +158,8 @@
 	.macro LOAD_LIGHT
 	mov 24(%rsp), %r12
 	mov 40(%rsp), %rbx
-	mov 48(%rsp), %r11
-	mov 56(%rsp), %r10
-	mov 64(%rsp), %r9
-	mov 72(%rsp), %r8
-	mov 80(%rsp), %rax
-	mov 88(%rsp), %rcx
-	mov 96(%rsp), %rdx
-	mov 104(%rsp), %rsi
-	mov 112(%rsp), %rdi
+	PT_LOAD_R8_R11
+	PT_LOAD_RAX_RDI
 	.endm
 
 /* Sets AC again if the program had it: before PT_RESTORE_FLAGS, whose
@@ -632,8 +618,8 @@ FUNC \name
 	mov %rcx, RZ_L + L_RCX(%rsp)
 	mov %rdx, RZ_L + L_RDX(%rsp)
 	mov %rsi, RZ_L + L_RSI(%rsp)
-	cmpl $0, kp_membarrier_ok(%rip)
-	je 60f
+	/* (Without membarrier the section below is not one, but rfast is
+	 * then never set: nothing it would protect is read.) */
 	mov kp_self_tls@gottpoff(%rip), %rax
 	mov %fs:(%rax), %rax
 	test %rax, %rax

@@ -49,10 +49,7 @@
 /* r8-r11: kept by the fast path only for handlers that may change them
  * (KP_OPT_SAVE_R8_R11; the fast path itself does not use them). */
 	.macro T_SAVE_HIGH
-	mov %r11, 48(%rsp)
-	mov %r10, 56(%rsp)
-	mov %r9, 64(%rsp)
-	mov %r8, 72(%rsp)
+	PT_STORE_R8_R11
 	.endm
 
 /* The rest of struct pt_regs, as the breakpoint path builds it: ip the
@@ -93,16 +90,9 @@
 	PT_LOAD_GPRS
 	.else
 	.if \high
-	mov 48(%rsp), %r11
-	mov 56(%rsp), %r10
-	mov 64(%rsp), %r9
-	mov 72(%rsp), %r8
+	PT_LOAD_R8_R11
 	.endif
-	mov 80(%rsp), %rax
-	mov 88(%rsp), %rcx
-	mov 96(%rsp), %rdx
-	mov 104(%rsp), %rsi
-	mov 112(%rsp), %rdi
+	PT_LOAD_RAX_RDI
 	.endif
 	.endm
 
