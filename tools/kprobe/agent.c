@@ -98,8 +98,12 @@ __attribute__((constructor)) static void agent_init(void)
 {
 	const char *env = getenv(KPROBE_ENV_CONFIG);
 
+	char err[KPS_MSG];
+
 	agent_own_begin();
 	find_self();
+	/* Without it libkprobes refuses every probe (it cannot decode). */
+	agent_private_load(err, sizeof(err));
 	blacklist_unsafe_functions();
 	pthread_atfork(NULL, NULL, after_fork_child);
 	if (env) {

@@ -103,5 +103,13 @@ const char *agent_self_basename(void);
 /* agent_objects.c: whether the loaded object with this file name is there
  * only because the agent needs it. */
 bool agent_object_is_private(const char *name);
+/* dlopen(RTLD_LOCAL) of a library only the agent uses: it stays out of the
+ * global scope and, with what it needs, counts as private.  NULL on
+ * failure (dlerror() says why). */
+void *agent_object_open_private(const char *soname);
+
+/* agent_private.c: loads the instruction decoder privately (the agent's
+ * constructor does, before anything decodes).  0, or -1 with err set. */
+int agent_private_load(char *err, size_t errlen);
 
 #endif

@@ -1,10 +1,15 @@
-/* FILE:LINE probes through the DWARF line tables of the loaded objects
- * (elfutils libdw). */
+/* FILE:LINE probes through the DWARF line tables of the loaded objects.
+ *
+ * libdw comes from its static archive for the rest of the agent, but its
+ * line tables need its per-thread allocator, which keeps its state in
+ * local-exec TLS that a shared object cannot hold; so FILE:LINE loads
+ * libdw.so privately (agent_object_open_private(): RTLD_LOCAL, out of the
+ * program's symbol scope) the first time it is used. */
+#include <dlfcn.h>
 #include <dwarf.h>
 #include <elfutils/libdw.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <libelf.h>
 #include <limits.h>
 #include <link.h>
 #include <stdio.h>
@@ -12,11 +17,14 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "agent.h"
 #include "agent_resolve.h"
-#include "elf/symbols.h"
 #include "util.h"
 #include "os/linux/loader.h"
 
+#ifndef KP_LIBDW_SONAME
+#define KP_LIBDW_SONAME "libdw.so.1"
+#endif
 struct object {
 	char path[PATH_MAX];
 	uintptr_t bias;
@@ -58,55 +66,139 @@ static int list_object(struct dl_phdr_info *info, size_t size, void *arg)
 	return 0;
 }
 
-static bool seen(const struct resolve_list *l, int from, uintptr_t addr)
+/* What FILE:LINE needs of the private libdw.so. */
+static struct {
+	Dwarf *(*begin)(int fd, Dwarf_Cmd cmd);
+	int (*end)(Dwarf *dw);
+	int (*getsrc_file)(Dwarf *dw, const char *fname, int line, int col, Dwarf_Line ***lines,
+			   size_t *nlines);
+	int (*lineaddr)(Dwarf_Line *line, Dwarf_Addr *addr);
+	int (*lineno)(Dwarf_Line *line, int *lineno);
+	int (*beginstatement)(Dwarf_Line *line, bool *flag);
+	Dwarf_Die *(*addrdie)(Dwarf *dw, Dwarf_Addr addr, Dwarf_Die *result);
+	int (*getscopes)(Dwarf_Die *cudie, Dwarf_Addr pc, Dwarf_Die **scopes);
+	int (*tag)(Dwarf_Die *die);
+	Dwarf_Off (*dieoffset)(Dwarf_Die *die);
+} dw_api;
+
+#define BIND(field, name) (*(void **)&dw_api.field = dlsym(h, name)) != NULL
+
+static int load_libdw(char *err, size_t errlen)
 {
-	for (int i = from; i < l->n; i++)
-		if (l->v[i].addr == addr)
-			return true;
-	return false;
+	void *h;
+
+	if (dw_api.begin)
+		return 0;
+	h = agent_object_open_private(KP_LIBDW_SONAME);
+	if (!h) {
+		snprintf(err, errlen, "FILE:LINE needs %s: %s", KP_LIBDW_SONAME, dlerror());
+		return -ENOENT;
+	}
+	if (BIND(end, "dwarf_end") && BIND(getsrc_file, "dwarf_getsrc_file") &&
+	    BIND(lineaddr, "dwarf_lineaddr") && BIND(lineno, "dwarf_lineno") &&
+	    BIND(beginstatement, "dwarf_linebeginstatement") &&
+	    BIND(addrdie, "dwarf_addrdie") && BIND(getscopes, "dwarf_getscopes") &&
+	    BIND(tag, "dwarf_tag") && BIND(dieoffset, "dwarf_dieoffset") &&
+	    BIND(begin, "dwarf_begin"))	/* last: it says "loaded" */
+		return 0;
+	dw_api.begin = NULL;
+	snprintf(err, errlen, "%s lacks a function FILE:LINE needs", KP_LIBDW_SONAME);
+	return -ENOENT;
 }
 
-/* Line records of one object for file:line; returns the number added. */
+/* One copy of the line's code: the function, or the inlined instance of
+ * it, its rows fall in (identified by that DIE), and its first address. */
+struct line_copy {
+	Dwarf_Off scope;
+	Dwarf_Addr addr;
+	bool stmt;
+};
+
+/* The innermost function or inlined instance containing addr; 0 when the
+ * debug information has none (the whole object is then one copy). */
+static Dwarf_Off scope_of(Dwarf *dw, Dwarf_Addr addr)
+{
+	Dwarf_Die cudie, *scopes = NULL;
+	Dwarf_Off off = 0;
+	int n;
+
+	if (!dw_api.addrdie(dw, addr, &cudie))
+		return 0;
+	n = dw_api.getscopes(&cudie, addr, &scopes);
+	for (int i = 0; i < n; i++) {
+		int tag = dw_api.tag(&scopes[i]);
+
+		if (tag == DW_TAG_subprogram || tag == DW_TAG_inlined_subroutine) {
+			off = dw_api.dieoffset(&scopes[i]);
+			break;
+		}
+	}
+	free(scopes);
+	return off;
+}
+
+/* Keeps, per copy, the lowest address of a row that begins a statement
+ * (any row when none of the copy's does). */
+static void note_row(struct line_copy *copies, size_t *ncopies, Dwarf_Off scope,
+		     Dwarf_Addr addr, bool stmt)
+{
+	struct line_copy *c = NULL;
+
+	for (size_t i = 0; i < *ncopies; i++)
+		if (copies[i].scope == scope)
+			c = &copies[i];
+	if (!c) {
+		c = &copies[(*ncopies)++];
+		*c = (struct line_copy){ scope, addr, stmt };
+		return;
+	}
+	if ((stmt && !c->stmt) || (stmt == c->stmt && addr < c->addr)) {
+		c->addr = addr;
+		c->stmt = stmt;
+	}
+}
+
+/* One probe per copy of file:line in one object; returns the number added. */
 static int lines_in(const struct object *o, const struct probe_spec *s, int idx,
-		    struct resolve_list *out, int first)
+		    struct resolve_list *out)
 {
 	Dwarf_Line **lines = NULL;
-	size_t nlines = 0;
+	struct line_copy *copies = NULL;
+	size_t nlines = 0, ncopies = 0;
 	int fd = open(o->path, O_RDONLY | O_CLOEXEC), added = 0;
-	Elf *elf = NULL;
 	Dwarf *dw = NULL;
 
 	if (fd < 0)
 		return 0;
-	elf_version(EV_CURRENT);
-	elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
-	if (elf)
-		dw = dwarf_begin_elf(elf, DWARF_C_READ, NULL);
-	if (!dw || dwarf_getsrc_file(dw, s->symbol, (int)s->line, 0, &lines, &nlines))
+	dw = dw_api.begin(fd, DWARF_C_READ);
+	if (!dw || dw_api.getsrc_file(dw, s->symbol, (int)s->line, 0, &lines, &nlines) ||
+	    !(copies = calloc(nlines ? nlines : 1, sizeof(*copies))))
 		goto out;
 	for (size_t i = 0; i < nlines; i++) {
-		struct resolved r = { .spec = idx };
 		Dwarf_Addr a;
 		int lineno = 0;
+		bool stmt = false;
 
-		if (dwarf_lineaddr(lines[i], &a) || dwarf_lineno(lines[i], &lineno) ||
+		if (dw_api.lineaddr(lines[i], &a) || dw_api.lineno(lines[i], &lineno) ||
 		    (unsigned int)lineno != s->line)
 			continue;
-		r.addr = (uintptr_t)a + o->bias;
-		if (seen(out, first, r.addr))
-			continue;
+		dw_api.beginstatement(lines[i], &stmt);
+		note_row(copies, &ncopies, scope_of(dw, a), a, stmt);
+	}
+	for (size_t i = 0; i < ncopies; i++) {
+		struct resolved r = { .spec = idx, .addr = (uintptr_t)copies[i].addr + o->bias };
+
 		snprintf(r.name, sizeof(r.name), "%.100s:%u", path_base(s->symbol), s->line);
 		str_copy(r.object, sizeof(r.object), path_base(o->path));
 		if (resolve_push(out, &r))
 			break;
 		added++;
 	}
-	free(lines);
 out:
+	free(copies);
+	free(lines);
 	if (dw)
-		dwarf_end(dw);
-	if (elf)
-		elf_end(elf);
+		dw_api.end(dw);
 	close(fd);
 	return added;
 }
@@ -115,11 +207,16 @@ int agent_resolve_line(const struct probe_spec *s, int idx, struct resolve_list 
 		       char *err, size_t errlen)
 {
 	struct object_list objs = { 0 };
-	int first = out->n, found = 0;
+	int found = 0, rc = load_libdw(err, errlen);
 
+	if (rc)
+		return rc;
+	agent_object_is_private("");	/* worked out once, outside the walk */
 	kp_dl_iterate_phdr(list_object, &objs);
 	for (int i = 0; i < objs.n; i++)
-		found += lines_in(&objs.v[i], s, idx, out, first);
+		/* The agent and what it loaded are not the program's code. */
+		if (i == 0 || !agent_object_is_private(path_base(objs.v[i].path)))
+			found += lines_in(&objs.v[i], s, idx, out);
 	free(objs.v);
 	if (!found) {
 		snprintf(err, errlen, "no code for %s:%u in the debug information of the "

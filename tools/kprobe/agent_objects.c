@@ -1,7 +1,10 @@
-/* Which loaded objects are there only for the agent (libZydis, libelf,
- * libdw and what they need, when the program does not use them itself).
- * A glob without an object leaves them out: they are not the program's,
- * and the agent runs them while it registers probes. */
+/* Which loaded objects are there only for the agent: the agent itself and
+ * what it loads privately (agent_object_open_private(): the instruction
+ * decoder, libdw for FILE:LINE) with what those need, unless the program
+ * uses them itself.  A symbol without an object never resolves into them:
+ * they are not the program's, and the agent runs them while it registers
+ * probes. */
+#include <dlfcn.h>
 #include <elf.h>
 #include <link.h>
 #include <stdbool.h>
@@ -96,15 +99,38 @@ static void mark(struct objects *l, struct object *o, bool program)
 	}
 }
 
+#define MAX_PRIVATE_ROOTS 4
+
+/* The objects the agent loaded privately, by file name. */
+static char private_roots[MAX_PRIVATE_ROOTS][128];
+static int nroots;
+static int nprivate = -1;	/* -1: the set below is to be worked out */
+
+void *agent_object_open_private(const char *soname)
+{
+	void *h = dlopen(soname, RTLD_NOW | RTLD_LOCAL);
+	struct link_map *lm = NULL;
+
+	if (!h)
+		return NULL;
+	if (dlinfo(h, RTLD_DI_LINKMAP, &lm) == 0 && lm && nroots < MAX_PRIVATE_ROOTS) {
+		for (int i = 0; i < nroots; i++)
+			if (!strcmp(private_roots[i], path_base(lm->l_name)))
+				return h;
+		str_copy(private_roots[nroots++], sizeof(private_roots[0]), path_base(lm->l_name));
+		nprivate = -1;
+	}
+	return h;
+}
+
 bool agent_object_is_private(const char *name)
 {
 	static char private_names[MAX_OBJECTS][128];
-	static int nprivate = -1;
 	struct objects l;
 	struct object *self;
 
-	/* The set is fixed once the agent is loaded (its libraries come with
-	 * it); objects loaded later are the program's. */
+	/* The set changes only when the agent loads something privately;
+	 * objects the program loads later are the program's. */
 	if (nprivate < 0) {
 		l.v = calloc(MAX_OBJECTS, sizeof(*l.v));
 		l.n = 0;
@@ -116,6 +142,12 @@ bool agent_object_is_private(const char *name)
 		if (l.n && self) {
 			mark(&l, &l.v[0], true);
 			mark(&l, self, false);
+			for (int i = 0; i < nroots; i++) {
+				struct object *root = find(&l, private_roots[i]);
+
+				if (root)
+					mark(&l, root, false);
+			}
 			for (int i = 0; i < l.n; i++)
 				if (l.v[i].from_agent && !l.v[i].from_program)
 					str_copy(private_names[nprivate++], sizeof(private_names[0]),

@@ -291,6 +291,23 @@ static int unknown_symbol(const struct probe_spec *s, const char *path, char *er
 	return -ENOENT;
 }
 
+static int take_public(const struct ksym *sym, void *arg)
+{
+	if (agent_object_is_private(sym->basename))
+		return 0;
+	*(struct ksym *)arg = *sym;
+	return 1;
+}
+
+/* An unqualified name found first in the agent or a library only it uses:
+ * the program's own definition, in lookup order, or -ENOENT. */
+static int first_public(const char *name, struct ksym *out)
+{
+	int rc = ksym_foreach(NULL, name, take_public, out);
+
+	return rc == 1 ? 0 : rc < 0 ? rc : -ENOENT;
+}
+
 static int resolve_symbol(const struct probe_spec *s, int idx, struct resolve_list *out,
 			  char *err, size_t errlen)
 {
@@ -323,6 +340,8 @@ static int resolve_symbol(const struct probe_spec *s, int idx, struct resolve_li
 	else
 		snprintf(full, sizeof(full), "%s", s->symbol);
 	rc = ksym_lookup_name(full, &sym);
+	if (!rc && !s->object[0] && agent_object_is_private(sym.basename))
+		rc = first_public(s->symbol, &sym);
 	if (rc == -ENOENT)
 		return unknown_symbol(s, NULL, err, errlen);
 	if (rc) {

@@ -27,12 +27,28 @@ $(B)/kprobe-agent/%.o: %.c
 	$(CC) $(CFLAGS) $(LIBFLAGS) $(KP_CFLAGS) -MMD -MP -c $< -o $@
 	$(TEXTSEC) $@
 
+# The agent's footprint in the target is this one object: it needs no
+# shared library but libc and the loader.  elfutils and the compression
+# libraries it needs come from their static archives with their symbols
+# hidden (--exclude-libs), so no lookup of the program's ever binds to
+# them; Zydis and, for FILE:LINE, libdw.so are loaded privately
+# (agent_private.c, agent_lines.c), by these sonames.
+KP_SONAME_OF = $(shell objdump -p $$($(CC) -print-file-name=$(1)) 2>/dev/null | awk '/SONAME/ { print $$2 }')
+KP_ZYDIS_SONAME := $(call KP_SONAME_OF,libZydis.so)
+KP_LIBDW_SONAME := $(call KP_SONAME_OF,libdw.so)
+$(B)/kprobe-agent/$(KP_DIR)/agent_private.o: KP_CFLAGS += -DKP_ZYDIS_SONAME='"$(KP_ZYDIS_SONAME)"'
+$(B)/kprobe-agent/$(KP_DIR)/agent_lines.o: KP_CFLAGS += -DKP_LIBDW_SONAME='"$(KP_LIBDW_SONAME)"'
+
 # -Bsymbolic-functions: the library's own calls of sigaction, pthread_sigmask
 # and friends go to its interposers even when the agent is injected (not
 # first in the global scope), so its threads never block SIGTRAP.
+# --no-undefined: a symbol missing from the archives fails here, not in the
+# target.
 $(B)/libkprobe-agent.so: $(KP_AGENT_OBJ) $(B)/libkprobes.a $(KP_DIR)/kprobe.mk
-	$(CC) -shared -Wl,-z,now -Wl,-z,nodelete -Wl,-Bsymbolic-functions -o $@ $(KP_AGENT_OBJ) \
-		-Wl,--whole-archive $(B)/libkprobes.a -Wl,--no-whole-archive $(LIBS) -lrt
+	$(CC) -shared -Wl,-z,now -Wl,-z,nodelete -Wl,-Bsymbolic-functions -Wl,--no-undefined \
+		-o $@ $(KP_AGENT_OBJ) -Wl,--whole-archive $(B)/libkprobes.a -Wl,--no-whole-archive \
+		-Wl,--exclude-libs,libdw.a:libelf.a:libz.a:liblzma.a:libbz2.a \
+		-Wl,-Bstatic -ldw -lelf -lz -llzma -lbz2 -Wl,-Bdynamic
 
 $(B)/kprobe-cli/%.o: %.c
 	@mkdir -p $(dir $@)
