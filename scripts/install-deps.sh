@@ -3,7 +3,7 @@
 # As root it uses apt-get; otherwise it names what is missing and fails.
 set -e
 # The last four are the real programs tests/real/ probes, and objdump/readelf.
-PKGS="gcc make pkg-config libzydis-dev libelf-dev libdw-dev libcriterion-dev g++ gzip sqlite3 python3.11 binutils"
+PKGS="gcc make pkg-config libzydis-dev libelf-dev libdw-dev zlib1g-dev liblzma-dev libbz2-dev libcriterion-dev g++ gzip sqlite3 python3.11 binutils"
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -24,6 +24,8 @@ static char build_dir[PATH_MAX];
 static char kprobe[PATH_MAX + 16];
 static char target[PATH_MAX + 32];
 static char plugin[PATH_MAX + 32];
+static char zlib_prog[PATH_MAX + 32];
+static char agent[PATH_MAX + 32];
 
 static void init_paths(void)
 {
@@ -36,6 +38,8 @@ static void init_paths(void)
 	snprintf(kprobe, sizeof(kprobe), "%s/kprobe", build_dir);
 	snprintf(target, sizeof(target), "%s/tests/cli/cli_target", build_dir);
 	snprintf(plugin, sizeof(plugin), "%s/tests/cli/libcliplugin.so", build_dir);
+	snprintf(zlib_prog, sizeof(zlib_prog), "%s/tests/cli/cli_zlib", build_dir);
+	snprintf(agent, sizeof(agent), "%s/libkprobe-agent.so", build_dir);
 }
 
 TestSuite(cli, .init = init_paths, .timeout = 20);
@@ -456,6 +460,47 @@ Test(cli, count_source_line)
 	run(&r, "%s count cli_target.c:1003 --format json -- %s lines 5", kprobe, target);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	cr_assert_eq(json_num(count_entry(r.out, "cli_target.c:1003"), "hits"), 5, "%s", r.out);
+}
+
+/* ---- the agent's footprint in the target ---- */
+
+/* The agent needs no shared library but libc and the loader, and exports
+ * none of the libraries it carries. */
+Test(cli, agent_needs_only_libc)
+{
+	struct run r;
+
+	run(&r, "readelf -dW %s | grep NEEDED", agent);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert(matches(r.out, "\\[libc\\.so\\.6\\]"), "%s", r.out);
+	cr_assert_eq(count_occurrences(r.out, "NEEDED"), 2, "%s", r.out);
+	cr_assert(matches(r.out, "\\[ld-linux-x86-64\\.so\\.2\\]"), "%s", r.out);
+	run(&r, "nm -D --defined-only %s | grep -E ' (Zydis|Zyan|elf_|gelf_|dwarf_|deflate|inflate"
+	    "|adler32|crc32|lzma_|BZ2_)'", agent);
+	cr_assert_eq(r.status, 1, "exported: %s", r.out);
+}
+
+/* adler32 is in the program's libz and in the agent's static copy: an
+ * unqualified probe counts the program's calls. */
+Test(cli, unqualified_symbol_resolves_into_the_program)
+{
+	struct run r;
+
+	run(&r, "%s count adler32 --format json -- %s 25", kprobe, zlib_prog);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert(strstr(r.out, "adler32 "), "program output changed: %s", r.out);
+	cr_assert(count_entry(r.out, "adler32"), "%s", r.out);
+	cr_assert_eq(json_num(count_entry(r.out, "adler32"), "hits"), 26, "%s", r.out);
+	cr_assert(strstr(count_entry(r.out, "adler32"), "\"object\":\"libz.so"), "%s", r.out);
+}
+
+/* A program without libz has no adler32: the agent's copy is not one. */
+Test(cli, unqualified_symbol_never_resolves_into_the_agent)
+{
+	struct run r;
+
+	run(&r, "%s count adler32 -- %s calls 1", kprobe, target);
+	assert_bad(&r, "adler32");
 }
 
 /* ---- trace ---- */

@@ -69,11 +69,15 @@ $(B)/kprobe-bench-extra: $(KP_DIR)/bench_extra.c $(KP_AGENT_OBJ) $(B)/libkprobes
 
 # ---- end-to-end test programs (tests/test_cli.c runs them under kprobe) ----
 
-KP_TEST_PROGS := $(B)/tests/cli/cli_target $(B)/tests/cli/libcliplugin.so
+KP_TEST_PROGS := $(B)/tests/cli/cli_target $(B)/tests/cli/libcliplugin.so $(B)/tests/cli/cli_zlib
 
 $(B)/tests/cli/cli_target: tests/cli/cli_target.c include/kprobes/tracepoint.h include/kprobes/jump_label.h
 	@mkdir -p $(dir $@)
 	$(CC) -O1 -g -std=gnu11 -Wall -Iinclude -fno-omit-frame-pointer -o $@ $< -lpthread -ldl
+
+$(B)/tests/cli/cli_zlib: tests/cli/cli_zlib.c
+	@mkdir -p $(dir $@)
+	$(CC) -O1 -g -o $@ $< -lz
 
 $(B)/tests/cli/libcliplugin.so: tests/cli/cli_plugin.c
 	@mkdir -p $(dir $@)
