@@ -462,6 +462,24 @@ Test(cli, count_source_line)
 	cr_assert_eq(json_num(count_entry(r.out, "cli_target.c:1003"), "hits"), 5, "%s", r.out);
 }
 
+/* A statement spread over several line-table rows is one probe, at its
+ * first address; a line inlined into two functions is one per copy. */
+Test(cli, source_line_is_one_probe_per_statement)
+{
+	struct run r;
+	const char *e;
+
+	run(&r, "%s count cli_target.c:2003 cli_target.c:2009 --format json -- %s statements 5",
+	    kprobe, target);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert_eq(count_occurrences(r.out, "\"probe\":\"cli_target.c:2003\""), 1, "%s", r.out);
+	cr_assert_eq(json_num(count_entry(r.out, "cli_target.c:2003"), "hits"), 5, "%s", r.out);
+	cr_assert_eq(count_occurrences(r.out, "\"probe\":\"cli_target.c:2009\""), 2, "%s", r.out);
+	e = count_entry(r.out, "cli_target.c:2009");
+	cr_assert_eq(json_num(e, "hits"), 5, "%s", r.out);
+	cr_assert_eq(json_num(count_entry(e + 1, "cli_target.c:2009"), "hits"), 5, "%s", r.out);
+}
+
 /* ---- the agent's footprint in the target ---- */
 
 /* The agent needs no shared library but libc and the loader, and exports

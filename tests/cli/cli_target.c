@@ -59,6 +59,31 @@ PROBED long target_lines(long x)
 	return y;
 }
 
+/* Line 2003 is one statement in several line-table rows (the loop's
+ * start, test and step); line 2009 is inlined into two callers. */
+#line 2000 "cli_target.c"
+PROBED long target_loop_line(long n)
+{
+	long s = 0;
+	for (long i = 0; i < n; i++) s += i * sink;
+	return s;
+}
+
+static inline __attribute__((always_inline)) long twice(long v)
+{
+	return 2 * v + sink;
+}
+
+PROBED long target_inlined_a(long v)
+{
+	return twice(v) + 1;
+}
+
+PROBED long target_inlined_b(long v)
+{
+	return twice(v) - 1;
+}
+
 static void *thread_main(void *arg)
 {
 	long n = (long)arg;
@@ -238,7 +263,7 @@ static void usage(void)
 {
 	fputs("usage: cli_target calls N | threads T N | busy T SECONDS |\n"
 	      "       masked T SECONDS | greet | spin NS N | recurse N |\n"
-	      "       lines N | loop [TICKS] | dlopen LIB N [DELAY_MS] |\n"
+	      "       lines N | statements N | loop [TICKS] | dlopen LIB N [DELAY_MS] |\n"
 	      "       dlcycle LIB N | fork N | exec N | exit CODE |\n"
 	      "       kill SIG | tp N | tploop\n",
 	      stderr);
@@ -283,6 +308,11 @@ int main(int argc, char **argv)
 	if (!strcmp(mode, "lines")) {
 		for (long i = 0; i < a; i++)
 			target_lines(i);
+		return 0;
+	}
+	if (!strcmp(mode, "statements")) {
+		for (long i = 0; i < a; i++)
+			sink += target_loop_line(4) + target_inlined_a(i) + target_inlined_b(i);
 		return 0;
 	}
 	if (!strcmp(mode, "loop"))

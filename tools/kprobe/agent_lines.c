@@ -111,7 +111,6 @@ static int load_libdw(char *err, size_t errlen)
 struct line_copy {
 	Dwarf_Off scope;
 	Dwarf_Addr addr;
-	bool stmt;
 };
 
 /* The innermost function or inlined instance containing addr; 0 when the
@@ -137,25 +136,31 @@ static Dwarf_Off scope_of(Dwarf *dw, Dwarf_Addr addr)
 	return off;
 }
 
-/* Keeps, per copy, the lowest address of a row that begins a statement
- * (any row when none of the copy's does). */
+/* Keeps the lowest address of each copy. */
 static void note_row(struct line_copy *copies, size_t *ncopies, Dwarf_Off scope,
-		     Dwarf_Addr addr, bool stmt)
+		     Dwarf_Addr addr)
 {
-	struct line_copy *c = NULL;
-
 	for (size_t i = 0; i < *ncopies; i++)
-		if (copies[i].scope == scope)
-			c = &copies[i];
-	if (!c) {
-		c = &copies[(*ncopies)++];
-		*c = (struct line_copy){ scope, addr, stmt };
-		return;
-	}
-	if ((stmt && !c->stmt) || (stmt == c->stmt && addr < c->addr)) {
-		c->addr = addr;
-		c->stmt = stmt;
-	}
+		if (copies[i].scope == scope) {
+			if (addr < copies[i].addr)
+				copies[i].addr = addr;
+			return;
+		}
+	copies[(*ncopies)++] = (struct line_copy){ scope, addr };
+}
+
+/* Whether the row is one of file:line's, and if so its address and whether
+ * it begins a statement. */
+static bool line_row(Dwarf_Line *line, unsigned int want, Dwarf_Addr *addr, bool *stmt)
+{
+	int lineno = 0;
+
+	*stmt = false;
+	if (dw_api.lineaddr(line, addr) || dw_api.lineno(line, &lineno) ||
+	    (unsigned int)lineno != want)
+		return false;
+	dw_api.beginstatement(line, stmt);
+	return true;
 }
 
 /* One probe per copy of file:line in one object; returns the number added. */
@@ -165,6 +170,7 @@ static int lines_in(const struct object *o, const struct probe_spec *s, int idx,
 	Dwarf_Line **lines = NULL;
 	struct line_copy *copies = NULL;
 	size_t nlines = 0, ncopies = 0;
+	bool any_stmt = false;
 	int fd = open(o->path, O_RDONLY | O_CLOEXEC), added = 0;
 	Dwarf *dw = NULL;
 
@@ -174,16 +180,22 @@ static int lines_in(const struct object *o, const struct probe_spec *s, int idx,
 	if (!dw || dw_api.getsrc_file(dw, s->symbol, (int)s->line, 0, &lines, &nlines) ||
 	    !(copies = calloc(nlines ? nlines : 1, sizeof(*copies))))
 		goto out;
+	/* Rows that begin a statement are where the compiler says the line
+	 * starts; the others (a value computed early, an epilogue) may even
+	 * lie in another scope.  Only when there are none, all rows count. */
 	for (size_t i = 0; i < nlines; i++) {
 		Dwarf_Addr a;
-		int lineno = 0;
-		bool stmt = false;
+		bool stmt;
 
-		if (dw_api.lineaddr(lines[i], &a) || dw_api.lineno(lines[i], &lineno) ||
-		    (unsigned int)lineno != s->line)
-			continue;
-		dw_api.beginstatement(lines[i], &stmt);
-		note_row(copies, &ncopies, scope_of(dw, a), a, stmt);
+		if (line_row(lines[i], s->line, &a, &stmt) && stmt)
+			any_stmt = true;
+	}
+	for (size_t i = 0; i < nlines; i++) {
+		Dwarf_Addr a;
+		bool stmt;
+
+		if (line_row(lines[i], s->line, &a, &stmt) && (stmt || !any_stmt))
+			note_row(copies, &ncopies, scope_of(dw, a), a);
 	}
 	for (size_t i = 0; i < ncopies; i++) {
 		struct resolved r = { .spec = idx, .addr = (uintptr_t)copies[i].addr + o->bias };
