@@ -420,11 +420,54 @@ Test(cli, count_text_and_glob)
 {
 	struct run r;
 
-	run(&r, "%s count 'target_*' -- %s calls 7", kprobe, target);
+	run(&r, "%s count 'target_*' -z -- %s calls 7", kprobe, target);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	cr_assert(matches(r.out, "^PROBE +ADDRESS +OBJECT +HITS +MISSED$"), "%s", r.out);
 	cr_assert(matches(r.out, "^target_add +0x[0-9a-f]{16} +cli_target +7 +0$"), "%s", r.out);
 	cr_assert(matches(r.out, "^target_greet +0x[0-9a-f]{16} +cli_target +0 +0$"), "%s", r.out);
+}
+
+/* Rows by hits, most first; probes without hits only with -z (JSON keeps
+ * them all). */
+Test(cli, count_sorted_by_hits_zeros_on_request)
+{
+	struct run r;
+	const char *lines, *add;
+
+	run(&r, "%s count target_greet target_lines target_add target_recurse -- %s recurse 3",
+	    kprobe, target);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert(!strstr(r.out, "target_greet") && !strstr(r.out, "target_add"), "%s", r.out);
+	cr_assert(matches(r.out, "^\\(3 probes with no hits not shown: -z shows them\\)$"), "%s",
+		  r.out);
+	cr_assert(matches(r.out, "^target_recurse +0x[0-9a-f]{16} +cli_target +4 +0$"), "%s", r.out);
+	run(&r, "%s count target_greet target_lines target_add -z -- %s lines 3", kprobe, target);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	lines = strstr(r.out, "\ntarget_lines ");
+	cr_assert(lines, "%s", r.out);
+	cr_assert(matches(r.out, "^PROBE +ADDRESS +OBJECT +HITS +MISSED\ntarget_lines "), "%s",
+		  r.out);
+	/* Ties keep the probes' order. */
+	add = strstr(r.out, "\ntarget_add ");
+	cr_assert(add && strstr(r.out, "\ntarget_greet ") < add, "%s", r.out);
+	run(&r, "%s count target_greet target_lines --format json -- %s lines 3", kprobe, target);
+	cr_assert_eq(json_num(count_entry(r.out, "target_greet"), "hits"), 0, "%s", r.out);
+	run(&r, "%s trace target_greet -z -- %s lines 3", kprobe, target);
+	assert_bad(&r, "-z");
+}
+
+/* With -f over several processes the table says which row is whose. */
+Test(cli, count_pid_column_for_several_processes)
+{
+	struct run r;
+
+	run(&r, "%s count -f target_add -- %s spawn 3", kprobe, target);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert(matches(r.out, "^ +PID +PROBE +ADDRESS +OBJECT +HITS +MISSED$"), "%s", r.out);
+	cr_assert(matches(r.out, "^ +[0-9]+ +target_add +0x[0-9a-f]{16} +cli_target +3 +0\n"
+			  " +[0-9]+ +target_add +0x[0-9a-f]{16} +cli_target +1 +0$"), "%s", r.out);
+	run(&r, "%s count target_add -- %s calls 3", kprobe, target);
+	cr_assert(matches(r.out, "^PROBE +ADDRESS"), "%s", r.out);
 }
 
 /* A glob over all of libc: thousands of probes, registered in batches,
@@ -546,6 +589,27 @@ Test(cli, trace_args_and_retval)
 	cr_assert(strstr(text, "\"args\":{\"r\":6}"), "%s", text);
 	free(text);
 	unlink(out);
+}
+
+/* The narrow integer types keep the low bits, sign-extended for sNN. */
+Test(cli, trace_narrow_integer_types)
+{
+	struct run r;
+
+	run(&r, "%s trace 'target_add a=arg1:s32 b=arg1:u32 c=arg1:s16 d=arg1:u16 e=arg1:s8 "
+	    "f=arg1:u8 g=arg2:s16 h=arg2:u8' -- %s narrow", kprobe, target);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert(matches(r.out, " target_add a=-2 b=4294967294 c=-2 d=65534 e=-2 f=254 g=-128 "
+			  "h=128$"), "%s", r.out);
+	run(&r, "%s trace 'target_add%%return r=retval:s16 u=retval:u16 s=retval:s64' --format json "
+	    "-- %s narrow", kprobe, target);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert(strstr(r.out, "\"args\":{\"r\":-130,\"u\":65406,\"s\":33554302}"), "%s", r.out);
+	run(&r, "%s trace 'target_add arg1:s12' -- %s narrow", kprobe, target);
+	assert_bad(&r, "arg1:s12");
+	/* A probe cannot read the vector registers: refused, not garbage. */
+	run(&r, "%s trace 'target_add arg1:f64' -- %s narrow", kprobe, target);
+	assert_bad(&r, "arg1:f64");
 }
 
 Test(cli, trace_strings_never_crash)

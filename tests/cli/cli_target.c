@@ -264,7 +264,7 @@ static void usage(void)
 	fputs("usage: cli_target calls N | threads T N | busy T SECONDS |\n"
 	      "       masked T SECONDS | greet | spin NS N | recurse N |\n"
 	      "       lines N | statements N | loop [TICKS] | dlopen LIB N [DELAY_MS] |\n"
-	      "       dlcycle LIB N | fork N | exec N | exit CODE |\n"
+	      "       dlcycle LIB N | fork N | exec N | spawn N | narrow | exit CODE |\n"
 	      "       kill SIG | tp N | tploop\n",
 	      stderr);
 	exit(64);
@@ -327,6 +327,25 @@ int main(int argc, char **argv)
 		return run_tp_loop();
 	if (!strcmp(mode, "fork"))
 		return run_fork(a);
+	if (!strcmp(mode, "narrow")) {	/* values whose low bits differ by type */
+		printf("%ld\n", target_add(-2, 0x1ffff80));
+		return 0;
+	}
+	if (!strcmp(mode, "spawn")) {	/* a child process that runs "calls N" */
+		char n[32];
+		pid_t child;
+		int status;
+
+		target_add(1, 1);
+		snprintf(n, sizeof(n), "%ld", a);
+		child = fork();
+		if (child == 0) {
+			execl("/proc/self/exe", argv[0], "calls", n, (char *)NULL);
+			_exit(3);
+		}
+		waitpid(child, &status, 0);
+		return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+	}
 	if (!strcmp(mode, "exec")) {
 		char n[32];
 

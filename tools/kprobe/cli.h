@@ -29,6 +29,7 @@ struct cli_opts {
 	enum out_format format;
 	double duration;		/* -d, 0: until the end */
 	bool follow;			/* -f */
+	bool zeros;			/* -z: count shows probes with no hits */
 	bool optimize_on;		/* optimize on|off */
 };
 

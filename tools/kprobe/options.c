@@ -15,7 +15,7 @@ static const char *const commands[] = {
 };
 
 static const char *const long_options[] = {
-	"--output", "--format", "--duration", "--pid", "--follow", "--help",
+	"--output", "--format", "--duration", "--pid", "--follow", "--zeros", "--help",
 };
 
 void cli_usage(FILE *f)
@@ -29,7 +29,8 @@ void cli_usage(FILE *f)
 	      "\n"
 	      "PROBE: [OBJECT:]SYMBOL[+OFFSET][%return] [ARG...] | [OBJECT:]0xADDRESS | FILE.c:LINE\n"
 	      "       | tp:PROVIDER:NAME [ARG...]   (a static tracepoint)\n"
-	      "ARG:   [NAME=]arg1..arg6|retval[:u64|:s64|:x64|:f64|:string]\n"
+	      "ARG:   [NAME=]arg1..arg6|retval[:TYPE]   TYPE: u64 s64 x64 u32 s32 u16 s16 u8 s8\n"
+	      "       string, f64 (tracepoints only)\n"
 	      "\n"
 	      "options:\n"
 	      "  -o, --output FILE          write the results to FILE\n"
@@ -37,6 +38,7 @@ void cli_usage(FILE *f)
 	      "  -d, --duration SECONDS     stop probing after SECONDS\n"
 	      "  -p, --pid PID              attach to a running process\n"
 	      "  -f, --follow               follow forks and execs of the command\n"
+	      "  -z, --zeros                count: also list the probes with no hits\n"
 	      "  -h, --help                 this help\n", f);
 }
 
@@ -193,6 +195,8 @@ static void parse_words(int argc, char **argv, int first, struct cli_opts *o,
 			o->pid = parse_pid(option_value(argc, argv, &i, "-p"));
 		} else if (!strcmp(a, "-f") || !strcmp(a, "--follow")) {
 			o->follow = true;
+		} else if (!strcmp(a, "-z") || !strcmp(a, "--zeros")) {
+			o->zeros = true;
 		} else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
 			cli_usage(stdout);
 			exit(0);
@@ -218,6 +222,8 @@ static void check_probe_command(struct cli_opts *o)
 		bad("give either a command after '--' or -p PID, not both");
 	if (o->format == FMT_CHROME && o->cmd != CMD_TRACE)
 		bad("--format chrome is for trace only");
+	if (o->zeros && o->cmd != CMD_COUNT)
+		bad("-z (--zeros) is for count only");
 	if (o->cmd == CMD_COUNT)
 		for (int i = 0; i < o->nspecs; i++)
 			if (o->specs[i].nargs)

@@ -52,17 +52,26 @@ static double f64_of(uint64_t bits)
 	return d;
 }
 
+/* u64, s64 and the narrower integers. */
+static void decimal_value(FILE *f, enum arg_type t, uint64_t raw)
+{
+	uint64_t v = spec_int_value(t, raw);
+
+	if (spec_type_is_signed(t))
+		fprintf(f, "%" PRId64, (int64_t)v);
+	else
+		fprintf(f, "%" PRIu64, v);
+}
+
 static void text_value(FILE *f, const struct trace_event *ev, int i)
 {
 	const struct spec_arg *a = &ev->spec->args[i];
 
+	if (spec_type_is_decimal(a->type)) {
+		decimal_value(f, a->type, ev->vals[i]);
+		return;
+	}
 	switch (a->type) {
-	case ARG_U64:
-		fprintf(f, "%" PRIu64, ev->vals[i]);
-		break;
-	case ARG_S64:
-		fprintf(f, "%" PRId64, (int64_t)ev->vals[i]);
-		break;
 	case ARG_X64:
 		fprintf(f, "0x%" PRIx64, ev->vals[i]);
 		break;
@@ -75,6 +84,8 @@ static void text_value(FILE *f, const struct trace_event *ev, int i)
 		else
 			json_string(f, (const char *)ev->str[i], ev->strlen[i]);
 		break;
+	default:
+		break;
 	}
 }
 
@@ -82,13 +93,11 @@ static void json_value(FILE *f, const struct trace_event *ev, int i)
 {
 	const struct spec_arg *a = &ev->spec->args[i];
 
+	if (spec_type_is_decimal(a->type)) {
+		decimal_value(f, a->type, ev->vals[i]);
+		return;
+	}
 	switch (a->type) {
-	case ARG_U64:
-		fprintf(f, "%" PRIu64, ev->vals[i]);
-		break;
-	case ARG_S64:
-		fprintf(f, "%" PRId64, (int64_t)ev->vals[i]);
-		break;
 	case ARG_X64:
 		fprintf(f, "\"0x%" PRIx64 "\"", ev->vals[i]);
 		break;
@@ -105,6 +114,8 @@ static void json_value(FILE *f, const struct trace_event *ev, int i)
 			fputs("null", f);
 		else
 			json_string(f, (const char *)ev->str[i], ev->strlen[i]);
+		break;
+	default:
 		break;
 	}
 }

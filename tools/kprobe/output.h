@@ -3,6 +3,7 @@
 #ifndef KPROBE_OUTPUT_H
 #define KPROBE_OUTPUT_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <sys/types.h>
@@ -26,6 +27,7 @@ struct trace_event {
 struct output {
 	FILE *f;
 	enum out_format format;
+	bool zeros;			/* count text: also the probes with no hits */
 	uint64_t t0;			/* session start, for relative text times */
 	unsigned long nevents;
 	/* chrome: entry descs paired with a return desc of the same function */

@@ -1,22 +1,70 @@
 /* End-of-run summaries: hit counts per probe point and latency histograms. */
 #include <inttypes.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "output.h"
 
-static void counts_text(FILE *f, const struct count_row *rows, int n, uint64_t lost)
+/* Text rows by hits, most first; equal counts keep the probes' order. */
+static int by_hits(const void *a, const void *b)
 {
-	int w = 5;
+	const struct count_row *x = *(const struct count_row *const *)a;
+	const struct count_row *y = *(const struct count_row *const *)b;
+
+	if (x->hits != y->hits)
+		return x->hits > y->hits ? -1 : 1;
+	return x < y ? -1 : x > y;
+}
+
+/* Whether the rows come from more than one process (-f). */
+static bool several_processes(const struct count_row *rows, int n)
+{
+	for (int i = 1; i < n; i++)
+		if (rows[i].desc->pid != rows[0].desc->pid)
+			return true;
+	return false;
+}
+
+static void count_line(FILE *f, const struct count_row *r, int w, bool pid)
+{
+	if (pid)
+		fprintf(f, "%7u  ", (unsigned int)r->desc->pid);
+	fprintf(f, "%-*s  0x%016" PRIx64 "  %-20s %12" PRIu64 " %10" PRIu64 "\n", w,
+		r->desc->name, r->desc->addr, r->desc->object, r->hits, r->missed);
+}
+
+static void counts_text(FILE *f, const struct count_row *rows, int n, uint64_t lost,
+			bool zeros)
+{
+	const struct count_row **order = malloc((size_t)(n ? n : 1) * sizeof(*order));
+	bool pid = several_processes(rows, n);
+	int w = 5, hidden = 0;
 
 	for (int i = 0; i < n; i++)
 		if ((int)strlen(rows[i].desc->name) > w)
 			w = (int)strlen(rows[i].desc->name);
+	if (pid)
+		fprintf(f, "%7s  ", "PID");
 	fprintf(f, "%-*s  %-18s  %-20s %12s %10s\n", w, "PROBE", "ADDRESS", "OBJECT", "HITS",
 		"MISSED");
-	for (int i = 0; i < n; i++)
-		fprintf(f, "%-*s  0x%016" PRIx64 "  %-20s %12" PRIu64 " %10" PRIu64 "\n", w,
-			rows[i].desc->name, rows[i].desc->addr, rows[i].desc->object, rows[i].hits,
-			rows[i].missed);
+	if (order) {
+		for (int i = 0; i < n; i++)
+			order[i] = &rows[i];
+		qsort(order, (size_t)n, sizeof(*order), by_hits);
+	}
+	for (int i = 0; i < n; i++) {
+		const struct count_row *r = order ? order[i] : &rows[i];
+
+		if (!zeros && !r->hits && !r->missed) {
+			hidden++;
+			continue;
+		}
+		count_line(f, r, w, pid);
+	}
+	free(order);
+	if (hidden)
+		fprintf(f, "(%d probe%s with no hits not shown: -z shows them)\n", hidden,
+			hidden == 1 ? "" : "s");
 	if (lost)
 		fprintf(f, "lost: %" PRIu64 "\n", lost);
 }
@@ -42,7 +90,7 @@ void output_counts(struct output *o, const struct count_row *rows, int n, uint64
 	if (o->format == FMT_JSON)
 		counts_json(o->f, rows, n, lost);
 	else
-		counts_text(o->f, rows, n, lost);
+		counts_text(o->f, rows, n, lost, o->zeros);
 	fflush(o->f);
 }
 

@@ -102,6 +102,7 @@ void session_open(struct session *s, struct cli_opts *o)
 	s->opts = o;
 	s->ctl.fd = -1;
 	s->out.format = o->format;
+	s->out.zeros = o->zeros;
 	s->out.f = stdout;
 	if (o->outfile) {
 		s->out.f = fopen(o->outfile, "we");

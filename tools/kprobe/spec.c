@@ -10,13 +10,45 @@
 
 static const char *const type_names[] = {
 	[ARG_X64] = "x64", [ARG_U64] = "u64", [ARG_S64] = "s64", [ARG_STRING] = "string",
-	[ARG_F64] = "f64",
+	[ARG_F64] = "f64", [ARG_S32] = "s32", [ARG_U32] = "u32", [ARG_S16] = "s16",
+	[ARG_U16] = "u16", [ARG_S8] = "s8", [ARG_U8] = "u8",
 };
 
 static const char *const source_exts[] = {
 	"c", "h", "cc", "cp", "cpp", "cxx", "c++", "hh", "hpp", "hxx", "C", "H",
 	"S", "s", "m", "mm", "rs", "go",
 };
+
+/* Width in bits of the narrow integer types; 64 for the others. */
+static unsigned int int_bits(enum arg_type t)
+{
+	switch (t) {
+	case ARG_S32: case ARG_U32: return 32;
+	case ARG_S16: case ARG_U16: return 16;
+	case ARG_S8: case ARG_U8: return 8;
+	default: return 64;
+	}
+}
+
+bool spec_type_is_signed(enum arg_type t)
+{
+	return t == ARG_S64 || t == ARG_S32 || t == ARG_S16 || t == ARG_S8;
+}
+
+bool spec_type_is_decimal(enum arg_type t)
+{
+	return t == ARG_U64 || t == ARG_S64 || int_bits(t) < 64;
+}
+
+uint64_t spec_int_value(enum arg_type t, uint64_t raw)
+{
+	unsigned int shift = 64 - int_bits(t);
+
+	if (!shift)
+		return raw;
+	raw <<= shift;
+	return spec_type_is_signed(t) ? (uint64_t)((int64_t)raw >> shift) : raw >> shift;
+}
 
 const char *spec_type_name(enum arg_type t)
 {
@@ -114,8 +146,15 @@ int spec_add_arg(struct probe_spec *s, const char *tok, char *err, size_t errlen
 	if (source == ARG_SRC_RETVAL && !s->is_return)
 		return fail(err, errlen, "'%s': retval needs a %%return probe", tok);
 	if (colon && parse_type(colon + 1, &type))
-		return fail(err, errlen, "bad type in '%s' (expected u64, s64, x64, f64 or string)",
+		return fail(err, errlen, "bad type in '%s' (expected u64, s64, x64, u32, s32, u16, s16, "
+			    "u8, s8, f64 or string)",
 			    tok);
+	/* A probe's floating-point arguments and return value are in vector
+	 * registers, which the probe handlers are not given: refuse rather
+	 * than print an integer register's bits as a double. */
+	if (type == ARG_F64 && s->kind != SPEC_TRACEPOINT)
+		return fail(err, errlen, "'%s': f64 is only for tracepoint arguments (a probe "
+			    "cannot read the vector registers)", tok);
 	a = &s->args[s->nargs++];
 	if (eq)
 		snprintf(a->name, sizeof(a->name), "%.*s", (int)(eq - tok), tok);

@@ -7,7 +7,8 @@
  *   tp:PROVIDER:NAME [ARG...]     a static tracepoint (argN: its N-th
  *                                 argument; none given: all, by name)
  *
- * ARG is [NAME=]arg1..arg6|retval[:u64|:s64|:x64|:string]. */
+ * ARG is [NAME=]arg1..arg6|retval[:TYPE], TYPE one of u64 s64 x64 u32 s32 u16
+ * s16 u8 s8 f64 string. */
 #ifndef KPROBE_SPEC_H
 #define KPROBE_SPEC_H
 
@@ -26,8 +27,12 @@ enum spec_kind {
 	SPEC_TRACEPOINT,	/* tp:PROVIDER:NAME, either may be a glob */
 };
 
-/* f64: a tracepoint's float or double argument. */
-enum arg_type { ARG_X64, ARG_U64, ARG_S64, ARG_STRING, ARG_F64 };
+/* f64: a tracepoint's float or double argument.  The narrower integers
+ * keep the register's low bits, sign-extended for the s types. */
+enum arg_type {
+	ARG_X64, ARG_U64, ARG_S64, ARG_STRING, ARG_F64,
+	ARG_S32, ARG_U32, ARG_S16, ARG_U16, ARG_S8, ARG_U8,
+};
 
 /* Where an argument's value comes from. */
 #define ARG_SRC_RETVAL 6	/* 0..5: arg1..arg6 */
@@ -72,5 +77,13 @@ void spec_format(struct probe_spec *s);
 bool spec_is_glob(const struct probe_spec *s);
 
 const char *spec_type_name(enum arg_type t);
+
+/* An integer type's value from the 64 bits read for it: truncated to the
+ * type's width, sign-extended if signed (other types: unchanged). */
+uint64_t spec_int_value(enum arg_type t, uint64_t raw);
+/* Whether the integer type is signed (s64, s32, s16, s8). */
+bool spec_type_is_signed(enum arg_type t);
+/* Whether values of the type print as decimal integers. */
+bool spec_type_is_decimal(enum arg_type t);
 
 #endif
