@@ -777,6 +777,31 @@ Test(cli, dlopen_deferred)
 	cr_assert_eq(json_num(count_entry(r.out, "plugin_work"), "hits"), 5, "%s", r.out);
 }
 
+/* A library dlopen'ed by full path from a directory off the search path,
+ * probed by file name: armed when it loads. */
+Test(cli, dlopen_deferred_by_file_name_anywhere)
+{
+	struct run r;
+	char dir[128], lib[256];
+
+	temp_path(dir, sizeof(dir), "far");
+	cr_assert(!mkdir(dir, 0700) || errno == EEXIST);
+	snprintf(lib, sizeof(lib), "%s/libkpfar.so", dir);
+	run(&r, "cp %s %s", plugin, lib);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	run(&r, "%s count libkpfar.so:plugin_work --format json -- %s dlopen %s 4", kprobe, target,
+	    lib);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert_eq(json_num(count_entry(r.out, "plugin_work"), "hits"), 4, "%s", r.out);
+	cr_assert(strstr(r.out, "\"object\":\"libkpfar.so\""), "%s", r.out);
+	/* Never loaded: no probe, no error, the command runs. */
+	run(&r, "%s count libkpfar.so:plugin_work --format json -- %s calls 2", kprobe, target);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert(!count_entry(r.out, "plugin_work"), "%s", r.out);
+	unlink(lib);
+	rmdir(dir);
+}
+
 Test(cli, fork_children_keep_working)
 {
 	struct run r;
@@ -1100,7 +1125,9 @@ Test(cli, error_objects)
 {
 	struct run r;
 
-	run(&r, "%s count nosuchobject.so:foo -- %s calls 1", kprobe, target);
+	run(&r, "%s count /nonexistent/nosuchobject.so:foo -- %s calls 1", kprobe, target);
+	assert_bad(&r, "nosuchobject.so");
+	run(&r, "%s count nosuchobject.so:0x1000 -- %s calls 1", kprobe, target);
 	assert_bad(&r, "nosuchobject.so");
 	run(&r, "%s count libc.so:malloc -- %s calls 1", kprobe, target);
 	assert_bad(&r, "did you mean 'libc.so.6'?");

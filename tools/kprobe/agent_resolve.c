@@ -456,6 +456,20 @@ static int check_deferred(const struct probe_spec *s, const char *path, char *er
 	return 0;
 }
 
+/* An object named by file name that is neither loaded nor on the search
+ * path may still be dlopen'ed by full path from anywhere: wait for it,
+ * unless the name looks like a typo of a loaded object's. */
+static bool may_load_later(const char *object)
+{
+	struct object_query q = { .want = object };
+
+	if (strchr(object, '/'))
+		return false;
+	nearmatch_init(&q.near, object);
+	kp_dl_iterate_phdr(query_object, &q);
+	return !nearmatch_result(&q.near);
+}
+
 static int unknown_object(const char *object, char *err, size_t errlen)
 {
 	struct object_query q = { .want = object };
@@ -538,8 +552,13 @@ int agent_resolve(const struct probe_spec *s, int idx, struct resolve_list *out,
 	if (s->object[0] && !agent_object_loaded(s->object)) {
 		int rc;
 
-		if (!find_on_disk(s->object, deferred_path, pathlen))
-			return unknown_object(s->object, err, errlen);
+		if (!find_on_disk(s->object, deferred_path, pathlen)) {
+			if (s->kind != SPEC_SYMBOL || !may_load_later(s->object))
+				return unknown_object(s->object, err, errlen);
+			/* Nothing to check its symbols against yet. */
+			str_copy(deferred_path, pathlen, s->object);
+			return 1;
+		}
 		rc = check_deferred(s, deferred_path, err, errlen);
 		return rc ? rc : 1;
 	}

@@ -26,7 +26,8 @@ void resolve_list_free(struct resolve_list *l);
 
 /* Resolves spec number idx into probe points appended to out.  Returns 0;
  * 1 when its object is not loaded but exists on disk, with the object's
- * path in deferred_path (arm it when it loads); or -errno with one line in
+ * path in deferred_path, or is a file name found nowhere yet (deferred_path
+ * is then that name): arm it when it loads; or -errno with one line in
  * err. */
 int agent_resolve(const struct probe_spec *s, int idx, struct resolve_list *out,
 		  char *deferred_path, size_t pathlen, char *err, size_t errlen);
