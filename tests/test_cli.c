@@ -1043,8 +1043,17 @@ Test(cli, list_and_knobs_on_a_live_process)
 	}
 	cr_assert(matches(r.out, "^[0-9a-f]{16}  k  target_add\\+0x0( |$)"), "%s", r.out);
 	cr_assert(matches(r.out, "^[0-9a-f]{16}  r  target_add\\+0x0( |$)"), "%s", r.out);
+	cr_assert(!strstr(r.out, "# probing is disabled"), "%s", r.out);
 	cr_assert_eq(run(&r, "%s disable -p %d", kprobe, (int)b.pid), 0, "%s", r.err);
+	/* Globally disabled: a header says so; the probe lines keep their
+	 * format. */
+	run(&r, "%s list -p %d", kprobe, (int)b.pid);
+	cr_assert(matches(r.out, "^# probing is disabled in process [0-9]+: no probe fires "
+			  "\\(kprobe enable -p [0-9]+\\)\n[0-9a-f]{16}  [kr]  target_add\\+0x0"),
+		  "%s", r.out);
 	cr_assert_eq(run(&r, "%s enable -p %d", kprobe, (int)b.pid), 0, "%s", r.err);
+	run(&r, "%s list -p %d", kprobe, (int)b.pid);
+	cr_assert(!strstr(r.out, "# probing is disabled"), "%s", r.out);
 	cr_assert_eq(run(&r, "%s optimize off -p %d", kprobe, (int)b.pid), 0, "%s", r.err);
 	run(&r, "%s list -p %d", kprobe, (int)b.pid);
 	cr_assert(!strstr(r.out, "[OPTIMIZED]"), "%s", r.out);
@@ -1069,6 +1078,42 @@ Test(cli, list_and_knobs_on_a_live_process)
 	assert_loop_output_correct(b.out);
 	bg_stop(&b);
 	unlink(out);
+}
+
+/* The functions probes can name, of a file (by path, or by file name where
+ * the loader looks) or of a running process, with a glob. */
+Test(cli, list_functions_of_objects_and_processes)
+{
+	struct bg b;
+	struct run r;
+
+	run(&r, "%s list %s 'target_a*'", kprobe, target);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert(matches(r.out, "^.*/cli_target:target_add$"), "%s", r.out);
+	cr_assert_eq(count_occurrences(r.out, "\n"), 1, "%s", r.out);
+	run(&r, "%s -l libz.so.1 'inflate*'", kprobe);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert(matches(r.out, "^libz\\.so\\.1:inflate$"), "%s", r.out);
+	cr_assert(!strstr(r.out, ":deflate"), "%s", r.out);
+	run(&r, "%s list libz.so.1", kprobe);
+	cr_assert(matches(r.out, "^libz\\.so\\.1:deflate$"), "%s", r.out);
+	run(&r, "%s list nosuch.so", kprobe);
+	assert_bad(&r, "nosuch.so");
+	run(&r, "%s list %s 'zz*'", kprobe, target);
+	assert_bad(&r, "zz*");
+
+	bg_start(&b, "loop 4000");
+	bg_wait_for(&b, "tick 1 ");
+	run(&r, "%s list -p %d 'target_a*'", kprobe, (int)b.pid);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert_str_eq(r.out, "cli_target:target_add\n");
+	run(&r, "%s list -p %d libc.so.6 'pthread_create'", kprobe, (int)b.pid);
+	cr_assert_str_eq(r.out, "libc.so.6:pthread_create\n", "%s", r.err);
+	/* Reading files only: the process got no agent. */
+	run(&r, "grep -c libkprobe-agent /proc/%d/maps", (int)b.pid);
+	cr_assert_str_eq(r.out, "0\n");
+	cr_assert(alive(b.pid));
+	bg_stop(&b);
 }
 
 Test(cli, attach_refused_without_ptrace_permission)
@@ -1149,8 +1194,8 @@ Test(cli, error_specs_and_usage)
 	assert_bad(&r, "arg9");
 	run(&r, "%s trace 'target_add retval' -- %s calls 1", kprobe, target);
 	assert_bad(&r, "retval");
-	run(&r, "%s trace 'target_add x=arg1:u32' -- %s calls 1", kprobe, target);
-	assert_bad(&r, "x=arg1:u32");
+	run(&r, "%s trace 'target_add x=arg1:u12' -- %s calls 1", kprobe, target);
+	assert_bad(&r, "x=arg1:u12");
 	run(&r, "%s trace 'target_add%%retrun' -- %s calls 1", kprobe, target);
 	assert_bad(&r, "%retrun");
 	run(&r, "%s count target_add --formt json -- %s", kprobe, target);

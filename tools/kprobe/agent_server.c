@@ -78,7 +78,7 @@ static void send_list(struct client *c)
 		if (!hide[0] || strncmp(line, hide, strlen(hide)))
 			reply(c, "= %s", line);
 	free(text);
-	reply(c, "OK");
+	reply(c, "OK enabled=%d", kprobes_enabled() ? 1 : 0);
 }
 
 static void finish_arm(struct client *c, int idx)

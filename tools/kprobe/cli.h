@@ -31,6 +31,8 @@ struct cli_opts {
 	bool follow;			/* -f */
 	bool zeros;			/* -z: count shows probes with no hits */
 	bool optimize_on;		/* optimize on|off */
+	const char *list_object;	/* list OBJECT [GLOB]: functions, not probes */
+	const char *list_glob;
 };
 
 /* Prints "kprobe: MESSAGE" on stderr and exits with status. */

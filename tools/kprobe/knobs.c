@@ -4,14 +4,29 @@
 #include "knobs.h"
 
 #include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "ctl_client.h"
 
+/* The probe lines as the agent sent them (the Kprobes list format),
+ * after a header line when probing is globally disabled: then none of them
+ * fires, whatever its own state says. */
+static void print_list(const struct cli_opts *o, const char *lines, const char *status)
+{
+	if (strstr(status, "enabled=0"))
+		printf("# probing is disabled in process %d: no probe fires "
+		       "(kprobe enable -p %d)\n", (int)o->pid, (int)o->pid);
+	fputs(lines ? lines : "", stdout);
+}
+
 int knobs_run(const struct cli_opts *o)
 {
 	struct ctl c;
-	char status[512];
+	char status[512], *list = NULL;
+	size_t list_len = 0;
+	FILE *data = NULL;
 	const char *req;
 	int rc = ctl_connect(&c, o->pid);
 
@@ -27,6 +42,9 @@ int knobs_run(const struct cli_opts *o)
 	switch (o->cmd) {
 	case CMD_LIST:
 		req = "LIST\n";
+		data = open_memstream(&list, &list_len);
+		if (!data)
+			cli_die(EXIT_FAIL, "out of memory");
 		break;
 	case CMD_ENABLE:
 		req = "ENABLE\n";
@@ -38,13 +56,18 @@ int knobs_run(const struct cli_opts *o)
 		req = o->optimize_on ? "OPTIMIZE on\n" : "OPTIMIZE off\n";
 		break;
 	}
-	rc = ctl_request(&c, req, stdout, status, sizeof(status), 10000, NULL, NULL);
+	rc = ctl_request(&c, req, data, status, sizeof(status), 10000, NULL, NULL);
 	ctl_close(&c);
+	if (data)
+		fclose(data);
 	if (rc < 0)
 		cli_die(EXIT_FAIL, "the agent of process %d does not answer: %s", (int)o->pid,
 			strerror(-rc));
 	if (rc > 0)
 		cli_die(EXIT_FAIL, "%s", status);
+	if (o->cmd == CMD_LIST)
+		print_list(o, list, status);
+	free(list);
 	fflush(stdout);
 	return 0;
 }

@@ -15,6 +15,7 @@
 #include "cli.h"
 #include "knobs.h"
 #include "launch.h"
+#include "list_functions.h"
 #include "session.h"
 
 #ifndef KPROBE_AGENT_INSTALL_DIR
@@ -106,6 +107,8 @@ int main(int argc, char **argv)
 	    (o.cmd <= CMD_LATENCY))
 		cli_die(EXIT_FAIL, "cannot find %s beside kprobe or in %s", AGENT_NAME,
 			KPROBE_AGENT_INSTALL_DIR);
+	if (o.cmd == CMD_LIST && o.list_object)
+		return list_functions_run(&o);
 	if (o.cmd > CMD_LATENCY)
 		return knobs_run(&o);
 	session_catch_signals();

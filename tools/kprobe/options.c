@@ -24,6 +24,7 @@ void cli_usage(FILE *f)
 	      "       kprobe count   [OPTIONS] PROBE...  (-- COMMAND [ARG...] | -p PID)\n"
 	      "       kprobe latency [OPTIONS] FUNCTION  (-- COMMAND [ARG...] | -p PID)\n"
 	      "       kprobe list    -p PID\n"
+	      "       kprobe list    [-p PID] [OBJECT] [GLOB]   (or kprobe -l ...)\n"
 	      "       kprobe enable|disable   -p PID\n"
 	      "       kprobe optimize on|off  -p PID\n"
 	      "\n"
@@ -173,6 +174,16 @@ static void add_probe_word(struct cli_opts *o, const char *word)
 	o->nspecs++;
 }
 
+/* list [OBJECT] [GLOB]: one word is the object (or, with -p, a glob if no
+ * loaded object has that name), two are the object and the glob. */
+static void add_list_word(struct cli_opts *o, const char *word)
+{
+	if (!o->list_object)
+		o->list_object = word;
+	else
+		o->list_glob = word;
+}
+
 static void parse_words(int argc, char **argv, int first, struct cli_opts *o,
 			const char **knob)
 {
@@ -204,6 +215,8 @@ static void parse_words(int argc, char **argv, int first, struct cli_opts *o,
 			unknown_option(a);
 		} else if (o->cmd == CMD_OPTIMIZE && !*knob) {
 			*knob = a;
+		} else if (o->cmd == CMD_LIST && !o->list_glob) {
+			add_list_word(o, a);
 		} else if (o->cmd >= CMD_LIST) {
 			bad("unexpected '%s' for %s", a, commands[o->cmd]);
 		} else {
@@ -253,7 +266,9 @@ void cli_parse(int argc, char **argv, struct cli_opts *o)
 		cli_usage(stdout);
 		exit(0);
 	}
-	o->cmd = parse_command(argv[1]);
+	/* -l: list, as bpftrace -l lists what can be probed. */
+	o->cmd = !strcmp(argv[1], "-l") || !strcmp(argv[1], "--list") ? CMD_LIST :
+									   parse_command(argv[1]);
 	o->action = o->cmd == CMD_TRACE ? ACT_TRACE : o->cmd == CMD_COUNT ? ACT_COUNT : ACT_LATENCY;
 	parse_words(argc, argv, 2, o, &knob);
 	if (o->cmd <= CMD_LATENCY) {
@@ -262,8 +277,11 @@ void cli_parse(int argc, char **argv, struct cli_opts *o)
 	}
 	if (o->command)
 		bad("%s works on a running process: use -p PID", commands[o->cmd]);
+	if (o->cmd == CMD_LIST && o->list_object)
+		return;
 	if (!o->pid)
-		bad("%s needs -p PID", commands[o->cmd]);
+		bad("%s needs -p PID%s", commands[o->cmd],
+		    o->cmd == CMD_LIST ? " or an OBJECT" : "");
 	if (o->cmd == CMD_OPTIMIZE) {
 		if (!knob || (strcmp(knob, "on") && strcmp(knob, "off")))
 			bad("optimize takes 'on' or 'off'");

@@ -9,7 +9,8 @@
  *   ARM                   the session config follows, ended by "END"
  *   DISARM                removes every probe of the session
  *   FLUSH                 copies the probes' miss counts to the session
- *   LIST                  "= " + one Kprobes list line per probe
+ *   LIST                  "= " + one Kprobes list line per probe, then
+ *                         "OK enabled=0|1" (the global enabled knob)
  *   ENABLE | DISABLE      the global enabled knob
  *   OPTIMIZE on|off       the optimization knob
  *
