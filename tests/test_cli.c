@@ -607,9 +607,40 @@ Test(cli, trace_narrow_integer_types)
 	cr_assert(strstr(r.out, "\"args\":{\"r\":-130,\"u\":65406,\"s\":33554302}"), "%s", r.out);
 	run(&r, "%s trace 'target_add arg1:s12' -- %s narrow", kprobe, target);
 	assert_bad(&r, "arg1:s12");
-	/* A probe cannot read the vector registers: refused, not garbage. */
-	run(&r, "%s trace 'target_add arg1:f64' -- %s narrow", kprobe, target);
+}
+
+/* argN:f64 is the N-th floating-point argument (xmm0..xmm7), numbered apart
+ * from the integer ones; retval:f64 is xmm0 at the return. */
+Test(cli, trace_floating_point_arguments)
+{
+	struct run r;
+	char out[128];
+	char *json;
+
+	temp_path(out, sizeof(out), "f64.json");
+	run(&r, "%s trace 'target_scale n=arg1:s64 k=arg2:s32 x=arg1:f64 y=arg2:f64' "
+	    "'target_scale%%return r=retval:f64' -- %s float 3", kprobe, target);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert(strstr(r.out, "15\n"), "program output changed: %s", r.out);
+	cr_assert_eq(count_occurrences(r.out, " target_scale n=3 k=2 x=1.5 y=0.25\n"), 3, "%s",
+		     r.out);
+	cr_assert_eq(count_occurrences(r.out, " target_scale%return r=5\n"), 3, "%s", r.out);
+	run(&r, "%s trace 'target_scale y=arg2:f64' --format json -o %s -- %s float 1", kprobe, out,
+	    target);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	json = slurp(out);
+	cr_assert(strstr(json, "\"args\":{\"y\":0.25}"), "%s", json);
+	free(json);
+	unlink(out);
+	/* Only where the vector registers hold them. */
+	run(&r, "%s trace 'target_scale+4 arg1:f64' -- %s float", kprobe, target);
 	assert_bad(&r, "arg1:f64");
+	run(&r, "%s trace 'target_scale%%return arg1:f64' -- %s float", kprobe, target);
+	assert_bad(&r, "arg1:f64");
+	run(&r, "%s trace 'target_scale arg9:f64' -- %s float", kprobe, target);
+	assert_bad(&r, "arg9:f64");
+	run(&r, "%s trace 'target_scale arg7:s64' -- %s float", kprobe, target);
+	assert_bad(&r, "arg7:s64");
 }
 
 Test(cli, trace_strings_never_crash)

@@ -45,6 +45,14 @@ PROBED void target_spin_ns(long ns)
 	while ((t.tv_sec - t0.tv_sec) * 1000000000L + (t.tv_nsec - t0.tv_nsec) < ns);
 }
 
+/* Integer and floating-point arguments interleaved: n and k arrive in rdi
+ * and rsi, x and y in xmm0 and xmm1; the result in xmm0. */
+PROBED double target_scale(long n, double x, int k, double y)
+{
+	sink += n;
+	return x * (double)n + y * k;
+}
+
 PROBED long target_recurse(long n)
 {
 	return n <= 0 ? 0 : 1 + target_recurse(n - 1);
@@ -264,7 +272,7 @@ static void usage(void)
 	fputs("usage: cli_target calls N | threads T N | busy T SECONDS |\n"
 	      "       masked T SECONDS | greet | spin NS N | recurse N |\n"
 	      "       lines N | statements N | loop [TICKS] | dlopen LIB N [DELAY_MS] |\n"
-	      "       dlcycle LIB N | fork N | exec N | spawn N | narrow | exit CODE |\n"
+	      "       dlcycle LIB N | fork N | exec N | spawn N | narrow | float [N] | exit CODE |\n"
 	      "       kill SIG | tp N | tploop\n",
 	      stderr);
 	exit(64);
@@ -327,6 +335,14 @@ int main(int argc, char **argv)
 		return run_tp_loop();
 	if (!strcmp(mode, "fork"))
 		return run_fork(a);
+	if (!strcmp(mode, "float")) {
+		double sum = 0;
+
+		for (long i = 0; i < (a ? a : 1); i++)
+			sum += target_scale(3, 1.5, 2, 0.25);
+		printf("%g\n", sum);
+		return 0;
+	}
 	if (!strcmp(mode, "narrow")) {	/* values whose low bits differ by type */
 		printf("%ld\n", target_add(-2, 0x1ffff80));
 		return 0;

@@ -27,6 +27,11 @@ struct agent_probe {
 	struct agent_session *session;
 	bool is_return;
 	struct kprobes_tracepoint *tp;	/* a tracepoint's handler, not a probe */
+	/* Entry probes with argN:f64: the kprobe only marks the hit, and this
+	 * jprobe's entry, which the library starts with the function's
+	 * registers, vector ones included, records the event. */
+	bool vector_args;
+	struct jprobe jp;
 	uint32_t desc;			/* descriptor index in the session */
 	uint8_t nargs;
 	uint8_t nstrings;
@@ -72,6 +77,9 @@ void agent_set_handlers(struct agent_probe *ap);
 /* The handler attached to a tracepoint probe's tracepoint (data: the
  * agent_probe). */
 void agent_tp_handler(struct kprobes_tracepoint *tp, const uint64_t *args, void *data);
+/* Whether the probe reads floating-point arguments at entry (then it needs
+ * its jprobe registered with it). */
+bool agent_probe_reads_vectors(const struct agent_probe *ap);
 /* Bytes of kretprobe instance data a probe needs. */
 size_t agent_return_data_size(const struct agent_probe *ap);
 

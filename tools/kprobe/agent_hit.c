@@ -327,7 +327,7 @@ static inline uint64_t arg_value(const struct pt_regs *regs, uint8_t src)
 		offsetof(struct pt_regs, di), offsetof(struct pt_regs, si),
 		offsetof(struct pt_regs, dx), offsetof(struct pt_regs, cx),
 		offsetof(struct pt_regs, r8), offsetof(struct pt_regs, r9),
-		offsetof(struct pt_regs, ax),
+		[ARG_SRC_RETVAL] = offsetof(struct pt_regs, ax),
 	};
 
 	return *(const uint64_t *)((const char *)regs + offsets[src]);
@@ -394,7 +394,8 @@ static inline __attribute__((always_inline)) int on_return_entry(struct kretprob
 }
 
 static inline __attribute__((always_inline)) int on_return(struct kretprobe_instance *ri,
-							   struct pt_regs *regs, bool tsc)
+							   struct pt_regs *regs, bool tsc,
+							   uint64_t xmm0)
 {
 	struct agent_probe *ap = container_of(ri->rp, struct agent_probe, u.rp);
 	struct return_data *d = (struct return_data *)ri->data;
@@ -417,8 +418,8 @@ static inline __attribute__((always_inline)) int on_return(struct kretprobe_inst
 	case ACT_TRACE:
 		t = stamp(tsc);
 		for (int i = 0; i < ap->nargs; i++)
-			vals[i] = ap->args[i].src == ARG_SRC_RETVAL ? regs_return_value(regs) :
-								      d->args[i];
+			vals[i] = ap->args[i].src != ARG_SRC_RETVAL ? d->args[i] :
+				  ap->args[i].type == ARG_F64 ? xmm0 : regs_return_value(regs);
 		emit(ap, EV_RETURN, t, &d->entry_time, 1, vals);
 		return 0;
 	}
@@ -447,12 +448,108 @@ static int return_entry_clock(struct kretprobe_instance *ri, struct pt_regs *reg
 
 static int return_tsc(struct kretprobe_instance *ri, struct pt_regs *regs)
 {
-	return on_return(ri, regs, true);
+	return on_return(ri, regs, true, 0);
 }
 
 static int return_clock(struct kretprobe_instance *ri, struct pt_regs *regs)
 {
-	return on_return(ri, regs, false);
+	return on_return(ri, regs, false, 0);
+}
+
+/* retval:f64: the return value is in xmm0.  libkprobes' return trampoline
+ * and dispatcher use general registers only and never trap, so xmm0 still
+ * holds it when the handler is called; these entry points copy it before
+ * any compiled code runs and pass it on as a third argument. */
+__attribute__((used)) static int return_f64_tsc_c(struct kretprobe_instance *ri,
+						  struct pt_regs *regs, uint64_t xmm0)
+{
+	return on_return(ri, regs, true, xmm0);
+}
+
+__attribute__((used)) static int return_f64_clock_c(struct kretprobe_instance *ri,
+						    struct pt_regs *regs, uint64_t xmm0)
+{
+	return on_return(ri, regs, false, xmm0);
+}
+
+int agent_return_f64_tsc(struct kretprobe_instance *ri, struct pt_regs *regs);
+int agent_return_f64_clock(struct kretprobe_instance *ri, struct pt_regs *regs);
+__asm__(".text\n"
+	".p2align 4\n"
+	".hidden agent_return_f64_tsc\n"
+	".type agent_return_f64_tsc, @function\n"
+	"agent_return_f64_tsc:\n"
+	"	movq %xmm0, %rdx\n"
+	"	jmp return_f64_tsc_c\n"
+	".size agent_return_f64_tsc, .-agent_return_f64_tsc\n"
+	".p2align 4\n"
+	".hidden agent_return_f64_clock\n"
+	".type agent_return_f64_clock, @function\n"
+	"agent_return_f64_clock:\n"
+	"	movq %xmm0, %rdx\n"
+	"	jmp return_f64_clock_c\n"
+	".size agent_return_f64_clock, .-agent_return_f64_clock\n");
+
+/* ---- argN:f64 at entry ----
+ * The floating-point arguments are in xmm0..xmm7, which a pre_handler
+ * cannot see (in the breakpoint path they are in the signal frame, not in
+ * the registers).  A jprobe's entry can: libkprobes starts it with the
+ * function's own registers, vector state included.  The probe's kprobe,
+ * whose pre_handler runs first at the same hit, names the probe for it. */
+static __thread struct agent_probe *tls_vector_probe TLS;
+
+static int vector_mark(struct kprobe *p, struct pt_regs *regs)
+{
+	struct agent_probe *ap = container_of(p, struct agent_probe, u.kp);
+
+	(void)regs;
+	tls_vector_probe = silent(ap->session) ? NULL : ap;
+	return 0;
+}
+
+/* With the prototype every function's arguments fit: the SysV ABI gives
+ * the integer ones rdi..r9 and the floating-point ones xmm0..xmm7, each
+ * class numbered on its own. */
+static void vector_entry(uint64_t a1, uint64_t a2, uint64_t a3, uint64_t a4, uint64_t a5,
+			 uint64_t a6, double x0, double x1, double x2, double x3, double x4,
+			 double x5, double x6, double x7)
+{
+	const uint64_t ints[SPEC_MAX_INT_ARG] = { a1, a2, a3, a4, a5, a6 };
+	const double fps[SPEC_MAX_FP_ARG] = { x0, x1, x2, x3, x4, x5, x6, x7 };
+	struct agent_probe *ap = tls_vector_probe;
+	uint64_t vals[SPEC_MAX_ARGS];
+
+	tls_vector_probe = NULL;
+	if (ap && ap->session->cfg.action == ACT_TRACE) {
+		for (int i = 0; i < ap->nargs; i++) {
+			uint8_t src = ap->args[i].src;
+
+			if (ap->args[i].type == ARG_F64)
+				__builtin_memcpy(&vals[i], &fps[src], sizeof(vals[i]));
+			else
+				vals[i] = ints[src < SPEC_MAX_INT_ARG ? src : 0];
+		}
+		emit(ap, EV_ENTRY, stamp(ap->session->time_tsc), NULL, 0, vals);
+	}
+	jprobe_return();
+}
+
+bool agent_probe_reads_vectors(const struct agent_probe *ap)
+{
+	if (ap->tp || ap->is_return)
+		return false;
+	for (int i = 0; i < ap->nargs; i++)
+		if (ap->args[i].type == ARG_F64)
+			return true;
+	return false;
+}
+
+static bool returns_f64(const struct agent_probe *ap)
+{
+	for (int i = 0; i < ap->nargs; i++)
+		if (ap->args[i].src == ARG_SRC_RETVAL && ap->args[i].type == ARG_F64)
+			return true;
+	return false;
 }
 
 /* A tracepoint argument as a 64-bit value of its spec type: integers
@@ -501,8 +598,16 @@ void agent_set_handlers(struct agent_probe *ap)
 
 	if (ap->is_return) {
 		ap->u.rp.entry_handler = tsc ? return_entry_tsc : return_entry_clock;
-		ap->u.rp.handler = tsc ? return_tsc : return_clock;
+		if (returns_f64(ap))
+			ap->u.rp.handler = tsc ? agent_return_f64_tsc : agent_return_f64_clock;
+		else
+			ap->u.rp.handler = tsc ? return_tsc : return_clock;
 		ap->u.rp.data_size = agent_return_data_size(ap);
+	} else if (agent_probe_reads_vectors(ap)) {
+		ap->vector_args = true;
+		ap->u.kp.pre_handler = vector_mark;
+		ap->jp.kp.addr = ap->u.kp.addr;
+		ap->jp.entry = (void *)vector_entry;
 	} else {
 		ap->u.kp.pre_handler = tsc ? entry_tsc : entry_clock;
 	}

@@ -142,10 +142,22 @@ static int register_some(struct agent_probe **v, int n, bool returns)
 		return register_kretprobes(rps, n);
 	}
 	struct kprobe *kps[BATCH];
+	struct jprobe *jps[BATCH];
+	int nj = 0, rc;
 
-	for (int i = 0; i < n; i++)
+	for (int i = 0; i < n; i++) {
 		kps[i] = &v[i]->u.kp;
-	return register_kprobes(kps, n);
+		if (v[i]->vector_args)
+			jps[nj++] = &v[i]->jp;
+	}
+	rc = register_kprobes(kps, n);
+	/* The jprobes after their kprobes, whose pre_handlers run first. */
+	if (!rc && nj) {
+		rc = register_jprobes(jps, nj);
+		if (rc)
+			unregister_kprobes(kps, n);
+	}
+	return rc;
 }
 
 /* Unregisters v[0..n) (NULL slots skipped), returns first. */
@@ -153,23 +165,30 @@ void agent_unregister_probes(struct agent_probe **v, int n)
 {
 	struct kretprobe *rps[BATCH];
 	struct kprobe *kps[BATCH];
+	struct jprobe *jps[BATCH];
 
 	for (int done = 0; done < n;) {
-		int nr = 0, nk = 0, i;
+		int nr = 0, nk = 0, nj = 0, i;
 
 		for (i = done; i < n && nr < BATCH && nk < BATCH; i++) {
 			if (!v[i])
 				continue;
-			if (v[i]->tp)
+			if (v[i]->tp) {
 				kprobes_tracepoint_detach(v[i]->tp, agent_tp_handler, v[i]);
-			else if (v[i]->is_return)
+			} else if (v[i]->is_return) {
 				rps[nr++] = &v[i]->u.rp;
-			else
+			} else {
 				kps[nk++] = &v[i]->u.kp;
+				if (v[i]->vector_args)
+					jps[nj++] = &v[i]->jp;
+			}
 		}
-		/* Returns first: they were registered last. */
+		/* Returns first: they were registered last; jprobes before
+		 * the kprobes that name their hits. */
 		if (nr)
 			unregister_kretprobes(rps, nr);
+		if (nj)
+			unregister_jprobes(jps, nj);
 		if (nk)
 			unregister_kprobes(kps, nk);
 		done = i;

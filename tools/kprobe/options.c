@@ -31,7 +31,7 @@ void cli_usage(FILE *f)
 	      "PROBE: [OBJECT:]SYMBOL[+OFFSET][%return] [ARG...] | [OBJECT:]0xADDRESS | FILE.c:LINE\n"
 	      "       | tp:PROVIDER:NAME [ARG...]   (a static tracepoint)\n"
 	      "ARG:   [NAME=]arg1..arg6|retval[:TYPE]   TYPE: u64 s64 x64 u32 s32 u16 s16 u8 s8\n"
-	      "       string, f64 (tracepoints only)\n"
+	      "       string f64 (argN:f64, arg1..arg8: the N-th floating-point argument)\n"
 	      "\n"
 	      "options:\n"
 	      "  -o, --output FILE          write the results to FILE\n"

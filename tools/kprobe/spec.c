@@ -116,6 +116,18 @@ static int parse_type(const char *s, enum arg_type *t)
 	return -EINVAL;
 }
 
+/* Where the agent can read a floating-point value: the vector registers
+ * at a function's first instruction (where the ABI puts the arguments),
+ * xmm0 at its return, or a tracepoint's packed argument. */
+static bool f64_readable(const struct probe_spec *s, int source)
+{
+	if (s->kind == SPEC_TRACEPOINT)
+		return true;
+	if (source == ARG_SRC_RETVAL)
+		return s->is_return;
+	return s->kind == SPEC_SYMBOL && !s->offset && !s->is_return;
+}
+
 int spec_add_arg(struct probe_spec *s, const char *tok, char *err, size_t errlen)
 {
 	const char *eq = strchr(tok, '=');
@@ -136,25 +148,23 @@ int spec_add_arg(struct probe_spec *s, const char *tok, char *err, size_t errlen
 	source = arg_source(src, srclen);
 	if (source < 0)
 		return fail(err, errlen, "bad argument '%s' (expected arg1..arg6 or retval)", tok);
+	if (colon && parse_type(colon + 1, &type))
+		return fail(err, errlen, "bad type in '%s' (expected u64, s64, x64, u32, s32, u16, s16, "
+			    "u8, s8, f64 or string)", tok);
 	if (source == 100) {
 		long n = strtol(src + 3, NULL, 10);
+		long max = type == ARG_F64 ? SPEC_MAX_FP_ARG : SPEC_MAX_INT_ARG;
 
-		if (n < 1 || n > 6 || srclen > 4)
-			return fail(err, errlen, "bad argument '%s': only arg1..arg6 exist", tok);
+		if (n < 1 || n > max || srclen > 4)
+			return fail(err, errlen, "bad argument '%s': only arg1..arg%ld exist%s", tok,
+				    max, type == ARG_F64 ? " for f64" : "");
 		source = (int)n - 1;
 	}
 	if (source == ARG_SRC_RETVAL && !s->is_return)
 		return fail(err, errlen, "'%s': retval needs a %%return probe", tok);
-	if (colon && parse_type(colon + 1, &type))
-		return fail(err, errlen, "bad type in '%s' (expected u64, s64, x64, u32, s32, u16, s16, "
-			    "u8, s8, f64 or string)",
-			    tok);
-	/* A probe's floating-point arguments and return value are in vector
-	 * registers, which the probe handlers are not given: refuse rather
-	 * than print an integer register's bits as a double. */
-	if (type == ARG_F64 && s->kind != SPEC_TRACEPOINT)
-		return fail(err, errlen, "'%s': f64 is only for tracepoint arguments (a probe "
-			    "cannot read the vector registers)", tok);
+	if (type == ARG_F64 && !f64_readable(s, source))
+		return fail(err, errlen, "'%s': argN:f64 is read at a function's entry (a SYMBOL "
+			    "without +OFFSET or %%return) or from a tracepoint", tok);
 	a = &s->args[s->nargs++];
 	if (eq)
 		snprintf(a->name, sizeof(a->name), "%.*s", (int)(eq - tok), tok);

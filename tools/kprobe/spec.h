@@ -8,7 +8,9 @@
  *                                 argument; none given: all, by name)
  *
  * ARG is [NAME=]arg1..arg6|retval[:TYPE], TYPE one of u64 s64 x64 u32 s32 u16
- * s16 u8 s8 f64 string. */
+ * s16 u8 s8 f64 string; argN:f64 (arg1..arg8) is the N-th floating-point
+ * argument, at a function's entry (SYMBOL without +OFFSET or %return) or of
+ * a tracepoint; retval:f64 the floating-point return value. */
 #ifndef KPROBE_SPEC_H
 #define KPROBE_SPEC_H
 
@@ -34,12 +36,17 @@ enum arg_type {
 	ARG_S32, ARG_U32, ARG_S16, ARG_U16, ARG_S8, ARG_U8,
 };
 
-/* Where an argument's value comes from. */
-#define ARG_SRC_RETVAL 6	/* 0..5: arg1..arg6 */
+/* Where an argument's value comes from: 0..5 for arg1..arg6, the integer
+ * arguments (rdi, rsi, rdx, rcx, r8, r9); with f64, 0..7 for arg1..arg8,
+ * the floating-point arguments (xmm0..xmm7), which the SysV ABI numbers
+ * apart from the integer ones. */
+#define ARG_SRC_RETVAL 8
+#define SPEC_MAX_INT_ARG 6
+#define SPEC_MAX_FP_ARG 8
 
 struct spec_arg {
 	char name[SPEC_NAME_MAX];
-	uint8_t src;		/* 0..5 for arg1..arg6, ARG_SRC_RETVAL */
+	uint8_t src;		/* argN - 1, or ARG_SRC_RETVAL */
 	uint8_t type;		/* enum arg_type */
 };
 
