@@ -10,6 +10,8 @@
  * static elfutils archives is their error state: theirs lives in
  * local-exec TLS, which a shared object cannot hold. */
 #include <dlfcn.h>
+#include <elfutils/libdw.h>
+#include <libelf.h>
 #include <stdio.h>
 
 #include <Zydis/Zydis.h>
@@ -128,11 +130,8 @@ ZydisRegister ZydisRegisterGetLargestEnclosing(ZydisMachineMode mode, ZydisRegis
  * Nothing in the agent shows libelf's or libdw's messages: it reports
  * what it was doing instead. */
 
-int elf_errno(void);
-const char *elf_errmsg(int error);
+/* elfutils' internal setters, which its headers do not declare. */
 void __libelf_seterrno(int value);
-int dwarf_errno(void);
-const char *dwarf_errmsg(int error);
 void __libdw_seterrno(int value);
 
 static __thread int libelf_error, libdw_error;
