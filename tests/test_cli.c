@@ -562,6 +562,21 @@ Test(cli, unqualified_symbol_never_resolves_into_the_agent)
 
 	run(&r, "%s count adler32 -- %s calls 1", kprobe, target);
 	assert_bad(&r, "adler32");
+	run(&r, "%s count 'Zydis*' -- %s calls 1", kprobe, target);
+	assert_bad(&r, "Zydis*");
+}
+
+/* The program's own lookups find nothing of the agent's libraries. */
+Test(cli, program_lookups_never_find_the_agents_libraries)
+{
+	struct run r;
+
+	run(&r, "%s count target_add -- %s dlsym ZydisDecoderInit elf_begin dwarf_begin deflate "
+	    "lzma_code BZ2_bzDecompress malloc", kprobe, target);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert(strstr(r.out, "ZydisDecoderInit: absent\nelf_begin: absent\n"
+			 "dwarf_begin: absent\ndeflate: absent\nlzma_code: absent\n"
+			 "BZ2_bzDecompress: absent\nmalloc: found\n"), "%s", r.out);
 }
 
 /* ---- trace ---- */

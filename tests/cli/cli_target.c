@@ -272,7 +272,7 @@ static void usage(void)
 	fputs("usage: cli_target calls N | threads T N | busy T SECONDS |\n"
 	      "       masked T SECONDS | greet | spin NS N | recurse N |\n"
 	      "       lines N | statements N | loop [TICKS] | dlopen LIB N [DELAY_MS] |\n"
-	      "       dlcycle LIB N | fork N | exec N | spawn N | narrow | float [N] | exit CODE |\n"
+	      "       dlcycle LIB N | fork N | exec N | spawn N | narrow | float [N] | dlsym NAME... | exit CODE |\n"
 	      "       kill SIG | tp N | tploop\n",
 	      stderr);
 	exit(64);
@@ -335,6 +335,11 @@ int main(int argc, char **argv)
 		return run_tp_loop();
 	if (!strcmp(mode, "fork"))
 		return run_fork(a);
+	if (!strcmp(mode, "dlsym")) {	/* what the program's own lookups find */
+		for (int i = 2; i < argc; i++)
+			printf("%s: %s\n", argv[i], dlsym(RTLD_DEFAULT, argv[i]) ? "found" : "absent");
+		return 0;
+	}
 	if (!strcmp(mode, "float")) {
 		double sum = 0;
 

@@ -108,9 +108,13 @@ static int nprivate = -1;	/* -1: the set below is to be worked out */
 
 void *agent_object_open_private(const char *soname)
 {
-	void *h = dlopen(soname, RTLD_NOW | RTLD_LOCAL);
+	/* Already loaded: the program's, which the agent merely uses. */
+	void *h = dlopen(soname, RTLD_NOW | RTLD_NOLOAD);
 	struct link_map *lm = NULL;
 
+	if (h)
+		return h;
+	h = dlopen(soname, RTLD_NOW | RTLD_LOCAL);
 	if (!h)
 		return NULL;
 	if (dlinfo(h, RTLD_DI_LINKMAP, &lm) == 0 && lm && nroots < MAX_PRIVATE_ROOTS) {
