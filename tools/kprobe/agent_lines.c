@@ -25,6 +25,7 @@
 #ifndef KP_LIBDW_SONAME
 #define KP_LIBDW_SONAME "libdw.so.1"
 #endif
+
 struct object {
 	char path[PATH_MAX];
 	uintptr_t bias;
