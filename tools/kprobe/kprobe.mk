@@ -34,8 +34,8 @@ $(B)/kprobe-agent/%.o: %.c
 # them; Zydis and, for FILE:LINE, libdw.so are loaded privately
 # (agent_private.c, agent_lines.c), by these sonames.
 KP_SONAME_OF = $(shell objdump -p $$($(CC) -print-file-name=$(1)) 2>/dev/null | awk '/SONAME/ { print $$2 }')
-KP_ZYDIS_SONAME := $(call KP_SONAME_OF,libZydis.so)
-KP_LIBDW_SONAME := $(call KP_SONAME_OF,libdw.so)
+KP_ZYDIS_SONAME := $(or $(call KP_SONAME_OF,libZydis.so),libZydis.so.4.0)
+KP_LIBDW_SONAME := $(or $(call KP_SONAME_OF,libdw.so),libdw.so.1)
 $(B)/kprobe-agent/$(KP_DIR)/agent_private.o: KP_CFLAGS += -DKP_ZYDIS_SONAME='"$(KP_ZYDIS_SONAME)"'
 $(B)/kprobe-agent/$(KP_DIR)/agent_lines.o: KP_CFLAGS += -DKP_LIBDW_SONAME='"$(KP_LIBDW_SONAME)"'
 
