@@ -24,7 +24,7 @@ void cli_usage(FILE *f)
 	      "       kprobe count   [OPTIONS] PROBE...  (-- COMMAND [ARG...] | -p PID)\n"
 	      "       kprobe latency [OPTIONS] FUNCTION  (-- COMMAND [ARG...] | -p PID)\n"
 	      "       kprobe list    -p PID\n"
-	      "       kprobe list    [-p PID] [OBJECT] [GLOB]   (or kprobe -l ...)\n"
+	      "       kprobe list    [-p PID] OBJECT|GLOB [GLOB]   (functions; or kprobe -l)\n"
 	      "       kprobe enable|disable   -p PID\n"
 	      "       kprobe optimize on|off  -p PID\n"
 	      "\n"
