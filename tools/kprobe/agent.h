@@ -77,9 +77,6 @@ void agent_set_handlers(struct agent_probe *ap);
 /* The handler attached to a tracepoint probe's tracepoint (data: the
  * agent_probe). */
 void agent_tp_handler(struct kprobes_tracepoint *tp, const uint64_t *args, void *data);
-/* Whether the probe reads floating-point arguments at entry (then it needs
- * its jprobe registered with it). */
-bool agent_probe_reads_vectors(const struct agent_probe *ap);
 /* Bytes of kretprobe instance data a probe needs. */
 size_t agent_return_data_size(const struct agent_probe *ap);
 

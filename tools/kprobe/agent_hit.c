@@ -534,7 +534,9 @@ static void vector_entry(uint64_t a1, uint64_t a2, uint64_t a3, uint64_t a4, uin
 	jprobe_return();
 }
 
-bool agent_probe_reads_vectors(const struct agent_probe *ap)
+/* Whether the probe reads floating-point arguments at entry (then it needs
+ * its jprobe, registered with it). */
+static bool reads_vector_args(const struct agent_probe *ap)
 {
 	if (ap->tp || ap->is_return)
 		return false;
@@ -603,7 +605,7 @@ void agent_set_handlers(struct agent_probe *ap)
 		else
 			ap->u.rp.handler = tsc ? return_tsc : return_clock;
 		ap->u.rp.data_size = agent_return_data_size(ap);
-	} else if (agent_probe_reads_vectors(ap)) {
+	} else if (reads_vector_args(ap)) {
 		ap->vector_args = true;
 		ap->u.kp.pre_handler = vector_mark;
 		ap->jp.kp.addr = ap->u.kp.addr;
