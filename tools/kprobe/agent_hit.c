@@ -474,7 +474,7 @@ __attribute__((used)) static int return_f64_clock_c(struct kretprobe_instance *r
 
 int agent_return_f64_tsc(struct kretprobe_instance *ri, struct pt_regs *regs);
 int agent_return_f64_clock(struct kretprobe_instance *ri, struct pt_regs *regs);
-__asm__(".text\n"
+__asm__(".pushsection .text\n"
 	".p2align 4\n"
 	".hidden agent_return_f64_tsc\n"
 	".type agent_return_f64_tsc, @function\n"
@@ -488,7 +488,8 @@ __asm__(".text\n"
 	"agent_return_f64_clock:\n"
 	"	movq %xmm0, %rdx\n"
 	"	jmp return_f64_clock_c\n"
-	".size agent_return_f64_clock, .-agent_return_f64_clock\n");
+	".size agent_return_f64_clock, .-agent_return_f64_clock\n"
+	".popsection\n");
 
 /* ---- argN:f64 at entry ----
  * The floating-point arguments are in xmm0..xmm7, which a pre_handler
