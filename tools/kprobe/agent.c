@@ -75,7 +75,7 @@ static void start_from_environment(const char *config)
 	follow_forks = strstr(config, "\nfollow 1\n") != NULL;
 	if (!follow_forks)
 		restore_environment();
-	if (agent_session_start(config, follower, err, sizeof(err), &kind)) {
+	if (agent_session_start(config, -1, follower, err, sizeof(err), &kind)) {
 		if (follower)
 			return;
 		/* Nothing is armed and the CLI has the reason: never let the

@@ -47,6 +47,9 @@ struct agent_deferred {
 struct agent_session {
 	struct session_config cfg;
 	struct kps_map map;
+	uint32_t nrings;		/* rings the CLI gave the session */
+	int shm_fd;			/* kept open for exec'd children (-f), or -1 */
+	uint64_t shm_ino;		/* its inode, to know it is still ours */
 	unsigned int gen;		/* tells threads their cached ring is stale */
 	bool follower;			/* an exec'd child joining a running session */
 	bool time_tsc;			/* events stamped with the TSC */
@@ -83,9 +86,11 @@ size_t agent_return_data_size(const struct agent_probe *ap);
 /* agent_session.c: start (all-or-none) and stop a session.  On failure
  * err gets one line and *kind the exit status class (2 bad probe, 1 other),
  * which also goes to the session memory.  A follower (an exec'd child of a
- * followed command) joins a running session and arms what it can. */
-int agent_session_start(const char *config, bool follower, char *err, size_t errlen,
-			int *kind);
+ * followed command) joins a running session and arms what it can.
+ * shm_fd is the session memory passed over the control socket (config
+ * "shm passed"), or -1; it is always consumed. */
+int agent_session_start(const char *config, int shm_fd, bool follower, char *err,
+			size_t errlen, int *kind);
 void agent_session_stop(void);
 /* Copies the probes' miss counts into the descriptors. */
 void agent_session_flush(void);

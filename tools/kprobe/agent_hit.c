@@ -77,6 +77,17 @@ static bool owner_is_dead(uint64_t owner)
 	       -ESRCH;
 }
 
+/* Tells the CLI how far to look for claimed rings. */
+static void raise_rings_hint(struct agent_session *s, int ring)
+{
+	uint32_t hint = __atomic_load_n(&s->map.hdr->rings_hint, __ATOMIC_RELAXED);
+
+	while (hint < (uint32_t)ring + 1 &&
+	       !__atomic_compare_exchange_n(&s->map.hdr->rings_hint, &hint, (uint32_t)ring + 1,
+					    true, __ATOMIC_RELEASE, __ATOMIC_RELAXED))
+		;
+}
+
 /* Claims a free ring, or one whose owner died and whose events were all
  * read.  Only on a thread's first hit in a session. */
 static int claim_ring(struct agent_session *s)
@@ -87,7 +98,7 @@ static int claim_ring(struct agent_session *s)
 
 	tls_pid = pid;
 	for (int pass = 0; pass < 2; pass++) {
-		for (int i = 0; i < KPS_RINGS; i++) {
+		for (int i = 0; i < (int)s->nrings; i++) {
 			struct kps_ring *r = &s->map.rings[i];
 			uint64_t owner = __atomic_load_n(&r->owner, __ATOMIC_ACQUIRE);
 
@@ -99,6 +110,7 @@ static int claim_ring(struct agent_session *s)
 			if (__atomic_compare_exchange_n(&r->owner, &owner, me, false,
 							__ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
 				__atomic_store_n(&r->used, 1, __ATOMIC_RELEASE);
+				raise_rings_hint(s, i);
 				return i;
 			}
 		}

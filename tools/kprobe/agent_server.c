@@ -85,7 +85,8 @@ static void finish_arm(struct client *c, int idx)
 {
 	char err[KPS_MSG];
 	int kind = 1;
-	int rc = agent_session_start(c->arm ? c->arm : "", false, err, sizeof(err), &kind);
+	int rc = agent_session_start(c->arm ? c->arm : "", line_reader_take_fd(&c->rd), false, err,
+				     sizeof(err), &kind);
 
 	free(c->arm);
 	c->arm = NULL;
@@ -156,7 +157,10 @@ static void handle_line(struct client *c, int idx, const char *line)
 static void client_close(int idx)
 {
 	struct client *c = &clients[idx];
+	int passed = line_reader_take_fd(&c->rd);
 
+	if (passed >= 0)
+		close(passed);
 	close(c->fd);
 	free(c->arm);
 	memset(c, 0, sizeof(*c));
@@ -192,6 +196,8 @@ static void accept_client(void)
 		if (clients[i].fd < 0) {
 			clients[i].fd = fd;
 			line_reader_init(&clients[i].rd, fd);
+			/* ARM brings the session memory along. */
+			clients[i].rd.want_fds = true;
 			return;
 		}
 	}

@@ -7,7 +7,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdint.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -19,27 +21,91 @@ pthread_mutex_t agent_lock = PTHREAD_MUTEX_INITIALIZER;
 struct agent_session *agent_session;
 static unsigned int next_gen = 1;
 
-static int map_shm(struct agent_session *s, struct agent_fail *f)
+/* The session memory's descriptor as the config names it: "fd:N",
+ * inherited from the CLI by a launched command, or "passed" with the ARM
+ * request.  *keep: stay open for exec'd children (a followed command). */
+static int session_fd(struct agent_session *s, int passed, bool *keep, struct agent_fail *f)
 {
-	int fd = shm_open(s->cfg.shm, O_RDWR | O_CLOEXEC, 0);
+	const char *ref = s->cfg.shm;
+	char *end;
+	long n;
+
+	*keep = false;
+	if (!strcmp(ref, "passed")) {
+		if (passed < 0)
+			return agent_fail(f, 1, -EBADF, "no session memory came with the request");
+		return passed;
+	}
+	if (passed >= 0)
+		close(passed);
+	if (strncmp(ref, "fd:", 3) || ref[3] < '0' || ref[3] > '9')
+		return agent_fail(f, 1, -EINVAL, "unknown session memory '%.32s'", ref);
+	errno = 0;
+	n = strtol(ref + 3, &end, 10);
+	if (errno || *end || n > INT32_MAX)
+		return agent_fail(f, 1, -EINVAL, "unknown session memory '%.32s'", ref);
+	*keep = s->cfg.follow;
+	return (int)n;
+}
+
+static uint64_t st_ino_of(int fd)
+{
+	struct stat st;
+
+	return fstat(fd, &st) ? 0 : (uint64_t)st.st_ino;
+}
+
+/* The CLI's memory: sealed at the session's size (nobody can shrink it
+ * under a mapping). */
+static int check_shm_fd(int fd)
+{
+	struct stat st;
+	int seals = fcntl(fd, F_GET_SEALS);
+	const int need = F_SEAL_SHRINK | F_SEAL_GROW;
+
+	if (fstat(fd, &st))
+		return -errno;
+	if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size != kps_size() || seals < 0 ||
+	    (seals & need) != need)
+		return -EPROTO;
+	return 0;
+}
+
+static int map_shm(struct agent_session *s, int passed, struct agent_fail *f)
+{
+	bool keep;
+	int fd = session_fd(s, passed, &keep, f), rc;
 	void *base;
 
 	if (fd < 0)
-		return agent_fail(f, 1, -errno, "cannot open the session memory %s: %s",
-				  s->cfg.shm, strerror(errno));
-	base = mmap(NULL, kps_size(), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	close(fd);
+		return fd;
+	rc = check_shm_fd(fd);
+	if (rc) {
+		if (!keep)
+			close(fd);
+		return agent_fail(f, 1, rc, "the session memory is not the tool's: %s",
+				  strerror(-rc));
+	}
+	base = mmap(NULL, kps_size(), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
+	rc = -errno;
+	if (keep) {
+		s->shm_fd = fd;
+		s->shm_ino = st_ino_of(fd);
+	} else {
+		close(fd);
+	}
 	if (base == MAP_FAILED)
-		return agent_fail(f, 1, -errno, "cannot map the session memory: %s",
-				  strerror(errno));
+		return agent_fail(f, 1, rc, "cannot map the session memory: %s", strerror(-rc));
 	kps_map_views(&s->map, base);
 	if (s->map.hdr->magic != KPS_MAGIC || s->map.hdr->max_probes != KPS_MAX_PROBES ||
-	    s->map.hdr->nrings != KPS_RINGS || s->map.hdr->ring_bytes != KPS_RING_BYTES) {
+	    !s->map.hdr->nrings || s->map.hdr->nrings > KPS_RINGS ||
+	    s->map.hdr->ring_bytes != KPS_RING_BYTES) {
 		munmap(base, kps_size());
 		s->map.base = NULL;
 		return agent_fail(f, 1, -EPROTO, "the session memory has another layout "
 				  "(kprobe and its agent are from different builds)");
 	}
+	s->nrings = s->map.hdr->nrings;
 	return 0;
 }
 
@@ -75,6 +141,9 @@ static void session_free(struct agent_session *s)
 	free(s->deferred);
 	if (s->map.base)
 		munmap(s->map.base, kps_size());
+	/* Unless the program has closed it and reused the number. */
+	if (s->shm_fd >= 0 && st_ino_of(s->shm_fd) == s->shm_ino)
+		close(s->shm_fd);
 	config_free(&s->cfg);
 	free(s);
 }
@@ -118,8 +187,8 @@ static void report_failure(struct agent_session *s, const struct agent_fail *f)
 	__atomic_store_n(&h->status, KPS_FAILED, __ATOMIC_RELEASE);
 }
 
-int agent_session_start(const char *config, bool follower, char *err, size_t errlen,
-			int *kind)
+int agent_session_start(const char *config, int shm_fd, bool follower, char *err,
+			size_t errlen, int *kind)
 {
 	struct agent_session *s = calloc(1, sizeof(*s));
 	struct resolve_list pts = { 0 };
@@ -132,6 +201,7 @@ int agent_session_start(const char *config, bool follower, char *err, size_t err
 		rc = agent_fail(&f, 1, -ENOMEM, "out of memory");
 		goto out;
 	}
+	s->shm_fd = -1;
 	if (agent_session) {
 		rc = agent_fail(&f, 1, -EBUSY, "another kprobe session is using process %d",
 				getpid());
@@ -142,7 +212,8 @@ int agent_session_start(const char *config, bool follower, char *err, size_t err
 		f.kind = 2;
 		goto out;
 	}
-	rc = map_shm(s, &f);
+	rc = map_shm(s, shm_fd, &f);
+	shm_fd = -1;
 	if (rc)
 		goto out;
 	s->follower = follower;
@@ -174,6 +245,8 @@ int agent_session_start(const char *config, bool follower, char *err, size_t err
 	s = NULL;
 out:
 	resolve_list_free(&pts);
+	if (shm_fd >= 0)
+		close(shm_fd);
 	if (s)
 		session_free(s);
 	if (kind)

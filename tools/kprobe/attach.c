@@ -70,10 +70,14 @@ static void arm(struct session *s)
 {
 	struct tracee_set held = { 0 };
 	struct arm_wait w = { s, &held, cli_now_ns() };
-	char *config = session_config(s), *req, status[KPS_MSG + 64];
+	char *config, *req, status[KPS_MSG + 64];
 	pid_t agent_tid = agent_thread(&s->ctl);
 	int rc;
 
+	/* The session memory goes with the request: the agent needs no
+	 * name to open, and the memory never becomes its user's. */
+	s->ctl.pass_fd = session_pass_fd(s);
+	config = session_config(s);
 	if (!config || asprintf(&req, "ARM\n%sEND\n", config) < 0)
 		cli_die(EXIT_FAIL, "out of memory");
 	free(config);
@@ -87,6 +91,7 @@ static void arm(struct session *s)
 	 * out of the masks the threads already have. */
 	tracee_unblock(&held, SIGTRAP);
 	rc = ctl_request(&s->ctl, req, NULL, status, sizeof(status), -1, arm_progress, &w);
+	session_handed_over(s);
 	if (held.n)
 		tracee_release(&held);
 	free(req);
@@ -120,7 +125,6 @@ int attach_run(struct session *s, const char *agent)
 	bool alive = true;
 
 	s->target = o->pid;
-	session_share_with(s, o->pid);
 	attach_connect(&s->ctl, o->pid, agent);
 	arm(s);
 	output_begin(&s->out);

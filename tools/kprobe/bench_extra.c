@@ -47,14 +47,14 @@ static int cmp_double(const void *a, const void *b)
 }
 
 /* The session memory, as the CLI makes it. */
-static char shm_name[64];
+static int shm_fd = -1;
 static struct kps_map map;
 
 static uint64_t ring_backlog(void)
 {
 	uint64_t n = 0;
 
-	for (int i = 0; i < KPS_RINGS; i++)
+	for (uint32_t i = 0; i < map.hdr->rings_hint; i++)
 		n += __atomic_load_n(&map.rings[i].head, __ATOMIC_ACQUIRE) -
 		     __atomic_load_n(&map.rings[i].tail, __ATOMIC_ACQUIRE);
 	return n;
@@ -96,14 +96,14 @@ static void make_shm(void)
 	int fd;
 	void *base;
 
-	snprintf(shm_name, sizeof(shm_name), "/kprobe-bench-%d", (int)getpid());
-	fd = shm_open(shm_name, O_RDWR | O_CREAT | O_TRUNC, 0600);
-	if (fd < 0 || ftruncate(fd, (off_t)kps_size())) {
-		perror("shm");
+	fd = memfd_create("kprobe-bench", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	if (fd < 0 || ftruncate(fd, (off_t)kps_size()) ||
+	    fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW)) {
+		perror("session memory");
 		exit(1);
 	}
 	base = mmap(NULL, kps_size(), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	close(fd);
+	shm_fd = fd;
 	if (base == MAP_FAILED) {
 		perror("mmap");
 		exit(1);
@@ -128,9 +128,9 @@ static void start(const char *action, const char *probe)
 	int kind;
 
 	reset_shm();
-	snprintf(config, sizeof(config), "shm %s\naction %s\nfollow 0\nprobe %s\n", shm_name,
-		 action, probe);
-	if (agent_session_start(config, false, err, sizeof(err), &kind)) {
+	snprintf(config, sizeof(config), "shm passed\naction %s\nfollow 0\nprobe %s\n", action,
+		 probe);
+	if (agent_session_start(config, dup(shm_fd), false, err, sizeof(err), &kind)) {
 		fprintf(stderr, "kprobe-bench-extra: %s\n", err);
 		exit(1);
 	}
@@ -146,7 +146,7 @@ static void *reader(void *arg)
 {
 	(void)arg;
 	while (__atomic_load_n(&reading, __ATOMIC_ACQUIRE)) {
-		for (int i = 0; i < KPS_RINGS; i++) {
+		for (uint32_t i = 0; i < map.hdr->rings_hint; i++) {
 			struct kps_ring *r = &map.rings[i];
 			const unsigned char *data = map.ring_data + (size_t)i * KPS_RING_BYTES;
 			uint64_t head = __atomic_load_n(&r->head, __ATOMIC_ACQUIRE), tail = r->tail;
@@ -178,7 +178,7 @@ static uint64_t lost(void)
 {
 	uint64_t n = map.hdr->ringless_lost;
 
-	for (int i = 0; i < KPS_RINGS; i++)
+	for (uint32_t i = 0; i < map.hdr->rings_hint; i++)
 		n += map.rings[i].lost;
 	return n;
 }
@@ -230,7 +230,7 @@ int main(int argc, char **argv)
 	__atomic_store_n(&reading, 0, __ATOMIC_RELEASE);
 	pthread_join(th, NULL);
 	agent_session_stop();
-	shm_unlink(shm_name);
+	close(shm_fd);
 
 	if (json) {
 		printf("{\"call\":%.2f,\"probe_ns\":%.2f,\"count_extra\":%.2f,\"trace_extra\":%.2f,"

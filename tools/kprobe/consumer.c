@@ -1,6 +1,12 @@
-/* Draining the per-thread rings (single consumer: this process). */
+/* Draining the per-thread rings (single consumer: this process).
+ *
+ * The target writes the rings, and may write anything there: a position
+ * is read once and checked before use, a record's size is checked against
+ * what is left of the ring before anything is copied, decoding works on
+ * the copy only, and the read position that counts is our own. */
 #include "consumer.h"
 
+#include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -10,8 +16,52 @@ struct copied {
 	struct kps_event ev;
 };
 
+int consumer_init(struct consumer *c, const struct kps_map *map, const struct cli_opts *opts,
+		  uint32_t nrings, bool time_tsc, uint64_t tsc_base, uint64_t ns_base)
+{
+	memset(c, 0, sizeof(*c));
+	c->map = map;
+	c->opts = opts;
+	c->nrings = nrings > KPS_RINGS ? KPS_RINGS : nrings;
+	c->time_tsc = time_tsc;
+	c->tsc_base = tsc_base;
+	c->ns_base = ns_base;
+	c->tails = calloc(c->nrings ? c->nrings : 1, sizeof(*c->tails));
+	return c->tails ? 0 : -ENOMEM;
+}
+
+static uint64_t add_sat(uint64_t a, uint64_t b)
+{
+	return a + b < a ? UINT64_MAX : a + b;
+}
+
+void consumer_copy_text(char *dst, size_t dstlen, const char *src, size_t srclen)
+{
+	size_t n = 0;
+
+	if (!dstlen)
+		return;
+	for (; n + 1 < dstlen && n < srclen; n++) {
+		unsigned char ch = (unsigned char)((volatile const char *)src)[n];
+
+		if (!ch)
+			break;
+		dst[n] = ch < 0x20 || ch == 0x7f ? '?' : (char)ch;
+	}
+	dst[n] = '\0';
+}
+
+uint32_t consumer_rings_claimed(const struct consumer *c)
+{
+	uint32_t hint = __atomic_load_n(&c->map->hdr->rings_hint, __ATOMIC_ACQUIRE);
+
+	return hint < c->nrings ? hint : c->nrings;
+}
+
 static int grow(struct consumer *c, size_t more)
 {
+	if (more > CONSUMER_DRAIN_MAX || c->len > CONSUMER_DRAIN_MAX)
+		return -1;
 	if (c->len + more > c->cap) {
 		size_t cap = (c->len + more) * 2;
 		unsigned char *b = realloc(c->buf, cap);
@@ -24,45 +74,90 @@ static int grow(struct consumer *c, size_t more)
 	return 0;
 }
 
-/* Copies ring i's events from tail up to head and frees their space; a
- * corrupt record makes the rest of the ring be skipped. */
-static void copy_ring(struct consumer *c, int i)
+/* Copies ring i's events from our tail up to its head, about budget bytes
+ * at most, and frees their space; returns the bytes of records read.  A
+ * ring whose positions or records make no sense is skipped up to its head. */
+static size_t copy_ring(struct consumer *c, uint32_t i, size_t budget)
 {
 	struct kps_ring *r = &c->map->rings[i];
 	const unsigned char *data = c->map->ring_data + (size_t)i * KPS_RING_BYTES;
 	uint64_t owner = __atomic_load_n(&r->owner, __ATOMIC_ACQUIRE);
 	uint64_t head = __atomic_load_n(&r->head, __ATOMIC_ACQUIRE);
-	uint64_t tail = r->tail;
+	uint64_t tail = c->tails[i];
+	size_t work = 0;
 
-	while (tail < head) {
-		const struct kps_event *ev = (const void *)(data + (tail & (KPS_RING_BYTES - 1)));
-		uint32_t size = ev->size;
+	/* A producer is never more than a ring ahead (nor behind us). */
+	if (head - tail > KPS_RING_BYTES || tail % 8) {
+		c->corrupt++;
+		tail = head;
+	}
+	while (tail != head && work < budget) {
+		uint32_t pos = (uint32_t)(tail & (KPS_RING_BYTES - 1));
+		const struct kps_event *ev = (const void *)(data + pos);
+		uint32_t size = __atomic_load_n(&ev->size, __ATOMIC_RELAXED);
+		uint16_t type = __atomic_load_n(&ev->type, __ATOMIC_RELAXED);
+		struct copied *cp;
 
-		if (size < 8 || size % 8 || size > head - tail) {
+		if (size < 8 || size % 8 || size > head - tail || size > KPS_RING_BYTES - pos) {
+			c->corrupt++;
 			tail = head;	/* never trust a bad length */
 			break;
 		}
-		if (ev->type != EV_PAD && size >= sizeof(*ev) && !grow(c, 8 + size)) {
-			memcpy(c->buf + c->len, &owner, 8);
-			memcpy(c->buf + c->len + 8, ev, size);
-			c->len += 8 + size;
+		if (type != EV_PAD && size >= sizeof(*ev) && !grow(c, 8 + (size_t)size)) {
+			cp = (struct copied *)(c->buf + c->len);
+			cp->owner = owner;
+			memcpy(&cp->ev, ev, size);
+			/* The copy's size is the one we checked, whatever the
+			 * target wrote meanwhile. */
+			cp->ev.size = size;
+			c->len += 8 + (size_t)size;
+		} else if (type != EV_PAD && size >= sizeof(*ev)) {
+			break;		/* no room this round: keep it for the next */
 		}
 		tail += size;
+		work += size;
 	}
+	c->tails[i] = tail;
 	__atomic_store_n(&r->tail, tail, __ATOMIC_RELEASE);
+	return work;
 }
 
-static const struct kps_desc *desc_of(const struct consumer *c, uint32_t id)
+static bool desc_valid(const struct consumer *c, const struct kps_desc *d)
 {
-	const struct kps_desc *d;
+	return d->kind >= DESC_ENTRY && d->kind <= DESC_TRACEPOINT && d->spec < c->opts->nspecs;
+}
+
+const struct kps_desc *consumer_desc(struct consumer *c, uint64_t id)
+{
+	const struct kps_desc *src;
+	struct kps_desc *d;
 
 	if (id >= KPS_MAX_PROBES)
 		return NULL;
-	d = &c->map->desc[id];
-	if (!__atomic_load_n(&d->ready, __ATOMIC_ACQUIRE))
+	if (c->descs && c->descs[id])
+		return c->descs[id];
+	src = &c->map->desc[id];
+	if (!__atomic_load_n(&src->ready, __ATOMIC_ACQUIRE))
 		return NULL;
-	if (d->spec >= c->opts->nspecs)
+	if (!c->descs)
+		c->descs = calloc(KPS_MAX_PROBES, sizeof(*c->descs));
+	d = c->descs ? malloc(sizeof(*d)) : NULL;
+	if (!d)
 		return NULL;
+	d->addr = __atomic_load_n(&src->addr, __ATOMIC_RELAXED);
+	d->missed = 0;
+	d->pid = __atomic_load_n(&src->pid, __ATOMIC_RELAXED);
+	d->spec = __atomic_load_n(&src->spec, __ATOMIC_RELAXED);
+	d->kind = __atomic_load_n(&src->kind, __ATOMIC_RELAXED);
+	d->ready = 1;
+	consumer_copy_text(d->name, sizeof(d->name), src->name, sizeof(src->name));
+	consumer_copy_text(d->object, sizeof(d->object), src->object, sizeof(src->object));
+	consumer_copy_text(d->args, sizeof(d->args), src->args, sizeof(src->args));
+	if (!desc_valid(c, d)) {
+		free(d);
+		return NULL;
+	}
+	c->descs[id] = d;
 	return d;
 }
 
@@ -70,20 +165,25 @@ static const struct kps_desc *desc_of(const struct consumer *c, uint32_t id)
  * the better the estimate. */
 static void update_tick_rate(struct consumer *c)
 {
-	const struct kps_header *h = c->map->hdr;
 	uint64_t ns = cli_now_ns(), tsc = __builtin_ia32_rdtsc();
 
-	if (h->time_tsc && tsc > h->tsc_base && ns > h->ns_base)
-		c->ns_per_tick = (double)(ns - h->ns_base) / (double)(tsc - h->tsc_base);
+	if (c->time_tsc && tsc > c->tsc_base && ns > c->ns_base)
+		c->ns_per_tick = (double)(ns - c->ns_base) / (double)(tsc - c->tsc_base);
 }
 
+/* A time stamp the target wrote, in ns: any value gives some time. */
 static uint64_t to_ns(const struct consumer *c, uint64_t stamp)
 {
-	const struct kps_header *h = c->map->hdr;
+	double d;
 
-	if (!h->time_tsc)
+	if (!c->time_tsc)
 		return stamp;
-	return h->ns_base + (uint64_t)((double)(int64_t)(stamp - h->tsc_base) * c->ns_per_tick);
+	d = (double)(int64_t)(stamp - c->tsc_base) * c->ns_per_tick;
+	if (!(d > -9e18))
+		d = -9e18;	/* also NaN */
+	if (d > 9e18)
+		d = 9e18;
+	return c->ns_base + (uint64_t)(int64_t)d;
 }
 
 /* The spec an event of d is read with: the command line's, or, when the
@@ -105,7 +205,7 @@ static const struct probe_spec *spec_of(struct consumer *c, const struct kps_des
 		return c->desc_specs[id];
 	s = malloc(sizeof(*s));
 	snprintf(text, sizeof(text), "%s %.*s", cli->text, (int)sizeof(d->args), d->args);
-	if (!s || spec_parse(text, s, err, sizeof(err))) {
+	if (!s || spec_parse(text, s, err, sizeof(err)) || s->nargs > SPEC_MAX_ARGS) {
 		free(s);
 		return NULL;
 	}
@@ -113,20 +213,23 @@ static const struct probe_spec *spec_of(struct consumer *c, const struct kps_des
 	return s;
 }
 
-/* Fills ev from a copied record; false if it does not make sense. */
+/* Fills ev from a copied record (its size checked by copy_ring); false if
+ * it does not make sense. */
 static bool decode(struct consumer *c, const struct copied *cp, struct trace_event *ev)
 {
 	const struct kps_event *e = &cp->ev;
 	const unsigned char *p, *end = (const unsigned char *)e + e->size;
 	int nfixed = e->type == EV_RETURN ? 1 : 0;
+	size_t room = (e->size - sizeof(*e)) / 8;
 
 	memset(ev, 0, sizeof(*ev));
-	ev->desc = desc_of(c, e->desc);
-	if (!ev->desc || (e->type != EV_ENTRY && e->type != EV_RETURN))
+	if (e->type != EV_ENTRY && e->type != EV_RETURN)
+		return false;
+	ev->desc = consumer_desc(c, e->desc);
+	if (!ev->desc)
 		return false;
 	ev->spec = spec_of(c, ev->desc, e->desc);
-	if (!ev->spec || e->nvals != nfixed + ev->spec->nargs ||
-	    (const unsigned char *)&e->vals[e->nvals] > end)
+	if (!ev->spec || e->nvals != nfixed + ev->spec->nargs || e->nvals > room)
 		return false;
 	ev->desc_id = e->desc;
 	ev->type = e->type;
@@ -141,13 +244,13 @@ static bool decode(struct consumer *c, const struct copied *cp, struct trace_eve
 		ev->vals[i] = e->vals[nfixed + i];
 		if (ev->spec->args[i].type != ARG_STRING)
 			continue;
-		if (p + 2 > end)
+		if (end - p < 2)
 			return false;
 		n = (uint16_t)(p[0] | p[1] << 8);
 		p += 2;
 		if (n == KPS_STR_FAULT)
 			continue;
-		if (n > KPS_STR_MAX || p + n > end)
+		if (n > KPS_STR_MAX || end - p < n)
 			return false;
 		ev->str[i] = p;
 		ev->strlen[i] = n;
@@ -165,6 +268,28 @@ static int by_time(const void *a, const void *b)
 	return 0;
 }
 
+/* Copies from every claimed ring, starting where the last drain stopped
+ * so that no ring waits behind busier ones. */
+static void copy_rings(struct consumer *c)
+{
+	uint32_t n = consumer_rings_claimed(c);
+	size_t budget = CONSUMER_DRAIN_MAX;
+
+	if (c->next_ring >= n)
+		c->next_ring = 0;
+	for (uint32_t k = 0; k < n && budget; k++) {
+		uint32_t i = (c->next_ring + k) % n;
+
+		if (__atomic_load_n(&c->map->rings[i].used, __ATOMIC_ACQUIRE)) {
+			size_t work = copy_ring(c, i, budget);
+
+			budget = work < budget ? budget - work : 0;
+		}
+		if (!budget)
+			c->next_ring = i;
+	}
+}
+
 size_t consumer_drain(struct consumer *c, struct output *out)
 {
 	size_t written = 0;
@@ -172,9 +297,7 @@ size_t consumer_drain(struct consumer *c, struct output *out)
 	c->len = 0;
 	c->nevs = 0;
 	update_tick_rate(c);
-	for (int i = 0; i < KPS_RINGS; i++)
-		if (__atomic_load_n(&c->map->rings[i].used, __ATOMIC_ACQUIRE))
-			copy_ring(c, i);
+	copy_rings(c);
 	for (size_t off = 0; off < c->len;) {
 		const struct copied *cp = (const void *)(c->buf + off);
 
@@ -203,19 +326,32 @@ void consumer_free(struct consumer *c)
 {
 	for (int i = 0; c->desc_specs && i < KPS_MAX_PROBES; i++)
 		free(c->desc_specs[i]);
+	for (int i = 0; c->descs && i < KPS_MAX_PROBES; i++)
+		free(c->descs[i]);
 	free(c->desc_specs);
-	c->desc_specs = NULL;
+	free(c->descs);
+	free(c->tails);
 	free(c->buf);
 	free(c->evs);
+	c->desc_specs = NULL;
+	c->descs = NULL;
+	c->tails = NULL;
 	c->buf = NULL;
 	c->evs = NULL;
+	c->nrings = 0;
 }
 
-uint64_t consumer_lost(const struct kps_map *map)
+uint64_t consumer_lost_full(const struct consumer *c)
 {
-	uint64_t lost = __atomic_load_n(&map->hdr->ringless_lost, __ATOMIC_RELAXED);
+	uint32_t n = consumer_rings_claimed(c);
+	uint64_t lost = 0;
 
-	for (int i = 0; i < KPS_RINGS; i++)
-		lost += __atomic_load_n(&map->rings[i].lost, __ATOMIC_RELAXED);
+	for (uint32_t i = 0; i < n; i++)
+		lost = add_sat(lost, __atomic_load_n(&c->map->rings[i].lost, __ATOMIC_RELAXED));
 	return lost;
+}
+
+uint64_t consumer_lost_ringless(const struct consumer *c)
+{
+	return __atomic_load_n(&c->map->hdr->ringless_lost, __ATOMIC_RELAXED);
 }

@@ -28,6 +28,7 @@ int ctl_connect(struct ctl *c, pid_t pid)
 	int fd, rc;
 
 	c->fd = -1;
+	c->pass_fd = -1;
 	rc = ctl_socket_path(pid, process_uid(pid), sa.sun_path, sizeof(sa.sun_path));
 	if (rc)
 		return rc;
@@ -51,6 +52,31 @@ void ctl_close(struct ctl *c)
 	c->fd = -1;
 }
 
+/* Sends the first byte of req with c->pass_fd attached (once). */
+static int send_passed_fd(struct ctl *c, const char *req)
+{
+	union {
+		struct cmsghdr h;
+		char buf[CMSG_SPACE(sizeof(int))];
+	} u;
+	struct iovec iov = { (void *)req, 1 };
+	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
+			      .msg_controllen = sizeof(u.buf) };
+	struct cmsghdr *cm = CMSG_FIRSTHDR(&msg);
+	ssize_t n;
+
+	memset(&u, 0, sizeof(u));
+	cm->cmsg_level = SOL_SOCKET;
+	cm->cmsg_type = SCM_RIGHTS;
+	cm->cmsg_len = CMSG_LEN(sizeof(int));
+	memcpy(CMSG_DATA(cm), &c->pass_fd, sizeof(int));
+	c->pass_fd = -1;
+	do
+		n = sendmsg(c->fd, &msg, MSG_NOSIGNAL);
+	while (n < 0 && errno == EINTR);
+	return n == 1 ? 0 : n < 0 ? -errno : -EIO;
+}
+
 int ctl_request(struct ctl *c, const char *req, FILE *data, char *status, size_t len,
 		int timeout_ms, void (*poll_fn)(void *), void *arg)
 {
@@ -60,6 +86,11 @@ int ctl_request(struct ctl *c, const char *req, FILE *data, char *status, size_t
 
 	if (c->fd < 0)
 		return -ENOTCONN;
+	if (c->pass_fd >= 0 && *req) {
+		rc = send_passed_fd(c, req++);
+		if (rc)
+			return rc;
+	}
 	rc = write_all(c->fd, req, strlen(req));
 	if (rc)
 		return rc;

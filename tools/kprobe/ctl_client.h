@@ -9,6 +9,7 @@
 
 struct ctl {
 	int fd;
+	int pass_fd;			/* sent with the next request (SCM_RIGHTS), -1: none */
 	struct line_reader rd;
 };
 
@@ -21,7 +22,8 @@ void ctl_close(struct ctl *c);
  * the final line to status.  Returns 0 for OK, the ERR code (> 0) with its
  * message in status, or -errno (-ETIMEDOUT after timeout_ms, -1: forever)
  * when the agent is unreachable.  poll_fn, if set, is called about every
- * 100 ms while waiting. */
+ * 100 ms while waiting.  c->pass_fd, if set, goes with the request's first
+ * byte (once). */
 int ctl_request(struct ctl *c, const char *req, FILE *data, char *status, size_t len,
 		int timeout_ms, void (*poll_fn)(void *), void *arg);
 

@@ -105,12 +105,14 @@ static void wait_armed(struct session *s, pid_t child)
 		if (st == KPS_READY)
 			break;
 		if (st == KPS_FAILED) {
+			char msg[KPS_MSG];
+			int kind = session_agent_error(s, msg, sizeof(msg));
+
 			session_progress_done(s);
 			kill(child, SIGKILL);
 			waitpid(child, &status, 0);
 			session_close(s);
-			cli_die(s->map.hdr->error_kind == EXIT_BAD ? EXIT_BAD : EXIT_FAIL, "%s",
-				s->map.hdr->error);
+			cli_die(kind, "%s", msg);
 		}
 		if (waitpid(child, &status, WNOHANG) == child) {
 			if (__atomic_load_n(&s->map.hdr->status, __ATOMIC_ACQUIRE) == KPS_FAILED)
@@ -178,15 +180,19 @@ int launch_run(struct session *s, const char *agent)
 	struct cli_opts *o = s->opts;
 	unsigned long long deadline = 0;
 	bool busy;
-	char *config = session_config(s);
+	char *config;
 	char status_line[256];
-	int errpipe[2], e = 0, status = 0;
+	int errpipe[2], e = 0, status = 0, inherit;
 	pid_t child;
 	bool exited = false;
 
+	check_command(o->command[0]);
+	/* The command inherits the session memory; with it, nobody else
+	 * can reach it, and it goes when the last of us closes it. */
+	inherit = session_inherit_fd(s);
+	config = session_config(s);
 	if (!config)
 		cli_die(EXIT_FAIL, "out of memory");
-	check_command(o->command[0]);
 	if (pipe2(errpipe, O_CLOEXEC))
 		cli_die(EXIT_FAIL, "pipe: %s", strerror(errno));
 	fflush(NULL);
@@ -196,6 +202,8 @@ int launch_run(struct session *s, const char *agent)
 	if (child == 0)
 		child_exec(s, agent, config, errpipe[1]);
 	close(errpipe[1]);
+	close(inherit);
+	session_handed_over(s);
 	free(config);
 	s->target = child;
 	if (read(errpipe[0], &e, sizeof(e)) == sizeof(e)) {

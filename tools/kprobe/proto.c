@@ -126,7 +126,60 @@ int ctl_socket_path(pid_t pid, uid_t uid, char *buf, size_t len)
 void line_reader_init(struct line_reader *r, int fd)
 {
 	r->fd = fd;
+	r->want_fds = false;
+	r->passed_fd = -1;
 	r->len = 0;
+}
+
+int line_reader_take_fd(struct line_reader *r)
+{
+	int fd = r->passed_fd;
+
+	r->passed_fd = -1;
+	return fd;
+}
+
+/* Keeps the first descriptor of an SCM_RIGHTS message (replacing one kept
+ * before); closes any others. */
+static void keep_passed_fds(struct line_reader *r, struct msghdr *msg)
+{
+	for (struct cmsghdr *cm = CMSG_FIRSTHDR(msg); cm; cm = CMSG_NXTHDR(msg, cm)) {
+		size_t n;
+
+		if (cm->cmsg_level != SOL_SOCKET || cm->cmsg_type != SCM_RIGHTS ||
+		    cm->cmsg_len < CMSG_LEN(0))
+			continue;
+		n = (cm->cmsg_len - CMSG_LEN(0)) / sizeof(int);
+		for (size_t i = 0; i < n; i++) {
+			int fd;
+
+			memcpy(&fd, CMSG_DATA(cm) + i * sizeof(int), sizeof(int));
+			if (r->passed_fd >= 0)
+				close(r->passed_fd);
+			r->passed_fd = fd;
+		}
+	}
+}
+
+/* read(), or with want_fds a recvmsg() that keeps a passed descriptor
+ * (close-on-exec).  Without it, the kernel drops anything passed. */
+static ssize_t read_some(struct line_reader *r)
+{
+	union {
+		struct cmsghdr h;
+		char buf[CMSG_SPACE(4 * sizeof(int))];
+	} u;
+	struct iovec iov = { r->buf + r->len, sizeof(r->buf) - r->len };
+	struct msghdr msg = { .msg_iov = &iov, .msg_iovlen = 1, .msg_control = u.buf,
+			      .msg_controllen = sizeof(u.buf) };
+	ssize_t n;
+
+	if (!r->want_fds)
+		return read(r->fd, r->buf + r->len, sizeof(r->buf) - r->len);
+	n = recvmsg(r->fd, &msg, MSG_CMSG_CLOEXEC);
+	if (n >= 0)
+		keep_passed_fds(r, &msg);
+	return n;
 }
 
 static int take_line(struct line_reader *r, char *out, size_t outlen)
@@ -161,7 +214,7 @@ int line_read(struct line_reader *r, char *out, size_t outlen, int timeout_ms)
 			return -errno;
 		if (rc == 0)
 			return -ETIMEDOUT;
-		n = read(r->fd, r->buf + r->len, sizeof(r->buf) - r->len);
+		n = read_some(r);
 		if (n < 0 && errno == EINTR)
 			continue;
 		if (n < 0)

@@ -56,11 +56,16 @@ int ctl_socket_path(pid_t pid, uid_t uid, char *buf, size_t len);
 /* Buffered line reading from a socket. */
 struct line_reader {
 	int fd;
+	bool want_fds;		/* keep a descriptor a peer sends (the agent) */
+	int passed_fd;		/* the last one received, -1: none */
 	size_t len;
 	char buf[PROTO_LINE_MAX * 2];
 };
 
 void line_reader_init(struct line_reader *r, int fd);
+/* The descriptor received with the data read so far (the caller owns it
+ * then), or -1. */
+int line_reader_take_fd(struct line_reader *r);
 /* Reads one line (without the newline) into out; 1 on success, 0 on EOF,
  * -errno on error; waits at most timeout_ms (-1: forever). */
 int line_read(struct line_reader *r, char *out, size_t outlen, int timeout_ms);

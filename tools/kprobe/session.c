@@ -1,10 +1,13 @@
 /* The CLI's session: shared memory, output, event pump and final report. */
 #include "session.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
+#include <signal.h>
+#include <stdint.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -52,48 +55,110 @@ static bool tsc_is_invariant(void)
 	return constant && nonstop;
 }
 
+uint32_t session_ring_count(void)
+{
+	const char *env = getenv("KPROBE_RINGS");
+	char *end;
+	unsigned long n;
+
+	if (!env || !*env)
+		return KPS_RINGS;
+	errno = 0;
+	n = strtoul(env, &end, 10);
+	if (errno || *end || !n || n > KPS_RINGS)
+		cli_die(EXIT_BAD, "KPROBE_RINGS must be a number of rings from 1 to %d",
+			KPS_RINGS);
+	return (uint32_t)n;
+}
+
+/* Anonymous memory sealed at its size: the target can write it but can
+ * neither shrink it under us (a read past its end would kill us with
+ * SIGBUS) nor grow it. */
+static int make_memory(void)
+{
+	int fd = memfd_create("kprobe-session", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+	int e;
+
+	if (fd < 0)
+		return -errno;
+	if (ftruncate(fd, (off_t)kps_size()) ||
+	    fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)) {
+		e = errno;
+		close(fd);
+		return -e;
+	}
+	return fd;
+}
+
 static void create_shm(struct session *s)
 {
+	uint32_t nrings = session_ring_count();
+	uint64_t tsc_base = 0, ns_base = 0;
+	bool tsc = tsc_is_invariant();
 	void *base;
-	int fd = -1;
+	int fd = make_memory();
 
-	for (int tries = 0; tries < 16 && fd < 0; tries++) {
-		struct timespec ts;
-
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		snprintf(s->shm_name, sizeof(s->shm_name), "/kprobe-%d-%lx", (int)getpid(),
-			 (unsigned long)ts.tv_nsec ^ ((unsigned long)tries << 20));
-		fd = shm_open(s->shm_name, O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-		if (fd < 0 && errno != EEXIST)
-			break;
-	}
 	if (fd < 0)
-		cli_die(EXIT_FAIL, "cannot create the session memory: %s", strerror(errno));
-	/* A target running as another user (we are root) must open it too. */
-	if (fchmod(fd, 0600) || ftruncate(fd, (off_t)kps_size())) {
-		int e = errno;
-
-		shm_unlink(s->shm_name);
-		cli_die(EXIT_FAIL, "cannot size the session memory: %s", strerror(e));
-	}
-	base = mmap(NULL, kps_size(), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-	close(fd);
-	if (base == MAP_FAILED) {
-		int e = errno;
-
-		shm_unlink(s->shm_name);
-		cli_die(EXIT_FAIL, "cannot map the session memory: %s", strerror(e));
-	}
+		cli_die(EXIT_FAIL, "cannot create the session memory: %s", strerror(-fd));
+	base = mmap(NULL, kps_size(), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
+	if (base == MAP_FAILED)
+		cli_die(EXIT_FAIL, "cannot map the session memory: %s", strerror(errno));
+	s->shm_fd = fd;
 	kps_map_views(&s->map, base);
-	s->map.hdr->nrings = KPS_RINGS;
+	s->map.hdr->nrings = nrings;
 	s->map.hdr->ring_bytes = KPS_RING_BYTES;
 	s->map.hdr->max_probes = KPS_MAX_PROBES;
-	if (tsc_is_invariant()) {
+	if (tsc) {
+		ns_base = cli_now_ns();
+		tsc_base = __builtin_ia32_rdtsc();
 		s->map.hdr->time_tsc = 1;
-		s->map.hdr->ns_base = cli_now_ns();
-		s->map.hdr->tsc_base = __builtin_ia32_rdtsc();
+		s->map.hdr->ns_base = ns_base;
+		s->map.hdr->tsc_base = tsc_base;
 	}
 	__atomic_store_n(&s->map.hdr->magic, KPS_MAGIC, __ATOMIC_RELEASE);
+	if (consumer_init(&s->cons, &s->map, s->opts, nrings, tsc, tsc_base, ns_base))
+		cli_die(EXIT_FAIL, "out of memory");
+}
+
+/* Whether a process of ours with this PID is still there. */
+static bool pid_alive(long pid)
+{
+	return pid > 0 && pid <= INT32_MAX && (kill((pid_t)pid, 0) == 0 || errno == EPERM);
+}
+
+/* "kprobe-PID-HEX", the name earlier versions gave the session memory. */
+static long stale_name_pid(const char *name)
+{
+	char *end;
+	long pid;
+
+	if (strncmp(name, "kprobe-", 7) || name[7] < '1' || name[7] > '9')
+		return 0;
+	pid = strtol(name + 7, &end, 10);
+	if (*end != '-' || !end[1] || strspn(end + 1, "0123456789abcdef") != strlen(end + 1))
+		return 0;
+	return pid;
+}
+
+void session_clean_stale(const char *dir)
+{
+	DIR *d = opendir(dir);
+	struct dirent *e;
+
+	if (!d)
+		return;
+	while ((e = readdir(d))) {
+		long pid = stale_name_pid(e->d_name);
+		struct stat st;
+
+		if (!pid || pid_alive(pid))
+			continue;
+		if (fstatat(dirfd(d), e->d_name, &st, AT_SYMLINK_NOFOLLOW) ||
+		    !S_ISREG(st.st_mode) || st.st_uid != geteuid())
+			continue;
+		unlinkat(dirfd(d), e->d_name, 0);
+	}
+	closedir(d);
 }
 
 void session_open(struct session *s, struct cli_opts *o)
@@ -101,6 +166,7 @@ void session_open(struct session *s, struct cli_opts *o)
 	memset(s, 0, sizeof(*s));
 	s->opts = o;
 	s->ctl.fd = -1;
+	s->shm_fd = -1;
 	s->out.format = o->format;
 	s->out.zeros = o->zeros;
 	s->out.f = stdout;
@@ -109,33 +175,54 @@ void session_open(struct session *s, struct cli_opts *o)
 		if (!s->out.f)
 			cli_die(EXIT_FAIL, "cannot write %s: %s", o->outfile, strerror(errno));
 	}
+	/* Linux keeps POSIX shared memory in /dev/shm. */
+	session_clean_stale("/dev/shm");
 	create_shm(s);
 	s->out.map = &s->map;
 	s->out.t0 = cli_now_ns();
-	s->cons.map = &s->map;
-	s->cons.opts = o;
 }
 
-void session_share_with(struct session *s, pid_t pid)
+int session_inherit_fd(struct session *s)
 {
-	char path[64 + KPS_NAME_MAX];
-	struct stat st;
+	static const int at[] = { KPS_INHERIT_FD, 64, 3 };
+	int fd = -1;
 
-	snprintf(path, sizeof(path), "/proc/%d", (int)pid);
-	if (stat(path, &st) || st.st_uid == geteuid())
-		return;
-	/* Linux keeps POSIX shared memory in /dev/shm. */
-	snprintf(path, sizeof(path), "/dev/shm%s", s->shm_name);
-	if (chown(path, st.st_uid, st.st_gid))
-		cli_warn("cannot give the session memory to uid %u: %s", (unsigned int)st.st_uid,
-			 strerror(errno));
+	/* Above what programs use, as far as the descriptor limit allows;
+	 * not close-on-exec. */
+	for (size_t i = 0; i < sizeof(at) / sizeof(at[0]) && fd < 0; i++)
+		fd = fcntl(s->shm_fd, F_DUPFD, at[i]);
+	if (fd < 0)
+		cli_die(EXIT_FAIL, "cannot hand over the session memory: %s", strerror(errno));
+	snprintf(s->shm_ref, sizeof(s->shm_ref), "fd:%d", fd);
+	return fd;
+}
+
+int session_pass_fd(struct session *s)
+{
+	snprintf(s->shm_ref, sizeof(s->shm_ref), "passed");
+	return s->shm_fd;
+}
+
+void session_handed_over(struct session *s)
+{
+	if (s->shm_fd >= 0)
+		close(s->shm_fd);
+	s->shm_fd = -1;
+}
+
+int session_agent_error(const struct session *s, char *buf, size_t len)
+{
+	int kind = __atomic_load_n(&s->map.hdr->error_kind, __ATOMIC_RELAXED);
+
+	consumer_copy_text(buf, len, s->map.hdr->error, sizeof(s->map.hdr->error));
+	if (!buf[0])
+		snprintf(buf, len, "the agent failed without saying why");
+	return kind == EXIT_BAD ? EXIT_BAD : EXIT_FAIL;
 }
 
 void session_close(struct session *s)
 {
-	if (s->shm_name[0])
-		shm_unlink(s->shm_name);
-	s->shm_name[0] = '\0';
+	session_handed_over(s);
 	ctl_close(&s->ctl);
 	consumer_free(&s->cons);
 	if (s->out.f && s->out.f != stdout)
@@ -152,7 +239,7 @@ char *session_config(const struct session *s)
 		.specs = s->opts->specs,
 	};
 
-	snprintf(cfg.shm, sizeof(cfg.shm), "%s", s->shm_name);
+	snprintf(cfg.shm, sizeof(cfg.shm), "%s", s->shm_ref);
 	return config_format(&cfg);
 }
 
@@ -193,10 +280,14 @@ void session_progress_done(struct session *s)
 void session_note_skipped(struct session *s)
 {
 	uint64_t n = __atomic_load_n(&s->map.hdr->skipped, __ATOMIC_RELAXED);
+	char example[sizeof(s->map.hdr->skip_example)];
 
-	if (n)
-		cli_warn("skipped %lu function%s that cannot be probed (%s)", (unsigned long)n,
-			 n == 1 ? "" : "s", s->map.hdr->skip_example);
+	if (!n)
+		return;
+	consumer_copy_text(example, sizeof(example), s->map.hdr->skip_example,
+			   sizeof(s->map.hdr->skip_example));
+	cli_warn("skipped %lu function%s that cannot be probed (%s)", (unsigned long)n,
+		 n == 1 ? "" : "s", example);
 }
 
 bool session_pump(struct session *s)
@@ -218,56 +309,96 @@ static int by_desc_order(const void *a, const void *b)
 	return x->desc < y->desc ? -1 : x->desc > y->desc;
 }
 
-static void report_counts(struct session *s)
+/* Hits of descriptor id: the rows of the claimed rings, and the shared row. */
+static uint64_t hits_of(const struct session *s, uint64_t id, uint32_t nrings)
+{
+	uint64_t hits = __atomic_load_n(&s->map.counters[(size_t)KPS_RINGS * KPS_MAX_PROBES + id],
+					__ATOMIC_RELAXED);
+
+	for (uint32_t ring = 0; ring < nrings; ring++)
+		if (__atomic_load_n(&s->map.rings[ring].used, __ATOMIC_RELAXED))
+			hits += __atomic_load_n(
+				&s->map.counters[(size_t)ring * KPS_MAX_PROBES + id],
+				__ATOMIC_RELAXED);
+	return hits;
+}
+
+static uint64_t descs_published(const struct session *s)
 {
 	uint64_t n = __atomic_load_n(&s->map.hdr->ndesc, __ATOMIC_ACQUIRE);
-	struct count_row *rows = calloc(n + 1, sizeof(*rows));
+
+	return n < KPS_MAX_PROBES ? n : KPS_MAX_PROBES;
+}
+
+static void report_counts(struct session *s)
+{
+	uint64_t n = descs_published(s);
+	uint32_t nrings = consumer_rings_claimed(&s->cons);
+	struct count_row *rows = calloc(n ? n : 1, sizeof(*rows));
 	int nrows = 0;
 
 	if (!rows)
 		cli_die(EXIT_FAIL, "out of memory");
-	if (n > KPS_MAX_PROBES)
-		n = KPS_MAX_PROBES;
 	for (uint64_t id = 0; id < n; id++) {
-		const struct kps_desc *d = &s->map.desc[id];
 		struct count_row *r = &rows[nrows];
 
-		if (!__atomic_load_n(&d->ready, __ATOMIC_ACQUIRE))
+		if (!__atomic_load_n(&s->map.desc[id].ready, __ATOMIC_ACQUIRE))
 			continue;
-		r->desc = d;
-		r->missed = __atomic_load_n(&d->missed, __ATOMIC_RELAXED);
-		for (int ring = 0; ring <= KPS_RINGS; ring++)
-			if (ring == KPS_RINGS || s->map.rings[ring].used)
-				r->hits += __atomic_load_n(
-					&s->map.counters[(size_t)ring * KPS_MAX_PROBES + id],
-					__ATOMIC_RELAXED);
+		r->desc = consumer_desc(&s->cons, id);
+		if (!r->desc)
+			continue;
+		r->missed = __atomic_load_n(&s->map.desc[id].missed, __ATOMIC_RELAXED);
+		r->hits = hits_of(s, id, nrings);
 		nrows++;
 	}
 	qsort(rows, (size_t)nrows, sizeof(*rows), by_desc_order);
-	output_counts(&s->out, rows, nrows, consumer_lost(&s->map));
+	output_counts(&s->out, rows, nrows, consumer_lost_full(&s->cons) +
+						    consumer_lost_ringless(&s->cons));
 	free(rows);
 }
 
 static void report_latency(struct session *s)
 {
 	uint64_t buckets[KPS_BUCKETS] = { 0 }, missed = 0;
-	uint64_t n = __atomic_load_n(&s->map.hdr->ndesc, __ATOMIC_ACQUIRE);
+	uint64_t n = descs_published(s);
+	uint32_t nrings = consumer_rings_claimed(&s->cons);
 	char function[SPEC_TEXT_MAX];
 	const struct probe_spec *spec = &s->opts->specs[0];
 
-	for (int ring = 0; ring <= KPS_RINGS; ring++) {
-		if (ring < KPS_RINGS && !s->map.rings[ring].used)
+	for (uint32_t ring = 0; ring <= nrings; ring++) {
+		/* the claimed rings' rows, then the shared row */
+		size_t row = ring < nrings ? ring : KPS_RINGS;
+
+		if (ring < nrings && !__atomic_load_n(&s->map.rings[ring].used, __ATOMIC_RELAXED))
 			continue;
 		for (int b = 0; b < KPS_BUCKETS; b++)
-			buckets[b] += __atomic_load_n(
-				&s->map.hist[(size_t)ring * KPS_BUCKETS + b], __ATOMIC_RELAXED);
+			buckets[b] += __atomic_load_n(&s->map.hist[row * KPS_BUCKETS + b],
+						      __ATOMIC_RELAXED);
 	}
-	for (uint64_t id = 0; id < n && id < KPS_MAX_PROBES; id++)
+	for (uint64_t id = 0; id < n; id++)
 		if (__atomic_load_n(&s->map.desc[id].ready, __ATOMIC_ACQUIRE))
 			missed += __atomic_load_n(&s->map.desc[id].missed, __ATOMIC_RELAXED);
 	snprintf(function, sizeof(function), "%s%s%s", spec->object, spec->object[0] ? ":" : "",
 		 spec->symbol);
 	output_latency(&s->out, function, buckets, missed);
+}
+
+/* Why events were lost, each cause apart. */
+static void report_trace_loss(struct session *s)
+{
+	uint64_t full = consumer_lost_full(&s->cons);
+	uint64_t ringless = consumer_lost_ringless(&s->cons);
+
+	if (full)
+		cli_warn("lost %lu events (a ring was full: the tool did not keep up)",
+			 (unsigned long)full);
+	if (ringless)
+		cli_warn("lost %lu events (threads beyond the session's %u rings had none; "
+			 "KPROBE_RINGS sets up to %d)", (unsigned long)ringless,
+			 (unsigned int)s->cons.nrings, KPS_RINGS);
+	if (s->cons.corrupt)
+		cli_warn("skipped %lu corrupt ring contents (the target wrote over them)",
+			 (unsigned long)s->cons.corrupt);
 }
 
 void session_report(struct session *s)
@@ -276,9 +407,7 @@ void session_report(struct session *s)
 	case ACT_TRACE:
 		consumer_drain(&s->cons, &s->out);
 		output_end_trace(&s->out);
-		if (consumer_lost(&s->map))
-			cli_warn("lost %lu events (the tool did not keep up)",
-				 (unsigned long)consumer_lost(&s->map));
+		report_trace_loss(s);
 		break;
 	case ACT_COUNT:
 		report_counts(s);

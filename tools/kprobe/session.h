@@ -13,7 +13,8 @@
 
 struct session {
 	struct cli_opts *opts;
-	char shm_name[KPS_NAME_MAX];
+	int shm_fd;			/* the session memory until handed over */
+	char shm_ref[KPS_NAME_MAX];	/* how the config names it to the agent */
 	struct kps_map map;
 	struct output out;
 	struct consumer cons;
@@ -29,12 +30,26 @@ struct session {
  * the output cannot be written any more. */
 extern volatile sig_atomic_t session_stop_signal;
 
-/* Creates the shared memory and opens the output; exits on failure. */
+/* Creates the shared memory (an anonymous, sealed memfd) and opens the
+ * output; exits on failure. */
 void session_open(struct session *s, struct cli_opts *o);
-/* Makes the shared memory the target's when it runs as another user (we
- * are root): its agent must map it. */
-void session_share_with(struct session *s, pid_t pid);
-/* Removes the shared memory (the target may keep its mapping). */
+/* A launched command inherits the memory: returns the descriptor to keep
+ * open across exec (the config names it); close it once forked. */
+int session_inherit_fd(struct session *s);
+/* An agent reached over its control socket gets the memory with the ARM
+ * request: returns the descriptor to pass (the config says so). */
+int session_pass_fd(struct session *s);
+/* The agent holds the memory now: drops our descriptor (we keep the
+ * mapping). */
+void session_handed_over(struct session *s);
+/* The agent's failure message from the session memory, terminated and
+ * printable, and its exit status class (EXIT_BAD or EXIT_FAIL). */
+int session_agent_error(const struct session *s, char *buf, size_t len);
+/* Removes leftovers of earlier versions of the tool that were killed:
+ * /dev/shm/kprobe-PID-* objects of ours whose PID is gone. */
+void session_clean_stale(const char *dir);
+/* Closes the output and frees the session (the target may keep its
+ * mapping of the memory). */
 void session_close(struct session *s);
 /* The session config for the agent (malloc'd). */
 char *session_config(const struct session *s);
@@ -47,6 +62,9 @@ void session_progress_done(struct session *s);
 /* Moves the events that arrived to the output (trace); true if there
  * were any. */
 bool session_pump(struct session *s);
+/* The number of rings a session has: KPROBE_RINGS from the environment
+ * (1..KPS_RINGS), else KPS_RINGS; exits on a bad value. */
+uint32_t session_ring_count(void);
 /* Writes what the run ends with: the trace's end, the counts or the
  * latency histogram. */
 void session_report(struct session *s);

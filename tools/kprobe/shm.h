@@ -1,8 +1,22 @@
 /* The shared-memory session between the kprobe CLI and its agents.
  *
- * The CLI creates one POSIX shared-memory object per session and names it
- * to the agent; every process of the session (the target, and with -f its
- * children) maps it.  It holds:
+ * The CLI creates the session memory as an anonymous memfd, sized once and
+ * sealed (it can neither shrink nor grow: nobody holding it can make the
+ * other side fault on a page past its end), and hands the descriptor over:
+ *
+ *   -- COMMAND   the command inherits it under a high descriptor number the
+ *                config names ("shm fd:N"); the agent maps it and closes it.
+ *                With -f it stays open (not close-on-exec), so exec'd
+ *                children, whose agents read the same config, map it too;
+ *                forked children inherit the mapping.
+ *   -p PID       it travels with the ARM request over the control socket
+ *                (SCM_RIGHTS); the config says "shm passed".
+ *
+ * So there is no name in /dev/shm: nothing is left behind when either side
+ * dies, and the memory is never given to the target's user (an agent of
+ * another user gets a descriptor, not a file it could open).
+ *
+ * It holds:
  *
  *   header       status, the agent's error message, registration progress
  *   descriptors  one per resolved probe point (name, address, object)
@@ -13,20 +27,36 @@
  *                the ring's owner) plus one shared row for ringless threads
  *   histograms   log2 latency buckets, one row per ring plus a shared row
  *
- * The object is sparse: only the pages that are touched use memory. */
+ * The layout has room for KPS_RINGS rings, one per thread: the object is
+ * sparse (only touched pages use memory, a memfd reserves nothing), so a
+ * ring costs nothing until a thread claims it.  The CLI may use fewer
+ * (header nrings).  A thread that finds no ring loses its trace events
+ * (counted in ringless_lost, apart from the ring-full losses each ring
+ * counts); count and latency never lose: a ringless thread adds to the
+ * shared row.
+ *
+ * The target can write all of it.  The CLI trusts nothing it reads here but
+ * event payloads: every count, index, size and string is checked, ring
+ * positions are read once and validated, the consumer keeps its own copy of
+ * each ring's tail, and what it prints of descriptors comes from checked,
+ * terminated copies.  The layout parameters and time base the CLI wrote are
+ * never read back. */
 #ifndef KPROBE_SHM_H
 #define KPROBE_SHM_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#define KPS_MAGIC	0x326d68736b70726bULL	/* "krpkshm2" */
-#define KPS_RINGS	128
+#define KPS_MAGIC	0x336d68736b70726bULL	/* "krpkshm3" */
+#define KPS_RINGS	4096			/* room for this many threads */
 #define KPS_RING_BYTES	(512u << 10)		/* power of two */
 #define KPS_MAX_PROBES	16384
 #define KPS_BUCKETS	64
 #define KPS_MSG		512
-#define KPS_NAME_MAX	64			/* shm object name */
+#define KPS_NAME_MAX	64			/* config "shm" value */
+/* A launched command inherits the session descriptor at this number or
+ * the first free one above it: out of the way of the program's own. */
+#define KPS_INHERIT_FD	900
 
 enum kps_status {
 	KPS_INIT = 0,		/* created by the CLI, no agent yet */
@@ -46,6 +76,8 @@ struct kps_header {
 	uint64_t progress_total;
 	uint64_t ndesc;			/* descriptors handed out (atomic) */
 	uint64_t ringless_lost;		/* events of threads that found no ring */
+	uint32_t rings_hint;		/* rings claimed so far: highest index + 1 */
+	uint32_t pad_hint;
 	uint64_t skipped;		/* glob matches libkprobes refused */
 	char skip_example[160];		/* "name: reason" of the first one */
 	int32_t agent_pid;
