@@ -314,7 +314,8 @@ size_t consumer_drain(struct consumer *c, struct output *out)
 		if (decode(c, cp, &c->evs[c->nevs]))
 			c->nevs++;
 	}
-	qsort(c->evs, c->nevs, sizeof(*c->evs), by_time);
+	if (c->nevs > 1)
+		qsort(c->evs, c->nevs, sizeof(*c->evs), by_time);
 	for (size_t i = 0; i < c->nevs; i++, written++)
 		output_event(out, &c->evs[i]);
 	if (written)

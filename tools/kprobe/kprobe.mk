@@ -94,3 +94,23 @@ install-kprobe: $(B)/kprobe $(B)/libkprobe-agent.so
 	install -m 755 $(B)/kprobe $(DESTDIR)$(PREFIX)/bin/
 	install -m 755 $(B)/libkprobe-agent.so $(DESTDIR)$(KP_AGENT_INSTALL_DIR)/
 	install -m 644 docs/kprobe.1 $(DESTDIR)$(PREFIX)/share/man/man1/
+
+# ---- the CLI's reading side under hostile session memory ----
+# tests/test_cli_shm_fuzz.c links the CLI code that reads the session (its
+# own cli_die/cli_warn/cli_now_ns stand in for main.c), plain and with the
+# sanitizers like every suite.
+KP_READER_SRC := $(addprefix $(KP_DIR)/,session.c consumer.c output.c output_summary.c \
+		   spec.c proto.c ctl_client.c)
+KP_READER_ASAN_OBJ := $(KP_READER_SRC:%.c=$(B)/kprobe-cli-asan/%.o)
+
+$(B)/kprobe-cli-asan/%.o: %.c
+	@mkdir -p $(dir $@)
+	$(CC) -O1 -g $(BASE) $(SAN) $(KP_CFLAGS) -MMD -MP -c $< -o $@
+
+$(B)/tests/test_cli_shm_fuzz: tests/test_cli_shm_fuzz.c $(KP_READER_SRC:%.c=$(B)/kprobe-cli/%.o)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(BASE) $(KP_CFLAGS) -Itests -o $@ $^ -lpthread -lcriterion
+
+$(B)/tests-asan/test_cli_shm_fuzz: tests/test_cli_shm_fuzz.c $(KP_READER_ASAN_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) -O1 -g $(BASE) $(SAN) $(KP_CFLAGS) -Itests -o $@ $^ -lpthread -lcriterion

@@ -1,0 +1,495 @@
+/* The CLI's reading side against hostile session memory: the target can
+ * write every byte of it, so random and mutated headers, descriptors, ring
+ * positions and event records (also changing while they are read) must
+ * never crash the tool, hang it or make it print what it should not.
+ * Links the CLI's own session, consumer and output code (plain and ASan
+ * builds); the seeds are fixed, so a failure names one that reproduces. */
+#include <criterion/criterion.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "session.h"
+
+/* ---- what main.c provides to the CLI ---- */
+
+static char last_warning[4096];
+static int nwarnings;
+
+void cli_warn(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(last_warning, sizeof(last_warning), fmt, ap);
+	va_end(ap);
+	nwarnings++;
+}
+
+void cli_die(int status, const char *fmt, ...)
+{
+	char msg[512];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	cr_assert_fail("the reader gave up (status %d): %s", status, msg);
+	abort();
+}
+
+unsigned long long cli_now_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (unsigned long long)ts.tv_sec * 1000000000ull + (unsigned long long)ts.tv_nsec;
+}
+
+/* ---- a session as the CLI opens it, with two probes ---- */
+
+static struct probe_spec specs[2];
+static struct cli_opts opts;
+static struct session sess;
+
+static void open_session(enum kps_action action, enum out_format format)
+{
+	char err[160];
+
+	cr_assert_eq(spec_parse("fz_entry a=arg1:u64 s=arg2:string", &specs[0], err, sizeof(err)),
+		     0, "%s", err);
+	cr_assert_eq(spec_parse("fz_ret%return r=retval:x64", &specs[1], err, sizeof(err)), 0,
+		     "%s", err);
+	memset(&opts, 0, sizeof(opts));
+	opts.cmd = action == ACT_TRACE ? CMD_TRACE : action == ACT_COUNT ? CMD_COUNT : CMD_LATENCY;
+	opts.action = action;
+	opts.specs = specs;
+	opts.nspecs = 2;
+	opts.outfile = "/dev/null";
+	opts.format = format;
+	session_open(&sess, &opts);
+	output_begin(&sess.out);
+}
+
+static void publish_descs(void)
+{
+	struct kps_desc *d = sess.map.desc;
+
+	d[0] = (struct kps_desc){ .addr = 0x1000, .pid = 1, .spec = 0, .kind = DESC_ENTRY };
+	strcpy(d[0].name, "fz_entry");
+	strcpy(d[0].object, "fz");
+	d[1] = (struct kps_desc){ .addr = 0x1000, .pid = 1, .spec = 1, .kind = DESC_RETURN };
+	strcpy(d[1].name, "fz_ret%return");
+	strcpy(d[1].object, "fz");
+	d[0].ready = d[1].ready = 1;
+	sess.map.hdr->ndesc = 2;
+}
+
+/* xorshift64*: reproducible from its seed. */
+static uint64_t rng;
+
+static uint64_t rnd(void)
+{
+	rng ^= rng >> 12;
+	rng ^= rng << 25;
+	rng ^= rng >> 27;
+	return rng * 0x2545f4914f6cdd1dull;
+}
+
+/* Values that break naive arithmetic, or random ones. */
+static uint64_t nasty(void)
+{
+	static const uint64_t v[] = {
+		0, 1, 7, 8, 24, 0x7f, 0xffff, 0x10000, 0x7fffffff, 0x80000000, 0xfffffff8,
+		0xffffffff, 0x100000000ull, KPS_RING_BYTES, KPS_RING_BYTES + 8, KPS_MAX_PROBES,
+		KPS_RINGS, KPS_RINGS + 1, INT64_MAX, (uint64_t)INT64_MIN, UINT64_MAX - 7,
+		UINT64_MAX,
+	};
+	uint64_t r = rnd();
+
+	return r % 3 ? v[r % (sizeof(v) / sizeof(v[0]))] : rnd();
+}
+
+/* ---- writing events as an agent does ---- */
+
+struct writer {
+	uint32_t ring;
+	uint64_t head;
+};
+
+static unsigned char *ring_data(uint32_t ring)
+{
+	return sess.map.ring_data + (size_t)ring * KPS_RING_BYTES;
+}
+
+static void claim(uint32_t ring, uint32_t tid)
+{
+	sess.map.rings[ring].owner = (uint64_t)1234 << 32 | tid;
+	sess.map.rings[ring].used = 1;
+	if (sess.map.hdr->rings_hint < ring + 1)
+		sess.map.hdr->rings_hint = ring + 1;
+}
+
+/* Appends one record of len bytes (a multiple of 8) at the writer's head,
+ * padding to the ring's start first as the agent does; returns it. */
+static struct kps_event *reserve(struct writer *w, uint32_t len)
+{
+	uint32_t pos = (uint32_t)(w->head & (KPS_RING_BYTES - 1));
+	struct kps_event *ev;
+
+	if (len > KPS_RING_BYTES - pos) {
+		ev = (struct kps_event *)(ring_data(w->ring) + pos);
+		ev->size = KPS_RING_BYTES - pos;
+		ev->type = EV_PAD;
+		w->head += KPS_RING_BYTES - pos;
+		pos = 0;
+	}
+	ev = (struct kps_event *)(ring_data(w->ring) + pos);
+	memset(ev, 0, len);
+	ev->size = len;
+	w->head += len;
+	return ev;
+}
+
+static void put_entry(struct writer *w, uint64_t t, uint64_t a, const char *str)
+{
+	size_t n = strlen(str);
+	uint32_t len = (uint32_t)(sizeof(struct kps_event) + 16 + 2 + n + 7) & ~7u;
+	struct kps_event *ev = reserve(w, len);
+	unsigned char *p = (unsigned char *)&ev->vals[2];
+
+	ev->type = EV_ENTRY;
+	ev->nvals = 2;
+	ev->desc = 0;
+	ev->time_ns = t;
+	ev->vals[0] = a;
+	ev->vals[1] = 0x4000;
+	p[0] = (unsigned char)n;
+	p[1] = (unsigned char)(n >> 8);
+	memcpy(p + 2, str, n);
+}
+
+static void put_return(struct writer *w, uint64_t t, uint64_t r)
+{
+	struct kps_event *ev = reserve(w, sizeof(struct kps_event) + 16);
+
+	ev->type = EV_RETURN;
+	ev->nvals = 2;
+	ev->desc = 1;
+	ev->time_ns = t;
+	ev->vals[0] = t - 10;
+	ev->vals[1] = r;
+}
+
+static void commit(struct writer *w)
+{
+	__atomic_store_n(&sess.map.rings[w->ring].head, w->head, __ATOMIC_RELEASE);
+}
+
+/* Writes n valid events into each of nrings rings; returns how many. */
+static int fill_valid(uint32_t nrings, int n)
+{
+	for (uint32_t ring = 0; ring < nrings; ring++) {
+		/* where a scribbled head says, as a producer would */
+		struct writer w = { ring, (sess.map.rings[ring].head + 7) & ~7ull };
+
+		claim(ring, 100 + ring);
+		for (int i = 0; i < n; i++) {
+			if (i % 2)
+				put_return(&w, (uint64_t)i * 100, (uint64_t)i);
+			else
+				put_entry(&w, (uint64_t)i * 100, (uint64_t)i, "hello");
+		}
+		commit(&w);
+	}
+	return (int)nrings * n;
+}
+
+static size_t drain_all(int max_rounds)
+{
+	size_t total = 0, n;
+
+	for (int i = 0; i < max_rounds && (n = consumer_drain(&sess.cons, &sess.out)); i++)
+		total += n;
+	return total;
+}
+
+static bool printable(const char *s)
+{
+	for (; *s; s++)
+		if ((unsigned char)*s < 0x20 || *s == 0x7f)
+			return false;
+	return true;
+}
+
+TestSuite(shm_fuzz, .timeout = 60);
+
+/* The baseline: valid events all arrive, so the harness itself works. */
+Test(shm_fuzz, valid_events_all_arrive)
+{
+	int n;
+
+	open_session(ACT_TRACE, FMT_JSON);
+	publish_descs();
+	n = fill_valid(3, 500);
+	cr_assert_eq(drain_all(100), (size_t)n);
+	cr_assert_eq(sess.cons.corrupt, 0);
+	session_report(&sess);
+	cr_assert_eq(nwarnings, 0, "%s", last_warning);
+}
+
+/* A descriptor count of UINT64_MAX and names without a terminator. */
+Test(shm_fuzz, count_with_hostile_descriptor_count)
+{
+	struct kps_header *h;
+	FILE *f;
+	char line[512];
+	int lines = 0;
+
+	open_session(ACT_COUNT, FMT_TEXT);
+	opts.outfile = NULL;
+	fclose(sess.out.f);
+	sess.out.f = f = tmpfile();
+	cr_assert(f);
+	h = sess.map.hdr;
+	for (int i = 0; i < 40; i++) {
+		struct kps_desc *d = &sess.map.desc[i];
+
+		memset(d, 'A' + i % 26, sizeof(*d));
+		d->kind = DESC_ENTRY;
+		d->spec = (uint16_t)(i % 2);
+		d->ready = 1;
+		sess.map.counters[(size_t)KPS_RINGS * KPS_MAX_PROBES + i] = (uint64_t)i + 1;
+	}
+	sess.map.desc[3].name[5] = '\033';
+	h->ndesc = UINT64_MAX;
+	h->rings_hint = UINT32_MAX;
+	session_report(&sess);
+	rewind(f);
+	while (fgets(line, sizeof(line), f)) {
+		cr_assert(printable(strtok(line, "\n") ? line : ""), "escape printed: %s", line);
+		lines++;
+	}
+	cr_assert_eq(lines, 41, "a row per valid descriptor and a heading");
+	sess.out.f = NULL;
+	fclose(f);
+}
+
+/* A record claiming 4 GiB - 8 bytes in a ring whose head is 4 GiB on. */
+Test(shm_fuzz, trace_with_huge_record)
+{
+	struct kps_event *ev;
+
+	open_session(ACT_TRACE, FMT_TEXT);
+	publish_descs();
+	claim(0, 7);
+	ev = (struct kps_event *)ring_data(0);
+	ev->size = 0xfffffff8u;
+	ev->type = EV_ENTRY;
+	sess.map.rings[0].head = 0x100000000ull;
+	cr_assert_eq(consumer_drain(&sess.cons, &sess.out), 0);
+	cr_assert_eq(sess.cons.corrupt, 1);
+	session_report(&sess);
+	cr_assert(strstr(last_warning, "corrupt"), "%s", last_warning);
+	/* Later events in that ring are read again. */
+	{
+		struct writer w = { 0, sess.map.rings[0].head };
+
+		put_entry(&w, 5, 6, "after");
+		commit(&w);
+	}
+	cr_assert_eq(consumer_drain(&sess.cons, &sess.out), 1);
+}
+
+/* The agent's messages: no terminator, escapes and newlines, any kind. */
+Test(shm_fuzz, agent_messages_are_one_clean_line)
+{
+	struct kps_header *h;
+	char msg[KPS_MSG];
+
+	open_session(ACT_COUNT, FMT_TEXT);
+	h = sess.map.hdr;
+	memset(h->error, '\n', sizeof(h->error));
+	memcpy(h->error, "\033]0;owned\007", 10);
+	h->error_kind = 12345;
+	cr_assert_eq(session_agent_error(&sess, msg, sizeof(msg)), EXIT_FAIL);
+	cr_assert(strlen(msg) < sizeof(msg));
+	cr_assert(printable(msg), "%s", msg);
+	h->error_kind = EXIT_BAD;
+	cr_assert_eq(session_agent_error(&sess, msg, sizeof(msg)), EXIT_BAD);
+	memset(h->skip_example, '\033', sizeof(h->skip_example));
+	h->skipped = UINT64_MAX;
+	session_note_skipped(&sess);
+	cr_assert(strlen(last_warning) < 300, "%s", last_warning);
+	cr_assert(printable(last_warning), "%s", last_warning);
+}
+
+/* One drain does bounded work however much a target claims is there. */
+Test(shm_fuzz, drain_is_bounded)
+{
+	uint64_t consumed = 0;
+	unsigned long long t0;
+
+	open_session(ACT_TRACE, FMT_TEXT);
+	publish_descs();
+	for (uint32_t ring = 0; ring < 32; ring++) {
+		claim(ring, ring + 1);
+		/* a full ring of the smallest records there are */
+		for (uint32_t off = 0; off < KPS_RING_BYTES; off += 8) {
+			struct kps_event *ev = (struct kps_event *)(ring_data(ring) + off);
+
+			ev->size = 8;
+			ev->type = EV_PAD;
+		}
+		sess.map.rings[ring].head = KPS_RING_BYTES;
+	}
+	sess.map.hdr->rings_hint = KPS_RINGS;
+	for (uint32_t ring = 32; ring < KPS_RINGS; ring++)
+		sess.map.rings[ring].used = 1;
+	t0 = cli_now_ns();
+	cr_assert_eq(consumer_drain(&sess.cons, &sess.out), 0);
+	cr_assert_lt(cli_now_ns() - t0, 5000000000ull);
+	for (uint32_t ring = 0; ring < 32; ring++)
+		consumed += sess.cons.tails[ring];
+	cr_assert_leq(consumed, CONSUMER_DRAIN_MAX + KPS_RING_BYTES, "one drain read %lu bytes",
+		      (unsigned long)consumed);
+	cr_assert_gt(consumed, 0);
+	/* and the next drains go on from there */
+	for (int i = 0; i < 64; i++)
+		consumer_drain(&sess.cons, &sess.out);
+	for (uint32_t ring = 0; ring < 32; ring++)
+		cr_assert_eq(sess.cons.tails[ring], KPS_RING_BYTES);
+}
+
+/* Random headers, descriptors, counters and histograms, then the reports. */
+static void scramble_summary(void)
+{
+	struct kps_header *h = sess.map.hdr;
+	uint64_t *hdr_words = (uint64_t *)h;
+	int nd = (int)(rnd() % 64);
+
+	for (int k = 0; k < 16; k++)
+		hdr_words[rnd() % (sizeof(*h) / 8)] = nasty();
+	h->ndesc = nasty();
+	h->rings_hint = (uint32_t)nasty();
+	for (int i = 0; i < nd; i++) {
+		struct kps_desc *d = &sess.map.desc[rnd() % 128];
+		unsigned char *b = (unsigned char *)d;
+
+		for (int k = 0; k < 24; k++)
+			b[rnd() % sizeof(*d)] = (unsigned char)rnd();
+		d->ready = (uint8_t)(rnd() % 3);
+	}
+	for (int k = 0; k < 64; k++) {
+		uint32_t ring = (uint32_t)(rnd() % (KPS_RINGS + 1));
+
+		if (ring < KPS_RINGS)
+			sess.map.rings[ring].used = (uint32_t)nasty();
+		sess.map.counters[(size_t)ring * KPS_MAX_PROBES + rnd() % 128] = nasty();
+		sess.map.hist[(size_t)ring * KPS_BUCKETS + rnd() % KPS_BUCKETS] = nasty();
+	}
+}
+
+Test(shm_fuzz, random_summaries)
+{
+	open_session(ACT_COUNT, FMT_JSON);
+	for (int iter = 0; iter < 300; iter++) {
+		rng = 0x9e3779b97f4a7c15ull * (uint64_t)(iter + 1);
+		publish_descs();
+		scramble_summary();
+		opts.action = iter % 2 ? ACT_COUNT : ACT_LATENCY;
+		sess.out.format = (enum out_format)(iter % 3);
+		session_note_skipped(&sess);
+		session_report(&sess);
+	}
+}
+
+/* Valid rings, then random bytes over records and ring positions. */
+static void mutate_rings(uint32_t nrings)
+{
+	int nmut = 1 + (int)(rnd() % 32);
+
+	for (int k = 0; k < nmut; k++) {
+		uint32_t ring = (uint32_t)(rnd() % nrings);
+		uint64_t head = sess.map.rings[ring].head;
+
+		switch (rnd() % 6) {
+		case 0:
+			sess.map.rings[ring].head = rnd() % 2 ? nasty() : head + nasty() % 4096;
+			break;
+		case 1:
+			sess.map.rings[ring].tail = nasty();
+			break;
+		case 2:
+			sess.map.hdr->rings_hint = (uint32_t)nasty();
+			break;
+		default: {
+			/* a word of a record near the head */
+			uint64_t off = (head - rnd() % 2048) & (KPS_RING_BYTES - 8);
+			uint64_t *wd = (uint64_t *)(ring_data(ring) + off);
+
+			*wd = rnd() % 2 ? nasty() : *wd ^ (1ull << (rnd() % 64));
+		}
+		}
+	}
+}
+
+Test(shm_fuzz, random_ring_mutations)
+{
+	open_session(ACT_TRACE, FMT_TEXT);
+	for (int iter = 0; iter < 400; iter++) {
+		rng = 0x853c49e6748fea9bull * (uint64_t)(iter + 1);
+		publish_descs();
+		if (iter % 7 == 0)
+			scramble_summary();
+		fill_valid(1 + (uint32_t)(rnd() % 4), 1 + (int)(rnd() % 40));
+		mutate_rings(4);
+		sess.out.format = (enum out_format)(iter % 3);
+		drain_all(4);
+	}
+	session_report(&sess);
+}
+
+/* A target rewriting its rings while the tool reads them. */
+static volatile int scribbling;
+
+static void *scribbler(void *arg)
+{
+	uint64_t x = (uint64_t)(uintptr_t)arg;
+
+	while (__atomic_load_n(&scribbling, __ATOMIC_RELAXED)) {
+		uint64_t off, *wd;
+
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		off = (x >> 8) % 4096 & ~7ull;
+		wd = (uint64_t *)(ring_data((uint32_t)(x % 2)) + off);
+		__atomic_store_n(wd, x % 5 ? x : 0xfffffff8u, __ATOMIC_RELAXED);
+		if (x % 64 == 0)
+			__atomic_store_n(&sess.map.rings[x % 2].head, x >> 40, __ATOMIC_RELAXED);
+	}
+	return NULL;
+}
+
+Test(shm_fuzz, rings_changing_under_the_reader)
+{
+	pthread_t th;
+
+	open_session(ACT_TRACE, FMT_JSON);
+	publish_descs();
+	scribbling = 1;
+	cr_assert_eq(pthread_create(&th, NULL, scribbler, (void *)0x1234567ull), 0);
+	for (int iter = 0; iter < 300; iter++) {
+		rng = 0xda942042e4dd58b5ull * (uint64_t)(iter + 1);
+		fill_valid(2, 1 + (int)(rnd() % 60));
+		drain_all(3);
+	}
+	__atomic_store_n(&scribbling, 0, __ATOMIC_RELAXED);
+	pthread_join(th, NULL);
+	session_report(&sess);
+}
