@@ -1,6 +1,7 @@
 /* End-to-end tests of the kprobe CLI (build/kprobe) on real programs:
  * tests/cli/cli_target.c and the library tests/cli/cli_plugin.c. */
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <limits.h>
@@ -26,6 +27,7 @@ static char target[PATH_MAX + 32];
 static char plugin[PATH_MAX + 32];
 static char zlib_prog[PATH_MAX + 32];
 static char agent[PATH_MAX + 32];
+static char static_prog[PATH_MAX + 32];
 
 static void init_paths(void)
 {
@@ -40,6 +42,7 @@ static void init_paths(void)
 	snprintf(plugin, sizeof(plugin), "%s/tests/cli/libcliplugin.so", build_dir);
 	snprintf(zlib_prog, sizeof(zlib_prog), "%s/tests/cli/cli_zlib", build_dir);
 	snprintf(agent, sizeof(agent), "%s/libkprobe-agent.so", build_dir);
+	snprintf(static_prog, sizeof(static_prog), "%s/tests/cli/cli_static", build_dir);
 }
 
 TestSuite(cli, .init = init_paths, .timeout = 20);
@@ -1407,4 +1410,172 @@ Test(cli, tracepoint_attach_list_detach)
 	cr_assert(alive(b.pid));
 	bg_stop(&b);
 	unlink(out);
+}
+
+/* ---- nothing left behind; rings for every thread ---- */
+
+/* Session memory objects of process pid in /dev/shm ("kprobe-PID-..."). */
+static int shm_objects_of(pid_t pid)
+{
+	char prefix[32];
+	DIR *d = opendir("/dev/shm");
+	struct dirent *e;
+	int n = 0;
+
+	snprintf(prefix, sizeof(prefix), "kprobe-%d-", (int)pid);
+	if (!d)
+		return 0;
+	while ((e = readdir(d)))
+		n += !strncmp(e->d_name, prefix, strlen(prefix));
+	closedir(d);
+	return n;
+}
+
+/* Starts `kprobe ARGS` (its own process group, output to /dev/null);
+ * returns its PID. */
+static pid_t kprobe_start(const char *args)
+{
+	char cmd[PATH_MAX * 2 + 256];
+	pid_t pid;
+
+	snprintf(cmd, sizeof(cmd), "exec %s %s > /dev/null 2>&1 < /dev/null", kprobe, args);
+	pid = fork();
+	cr_assert(pid >= 0);
+	if (pid == 0) {
+		setpgid(0, 0);
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+		_exit(127);
+	}
+	return pid;
+}
+
+static int kprobe_wait(pid_t pid)
+{
+	int st;
+
+	cr_assert_eq(waitpid(pid, &st, 0), pid);
+	return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+Test(cli, nothing_left_after_failures)
+{
+	char args[PATH_MAX * 2];
+	pid_t pid;
+
+	pid = kprobe_start("count target_add -- /nonexistent/command");
+	cr_assert_eq(kprobe_wait(pid), 2);
+	cr_assert_eq(shm_objects_of(pid), 0, "left behind after a missing command");
+
+	snprintf(args, sizeof(args), "count main -- %s", static_prog);
+	pid = kprobe_start(args);
+	cr_assert_eq(kprobe_wait(pid), 1);
+	cr_assert_eq(shm_objects_of(pid), 0, "left behind after a static program");
+
+	snprintf(args, sizeof(args), "count no_such_function_here -- %s calls 1", target);
+	pid = kprobe_start(args);
+	cr_assert_eq(kprobe_wait(pid), 2);
+	cr_assert_eq(shm_objects_of(pid), 0, "left behind after a bad probe");
+}
+
+Test(cli, nothing_left_by_a_killed_tool)
+{
+	char args[PATH_MAX * 2];
+	pid_t pid;
+
+	snprintf(args, sizeof(args), "trace target_add -- %s busy 1 4", target);
+	pid = kprobe_start(args);
+	usleep(700000);
+	kill(pid, SIGKILL);
+	cr_assert_eq(kprobe_wait(pid), 128 + SIGKILL);
+	cr_assert_eq(shm_objects_of(pid), 0, "left behind by a killed tool");
+	kill(-pid, SIGKILL);
+}
+
+/* Leftovers of killed tools (ours, their PID gone) are removed; those of
+ * live processes stay. */
+Test(cli, stale_session_memory_cleaned)
+{
+	char dead_path[64], live_path[64];
+	struct run r;
+	pid_t dead = fork();
+	int fd;
+
+	cr_assert(dead >= 0);
+	if (dead == 0)
+		_exit(0);
+	cr_assert_eq(waitpid(dead, NULL, 0), dead);
+	snprintf(dead_path, sizeof(dead_path), "/dev/shm/kprobe-%d-1f2e", (int)dead);
+	snprintf(live_path, sizeof(live_path), "/dev/shm/kprobe-%d-3d4c", (int)getpid());
+	fd = open(dead_path, O_CREAT | O_EXCL | O_WRONLY, 0600);
+	cr_assert(fd >= 0, "%s: %s", dead_path, strerror(errno));
+	close(fd);
+	fd = open(live_path, O_CREAT | O_EXCL | O_WRONLY, 0600);
+	cr_assert(fd >= 0, "%s: %s", live_path, strerror(errno));
+	close(fd);
+	run(&r, "%s count target_add -- %s calls 1", kprobe, target);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert(access(dead_path, F_OK) && errno == ENOENT, "a dead tool's memory stayed");
+	cr_assert(!access(live_path, F_OK), "a live process's memory was removed");
+	unlink(live_path);
+}
+
+/* The command does not keep the session memory's descriptor. */
+Test(cli, command_keeps_no_descriptor_of_ours)
+{
+	struct run r;
+
+	run(&r, "%s count 'libc.so.6:getenv' -o /dev/null -- /bin/sh -c "
+		"'for f in /proc/$$/fd/*; do readlink $f; done'", kprobe);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert(!strstr(r.out, "memfd:kprobe"), "%s", r.out);
+}
+
+/* A ring for each of 250 threads: nothing lost on a finite run. */
+Test(cli, trace_many_threads_loses_nothing)
+{
+	struct run r;
+	char out[128];
+	char *text;
+
+	temp_path(out, sizeof(out), "threads.json");
+	run(&r, "%s trace target_add --format json -o %s -- %s threads 250 20", kprobe, out,
+	    target);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert(!strstr(r.err, "lost"), "%s", r.err);
+	text = slurp(out);
+	cr_assert_eq(count_occurrences(text, "\n"), 5000);
+	cr_assert_eq(json_lines_valid(text), 5000);
+	free(text);
+	unlink(out);
+}
+
+/* More threads at once than rings: their events are lost, and said so
+ * with the cause (not "did not keep up"). */
+Test(cli, trace_more_threads_than_rings_says_why)
+{
+	struct run r;
+	char out[128];
+	char *text;
+	const char *l;
+	long long lost;
+
+	temp_path(out, sizeof(out), "rings.json");
+	run(&r, "KPROBE_RINGS=100 %s trace target_add --format json -o %s -- %s threads 250 20",
+	    kprobe, out, target);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	l = strstr(r.err, "lost ");
+	cr_assert(l, "%s", r.err);
+	lost = strtoll(l + 5, NULL, 10);
+	cr_assert(strstr(r.err, "100 rings"), "%s", r.err);
+	cr_assert(!strstr(r.err, "keep up"), "%s", r.err);
+	/* 150 threads without a ring, all alive at once: 150 * 20 lost */
+	cr_assert_eq(lost, 3000, "%s", r.err);
+	text = slurp(out);
+	cr_assert_eq(count_occurrences(text, "\n"), 2000);
+	free(text);
+	unlink(out);
+	run(&r, "KPROBE_RINGS=0 %s trace target_add -- %s calls 1", kprobe, target);
+	cr_assert_eq(r.status, 2, "%s", r.err);
+	cr_assert(strstr(r.err, "KPROBE_RINGS"), "%s", r.err);
 }

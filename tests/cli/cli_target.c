@@ -91,13 +91,18 @@ PROBED long target_inlined_b(long v)
 {
 	return twice(v) - 1;
 }
+/* The threads of `threads T N` all live from before the first call of
+ * any of them to after the last: T threads at once. */
+static pthread_barrier_t threads_start, threads_end;
 
 static void *thread_main(void *arg)
 {
 	long n = (long)arg;
 
+	pthread_barrier_wait(&threads_start);
 	for (long i = 0; i < n; i++)
 		target_add(i, 1);
+	pthread_barrier_wait(&threads_end);
 	return NULL;
 }
 
@@ -147,12 +152,23 @@ static int run_busy(int nthreads, long seconds, bool masked)
 
 static int run_threads(int nthreads, long calls)
 {
-	pthread_t th[64];
+	static pthread_t th[1024];
+	pthread_attr_t attr;
 
-	if (nthreads > 64)
-		nthreads = 64;
+	if (nthreads < 1)
+		nthreads = 1;
+	if (nthreads > 1024)
+		nthreads = 1024;
+	pthread_barrier_init(&threads_start, NULL, (unsigned int)nthreads);
+	pthread_barrier_init(&threads_end, NULL, (unsigned int)nthreads);
+	/* Small stacks: a thousand threads in little memory. */
+	pthread_attr_init(&attr);
+	pthread_attr_setstacksize(&attr, 256 << 10);
 	for (int i = 0; i < nthreads; i++)
-		pthread_create(&th[i], NULL, thread_main, (void *)calls);
+		if (pthread_create(&th[i], &attr, thread_main, (void *)calls)) {
+			fprintf(stderr, "cannot create thread %d\n", i);
+			_exit(1);
+		}
 	for (int i = 0; i < nthreads; i++)
 		pthread_join(th[i], NULL);
 	printf("threads done\n");
