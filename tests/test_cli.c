@@ -1478,6 +1478,32 @@ Test(cli, nothing_left_after_failures)
 	cr_assert_eq(shm_objects_of(pid), 0, "left behind after a bad probe");
 }
 
+Test(cli, nothing_left_after_a_failed_ptrace)
+{
+	char args[64];
+	pid_t child, pid;
+	int st;
+
+	/* A process with a tracer already cannot be attached to. */
+	child = fork();
+	cr_assert(child >= 0);
+	if (child == 0) {
+		ptrace(PTRACE_TRACEME, 0, 0, 0);
+		raise(SIGSTOP);
+		execl(target, target, "loop", "0", (char *)NULL);
+		_exit(127);
+	}
+	cr_assert_eq(waitpid(child, &st, 0), child);
+	ptrace(PTRACE_CONT, child, 0, 0);
+	usleep(100000);
+	snprintf(args, sizeof(args), "count target_add -p %d", (int)child);
+	pid = kprobe_start(args);
+	cr_assert_eq(kprobe_wait(pid), 1);
+	cr_assert_eq(shm_objects_of(pid), 0, "left behind after a failed attach");
+	kill(child, SIGKILL);
+	waitpid(child, &st, 0);
+}
+
 Test(cli, nothing_left_by_a_killed_tool)
 {
 	char args[PATH_MAX * 2];
