@@ -88,33 +88,55 @@ static void raise_rings_hint(struct agent_session *s, int ring)
 		;
 }
 
-/* Claims a free ring, or one whose owner died and whose events were all
- * read.  Only on a thread's first hit in a session. */
+/* Ring i for me, if it is free (pass 0) or its owner died and all its
+ * events were read (pass 1). */
+static bool try_claim(struct agent_session *s, int i, uint64_t me, int pass)
+{
+	struct kps_ring *r = &s->map.rings[i];
+	uint64_t owner = __atomic_load_n(&r->owner, __ATOMIC_ACQUIRE);
+
+	if (pass == 0 ? owner != 0 :
+	    (owner == 0 || __atomic_load_n(&r->head, __ATOMIC_ACQUIRE) !=
+				   __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE) ||
+	     !owner_is_dead(owner)))
+		return false;
+	if (!__atomic_compare_exchange_n(&r->owner, &owner, me, false, __ATOMIC_ACQ_REL,
+					 __ATOMIC_RELAXED))
+		return false;
+	__atomic_store_n(&r->used, 1, __ATOMIC_RELEASE);
+	raise_rings_hint(s, i);
+	return true;
+}
+
+/* Rings of exited threads looked at before a fresh one is taken: a program
+ * that keeps starting threads reuses their rings instead of touching ever
+ * more memory, and a thread's first hit makes a bounded number of calls. */
+#define REUSE_TRIES 16
+
+/* Claims a ring: a few of exited threads first, then a free one, then any
+ * of an exited thread.  Only on a thread's first hit in a session. */
 static int claim_ring(struct agent_session *s)
 {
+	static unsigned int reuse_from;
 	pid_t pid = (pid_t)raw_syscall(SYS_getpid, 0, 0, 0, 0, 0, 0);
 	pid_t tid = (pid_t)raw_syscall(SYS_gettid, 0, 0, 0, 0, 0, 0);
 	uint64_t me = (uint64_t)pid << 32 | (uint32_t)tid;
+	uint32_t claimed = __atomic_load_n(&s->map.hdr->rings_hint, __ATOMIC_RELAXED);
 
 	tls_pid = pid;
-	for (int pass = 0; pass < 2; pass++) {
-		for (int i = 0; i < (int)s->nrings; i++) {
-			struct kps_ring *r = &s->map.rings[i];
-			uint64_t owner = __atomic_load_n(&r->owner, __ATOMIC_ACQUIRE);
+	if (claimed > s->nrings)
+		claimed = s->nrings;
+	if (claimed) {
+		unsigned int from = __atomic_fetch_add(&reuse_from, REUSE_TRIES, __ATOMIC_RELAXED);
 
-			if (pass == 0 ? owner != 0 :
-			    (owner == 0 || __atomic_load_n(&r->head, __ATOMIC_ACQUIRE) !=
-						   __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE) ||
-			     !owner_is_dead(owner)))
-				continue;
-			if (__atomic_compare_exchange_n(&r->owner, &owner, me, false,
-							__ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
-				__atomic_store_n(&r->used, 1, __ATOMIC_RELEASE);
-				raise_rings_hint(s, i);
-				return i;
-			}
-		}
+		for (unsigned int k = 0; k < REUSE_TRIES && k < claimed; k++)
+			if (try_claim(s, (int)((from + k) % claimed), me, 1))
+				return (int)((from + k) % claimed);
 	}
+	for (int pass = 0; pass < 2; pass++)
+		for (int i = 0; i < (int)s->nrings; i++)
+			if (try_claim(s, i, me, pass))
+				return i;
 	return -1;
 }
 
