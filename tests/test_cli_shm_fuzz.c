@@ -365,6 +365,27 @@ Test(shm_fuzz, drain_is_bounded)
 		cr_assert_eq(sess.cons.tails[ring], KPS_RING_BYTES);
 }
 
+/* The end of a trace reads everything, more than one drain takes. */
+Test(shm_fuzz, final_drain_reads_everything)
+{
+	size_t n = 0;
+
+	open_session(ACT_TRACE, FMT_TEXT);
+	publish_descs();
+	for (uint32_t ring = 0; ring < 20; ring++) {
+		struct writer w = { ring, 0 };
+
+		claim(ring, ring + 1);
+		while (w.head + 64 < KPS_RING_BYTES) {
+			put_return(&w, w.head, ring);
+			n++;
+		}
+		commit(&w);
+	}
+	cr_assert_gt((uint64_t)n * 40, CONSUMER_DRAIN_MAX);
+	cr_assert_eq(consumer_drain_all(&sess.cons, &sess.out), n);
+}
+
 /* Random headers, descriptors, counters and histograms, then the reports. */
 static void scramble_summary(void)
 {

@@ -275,6 +275,7 @@ static void copy_rings(struct consumer *c)
 	uint32_t n = consumer_rings_claimed(c);
 	size_t budget = CONSUMER_DRAIN_MAX;
 
+	c->work = 0;
 	if (c->next_ring >= n)
 		c->next_ring = 0;
 	for (uint32_t k = 0; k < n && budget; k++) {
@@ -283,6 +284,7 @@ static void copy_rings(struct consumer *c)
 		if (__atomic_load_n(&c->map->rings[i].used, __ATOMIC_ACQUIRE)) {
 			size_t work = copy_ring(c, i, budget);
 
+			c->work += work;
 			budget = work < budget ? budget - work : 0;
 		}
 		if (!budget)
@@ -321,6 +323,16 @@ size_t consumer_drain(struct consumer *c, struct output *out)
 	if (written)
 		fflush(out->f);
 	return written;
+}
+
+size_t consumer_drain_all(struct consumer *c, struct output *out)
+{
+	size_t rounds = (size_t)c->nrings * KPS_RING_BYTES / CONSUMER_DRAIN_MAX + 2, n = 0;
+
+	do
+		n += consumer_drain(c, out);
+	while (c->work && --rounds);
+	return n;
 }
 
 void consumer_free(struct consumer *c)

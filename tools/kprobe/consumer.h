@@ -26,6 +26,7 @@ struct consumer {
 	uint64_t *tails;		/* our own read position of each ring */
 	uint32_t next_ring;		/* where the next drain starts */
 	uint64_t corrupt;		/* rings found corrupt (skipped to head) */
+	size_t work;			/* bytes of records the last drain read */
 	unsigned char *buf;		/* copies of this round's events */
 	size_t len, cap;
 	struct trace_event *evs;
@@ -44,6 +45,9 @@ int consumer_init(struct consumer *c, const struct kps_map *map, const struct cl
  * bytes) and writes them, in time order, to out.  Returns the number of
  * events written. */
 size_t consumer_drain(struct consumer *c, struct output *out);
+/* Drains until the rings are empty (the producers stopped), within a
+ * bound: as many drains as all rings full take.  Returns the events. */
+size_t consumer_drain_all(struct consumer *c, struct output *out);
 void consumer_free(struct consumer *c);
 
 /* Descriptor id as a checked copy (terminated, printable strings, a known

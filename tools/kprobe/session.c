@@ -4,10 +4,10 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
-#include <stdlib.h>
-#include <string.h>
 #include <signal.h>
 #include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -120,7 +120,7 @@ static void create_shm(struct session *s)
 		cli_die(EXIT_FAIL, "out of memory");
 }
 
-/* Whether a process of ours with this PID is still there. */
+/* Whether a process with this PID exists (ours or not). */
 static bool pid_alive(long pid)
 {
 	return pid > 0 && pid <= INT32_MAX && (kill((pid_t)pid, 0) == 0 || errno == EPERM);
@@ -335,6 +335,7 @@ static void report_counts(struct session *s)
 	uint64_t n = descs_published(s);
 	uint32_t nrings = consumer_rings_claimed(&s->cons);
 	struct count_row *rows = calloc(n ? n : 1, sizeof(*rows));
+	uint64_t lost, ringless;
 	int nrows = 0;
 
 	if (!rows)
@@ -352,8 +353,9 @@ static void report_counts(struct session *s)
 		nrows++;
 	}
 	qsort(rows, (size_t)nrows, sizeof(*rows), by_desc_order);
-	output_counts(&s->out, rows, nrows, consumer_lost_full(&s->cons) +
-						    consumer_lost_ringless(&s->cons));
+	lost = consumer_lost_full(&s->cons);
+	ringless = consumer_lost_ringless(&s->cons);
+	output_counts(&s->out, rows, nrows, lost + ringless < lost ? UINT64_MAX : lost + ringless);
 	free(rows);
 }
 
@@ -405,7 +407,7 @@ void session_report(struct session *s)
 {
 	switch (s->opts->action) {
 	case ACT_TRACE:
-		consumer_drain(&s->cons, &s->out);
+		consumer_drain_all(&s->cons, &s->out);
 		output_end_trace(&s->out);
 		report_trace_loss(s);
 		break;
