@@ -86,8 +86,9 @@ static size_t copy_ring(struct consumer *c, uint32_t i, size_t budget)
 	uint64_t tail = c->tails[i];
 	size_t work = 0;
 
-	/* A producer is never more than a ring ahead (nor behind us). */
-	if (head - tail > KPS_RING_BYTES || tail % 8) {
+	/* A producer is never more than a ring ahead (nor behind us), and
+	 * moves in whole records. */
+	if (head != tail && (head - tail > KPS_RING_BYTES || tail % 8)) {
 		c->corrupt++;
 		tail = head;
 	}
