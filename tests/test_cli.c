@@ -28,6 +28,7 @@ static char plugin[PATH_MAX + 32];
 static char zlib_prog[PATH_MAX + 32];
 static char agent[PATH_MAX + 32];
 static char static_prog[PATH_MAX + 32];
+static char hostile_prog[PATH_MAX + 32];
 
 static void init_paths(void)
 {
@@ -43,6 +44,7 @@ static void init_paths(void)
 	snprintf(zlib_prog, sizeof(zlib_prog), "%s/tests/cli/cli_zlib", build_dir);
 	snprintf(agent, sizeof(agent), "%s/libkprobe-agent.so", build_dir);
 	snprintf(static_prog, sizeof(static_prog), "%s/tests/cli/cli_static", build_dir);
+	snprintf(hostile_prog, sizeof(hostile_prog), "%s/tests/cli/cli_hostile", build_dir);
 }
 
 TestSuite(cli, .init = init_paths, .timeout = 20);
@@ -1604,4 +1606,33 @@ Test(cli, trace_more_threads_than_rings_says_why)
 	run(&r, "KPROBE_RINGS=0 %s trace target_add -- %s calls 1", kprobe, target);
 	cr_assert_eq(r.status, 2, "%s", r.err);
 	cr_assert(strstr(r.err, "KPROBE_RINGS"), "%s", r.err);
+}
+
+/* A target that writes over the whole session memory while it is probed:
+ * every action finishes, the command's status passes through, nothing it
+ * wrote reaches the output as a control character, and the trace says the
+ * rings were corrupt. */
+Test(cli, hostile_target_overwrites_the_session)
+{
+	static const char *const actions[] = { "count", "trace", "latency" };
+	struct run r;
+	char out[128];
+
+	temp_path(out, sizeof(out), "hostile.out");
+	for (int i = 0; i < 3; i++) {
+		char *text;
+
+		run(&r, "%s %s hostile_work -o %s -- %s 200", kprobe, actions[i], out,
+		    hostile_prog);
+		cr_assert_eq(r.status, 0, "%s: %s", actions[i], r.err);
+		cr_assert(strstr(r.out, "scribbled"), "%s: %s", actions[i], r.out);
+		cr_assert(!strchr(r.err, '\033'), "%s: %s", actions[i], r.err);
+		text = slurp(out);
+		cr_assert(!strchr(text, '\033'), "%s printed the target's escapes", actions[i]);
+		cr_assert_gt(strlen(text), 0, "%s wrote nothing", actions[i]);
+		if (i == 1)
+			cr_assert(strstr(r.err, "corrupt"), "%s", r.err);
+		free(text);
+	}
+	unlink(out);
 }

@@ -69,7 +69,10 @@ $(B)/kprobe-bench-extra: $(KP_DIR)/bench_extra.c $(KP_AGENT_OBJ) $(B)/libkprobes
 
 # ---- end-to-end test programs (tests/test_cli.c runs them under kprobe) ----
 
-KP_TEST_PROGS := $(B)/tests/cli/cli_target $(B)/tests/cli/libcliplugin.so $(B)/tests/cli/cli_zlib $(B)/tests/cli/cli_static
+KP_TEST_PROGS := $(B)/tests/cli/cli_target $(B)/tests/cli/libcliplugin.so
+KP_TEST_PROGS += $(B)/tests/cli/cli_zlib
+KP_TEST_PROGS += $(B)/tests/cli/cli_static
+KP_TEST_PROGS += $(B)/tests/cli/cli_hostile
 
 $(B)/tests/cli/cli_target: tests/cli/cli_target.c include/kprobes/tracepoint.h include/kprobes/jump_label.h
 	@mkdir -p $(dir $@)
@@ -78,6 +81,10 @@ $(B)/tests/cli/cli_target: tests/cli/cli_target.c include/kprobes/tracepoint.h i
 $(B)/tests/cli/cli_zlib: tests/cli/cli_zlib.c
 	@mkdir -p $(dir $@)
 	$(CC) -O1 -g -o $@ $< -lz
+$(B)/tests/cli/cli_hostile: tests/cli/cli_hostile.c $(KP_DIR)/shm.h
+	@mkdir -p $(dir $@)
+	$(CC) -O1 -g -std=gnu11 -Wall -I$(KP_DIR) -o $@ $<
+
 $(B)/tests/cli/cli_static: tests/cli/cli_static.c
 	@mkdir -p $(dir $@)
 	$(CC) -O1 -static -o $@ $<
