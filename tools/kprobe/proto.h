@@ -16,7 +16,9 @@
  *
  * The session config (also passed to a launched command's agent in the
  * environment variable KPROBE_AGENT_CONFIG) is one item per line:
- *   shm NAME / action trace|count|latency / follow 0|1 / probe SPEC */
+ *   shm fd:N|passed / action trace|count|latency / follow 0|1 / probe SPEC
+ * where "shm" names the session memory's descriptor: N, inherited by a
+ * launched command, or the one passed with the ARM request (SCM_RIGHTS). */
 #ifndef KPROBE_PROTO_H
 #define KPROBE_PROTO_H
 
