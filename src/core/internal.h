@@ -46,6 +46,14 @@ struct kp_probepoint {
 	bool gone;			/* object unloaded */
 	char *symbol;			/* "name+0xOFF" for the list */
 	char *object;			/* file name, NULL for the main executable */
+	/* Writer-side bookkeeping, under the registry lock, so that adding,
+	 * removing and (re)evaluating one of many probes at an address takes
+	 * constant time: the list's last probe, how many probes are enabled,
+	 * and how many of those forbid a jump (post handler, jprobe). */
+	struct kprobe *last;
+	unsigned long nenabled;
+	unsigned long nunoptimizable;
+	bool mark;			/* scratch: de-duplicating a batch */
 };
 
 /* Jump optimization states: breakpoint only, waiting for the optimizer,
@@ -78,6 +86,14 @@ int kp_kretprobe_entry_fast(struct kprobe *p, void *ret_slot, struct kp_thread *
 /* A return probe's slot in the threads' instance caches (kretprobe.c),
  * kept in the probe for the entry's fast path. */
 #define kp_probe_ri_slot(p) (*(uint8_t *)&(p)->__reserved[2])
+/* The probe before p on its probepoint's list (NULL: p is first); kept by
+ * the writers only, the hit path walks __next. */
+#define kp_probe_prev(p) (*(struct kprobe **)&(p)->__reserved[3])
+
+/* probeset.c: the registered probes, by pointer (under the registry lock). */
+bool kp_probeset_has(const struct kprobe *p);
+int kp_probeset_add(struct kprobe *p);
+void kp_probeset_remove(const struct kprobe *p);
 
 /* optimizer.c (under kp_registry_lock) */
 void kp_optimizer_reevaluate(struct kp_probepoint *pp);

@@ -63,10 +63,8 @@ static bool want_optimized(struct kp_probepoint *pp)
 	if (!kp_knob_optimize || !kp_knob_enabled || !pp->armed || pp->gone || !pp->probes)
 		return false;
 	/* Disabled members of an aggregate do not run: they do not count. */
-	for (const struct kprobe *p = pp->probes; p; p = p->__next)
-		if (!(p->flags & KPROBE_FLAG_DISABLED) &&
-		    (p->post_handler || p->__type == KP_TYPE_JPROBE))
-			return false;
+	if (pp->nunoptimizable)
+		return false;
 	if (arch_opt_analyse_pp(pp))
 		return false;
 	return !region_conflict(pp);
@@ -140,8 +138,13 @@ static void unoptimize_batch(struct kp_probepoint **pps, int n)
 	if (nj)
 		arch_unoptimize(jumped, nj);
 	for (int i = 0; i < n; i++) {
+		bool was_optimized = pps[i]->opt_state == OPT_OPTIMIZED;
+
 		__atomic_store_n(&pps[i]->opt_state, OPT_NONE, __ATOMIC_RELEASE);
-		set_flags(pps[i], false);
+		/* Only an installed jump set the flags: a queued aggregate
+		 * of many probes costs nothing to take back. */
+		if (was_optimized)
+			set_flags(pps[i], false);
 	}
 	free(jumped);
 }

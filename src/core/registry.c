@@ -95,40 +95,45 @@ static bool probe_enabled(const struct kprobe *p)
 
 bool kp_probepoint_enabled(const struct kp_probepoint *pp)
 {
-	for (const struct kprobe *p = pp->probes; p; p = p->__next)
-		if (probe_enabled(p))
-			return true;
-	return false;
+	return pp->nenabled != 0;
 }
 
-static bool has_type(const struct kp_probepoint *pp, enum kp_type type)
+/* A jprobe is always its probepoint's last probe. */
+static bool has_jprobe(const struct kp_probepoint *pp)
 {
-	for (const struct kprobe *p = pp->probes; p; p = p->__next)
-		if (p->__type == type)
-			return true;
-	return false;
+	return pp->last && pp->last->__type == KP_TYPE_JPROBE;
 }
 
-/* Is p on the registry?  Trust the mark only if pp really lists p. */
+/* Is p on the registry?  The mark alone could be a copy's: the set of
+ * registered pointers decides, without reading anything p points to. */
 static bool is_registered(const struct kprobe *p)
 {
-	const struct kp_probepoint *pp;
+	return p->__state == KP_STATE_REGISTERED && p->__pp && kp_probeset_has(p);
+}
 
-	if (p->__state != KP_STATE_REGISTERED || !p->__pp)
-		return false;
-	/* A registered probe's addr is its probepoint's address; probepoints
-	 * of unloaded objects are only on the list. */
-	pp = kp_probepoint_lookup((uintptr_t)p->addr);
-	if (!pp || pp != p->__pp) {
-		for (pp = kp_all_probepoints; pp && pp != p->__pp; pp = pp->all_next)
-			;
-		if (!pp || !pp->gone)
-			return false;
-	}
-	for (const struct kprobe *q = pp->probes; q; q = q->__next)
-		if (q == p)
-			return true;
-	return false;
+/* Adds (delta 1) or removes (-1) p's share of its probepoint's counts. */
+static void pp_account(struct kp_probepoint *pp, const struct kprobe *p, long delta)
+{
+	if (!probe_enabled(p))
+		return;
+	pp->nenabled += (unsigned long)delta;
+	if (p->post_handler || p->__type == KP_TYPE_JPROBE)
+		pp->nunoptimizable += (unsigned long)delta;
+}
+
+/* Removes duplicates from pps[0..n) in place; returns the new count. */
+static int dedupe(struct kp_probepoint **pps, int n)
+{
+	int m = 0;
+
+	for (int i = 0; i < n; i++)
+		if (!pps[i]->mark) {
+			pps[i]->mark = true;
+			pps[m++] = pps[i];
+		}
+	for (int i = 0; i < m; i++)
+		pps[i]->mark = false;
+	return m;
 }
 
 /* addr or symbol_name (+ offset) to an address and its function. */
@@ -257,15 +262,31 @@ static void *probe_fast_fn(struct kprobe *p, enum kp_type type)
 	return NULL;
 }
 
-static void probe_attach(struct kp_probepoint *pp, struct kprobe *p, enum kp_type type)
+/* The link a new probe of this type goes into, and the probe that will
+ * come before it. */
+static struct kprobe **insert_link(struct kp_probepoint *pp, enum kp_type type,
+				   struct kprobe **prev)
 {
-	struct kprobe **link = &pp->probes;
+	struct kprobe *last = pp->last;
 
 	/* As in Kprobes, a jprobe comes last: the other probes' pre-handlers
 	 * run before it changes the path. */
-	while (*link && (type == KP_TYPE_JPROBE || (*link)->__type != KP_TYPE_JPROBE))
-		link = &(*link)->__next;
+	if (last && last->__type == KP_TYPE_JPROBE && type != KP_TYPE_JPROBE)
+		last = kp_probe_prev(last);
+	*prev = last;
+	return last ? &last->__next : &pp->probes;
+}
+
+static void probe_attach(struct kp_probepoint *pp, struct kprobe *p, enum kp_type type)
+{
+	struct kprobe *prev, **link = insert_link(pp, type, &prev);
+
 	p->__next = *link;
+	kp_probe_prev(p) = prev;
+	if (p->__next)
+		kp_probe_prev(p->__next) = p;
+	else
+		pp->last = p;
 	p->__pp = pp;
 	p->__state = KP_STATE_REGISTERED;
 	p->__type = type;
@@ -275,6 +296,7 @@ static void probe_attach(struct kp_probepoint *pp, struct kprobe *p, enum kp_typ
 	p->addr = (kprobe_opcode_t *)pp->addr;
 	kp_probe_needs(p) = probe_needs(p, type);
 	kp_probe_fast_fn(p) = probe_fast_fn(p, type);
+	pp_account(pp, p, 1);
 	/* No hit may take the old single probe for all of them. */
 	__atomic_store_n(&pp->fast, NULL, __ATOMIC_RELEASE);
 	__atomic_store_n(&pp->rfast, NULL, __ATOMIC_RELEASE);
@@ -306,8 +328,11 @@ int kp_register_locked(struct kprobe *p, enum kp_type type, struct kp_probepoint
 	if (type != KP_TYPE_KPROBE && !(have_fn && fn.addr == addr))
 		return -EINVAL;
 	pp = kp_probepoint_lookup(addr);
-	if (pp && type == KP_TYPE_JPROBE && has_type(pp, KP_TYPE_JPROBE))
+	if (pp && type == KP_TYPE_JPROBE && has_jprobe(pp))
 		return -EEXIST;
+	err = kp_probeset_add(p);
+	if (err)
+		return err;
 	/* Never put an int3 into an installed jump; a new probe also changes
 	 * what the existing probepoint may do. */
 	kp_optimizer_region_conflicts(addr);
@@ -315,8 +340,10 @@ int kp_register_locked(struct kprobe *p, enum kp_type type, struct kp_probepoint
 		kp_optimizer_unoptimize(pp);
 	if (!pp) {
 		err = probepoint_create(addr, &fn, have_fn, &pp);
-		if (err)
+		if (err) {
+			kp_probeset_remove(p);
 			return err;
+		}
 	}
 	probe_attach(pp, p, type);
 	*pp_out = pp;
@@ -372,12 +399,16 @@ out:
 static struct kp_probepoint *probe_detach(struct kprobe *p)
 {
 	struct kp_probepoint *pp = p->__pp;
-	struct kprobe **link = &pp->probes;
+	struct kprobe *prev = kp_probe_prev(p);
 
-	while (*link && *link != p)
-		link = &(*link)->__next;
-	if (*link)
-		__atomic_store_n(link, p->__next, __ATOMIC_RELEASE);
+	kp_probeset_remove(p);
+	pp_account(pp, p, -1);
+	/* Threads on p keep following its (unchanged) __next. */
+	__atomic_store_n(prev ? &prev->__next : &pp->probes, p->__next, __ATOMIC_RELEASE);
+	if (p->__next)
+		kp_probe_prev(p->__next) = prev;
+	else
+		pp->last = prev;
 	pp_update_fast(pp);
 	return pp->probes ? NULL : pp;
 }
@@ -416,7 +447,7 @@ void kp_unregister_locked(struct kprobe **ps, int n)
 	for (int i = 0; i < ne; i++)
 		kp_optimizer_reevaluate_near(empty[i]->addr);
 	if (nt)
-		kp_apply_arming(touched, nt);
+		kp_apply_arming(touched, dedupe(touched, nt));
 	kp_synchronize();
 	for (int i = 0; i < n; i++) {
 		if (!ps[i] || (live && !live[i]))
@@ -424,6 +455,7 @@ void kp_unregister_locked(struct kprobe **ps, int n)
 		ps[i]->__state = 0;
 		ps[i]->__pp = NULL;
 		ps[i]->__next = NULL;
+		kp_probe_prev(ps[i]) = NULL;
 		__atomic_and_fetch(&ps[i]->flags, ~KPROBE_FLAG_OPTIMIZED, __ATOMIC_RELAXED);
 	}
 	for (int i = 0; i < ne; i++)
@@ -459,7 +491,7 @@ int kp_register_batch(struct kprobe **ps, int n, enum kp_type type)
 	if (err) {
 		kp_unregister_locked(ps, i);
 	} else {
-		err = kp_apply_arming(pps, n);
+		err = kp_apply_arming(pps, dedupe(pps, n));
 		if (err)
 			kp_unregister_locked(ps, n);
 	}
@@ -482,6 +514,7 @@ void kp_unregister_batch(struct kprobe **ps, int n)
 
 int kp_set_disabled(struct kprobe *p, bool disabled)
 {
+	struct kp_probepoint *pp;
 	int err = 0;
 
 	pthread_mutex_lock(&kp_registry_lock);
@@ -494,11 +527,13 @@ int kp_set_disabled(struct kprobe *p, bool disabled)
 	 * its post handler. */
 	if (!disabled && (p->post_handler || p->__type == KP_TYPE_JPROBE))
 		kp_optimizer_unoptimize(p->__pp);
+	pp = p->__pp;
+	pp_account(pp, p, -1);
 	if (disabled)
 		__atomic_or_fetch(&p->flags, KPROBE_FLAG_DISABLED, __ATOMIC_RELAXED);
 	else
 		__atomic_and_fetch(&p->flags, ~KPROBE_FLAG_DISABLED, __ATOMIC_RELAXED);
-	struct kp_probepoint *pp = p->__pp;
+	pp_account(pp, p, 1);
 
 	pp_update_fast(pp);
 
