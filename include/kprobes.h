@@ -125,9 +125,16 @@ struct kretprobe {
 	void *__pool;
 };
 
+/* Limits of a return probe: instances (maxactive) and private bytes per
+ * instance (data_size); larger values are refused with -EINVAL. */
+#define KRETPROBE_MAXACTIVE_MAX	(1 << 20)
+#define KRETPROBE_MAX_DATA_SIZE	((size_t)1 << 20)
+
 /* Registers a return probe on the function entry rp->kp.addr or
  * rp->kp.symbol_name (offset must be 0).  Errors as register_kprobe(), and
- * -EINVAL when the address is not a function entry; -ENOMEM. */
+ * -EINVAL when the address is not a function entry or when maxactive or
+ * data_size is above its limit; -ENOMEM, also for a pool of instances
+ * above 1 GiB. */
 int register_kretprobe(struct kretprobe *rp);
 /* Removes rp; returns still pending complete normally, without handler. */
 void unregister_kretprobe(struct kretprobe *rp);

@@ -99,3 +99,67 @@ Test(limits, aggregate_of_100k_in_one_batch, .timeout = 15)
 	free(kp);
 	free(v);
 }
+
+/* ---- sizes ---- */
+
+static unsigned long returns;
+
+static int fill_data(struct kretprobe_instance *ri, struct pt_regs *regs)
+{
+	/* Every byte of the instance's data is ours (ASan checks). */
+	memset(ri->data, 0xa5, ri->rp->data_size);
+	return 0;
+}
+
+static int count_return(struct kretprobe_instance *ri, struct pt_regs *regs)
+{
+	const unsigned char *d = (const unsigned char *)ri->data;
+
+	if (d[0] == 0xa5 && d[ri->rp->data_size - 1] == 0xa5)
+		__atomic_fetch_add(&returns, 1, __ATOMIC_RELAXED);
+	return 0;
+}
+
+static int try_kretprobe(int maxactive, size_t data_size)
+{
+	struct kretprobe rp;
+	unsigned char first = *(volatile unsigned char *)lim_fn;
+	int err;
+
+	memset(&rp, 0, sizeof(rp));
+	rp.kp.addr = (void *)lim_fn;
+	rp.handler = count_return;
+	rp.entry_handler = fill_data;
+	rp.maxactive = maxactive;
+	rp.data_size = data_size;
+	err = register_kretprobe(&rp);
+	if (err) {
+		/* Nothing of it left behind. */
+		cr_assert_null(rp.__pool);
+		cr_assert_eq(*(volatile unsigned char *)lim_fn, first);
+		cr_assert_eq(enable_kretprobe(&rp), -EINVAL);
+		return err;
+	}
+	returns = 0;
+	cr_assert_eq(call_lim_fn(2), 15);
+	cr_assert_eq(returns, 1);
+	unregister_kretprobe(&rp);
+	return 0;
+}
+
+/* A stride or pool size computed from these must not wrap. */
+Test(limits, kretprobe_sizes_that_would_wrap)
+{
+	cr_expect_eq(try_kretprobe(0, SIZE_MAX - 8), -EINVAL);
+	cr_expect_eq(try_kretprobe(0, SIZE_MAX), -EINVAL);
+	cr_expect_eq(try_kretprobe(0, SIZE_MAX / 2 + 1), -EINVAL);
+	cr_expect_eq(try_kretprobe(0, KRETPROBE_MAX_DATA_SIZE + 1), -EINVAL);
+	cr_expect_eq(try_kretprobe(INT_MAX, 0), -EINVAL);
+	cr_expect_eq(try_kretprobe(KRETPROBE_MAXACTIVE_MAX + 1, 8), -EINVAL);
+	/* Within each limit, but a pool of a terabyte. */
+	cr_expect_eq(try_kretprobe(KRETPROBE_MAXACTIVE_MAX, KRETPROBE_MAX_DATA_SIZE), -ENOMEM);
+	/* What the limits allow works, to the last byte of data. */
+	cr_expect_eq(try_kretprobe(4, KRETPROBE_MAX_DATA_SIZE), 0);
+	cr_expect_eq(try_kretprobe(1000, 4096), 0);
+	cr_expect_eq(try_kretprobe(-5, 1), 0);
+}

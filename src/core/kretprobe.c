@@ -599,12 +599,27 @@ static void atfork_register(void)
 	pthread_atfork(NULL, NULL, after_fork_child);
 }
 
+/* Bytes of one pool's instances at most: beyond, -ENOMEM without trying. */
+#define POOL_MAX_BYTES ((size_t)1 << 30)
+
+/* maxactive and data_size within their limits, so that nothing below can
+ * wrap: the instance stride, the pool's size, the 32-bit instance indexes. */
+static int check_sizes(const struct kretprobe *rp)
+{
+	if (rp->maxactive > KRETPROBE_MAXACTIVE_MAX || rp->data_size > KRETPROBE_MAX_DATA_SIZE)
+		return -EINVAL;
+	return 0;
+}
+
 static int pool_create(struct kretprobe *rp)
 {
 	int n = rp->maxactive > 0 ? rp->maxactive : (2 * ncpus() > 10 ? 2 * ncpus() : 10);
 	size_t stride = (sizeof(struct kp_ri) + rp->data_size + 15) & ~(size_t)15;
-	struct kp_rp_pool *pool = calloc(1, sizeof(*pool));
+	struct kp_rp_pool *pool;
 
+	if ((size_t)n > POOL_MAX_BYTES / stride)
+		return -ENOMEM;
+	pool = calloc(1, sizeof(*pool));
 	if (!pool)
 		return -ENOMEM;
 	pthread_once(&atfork_once, atfork_register);
@@ -711,6 +726,8 @@ KP_EXPORT int register_kretprobes(struct kretprobe **rps, int num)
 		if (!rps[i] || (rps[i]->kp.symbol_name && rps[i]->kp.offset) || rps[i]->__pool)
 			err = -EINVAL;
 		else
+			err = check_sizes(rps[i]);
+		if (!err)
 			err = pool_create(rps[i]);
 		if (err)
 			break;
