@@ -1237,6 +1237,44 @@ Test(cli, error_objects)
 	assert_bad(&r, "0x10000");
 }
 
+/* Offsets are checked per function: a glob's matches the offset does not
+ * fit are skipped and counted (never probed inside an instruction or in
+ * the next function); a single such probe is an error. */
+Test(cli, glob_offsets_checked_per_match)
+{
+	struct run r;
+	char out[128];
+	char *json;
+
+	temp_path(out, sizeof(out), "offsets.json");
+	/* _start is 34 bytes long. */
+	run(&r, "%s count target_add 'cli_target:_st*+50' --format json -o %s -- %s calls 3",
+	    kprobe, out, target);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert(strstr(r.out, "sum 9\n"), "program output changed: %s", r.out);
+	cr_assert(strstr(r.err, "skipped 1 function"), "%s", r.err);
+	cr_assert(strstr(r.err, "beyond the end"), "%s", r.err);
+	json = slurp(out);
+	cr_assert_eq(json_num(count_entry(json, "target_add"), "hits"), 3, "%s", json);
+	cr_assert_null(strstr(json, "_start+"), "%s", json);
+	free(json);
+	/* +2 is inside the first instruction of most functions. */
+	run(&r, "%s count 'cli_target:*+2' --format json -o %s -- %s calls 3", kprobe, out,
+	    target);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert(strstr(r.out, "sum 9\n"), "program output changed: %s", r.out);
+	cr_assert(strstr(r.err, "skipped"), "%s", r.err);
+	json = slurp(out);
+	cr_assert(json_valid(json), "%s", json);
+	free(json);
+	unlink(out);
+	/* A symbol of size 0, decoded from its start. */
+	run(&r, "%s count 'cli_target:deregister_tm_clones+2' -- %s calls 1", kprobe, target);
+	assert_bad(&r, "deregister_tm_clones+0x2");
+	cr_assert(strstr(r.err, "instruction boundary"), "%s", r.err);
+	cr_assert_str_eq(r.out, "", "the command ran: %s", r.out);
+}
+
 Test(cli, error_specs_and_usage)
 {
 	struct run r;

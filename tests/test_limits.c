@@ -163,3 +163,98 @@ Test(limits, kretprobe_sizes_that_would_wrap)
 	cr_expect_eq(try_kretprobe(1000, 4096), 0);
 	cr_expect_eq(try_kretprobe(-5, 1), 0);
 }
+
+/* ---- instruction boundaries ---- */
+
+/* lim_nosize has no size and no FDE (an assembly label): its code reaches
+ * the next symbol, lim_sized (4 bytes), which lim_after follows. */
+__asm__(".text\n"
+	".globl lim_nosize\n.type lim_nosize,@function\n"
+	"lim_nosize:\n"
+	"\tmovabs $0x1122334455667788, %rax\n"	/* 10 bytes */
+	"\tret\n"				/* +10 */
+	".globl lim_sized\n.type lim_sized,@function\n"
+	"lim_sized:\n"
+	"\tmov %rdi, %rax\n"			/* 3 bytes */
+	"\tret\n"
+	".size lim_sized, .-lim_sized\n"
+	".globl lim_after\n.type lim_after,@function\n"
+	"lim_after:\n"
+	"\tmov %rdi, %rax\n"
+	"\tret\n"
+	".size lim_after, .-lim_after\n");
+
+long lim_nosize(void);
+long lim_sized(long x);
+long lim_after(long x);
+
+static int try_kprobe(void *addr, const char *sym, unsigned int off)
+{
+	struct kprobe p;
+	int err;
+
+	memset(&p, 0, sizeof(p));
+	p.addr = addr;
+	p.symbol_name = sym;
+	p.offset = off;
+	p.pre_handler = count_hit;
+	err = register_kprobe(&p);
+	if (!err)
+		unregister_kprobe(&p);
+	return err;
+}
+
+/* A symbol of size 0 is decoded from its start up to the next symbol. */
+Test(limits, size_zero_symbol_decoded_from_its_start)
+{
+	struct kprobe p;
+
+	cr_assert_eq(lim_nosize(), 0x1122334455667788L);
+	for (unsigned int off = 1; off < 10; off++) {
+		cr_expect_eq(try_kprobe(NULL, "lim_nosize", off), -EILSEQ, "lim_nosize+%u", off);
+		cr_expect_eq(try_kprobe((char *)lim_nosize + off, NULL, 0), -EILSEQ, "addr+%u", off);
+	}
+	cr_expect_eq(try_kprobe(NULL, "lim_nosize", 0), 0);
+	/* Past its code, at the next symbol: not in lim_nosize. */
+	cr_expect_eq(try_kprobe(NULL, "lim_nosize", 11), -EINVAL);
+	cr_expect_eq(try_kprobe(NULL, "lim_nosize", 1000000), -EINVAL);
+
+	/* Its ret is a boundary, and the probe there works. */
+	memset(&p, 0, sizeof(p));
+	p.symbol_name = "lim_nosize";
+	p.offset = 10;
+	p.pre_handler = count_hit;
+	cr_assert_eq(register_kprobe(&p), 0);
+	cr_expect_eq((char *)p.addr, (char *)lim_nosize + 10);
+	hits = 0;
+	cr_expect_eq(lim_nosize(), 0x1122334455667788L);
+	cr_expect_eq(hits, 1);
+	unregister_kprobe(&p);
+	cr_expect_eq(lim_nosize(), 0x1122334455667788L);
+}
+
+/* crtstuff's helper, a symbol of size 0 in every program: +2 is inside
+ * its first instruction (a 5-byte mov or a 7-byte lea). */
+Test(limits, deregister_tm_clones_plus_2)
+{
+	int err = try_kprobe(NULL, "deregister_tm_clones", 0);
+
+	if (err == -ENOENT)
+		cr_skip_test("no deregister_tm_clones symbol in this program");
+	cr_assert_eq(err, 0);
+	cr_expect_eq(try_kprobe(NULL, "deregister_tm_clones", 2), -EILSEQ);
+}
+
+/* An offset past the symbol's end is not in the symbol: -EINVAL, even
+ * where it lands on an instruction of the next function. */
+Test(limits, offset_past_the_end_is_einval)
+{
+	cr_assert_eq(lim_sized(5), 5);
+	cr_expect_eq(try_kprobe(NULL, "lim_sized", 3), 0, "its ret");
+	cr_expect_eq(try_kprobe(NULL, "lim_sized", 4), -EINVAL, "lim_after+0");
+	cr_expect_eq(try_kprobe(NULL, "lim_sized", 7), -EINVAL, "lim_after+3");
+	cr_expect_eq(try_kprobe(NULL, "lim_sized", 5), -EINVAL, "inside lim_after");
+	cr_expect_eq(try_kprobe(NULL, "lim_sized", 1), -EILSEQ, "inside its mov");
+	cr_expect_eq(try_kprobe(NULL, "lim_sized", UINT_MAX), -EINVAL);
+	cr_expect_eq(lim_after(6), 6);
+}

@@ -21,6 +21,11 @@ struct kp_probepoint;
  * instruction cannot be probed; -ENOMEM. */
 int arch_prepare_probepoint(struct kp_probepoint *pp, uintptr_t func, size_t func_size);
 
+/* Whether addr is reached by decoding instructions from start, a known
+ * instruction start, without leaving [start, start+len): 0, or -EILSEQ
+ * (also when the bytes cannot be decoded that far), -EFAULT, -ENOMEM. */
+int arch_check_boundary(uintptr_t start, size_t len, uintptr_t addr);
+
 /* The probepoint will not be hit any more (disarmed, out of the table, a
  * grace period passed): its slot and pp itself are freed once no thread can
  * be inside the slot any more. */

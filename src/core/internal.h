@@ -115,6 +115,11 @@ void kp_optimizer_region_conflicts(uintptr_t addr);
 int kp_function_bounds(uintptr_t addr, uintptr_t *start, size_t *size);
 
 /* registry.c */
+/* Whether offset from the function symbol at sym_addr (st_size sym_size)
+ * stays in its code and, for a symbol of size 0, lands on an instruction
+ * reached by decoding from it: 0, -EINVAL, -EILSEQ.  Takes the registry
+ * lock (for the agent's globs). */
+int kp_check_symbol_offset(uintptr_t sym_addr, size_t sym_size, unsigned long offset);
 extern pthread_mutex_t kp_registry_lock;
 extern struct kp_probepoint *kp_all_probepoints;	/* oldest first */
 struct kp_probepoint *kp_probepoint_lookup(uintptr_t addr);

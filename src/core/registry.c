@@ -136,7 +136,45 @@ static int dedupe(struct kp_probepoint **pps, int n)
 	return m;
 }
 
-/* addr or symbol_name (+ offset) to an address and its function. */
+/* addr is reached by decoding from the start of the symbol of size 0 whose
+ * code (up to the next symbol) holds it: 0, -EILSEQ, or -EINVAL. */
+static int check_unsized(const struct ksym *unsized, uintptr_t addr)
+{
+	int err = arch_check_boundary(unsized->addr, unsized->size, addr);
+
+	return err == -EILSEQ || err == -ENOMEM || !err ? err : -EINVAL;
+}
+
+/* offset from the function symbol sym stays inside its code (for a symbol
+ * of size 0, up to the next symbol) and, where nothing else tells the
+ * instruction boundaries, lands on one.  Under the registry lock. */
+static int check_symbol_offset(const struct ksym *sym, unsigned long offset)
+{
+	struct ksym unsized;
+
+	if (sym->size)
+		return offset < sym->size ? 0 : -EINVAL;
+	if (ksym_lookup_unsized(sym->addr, &unsized) || unsized.addr != sym->addr)
+		return 0;	/* no extent known: addr's own function decides */
+	if (offset >= unsized.size)
+		return -EINVAL;
+	return check_unsized(&unsized, sym->addr + offset);
+}
+
+int kp_check_symbol_offset(uintptr_t sym_addr, size_t sym_size, unsigned long offset)
+{
+	struct ksym sym = { .addr = sym_addr, .size = sym_size };
+	int err;
+
+	pthread_mutex_lock(&kp_registry_lock);
+	err = check_symbol_offset(&sym, offset);
+	pthread_mutex_unlock(&kp_registry_lock);
+	return err;
+}
+
+/* addr or symbol_name (+ offset) to an address and its function.  Code
+ * without a sized symbol or FDE is decoded from the symbol of size 0
+ * before it, when there is one. */
 static int resolve_address(const struct kprobe *p, uintptr_t *addr, struct ksym *fn,
 			   bool *have_fn)
 {
@@ -147,6 +185,8 @@ static int resolve_address(const struct kprobe *p, uintptr_t *addr, struct ksym 
 		return -EINVAL;
 	if (p->symbol_name) {
 		err = ksym_lookup_name(p->symbol_name, &sym);
+		if (!err)
+			err = check_symbol_offset(&sym, p->offset);
 		if (err)
 			return err;
 		*addr = sym.addr + p->offset;
@@ -154,8 +194,8 @@ static int resolve_address(const struct kprobe *p, uintptr_t *addr, struct ksym 
 		*addr = (uintptr_t)p->addr + p->offset;
 	}
 	*have_fn = ksym_lookup_addr(*addr, fn) == 0;
-	if (*have_fn && p->symbol_name && fn->size && *addr >= fn->addr + fn->size)
-		return -EINVAL;	/* offset beyond the function */
+	if (!*have_fn && ksym_lookup_unsized(*addr, &sym) == 0)
+		return check_unsized(&sym, *addr);
 	return 0;
 }
 

@@ -860,6 +860,62 @@ static int lookup_addr_locked(uintptr_t addr, struct ksym *out, bool fde_only)
 	return lookup_fde_in(o, addr, out);
 }
 
+/* The first FDE of o starting after addr, as a runtime address, or end. */
+static uintptr_t next_fde_start(const struct kobj *o, uintptr_t addr, uintptr_t end)
+{
+	size_t lo = 0, hi = o->nfdes;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (o->fdes[mid].start + o->bias <= addr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (lo < o->nfdes && o->fdes[lo].start + o->bias < end)
+		return o->fdes[lo].start + o->bias;
+	return end;
+}
+
+static int lookup_unsized_locked(uintptr_t addr, struct ksym *out)
+{
+	const struct kseg *seg;
+	struct kobj *o = object_at(addr, &seg);
+	const struct kfde *fde;
+	const struct kfunc *f;
+	uintptr_t end;
+	size_t n;
+	int err;
+
+	if (!o)
+		return -ENOENT;
+	err = kobj_load_symbols(o);
+	if (!err)
+		err = kobj_load_fdes(o);
+	if (err)
+		return err;
+	n = count_starting_by(o, addr);
+	if (!n)
+		return -ENOENT;
+	f = &o->by_addr[n - 1];
+	/* Past a sized function's end nothing is known to start anywhere. */
+	if (f->size || f->addr < seg->start)
+		return -ENOENT;
+	end = seg->start + seg->size;
+	if (n < o->naddrs && o->by_addr[n].addr < end)
+		end = o->by_addr[n].addr;
+	end = next_fde_start(o, f->addr, end);
+	fde = kfde_table_find(o->fdes, o->nfdes, f->addr - o->bias);
+	if (fde && fde->end + o->bias < end)
+		end = fde->end + o->bias;
+	if (addr >= end)
+		return -ENOENT;
+	fill_func(o, f, out);
+	out->size = end - f->addr;
+	return 0;
+}
+
 static int object_of_locked(uintptr_t addr, struct ksym *out)
 {
 	const struct kseg *seg;
@@ -940,6 +996,20 @@ int ksym_lookup_fde(uintptr_t addr, struct ksym *out)
 	err = refresh_locked();
 	if (!err)
 		err = lookup_addr_locked(addr, out, true);
+	pthread_mutex_unlock(&cache_lock);
+	return err;
+}
+
+int ksym_lookup_unsized(uintptr_t addr, struct ksym *out)
+{
+	int err;
+
+	if (!out)
+		return -EINVAL;
+	pthread_mutex_lock(&cache_lock);
+	err = refresh_locked();
+	if (!err)
+		err = lookup_unsized_locked(addr, out);
 	pthread_mutex_unlock(&cache_lock);
 	return err;
 }

@@ -29,6 +29,13 @@ int ksym_lookup_name(const char *spec, struct ksym *out);
  * is in no loaded object or in no known function. */
 int ksym_lookup_addr(uintptr_t addr, struct ksym *out);
 
+/* For an address in no sized function: the symbol of size 0 (an assembly
+ * label, crtstuff's deregister_tm_clones) starting at or before addr in the
+ * same segment, with size set to the bytes up to the next symbol, .eh_frame
+ * FDE or the end of the segment, which must contain addr; -ENOENT when
+ * there is none (or a sized function ends before addr). */
+int ksym_lookup_unsized(uintptr_t addr, struct ksym *out);
+
 /* Returns the loaded object containing addr in one of its executable PT_LOAD
  * segments (fills object, basename, load_bias, is_main; addr/size = the segment),
  * or -ENOENT. */

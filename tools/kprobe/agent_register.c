@@ -219,14 +219,20 @@ static void probe_drop(struct agent_probe *ap)
 	free(ap);
 }
 
-/* A glob's match that libkprobes refused: the CLI says how many. */
-static void note_skipped(struct agent_session *s, const struct kps_desc *d, int rc)
+/* A glob's match that cannot be probed: the CLI says how many, and why
+ * for the first. */
+static void note_skipped_why(struct agent_session *s, const char *name, const char *why)
 {
 	struct kps_header *h = s->map.hdr;
 
 	if (__atomic_fetch_add(&h->skipped, 1, __ATOMIC_RELAXED) == 0)
-		snprintf(h->skip_example, sizeof(h->skip_example), "%s: %s", d->name,
-			 register_error(rc));
+		snprintf(h->skip_example, sizeof(h->skip_example), "%s: %s", name, why);
+}
+
+/* A glob's match that libkprobes refused. */
+static void note_skipped(struct agent_session *s, const struct kps_desc *d, int rc)
+{
+	note_skipped_why(s, d->name, register_error(rc));
 }
 
 /* Registers v[0..n) (at most BATCH, all of one kind), halving a batch
@@ -331,7 +337,15 @@ int agent_register_points(struct agent_session *s, const struct resolve_list *pt
 		goto out;
 	}
 	for (int i = 0; i < pts->n; i++) {
-		struct agent_probe *ap = probe_new(s, &pts->v[i], maxactive);
+		struct agent_probe *ap;
+
+		/* Matches refused when resolved are counted, never registered. */
+		if (pts->v[i].refused) {
+			note_skipped_why(s, pts->v[i].name, pts->v[i].why);
+			__atomic_fetch_add(&s->map.hdr->progress_done, 1, __ATOMIC_RELAXED);
+			continue;
+		}
+		ap = probe_new(s, &pts->v[i], maxactive);
 
 		if (!ap) {
 			rc = agent_fail(f, errno == E2BIG ? 2 : 1, -errno,

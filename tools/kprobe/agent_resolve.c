@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "core/internal.h"
 #include "elf/symbols.h"
 #include "elf_file.h"
 #include "nearmatch.h"
@@ -255,8 +256,30 @@ static int collect_glob(const struct ksym *sym, void *arg)
 		return 0;
 	}
 	str_copy(r.object, sizeof(r.object), sym->basename);
+	r.sym_size = sym->size;
 	c->err = resolve_push(c->out, &r);
 	return c->err;
+}
+
+static const char *offset_refusal(int rc)
+{
+	return rc == -EINVAL ? "the offset is beyond the end of the function" :
+			       "the offset is not an instruction boundary";
+}
+
+/* Each of a glob's matches [from, l->n) with the spec's offset: checked
+ * per function (after the walk: the check takes libkprobes' lock, which
+ * is never taken inside the symbol cache's). */
+static void check_glob_offsets(struct resolve_list *l, int from, unsigned long offset)
+{
+	for (int i = from; i < l->n && offset; i++) {
+		int rc = kp_check_symbol_offset(l->v[i].addr - offset, l->v[i].sym_size, offset);
+
+		if (rc) {
+			l->v[i].refused = rc;
+			l->v[i].why = offset_refusal(rc);
+		}
+	}
 }
 
 static int offer_name(const struct ksym *sym, void *arg)
@@ -333,6 +356,7 @@ static int resolve_symbol(const struct probe_spec *s, int idx, struct resolve_li
 				 s->object[0] ? " in " : "", s->object);
 			return -ENOENT;
 		}
+		check_glob_offsets(out, before, s->offset);
 		return 0;
 	}
 	if (s->object[0])
@@ -348,10 +372,16 @@ static int resolve_symbol(const struct probe_spec *s, int idx, struct resolve_li
 		snprintf(err, errlen, "cannot look up '%s': %s", full, strerror(-rc));
 		return rc;
 	}
-	if (sym.size && s->offset >= sym.size) {
+	rc = s->offset ? kp_check_symbol_offset(sym.addr, sym.size, s->offset) : 0;
+	if (rc == -EINVAL && sym.size) {
 		snprintf(err, errlen, "offset 0x%lx is beyond the end of %s (%zu bytes)",
 			 s->offset, s->symbol, sym.size);
-		return -EINVAL;
+		return rc;
+	}
+	if (rc) {
+		snprintf(err, errlen, "cannot probe %s+0x%lx: %s", s->symbol, s->offset,
+			 offset_refusal(rc));
+		return rc;
 	}
 	r.addr = sym.addr + s->offset;
 	name_probe(&r, sym.name, s->offset, s->is_return);

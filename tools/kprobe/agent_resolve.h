@@ -12,6 +12,12 @@ struct resolved {
 	uintptr_t addr;
 	int spec;		/* index in the session config */
 	bool from_glob;		/* one of a glob's matches: may be skipped */
+	/* A glob's match the probe's offset does not fit (-EINVAL past the
+	 * function's end, -EILSEQ not an instruction boundary): skipped and
+	 * counted, with this reason, instead of registered. */
+	int refused;
+	const char *why;
+	size_t sym_size;	/* st_size of a glob's matched symbol */
 	char name[120];
 	char object[64];
 };

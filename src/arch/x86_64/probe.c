@@ -101,23 +101,38 @@ static bool bcache_valid_at(uintptr_t func, size_t size, uintptr_t addr)
 	       memcmp(now, bcache.code + (addr - func), len) == 0;
 }
 
-/* Is addr an instruction boundary of the function [func, func+size)? */
-static int check_boundary(uintptr_t func, size_t size, uintptr_t addr)
+/* Is addr an instruction boundary of the function [func, func+size)?
+ * strict: a boundary must be proven (reached by decoding from func). */
+static int boundary(uintptr_t func, size_t size, uintptr_t addr, bool strict)
 {
 	uintptr_t off = addr - func;
 	int err;
 
 	if (!size || size > MAX_FUNC_DECODE || addr < func || addr >= func + size)
-		return 0;
+		return strict ? -EILSEQ : 0;
 	if (!bcache_valid_at(func, size, addr)) {
 		err = bcache_fill(func, size);
 		if (err)
-			return err == -ENOMEM ? err : 0;
+			return err == -ENOMEM || strict ? err : 0;
 	}
 	if (bcache.starts[off / 8] & (1u << (off % 8)))
 		return 0;
-	/* Past undecodable bytes (data in text) we cannot tell: trust addr. */
-	return off >= bcache.decoded ? 0 : -EILSEQ;
+	/* Past undecodable bytes (data in text) a sized function's addr is
+	 * trusted; where the extent itself is a guess, it is not. */
+	return off >= bcache.decoded && !strict ? 0 : -EILSEQ;
+}
+
+static int check_boundary(uintptr_t func, size_t size, uintptr_t addr)
+{
+	return boundary(func, size, addr, false);
+}
+
+int arch_check_boundary(uintptr_t start, size_t len, uintptr_t addr)
+{
+	/* Decoding needs only the bytes up to addr's instruction. */
+	if (addr >= start && len > addr - start + KP_MAX_INSN)
+		len = addr - start + KP_MAX_INSN;
+	return boundary(start, len, addr, true);
 }
 
 int arch_prepare_probepoint(struct kp_probepoint *pp, uintptr_t func, size_t size)
