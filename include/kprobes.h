@@ -132,9 +132,11 @@ struct kretprobe {
 
 /* Registers a return probe on the function entry rp->kp.addr or
  * rp->kp.symbol_name (offset must be 0).  Errors as register_kprobe(), and
- * -EINVAL when the address is not a function entry or when maxactive or
- * data_size is above its limit; -ENOMEM, also for a pool of instances
- * above 1 GiB. */
+ * -EINVAL when the address is not a function entry, when the function
+ * never returns to a caller (the program's entry point, exit(), abort(),
+ * a function with no way out) or runs only before any probe can be armed,
+ * or when maxactive or data_size is above its limit; -ENOMEM, also for a
+ * pool of instances above 1 GiB. */
 int register_kretprobe(struct kretprobe *rp);
 /* Removes rp; returns still pending complete normally, without handler. */
 void unregister_kretprobe(struct kretprobe *rp);

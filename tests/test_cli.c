@@ -1237,6 +1237,34 @@ Test(cli, error_objects)
 	assert_bad(&r, "0x10000");
 }
 
+/* A return probe on the program's entry point would overwrite argc: it is
+ * refused with the reason, and a glob of return probes skips it (and what
+ * else cannot take one), leaving the program unharmed. */
+Test(cli, return_probe_on_entry_point_refused)
+{
+	struct run r;
+	char out[128];
+	char *json;
+
+	run(&r, "%s count '_start%%return' -- %s calls 3", kprobe, target);
+	assert_bad(&r, "_start%return");
+	cr_assert(strstr(r.err, "entry point"), "%s", r.err);
+	cr_assert_str_eq(r.out, "", "the command ran: %s", r.out);
+
+	temp_path(out, sizeof(out), "returns.json");
+	run(&r, "%s count 'cli_target:*%%return' --format json -o %s -- %s calls 3", kprobe, out,
+	    target);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert(strstr(r.out, "sum 9\n"), "program output changed: %s", r.out);
+	cr_assert(strstr(r.err, "skipped"), "%s", r.err);
+	json = slurp(out);
+	cr_assert_eq(json_num(count_entry(json, "target_add%return"), "hits"), 3, "%s", json);
+	cr_assert_eq(json_num(count_entry(json, "main%return"), "hits"), 1, "%s", json);
+	cr_assert_null(strstr(json, "\"_start"), "%s", json);
+	free(json);
+	unlink(out);
+}
+
 /* Offsets are checked per function: a glob's matches the offset does not
  * fit are skipped and counted (never probed inside an instruction or in
  * the next function); a single such probe is an error. */

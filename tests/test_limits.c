@@ -1,10 +1,12 @@
 /* Registration at its limits: many probes at one address (aggregates must
  * scale linearly), sizes that could overflow, addresses that are not
  * instruction boundaries, and places where a probe cannot work. */
+#include <elf.h>
 #include <limits.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/auxv.h>
 #include <unistd.h>
 
 #include "testutil.h"
@@ -257,4 +259,150 @@ Test(limits, offset_past_the_end_is_einval)
 	cr_expect_eq(try_kprobe(NULL, "lim_sized", 1), -EILSEQ, "inside its mov");
 	cr_expect_eq(try_kprobe(NULL, "lim_sized", UINT_MAX), -EINVAL);
 	cr_expect_eq(lim_after(6), 6);
+}
+
+/* ---- places a probe cannot work ---- */
+
+__asm__(".text\n"
+	/* Never returns: a loop. */
+	".globl lim_spin\n.type lim_spin,@function\n"
+	"lim_spin:\n"
+	"1:\tpause\n"
+	"\tjmp 1b\n"
+	".size lim_spin, .-lim_spin\n"
+	/* Never returns: ends calling abort, or in its cold part. */
+	".globl lim_fatal\n.type lim_fatal,@function\n"
+	"lim_fatal:\n"
+	"\tsub $8, %rsp\n"
+	"\ttest %rdi, %rdi\n"
+	"\tjne lim_fatal.cold\n"
+	"\tcall abort\n"
+	".size lim_fatal, .-lim_fatal\n"
+	".type lim_fatal.cold,@function\n"
+	"lim_fatal.cold:\n"
+	"\tud2\n"
+	".size lim_fatal.cold, .-lim_fatal.cold\n"
+	/* Returns through its cold part. */
+	".globl lim_cold_ret\n.type lim_cold_ret,@function\n"
+	"lim_cold_ret:\n"
+	"\ttest %rdi, %rdi\n"
+	"\tjne lim_cold_ret.cold\n"
+	"\tud2\n"
+	".size lim_cold_ret, .-lim_cold_ret\n"
+	".type lim_cold_ret.cold,@function\n"
+	"lim_cold_ret.cold:\n"
+	"\tmov %rdi, %rax\n"
+	"\tret\n"
+	".size lim_cold_ret.cold, .-lim_cold_ret.cold\n"
+	/* Return through a tail call, an indirect jump, a conditional ret. */
+	".globl lim_tail\n.type lim_tail,@function\n"
+	"lim_tail:\n"
+	"\tjmp lim_after\n"
+	".size lim_tail, .-lim_tail\n"
+	".globl lim_indirect\n.type lim_indirect,@function\n"
+	"lim_indirect:\n"
+	"\tjmp *%rsi\n"
+	".size lim_indirect, .-lim_indirect\n"
+	".globl lim_maybe\n.type lim_maybe,@function\n"
+	"lim_maybe:\n"
+	"\tmov %rdi, %rax\n"
+	"\ttest %rdi, %rdi\n"
+	"\tjz 1f\n"
+	"\tud2\n"
+	"1:\tret\n"
+	".size lim_maybe, .-lim_maybe\n");
+
+void lim_spin(void);
+void lim_fatal(long x);
+long lim_cold_ret(long x);
+long lim_tail(long x);
+long lim_indirect(long x, long (*fn)(long));
+long lim_maybe(long x);
+
+static int returns_seen;
+
+static int saw_return(struct kretprobe_instance *ri, struct pt_regs *regs)
+{
+	returns_seen++;
+	return 0;
+}
+
+static int try_kretprobe_at(void *addr, const char *sym)
+{
+	struct kretprobe rp;
+	int err;
+
+	memset(&rp, 0, sizeof(rp));
+	rp.kp.addr = addr;
+	rp.kp.symbol_name = sym;
+	rp.handler = saw_return;
+	err = register_kretprobe(&rp);
+	if (!err)
+		unregister_kretprobe(&rp);
+	return err;
+}
+
+/* The program's entry point (_start, AT_ENTRY) is jumped to with argc
+ * where a return address would be: a return probe there is refused; a
+ * plain probe is fine. */
+Test(limits, kretprobe_on_entry_point_refused)
+{
+	void *entry = (void *)getauxval(AT_ENTRY);
+
+	cr_assert_not_null(entry);
+	cr_expect_eq(try_kretprobe_at(entry, NULL), -EINVAL);
+	cr_expect_eq(try_kretprobe_at(NULL, "_start"), -EINVAL);
+	cr_expect_eq(try_kprobe(entry, NULL, 0), 0);
+}
+
+/* What does not return to its caller, by name or by its code. */
+Test(limits, kretprobe_on_functions_that_never_return_refused)
+{
+	static const char *const libc_fns[] = {
+		"libc.so.6:exit", "libc.so.6:_exit", "libc.so.6:abort", "libc.so.6:longjmp",
+		"libc.so.6:__stack_chk_fail", "libc.so.6:__assert_fail", "libc.so.6:pthread_exit",
+		"libc.so.6:__libc_start_main",
+	};
+
+	for (size_t i = 0; i < sizeof(libc_fns) / sizeof(libc_fns[0]); i++) {
+		cr_expect_eq(try_kretprobe_at(NULL, libc_fns[i]), -EINVAL, "%s", libc_fns[i]);
+		cr_expect_eq(try_kprobe(NULL, libc_fns[i], 0), 0, "kprobe on %s", libc_fns[i]);
+	}
+	cr_expect_eq(try_kretprobe_at((void *)lim_spin, NULL), -EINVAL, "a loop");
+	cr_expect_eq(try_kretprobe_at((void *)lim_fatal, NULL), -EINVAL, "ends in a call");
+	cr_expect_eq(try_kprobe((void *)lim_fatal, NULL, 0), 0);
+}
+
+/* Functions that leave by a jump do return: their return probes work. */
+Test(limits, kretprobe_on_functions_that_return_by_a_jump)
+{
+	struct kretprobe rp[4];
+	void *fns[4] = { (void *)lim_cold_ret, (void *)lim_tail, (void *)lim_indirect,
+			 (void *)lim_maybe };
+
+	memset(rp, 0, sizeof(rp));
+	for (int i = 0; i < 4; i++) {
+		rp[i].kp.addr = fns[i];
+		rp[i].handler = saw_return;
+		cr_assert_eq(register_kretprobe(&rp[i]), 0, "function %d", i);
+	}
+	returns_seen = 0;
+	cr_expect_eq(lim_cold_ret(4), 4);
+	cr_expect_eq(lim_tail(5), 5);
+	cr_expect_eq(lim_indirect(6, lim_after), 6);
+	cr_expect_eq(lim_maybe(0), 0);
+	cr_expect_eq(returns_seen, 4);
+	for (int i = 0; i < 4; i++)
+		unregister_kretprobe(&rp[i]);
+}
+
+/* What the dynamic loader runs before anything else cannot be hit. */
+Test(limits, loader_entry_point_refused)
+{
+	uintptr_t base = getauxval(AT_BASE);
+	const Elf64_Ehdr *eh = (const Elf64_Ehdr *)base;
+
+	if (!base)
+		cr_skip_test("no dynamic loader");
+	cr_expect_eq(try_kprobe((void *)(base + eh->e_entry), NULL, 0), -EINVAL);
 }

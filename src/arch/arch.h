@@ -26,6 +26,12 @@ int arch_prepare_probepoint(struct kp_probepoint *pp, uintptr_t func, size_t fun
  * (also when the bytes cannot be decoded that far), -EFAULT, -ENOMEM. */
 int arch_check_boundary(uintptr_t start, size_t len, uintptr_t addr);
 
+/* Whether the code of a function, in n ranges [start, end) (its body and
+ * the parts the compiler moved away, such as NAME.cold), is proven never to
+ * return to the caller: decoded, it has no return, no jump out of the
+ * ranges, no indirect jump, and does not run off a range's end. */
+bool arch_code_never_returns(const uintptr_t (*ranges)[2], int n);
+
 /* The probepoint will not be hit any more (disarmed, out of the table, a
  * grace period passed): its slot and pp itself are freed once no thread can
  * be inside the slot any more. */

@@ -149,6 +149,15 @@ int kp_run_fault_handlers(struct kp_probepoint *pp, struct pt_regs *regs, int tr
 void kp_count_missed(struct kp_probepoint *pp);
 bool kp_probepoint_has_post(const struct kp_probepoint *pp);
 
+/* placement.c: why a probe of this type cannot be placed at addr (in the
+ * function fn when have_fn), or NULL; under the registry lock. */
+struct ksym;
+const char *kp_placement_refusal(uintptr_t addr, enum kp_type type, const struct ksym *fn,
+				 bool have_fn);
+/* The same for a kprobe or return probe at addr, taking the lock: what the
+ * agent tells a user about a probe refused with -EINVAL. */
+const char *kp_probe_refusal(uintptr_t addr, bool is_return);
+
 /* knobs.c */
 extern bool kp_knob_enabled;
 extern bool kp_knob_optimize;

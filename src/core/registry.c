@@ -364,8 +364,9 @@ int kp_register_locked(struct kprobe *p, enum kp_type type, struct kp_probepoint
 	 * as Kprobes refuses jump-label sites. */
 	if (kp_jl_site_at(addr))
 		return -EINVAL;
-	/* Return probes and jprobes work on function entries only. */
-	if (type != KP_TYPE_KPROBE && !(have_fn && fn.addr == addr))
+	/* Return probes and jprobes work on function entries only, and not
+	 * everywhere: see placement.c. */
+	if (kp_placement_refusal(addr, type, &fn, have_fn))
 		return -EINVAL;
 	pp = kp_probepoint_lookup(addr);
 	if (pp && type == KP_TYPE_JPROBE && has_jprobe(pp))

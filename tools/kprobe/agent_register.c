@@ -195,8 +195,13 @@ void agent_unregister_probes(struct agent_probe **v, int n)
 	}
 }
 
-static const char *register_error(int rc)
+static const char *register_error(int rc, const struct kps_desc *d)
 {
+	const char *why;
+
+	/* libkprobes knows which places it refuses for their own sake. */
+	if (rc == -EINVAL && (why = kp_probe_refusal(d->addr, d->kind == DESC_RETURN)))
+		return why;
 	switch (rc) {
 	case -EILSEQ:
 		return "not an instruction boundary";
@@ -232,7 +237,7 @@ static void note_skipped_why(struct agent_session *s, const char *name, const ch
 /* A glob's match that libkprobes refused. */
 static void note_skipped(struct agent_session *s, const struct kps_desc *d, int rc)
 {
-	note_skipped_why(s, d->name, register_error(rc));
+	note_skipped_why(s, d->name, register_error(rc, d));
 }
 
 /* Registers v[0..n) (at most BATCH, all of one kind), halving a batch
@@ -267,7 +272,7 @@ static int register_split(struct agent_session *s, struct agent_probe **v, int n
 		return 0;
 	}
 	return agent_fail(f, 2, rc, "cannot probe '%s'%s%s: %s", d->name,
-			  d->object[0] ? " in " : "", d->object, register_error(rc));
+			  d->object[0] ? " in " : "", d->object, register_error(rc, d));
 }
 
 /* Registers v[0..n) (all of one kind) in batches, all or none: on failure
