@@ -3,10 +3,12 @@
  * instruction boundaries, and places where a probe cannot work. */
 #include <elf.h>
 #include <limits.h>
+#include <pthread.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/auxv.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "testutil.h"
@@ -405,4 +407,129 @@ Test(limits, loader_entry_point_refused)
 	if (!base)
 		cr_skip_test("no dynamic loader");
 	cr_expect_eq(try_kprobe((void *)(base + eh->e_entry), NULL, 0), -EINVAL);
+}
+
+/* ---- an aggregate changing under running threads ---- */
+
+#define CHURN 64
+#define WORKERS 2
+
+static unsigned long sentinel_hits;
+static volatile int stop_workers;
+
+/* The sentinel is a jprobe: always last in its aggregate, so every probe
+ * added or removed meanwhile is before it. */
+static long sentinel_entry(long x)
+{
+	__atomic_fetch_add(&sentinel_hits, 1, __ATOMIC_RELAXED);
+	jprobe_return();
+	return 0;
+}
+
+/* Slow enough that threads are often inside the list while it changes. */
+static int count_hit_slowly(struct kprobe *p, struct pt_regs *regs)
+{
+	for (int i = 0; i < 20; i++)
+		__asm__ volatile("pause");
+	return count_hit(p, regs);
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+static unsigned long hits_so_far(const unsigned long *calls)
+{
+	unsigned long n = 0;
+
+	for (int i = 0; i < WORKERS; i++)
+		n += __atomic_load_n(&calls[i], __ATOMIC_RELAXED);
+	return n;
+}
+
+static void *call_lim_fn_until_stopped(void *arg)
+{
+	unsigned long *calls = arg;
+
+	while (!__atomic_load_n(&stop_workers, __ATOMIC_ACQUIRE)) {
+		if (call_lim_fn(1) != 8)
+			abort();
+		__atomic_store_n(calls, *calls + 1, __ATOMIC_RELAXED);
+	}
+	return NULL;
+}
+
+/* The last probe of an aggregate whose other members come and go (one at
+ * a time and in batches, disabled and enabled) while threads hit it and
+ * walk the list: it runs exactly once per call, never skipped, never
+ * twice. */
+Test(limits, aggregate_member_counts_exactly_while_neighbours_churn)
+{
+	struct kprobe *kp = calloc(CHURN, sizeof(*kp)), **v = calloc(CHURN, sizeof(*v));
+	struct jprobe sentinel;
+	unsigned long calls[WORKERS] = { 0 }, total = 0;
+	double deadline = now_s() + 4.0;
+	pthread_t t[WORKERS];
+	unsigned int seed = 1;
+
+	cr_assert(kp && v);
+	for (int i = 0; i < CHURN; i++) {
+		kp[i].addr = (void *)lim_fn;
+		kp[i].pre_handler = count_hit_slowly;
+		v[i] = &kp[i];
+	}
+	memset(&sentinel, 0, sizeof(sentinel));
+	sentinel.kp.addr = (void *)lim_fn;
+	sentinel.entry = (void *)sentinel_entry;
+	/* Registered among the others, it still goes last. */
+	cr_assert_eq(register_kprobes(v, CHURN / 2), 0);
+	cr_assert_eq(register_jprobe(&sentinel), 0);
+	cr_assert_eq(register_kprobes(v + CHURN / 2, CHURN / 2), 0);
+	sentinel_hits = 0;
+	for (int i = 0; i < WORKERS; i++)
+		cr_assert_eq(pthread_create(&t[i], NULL, call_lim_fn_until_stopped, &calls[i]), 0);
+	/* 1,000 rounds, and on until the threads made 10,000 calls (a loaded
+	 * machine may not have scheduled them yet), for 4 s at most. */
+	for (int round = 0; (round < 1000 || hits_so_far(calls) < 10000) && now_s() < deadline;
+	     round++) {
+		int i = (int)(rand_r(&seed) % CHURN), n = 1 + (int)(rand_r(&seed) % 16);
+
+		if (i + n > CHURN)
+			n = CHURN - i;
+		switch (round % 3) {
+		case 0:	/* out and back in (to the end of the list) */
+			unregister_kprobes(v + i, n);
+			for (int j = i; j < i + n; j++)
+				kp[j].addr = (void *)lim_fn;
+			cr_assert_eq(register_kprobes(v + i, n), 0);
+			break;
+		case 1:
+			unregister_kprobe(&kp[i]);
+			kp[i].addr = (void *)lim_fn;
+			cr_assert_eq(register_kprobe(&kp[i]), 0);
+			break;
+		default:
+			cr_assert_eq(disable_kprobe(&kp[i]), 0);
+			cr_assert_eq(enable_kprobe(&kp[i]), 0);
+			break;
+		}
+	}
+	__atomic_store_n(&stop_workers, 1, __ATOMIC_RELEASE);
+	for (int i = 0; i < WORKERS; i++) {
+		pthread_join(t[i], NULL);
+		total += calls[i];
+	}
+	cr_assert_gt(total, 0);
+	cr_expect_eq(sentinel_hits, total, "%lu runs for %lu calls", sentinel_hits, total);
+	cr_log_info("%lu calls", total);
+	cr_expect_eq(sentinel.kp.nmissed, 0);
+	unregister_kprobes(v, CHURN);
+	unregister_jprobe(&sentinel);
+	check_all_run(0);
+	free(kp);
+	free(v);
 }
