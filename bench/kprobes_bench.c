@@ -18,7 +18,9 @@
  * uprobes on the same function through tracefs, null when not permitted),
  * register_10k_ms / unregister_10k_ms (10,000 probes through the batch API,
  * one on each nop of a 10,000-nop function, timed in a child process that is
- * given up after BUDGET_10K_S: then null).  o/o_mid are optimized probes
+ * given up after BUDGET_10K_S: then null), agg_100k_reg_ms /
+ * agg_100k_unreg_ms (100,000 probes at one address, one aggregate,
+ * through the batch API).  o/o_mid are optimized probes
  * with the empty handler (which never reads its pt_regs, so the detour
  * keeps only what a C function may change); o_regs is o with a handler
  * that reads one register from pt_regs (the complete struct is built);
@@ -566,6 +568,40 @@ static int bench_10k(double *reg_ms, double *unreg_ms)
 	return 0;
 }
 
+/* 100,000 probes at one address: one aggregate, batch API. */
+#define NSAME 100000
+
+static int bench_same_100k(double *reg_ms, double *unreg_ms)
+{
+	struct kprobe *p = calloc(NSAME, sizeof(*p));
+	struct kprobe **v = calloc(NSAME, sizeof(*v));
+	double t0, t1, t2;
+	int err;
+
+	if (!p || !v) {
+		free(p);
+		free(v);
+		return -ENOMEM;
+	}
+	for (int i = 0; i < NSAME; i++) {
+		p[i].addr = (kprobe_opcode_t *)bench_fns10k;
+		p[i].pre_handler = empty_pre;
+		v[i] = &p[i];
+	}
+	t0 = now_ns();
+	err = register_kprobes(v, NSAME);
+	t1 = now_ns();
+	if (!err) {
+		unregister_kprobes(v, NSAME);
+		t2 = now_ns();
+		*reg_ms = (t1 - t0) / 1e6;
+		*unreg_ms = (t2 - t1) / 1e6;
+	}
+	free(p);
+	free(v);
+	return err;
+}
+
 /* The same in a child process, so that a pathologically slow registration
  * cannot hold the whole run hostage: after BUDGET_10K_S the child is killed
  * and both values are null. */
@@ -897,7 +933,8 @@ int main(int argc, char **argv)
 {
 	bool json = false;
 	const char *only = NULL, *note10k = "not selected", *coverage = NULL;
-	double reg_ms = NAN, unreg_ms = NAN, toggle_us = NAN;
+	double reg_ms = NAN, unreg_ms = NAN, toggle_us = NAN, same_reg_ms = NAN, same_unreg_ms = NAN;
+	const char *same_note = "not selected";
 	const char *toggle_note = "not selected";
 
 	for (int i = 1; i < argc; i++) {
@@ -921,6 +958,9 @@ int main(int argc, char **argv)
 	measure();
 	if (selected(only, "register_10k_ms") || selected(only, "unregister_10k_ms"))
 		note10k = bench_10k_bounded(&reg_ms, &unreg_ms);
+	if (selected(only, "agg_100k_reg_ms") || selected(only, "agg_100k_unreg_ms"))
+		same_note = bench_same_100k(&same_reg_ms, &same_unreg_ms) ? "registration failed" :
+									    NULL;
 	if (selected(only, "jl_toggle_us")) {
 		toggle_us = jl_toggle_us();
 		toggle_note = isnan(toggle_us) ? "static_branch_enable failed" : NULL;
@@ -948,6 +988,8 @@ int main(int argc, char **argv)
 		{ "tp_on", value("tp_on"), row("tp_on")->note, true },
 		{ "register_10k_ms", reg_ms, note10k, false },
 		{ "unregister_10k_ms", unreg_ms, note10k, false },
+		{ "agg_100k_reg_ms", same_reg_ms, same_note, false },
+		{ "agg_100k_unreg_ms", same_unreg_ms, same_note, false },
 		{ "detour_bytes", (double)arch_detour_bytes(), NULL, false },
 		{ "jl_toggle_us", toggle_us, toggle_note, false },
 	};
