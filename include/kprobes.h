@@ -85,8 +85,11 @@ struct kprobe {
 
 /* Registers p; on success the probe is armed and p->addr holds the resolved
  * address.  -EINVAL: both or neither of addr/symbol_name, blacklisted or
- * non-executable address, unprobeable instruction, p already registered;
- * -ENOENT: unknown symbol; -EILSEQ: addr is not an instruction boundary. */
+ * non-executable address, unprobeable instruction, p already registered,
+ * symbol_name + offset outside that symbol's function, code that runs only
+ * while the process starts; -ENOENT: unknown symbol; -EILSEQ: addr is not
+ * an instruction boundary (code of a symbol of size 0 is decoded from the
+ * symbol). */
 int register_kprobe(struct kprobe *p);
 /* Removes p; when it returns no handler of p runs any more.  Unregistering
  * a probe that is not registered just clears p->addr. */
