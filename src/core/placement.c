@@ -52,6 +52,7 @@ struct object_names {
 	uintptr_t bias;
 	uintptr_t startup[N_STARTUP];
 	uintptr_t noreturn[N_NORETURN];
+	uintptr_t entry;	/* _start: crt1's entry point, by convention */
 };
 
 static struct object_names cache[NAMES_CACHED];
@@ -83,6 +84,7 @@ static const struct object_names *names_of(const struct ksym *obj)
 		c->startup[i] = address_in(c->path, startup_only[i]);
 	for (size_t i = 0; i < N_NORETURN; i++)
 		c->noreturn[i] = address_in(c->path, no_return[i]);
+	c->entry = address_in(c->path, "_start");
 	return c;
 }
 
@@ -149,7 +151,7 @@ const char *kp_placement_refusal(uintptr_t addr, enum kp_type type, const struct
 		return "not the entry of a function of known size";
 	if (type != KP_TYPE_KRETPROBE)
 		return NULL;
-	if (addr == getauxval(AT_ENTRY))
+	if (addr == getauxval(AT_ENTRY) || (names && names->entry == addr))
 		return "the program's entry point is not called: a return probe would "
 		       "overwrite argc";
 	if (names && listed(names->noreturn, N_NORETURN, addr))
