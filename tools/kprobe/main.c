@@ -13,6 +13,7 @@
 
 #include "attach.h"
 #include "cli.h"
+#include "escape.h"
 #include "knobs.h"
 #include "launch.h"
 #include "list_functions.h"
@@ -23,28 +24,36 @@
 #endif
 #define AGENT_NAME "libkprobe-agent.so"
 
+/* One line on stderr: whatever the message quotes (the user's input, a
+ * target's names, an agent's reply) cannot break the line or reach the
+ * terminal as a control sequence. */
+static void say(const char *fmt, va_list ap)
+{
+	char msg[2048], safe[4096];
+
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	text_escape(safe, sizeof(safe), msg);
+	fflush(stdout);
+	fprintf(stderr, "kprobe: %s\n", safe);
+	fflush(stderr);
+}
+
 void cli_warn(const char *fmt, ...)
 {
 	va_list ap;
 
-	fflush(stdout);
-	fputs("kprobe: ", stderr);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	say(fmt, ap);
 	va_end(ap);
-	fputc('\n', stderr);
 }
 
 void cli_die(int status, const char *fmt, ...)
 {
 	va_list ap;
 
-	fflush(stdout);
-	fputs("kprobe: ", stderr);
 	va_start(ap, fmt);
-	vfprintf(stderr, fmt, ap);
+	say(fmt, ap);
 	va_end(ap);
-	fputc('\n', stderr);
 	exit(status);
 }
 

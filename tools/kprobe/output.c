@@ -2,6 +2,8 @@
 #include "output.h"
 
 #include <inttypes.h>
+
+#include "escape.h"
 #include <math.h>
 #include <string.h>
 
@@ -126,7 +128,8 @@ static void json_args(FILE *f, const struct trace_event *ev)
 	for (int i = 0; i < ev->spec->nargs; i++) {
 		if (i)
 			fputc(',', f);
-		json_string(f, ev->spec->args[i].name, strlen(ev->spec->args[i].name));
+		json_string(f, ev->spec->args[i].name,
+			    strnlen(ev->spec->args[i].name, sizeof(ev->spec->args[i].name)));
 		fputc(':', f);
 		json_value(f, ev, i);
 	}
@@ -140,9 +143,13 @@ static void text_event(struct output *o, const struct trace_event *ev)
 	FILE *f = o->f;
 	double t = (double)(int64_t)(ev->time_ns - o->t0) / 1e9;
 
-	fprintf(f, "%12.6f %7d/%-7d %s", t, (int)ev->pid, (int)ev->tid, ev->desc->name);
+	/* Names come from the target's session memory: escaped, bounded. */
+	fprintf(f, "%12.6f %7d/%-7d ", t, (int)ev->pid, (int)ev->tid);
+	text_field_to(f, ev->desc->name, sizeof(ev->desc->name), 0);
 	for (int i = 0; i < ev->spec->nargs; i++) {
-		fprintf(f, " %s=", ev->spec->args[i].name);
+		fputc(' ', f);
+		text_field_to(f, ev->spec->args[i].name, sizeof(ev->spec->args[i].name), 0);
+		fputc('=', f);
 		text_value(f, ev, i);
 	}
 	fputc('\n', f);
@@ -154,7 +161,7 @@ static void json_event(struct output *o, const struct trace_event *ev)
 
 	fprintf(f, "{\"time_ns\":%" PRIu64 ",\"pid\":%d,\"tid\":%d,\"probe\":", ev->time_ns,
 		(int)ev->pid, (int)ev->tid);
-	json_string(f, ev->desc->name, strlen(ev->desc->name));
+	json_string(f, ev->desc->name, strnlen(ev->desc->name, sizeof(ev->desc->name)));
 	fprintf(f, ",\"address\":\"0x%" PRIx64 "\",\"args\":", ev->desc->addr);
 	json_args(f, ev);
 	fputs("}\n", f);
@@ -181,9 +188,10 @@ static bool is_paired(const struct output *o, uint32_t id)
 /* The function's name: the probe name without "%return". */
 static void function_name(const struct kps_desc *d, char *buf, size_t len)
 {
-	const char *pct = strstr(d->name, "%return");
+	size_t n = strnlen(d->name, sizeof(d->name));
+	const char *pct = memmem(d->name, n, "%return", 7);
 
-	snprintf(buf, len, "%.*s", (int)(pct ? pct - d->name : (long)strlen(d->name)), d->name);
+	snprintf(buf, len, "%.*s", (int)(pct ? pct - d->name : (long)n), d->name);
 }
 
 static void chrome_record(struct output *o, const struct trace_event *ev, char ph,

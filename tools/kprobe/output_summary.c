@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "escape.h"
 #include "output.h"
 
 /* Text rows by hits, most first; equal counts keep the probes' order. */
@@ -25,12 +26,18 @@ static bool several_processes(const struct count_row *rows, int n)
 	return false;
 }
 
+/* Names and objects come from the target's session memory: escaped and
+ * bounded by their fields. */
 static void count_line(FILE *f, const struct count_row *r, int w, bool pid)
 {
+	const struct kps_desc *d = r->desc;
+
 	if (pid)
-		fprintf(f, "%7u  ", (unsigned int)r->desc->pid);
-	fprintf(f, "%-*s  0x%016" PRIx64 "  %-20s %12" PRIu64 " %10" PRIu64 "\n", w,
-		r->desc->name, r->desc->addr, r->desc->object, r->hits, r->missed);
+		fprintf(f, "%7u  ", (unsigned int)d->pid);
+	text_field_to(f, d->name, sizeof(d->name), w);
+	fprintf(f, "  0x%016" PRIx64 "  ", d->addr);
+	text_field_to(f, d->object, sizeof(d->object), 20);
+	fprintf(f, " %12" PRIu64 " %10" PRIu64 "\n", r->hits, r->missed);
 }
 
 static void counts_text(FILE *f, const struct count_row *rows, int n, uint64_t lost,
@@ -40,9 +47,12 @@ static void counts_text(FILE *f, const struct count_row *rows, int n, uint64_t l
 	bool pid = several_processes(rows, n);
 	int w = 5, hidden = 0;
 
-	for (int i = 0; i < n; i++)
-		if ((int)strlen(rows[i].desc->name) > w)
-			w = (int)strlen(rows[i].desc->name);
+	for (int i = 0; i < n; i++) {
+		const struct kps_desc *d = rows[i].desc;
+
+		if ((int)text_field_width(d->name, sizeof(d->name)) > w)
+			w = (int)text_field_width(d->name, sizeof(d->name));
+	}
 	if (pid)
 		fprintf(f, "%7s  ", "PID");
 	fprintf(f, "%-*s  %-18s  %-20s %12s %10s\n", w, "PROBE", "ADDRESS", "OBJECT", "HITS",
@@ -76,9 +86,9 @@ static void counts_json(FILE *f, const struct count_row *rows, int n, uint64_t l
 		const struct kps_desc *d = rows[i].desc;
 
 		fputs(i ? ",{\"probe\":" : "{\"probe\":", f);
-		json_string(f, d->name, strlen(d->name));
+		json_string(f, d->name, strnlen(d->name, sizeof(d->name)));
 		fprintf(f, ",\"address\":\"0x%" PRIx64 "\",\"object\":", d->addr);
-		json_string(f, d->object, strlen(d->object));
+		json_string(f, d->object, strnlen(d->object, sizeof(d->object)));
 		fprintf(f, ",\"hits\":%" PRIu64 ",\"missed\":%" PRIu64 "}", rows[i].hits,
 			rows[i].missed);
 	}
@@ -129,7 +139,9 @@ static void latency_text(FILE *f, const char *function, const uint64_t *buckets,
 		if (buckets[b] > max)
 			max = buckets[b];
 	}
-	fprintf(f, "latency of %s: %" PRIu64 " calls\n", function, total);
+	fputs("latency of ", f);
+	text_escape_to(f, function, strlen(function));
+	fprintf(f, ": %" PRIu64 " calls\n", total);
 	bucket_range(buckets, &lo, &hi);
 	if (lo < 0)
 		return;
