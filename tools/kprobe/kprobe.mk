@@ -53,6 +53,7 @@ $(B)/libkprobe-agent.so: $(KP_AGENT_OBJ) $(B)/libkprobes.a $(KP_DIR)/kprobe.mk
 $(B)/kprobe-cli/%.o: %.c
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(BASE) $(KP_CFLAGS) -DKPROBE_AGENT_INSTALL_DIR='"$(KP_AGENT_INSTALL_DIR)"' \
+		-DKPROBE_VERSION='"$(VERSION)"' \
 		-MMD -MP -c $< -o $@
 
 $(B)/kprobe: $(KP_CLI_OBJ)

@@ -16,7 +16,18 @@ static const char *const commands[] = {
 
 static const char *const long_options[] = {
 	"--output", "--format", "--duration", "--pid", "--follow", "--zeros", "--help",
+	"--version",
 };
+
+#ifndef KPROBE_VERSION
+#define KPROBE_VERSION "unknown"
+#endif
+
+static void print_version(void)
+{
+	printf("kprobe (libkprobes) %s\n", KPROBE_VERSION);
+	exit(fflush(stdout) || ferror(stdout) ? EXIT_FAIL : 0);
+}
 
 void cli_usage(FILE *f)
 {
@@ -40,7 +51,8 @@ void cli_usage(FILE *f)
 	      "  -p, --pid PID              attach to a running process\n"
 	      "  -f, --follow               follow forks and execs of the command\n"
 	      "  -z, --zeros                count: also list the probes with no hits\n"
-	      "  -h, --help                 this help\n", f);
+	      "  -h, --help                 this help\n"
+	      "      --version              the version\n", f);
 }
 
 static void bad(const char *fmt, ...) __attribute__((noreturn, format(printf, 1, 2)));
@@ -163,14 +175,17 @@ static void add_probe_word(struct cli_opts *o, const char *word)
 			bad("argument '%s' comes before any probe", word);
 		if (spec_add_arg(cur, word, err, sizeof(err)))
 			bad("%s", err);
-		spec_format(cur);
+		if (spec_format(cur) && spec_too_long(cur, err, sizeof(err)))
+			bad("%s", err);
 		return;
 	}
 	if (o->nspecs == KPROBE_MAX_SPECS)
 		bad("too many probes (at most %d)", KPROBE_MAX_SPECS);
 	if (spec_parse_location(word, &o->specs[o->nspecs], err, sizeof(err)))
 		bad("%s", err);
-	spec_format(&o->specs[o->nspecs]);
+	if (spec_format(&o->specs[o->nspecs]) &&
+	    spec_too_long(&o->specs[o->nspecs], err, sizeof(err)))
+		bad("%s", err);
 	o->nspecs++;
 }
 
@@ -203,7 +218,14 @@ static void parse_words(int argc, char **argv, int first, struct cli_opts *o,
 		} else if (is_option(a, 'd', "--duration")) {
 			o->duration = parse_duration(option_value(argc, argv, &i, "-d"));
 		} else if (is_option(a, 'p', "--pid")) {
-			o->pid = parse_pid(option_value(argc, argv, &i, "-p"));
+			pid_t pid = parse_pid(option_value(argc, argv, &i, "-p"));
+
+			/* One session probes one process: refuse rather than
+			 * silently probe only the last one. */
+			if (o->pid)
+				bad("kprobe probes one process at a time, not -p %d and -p %d", (int)o->pid,
+				    (int)pid);
+			o->pid = pid;
 		} else if (!strcmp(a, "-f") || !strcmp(a, "--follow")) {
 			o->follow = true;
 		} else if (!strcmp(a, "-z") || !strcmp(a, "--zeros")) {
@@ -211,6 +233,8 @@ static void parse_words(int argc, char **argv, int first, struct cli_opts *o,
 		} else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
 			cli_usage(stdout);
 			exit(0);
+		} else if (!strcmp(a, "--version")) {
+			print_version();
 		} else if (a[0] == '-' && a[1]) {
 			unknown_option(a);
 		} else if (o->cmd == CMD_OPTIMIZE && !*knob) {
@@ -227,6 +251,8 @@ static void parse_words(int argc, char **argv, int first, struct cli_opts *o,
 
 static void check_probe_command(struct cli_opts *o)
 {
+	char err[600];
+
 	if (!o->nspecs)
 		bad("%s needs at least one probe; see kprobe --help", commands[o->cmd]);
 	if (!o->command && !o->pid)
@@ -250,7 +276,8 @@ static void check_probe_command(struct cli_opts *o)
 			bad("latency takes a function name, not '%s'", s->text);
 		/* Durations come from return probes: entry time in the instance. */
 		s->is_return = true;
-		spec_format(s);
+		if (spec_format(s) && spec_too_long(s, err, sizeof(err)))
+			bad("%s", err);
 	}
 }
 
@@ -266,6 +293,8 @@ void cli_parse(int argc, char **argv, struct cli_opts *o)
 		cli_usage(stdout);
 		exit(0);
 	}
+	if (!strcmp(argv[1], "--version"))
+		print_version();
 	/* -l: list, as bpftrace -l lists what can be probed. */
 	o->cmd = !strcmp(argv[1], "-l") || !strcmp(argv[1], "--list") ? CMD_LIST :
 									   parse_command(argv[1]);

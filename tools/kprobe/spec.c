@@ -361,12 +361,18 @@ int spec_parse(const char *text, struct probe_spec *s, char *err, size_t errlen)
 	rc = spec_parse_location(tok, s, err, errlen);
 	while (!rc && (tok = strtok_r(NULL, " \t\n", &save)))
 		rc = spec_add_arg(s, tok, err, errlen);
-	if (!rc)
-		spec_format(s);
+	if (!rc && spec_format(s))
+		rc = spec_too_long(s, err, errlen);
 	return rc;
 }
 
-void spec_format(struct probe_spec *s)
+int spec_too_long(const struct probe_spec *s, char *err, size_t errlen)
+{
+	return fail(err, errlen, "probe too long: '%.60s...' (at most %d characters with its "
+		    "arguments)", s->text, SPEC_TEXT_MAX - 1);
+}
+
+int spec_format(struct probe_spec *s)
 {
 	char *p = s->text, *end = s->text + sizeof(s->text);
 
@@ -400,6 +406,9 @@ void spec_format(struct probe_spec *s)
 			PUT(" %s=arg%u:%s", a->name, a->src + 1u, spec_type_name(a->type));
 	}
 #undef PUT
+	/* A cut text would lose arguments, and the agent would read back a
+	 * probe different from the one asked for. */
+	return p < end ? 0 : -ENAMETOOLONG;
 }
 
 bool spec_is_glob(const struct probe_spec *s)

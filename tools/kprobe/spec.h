@@ -77,8 +77,11 @@ int spec_add_arg(struct probe_spec *s, const char *tok, char *err, size_t errlen
 /* Parses a whole probe given as one string: "LOCATION ARG ARG ...". */
 int spec_parse(const char *text, struct probe_spec *s, char *err, size_t errlen);
 
-/* Fills s->text with the canonical form that spec_parse() reads back. */
-void spec_format(struct probe_spec *s);
+/* Fills s->text with the canonical form that spec_parse() reads back;
+ * -ENAMETOOLONG when it does not fit (SPEC_TEXT_MAX - 1 characters). */
+int spec_format(struct probe_spec *s);
+/* The error for a probe whose text does not fit; returns -EINVAL. */
+int spec_too_long(const struct probe_spec *s, char *err, size_t errlen);
 
 /* Whether the symbol part is a glob (matches a set of functions). */
 bool spec_is_glob(const struct probe_spec *s);
