@@ -389,9 +389,10 @@ Test(cli, count_exact)
 
 	run(&r, "%s count target_add --format json -- %s calls 1000", kprobe, target);
 	cr_assert_eq(r.status, 0, "%s", r.err);
-	cr_assert(strstr(r.out, "sum 1498500\n"), "program output changed: %s", r.out);
-	cr_assert(count_entry(r.out, "target_add"), "%s", r.out);
-	cr_assert_eq(json_num(count_entry(r.out, "target_add"), "hits"), 1000, "%s", r.out);
+	/* The results go to stderr: the command's stdout is its own. */
+	cr_assert_str_eq(r.out, "sum 1498500\n", "program output changed: %s", r.out);
+	cr_assert(count_entry(r.err, "target_add"), "%s", r.err);
+	cr_assert_eq(json_num(count_entry(r.err, "target_add"), "hits"), 1000, "%s", r.err);
 }
 
 Test(cli, count_exact_across_threads)
@@ -427,9 +428,9 @@ Test(cli, count_text_and_glob)
 
 	run(&r, "%s count 'target_*' -z -- %s calls 7", kprobe, target);
 	cr_assert_eq(r.status, 0, "%s", r.err);
-	cr_assert(matches(r.out, "^PROBE +ADDRESS +OBJECT +HITS +MISSED$"), "%s", r.out);
-	cr_assert(matches(r.out, "^target_add +0x[0-9a-f]{16} +cli_target +7 +0$"), "%s", r.out);
-	cr_assert(matches(r.out, "^target_greet +0x[0-9a-f]{16} +cli_target +0 +0$"), "%s", r.out);
+	cr_assert(matches(r.err, "^PROBE +ADDRESS +OBJECT +HITS +MISSED$"), "%s", r.err);
+	cr_assert(matches(r.err, "^target_add +0x[0-9a-f]{16} +cli_target +7 +0$"), "%s", r.err);
+	cr_assert(matches(r.err, "^target_greet +0x[0-9a-f]{16} +cli_target +0 +0$"), "%s", r.err);
 }
 
 /* Rows by hits, most first; probes without hits only with -z (JSON keeps
@@ -442,21 +443,21 @@ Test(cli, count_sorted_by_hits_zeros_on_request)
 	run(&r, "%s count target_greet target_lines target_add target_recurse -- %s recurse 3",
 	    kprobe, target);
 	cr_assert_eq(r.status, 0, "%s", r.err);
-	cr_assert(!strstr(r.out, "target_greet") && !strstr(r.out, "target_add"), "%s", r.out);
-	cr_assert(matches(r.out, "^\\(3 probes with no hits not shown: -z shows them\\)$"), "%s",
-		  r.out);
-	cr_assert(matches(r.out, "^target_recurse +0x[0-9a-f]{16} +cli_target +4 +0$"), "%s", r.out);
+	cr_assert(!strstr(r.err, "target_greet") && !strstr(r.err, "target_add"), "%s", r.err);
+	cr_assert(matches(r.err, "^\\(3 probes with no hits not shown: -z shows them\\)$"), "%s",
+		  r.err);
+	cr_assert(matches(r.err, "^target_recurse +0x[0-9a-f]{16} +cli_target +4 +0$"), "%s", r.err);
 	run(&r, "%s count target_greet target_lines target_add -z -- %s lines 3", kprobe, target);
 	cr_assert_eq(r.status, 0, "%s", r.err);
-	lines = strstr(r.out, "\ntarget_lines ");
-	cr_assert(lines, "%s", r.out);
-	cr_assert(matches(r.out, "^PROBE +ADDRESS +OBJECT +HITS +MISSED\ntarget_lines "), "%s",
-		  r.out);
+	lines = strstr(r.err, "\ntarget_lines ");
+	cr_assert(lines, "%s", r.err);
+	cr_assert(matches(r.err, "^PROBE +ADDRESS +OBJECT +HITS +MISSED\ntarget_lines "), "%s",
+		  r.err);
 	/* Ties keep the probes' order. */
-	add = strstr(r.out, "\ntarget_add ");
-	cr_assert(add && strstr(r.out, "\ntarget_greet ") < add, "%s", r.out);
+	add = strstr(r.err, "\ntarget_add ");
+	cr_assert(add && strstr(r.err, "\ntarget_greet ") < add, "%s", r.err);
 	run(&r, "%s count target_greet target_lines --format json -- %s lines 3", kprobe, target);
-	cr_assert_eq(json_num(count_entry(r.out, "target_greet"), "hits"), 0, "%s", r.out);
+	cr_assert_eq(json_num(count_entry(r.err, "target_greet"), "hits"), 0, "%s", r.err);
 	run(&r, "%s trace target_greet -z -- %s lines 3", kprobe, target);
 	assert_bad(&r, "-z");
 }
@@ -468,11 +469,11 @@ Test(cli, count_pid_column_for_several_processes)
 
 	run(&r, "%s count -f target_add -- %s spawn 3", kprobe, target);
 	cr_assert_eq(r.status, 0, "%s", r.err);
-	cr_assert(matches(r.out, "^ +PID +PROBE +ADDRESS +OBJECT +HITS +MISSED$"), "%s", r.out);
-	cr_assert(matches(r.out, "^ +[0-9]+ +target_add +0x[0-9a-f]{16} +cli_target +3 +0\n"
-			  " +[0-9]+ +target_add +0x[0-9a-f]{16} +cli_target +1 +0$"), "%s", r.out);
+	cr_assert(matches(r.err, "^ +PID +PROBE +ADDRESS +OBJECT +HITS +MISSED$"), "%s", r.err);
+	cr_assert(matches(r.err, "^ +[0-9]+ +target_add +0x[0-9a-f]{16} +cli_target +3 +0\n"
+			  " +[0-9]+ +target_add +0x[0-9a-f]{16} +cli_target +1 +0$"), "%s", r.err);
 	run(&r, "%s count target_add -- %s calls 3", kprobe, target);
-	cr_assert(matches(r.out, "^PROBE +ADDRESS"), "%s", r.out);
+	cr_assert(matches(r.err, "^PROBE +ADDRESS"), "%s", r.err);
 }
 
 /* A glob over all of libc: thousands of probes, registered in batches,
@@ -507,7 +508,7 @@ Test(cli, count_source_line)
 
 	run(&r, "%s count cli_target.c:1003 --format json -- %s lines 5", kprobe, target);
 	cr_assert_eq(r.status, 0, "%s", r.err);
-	cr_assert_eq(json_num(count_entry(r.out, "cli_target.c:1003"), "hits"), 5, "%s", r.out);
+	cr_assert_eq(json_num(count_entry(r.err, "cli_target.c:1003"), "hits"), 5, "%s", r.err);
 }
 
 /* A statement spread over several line-table rows is one probe, at its
@@ -520,12 +521,12 @@ Test(cli, source_line_is_one_probe_per_statement)
 	run(&r, "%s count cli_target.c:2003 cli_target.c:2009 --format json -- %s statements 5",
 	    kprobe, target);
 	cr_assert_eq(r.status, 0, "%s", r.err);
-	cr_assert_eq(count_occurrences(r.out, "\"probe\":\"cli_target.c:2003\""), 1, "%s", r.out);
-	cr_assert_eq(json_num(count_entry(r.out, "cli_target.c:2003"), "hits"), 5, "%s", r.out);
-	cr_assert_eq(count_occurrences(r.out, "\"probe\":\"cli_target.c:2009\""), 2, "%s", r.out);
-	e = count_entry(r.out, "cli_target.c:2009");
-	cr_assert_eq(json_num(e, "hits"), 5, "%s", r.out);
-	cr_assert_eq(json_num(count_entry(e + 1, "cli_target.c:2009"), "hits"), 5, "%s", r.out);
+	cr_assert_eq(count_occurrences(r.err, "\"probe\":\"cli_target.c:2003\""), 1, "%s", r.err);
+	cr_assert_eq(json_num(count_entry(r.err, "cli_target.c:2003"), "hits"), 5, "%s", r.err);
+	cr_assert_eq(count_occurrences(r.err, "\"probe\":\"cli_target.c:2009\""), 2, "%s", r.err);
+	e = count_entry(r.err, "cli_target.c:2009");
+	cr_assert_eq(json_num(e, "hits"), 5, "%s", r.err);
+	cr_assert_eq(json_num(count_entry(e + 1, "cli_target.c:2009"), "hits"), 5, "%s", r.err);
 }
 
 /* ---- the agent's footprint in the target ---- */
@@ -555,9 +556,9 @@ Test(cli, unqualified_symbol_resolves_into_the_program)
 	run(&r, "%s count adler32 --format json -- %s 25", kprobe, zlib_prog);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	cr_assert(strstr(r.out, "adler32 "), "program output changed: %s", r.out);
-	cr_assert(count_entry(r.out, "adler32"), "%s", r.out);
-	cr_assert_eq(json_num(count_entry(r.out, "adler32"), "hits"), 26, "%s", r.out);
-	cr_assert(strstr(count_entry(r.out, "adler32"), "\"object\":\"libz.so"), "%s", r.out);
+	cr_assert(count_entry(r.err, "adler32"), "%s", r.err);
+	cr_assert_eq(json_num(count_entry(r.err, "adler32"), "hits"), 26, "%s", r.err);
+	cr_assert(strstr(count_entry(r.err, "adler32"), "\"object\":\"libz.so"), "%s", r.err);
 }
 
 /* A program without libz has no adler32: the agent's copy is not one. */
@@ -619,12 +620,12 @@ Test(cli, trace_narrow_integer_types)
 	run(&r, "%s trace 'target_add a=arg1:s32 b=arg1:u32 c=arg1:s16 d=arg1:u16 e=arg1:s8 "
 	    "f=arg1:u8 g=arg2:s16 h=arg2:u8' -- %s narrow", kprobe, target);
 	cr_assert_eq(r.status, 0, "%s", r.err);
-	cr_assert(matches(r.out, " target_add a=-2 b=4294967294 c=-2 d=65534 e=-2 f=254 g=-128 "
-			  "h=128$"), "%s", r.out);
+	cr_assert(matches(r.err, " target_add a=-2 b=4294967294 c=-2 d=65534 e=-2 f=254 g=-128 "
+			  "h=128$"), "%s", r.err);
 	run(&r, "%s trace 'target_add%%return r=retval:s16 u=retval:u16 s=retval:s64' --format json "
 	    "-- %s narrow", kprobe, target);
 	cr_assert_eq(r.status, 0, "%s", r.err);
-	cr_assert(strstr(r.out, "\"args\":{\"r\":-130,\"u\":65406,\"s\":33554302}"), "%s", r.out);
+	cr_assert(strstr(r.err, "\"args\":{\"r\":-130,\"u\":65406,\"s\":33554302}"), "%s", r.err);
 	run(&r, "%s trace 'target_add arg1:s12' -- %s narrow", kprobe, target);
 	assert_bad(&r, "arg1:s12");
 }
@@ -642,9 +643,9 @@ Test(cli, trace_floating_point_arguments)
 	    "'target_scale%%return r=retval:f64' -- %s float 3", kprobe, target);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	cr_assert(strstr(r.out, "15\n"), "program output changed: %s", r.out);
-	cr_assert_eq(count_occurrences(r.out, " target_scale n=3 k=2 x=1.5 y=0.25\n"), 3, "%s",
-		     r.out);
-	cr_assert_eq(count_occurrences(r.out, " target_scale%return r=5\n"), 3, "%s", r.out);
+	cr_assert_eq(count_occurrences(r.err, " target_scale n=3 k=2 x=1.5 y=0.25\n"), 3, "%s",
+		     r.err);
+	cr_assert_eq(count_occurrences(r.err, " target_scale%return r=5\n"), 3, "%s", r.err);
 	run(&r, "%s trace 'target_scale y=arg2:f64' --format json -o %s -- %s float 1", kprobe, out,
 	    target);
 	cr_assert_eq(r.status, 0, "%s", r.err);
@@ -671,12 +672,12 @@ Test(cli, trace_strings_never_crash)
 	    kprobe, target);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	cr_assert(strstr(r.out, "30 40\n"), "the program misbehaved: %s", r.out);
-	cr_assert(strstr(r.out, "\"args\":{\"who\":\"hello\",\"n\":3}"), "%s", r.out);
-	cr_assert(strstr(r.out, "\"args\":{\"who\":null,\"n\":4}"), "%s", r.out);
+	cr_assert(strstr(r.err, "\"args\":{\"who\":\"hello\",\"n\":3}"), "%s", r.err);
+	cr_assert(strstr(r.err, "\"args\":{\"who\":null,\"n\":4}"), "%s", r.err);
 	run(&r, "%s trace 'target_greet who=arg1:string' -- %s greet", kprobe, target);
 	cr_assert_eq(r.status, 0, "%s", r.err);
-	cr_assert(strstr(r.out, "who=\"hello\""), "%s", r.out);
-	cr_assert(strstr(r.out, "who=(fault 0x1)"), "%s", r.out);
+	cr_assert(strstr(r.err, "who=\"hello\""), "%s", r.err);
+	cr_assert(strstr(r.err, "who=(fault 0x1)"), "%s", r.err);
 }
 
 Test(cli, trace_text_lines)
@@ -685,10 +686,10 @@ Test(cli, trace_text_lines)
 
 	run(&r, "%s trace 'target_add arg1:u64' -- %s calls 2", kprobe, target);
 	cr_assert_eq(r.status, 0, "%s", r.err);
-	cr_assert(matches(r.out, "^ *[0-9]+\\.[0-9]{6} +[0-9]+/[0-9]+ +target_add arg1=0$"),
-		  "%s", r.out);
-	cr_assert(matches(r.out, "^ *[0-9]+\\.[0-9]{6} +[0-9]+/[0-9]+ +target_add arg1=1$"),
-		  "%s", r.out);
+	cr_assert(matches(r.err, "^ *[0-9]+\\.[0-9]{6} +[0-9]+/[0-9]+ +target_add arg1=0$"),
+		  "%s", r.err);
+	cr_assert(matches(r.err, "^ *[0-9]+\\.[0-9]{6} +[0-9]+/[0-9]+ +target_add arg1=1$"),
+		  "%s", r.err);
 }
 
 Test(cli, trace_chrome_pairs)
@@ -754,26 +755,26 @@ Test(cli, latency_buckets)
 
 	run(&r, "%s latency target_spin_ns --format json -- %s spin 300000 20", kprobe, target);
 	cr_assert_eq(r.status, 0, "%s", r.err);
-	cr_assert(json_valid(r.out), "invalid JSON: %s", r.out);
-	cr_assert(strstr(r.out, "{\"function\":\"target_spin_ns\",\"count\":20,\"histogram\":["),
-		  "%s", r.out);
+	cr_assert(json_valid(r.err), "invalid JSON: %s", r.err);
+	cr_assert(strstr(r.err, "{\"function\":\"target_spin_ns\",\"count\":20,\"histogram\":["),
+		  "%s", r.err);
 	/* 300 us lies in [262144, 524287]; preemption can only make it longer. */
-	b = strstr(r.out, "\"histogram\":[{\"low_ns\":262144,\"high_ns\":524287,\"count\":");
-	cr_assert(b, "%s", r.out);
-	cr_assert_geq(json_num(b, "count"), 10, "%s", r.out);
-	for (b = strstr(r.out, "\"low_ns\""); b; b = strstr(b + 1, "\"low_ns\"")) {
+	b = strstr(r.err, "\"histogram\":[{\"low_ns\":262144,\"high_ns\":524287,\"count\":");
+	cr_assert(b, "%s", r.err);
+	cr_assert_geq(json_num(b, "count"), 10, "%s", r.err);
+	for (b = strstr(r.err, "\"low_ns\""); b; b = strstr(b + 1, "\"low_ns\"")) {
 		long long low = json_num(b, "low_ns"), high = json_num(b, "high_ns");
 
-		cr_assert(low == 262144 || low == next_low, "%s", r.out);
-		cr_assert_eq(high, 2 * low - 1, "%s", r.out);
+		cr_assert(low == 262144 || low == next_low, "%s", r.err);
+		cr_assert_eq(high, 2 * low - 1, "%s", r.err);
 		next_low = 2 * low;
 		total += json_num(b, "count");
 	}
-	cr_assert_eq(total, 20, "%s", r.out);
+	cr_assert_eq(total, 20, "%s", r.err);
 	run(&r, "%s latency target_spin_ns -- %s spin 300000 3", kprobe, target);
 	cr_assert_eq(r.status, 0, "%s", r.err);
-	cr_assert(strstr(r.out, "latency of target_spin_ns: 3 calls"), "%s", r.out);
-	cr_assert(matches(r.out, "^ +262144 -> 524287 +: [1-3] +\\|\\*+ *\\|$"), "%s", r.out);
+	cr_assert(strstr(r.err, "latency of target_spin_ns: 3 calls"), "%s", r.err);
+	cr_assert(matches(r.err, "^ +262144 -> 524287 +: [1-3] +\\|\\*+ *\\|$"), "%s", r.err);
 }
 
 /* ---- the command ---- */
@@ -819,13 +820,13 @@ Test(cli, dlopen_deferred)
 	run(&r, "%s count %s:plugin_work --format json -- %s dlopen %s 7", kprobe, plugin, target,
 	    plugin);
 	cr_assert_eq(r.status, 0, "%s", r.err);
-	cr_assert_eq(json_num(count_entry(r.out, "plugin_work"), "hits"), 7, "%s", r.out);
-	cr_assert(strstr(r.out, "\"object\":\"libcliplugin.so\""), "%s", r.out);
+	cr_assert_eq(json_num(count_entry(r.err, "plugin_work"), "hits"), 7, "%s", r.err);
+	cr_assert(strstr(r.err, "\"object\":\"libcliplugin.so\""), "%s", r.err);
 	/* By file name: found beside the program, armed when it loads. */
 	run(&r, "%s count libcliplugin.so:plugin_work --format json -- %s dlopen %s 5", kprobe,
 	    target, plugin);
 	cr_assert_eq(r.status, 0, "%s", r.err);
-	cr_assert_eq(json_num(count_entry(r.out, "plugin_work"), "hits"), 5, "%s", r.out);
+	cr_assert_eq(json_num(count_entry(r.err, "plugin_work"), "hits"), 5, "%s", r.err);
 }
 
 /* A library dlopen'ed by full path from a directory off the search path,
@@ -843,12 +844,12 @@ Test(cli, dlopen_deferred_by_file_name_anywhere)
 	run(&r, "%s count libkpfar.so:plugin_work --format json -- %s dlopen %s 4", kprobe, target,
 	    lib);
 	cr_assert_eq(r.status, 0, "%s", r.err);
-	cr_assert_eq(json_num(count_entry(r.out, "plugin_work"), "hits"), 4, "%s", r.out);
-	cr_assert(strstr(r.out, "\"object\":\"libkpfar.so\""), "%s", r.out);
+	cr_assert_eq(json_num(count_entry(r.err, "plugin_work"), "hits"), 4, "%s", r.err);
+	cr_assert(strstr(r.err, "\"object\":\"libkpfar.so\""), "%s", r.err);
 	/* Never loaded: no probe, no error, the command runs. */
 	run(&r, "%s count libkpfar.so:plugin_work --format json -- %s calls 2", kprobe, target);
 	cr_assert_eq(r.status, 0, "%s", r.err);
-	cr_assert(!count_entry(r.out, "plugin_work"), "%s", r.out);
+	cr_assert(!count_entry(r.err, "plugin_work"), "%s", r.err);
 	unlink(lib);
 	rmdir(dir);
 }
@@ -860,12 +861,12 @@ Test(cli, fork_children_keep_working)
 	run(&r, "%s count target_add --format json -- %s fork 10", kprobe, target);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	cr_assert(strstr(r.out, "child status 7\n"), "%s", r.out);
-	cr_assert_eq(json_num(count_entry(r.out, "target_add"), "hits"), 10, "%s", r.out);
+	cr_assert_eq(json_num(count_entry(r.err, "target_add"), "hits"), 10, "%s", r.err);
 	/* -f: the child's hits count too. */
 	run(&r, "%s count -f target_add --format json -- %s fork 10", kprobe, target);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	cr_assert(strstr(r.out, "child status 7\n"), "%s", r.out);
-	cr_assert_eq(json_num(count_entry(r.out, "target_add"), "hits"), 20, "%s", r.out);
+	cr_assert_eq(json_num(count_entry(r.err, "target_add"), "hits"), 20, "%s", r.err);
 }
 
 Test(cli, follow_exec)
@@ -875,15 +876,15 @@ Test(cli, follow_exec)
 
 	run(&r, "%s count -f target_add --format json -- %s exec 10", kprobe, target);
 	cr_assert_eq(r.status, 0, "%s", r.err);
-	first = count_entry(r.out, "target_add");
-	cr_assert(first, "%s", r.out);
+	first = count_entry(r.err, "target_add");
+	cr_assert(first, "%s", r.err);
 	second = count_entry(first + 1, "target_add");
-	cr_assert(second, "no entry for the exec'd program: %s", r.out);
-	cr_assert_eq(json_num(first, "hits") + json_num(second, "hits"), 11, "%s", r.out);
+	cr_assert(second, "no entry for the exec'd program: %s", r.err);
+	cr_assert_eq(json_num(first, "hits") + json_num(second, "hits"), 11, "%s", r.err);
 	/* Without -f the exec'd program runs without the agent. */
 	run(&r, "%s count target_add --format json -- %s exec 10", kprobe, target);
 	cr_assert_eq(r.status, 0, "%s", r.err);
-	cr_assert_eq(json_num(count_entry(r.out, "target_add"), "hits"), 1, "%s", r.out);
+	cr_assert_eq(json_num(count_entry(r.err, "target_add"), "hits"), 1, "%s", r.err);
 }
 
 /* ---- attach ---- */
@@ -1366,8 +1367,8 @@ Test(cli, tracepoint_args_by_declared_name)
 
 	run(&r, "%s trace --format json 'tp:cli:order' -- %s tp 7", kprobe, target);
 	cr_assert_eq(r.status, 0, "%s", r.err);
-	cr_assert(strstr(r.out, "tp sum 21\n"), "program output changed: %s", r.out);
-	cr_assert_eq(json_lines_valid(strstr(r.out, "{")), 7, "%s", r.out);
+	cr_assert_str_eq(r.out, "tp sum 21\n", "program output changed: %s", r.out);
+	cr_assert_eq(json_lines_valid(r.err), 7, "%s", r.err);
 	for (int i = 0; i < 7; i++) {
 		static const char *const items[] = { "apple", "pear", "fig" };
 		char want[256];
@@ -1376,7 +1377,7 @@ Test(cli, tracepoint_args_by_declared_name)
 			 "\"probe\":\"cli:order\",\"address\":\"0x[0-9a-f]+\",\"args\":"
 			 "\\{\"id\":%d,\"item\":\"%s\",\"price\":%g,\"qty\":%d,\"weight\":%g\\}",
 			 i - 5, items[i % 3], i * 0.5, (unsigned short)(65530 + i), i / 4.0);
-		cr_assert(matches(r.out, want), "no event %d (%s) in: %s", i, want, r.out);
+		cr_assert(matches(r.err, want), "no event %d (%s) in: %s", i, want, r.err);
 		lines++;
 	}
 	cr_assert_eq(lines, 7);
@@ -1388,11 +1389,11 @@ Test(cli, tracepoint_count_and_glob)
 
 	run(&r, "%s count --format json 'tp:cli:*' -- %s tp 100000", kprobe, target);
 	cr_assert_eq(r.status, 0, "%s", r.err);
-	cr_assert(strstr(r.out, "tp sum 4999950000\n"), "%s", r.out);
-	cr_assert(json_valid(strstr(r.out, "{")), "%s", r.out);
-	cr_assert_eq(json_num(count_entry(r.out, "cli:order"), "hits"), 100000, "%s", r.out);
-	cr_assert_eq(json_num(count_entry(r.out, "cli:tick"), "hits"), 100000, "%s", r.out);
-	cr_assert_eq(json_num(count_entry(r.out, "cli:tick"), "missed"), 0, "%s", r.out);
+	cr_assert_str_eq(r.out, "tp sum 4999950000\n", "%s", r.out);
+	cr_assert(json_valid(r.err), "%s", r.err);
+	cr_assert_eq(json_num(count_entry(r.err, "cli:order"), "hits"), 100000, "%s", r.err);
+	cr_assert_eq(json_num(count_entry(r.err, "cli:tick"), "hits"), 100000, "%s", r.err);
+	cr_assert_eq(json_num(count_entry(r.err, "cli:tick"), "missed"), 0, "%s", r.err);
 }
 
 Test(cli, tracepoint_explicit_args)
@@ -1401,8 +1402,8 @@ Test(cli, tracepoint_explicit_args)
 
 	run(&r, "%s trace 'tp:cli:order what=arg2:string n=arg1:s64' -- %s tp 2", kprobe, target);
 	cr_assert_eq(r.status, 0, "%s", r.err);
-	cr_assert(matches(r.out, "cli:order what=\"apple\" n=-5$"), "%s", r.out);
-	cr_assert(matches(r.out, "cli:order what=\"pear\" n=-4$"), "%s", r.out);
+	cr_assert(matches(r.err, "cli:order what=\"apple\" n=-5$"), "%s", r.err);
+	cr_assert(matches(r.err, "cli:order what=\"pear\" n=-4$"), "%s", r.err);
 }
 
 Test(cli, tracepoint_errors)

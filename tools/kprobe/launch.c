@@ -122,6 +122,15 @@ static void wait_armed(struct session *s, pid_t child)
 				"the agent did not load (set-user-ID program?)",
 				s->opts->command[0], exit_status_of(status));
 		}
+		/* Stopped before main(): the command never ran for the user. */
+		if (session_stop_signal) {
+			session_progress_done(s);
+			kill(child, SIGKILL);
+			waitpid(child, &status, 0);
+			session_close(s);
+			cli_die(128 + session_stop_signal, "interrupted while the probes were being "
+				"armed: '%s' did not run", s->opts->command[0]);
+		}
 		if (st == KPS_INIT && cli_now_ns() - start > AGENT_APPEAR_NS) {
 			kill(child, SIGKILL);
 			waitpid(child, &status, 0);
@@ -184,7 +193,7 @@ int launch_run(struct session *s, const char *agent)
 	char status_line[256];
 	int errpipe[2], e = 0, status = 0, inherit;
 	pid_t child;
-	bool exited = false;
+	bool exited = false, lost_output;
 
 	check_command(o->command[0]);
 	/* The command inherits the session memory; with it, nobody else
@@ -234,8 +243,8 @@ int launch_run(struct session *s, const char *agent)
 		forward_stop_signal(child);
 	}
 	session_report(s);
-	session_close(s);
+	lost_output = session_close(s) != 0;
 	if (!exited && wait_command(child, &status))
 		return 128 + session_stop_signal;
-	return exit_status_of(status);
+	return lost_output ? EXIT_FAIL : exit_status_of(status);
 }

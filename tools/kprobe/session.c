@@ -161,6 +161,19 @@ void session_clean_stale(const char *dir)
 	closedir(d);
 }
 
+/* With -- COMMAND, stdout is the command's: the results go to our stderr,
+ * as perf stat and strace -c do.  A buffered stream of its own keeps a
+ * busy trace from costing a write per line. */
+static FILE *report_stream(void)
+{
+	int fd = fcntl(STDERR_FILENO, F_DUPFD_CLOEXEC, 3);
+	FILE *f = fd >= 0 ? fdopen(fd, "w") : NULL;
+
+	if (!f && fd >= 0)
+		close(fd);
+	return f ? f : stderr;
+}
+
 void session_open(struct session *s, struct cli_opts *o)
 {
 	memset(s, 0, sizeof(*s));
@@ -169,7 +182,7 @@ void session_open(struct session *s, struct cli_opts *o)
 	s->shm_fd = -1;
 	s->out.format = o->format;
 	s->out.zeros = o->zeros;
-	s->out.f = stdout;
+	s->out.f = o->command && !o->outfile ? report_stream() : stdout;
 	if (o->outfile) {
 		s->out.f = fopen(o->outfile, "we");
 		if (!s->out.f)
@@ -220,14 +233,39 @@ int session_agent_error(const struct session *s, char *buf, size_t len)
 	return kind == EXIT_BAD ? EXIT_BAD : EXIT_FAIL;
 }
 
-void session_close(struct session *s)
+/* Flushes and closes the output; 0 or the errno of a write that failed. */
+static int close_output(FILE *f)
 {
+	int e = 0;
+
+	if (fflush(f))
+		e = errno;
+	if (ferror(f) && !e)
+		e = EIO;
+	if (f != stdout && f != stderr && fclose(f) && !e)
+		e = errno;
+	return e;
+}
+
+int session_close(struct session *s)
+{
+	int e = 0;
+
 	session_handed_over(s);
 	ctl_close(&s->ctl);
 	consumer_free(&s->cons);
-	if (s->out.f && s->out.f != stdout)
-		fclose(s->out.f);
+	if (s->out.f)
+		e = close_output(s->out.f);
 	s->out.f = NULL;
+	if (e == EIO && s->out_errno)
+		e = s->out_errno;
+	/* A reader that went away (| head) asked for no more: not a failure. */
+	if (!e || e == EPIPE)
+		return 0;
+	cli_warn("cannot write the results to %s: %s",
+		 s->opts->outfile ? s->opts->outfile : s->opts->command ? "standard error" :
+		 "standard output", strerror(e));
+	return -e;
 }
 
 char *session_config(const struct session *s)
@@ -296,9 +334,13 @@ bool session_pump(struct session *s)
 
 	if (s->opts->action == ACT_TRACE)
 		n = consumer_drain(&s->cons, &s->out);
-	/* Nobody reads any more (kprobe trace ... | head): stop probing. */
-	if (ferror(s->out.f))
+	/* Nobody reads any more (kprobe trace ... | head), or the disk is
+	 * full: stop probing. */
+	if (ferror(s->out.f)) {
+		if (!s->out_errno)
+			s->out_errno = errno;
 		session_stop_signal = SIGPIPE;
+	}
 	return n > 0;
 }
 
@@ -418,4 +460,6 @@ void session_report(struct session *s)
 		report_latency(s);
 		break;
 	}
+	if (ferror(s->out.f) && !s->out_errno)
+		s->out_errno = errno;
 }

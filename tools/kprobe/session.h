@@ -19,6 +19,7 @@ struct session {
 	struct output out;
 	struct consumer cons;
 	struct ctl ctl;
+	int out_errno;			/* why writing the output failed */
 	pid_t target;
 	/* the registration progress line */
 	bool progress_shown, progress_newline;
@@ -49,8 +50,9 @@ int session_agent_error(const struct session *s, char *buf, size_t len);
  * /dev/shm/kprobe-PID-* objects of ours whose PID is gone. */
 void session_clean_stale(const char *dir);
 /* Closes the output and frees the session (the target may keep its
- * mapping of the memory). */
-void session_close(struct session *s);
+ * mapping of the memory): 0, or -errno (reported on stderr) when the
+ * results could not all be written. */
+int session_close(struct session *s);
 /* The session config for the agent (malloc'd). */
 char *session_config(const struct session *s);
 /* Catches the stop signals (SIGINT, SIGTERM, SIGHUP). */
