@@ -1,6 +1,7 @@
 /* The agent's control socket (protocol in proto.h), served by one thread of
  * the agent that never reports probe hits and takes no process signals. */
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -234,8 +235,12 @@ static void *server_main(void *arg)
 			pfd[n] = (struct pollfd){ .fd = clients[i].fd, .events = POLLIN };
 			map[n++] = i;
 		}
-		if (poll(pfd, (nfds_t)n, FLUSH_MS) < 0 && errno != EINTR)
+		if (poll(pfd, (nfds_t)n, FLUSH_MS) < 0 && errno != EINTR) {
+			/* Nobody can reach us any more: leave no socket file. */
+			if (server_pid == getpid())
+				unlink(sock_path);
 			break;
+		}
 		agent_session_flush();
 		for (int i = 1; i < n; i++)
 			if (pfd[i].revents)
@@ -246,44 +251,61 @@ static void *server_main(void *arg)
 	return NULL;
 }
 
-/* /tmp/.kprobe-UID must be ours and private: never follow someone else's. */
+/* /tmp/.kprobe-UID must be ours and private: never follow someone else's
+ * (a symlink, or a directory another user made first), or a client could
+ * be led to an impostor, and our socket into someone else's hands. */
 static int private_dir(const char *dir)
 {
 	struct stat st;
+	int fd;
 
 	if (mkdir(dir, 0700) && errno != EEXIST)
 		return -errno;
-	if (lstat(dir, &st))
-		return -errno;
-	if (!S_ISDIR(st.st_mode) || st.st_uid != geteuid() || (st.st_mode & 077))
+	fd = open(dir, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC);
+	if (fd < 0)
+		return errno == ELOOP || errno == ENOTDIR ? -EPERM : -errno;
+	if (fstat(fd, &st) || !S_ISDIR(st.st_mode) || st.st_uid != geteuid() ||
+	    (st.st_mode & 077)) {
+		close(fd);
 		return -EPERM;
+	}
+	/* Sockets of processes that died without removing theirs. */
+	ctl_dir_sweep(fd);
+	close(fd);
 	return 0;
 }
 
+/* Binds PID.sock.new and renames it to PID.sock once it listens: a client
+ * never finds a socket of ours that refuses it (which it would take for a
+ * stale one and remove). */
 static int server_listen(void)
 {
 	struct sockaddr_un sa = { .sun_family = AF_UNIX };
-	char dir[96];
-	int fd, rc;
+	char dir[96], path[sizeof(sa.sun_path)];
+	int fd, rc, n;
 
 	rc = ctl_dir_path(geteuid(), dir, sizeof(dir));
 	if (!rc)
 		rc = private_dir(dir);
 	if (!rc)
-		rc = ctl_socket_path(getpid(), geteuid(), sa.sun_path, sizeof(sa.sun_path));
+		rc = ctl_socket_path(getpid(), geteuid(), path, sizeof(path));
 	if (rc)
 		return rc;
+	n = snprintf(sa.sun_path, sizeof(sa.sun_path), "%s.new", path);
+	if (n < 0 || (size_t)n >= sizeof(sa.sun_path))
+		return -ENAMETOOLONG;
 	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
 	if (fd < 0)
 		return -errno;
 	unlink(sa.sun_path);	/* left by an earlier process with our pid */
 	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) || chmod(sa.sun_path, 0600) ||
-	    listen(fd, MAX_CLIENTS)) {
+	    listen(fd, MAX_CLIENTS) || rename(sa.sun_path, path)) {
 		rc = -errno;
+		unlink(sa.sun_path);
 		close(fd);
 		return rc;
 	}
-	snprintf(sock_path, sizeof(sock_path), "%s", sa.sun_path);
+	snprintf(sock_path, sizeof(sock_path), "%s", path);
 	listen_fd = fd;
 	server_pid = getpid();
 	return 0;

@@ -18,6 +18,18 @@
 /* Threads stay held at most this long while the agent arms: a thread we
  * stopped may hold a lock the agent needs. */
 #define HOLD_MAX_NS (2ull * 1000000000ull)
+/* Arming gives up after this long without progress from the agent. */
+#define ARM_IDLE_MS 60000
+
+/* A socket we must not talk to (not private, or not the target's) is a
+ * failure at once: injecting would not make it trustworthy. */
+static void check_connect(const struct ctl *c, pid_t pid, int rc)
+{
+	if (rc == -EPERM || rc == -EACCES)
+		cli_die(EXIT_FAIL, "%s", c->why);
+	if (rc == -ESRCH)
+		cli_die(EXIT_FAIL, "process %d is gone", (int)pid);
+}
 
 void attach_connect(struct ctl *c, pid_t pid, const char *agent)
 {
@@ -26,12 +38,15 @@ void attach_connect(struct ctl *c, pid_t pid, const char *agent)
 
 	if (!rc)
 		return;
+	check_connect(c, pid, rc);
 	rc = inject_agent(pid, agent, err, sizeof(err));
 	if (rc)
 		cli_die(EXIT_FAIL, "%s", err);
-	for (int i = 0; i < CONNECT_TRIES; i++) {
-		if (!ctl_connect(c, pid))
+	for (int i = 0; i < CONNECT_TRIES && !session_stop_signal; i++) {
+		rc = ctl_connect(c, pid);
+		if (!rc)
 			return;
+		check_connect(c, pid, rc);
 		poll(NULL, 0, 5);
 	}
 	cli_die(EXIT_FAIL, "the agent loaded into process %d but does not answer on its "
@@ -42,16 +57,26 @@ struct arm_wait {
 	struct session *s;
 	struct tracee_set *held;
 	unsigned long long start;
+	uint64_t done;			/* progress_done last seen */
 };
 
-/* Called while the ARM request is pending. */
-static void arm_progress(void *arg)
+/* Called while the ARM request is pending: > 0 while the agent shows
+ * progress, -ETIMEDOUT once the -d duration is over. */
+static int arm_progress(void *arg)
 {
 	struct arm_wait *w = arg;
+	uint64_t done = __atomic_load_n(&w->s->map.hdr->progress_done, __ATOMIC_RELAXED);
+	double d = w->s->opts->duration;
 
 	session_progress(w->s, w->start);
 	if (w->held->n && cli_now_ns() - w->start > HOLD_MAX_NS)
 		tracee_release(w->held);
+	if (d > 0 && (double)(cli_now_ns() - w->start) > d * 1e9)
+		return -ETIMEDOUT;
+	if (done == w->done)
+		return 0;
+	w->done = done;
+	return 1;
 }
 
 static pid_t agent_thread(struct ctl *c)
@@ -69,7 +94,7 @@ static pid_t agent_thread(struct ctl *c)
 static void arm(struct session *s)
 {
 	struct tracee_set held = { 0 };
-	struct arm_wait w = { s, &held, cli_now_ns() };
+	struct arm_wait w = { s, &held, cli_now_ns(), 0 };
 	char *config, *req, status[KPS_MSG + 64];
 	pid_t agent_tid = agent_thread(&s->ctl);
 	int rc;
@@ -90,17 +115,24 @@ static void arm(struct session *s)
 	 * program sets; an injected one comes too late for that, so take it
 	 * out of the masks the threads already have. */
 	tracee_unblock(&held, SIGTRAP);
-	rc = ctl_request(&s->ctl, req, NULL, status, sizeof(status), -1, arm_progress, &w);
+	rc = ctl_request(&s->ctl, req, NULL, status, sizeof(status), ARM_IDLE_MS, arm_progress,
+			 &w);
 	session_handed_over(s);
 	if (held.n)
 		tracee_release(&held);
 	free(req);
 	session_progress_done(s);
 	if (rc) {
+		/* Closing the connection is enough: an agent that finishes
+		 * arming without its client removes the probes again. */
 		session_close(s);
+		if (rc == -EINTR || rc == -ETIMEDOUT)
+			cli_die(EXIT_FAIL, "gave up waiting for the agent of process %d to arm the "
+				"probes (%s); it removes them when it is done", (int)s->target,
+				status);
 		if (rc < 0)
 			cli_die(EXIT_FAIL, "lost the agent of process %d: %s", (int)s->target,
-				strerror(-rc));
+				status);
 		cli_die(rc == EXIT_BAD ? EXIT_BAD : EXIT_FAIL, "%s", status);
 	}
 	session_note_skipped(s);
@@ -143,6 +175,5 @@ int attach_run(struct session *s, const char *agent)
 	if (alive)
 		ctl_request(&s->ctl, "DISARM\n", NULL, status, sizeof(status), 10000, NULL, NULL);
 	session_report(s);
-	session_close(s);
-	return 0;
+	return session_close(s) ? EXIT_FAIL : 0;
 }

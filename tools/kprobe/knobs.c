@@ -10,6 +10,8 @@
 
 #include "ctl_client.h"
 
+#define KNOB_TIMEOUT_MS 10000
+
 /* The probe lines as the agent sent them (the Kprobes list format),
  * after a header line when probing is globally disabled: then none of them
  * fires, whatever its own state says. */
@@ -36,6 +38,8 @@ int knobs_run(const struct cli_opts *o)
 		cli_die(EXIT_FAIL, "no kprobe agent in process %d (nothing is probed there)",
 			(int)o->pid);
 	}
+	if (rc && c.why[0])
+		cli_die(EXIT_FAIL, "%s", c.why);
 	if (rc)
 		cli_die(EXIT_FAIL, "cannot reach the kprobe agent of process %d: %s", (int)o->pid,
 			strerror(-rc));
@@ -56,18 +60,22 @@ int knobs_run(const struct cli_opts *o)
 		req = o->optimize_on ? "OPTIMIZE on\n" : "OPTIMIZE off\n";
 		break;
 	}
-	rc = ctl_request(&c, req, data, status, sizeof(status), 10000, NULL, NULL);
+	/* -d bounds the wait as it bounds a session. */
+	rc = ctl_request(&c, req, data, status, sizeof(status),
+			 o->duration > 0 && o->duration < 1e6 ? (int)(o->duration * 1000) + 1 :
+			 KNOB_TIMEOUT_MS, NULL, NULL);
 	ctl_close(&c);
 	if (data)
 		fclose(data);
 	if (rc < 0)
-		cli_die(EXIT_FAIL, "the agent of process %d does not answer: %s", (int)o->pid,
-			strerror(-rc));
+		cli_die(EXIT_FAIL, "the agent of process %d failed to answer: %s", (int)o->pid,
+			status);
 	if (rc > 0)
 		cli_die(EXIT_FAIL, "%s", status);
 	if (o->cmd == CMD_LIST)
 		print_list(o, list, status);
 	free(list);
-	fflush(stdout);
+	if (fflush(stdout) || ferror(stdout))
+		cli_die(EXIT_FAIL, "cannot write the output: %s", strerror(errno));
 	return 0;
 }

@@ -1,12 +1,16 @@
 /* The control channel's framing and the session config (see proto.h). */
 #include "proto.h"
 
+#include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 static const char *const action_names[] = {
@@ -116,11 +120,72 @@ int ctl_dir_path(uid_t uid, char *buf, size_t len)
 	return n > 0 && (size_t)n < len ? 0 : -ENAMETOOLONG;
 }
 
+int ctl_socket_name(pid_t pid, char *buf, size_t len)
+{
+	int n = snprintf(buf, len, "%d.sock", (int)pid);
+
+	return n > 0 && (size_t)n < len ? 0 : -ENAMETOOLONG;
+}
+
 int ctl_socket_path(pid_t pid, uid_t uid, char *buf, size_t len)
 {
 	int n = snprintf(buf, len, "/tmp/.kprobe-%u/%d.sock", (unsigned int)uid, (int)pid);
 
 	return n > 0 && (size_t)n < len ? 0 : -ENAMETOOLONG;
+}
+
+int ctl_dir_check(int dirfd, uid_t owner)
+{
+	struct stat st;
+
+	if (fstat(dirfd, &st))
+		return -errno;
+	if (!S_ISDIR(st.st_mode) || st.st_uid != owner || (st.st_mode & 022))
+		return -EPERM;
+	return 0;
+}
+
+/* "PID.sock" or "PID.sock.new": the PID, or 0 for any other name. */
+static pid_t socket_owner(const char *name)
+{
+	char *end;
+	long v;
+
+	if (*name < '1' || *name > '9')
+		return 0;
+	errno = 0;
+	v = strtol(name, &end, 10);
+	if (errno || v <= 0 || v > 0x3fffffff)
+		return 0;
+	return strcmp(end, ".sock") && strcmp(end, ".sock.new") ? 0 : (pid_t)v;
+}
+
+int ctl_dir_sweep(int dirfd)
+{
+	int fd = openat(dirfd, ".", O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+	DIR *d = fd < 0 ? NULL : fdopendir(fd);
+	struct dirent *e;
+	int removed = 0;
+
+	if (!d) {
+		if (fd >= 0)
+			close(fd);
+		return 0;
+	}
+	while ((e = readdir(d))) {
+		pid_t pid = socket_owner(e->d_name);
+		struct stat st;
+
+		/* Only sockets of processes that are gone (EPERM: alive). */
+		if (!pid || !kill(pid, 0) || errno != ESRCH)
+			continue;
+		if (fstatat(dirfd, e->d_name, &st, AT_SYMLINK_NOFOLLOW) || !S_ISSOCK(st.st_mode))
+			continue;
+		if (!unlinkat(dirfd, e->d_name, 0))
+			removed++;
+	}
+	closedir(d);
+	return removed;
 }
 
 void line_reader_init(struct line_reader *r, int fd)
@@ -190,7 +255,11 @@ static int take_line(struct line_reader *r, char *out, size_t outlen)
 	if (!nl)
 		return 0;
 	n = (size_t)(nl - r->buf);
-	snprintf(out, outlen, "%.*s", (int)n, r->buf);
+	/* Never cut a line short silently: the peer broke the protocol. */
+	if (n >= outlen)
+		return -EMSGSIZE;
+	memcpy(out, r->buf, n);
+	out[n] = '\0';
 	memmove(r->buf, nl + 1, r->len - n - 1);
 	r->len -= n + 1;
 	return 1;
@@ -203,8 +272,9 @@ int line_read(struct line_reader *r, char *out, size_t outlen, int timeout_ms)
 		ssize_t n;
 		int rc;
 
-		if (take_line(r, out, outlen))
-			return 1;
+		rc = take_line(r, out, outlen);
+		if (rc)
+			return rc;
 		if (r->len == sizeof(r->buf))
 			return -EMSGSIZE;
 		rc = poll(&pfd, 1, timeout_ms);

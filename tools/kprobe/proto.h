@@ -1,9 +1,24 @@
 /* The control channel between the kprobe CLI and an agent.
  *
- * Each agent listens on a Unix socket /tmp/.kprobe-UID/PID.sock (directory
- * 0700, socket 0600, peers checked with SO_PEERCRED).  Requests are single
- * lines; a reply is zero or more data lines "= ..." and then "OK ..." or
- * "ERR CODE message" (CODE 2: a bad probe, 1: any other failure).
+ * Each agent listens on a Unix socket /tmp/.kprobe-UID/PID.sock, UID the
+ * target's effective uid.  Both sides authenticate (docs/design.md):
+ *  - the directory must be a real directory (never a symlink) owned by UID
+ *    that nobody else can write: the agent creates it 0700 and refuses an
+ *    existing one that is not so; the client opens it with O_NOFOLLOW,
+ *    checks it, and connects through that open descriptor;
+ *  - the agent serves only peers whose SO_PEERCRED uid is its own or root;
+ *    the client talks only to a server whose SO_PEERCRED pid is the target
+ *    and whose uid is the target's.
+ * The agent binds PID.sock.new and renames it to PID.sock once it listens,
+ * so PID.sock is never a socket that merely is not listening yet: a refused
+ * connection there, or a socket of a dead PID, is stale and whoever finds
+ * it removes it.
+ *
+ * Requests are single lines; a reply is zero or more data lines "= ..." and
+ * then "OK ..." or "ERR CODE message" (CODE 2: a bad probe, 1: any other
+ * failure).  Lines are at most PROTO_LINE_MAX bytes; a longer one is a
+ * protocol error.  New requests and reply fields may be added: a side
+ * ignores the "key=value" fields of an OK it does not know.
  *
  *   HELLO                 OK pid=P tid=T      (T: the agent's own thread)
  *   ARM                   the session config follows, ended by "END"
@@ -51,9 +66,18 @@ void config_free(struct session_config *cfg);
 
 const char *action_name(enum kps_action a);
 
-/* The socket directory for uid and the socket path of pid in it. */
+/* The socket directory for uid, the socket's name in it, and its path. */
 int ctl_dir_path(uid_t uid, char *buf, size_t len);
+int ctl_socket_name(pid_t pid, char *buf, size_t len);
 int ctl_socket_path(pid_t pid, uid_t uid, char *buf, size_t len);
+
+/* Whether the open directory dirfd may hold owner's sockets: a directory
+ * owned by owner that nobody else can write.  0 or -EPERM (-errno). */
+int ctl_dir_check(int dirfd, uid_t owner);
+
+/* Removes the sockets of processes that no longer exist from a directory
+ * that passed ctl_dir_check(); returns how many. */
+int ctl_dir_sweep(int dirfd);
 
 /* Buffered line reading from a socket. */
 struct line_reader {
@@ -69,7 +93,8 @@ void line_reader_init(struct line_reader *r, int fd);
  * then), or -1. */
 int line_reader_take_fd(struct line_reader *r);
 /* Reads one line (without the newline) into out; 1 on success, 0 on EOF,
- * -errno on error; waits at most timeout_ms (-1: forever). */
+ * -EMSGSIZE for a line that does not fit out, -errno on error; waits at
+ * most timeout_ms (-1: forever). */
 int line_read(struct line_reader *r, char *out, size_t outlen, int timeout_ms);
 
 /* Sends all of buf on a socket (never raising SIGPIPE); 0 or -errno. */
