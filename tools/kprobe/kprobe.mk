@@ -125,3 +125,18 @@ $(B)/tests/test_cli_shm_fuzz: tests/test_cli_shm_fuzz.c $(KP_READER_SRC:%.c=$(B)
 $(B)/tests-asan/test_cli_shm_fuzz: tests/test_cli_shm_fuzz.c $(KP_READER_ASAN_OBJ)
 	@mkdir -p $(dir $@)
 	$(CC) -O1 -g $(BASE) $(SAN) $(KP_CFLAGS) -Itests -o $@ $^ -lpthread -lcriterion
+
+# ---- the control-channel client against fake agents (tests/test_ctl.c) ----
+# It links the client's own sources rather than the library.
+
+KP_CTL_TEST_SRC := $(addprefix $(KP_DIR)/,ctl_client.c proto.c escape.c spec.c)
+KP_CTL_TEST_DEP := tests/test_ctl.c $(KP_CTL_TEST_SRC) $(wildcard $(KP_DIR)/*.h)
+
+$(B)/tests/test_ctl: $(KP_CTL_TEST_DEP)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(BASE) $(KP_CFLAGS) -o $@ tests/test_ctl.c $(KP_CTL_TEST_SRC) -lcriterion
+
+$(B)/tests-asan/test_ctl: $(KP_CTL_TEST_DEP)
+	@mkdir -p $(dir $@)
+	$(CC) -O1 -g $(BASE) $(SAN) $(KP_CFLAGS) -o $@ tests/test_ctl.c $(KP_CTL_TEST_SRC) \
+		-lcriterion
