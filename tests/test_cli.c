@@ -14,7 +14,9 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/ptrace.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -29,6 +31,7 @@ static char zlib_prog[PATH_MAX + 32];
 static char agent[PATH_MAX + 32];
 static char static_prog[PATH_MAX + 32];
 static char hostile_prog[PATH_MAX + 32];
+static char fake_agent[PATH_MAX + 32];
 
 static void init_paths(void)
 {
@@ -45,6 +48,7 @@ static void init_paths(void)
 	snprintf(agent, sizeof(agent), "%s/libkprobe-agent.so", build_dir);
 	snprintf(static_prog, sizeof(static_prog), "%s/tests/cli/cli_static", build_dir);
 	snprintf(hostile_prog, sizeof(hostile_prog), "%s/tests/cli/cli_hostile", build_dir);
+	snprintf(fake_agent, sizeof(fake_agent), "%s/tests/cli/fake_agent", build_dir);
 }
 
 TestSuite(cli, .init = init_paths, .timeout = 20);
@@ -155,12 +159,12 @@ struct bg {
 
 /* The target dies with the test, even a failed one; its output goes to a
  * file, nothing to the test's own stdout or stderr. */
-static void bg_start(struct bg *b, const char *args)
+static void bg_start_prog(struct bg *b, const char *prog, const char *args)
 {
 	char cmd[PATH_MAX + 256];
 
 	temp_path(b->out, sizeof(b->out), "bg.out");
-	snprintf(cmd, sizeof(cmd), "exec %s %s > %s 2>&1 < /dev/null", target, args, b->out);
+	snprintf(cmd, sizeof(cmd), "exec %s %s > %s 2>&1 < /dev/null", prog, args, b->out);
 	b->pid = fork();
 	cr_assert(b->pid >= 0);
 	if (b->pid == 0) {
@@ -168,6 +172,11 @@ static void bg_start(struct bg *b, const char *args)
 		execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
 		_exit(127);
 	}
+}
+
+static void bg_start(struct bg *b, const char *args)
+{
+	bg_start_prog(b, target, args);
 }
 
 /* Waits until the background target's output contains what. */
@@ -1702,4 +1711,230 @@ Test(cli, hostile_target_overwrites_the_session)
 		free(text);
 	}
 	unlink(out);
+}
+
+/* ---- the control channel, and what reaches the terminal ---- */
+
+/* A fake agent serving its own socket: it passes the tool's checks. */
+static void fake_start(struct bg *b, const char *mode)
+{
+	bg_start_prog(b, fake_agent, mode);
+	bg_wait_for(b, "ready\n");
+}
+
+static void fake_stop(struct bg *b)
+{
+	char sock[96];
+
+	snprintf(sock, sizeof(sock), "/tmp/.kprobe-%u/%d.sock", (unsigned int)geteuid(),
+		 (int)b->pid);
+	bg_stop(b);
+	unlink(sock);
+}
+
+static bool has_escape_byte(const char *s)
+{
+	for (; *s; s++)
+		if ((unsigned char)*s == 0x1b || (unsigned char)*s == 0x9b || *s == '\a' ||
+		    *s == '\r')
+			return true;
+	return false;
+}
+
+/* An agent that never answers ARM: -d bounds the wait, with a clear
+ * message, and the target is left alone. */
+Test(cli, unanswered_arm_ends_with_duration)
+{
+	struct bg b;
+	struct run r;
+	unsigned long long t0;
+	struct timespec ts;
+
+	fake_start(&b, "silent");
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	t0 = (unsigned long long)ts.tv_sec;
+	run(&r, "%s count target_add -d 1 -p %d", kprobe, (int)b.pid);
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	cr_assert_eq(r.status, 1, "%s", r.err);
+	cr_assert(strstr(r.err, "gave up waiting"), "%s", r.err);
+	cr_assert_eq(count_occurrences(r.err, "\n"), 1, "%s", r.err);
+	cr_assert_leq((unsigned long long)ts.tv_sec - t0, 6);
+	cr_assert(alive(b.pid));
+	fake_stop(&b);
+}
+
+Test(cli, unanswered_arm_answers_sigterm_and_sigint)
+{
+	static const char *const sigs[] = { "TERM", "INT" };
+	struct bg b;
+	struct run r;
+
+	fake_start(&b, "silent");
+	for (int i = 0; i < 2; i++) {
+		run(&r, "%s count target_add -p %d & k=$!; sleep 0.5; kill -%s $k; wait $k",
+		    kprobe, (int)b.pid, sigs[i]);
+		cr_assert_eq(r.status, 1, "SIG%s: %s", sigs[i], r.err);
+		cr_assert(strstr(r.err, "interrupted"), "SIG%s: %s", sigs[i], r.err);
+	}
+	cr_assert(alive(b.pid));
+	fake_stop(&b);
+}
+
+/* What an agent sends is shown escaped: no terminal escape gets through. */
+Test(cli, agent_replies_are_escaped)
+{
+	struct bg b;
+	struct run r;
+
+	fake_start(&b, "escapes");
+	run(&r, "%s list -p %d", kprobe, (int)b.pid);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert(strstr(r.out, "k  \\x1b]0;owned\\x07main+0x0\n"), "%s", r.out);
+	cr_assert(strstr(r.out, "\\x1b[2J\\x1b[31mred\\x9b1m\n"), "%s", r.out);
+	cr_assert(!has_escape_byte(r.out), "%s", r.out);
+	run(&r, "%s disable -p %d", kprobe, (int)b.pid);
+	cr_assert_eq(r.status, 1, "%s", r.err);
+	cr_assert(strstr(r.err, "\\x1b[31mthe agent\\x0dsays\\x07 no"), "%s", r.err);
+	cr_assert(!has_escape_byte(r.err), "%s", r.err);
+	cr_assert_eq(count_occurrences(r.err, "\n"), 1, "%s", r.err);
+	fake_stop(&b);
+}
+
+/* A target of another uid whose socket directory someone else made first:
+ * the tool talks to nothing there and injects nothing. */
+Test(cli, impostor_socket_directory_refused)
+{
+	struct bg b;
+	struct run r;
+	char args[PATH_MAX + 128], dir[64], other[] = "/tmp/kprobe-test-other-XXXXXX";
+	char *maps;
+	unsigned int uid = 200000 + (unsigned int)(getpid() % 100000);
+
+	if (geteuid() != 0)
+		cr_skip_test("needs root to run a target as another uid");
+	snprintf(dir, sizeof(dir), "/tmp/.kprobe-%u", uid);
+	/* --pdeathsig: the change of uid clears what bg_start_prog() set. */
+	snprintf(args, sizeof(args), "--reuid=%u --regid=%u --clear-groups --pdeathsig KILL "
+		 "%s loop 100000", uid, uid, target);
+	bg_start_prog(&b, "setpriv", args);
+	bg_wait_for(&b, "tick 1 ");
+	/* Open to all, owned by someone else (root here). */
+	rmdir(dir);
+	cr_assert_eq(mkdir(dir, 0777), 0, "%s", strerror(errno));
+	cr_assert_eq(chmod(dir, 0777), 0);
+	run(&r, "%s list -p %d", kprobe, (int)b.pid);
+	cr_assert_eq(r.status, 1, "%s", r.err);
+	cr_assert(strstr(r.err, "refusing"), "%s", r.err);
+	run(&r, "%s count target_add -d 0.3 -p %d", kprobe, (int)b.pid);
+	cr_assert_eq(r.status, 1, "%s", r.err);
+	cr_assert(strstr(r.err, "refusing"), "%s", r.err);
+	rmdir(dir);
+	/* A symlink to a directory that looks right. */
+	cr_assert(mkdtemp(other));
+	cr_assert_eq(chown(other, uid, uid), 0);
+	cr_assert_eq(symlink(other, dir), 0);
+	run(&r, "%s count target_add -d 0.3 -p %d", kprobe, (int)b.pid);
+	cr_assert_eq(r.status, 1, "%s", r.err);
+	cr_assert(strstr(r.err, "symlink"), "%s", r.err);
+	unlink(dir);
+	rmdir(other);
+	/* Refused before anything was loaded into the target. */
+	snprintf(args, sizeof(args), "/proc/%d/maps", (int)b.pid);
+	maps = slurp(args);
+	cr_assert(!strstr(maps, "libkprobe-agent"), "the agent was injected");
+	free(maps);
+	cr_assert(alive(b.pid));
+	bg_stop(&b);
+}
+
+/* A socket nobody listens on is stale: the tool removes it. */
+Test(cli, stale_socket_removed)
+{
+	struct bg b;
+	struct run r;
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	struct stat st;
+	char dir[64];
+	int fd;
+
+	bg_start(&b, "loop 100000");
+	bg_wait_for(&b, "tick 1 ");
+	snprintf(dir, sizeof(dir), "/tmp/.kprobe-%u", (unsigned int)geteuid());
+	mkdir(dir, 0700);
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/%d.sock", dir, (int)b.pid);
+	fd = socket(AF_UNIX, SOCK_STREAM, 0);
+	cr_assert_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0, "%s", strerror(errno));
+	close(fd);
+	run(&r, "%s list -p %d", kprobe, (int)b.pid);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert_str_eq(r.out, "");
+	cr_assert_neq(lstat(sa.sun_path, &st), 0, "%s is still there", sa.sun_path);
+	bg_stop(&b);
+}
+
+/* With -- COMMAND the command's stdout is its own: gzip's output stays a
+ * valid archive. */
+Test(cli, command_stdout_untouched)
+{
+	struct run r;
+	char in[128], gz[128];
+	FILE *f;
+
+	temp_path(in, sizeof(in), "in.txt");
+	temp_path(gz, sizeof(gz), "in.gz");
+	f = fopen(in, "w");
+	cr_assert(f);
+	for (int i = 0; i < 2000; i++)
+		fprintf(f, "line %d\n", i);
+	fclose(f);
+	run(&r, "%s count 'libc.so.6:write' -- gzip -c %s > %s && gzip -t %s && echo intact",
+	    kprobe, in, gz, gz);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert_str_eq(r.out, "intact\n");
+	cr_assert(matches(r.err, "^write +0x[0-9a-f]{16} +libc.so.6 +[1-9][0-9]* +0$"), "%s",
+		  r.err);
+	unlink(in);
+	unlink(gz);
+}
+
+Test(cli, output_write_failure_is_exit_1)
+{
+	struct run r;
+
+	run(&r, "%s count target_add -o /dev/full -- %s calls 3", kprobe, target);
+	cr_assert_eq(r.status, 1, "%s", r.err);
+	cr_assert(strstr(r.err, "cannot write the results to /dev/full"), "%s", r.err);
+	cr_assert_str_eq(r.out, "sum 9\n");
+	/* The same with -p, the results on stdout. */
+	run(&r, "%s list -p %d > /dev/full", kprobe, (int)getpid());
+	cr_assert_eq(r.status, 0, "nothing to list, nothing lost: %s", r.err);
+}
+
+Test(cli, version_several_pids_long_probes_control_chars)
+{
+	struct run r;
+	char big[1200], *p = big;
+
+	cr_assert_eq(run(&r, "%s --version", kprobe), 0);
+	cr_assert(matches(r.out, "^kprobe \\(libkprobes\\) [0-9]+\\.[0-9]+\\.[0-9]+$"), "%s", r.out);
+	run(&r, "%s count target_add -p %d -p %d", kprobe, (int)getpid(), (int)getppid());
+	assert_bad(&r, "one process at a time");
+	/* 250 + 200 characters of location and six named arguments: more
+	 * than the agent's 511, refused rather than cut. */
+	p += sprintf(p, "'");
+	for (int i = 0; i < 250; i++)
+		*p++ = 'o';
+	*p++ = ':';
+	for (int i = 0; i < 200; i++)
+		*p++ = 's';
+	for (int i = 1; i <= 6; i++)
+		p += sprintf(p, " argument_name_%d=arg%d:u64", i, i);
+	sprintf(p, "'");
+	run(&r, "%s trace %s -- %s calls 1", kprobe, big, target);
+	assert_bad(&r, "probe too long");
+	cr_assert_str_eq(r.out, "");
+	/* A newline or an escape in bad input cannot split the line. */
+	run(&r, "%s count \"$(printf 'tar\\nget\\033[2J')\" -- %s calls 1", kprobe, target);
+	assert_bad(&r, "tar\\x0aget\\x1b[2J");
+	cr_assert(!has_escape_byte(r.err), "%s", r.err);
 }

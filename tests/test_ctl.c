@@ -425,14 +425,17 @@ static void victim_start(struct victim *v)
 	if (v->pid == 0) {
 		int null = open("/dev/null", O_RDWR);
 
-		/* It dies with the test, even a failed one, and holds none of
-		 * the test's output pipes open. */
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		/* It holds none of the test's output pipes open, and dies with
+		 * the test, even a failed one (set after the change of
+		 * credentials, which clears it). */
 		dup2(null, 0);
 		dup2(null, 1);
 		dup2(null, 2);
 		if (setgroups(0, NULL) || setresgid(v->uid, v->uid, v->uid) ||
 		    setresuid(v->uid, v->uid, v->uid))
+			_exit(1);
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		if (getppid() == 1)
 			_exit(1);
 		if (write(ready[1], "r", 1) != 1)
 			_exit(1);

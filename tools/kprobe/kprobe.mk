@@ -74,6 +74,7 @@ KP_TEST_PROGS := $(B)/tests/cli/cli_target $(B)/tests/cli/libcliplugin.so
 KP_TEST_PROGS += $(B)/tests/cli/cli_zlib
 KP_TEST_PROGS += $(B)/tests/cli/cli_static
 KP_TEST_PROGS += $(B)/tests/cli/cli_hostile
+KP_TEST_PROGS += $(B)/tests/cli/fake_agent
 
 $(B)/tests/cli/cli_target: tests/cli/cli_target.c include/kprobes/tracepoint.h include/kprobes/jump_label.h
 	@mkdir -p $(dir $@)
@@ -89,6 +90,11 @@ $(B)/tests/cli/cli_hostile: tests/cli/cli_hostile.c $(KP_DIR)/shm.h
 $(B)/tests/cli/cli_static: tests/cli/cli_static.c
 	@mkdir -p $(dir $@)
 	$(CC) -O1 -static -o $@ $<
+
+# Serves its own control socket as an agent would, and misbehaves.
+$(B)/tests/cli/fake_agent: tests/cli/fake_agent.c
+	@mkdir -p $(dir $@)
+	$(CC) -O1 -g -std=gnu11 -Wall -o $@ $<
 
 $(B)/tests/cli/libcliplugin.so: tests/cli/cli_plugin.c
 	@mkdir -p $(dir $@)
