@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <grp.h>
 #include <limits.h>
 #include <poll.h>
 #include <regex.h>
@@ -1937,4 +1938,87 @@ Test(cli, version_several_pids_long_probes_control_chars)
 	run(&r, "%s count \"$(printf 'tar\\nget\\033[2J')\" -- %s calls 1", kprobe, target);
 	assert_bad(&r, "tar\\x0aget\\x1b[2J");
 	cr_assert(!has_escape_byte(r.err), "%s", r.err);
+}
+
+/* What a client of uid `as` gets for HELLO on the socket at path: 'O' (an
+ * OK reply), 'E' (hung up on without a word), 'C' (cannot connect). */
+static char hello_as(uid_t as, const char *path)
+{
+	struct sockaddr_un sa = { .sun_family = AF_UNIX };
+	int st;
+	pid_t pid = fork();
+
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		struct pollfd p;
+		char buf[64];
+		ssize_t n;
+		int fd;
+
+		if (setgroups(0, NULL) || setresgid(as, as, as) || setresuid(as, as, as))
+			_exit('C');
+		snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);
+		fd = socket(AF_UNIX, SOCK_STREAM, 0);
+		if (fd < 0 || connect(fd, (struct sockaddr *)&sa, sizeof(sa)))
+			_exit('C');
+		/* An agent that hung up already: EPIPE, not SIGPIPE. */
+		if (send(fd, "HELLO\n", 6, MSG_NOSIGNAL) != 6)
+			_exit('E');
+		p = (struct pollfd){ .fd = fd, .events = POLLIN };
+		if (poll(&p, 1, 5000) != 1)
+			_exit('T');
+		n = read(fd, buf, sizeof(buf));
+		_exit(n > 3 && !strncmp(buf, "OK ", 3) ? 'O' : n <= 0 ? 'E' : '?');
+	}
+	cr_assert_eq(waitpid(pid, &st, 0), pid);
+	cr_assert(WIFEXITED(st));
+	return (char)WEXITSTATUS(st);
+}
+
+/* The real agent serves only its own user and root: a third user who gets
+ * past the directory (opened up here by root) is hung up on. */
+Test(cli, agent_serves_only_its_user_and_root)
+{
+	struct bg b;
+	char args[2 * PATH_MAX + 192], dir[64], sock[128] = "";
+	uid_t uid = 200000 + (uid_t)(getpid() % 100000), other = uid + 100000;
+	pid_t agent_pid = 0;
+
+	if (geteuid() != 0)
+		cr_skip_test("needs root to run processes as other uids");
+	snprintf(dir, sizeof(dir), "/tmp/.kprobe-%u", (unsigned int)uid);
+	snprintf(args, sizeof(args), "--reuid=%u --regid=%u --clear-groups --pdeathsig KILL "
+		 "%s count target_add -d 10 -- %s loop 2000", (unsigned int)uid,
+		 (unsigned int)uid, kprobe, target);
+	/* The command is kprobe's child: if the test fails, it outlives us,
+	 * so it ends by itself (2000 ticks of 5 ms). */
+	bg_start_prog(&b, "setpriv", args);
+	bg_wait_for(&b, "tick 1 ");
+	for (int i = 0; i < 500 && !agent_pid; i++) {
+		DIR *d = opendir(dir);
+		struct dirent *e;
+
+		while (d && (e = readdir(d)))
+			if (matches(e->d_name, "^[0-9]+\\.sock$"))
+				agent_pid = atoi(e->d_name);
+		if (d)
+			closedir(d);
+		if (!agent_pid)
+			usleep(10000);
+	}
+	cr_assert(agent_pid, "no socket in %s", dir);
+	snprintf(sock, sizeof(sock), "%s/%d.sock", dir, (int)agent_pid);
+	cr_assert_eq(hello_as(uid, sock), 'O');
+	cr_assert_eq(hello_as(0, sock), 'O');
+	/* Its directory keeps the third user out ... */
+	cr_assert_eq(hello_as(other, sock), 'C');
+	/* ... and, past it, the agent's SO_PEERCRED check. */
+	cr_assert_eq(chmod(dir, 0711), 0);
+	cr_assert_eq(chmod(sock, 0666), 0);
+	cr_assert_eq(hello_as(other, sock), 'E');
+	cr_assert_eq(hello_as(uid, sock), 'O');
+	kill(agent_pid, SIGKILL);
+	bg_stop(&b);
+	unlink(sock);
+	rmdir(dir);
 }
