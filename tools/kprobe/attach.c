@@ -20,6 +20,7 @@
 #define HOLD_MAX_NS (2ull * 1000000000ull)
 /* Arming gives up after this long without progress from the agent. */
 #define ARM_IDLE_MS 60000
+#define ARM_MAX_NS (600ull * 1000000000ull)
 
 /* A socket we must not talk to (not private, or not the target's) is a
  * failure at once: injecting would not make it trustworthy. */
@@ -61,7 +62,8 @@ struct arm_wait {
 };
 
 /* Called while the ARM request is pending: > 0 while the agent shows
- * progress, -ETIMEDOUT once the -d duration is over. */
+ * progress, -ETIMEDOUT once the -d duration is over, or after ARM_MAX_NS
+ * whatever the progress counter (the target writes it) says. */
 static int arm_progress(void *arg)
 {
 	struct arm_wait *w = arg;
@@ -71,7 +73,8 @@ static int arm_progress(void *arg)
 	session_progress(w->s, w->start);
 	if (w->held->n && cli_now_ns() - w->start > HOLD_MAX_NS)
 		tracee_release(w->held);
-	if (d > 0 && (double)(cli_now_ns() - w->start) > d * 1e9)
+	if ((d > 0 && (double)(cli_now_ns() - w->start) > d * 1e9) ||
+	    cli_now_ns() - w->start > ARM_MAX_NS)
 		return -ETIMEDOUT;
 	if (done == w->done)
 		return 0;
