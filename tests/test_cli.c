@@ -2022,3 +2022,22 @@ Test(cli, agent_serves_only_its_user_and_root)
 	unlink(sock);
 	rmdir(dir);
 }
+
+/* File names are their owner's choice: `list OBJECT` shows them escaped. */
+Test(cli, list_of_an_object_escapes_names)
+{
+	struct run r;
+	char dir[128], lib[256];
+
+	temp_path(dir, sizeof(dir), "esc");
+	cr_assert(!mkdir(dir, 0700) || errno == EEXIST);
+	snprintf(lib, sizeof(lib), "%s/lib\033]0;x\a.so", dir);
+	run(&r, "cp %s '%s'", plugin, lib);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	run(&r, "%s list '%s' 'plugin_*'", kprobe, lib);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert(strstr(r.out, "/lib\\x1b]0;x\\x07.so:plugin_work\n"), "%s", r.out);
+	cr_assert(!has_escape_byte(r.out), "%s", r.out);
+	unlink(lib);
+	rmdir(dir);
+}

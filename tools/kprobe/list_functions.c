@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "elf_file.h"
+#include "escape.h"
 
 #define AGENT_FILE "libkprobe-agent.so"
 
@@ -68,7 +69,12 @@ static int print_functions(const char *path, const char *label, const char *glob
 		qsort(l.v, l.n, sizeof(*l.v), by_name);
 		for (size_t i = 0; i < l.n; i++)
 			if (!i || strcmp(l.v[i], l.v[i - 1])) {
-				printf("%s:%s\n", label, l.v[i]);
+				/* File and symbol names are the target's owner's:
+				 * escaped for the terminal. */
+				text_escape_to(stdout, label, strlen(label));
+				putchar(':');
+				text_escape_to(stdout, l.v[i], strlen(l.v[i]));
+				putchar('\n');
 				printed++;
 			}
 	}
