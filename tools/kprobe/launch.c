@@ -191,7 +191,7 @@ int launch_run(struct session *s, const char *agent)
 	bool busy;
 	char *config;
 	char status_line[256];
-	int errpipe[2], e = 0, status = 0, inherit;
+	int errpipe[2], e = 0, status = 0, inherit, rc;
 	pid_t child;
 	bool exited = false, lost_output;
 
@@ -223,10 +223,15 @@ int launch_run(struct session *s, const char *agent)
 	close(errpipe[0]);
 	wait_armed(s, child);
 	output_begin(&s->out);
-	/* The session ends when we go: the agent disarms if we die. */
-	if (!ctl_connect(&s->ctl, child))
+	/* The session ends when we go: the agent disarms if we die.  A socket
+	 * that fails the checks is not ours to talk to: say so, and go on
+	 * (the session memory does not depend on it). */
+	rc = ctl_connect(&s->ctl, child);
+	if (!rc)
 		ctl_request(&s->ctl, "OWN\n", NULL, status_line, sizeof(status_line), 5000, NULL,
 			    NULL);
+	else if (s->ctl.why[0])
+		cli_warn("%s", s->ctl.why);
 	if (o->duration > 0)
 		deadline = cli_now_ns() + (unsigned long long)(o->duration * 1e9);
 	while (!session_stop_signal && !(deadline && cli_now_ns() >= deadline)) {
