@@ -251,8 +251,9 @@ static int send_request(struct ctl *c, const char *req, struct ctl_wait *w, char
 			continue;
 		}
 		if (n < 0 && errno != EAGAIN && errno != EINTR) {
-			snprintf(status, len, "%s", strerror(errno));
-			return -errno;
+			rc = -errno;
+			snprintf(status, len, "%s", strerror(-rc));
+			return rc;
 		}
 		if (poll(&pfd, 1, WAIT_STEP_MS) == 0 || pfd.revents == 0) {
 			rc = wait_more(w, true, status, len);
