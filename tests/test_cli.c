@@ -2041,3 +2041,36 @@ Test(cli, list_of_an_object_escapes_names)
 	unlink(lib);
 	rmdir(dir);
 }
+
+/* A socket directory someone else made first: the agent puts no socket in
+ * it, the tool says why it has no control socket, and the run still
+ * counts. */
+Test(cli, agent_refuses_a_directory_made_by_someone_else)
+{
+	struct run r;
+	char dir[64];
+	unsigned int uid = 200000 + (unsigned int)(getpid() % 100000);
+	DIR *d;
+	struct dirent *e;
+	int entries = 0;
+
+	if (geteuid() != 0)
+		cr_skip_test("needs root to run the tool as another uid");
+	snprintf(dir, sizeof(dir), "/tmp/.kprobe-%u", uid);
+	run(&r, "rm -rf %s", dir);
+	cr_assert_eq(mkdir(dir, 0777), 0, "%s", strerror(errno));
+	cr_assert_eq(chmod(dir, 0777), 0);
+	run(&r, "setpriv --reuid=%u --regid=%u --clear-groups %s count target_add -- %s calls 3",
+	    uid, uid, kprobe, target);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert_str_eq(r.out, "sum 9\n");
+	cr_assert(strstr(r.err, "refusing it"), "%s", r.err);
+	cr_assert(matches(r.err, "^target_add +0x[0-9a-f]{16} +cli_target +3 +0$"), "%s", r.err);
+	d = opendir(dir);
+	cr_assert(d);
+	while ((e = readdir(d)))
+		entries += strcmp(e->d_name, ".") && strcmp(e->d_name, "..");
+	closedir(d);
+	cr_assert_eq(entries, 0, "the agent used a directory it does not own");
+	rmdir(dir);
+}
