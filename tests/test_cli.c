@@ -2074,3 +2074,24 @@ Test(cli, agent_refuses_a_directory_made_by_someone_else)
 	cr_assert_eq(entries, 0, "the agent used a directory it does not own");
 	rmdir(dir);
 }
+
+/* Ctrl-C ends a session; while the tool then waits for the agent to
+ * disarm, a second Ctrl-C ends that wait too (the agent disarms anyway
+ * when its client goes). */
+Test(cli, second_sigint_ends_the_disarm_wait)
+{
+	struct bg b;
+	struct run r;
+	struct timespec t0, t1;
+
+	fake_start(&b, "nodisarm");
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	run(&r, "%s count target_add -p %d & k=$!; sleep 0.7; kill -INT $k; sleep 0.5; "
+	    "kill -INT $k; wait $k", kprobe, (int)b.pid);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert(matches(r.out, "^PROBE +ADDRESS"), "%s", r.out);
+	cr_assert_lt(t1.tv_sec - t0.tv_sec, 5, "the second SIGINT did not end the wait");
+	cr_assert(alive(b.pid));
+	fake_stop(&b);
+}

@@ -23,6 +23,7 @@
 
 /* What ctl_client.c takes from the rest of the tool (main.c, session.c). */
 volatile sig_atomic_t session_stop_signal;
+volatile sig_atomic_t session_stop_count;
 
 unsigned long long cli_now_ns(void)
 {
@@ -570,4 +571,35 @@ Test(ctl, stale_sockets_are_removed)
 	cr_assert_eq(lstat(other, &st), 0, "a live process's socket was removed");
 	unlink(other);
 	victim_stop(&v);
+}
+
+static void count_stop(int sig)
+{
+	(void)sig;
+	session_stop_count++;
+}
+
+/* A wait that began after a stop signal (the tool cleaning up) runs to its
+ * timeout, unless another stop signal comes. */
+Test(ctl, second_stop_signal_ends_a_cleanup_wait)
+{
+	struct pair p;
+	char status[128];
+	unsigned long long t0;
+	struct sigaction sa = { .sa_handler = count_stop };
+
+	session_stop_signal = SIGINT;
+	session_stop_count = 1;
+	pair_open(&p);
+	t0 = cli_now_ns();
+	cr_assert_eq(ctl_request(&p.c, "DISARM\n", NULL, status, sizeof(status), 300, NULL,
+				 NULL), -ETIMEDOUT);
+	cr_assert_geq(ms_since(t0), 300);
+	sigaction(SIGALRM, &sa, NULL);
+	ualarm(200000, 0);
+	t0 = cli_now_ns();
+	cr_assert_eq(ctl_request(&p.c, "DISARM\n", NULL, status, sizeof(status), 20000, NULL,
+				 NULL), -EINTR);
+	cr_assert_lt(ms_since(t0), 2000);
+	pair_close(&p);
 }

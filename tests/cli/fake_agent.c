@@ -4,6 +4,7 @@
  *   silent    answers HELLO, never answers ARM (nor anything after it)
  *   escapes   answers LIST with data lines full of terminal escapes and
  *             every other request with an ERR message full of them
+ *   nodisarm  arms (answers ARM once END arrives), never answers DISARM
  * It prints "ready" once it listens. */
 #include <errno.h>
 #include <stdio.h>
@@ -25,16 +26,26 @@ static void say(int fd, const char *s)
 
 static void answer(int fd, const char *line, int *silent)
 {
+	static int arming;
 	char buf[256];
 
 	if (*silent)
 		return;
+	if (arming) {
+		arming = strcmp(line, "END") != 0;
+		if (!arming)
+			say(fd, "OK\n");
+		return;
+	}
 	if (!strcmp(line, "HELLO")) {
 		snprintf(buf, sizeof(buf), "OK pid=%d tid=%ld armed=0\n", (int)getpid(),
 			 (long)syscall(SYS_gettid));
 		say(fd, buf);
 	} else if (!strcmp(mode, "silent")) {
 		*silent = !strcmp(line, "ARM");
+	} else if (!strcmp(mode, "nodisarm")) {
+		arming = !strcmp(line, "ARM");
+		*silent = !strcmp(line, "DISARM");
 	} else if (!strcmp(line, "LIST")) {
 		say(fd, "= 0000000000401000  k  \x1b]0;owned\x07main+0x0\n"
 			"= \x1b[2J\x1b[31mred\x9b" "1m\n"
@@ -76,8 +87,9 @@ int main(int argc, char **argv)
 	char dir[64];
 	int fd;
 
-	if (argc < 2 || (strcmp(argv[1], "silent") && strcmp(argv[1], "escapes"))) {
-		fprintf(stderr, "usage: fake_agent silent|escapes\n");
+	if (argc < 2 || (strcmp(argv[1], "silent") && strcmp(argv[1], "escapes") &&
+			  strcmp(argv[1], "nodisarm"))) {
+		fprintf(stderr, "usage: fake_agent silent|escapes|nodisarm\n");
 		return 2;
 	}
 	mode = argv[1];

@@ -169,6 +169,7 @@ void ctl_close(struct ctl *c)
 struct ctl_wait {
 	unsigned long long deadline, timeout_ns;
 	bool stoppable;			/* no stop signal yet when it began */
+	sig_atomic_t stops;		/* stop signals seen when it began */
 	int (*poll_fn)(void *);
 	void *arg;
 };
@@ -178,6 +179,7 @@ static void wait_init(struct ctl_wait *w, int timeout_ms, int (*poll_fn)(void *)
 	w->timeout_ns = (unsigned long long)(timeout_ms > 0 ? timeout_ms : 0) * 1000000ull;
 	w->deadline = cli_now_ns() + w->timeout_ns;
 	w->stoppable = !session_stop_signal;
+	w->stops = session_stop_count;
 	w->poll_fn = poll_fn;
 	w->arg = arg;
 }
@@ -188,7 +190,7 @@ static int wait_more(struct ctl_wait *w, bool idle, char *status, size_t len)
 {
 	int p;
 
-	if (w->stoppable && session_stop_signal) {
+	if ((w->stoppable && session_stop_signal) || session_stop_count != w->stops) {
 		snprintf(status, len, "interrupted by a signal");
 		return -EINTR;
 	}

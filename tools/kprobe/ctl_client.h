@@ -39,7 +39,8 @@ int ctl_check_peer(struct ctl *c, pid_t tgid, uid_t euid);
  * the ERR code (1 or 2) with its message in status, or a negative errno
  * with a reason in status: -ETIMEDOUT when the agent has not answered for
  * timeout_ms, -EINTR when a stop signal arrives (session_stop_signal set
- * during the wait), -EPROTO or -EMSGSIZE for a reply that breaks the
+ * during the wait, or another stop signal during a wait that began after
+ * one), -EPROTO or -EMSGSIZE for a reply that breaks the
  * protocol, -ECONNRESET when the agent went away.  poll_fn, if set, is
  * called about every 100 ms while waiting: > 0 means the agent shows
  * progress (the timeout starts again), < 0 gives up with that errno.

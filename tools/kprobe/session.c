@@ -14,10 +14,12 @@
 #include <unistd.h>
 
 volatile sig_atomic_t session_stop_signal;
+volatile sig_atomic_t session_stop_count;
 
 static void on_stop_signal(int sig)
 {
 	session_stop_signal = sig;
+	session_stop_count++;
 }
 
 void session_catch_signals(void)

@@ -30,6 +30,9 @@ struct session {
 /* Set by SIGINT, SIGTERM, SIGHUP (the signal number), or to SIGPIPE when
  * the output cannot be written any more. */
 extern volatile sig_atomic_t session_stop_signal;
+/* How many of those signals arrived: a wait that began after the first
+ * (the tool cleaning up) ends at the next. */
+extern volatile sig_atomic_t session_stop_count;
 
 /* Creates the shared memory (an anonymous, sealed memfd) and opens the
  * output; exits on failure. */
