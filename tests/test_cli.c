@@ -1871,6 +1871,15 @@ Test(cli, stale_socket_removed)
 	cr_assert_str_eq(r.out, "");
 	cr_assert_neq(lstat(sa.sun_path, &st), 0, "%s is still there", sa.sun_path);
 	bg_stop(&b);
+	/* The socket of a process that is gone: a run that finds it removes
+	 * it (here the launched command's agent or the tool). */
+	snprintf(sa.sun_path, sizeof(sa.sun_path), "%s/%d.sock", dir, (int)b.pid);
+	fd = socket(AF_UNIX, SOCK_STREAM, 0);
+	cr_assert_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0, "%s", strerror(errno));
+	close(fd);
+	run(&r, "%s count target_add -- %s calls 1", kprobe, target);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert_neq(lstat(sa.sun_path, &st), 0, "%s is still there", sa.sun_path);
 }
 
 /* With -- COMMAND the command's stdout is its own: gzip's output stays a
