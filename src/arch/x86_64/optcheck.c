@@ -2,11 +2,19 @@
  * Can the probe at addr be replaced by a 5-byte jump?  As Kprobes does:
  * the replaced instructions lie in one function, each can run from the
  * detour, and no branch of the function lands inside the region (bytes
- * 1..len-1).  The whole function is decoded; indirect jumps are accepted
- * when they are tail calls through memory or switch tables whose cases
- * can be recovered, since then every target is known.
+ * 1..len-1).  The whole function is decoded and every branch target
+ * collected.  The cases of switch tables in GCC's PIC pattern are read
+ * from the table.  Any other indirect jump (an indirect tail call, a
+ * non-PIC switch table, a computed goto) can only land on a code address
+ * the program holds somewhere: either the function's own code computes it
+ * (an immediate, a displacement or a RIP-relative address inside the
+ * function: then its targets are unknown and the function is refused), or
+ * it lies in the object's memory, as initialised data (tables of case or
+ * label addresses, function pointers).  So the code addresses found in the
+ * object's memory that fall inside the function count as its targets.
  */
 #include <errno.h>
+#include <link.h>
 #include <stdlib.h>
 #include <string.h>
 #include <Zydis/Zydis.h>
@@ -34,7 +42,31 @@ static struct {
 	uintptr_t *targets;
 	size_t ntargets, cap;
 	const char *why;	/* the function as a whole cannot be optimized */
+	bool indirect;		/* an indirect jump whose targets are not all known */
+	bool own_address;	/* the code computes an address inside the function */
 } fcache;
+
+/* Code addresses held in the memory of the last object looked at: every
+ * 8-byte value, at any byte offset of its PT_LOAD segments, that falls
+ * inside one of its executable segments (sorted, unique).  Rebuilt when
+ * the set of loaded objects changes. */
+#define MAX_SEGS 16
+
+struct seg {
+	uintptr_t start, end;
+	bool exec;
+};
+
+static struct {
+	bool valid;
+	uintptr_t bias;
+	const void *phdr;
+	unsigned long long adds, subs;
+	struct seg segs[MAX_SEGS];
+	int nsegs;
+	uintptr_t *addrs;
+	size_t n, cap;
+} held;
 
 static ZydisDecoder decoder;
 
@@ -131,6 +163,8 @@ static int recover_jump_table(const struct decoded *h, int n, ZydisRegister jreg
 	return 0;
 }
 
+static int cmp_addr(const void *a, const void *b);
+
 /* One instruction of the scan: collect where it can branch to. */
 static const char *scan_one(struct decoded *h, int n)
 {
@@ -148,13 +182,184 @@ static const char *scan_one(struct decoded *h, int n)
 	}
 	if (d->in.meta.category == ZYDIS_CATEGORY_CALL)
 		return NULL;	/* indirect calls return to the next instruction */
-	/* Indirect jumps: a tail call through memory leaves the function. */
-	if (op->type == ZYDIS_OPERAND_TYPE_MEMORY && op->mem.index == ZYDIS_REGISTER_NONE)
-		return NULL;
 	if (op->type == ZYDIS_OPERAND_TYPE_REGISTER &&
 	    recover_jump_table(h, n, reg64(op->reg.value)) == 0)
 		return NULL;
-	return "indirect jump with unknown targets";
+	/* Any other indirect jump: its targets are addresses the program
+	 * holds (see the top of this file), checked once the whole function
+	 * is decoded. */
+	fcache.indirect = true;
+	return NULL;
+}
+
+static bool inside_function(uint64_t v, uintptr_t func, size_t size)
+{
+	return v >= func && v - func < size;
+}
+
+/* Does the instruction compute an address inside the function (other than
+ * as a direct branch's target)?  Immediates and displacements count, and
+ * so do RIP-relative operands, the way position-independent code takes a
+ * label's address. */
+static bool takes_own_address(const struct decoded *d, uintptr_t func, size_t size)
+{
+	for (int i = 0; i < d->in.operand_count; i++) {
+		const ZydisDecodedOperand *op = &d->ops[i];
+		ZyanU64 abs;
+
+		if (op->type == ZYDIS_OPERAND_TYPE_IMMEDIATE && !op->imm.is_relative &&
+		    inside_function(op->imm.value.u, func, size))
+			return true;
+		if (op->type != ZYDIS_OPERAND_TYPE_MEMORY || !op->mem.disp.has_displacement)
+			continue;
+		if (op->mem.base == ZYDIS_REGISTER_RIP) {
+			if (ZYAN_SUCCESS(ZydisCalcAbsoluteAddress(&d->in, op, d->pc, &abs)) &&
+			    inside_function(abs, func, size))
+				return true;
+		} else if (inside_function((uint64_t)op->mem.disp.value, func, size)) {
+			return true;
+		}
+	}
+	return false;
+}
+
+/* ---- Code addresses held in an object's memory ---- */
+
+struct find_object {
+	uintptr_t addr;
+	bool found;
+	uintptr_t bias;
+	const void *phdr;
+	unsigned long long adds, subs;
+	struct seg segs[MAX_SEGS];
+	int nsegs;
+};
+
+static int find_object_cb(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	struct find_object *f = arg;
+	bool contains = false;
+
+	f->adds = info->dlpi_adds;
+	f->subs = info->dlpi_subs;
+	f->nsegs = 0;
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		uintptr_t start = info->dlpi_addr + ph->p_vaddr;
+
+		if (ph->p_type != PT_LOAD || !ph->p_memsz)
+			continue;
+		if (f->nsegs == MAX_SEGS)
+			return 0;
+		f->segs[f->nsegs++] = (struct seg){ start, start + ph->p_memsz, ph->p_flags & PF_X };
+		contains |= f->addr >= start && f->addr - start < ph->p_memsz;
+	}
+	if (!contains)
+		return 0;
+	f->found = true;
+	f->bias = info->dlpi_addr;
+	f->phdr = info->dlpi_phdr;
+	return 1;
+}
+
+static bool in_exec_segment(uint64_t v)
+{
+	for (int i = 0; i < held.nsegs; i++)
+		if (held.segs[i].exec && v >= held.segs[i].start && v < held.segs[i].end)
+			return true;
+	return false;
+}
+
+static int held_push(uintptr_t a)
+{
+	if (held.n == held.cap) {
+		size_t cap = held.cap ? held.cap * 2 : 4096;
+		uintptr_t *n = realloc(held.addrs, cap * sizeof(*n));
+
+		if (!n)
+			return -ENOMEM;
+		held.addrs = n;
+		held.cap = cap;
+	}
+	held.addrs[held.n++] = a;
+	return 0;
+}
+
+/* Every 8-byte window of [start, end), read in chunks that overlap by 7. */
+static int held_scan(uintptr_t start, uintptr_t end)
+{
+	enum { CHUNK = 64 * 1024 };
+	static uint8_t buf[CHUNK + 7];
+	uintptr_t at = start;
+
+	while (at + 8 <= end) {
+		size_t len = end - at < sizeof(buf) ? end - at : sizeof(buf);
+
+		if (kp_mem_read_nofault(at, buf, len))
+			return -EFAULT;
+		for (size_t i = 0; i + 8 <= len; i++) {
+			uint64_t v;
+
+			memcpy(&v, buf + i, 8);
+			if (in_exec_segment(v) && held_push((uintptr_t)v))
+				return -ENOMEM;
+		}
+		if (len < sizeof(buf))
+			break;
+		at += len - 7;
+	}
+	return 0;
+}
+
+/* Makes held describe the object that contains addr. */
+static int held_load(uintptr_t addr)
+{
+	struct find_object f = { .addr = addr };
+	int err = 0;
+
+	dl_iterate_phdr(find_object_cb, &f);
+	if (!f.found)
+		return -ENOENT;
+	if (held.valid && held.bias == f.bias && held.phdr == f.phdr &&
+	    held.adds == f.adds && held.subs == f.subs)
+		return 0;
+	held.valid = false;
+	held.n = 0;
+	held.bias = f.bias;
+	held.phdr = f.phdr;
+	held.adds = f.adds;
+	held.subs = f.subs;
+	memcpy(held.segs, f.segs, sizeof(f.segs));
+	held.nsegs = f.nsegs;
+	for (int i = 0; !err && i < held.nsegs; i++)
+		err = held_scan(held.segs[i].start, held.segs[i].end);
+	if (err)
+		return err;
+	qsort(held.addrs, held.n, sizeof(uintptr_t), cmp_addr);
+	held.valid = true;
+	return 0;
+}
+
+/* The held code addresses inside [func, func+size) become branch targets. */
+static const char *add_held_targets(uintptr_t func, size_t size)
+{
+	size_t a = 0, b;
+
+	if (held_load(func))
+		return "indirect jump with unknown targets";
+	b = held.n;
+	while (a < b) {
+		size_t m = (a + b) / 2;
+
+		if (held.addrs[m] < func)
+			a = m + 1;
+		else
+			b = m;
+	}
+	for (; a < held.n && held.addrs[a] - func < size; a++)
+		if ((a == 0 || held.addrs[a] != held.addrs[a - 1]) && add_target(held.addrs[a]))
+			return "out of memory";
+	return NULL;
 }
 
 static int cmp_addr(const void *a, const void *b)
@@ -184,9 +389,14 @@ static const char *scan_function(uintptr_t func, size_t size, const uint8_t *cod
 		d->pc = func + off;
 		n++;
 		why = scan_one(h, n);
+		fcache.own_address |= takes_own_address(d, func, size);
 		off += d->in.length;
 	}
 	free(h);
+	if (!why && fcache.indirect)
+		why = fcache.own_address ?
+		      "indirect jump in a function that computes its own code addresses" :
+		      add_held_targets(func, fcache.size);
 	if (fcache.ntargets)
 		qsort(fcache.targets, fcache.ntargets, sizeof(uintptr_t), cmp_addr);
 	return why;
@@ -214,6 +424,7 @@ static int analyse_function(uintptr_t func, size_t size, size_t pad, uintptr_t a
 	free(fcache.code);
 	fcache.code = NULL;
 	fcache.ntargets = 0;
+	fcache.indirect = fcache.own_address = false;
 	code = malloc(size);
 	if (!code)
 		return -ENOMEM;
@@ -270,7 +481,9 @@ static const char *copyable(const uint8_t *p, size_t left, uintptr_t pc, bool la
 		return why ? why : "unprobeable instruction in the region";
 	if (ai.klass == IC_PLAIN || ai.klass == IC_JCC)
 		return NULL;
-	if (last && (ai.klass == IC_RET || ai.klass == IC_JMP_REL))
+	/* An indirect jump ends the flow as ret does: copied as it is (a
+	 * RIP-relative operand re-targeted), it goes where it would have. */
+	if (last && (ai.klass == IC_RET || ai.klass == IC_JMP_REL || ai.klass == IC_JMP_IND))
 		return NULL;
 	return ai.klass == IC_SYSCALL ? "system call in the region" :
 	       ai.klass == IC_CALL_REL || ai.klass == IC_CALL_IND ? "call in the region" :
