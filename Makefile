@@ -135,9 +135,17 @@ bench: lib
 	@echo "kprobe tool, in the target on top of the probe (count_extra, trace_extra):"
 	$(B)/kprobe-bench-extra
 
-$(B)/kprobes-bench: $(sort $(wildcard bench/*.c bench/*.S)) $(B)/libkprobes.a
+BENCH_SRC := $(filter-out bench/coverage_preload.c,$(sort $(wildcard bench/*.c bench/*.S)))
+
+$(B)/kprobes-bench: $(BENCH_SRC) bench/bench.h $(B)/libkprobes.a $(B)/libkprobes-coverage.so
 	@mkdir -p $(B)
 	$(CC) -O2 -g $(BASE) -o $@ $(filter %.c %.S,$^) $(B)/libkprobes.a $(LIBS) -lm -lZydis
+
+# Preloaded by `kprobes-bench --coverage EXECUTABLE` to measure a program
+# that cannot be loaded into the bench (bench/coverage.c).
+$(B)/libkprobes-coverage.so: bench/coverage.c bench/coverage_preload.c bench/bench.h $(B)/libkprobes.a
+	@mkdir -p $(B)
+	$(CC) -O2 -g $(BASE) -fPIC -shared -o $@ $(filter %.c,$^) $(B)/libkprobes.a $(LIBS)
 
 demo: all
 	@$(MAKE) --no-print-directory $(B)/demo

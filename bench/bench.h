@@ -2,6 +2,8 @@
 #ifndef KPROBES_BENCH_H
 #define KPROBES_BENCH_H
 
+#include <stdbool.h>
+
 /* jump_label_bench.c */
 void loop_empty(long n);
 void loop_jl(long n);
@@ -11,5 +13,11 @@ void jl_on_teardown(void);
 int tp_on_setup(void);
 void tp_on_teardown(void);
 double jl_toggle_us(void);
+
+/* coverage.c: kprobes-bench --coverage OBJECT [--list] (the unoptimized
+ * functions and their reasons on stderr); bench_coverage_preloaded() runs
+ * in the coverage library preloaded into an executable. */
+int bench_coverage(const char *object, bool json, bool list);
+void bench_coverage_preloaded(void);
 
 #endif

@@ -50,7 +50,6 @@
 #include "bench.h"
 
 size_t arch_detour_bytes(void);
-int bench_coverage(const char *object, bool json);
 extern char bench_fns10k[];
 
 #define REPS	21
@@ -931,7 +930,7 @@ static bool selected(const char *only, const char *name)
 
 int main(int argc, char **argv)
 {
-	bool json = false;
+	bool json = false, list = false;
 	const char *only = NULL, *note10k = "not selected", *coverage = NULL;
 	double reg_ms = NAN, unreg_ms = NAN, toggle_us = NAN, same_reg_ms = NAN, same_unreg_ms = NAN;
 	const char *same_note = "not selected";
@@ -940,18 +939,20 @@ int main(int argc, char **argv)
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--coverage") && i + 1 < argc) {
 			coverage = argv[++i];
+		} else if (!strcmp(argv[i], "--list")) {
+			list = true;
 		} else if (!strcmp(argv[i], "--json")) {
 			json = true;
 		} else if (!strncmp(argv[i], "--only=", 7)) {
 			only = argv[i] + 7;	/* e.g. --only=int3,b (for profiling) */
 		} else {
-			fprintf(stderr, "usage: %s [--json] [--only=ROW,...] [--coverage OBJECT]\n", argv[0]);
+			fprintf(stderr, "usage: %s [--json] [--only=ROW,...] [--coverage OBJECT [--list]]\n", argv[0]);
 			return 2;
 		}
 	}
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	if (coverage)
-		return bench_coverage(coverage, json);
+		return bench_coverage(coverage, json, list);
 	for (int i = 0; i < NROWS; i++)
 		rows[i].skip = !selected(only, rows[i].name);
 
