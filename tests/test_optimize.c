@@ -247,6 +247,45 @@ __asm__(
 	"\tret\n"
 	"OPTEND opt_indjmp\n"
 
+	/* The shape of python3.11's _Py_Dealloc: a load and an indirect
+	 * tail call through memory, 7 bytes in all, the jump ending the
+	 * region.  opt_tail_mem(obj) = obj->type->fn(obj) */
+	"OPTFN opt_tail_mem\n"
+	"\tmov 8(%rdi), %rax\n"
+	"\tjmp *0x30(%rax)\n"
+	"OPTEND opt_tail_mem\n"
+	"\t.byte 0xcc, 0xcc, 0xcc, 0xcc, 0xcc, 0xcc, 0xcc, 0xcc\n"
+
+	/* The shape of PyObject_Free: a hook loaded at the entry, an
+	 * indirect tail call through a register (no switch pattern).
+	 * opt_tail_reg(a) = a ? opt_tail_hook(a) : 0 */
+	"OPTFN opt_tail_reg\n"
+	"\tmov opt_tail_hook(%rip), %rax\n"
+	"\ttest %rdi, %rdi\n"
+	"\tje 1f\n"
+	"\tmov %rdi, %rsi\n"
+	"\tjmp *%rax\n"
+	"1:\txor %eax, %eax\n"
+	"\tret\n"
+	"OPTEND opt_tail_reg\n"
+
+	/* A computed goto whose label (+2) is inside the entry's region, its
+	 * address only in a data table: opt_goto_tab(n) = 3 * n (n >= 1) */
+	"OPTFN opt_goto_tab\n"
+	"\txor %eax, %eax\n"
+	"2:\tadd $3, %rax\n"
+	"\tdec %rdi\n"
+	"\tjz 3f\n"
+	"\tmov opt_goto_labels(%rip), %rcx\n"
+	"\tjmp *%rcx\n"
+	"3:\tret\n"
+	"OPTEND opt_goto_tab\n"
+	"\t.pushsection .data.rel.ro, \"aw\"\n"
+	"\t.p2align 3\n"
+	"opt_goto_labels:\n"
+	"\t.quad 2b\n"
+	"\t.popsection\n"
+
 	/* opt_mid_ax(a) = a + 0x1000; +3 is the probed add (6 bytes) */
 	"OPTFN opt_mid_ax\n"
 	"\tmov %rdi, %rax\n"
@@ -389,6 +428,9 @@ long opt_has_call(long a);
 long opt_has_syscall(void);
 long opt_loop(long a, long n);
 long opt_indjmp(long a);
+long opt_tail_mem(void *obj);
+long opt_tail_reg(long a);
+long opt_goto_tab(long n);
 long opt_mid_ax(long a);
 void opt_regs_call_entry(void);
 void opt_regs_call_mid(void);
@@ -429,6 +471,32 @@ static long (*volatile call_short3n)(long) = opt_short3n;
 static long (*volatile call_mid_ax)(long) = opt_mid_ax;
 static long (*volatile call_loop)(long, long) = opt_loop;
 static long (*volatile call_indjmp)(long) = opt_indjmp;
+static long (*volatile call_tail_mem)(void *) = opt_tail_mem;
+static long (*volatile call_tail_reg)(long) = opt_tail_reg;
+static long (*volatile call_goto_tab)(long) = opt_goto_tab;
+
+/* What opt_tail_mem and opt_tail_reg tail-call. */
+struct tail_type {
+	char pad[0x30];
+	long (*fn)(void *obj);
+};
+struct tail_obj {
+	long value;
+	const struct tail_type *type;
+};
+
+static long tail_target(void *obj)
+{
+	return ((struct tail_obj *)obj)->value * 2;
+}
+
+static long tail_hook(long a)
+{
+	return a + 1000;
+}
+
+long (*opt_tail_hook)(long) = tail_hook;
+static const struct tail_type tail_type = { .fn = tail_target };
 static long (*volatile call_has_call)(long) = opt_has_call;
 static long (*volatile call_has_syscall)(void) = opt_has_syscall;
 
@@ -810,6 +878,40 @@ Test(optimize, not_optimized_probes, .init = setup)
 	cr_assert_eq(call_indjmp(5), 10);
 	cr_assert_eq(call_has_call(5), 6);
 	cr_assert_eq(call_has_syscall(), getpid());
+}
+
+/* Indirect tail calls: at the end of the region (copied) and further on
+ * (its targets bounded by the code addresses the program holds); a
+ * computed goto into the region, known from a data table, is refused. */
+Test(optimize, indirect_tail_calls, .init = setup)
+{
+	struct tail_obj obj = { 21, &tail_type };
+	struct kprobe kp;
+
+	expect_optimized("jmp *0x30(%rax) ending the region", opt_tail_mem, light_pre);
+	expect_optimized("jmp *%rax after the region", opt_tail_reg, light_pre);
+	expect_not_optimized("computed goto into the region", opt_goto_tab,
+			     "branch targets the region");
+	cr_assert_eq(call_goto_tab(4), 12);
+
+	/* and they behave, optimized */
+	light_hits = 0;
+	init_probe(&kp, opt_tail_mem, light_pre);
+	cr_assert_eq(register_kprobe(&kp), 0);
+	cr_assert(wait_opt(&kp, true, 2000), "%s", why_at((uintptr_t)opt_tail_mem) ?: "?");
+	for (long i = 0; i < 1000; i++) {
+		obj.value = i;
+		cr_assert_eq(call_tail_mem(&obj), 2 * i);
+	}
+	unregister_kprobe(&kp);
+	init_probe(&kp, opt_tail_reg, light_pre);
+	cr_assert_eq(register_kprobe(&kp), 0);
+	cr_assert(wait_opt(&kp, true, 2000), "%s", why_at((uintptr_t)opt_tail_reg) ?: "?");
+	for (long i = 0; i < 1000; i++)
+		cr_assert_eq(call_tail_reg(i), i ? i + 1000 : 0);
+	unregister_kprobe(&kp);
+	cr_assert_eq(light_hits, 2000);
+	cr_assert_eq(light_bad_ip, 0);
 }
 
 static int jp_calls;
