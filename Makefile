@@ -132,6 +132,11 @@ bench: lib
 	@$(MAKE) --no-print-directory $(B)/kprobes-bench $(B)/kprobe-bench-extra
 	$(B)/kprobes-bench
 	@echo
+	@echo "jump-optimization coverage of function entries (kprobes-bench --coverage OBJECT [--list]):"
+	-@$(B)/kprobes-bench --coverage libc.so.6
+	-@$(B)/kprobes-bench --coverage /usr/bin/python3.11
+	-@$(B)/kprobes-bench --coverage libsqlite3.so.0
+	@echo
 	@echo "kprobe tool, in the target on top of the probe (count_extra, trace_extra):"
 	$(B)/kprobe-bench-extra
 

@@ -374,26 +374,33 @@ static int tracefs_path(char *out, size_t size, const char *rel)
 	return snprintf(out, size, "%s/%s", tracefs, rel) < (int)size ? 0 : -ENAMETOOLONG;
 }
 
-static bool find_tracefs(void)
+/* Finds tracefs with a writable uprobe_events, mounting tracefs when root
+ * and it is not mounted; else NULL, or why not. */
+static const char *find_tracefs(void)
 {
 	static const char *const cand[] = { "/sys/kernel/tracing", "/sys/kernel/debug/tracing" };
+	static char why[160];
 	char p[128];
 
 	for (int i = 0; i < 2; i++) {
 		snprintf(p, sizeof(p), "%s/uprobe_events", cand[i]);
-		if (access(p, W_OK) == 0) {
+		if (access(p, F_OK) == 0) {
 			snprintf(tracefs, sizeof(tracefs), "%s", cand[i]);
-			return true;
+			return access(p, W_OK) ? "uprobe_events not writable" : NULL;
 		}
 	}
-	if (geteuid() == 0 &&
-	    mount("nodev", "/sys/kernel/tracing", "tracefs", 0, NULL) == 0) {
-		mounted_tracefs = true;
-		snprintf(tracefs, sizeof(tracefs), "/sys/kernel/tracing");
-		if (access("/sys/kernel/tracing/uprobe_events", W_OK) == 0)
-			return true;
+	if (geteuid() != 0)
+		return "tracefs not mounted, and mounting it needs root";
+	if (mount("nodev", "/sys/kernel/tracing", "tracefs", 0, NULL)) {
+		snprintf(why, sizeof(why), "tracefs not mounted, and mounting it failed: %s",
+			 strerror(errno));
+		return why;
 	}
-	return false;
+	mounted_tracefs = true;
+	snprintf(tracefs, sizeof(tracefs), "/sys/kernel/tracing");
+	if (access("/sys/kernel/tracing/uprobe_events", F_OK))
+		return "no uprobe_events in tracefs (kernel without CONFIG_UPROBE_EVENTS)";
+	return access("/sys/kernel/tracing/uprobe_events", W_OK) ? "uprobe_events not writable" : NULL;
 }
 
 /* File offset of addr in the executable, from /proc/self/maps. */
@@ -446,10 +453,9 @@ static bool uprobe_init(void)
 	unsigned long off = 0;
 	ssize_t n;
 
-	if (!find_tracefs()) {
-		uprobe_note = "tracefs with uprobe_events not available";
+	uprobe_note = find_tracefs();
+	if (uprobe_note)
 		return false;
-	}
 	n = readlink("/proc/self/exe", exe, sizeof(exe) - 1);
 	if (n <= 0) {
 		uprobe_note = "readlink /proc/self/exe failed";
