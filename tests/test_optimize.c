@@ -200,6 +200,17 @@ __asm__(
 	"OPTEND opt_short3n\n"
 	"\t.byte 0x90, 0x90, 0x90, 0x90, 0x90, 0x90, 0x90, 0x90\n"
 
+	/* 3 bytes, then GCC's multi-byte NOP padding (cs nopw 0(%rax,%rax)) */
+	"\t.p2align 4, 0xcc\n"
+	"\t.globl opt_short3m\n"
+	"\t.type opt_short3m, @function\n"
+	"opt_short3m:\n"
+	"\tmov %edi, %eax\n"
+	"\tret\n"
+	"OPTEND opt_short3m\n"
+	"\t.byte 0x66, 0x2e, 0x0f, 0x1f, 0x84, 0x00, 0x00, 0x00, 0x00, 0x00\n"
+	"\t.byte 0xcc, 0xcc, 0xcc\n"
+
 	/* 3 bytes, and the next function right behind: no room */
 	"OPTFN opt_short3x\n"
 	"\tmov %edi, %eax\n"
@@ -423,6 +434,7 @@ long opt_call_callee(long (*fn)(void));
 long opt_short5(long a);
 long opt_short3(long a);
 long opt_short3n(long a);
+long opt_short3m(long a);
 long opt_short3x(long a);
 long opt_has_call(long a);
 long opt_has_syscall(void);
@@ -468,6 +480,7 @@ static long (*volatile call_normal)(long, long) = opt_normal;
 static long (*volatile call_short5)(long) = opt_short5;
 static long (*volatile call_short3)(long) = opt_short3;
 static long (*volatile call_short3n)(long) = opt_short3n;
+static long (*volatile call_short3m)(long) = opt_short3m;
 static long (*volatile call_mid_ax)(long) = opt_mid_ax;
 static long (*volatile call_loop)(long, long) = opt_loop;
 static long (*volatile call_indjmp)(long) = opt_indjmp;
@@ -851,6 +864,7 @@ Test(optimize, optimized_probes, .init = setup)
 	expect_optimized("lea; ret (5 bytes)", opt_short5, light_pre);
 	expect_optimized("3 bytes + int3 padding", opt_short3, light_pre);
 	expect_optimized("3 bytes + nop padding", opt_short3n, heavy_pre);
+	expect_optimized("3 bytes + multi-byte nop padding", opt_short3m, light_pre);
 	expect_optimized("C function with a switch", opt_switch, light_pre);
 	expect_optimized("8 doubles + 6 longs", opt_fargs, heavy_pre);
 	expect_optimized("variadic", opt_vsum, heavy_pre);
@@ -862,6 +876,7 @@ Test(optimize, optimized_probes, .init = setup)
 	cr_assert_eq(call_short5(41), 42);
 	cr_assert_eq(call_short3(0x100000007L), 7);
 	cr_assert_eq(call_short3n(0x100000009L), 9);
+	cr_assert_eq(call_short3m(0x10000000bL), 11);
 }
 
 Test(optimize, not_optimized_probes, .init = setup)

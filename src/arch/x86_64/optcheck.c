@@ -462,11 +462,31 @@ static bool ends_flow(const ZydisDecodedInstruction *in)
 	       in->meta.category == ZYDIS_CATEGORY_UNCOND_BR;
 }
 
-static bool is_padding(const uint8_t *p, size_t len)
+/* Are the len bytes at addr alignment filler: int3s, or NOP instructions
+ * (GCC pads with multi-byte NOPs such as 66 2e 0f 1f 84 00 00 00 00 00)
+ * starting at addr?  Read as the program has them. */
+static bool is_padding(uintptr_t addr, size_t len, read_fn read_code)
 {
-	for (size_t i = 0; i < len; i++)
-		if (p[i] != 0xcc && p[i] != 0x90)
+	uint8_t buf[2 * KP_MAX_INSN];
+	size_t have = sizeof(buf), p = 0;
+
+	if (read_code(addr, buf, have)) {
+		have = len;
+		if (read_code(addr, buf, have))
 			return false;
+	}
+	while (p < len) {
+		ZydisDecodedInstruction in;
+
+		if (buf[p] == 0xcc || buf[p] == 0x90) {
+			p++;
+			continue;
+		}
+		if (!ZYAN_SUCCESS(ZydisDecoderDecodeInstruction(&decoder, NULL, buf + p, have - p, &in)) ||
+		    in.mnemonic != ZYDIS_MNEMONIC_NOP)
+			return false;
+		p += in.length;
+	}
 	return true;
 }
 
@@ -492,7 +512,8 @@ static const char *copyable(const uint8_t *p, size_t left, uintptr_t pc, bool la
 
 /* Picks the instructions the jump replaces, from the function's bytes. */
 static const char *choose_region(struct arch_opt *o, uintptr_t addr, uintptr_t func,
-				 size_t size, const uint8_t *code, size_t avail_after)
+				 size_t size, const uint8_t *code, size_t avail_after,
+				 read_fn read_code)
 {
 	size_t off = addr - func, covered = 0;
 	ZydisDecodedInstruction in;
@@ -520,7 +541,7 @@ static const char *choose_region(struct arch_opt *o, uintptr_t addr, uintptr_t f
 			/* ret/jmp: the rest of the jump may cover padding no
 			 * code reaches, as long as no function starts there. */
 			if (avail_after < 5 - covered ||
-			    !is_padding(code + off + covered, 5 - covered))
+			    !is_padding(func + off + covered, 5 - covered, read_code))
 				return "function too short for a jump";
 			o->copied_len = (uint8_t)covered;
 			o->region_len = 5;
@@ -589,7 +610,7 @@ int arch_opt_analyse(struct arch_opt *o, uintptr_t addr, uintptr_t func, size_t 
 		o->why = fcache.why;
 		return 0;
 	}
-	why = choose_region(o, addr, func, size, fcache.code, pad_after);
+	why = choose_region(o, addr, func, size, fcache.code, pad_after, read_code);
 	if (!why && target_inside(addr, addr + o->region_len))
 		why = "a branch targets the region";
 	/* Static-key sites change between a NOP and a jump: never copied, and
