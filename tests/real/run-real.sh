@@ -29,8 +29,35 @@ here=$(cd "$(dirname "$0")" && pwd)
 B=$(cd "$B" && pwd) || exit 1
 K=$B/kprobe
 STOPPER=$B/real/stopper.so
-T=/sys/kernel/tracing
-[ -d $T/instances ] || T=/sys/kernel/debug/tracing
+
+# The uprobe oracle needs tracefs.  Root with tracefs not mounted: the
+# script runs again in a private mount namespace, where it mounts tracefs
+# (below): the rest of the machine sees no mount, and there is nothing to
+# unmount.  Without namespaces it mounts in place and unmounts on exit.
+tracefs_dir() {	# the mounted tracefs with uprobe events, or nothing
+	local d
+	for d in /sys/kernel/tracing /sys/kernel/debug/tracing; do
+		[ -e $d/uprobe_events ] && { echo $d; return 0; }
+	done
+	return 1
+}
+if [ "$(id -u)" = 0 ] && [ -z "${KPROBE_REAL_NS:-}" ] && ! tracefs_dir > /dev/null &&
+	unshare -m --propagation private true 2> /dev/null; then
+	KPROBE_REAL_NS=1 exec unshare -m --propagation private bash "$0" "$@"
+fi
+TRACEFS_MOUNTED=""; TRACEFS_WHY=""
+mount_tracefs() {	# sets TRACEFS_MOUNTED, or TRACEFS_WHY with the errors
+	local e1 e2
+	if e1=$(mount -t tracefs nodev /sys/kernel/tracing 2>&1); then
+		TRACEFS_MOUNTED=/sys/kernel/tracing; return 0
+	fi
+	if e2=$(mount -t debugfs nodev /sys/kernel/debug 2>&1); then
+		TRACEFS_MOUNTED=/sys/kernel/debug; return 0
+	fi
+	TRACEFS_WHY="tracefs is not mounted and mounting it failed (${e1:-?}; debugfs: ${e2:-?})"
+	return 1
+}
+T=$(tracefs_dir) || T=/sys/kernel/tracing
 for f in "$K" "$B/libkprobe-agent.so" "$STOPPER"; do
 	[ -e "$f" ] || { echo "real: $f missing (make B=... $f)" >&2; exit 1; }
 done
@@ -55,6 +82,10 @@ uprobes_off() {
 }
 cleanup() {
 	uprobes_off
+	# Mounted here, outside a private namespace: unmounted again.
+	if [ -n "$TRACEFS_MOUNTED" ] && [ -z "${KPROBE_REAL_NS:-}" ]; then
+		umount "$TRACEFS_MOUNTED" 2> /dev/null
+	fi
 	if [ -n "${KEEP:-}" ]; then echo "real: work files kept in $W"; else rm -rf "$W"; fi
 }
 trap cleanup EXIT
@@ -492,22 +523,36 @@ KNOWN_DIFF+="libc.so.6:mmap libc.so.6:munmap libc.so.6:mremap "
 #    under uprobes in the same workload.  Excluded so that the rest runs;
 #    see docs/real-programs.md.
 KNOWN_DIFF+="python3.11:0x41f020 "
+# 6. Not the tracer's: a path in python3.11's PyUnicode_Substring (+0x1ab,
+#    where the inlined object allocator sets up a new pool) runs a varying
+#    number of times in runs of the same workload: 18836 and 18833 in two
+#    uprobe runs, 18833 and 18832 in two kprobe runs.  The allocator's
+#    pools depend on addresses (arena alignment), which differ from run
+#    to run; see docs/real-programs.md.
+KNOWN_DIFF+="python3.11:PyUnicode_Substring "
 
 ORACLE=1; ORACLE_WHY=""
 if [ "$(id -u)" != 0 ]; then
-	ORACLE=0; ORACLE_WHY="uprobes need root (tracefs)"
-elif ! grep -q uprobe $T/README 2>/dev/null && [ ! -e $T/uprobe_events ]; then
-	ORACLE=0; ORACLE_WHY="the kernel has no uprobe events (CONFIG_UPROBE_EVENTS)"
+	ORACLE=0; ORACLE_WHY="uprobes need root (tracefs), running as uid $(id -u)"
+elif ! tracefs_dir > /dev/null && ! mount_tracefs; then
+	ORACLE=0; ORACLE_WHY=$TRACEFS_WHY
+elif ! T=$(tracefs_dir); then
+	ORACLE=0
+	ORACLE_WHY="tracefs is mounted ($TRACEFS_MOUNTED) but has no uprobe_events: the kernel has no uprobe events (CONFIG_UPROBE_EVENTS)"
 elif ! tracefs_ok; then
-	ORACLE=0; ORACLE_WHY="$T/uprobe_events or instances not writable"
+	ORACLE=0; ORACLE_WHY="$T/uprobe_events or $T/instances not writable"
 fi
-[ "$ORACLE" = 1 ] || log "real: the uprobe oracle is SKIPPED: $ORACLE_WHY"
+if [ "$ORACLE" = 1 ]; then
+	log "real: the uprobe oracle uses $T${TRACEFS_MOUNTED:+ (mounted by this script${KPROBE_REAL_NS:+ in a private mount namespace})}"
+else
+	log "real: the uprobe oracle is SKIPPED: $ORACLE_WHY"
+fi
 
 TOTAL_MID=0
 START=$(date +%s)
 ORACLE_MAX=300 ORACLE_HITS=300000
 [ "$MODE" = full ] && ORACLE_MAX=2000 ORACLE_HITS=5000000
-CASES=${CASES:-gzip sqlite3 python3}	# a subset: CASES="sqlite3" ...
+CASES=${CASES:-gzip sqlite3 python3 python3-opt}	# a subset: CASES="sqlite3" ...
 want() { case " $CASES " in *" $1 "*) return 0;; esac; return 1; }
 log "real: mode $MODE, kprobe $K"
 
@@ -549,9 +594,53 @@ if want python3 && have python3.11 /usr/bin/python3.11; then
 	else
 		# A sample: some of the interpreter's and of libc's functions.
 		ARGS=(@EXE@ -s "$here/workload.py" 1); MID_MAX=40
-		GLOB=('python3.11:PyDict_*' 'python3.11:PyUnicode_*' 'python3.11:PyList_*' 'python3.11:_PyObject_*' 'libc.so.6:mem*' 'libc.so.6:str*' 'libc.so.6:*alloc' 'libc.so.6:free' 'libc.so.6:read' 'libc.so.6:write')
+		GLOB=('python3.11:PyDict_*' 'python3.11:PyUnicode_*' 'python3.11:PyList_*' 'python3.11:_PyObject_*' 'python3.11:_Py_Dealloc' 'python3.11:PyObject_Free' 'python3.11:PyObject_Malloc' 'libc.so.6:mem*' 'libc.so.6:str*' 'libc.so.6:*alloc' 'libc.so.6:free' 'libc.so.6:read' 'libc.so.6:write')
 	fi
 	run_case
+fi
+
+# python3.11's hottest allocator entry points take the jump
+# (docs/design.md, "The safety analysis"): _Py_Dealloc, whose region ends
+# with an indirect tail call, and PyObject_Free/PyObject_Malloc, indirect
+# tail calls further on.  The program is held on a FIFO while `kprobe list`
+# looks at its probes; its output must be unchanged.
+py_optimized() {
+	local fifo=$W/py.fifo pid py="" i f out="" missing
+	local code='import sys; x = [str(i) for i in range(100000)]; sys.stdin.read(); print(len(x), sum(map(len, x)))'
+	log "== python3.11: hot functions optimized"
+	mkfifo "$fifo" || { fail "python3.11: mkfifo"; return; }
+	timeout -k 10 $TMO "$K" count -o "$W/py.count" 'python3.11:Py*' 'python3.11:_Py_Dealloc' \
+		-- /usr/bin/python3.11 -c "$code" < "$fifo" > "$W/py.out" 2> "$W/py.err" &
+	pid=$!
+	exec 9> "$fifo"
+	for ((i = 0; i < 200; i++)); do
+		# timeout -> kprobe -> python3.11
+		py=${py:-$(pgrep -x python3.11 -P "$(pgrep -d, -P $pid)" 2>/dev/null)}
+		if [ -n "$py" ]; then
+			out=$("$K" list -p "$py" 2>&1)
+			missing=""
+			for f in _Py_Dealloc PyObject_Free PyObject_Malloc; do
+				printf '%s\n' "$out" | grep -q " $f+0x0 .*\[OPTIMIZED\]" || missing+=" $f"
+			done
+			[ -z "$missing" ] && break
+		fi
+		sleep 0.05
+	done
+	exec 9>&-
+	wait $pid; RC=$?
+	[ "$RC" = 0 ] || fail "python3.11 under kprobe count: exit $RC ($(tr '\n' ' ' < "$W/py.err"))"
+	[ "$(cat "$W/py.out")" = "100000 488890" ] || fail "python3.11 under kprobe count: output '$(cat "$W/py.out")'"
+	if [ -z "$py" ]; then
+		fail "python3.11: the probed process was not found"
+	elif [ -n "$missing" ]; then
+		fail "python3.11: not optimized:$missing"
+		printf '%s\n' "$out" | grep -E " (_Py_Dealloc|PyObject_Free|PyObject_Malloc)\+0x0" | sed 's/^/    /'
+	else
+		log "  _Py_Dealloc, PyObject_Free, PyObject_Malloc: [OPTIMIZED]; $(grep -c 'OPTIMIZED' <<< "$out") of $(grep -c '+0x' <<< "$out") probes optimized"
+	fi
+}
+if want python3-opt && have python3.11 /usr/bin/python3.11; then
+	py_optimized
 fi
 
 log "real: $TOTAL_RUNS probed runs, $TOTAL_POINTS probe points in all, $TOTAL_HITS hits, $TOTAL_MID mid-function samples, $ORACLE_POINTS points checked against uprobes, $(( $(date +%s) - START ))s"
