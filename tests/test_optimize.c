@@ -297,6 +297,19 @@ __asm__(
 	"\t.quad 2b\n"
 	"\t.popsection\n"
 
+	/* Another function (as a GCC .cold part does) jumps into the
+	 * entry's region, at +1: opt_xjump(a) = opt_xjump_cold(a) = a + 7 */
+	"OPTFN opt_xjump\n"
+	"\tpush %rbx\n"
+	"1:\tlea 7(%rdi), %rax\n"
+	"\tpop %rbx\n"
+	"\tret\n"
+	"OPTEND opt_xjump\n"
+	"OPTFN opt_xjump_cold\n"
+	"\tpush %rbx\n"
+	"\tjmp 1b\n"
+	"OPTEND opt_xjump_cold\n"
+
 	/* opt_mid_ax(a) = a + 0x1000; +3 is the probed add (6 bytes) */
 	"OPTFN opt_mid_ax\n"
 	"\tmov %rdi, %rax\n"
@@ -443,6 +456,8 @@ long opt_indjmp(long a);
 long opt_tail_mem(void *obj);
 long opt_tail_reg(long a);
 long opt_goto_tab(long n);
+long opt_xjump(long a);
+long opt_xjump_cold(long a);
 long opt_mid_ax(long a);
 void opt_regs_call_entry(void);
 void opt_regs_call_mid(void);
@@ -487,6 +502,8 @@ static long (*volatile call_indjmp)(long) = opt_indjmp;
 static long (*volatile call_tail_mem)(void *) = opt_tail_mem;
 static long (*volatile call_tail_reg)(long) = opt_tail_reg;
 static long (*volatile call_goto_tab)(long) = opt_goto_tab;
+static long (*volatile call_xjump)(long) = opt_xjump;
+static long (*volatile call_xjump_cold)(long) = opt_xjump_cold;
 
 /* What opt_tail_mem and opt_tail_reg tail-call. */
 struct tail_type {
@@ -886,11 +903,15 @@ Test(optimize, not_optimized_probes, .init = setup)
 	expect_not_optimized("branch target in bytes 1..4", opt_loop, "branch targets the region");
 	expect_not_optimized("indirect jump, unknown targets", opt_indjmp, "indirect jump");
 	expect_not_optimized("3 bytes, next function behind", opt_short3x, "too short");
+	expect_not_optimized("another function jumps into the region", opt_xjump,
+			     "branch targets the region");
 	/* a probe on the call itself, and on the syscall */
 	expect_not_optimized("the call", (char *)opt_has_call + 1, "call");
 	expect_not_optimized("the syscall", (char *)opt_has_syscall + 4, "system call");
 	cr_assert_eq(call_loop(7, 6), 42);
 	cr_assert_eq(call_indjmp(5), 10);
+	cr_assert_eq(call_xjump(5), 12);
+	cr_assert_eq(call_xjump_cold(5), 12);
 	cr_assert_eq(call_has_call(5), 6);
 	cr_assert_eq(call_has_syscall(), getpid());
 }

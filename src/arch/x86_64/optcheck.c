@@ -14,11 +14,11 @@
  * object's memory that fall inside the function count as its targets.
  */
 #include <errno.h>
-#include <link.h>
 #include <stdlib.h>
 #include <string.h>
 #include <Zydis/Zydis.h>
 
+#include "arch/x86_64/coderefs.h"
 #include "arch/x86_64/optcheck.h"
 #include "core/jump_label.h"
 #include "os/linux/memory.h"
@@ -46,27 +46,7 @@ static struct {
 	bool own_address;	/* the code computes an address inside the function */
 } fcache;
 
-/* Code addresses held in the memory of the last object looked at: every
- * 8-byte value, at any byte offset of its PT_LOAD segments, that falls
- * inside one of its executable segments (sorted, unique).  Rebuilt when
- * the set of loaded objects changes. */
-#define MAX_SEGS 16
-
-struct seg {
-	uintptr_t start, end;
-	bool exec;
-};
-
-static struct {
-	bool valid;
-	uintptr_t bias;
-	const void *phdr;
-	unsigned long long adds, subs;
-	struct seg segs[MAX_SEGS];
-	int nsegs;
-	uintptr_t *addrs;
-	size_t n, cap;
-} held;
+typedef int (*read_fn)(uintptr_t addr, uint8_t *buf, size_t len);
 
 static ZydisDecoder decoder;
 
@@ -223,145 +203,6 @@ static bool takes_own_address(const struct decoded *d, uintptr_t func, size_t si
 	return false;
 }
 
-/* ---- Code addresses held in an object's memory ---- */
-
-struct find_object {
-	uintptr_t addr;
-	bool found;
-	uintptr_t bias;
-	const void *phdr;
-	unsigned long long adds, subs;
-	struct seg segs[MAX_SEGS];
-	int nsegs;
-};
-
-static int find_object_cb(struct dl_phdr_info *info, size_t size, void *arg)
-{
-	struct find_object *f = arg;
-	bool contains = false;
-
-	f->adds = info->dlpi_adds;
-	f->subs = info->dlpi_subs;
-	f->nsegs = 0;
-	for (int i = 0; i < info->dlpi_phnum; i++) {
-		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
-		uintptr_t start = info->dlpi_addr + ph->p_vaddr;
-
-		if (ph->p_type != PT_LOAD || !ph->p_memsz)
-			continue;
-		if (f->nsegs == MAX_SEGS)
-			return 0;
-		f->segs[f->nsegs++] = (struct seg){ start, start + ph->p_memsz, ph->p_flags & PF_X };
-		contains |= f->addr >= start && f->addr - start < ph->p_memsz;
-	}
-	if (!contains)
-		return 0;
-	f->found = true;
-	f->bias = info->dlpi_addr;
-	f->phdr = info->dlpi_phdr;
-	return 1;
-}
-
-static bool in_exec_segment(uint64_t v)
-{
-	for (int i = 0; i < held.nsegs; i++)
-		if (held.segs[i].exec && v >= held.segs[i].start && v < held.segs[i].end)
-			return true;
-	return false;
-}
-
-static int held_push(uintptr_t a)
-{
-	if (held.n == held.cap) {
-		size_t cap = held.cap ? held.cap * 2 : 4096;
-		uintptr_t *n = realloc(held.addrs, cap * sizeof(*n));
-
-		if (!n)
-			return -ENOMEM;
-		held.addrs = n;
-		held.cap = cap;
-	}
-	held.addrs[held.n++] = a;
-	return 0;
-}
-
-/* Every 8-byte window of [start, end), read in chunks that overlap by 7. */
-static int held_scan(uintptr_t start, uintptr_t end)
-{
-	enum { CHUNK = 64 * 1024 };
-	static uint8_t buf[CHUNK + 7];
-	uintptr_t at = start;
-
-	while (at + 8 <= end) {
-		size_t len = end - at < sizeof(buf) ? end - at : sizeof(buf);
-
-		if (kp_mem_read_nofault(at, buf, len))
-			return -EFAULT;
-		for (size_t i = 0; i + 8 <= len; i++) {
-			uint64_t v;
-
-			memcpy(&v, buf + i, 8);
-			if (in_exec_segment(v) && held_push((uintptr_t)v))
-				return -ENOMEM;
-		}
-		if (len < sizeof(buf))
-			break;
-		at += len - 7;
-	}
-	return 0;
-}
-
-/* Makes held describe the object that contains addr. */
-static int held_load(uintptr_t addr)
-{
-	struct find_object f = { .addr = addr };
-	int err = 0;
-
-	dl_iterate_phdr(find_object_cb, &f);
-	if (!f.found)
-		return -ENOENT;
-	if (held.valid && held.bias == f.bias && held.phdr == f.phdr &&
-	    held.adds == f.adds && held.subs == f.subs)
-		return 0;
-	held.valid = false;
-	held.n = 0;
-	held.bias = f.bias;
-	held.phdr = f.phdr;
-	held.adds = f.adds;
-	held.subs = f.subs;
-	memcpy(held.segs, f.segs, sizeof(f.segs));
-	held.nsegs = f.nsegs;
-	for (int i = 0; !err && i < held.nsegs; i++)
-		err = held_scan(held.segs[i].start, held.segs[i].end);
-	if (err)
-		return err;
-	qsort(held.addrs, held.n, sizeof(uintptr_t), cmp_addr);
-	held.valid = true;
-	return 0;
-}
-
-/* The held code addresses inside [func, func+size) become branch targets. */
-static const char *add_held_targets(uintptr_t func, size_t size)
-{
-	size_t a = 0, b;
-
-	if (held_load(func))
-		return "indirect jump with unknown targets";
-	b = held.n;
-	while (a < b) {
-		size_t m = (a + b) / 2;
-
-		if (held.addrs[m] < func)
-			a = m + 1;
-		else
-			b = m;
-	}
-	for (; a < held.n && held.addrs[a] - func < size; a++)
-		if ((a == 0 || held.addrs[a] != held.addrs[a - 1]) && add_target(held.addrs[a]))
-			return "out of memory";
-	return NULL;
-}
-
 static int cmp_addr(const void *a, const void *b)
 {
 	uintptr_t x = *(const uintptr_t *)a, y = *(const uintptr_t *)b;
@@ -369,7 +210,26 @@ static int cmp_addr(const void *a, const void *b)
 	return x < y ? -1 : x > y;
 }
 
-static const char *scan_function(uintptr_t func, size_t size, const uint8_t *code)
+/* Branch targets from outside the function: the direct branches of the
+ * rest of its object, and for an indirect jump the code addresses the
+ * object holds (see the top of this file).  Code in no loaded object has
+ * neither known. */
+static const char *targets_from_outside(uintptr_t func, read_fn read_code)
+{
+	int err = code_refs_into(func, func + fcache.size, CODE_REF_BRANCH, read_code, add_target);
+
+	if (err && err != -ENOENT)
+		return err == -ENOMEM ? "out of memory" : "object code unreadable";
+	if (!fcache.indirect)
+		return NULL;
+	if (fcache.own_address)
+		return "indirect jump in a function that computes its own code addresses";
+	err = code_refs_into(func, func + fcache.size, CODE_REF_HELD, read_code, add_target);
+	return err == -ENOMEM ? "out of memory" : err ? "indirect jump with unknown targets" : NULL;
+}
+
+static const char *scan_function(uintptr_t func, size_t size, const uint8_t *code,
+				 read_fn read_code)
 {
 	struct decoded *h = calloc(HISTORY, sizeof(*h));
 	const char *why = NULL;
@@ -393,16 +253,12 @@ static const char *scan_function(uintptr_t func, size_t size, const uint8_t *cod
 		off += d->in.length;
 	}
 	free(h);
-	if (!why && fcache.indirect)
-		why = fcache.own_address ?
-		      "indirect jump in a function that computes its own code addresses" :
-		      add_held_targets(func, fcache.size);
+	if (!why)
+		why = targets_from_outside(func, read_code);
 	if (fcache.ntargets)
 		qsort(fcache.targets, fcache.ntargets, sizeof(uintptr_t), cmp_addr);
 	return why;
 }
-
-typedef int (*read_fn)(uintptr_t addr, uint8_t *buf, size_t len);
 
 /* The cached analysis still describes the code around addr? */
 static bool fcache_valid(uintptr_t func, size_t size, uintptr_t addr, read_fn read_code)
@@ -437,7 +293,7 @@ static int analyse_function(uintptr_t func, size_t size, size_t pad, uintptr_t a
 	fcache.size = size;
 	/* The padding after the function is kept for choose_region but not
 	 * decoded: alignment filler need not be whole instructions. */
-	fcache.why = scan_function(func, size - pad, code);
+	fcache.why = scan_function(func, size - pad, code, read_code);
 	return 0;
 }
 
