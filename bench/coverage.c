@@ -128,7 +128,8 @@ static void analyse(struct tally *t, FILE *list)
 		}
 		count_why(t, why);
 		if (list)
-			fprintf(list, "  %-40s %5zu bytes  %s\n", f->name ? f->name : "?", f->size, why);
+			fprintf(list, "  %#14lx  %-40s %5zu bytes  %s\n", (unsigned long)f->addr,
+				f->name ? f->name : "?", f->size, why);
 	}
 }
 
