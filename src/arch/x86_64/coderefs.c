@@ -46,7 +46,7 @@ struct object {
 static struct object objects[MAX_OBJECTS];
 static unsigned long long seen_adds, seen_subs;
 static unsigned long use_clock;
-static uint8_t chunk[CHUNK + 16];
+static uint8_t *chunk;		/* CHUNK bytes while a collection is built */
 
 struct lookup {
 	uintptr_t addr;
@@ -249,12 +249,17 @@ static int build(struct object *o, enum code_ref kind,
 	int err = 0;
 
 	r->n = 0;
+	chunk = malloc(CHUNK);
+	if (!chunk)
+		return -ENOMEM;
 	for (int i = 0; !err && i < o->nsegs; i++) {
 		if (kind == CODE_REF_HELD)
 			err = scan_held(o, &o->segs[i]);
 		else if (o->segs[i].exec)
 			err = scan_branches(o, &o->segs[i], read_code);
 	}
+	free(chunk);
+	chunk = NULL;
 	if (err)
 		return err;
 	finish(r);
