@@ -6,9 +6,11 @@
  * dlopen() returns, in every thread and with either way of loading the
  * agent (LD_PRELOAD or injection) alike.
  *
- * The probe goes on the `ret` so that it can never be jump-optimized (a
- * one-byte instruction at the end of the function): only a breakpoint
- * probe honours a pre-handler's change of the instruction pointer. */
+ * Only a breakpoint probe honours a pre-handler's change of the
+ * instruction pointer, so the probe must never be jump-optimized: it has
+ * an empty post-handler, the way Kprobes documents to keep a probe that
+ * changes the execution path from being optimized (its shape is no
+ * guarantee: a 1-byte `ret` followed by padding can take a jump). */
 #include <errno.h>
 #include <link.h>
 #include <string.h>
@@ -29,6 +31,15 @@ static void on_objects_changed(void)
 	agent_session_arm_deferred();
 	agent_own_end();
 	errno = saved;
+}
+
+/* Keeps the probe a breakpoint (see the top); never runs for a redirected
+ * thread, whose pre-handler returns 1. */
+static void hook_post(struct kprobe *p, struct pt_regs *regs, unsigned long flags)
+{
+	(void)p;
+	(void)regs;
+	(void)flags;
 }
 
 static int hook_pre(struct kprobe *p, struct pt_regs *regs)
@@ -68,6 +79,7 @@ int agent_dlhook_install(void)
 	memset(&hook, 0, sizeof(hook));
 	hook.addr = (kprobe_opcode_t *)addr;
 	hook.pre_handler = hook_pre;
+	hook.post_handler = hook_post;
 	rc = register_kprobe(&hook);
 	installed = rc == 0;
 	return rc;
