@@ -231,6 +231,23 @@ __asm__(
 	"\tret\n"
 	"OPTEND opt_has_call\n"
 
+	/* opt_call_ra(a) = opt_ra_callee(a): the callee records where it
+	 * returns to, which must be opt_call_ra+6 optimized or not */
+	"OPTFN opt_call_ra\n"
+	"\tpush %rbx\n"
+	"\tcall opt_ra_callee\n"
+	"\tpop %rbx\n"
+	"\tret\n"
+	"OPTEND opt_call_ra\n"
+
+	/* a 2-byte call at the entry: it would return inside the jump.
+	 * opt_call_inside(a, fn) = fn(a) */
+	"OPTFN opt_call_inside\n"
+	"\tcall *%rsi\n"
+	"\tret\n"
+	"OPTEND opt_call_inside\n"
+	"\t.byte 0xcc, 0xcc, 0xcc, 0xcc, 0xcc, 0xcc, 0xcc, 0xcc\n"
+
 	/* a system call in the region of the entry: getpid() */
 	"OPTFN opt_has_syscall\n"
 	"\txor %eax, %eax\n"
@@ -450,6 +467,9 @@ long opt_short3n(long a);
 long opt_short3m(long a);
 long opt_short3x(long a);
 long opt_has_call(long a);
+long opt_call_inside(long a, long (*fn)(long));
+long opt_call_ra(long a);
+long opt_ra_callee(long a);
 long opt_has_syscall(void);
 long opt_loop(long a, long n);
 long opt_indjmp(long a);
@@ -528,6 +548,16 @@ static long tail_hook(long a)
 long (*opt_tail_hook)(long) = tail_hook;
 static const struct tail_type tail_type = { .fn = tail_target };
 static long (*volatile call_has_call)(long) = opt_has_call;
+static long (*volatile call_call_inside)(long, long (*)(long)) = opt_call_inside;
+static long (*volatile call_call_ra)(long) = opt_call_ra;
+
+static void *volatile ra_seen;
+
+__attribute__((noinline, used)) long opt_ra_callee(long a)
+{
+	ra_seen = __builtin_return_address(0);
+	return a * 3;
+}
 static long (*volatile call_has_syscall)(void) = opt_has_syscall;
 
 #define NORMAL(a, b) ((a) + (b) + 0x101)
@@ -882,6 +912,8 @@ Test(optimize, optimized_probes, .init = setup)
 	expect_optimized("3 bytes + int3 padding", opt_short3, light_pre);
 	expect_optimized("3 bytes + nop padding", opt_short3n, heavy_pre);
 	expect_optimized("3 bytes + multi-byte nop padding", opt_short3m, light_pre);
+	expect_optimized("push; call (the call completes the region)", opt_has_call, light_pre);
+	expect_optimized("the call alone", (char *)opt_has_call + 1, heavy_pre);
 	expect_optimized("C function with a switch", opt_switch, light_pre);
 	expect_optimized("8 doubles + 6 longs", opt_fargs, heavy_pre);
 	expect_optimized("variadic", opt_vsum, heavy_pre);
@@ -894,11 +926,12 @@ Test(optimize, optimized_probes, .init = setup)
 	cr_assert_eq(call_short3(0x100000007L), 7);
 	cr_assert_eq(call_short3n(0x100000009L), 9);
 	cr_assert_eq(call_short3m(0x10000000bL), 11);
+	cr_assert_eq(call_has_call(5), 6);
 }
 
 Test(optimize, not_optimized_probes, .init = setup)
 {
-	expect_not_optimized("call in the region", opt_has_call, "call");
+	expect_not_optimized("call returning inside the region", opt_call_inside, "call");
 	expect_not_optimized("syscall in the region", opt_has_syscall, "system call");
 	expect_not_optimized("branch target in bytes 1..4", opt_loop, "branch targets the region");
 	expect_not_optimized("indirect jump, unknown targets", opt_indjmp, "indirect jump");
@@ -906,13 +939,12 @@ Test(optimize, not_optimized_probes, .init = setup)
 	expect_not_optimized("another function jumps into the region", opt_xjump,
 			     "branch targets the region");
 	/* a probe on the call itself, and on the syscall */
-	expect_not_optimized("the call", (char *)opt_has_call + 1, "call");
 	expect_not_optimized("the syscall", (char *)opt_has_syscall + 4, "system call");
 	cr_assert_eq(call_loop(7, 6), 42);
 	cr_assert_eq(call_indjmp(5), 10);
 	cr_assert_eq(call_xjump(5), 12);
 	cr_assert_eq(call_xjump_cold(5), 12);
-	cr_assert_eq(call_has_call(5), 6);
+	cr_assert_eq(call_call_inside(5, opt_short5), 6);
 	cr_assert_eq(call_has_syscall(), getpid());
 }
 
@@ -948,6 +980,28 @@ Test(optimize, indirect_tail_calls, .init = setup)
 	unregister_kprobe(&kp);
 	cr_assert_eq(light_hits, 2000);
 	cr_assert_eq(light_bad_ip, 0);
+}
+
+/* A call that completes the region runs from the detour as "push the
+ * original return address, jump": the callee returns into the original
+ * code, after the call. */
+Test(optimize, call_completing_the_region, .init = setup)
+{
+	struct kprobe kp;
+
+	light_hits = 0;
+	init_probe(&kp, opt_call_ra, light_pre);
+	cr_assert_eq(register_kprobe(&kp), 0);
+	cr_assert(wait_opt(&kp, true, 2000), "%s", why_at((uintptr_t)opt_call_ra) ?: "?");
+	for (long i = 0; i < 1000; i++) {
+		ra_seen = NULL;
+		cr_assert_eq(call_call_ra(i), 3 * i);
+		cr_assert_eq(ra_seen, (char *)opt_call_ra + 6, "returns to %p", ra_seen);
+	}
+	cr_assert_eq(light_hits, 1000);
+	cr_assert_eq(light_bad_ip, 0);
+	unregister_kprobe(&kp);
+	cr_assert_eq(call_call_ra(7), 21);
 }
 
 static int jp_calls;

@@ -116,7 +116,7 @@ static uintptr_t common_for(bool entry, bool flags_dead, bool cont)
 }
 
 /* Copies one instruction of the region, re-targeting a RIP-relative
- * displacement or a relative jmp. */
+ * displacement or a relative jmp, emulating a final call. */
 static void emit_copied(struct xw *w, const uint8_t *bytes, size_t avail, uintptr_t pc)
 {
 	struct arch_insn ai;
@@ -130,6 +130,16 @@ static void emit_copied(struct xw *w, const uint8_t *bytes, size_t avail, uintpt
 	}
 	if (ai.klass == IC_JMP_REL) {
 		xw_jmp(w, ai.target);
+		return;
+	}
+	/* A call completing the region (optcheck.c): returns to the
+	 * original code after it. */
+	if (ai.klass == IC_CALL_REL || ai.klass == IC_CALL_IND) {
+		xw_push_return(w, pc + ai.len);
+		if (ai.klass == IC_CALL_REL)
+			xw_jmp(w, ai.target);
+		else
+			xw_call_ind_as_jmp(w, ai.bytes, ai.len, pc + ai.len);
 		return;
 	}
 	if (ai.klass == IC_JCC) {

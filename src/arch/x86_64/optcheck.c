@@ -347,8 +347,10 @@ static bool is_padding(uintptr_t addr, size_t len, read_fn read_code)
 }
 
 /* Copied instructions run from the detour: plain ones, conditional jumps
- * (re-targeted), or a ret/jmp that ends the region. */
-static const char *copyable(const uint8_t *p, size_t left, uintptr_t pc, bool last)
+ * (re-targeted), a ret/jmp that ends the region, or a call that completes
+ * it (completes: the region reaches 5 bytes with it). */
+static const char *copyable(const uint8_t *p, size_t left, uintptr_t pc, bool last,
+			    bool completes)
 {
 	struct arch_insn ai;
 	const char *why;
@@ -360,6 +362,14 @@ static const char *copyable(const uint8_t *p, size_t left, uintptr_t pc, bool la
 	/* An indirect jump ends the flow as ret does: copied as it is (a
 	 * RIP-relative operand re-targeted), it goes where it would have. */
 	if (last && (ai.klass == IC_RET || ai.klass == IC_JMP_REL || ai.klass == IC_JMP_IND))
+		return NULL;
+	/* A call that completes the region is emulated (push the original
+	 * return address, jump): the callee returns to the original code at
+	 * the region's end, outside the jump, and no thread waits in the
+	 * detour for it.  A call through memory is not: a fault in its
+	 * operand would come after the push.  A call inside the region would
+	 * return into the middle of the jump. */
+	if (completes && (ai.klass == IC_CALL_REL || (ai.klass == IC_CALL_IND && !ai.ind.is_mem)))
 		return NULL;
 	return ai.klass == IC_SYSCALL ? "system call in the region" :
 	       ai.klass == IC_CALL_REL || ai.klass == IC_CALL_IND ? "call in the region" :
@@ -388,7 +398,7 @@ static const char *choose_region(struct arch_opt *o, uintptr_t addr, uintptr_t f
 			return "undecodable instruction in the region";
 		if (o->ncopied == OPT_MAX_COPIED)
 			return "too many instructions in the region";
-		why = copyable(p, left, func + off + covered, ends_flow(&in));
+		why = copyable(p, left, func + off + covered, ends_flow(&in), covered + in.length >= 5);
 		if (why)
 			return why;
 		o->insn_orig[o->ncopied++] = (uint8_t)covered;
