@@ -143,8 +143,6 @@ static int recover_jump_table(const struct decoded *h, int n, ZydisRegister jreg
 	return 0;
 }
 
-static int cmp_addr(const void *a, const void *b);
-
 /* One instruction of the scan: collect where it can branch to. */
 static const char *scan_one(struct decoded *h, int n)
 {
