@@ -343,7 +343,7 @@ oracle() {
 		END { for (k in h) { split(k, p, SUBSEP); if (p[1] == 2) print p[2] "\t" h[2, p[2]] - h[1, p[2]] } }' \
 		"$RUNDIR/profile.before" "$RUNDIR/profile.after" | sort -n > "$CASEDIR/uprobe_counts.tsv"
 	# Our hits per point (join on the event number = line of upoints.tsv).
-	awk -F'\t' -v exclude="$KNOWN_DIFF" '
+	awk -F'\t' -v exclude="$KNOWN_DIFF" -v case_name="$NAME" '
 	FILENAME == ARGV[1] { u[$1] = $2; next }
 	FILENAME == ARGV[2] { n++; key[n] = $1 "\t" $2; idx[$1 "\t" $2] = n; next }
 	{ k = $1 "\t" $2; if (!(k in ours)) { ours[k] = $3; name[k] = $4 } }
@@ -354,7 +354,8 @@ oracle() {
 			cmp++
 			if (u[i] != ours[k]) {
 				fn = name[k]; sub(/\+0x[0-9a-f]+$/, "", fn)
-				tag = index(exclude, " " p[1] ":" fn " ") ? "KNOWN" : "DIFF"
+				tag = index(exclude, " " p[1] ":" fn " ") ||
+				      index(exclude, " " case_name "/" p[1] ":" fn " ") ? "KNOWN" : "DIFF"
 				printf "%s\t%s+0x%s\t%s\tkprobe=%s\tuprobe=%s\n", tag, p[1], p[2], name[k], ours[k], u[i]
 			}
 			if (u[i] > 0) hit++
@@ -489,7 +490,8 @@ have() {	# PACKAGE EXE: the program, or a skip message
 }
 
 # Known differences between our counts and the uprobe counts: " OBJECT:FUNCTION "
-# words (a mid-function point counts as its function).  They are not the
+# words, or " CASE/OBJECT:FUNCTION " for one program case only (a
+# mid-function point counts as its function).  They are not the
 # program's calls but the in-process agent's and libkprobes' own, or the
 # effect of their presence on libc; docs/real-programs.md has the evidence.
 # Every other difference fails the test.
@@ -523,13 +525,17 @@ KNOWN_DIFF+="libc.so.6:mmap libc.so.6:munmap libc.so.6:mremap "
 #    under uprobes in the same workload.  Excluded so that the rest runs;
 #    see docs/real-programs.md.
 KNOWN_DIFF+="python3.11:0x41f020 "
-# 6. Not the tracer's: a path in python3.11's PyUnicode_Substring (+0x1ab,
-#    where the inlined object allocator sets up a new pool) runs a varying
-#    number of times in runs of the same workload: 18836 and 18833 in two
-#    uprobe runs, 18833 and 18832 in two kprobe runs.  The allocator's
-#    pools depend on addresses (arena alignment), which differ from run
-#    to run; see docs/real-programs.md.
+# 6. Not the tracer's: a point of python3.11's PyUnicode_Substring (+0x1ab)
+#    runs a varying number of times in runs of the same workload, whoever
+#    counts: 18836, 18833 and 18596 in three uprobe runs; see
+#    docs/real-programs.md.
 KNOWN_DIFF+="python3.11:PyUnicode_Substring "
+# 7. The loader's _dl_find_object table (glibc's dl-find_object.c) grows
+#    by segments as dlopen adds objects; the agent is one more object, so
+#    the growth falls elsewhere: in the python workload, uprobes see one
+#    malloc of 2304 bytes from _dlfo_mappings_segment_allocate at the third
+#    extension-module dlopen that kprobe does not (7232 vs 7231 calls).
+KNOWN_DIFF+="python3/libc.so.6:malloc "
 
 ORACLE=1; ORACLE_WHY=""
 if [ "$(id -u)" != 0 ]; then
