@@ -18,6 +18,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -1002,6 +1003,54 @@ Test(optimize, call_completing_the_region, .init = setup)
 	cr_assert_eq(light_bad_ip, 0);
 	unregister_kprobe(&kp);
 	cr_assert_eq(call_call_ra(7), 21);
+}
+
+#define MAX_GETPID_HITS 64
+static unsigned long getpid_hits;
+static long getpid_tids[MAX_GETPID_HITS];
+
+static int count_getpid(struct kprobe *p, struct pt_regs *regs)
+{
+	unsigned long n = __atomic_fetch_add(&getpid_hits, 1, __ATOMIC_RELAXED);
+
+	if (n < MAX_GETPID_HITS)
+		getpid_tids[n] = syscall(SYS_gettid);
+	return 0;
+}
+
+static bool is_optimizer_thread(long tid)
+{
+	char path[64], comm[32] = "";
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/self/task/%ld/comm", tid);
+	f = fopen(path, "r");
+	if (!f)
+		return false;
+	if (!fgets(comm, sizeof(comm), f))
+		comm[0] = 0;
+	fclose(f);
+	return !strncmp(comm, "kprobes-opt", 11);
+}
+
+/* The optimizer thread's own libc calls are not the program's: the first
+ * probe of a process starts the thread, whose first call was getpid(). */
+Test(optimize, optimizer_thread_calls_not_counted, .init = setup)
+{
+	struct kprobe kp;
+	unsigned long n;
+
+	memset(&kp, 0, sizeof(kp));
+	kp.symbol_name = "libc.so.6:getpid";
+	kp.pre_handler = count_getpid;
+	cr_assert_eq(register_kprobe(&kp), 0);
+	cr_assert(wait_opt(&kp, true, 2000), "getpid not optimized: %s",
+		  why_at((uintptr_t)kp.addr) ?: "?");
+	n = getpid_hits < MAX_GETPID_HITS ? getpid_hits : MAX_GETPID_HITS;
+	for (unsigned long i = 0; i < n; i++)
+		cr_expect(!is_optimizer_thread(getpid_tids[i]),
+			  "hit %lu counted on the optimizer thread", i);
+	unregister_kprobe(&kp);
 }
 
 static int jp_calls;

@@ -336,14 +336,15 @@ static void sleep_ns(long ns)
 
 static void *optimizer_main(void *arg)
 {
-	pid_t me = getpid();
 	sigset_t census;
+	pid_t me;
 
 	/* Probes hit by this thread's own libc calls run no handlers: from
-	 * its first call on, or a probe on sigemptyset() would count this
-	 * thread's call as the program's. */
+	 * its first call on (getpid() included), or a probe on getpid() or
+	 * sigemptyset() would count this thread's call as the program's. */
 	if (kp_thread_current())
 		kp_thread_current()->in_handler = 1;
+	me = getpid();
 	/* Every signal of the program stays blocked here, but the census
 	 * must get an answer from this thread too. */
 	sigemptyset(&census);
