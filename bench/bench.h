@@ -15,7 +15,7 @@ void tp_on_teardown(void);
 double jl_toggle_us(void);
 
 /* coverage.c: kprobes-bench --coverage OBJECT [--list] (the unoptimized
- * functions and their reasons on stderr); bench_coverage_preloaded() runs
+ * functions, by address in the object, and their reasons on stderr); bench_coverage_preloaded() runs
  * in the coverage library preloaded into an executable. */
 int bench_coverage(const char *object, bool json, bool list);
 void bench_coverage_preloaded(void);

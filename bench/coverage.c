@@ -33,23 +33,21 @@ struct func {
 	uintptr_t addr;
 	size_t size;
 	const char *name;	/* first name seen at addr (points into the cache) */
+	uintptr_t bias;		/* the object's load bias */
 };
 
 struct tally {
 	struct func *fn;
 	size_t nfn, cap;
 	long total, ok;
+	long nfde;		/* of which known only from .eh_frame */
 	const char *why[MAX_REASONS];
 	long count[MAX_REASONS];
 	int nwhy;
 };
 
-static int collect_one(const struct ksym *sym, void *arg)
+static int push_func(struct tally *t, const struct ksym *sym)
 {
-	struct tally *t = arg;
-
-	if (!sym->size)
-		return 0;
 	if (t->nfn == t->cap) {
 		size_t cap = t->cap ? 2 * t->cap : 1024;
 		struct func *n = realloc(t->fn, cap * sizeof(*n));
@@ -59,8 +57,37 @@ static int collect_one(const struct ksym *sym, void *arg)
 		t->fn = n;
 		t->cap = cap;
 	}
-	t->fn[t->nfn++] = (struct func){ sym->addr, sym->size, sym->name };
+	t->fn[t->nfn++] = (struct func){ sym->addr, sym->size, sym->name, sym->load_bias };
 	return 0;
+}
+
+static int collect_one(const struct ksym *sym, void *arg)
+{
+	return sym->size ? push_func(arg, sym) : 0;
+}
+
+/* The functions known only from .eh_frame (a stripped executable's
+ * internal functions, .cold parts): the executable segment of the object,
+ * walked from function to function. */
+static int collect_fde_only(struct tally *t)
+{
+	struct ksym seg, k;
+	int err = 0;
+
+	if (!t->nfn || ksym_object_of(t->fn[0].addr, &seg))
+		return 0;
+	for (uintptr_t a = seg.addr; !err && a < seg.addr + seg.size;) {
+		if (ksym_lookup_addr(a, &k) || !k.size) {
+			a++;
+			continue;
+		}
+		if (k.addr == a && !k.name) {
+			err = push_func(t, &k);
+			t->nfde++;
+		}
+		a = k.addr + k.size > a ? k.addr + k.size : a + 1;
+	}
+	return err;
 }
 
 static int cmp_func(const void *a, const void *b)
@@ -79,6 +106,8 @@ static int collect(const char *object, struct tally *t)
 	size_t n = 0;
 	int err = ksym_foreach(object, "*", collect_one, t);
 
+	if (!err)
+		err = collect_fde_only(t);
 	if (err)
 		return err;
 	qsort(t->fn, t->nfn, sizeof(*t->fn), cmp_func);
@@ -128,8 +157,8 @@ static void analyse(struct tally *t, FILE *list)
 		}
 		count_why(t, why);
 		if (list)
-			fprintf(list, "  %#14lx  %-40s %5zu bytes  %s\n", (unsigned long)f->addr,
-				f->name ? f->name : "?", f->size, why);
+			fprintf(list, "  %#10lx  %-40s %5zu bytes  %s\n", (unsigned long)(f->addr - f->bias),
+				f->name ? f->name : "(.eh_frame)", f->size, why);
 	}
 }
 
@@ -151,15 +180,16 @@ static void sort_reasons(struct tally *t)
 static void report(FILE *out, const char *object, const struct tally *t, bool json)
 {
 	if (json) {
-		fprintf(out, "{\"object\":\"%s\",\"functions\":%ld,\"optimizable\":%ld,\"share\":%.4f,\"reasons\":{",
-			object, t->total, t->ok, (double)t->ok / (double)t->total);
+		fprintf(out, "{\"object\":\"%s\",\"functions\":%ld,\"eh_frame_only\":%ld,\"optimizable\":%ld,\"share\":%.4f,\"reasons\":{",
+			object, t->total, t->nfde, t->ok, (double)t->ok / (double)t->total);
 		for (int i = 0; i < t->nwhy; i++)
 			fprintf(out, "%s\"%s\":%ld", i ? "," : "", t->why[i], t->count[i]);
 		fprintf(out, "}}\n");
 		return;
 	}
-	fprintf(out, "%s: %ld of %ld function entries can be jump-optimized (%.1f%%)\n", object,
-		t->ok, t->total, 100.0 * (double)t->ok / (double)t->total);
+	fprintf(out, "%s: %ld of %ld function entries can be jump-optimized (%.1f%%; %ld with a symbol, %ld from .eh_frame only)\n",
+		object, t->ok, t->total, 100.0 * (double)t->ok / (double)t->total,
+		t->total - t->nfde, t->nfde);
 	for (int i = 0; i < t->nwhy; i++)
 		fprintf(out, "  %6ld  %s\n", t->count[i], t->why[i]);
 }
