@@ -165,6 +165,16 @@ static void finish(struct offsets *r)
 			r->v[n++] = r->v[i];
 	r->n = n;
 	r->built = true;
+	/* Kept: no more room than the unique offsets take (python3.11: 91,000
+	 * branch targets, 360 KiB). */
+	if (n && n < r->cap) {
+		uint32_t *v = realloc(r->v, n * sizeof(*v));
+
+		if (v) {
+			r->v = v;
+			r->cap = n;
+		}
+	}
 }
 
 /* Every 8-byte value, at any byte offset of the segment, that is an
