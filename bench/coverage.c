@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/auxv.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -69,12 +70,14 @@ static int collect_one(const struct ksym *sym, void *arg)
 /* The functions known only from .eh_frame (a stripped executable's
  * internal functions, .cold parts): the executable segment of the object,
  * walked from function to function. */
-static int collect_fde_only(struct tally *t)
+static int collect_fde_only(struct tally *t, uintptr_t anchor)
 {
 	struct ksym seg, k;
 	int err = 0;
 
-	if (!t->nfn || ksym_object_of(t->fn[0].addr, &seg))
+	if (t->nfn)
+		anchor = t->fn[0].addr;
+	if (!anchor || ksym_object_of(anchor, &seg))
 		return 0;
 	for (uintptr_t a = seg.addr; !err && a < seg.addr + seg.size;) {
 		if (ksym_lookup_addr(a, &k) || !k.size) {
@@ -101,13 +104,13 @@ static int cmp_func(const void *a, const void *b)
 
 /* Every function symbol of object, once per address (aliases share one
  * entry; the largest size wins, as the symbol cache's lookup does). */
-static int collect(const char *object, struct tally *t)
+static int collect(const char *object, uintptr_t anchor, struct tally *t)
 {
 	size_t n = 0;
 	int err = ksym_foreach(object, "*", collect_one, t);
 
 	if (!err)
-		err = collect_fde_only(t);
+		err = collect_fde_only(t, anchor);
 	if (err)
 		return err;
 	qsort(t->fn, t->nfn, sizeof(*t->fn), cmp_func);
@@ -194,15 +197,17 @@ static void report(FILE *out, const char *object, const struct tally *t, bool js
 		fprintf(out, "  %6ld  %s\n", t->count[i], t->why[i]);
 }
 
-/* Measures object if it is loaded here: 0, or -ENOENT (no functions). */
-static int measure_loaded(const char *object, const char *label, bool json, bool list,
-			  FILE *out)
+/* Measures object if it is loaded here: 0, or -ENOENT (no functions).
+ * anchor: an address in its code, for an object without symbols (0: none
+ * known). */
+static int measure_loaded(const char *object, uintptr_t anchor, const char *label, bool json,
+			  bool list, FILE *out)
 {
 	struct tally t;
 	int err;
 
 	memset(&t, 0, sizeof(t));
-	err = collect(object, &t);
+	err = collect(object, anchor, &t);
 	if (!err && !t.nfn)
 		err = -ENOENT;
 	if (!err) {
@@ -305,13 +310,13 @@ int bench_coverage(const char *object, bool json, bool list)
 {
 	char exe[PATH_MAX];
 
-	if (measure_loaded(object, object, json, list, stdout) == 0)
+	if (measure_loaded(object, 0, object, json, list, stdout) == 0)
 		return 0;
 	/* A library: load it here (RTLD_LAZY: nothing of it runs but its
 	 * constructors), then measure. */
 	if (dlopen(object, RTLD_LAZY | RTLD_LOCAL)) {
 		ksym_refresh();
-		if (measure_loaded(object, object, json, list, stdout) == 0)
+		if (measure_loaded(object, 0, object, json, list, stdout) == 0)
 			return 0;
 	}
 	if (find_elf_executable(object, exe, sizeof(exe)))
@@ -340,7 +345,8 @@ void bench_coverage_preloaded(void)
 	exe[len] = 0;
 	base = strrchr(exe, '/') ? strrchr(exe, '/') + 1 : exe;
 	kp_init();
-	err = measure_loaded(exe, base, strstr(mode, "json") != NULL, strstr(mode, "list") != NULL, out);
+	err = measure_loaded(exe, getauxval(AT_ENTRY), base, strstr(mode, "json") != NULL,
+			     strstr(mode, "list") != NULL, out);
 	if (err)
 		fprintf(stderr, "kprobes-bench: no functions found in %s: %s\n", exe, strerror(-err));
 	fclose(out);
