@@ -173,6 +173,50 @@ int enable_jprobe(struct jprobe *jp);
 /* Ends a jprobe entry function; does not return to its caller. */
 void jprobe_return(void) __attribute__((noreturn));
 
+/* Watchpoint probes: a handler after every access to a variable, through
+ * the processor's debug registers (perf_event_open breakpoints with
+ * synchronous SIGTRAP, Linux 5.13 or later).  Every thread of the process,
+ * present and future, is watched; a forked child is watched by its own
+ * copy, an exec'd program is not.  At most four per process (the debug
+ * registers); see docs/api.md for what a hit costs. */
+#define WPROBE_W	1	/* writes */
+#define WPROBE_RW	3	/* reads and writes */
+
+struct wprobe;
+typedef void (*wprobe_handler_t)(struct wprobe *, struct pt_regs *);
+
+struct wprobe {
+	/* What: addr, or symbol_name (+ offset) of a variable — never both;
+	 * "name" or "object:name". */
+	void *addr;
+	const char *symbol_name;
+	unsigned int offset;
+	unsigned int len;		/* 1, 2, 4 or 8; addr aligned to it */
+	unsigned int type;		/* WPROBE_W or WPROBE_RW */
+	/* Runs on the accessing thread after the access: regs->ip is the
+	 * instruction after it, the variable holds the new value. */
+	wprobe_handler_t handler;
+
+	unsigned long nmissed;		/* accesses that could not run handler */
+	unsigned int flags;		/* KPROBE_FLAG_DISABLED */
+
+	/* Private to libkprobes: do not touch. */
+	unsigned int __state;
+	void *__reserved[2];
+};
+
+/* Arms a watchpoint; on success wp->addr holds the resolved address.
+ * -EINVAL: both or neither of addr/symbol_name, a length other than 1, 2,
+ * 4 or 8, an address not aligned to it, a bad type, wp already registered;
+ * -ENOENT: unknown variable; -ENOSPC: no free debug register; -EOPNOTSUPP:
+ * no hardware breakpoints here; -EACCES: perf events forbidden
+ * (kernel.perf_event_paranoid). */
+int register_wprobe(struct wprobe *wp);
+/* No thread is watched when it returns, and the handler is not running. */
+void unregister_wprobe(struct wprobe *wp);
+int disable_wprobe(struct wprobe *wp);
+int enable_wprobe(struct wprobe *wp);
+
 /* Put fn on the blacklist: any probe inside it is refused with -EINVAL. */
 void __kprobes_blacklist_add(const void *fn);
 #define __KP_CAT2(a, b) a##b
@@ -183,7 +227,8 @@ void __kprobes_blacklist_add(const void *fn);
 	{ __kprobes_blacklist_add((const void *)(fn)); }
 
 /* The list of registered probes, one line each, as Kprobes' debugfs list:
- * "ADDRESS  TYPE  SYMBOL+0xOFF  [OBJECT]  [GONE] [DISABLED] [OPTIMIZED]".
+ * "ADDRESS  TYPE  SYMBOL+0xOFF  [OBJECT]  [GONE] [DISABLED] [OPTIMIZED]";
+ * watchpoints as "ADDRESS  w  SYMBOL+0xOFF  [OBJECT]  [W|RW]  [DISABLED]".
  * Returns 0 or a negative errno. */
 int kprobes_list(FILE *out);
 

@@ -21,6 +21,7 @@
 
 #include "core/internal.h"
 #include "core/jump_label.h"
+#include "core/wprobe.h"
 #include "elf/symbols.h"
 #include "os/linux/loader.h"
 #include "os/linux/signals.h"
@@ -54,6 +55,7 @@ static void fork_child(void)
 	kp_jl_scan_unlock();
 	ksym_after_fork_child();
 	kp_blacklist_unlock();
+	kp_wprobe_after_fork_child();
 	pthread_mutex_unlock(&kp_registry_lock);
 	kp_jl_unlock();
 	kp_optimizer_after_fork_child();

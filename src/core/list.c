@@ -2,6 +2,7 @@
 #include <errno.h>
 
 #include "core/internal.h"
+#include "core/wprobe.h"
 
 int kp_list_tracepoints(FILE *out);
 
@@ -29,6 +30,7 @@ KP_EXPORT int kprobes_list(FILE *out)
 	for (const struct kp_probepoint *pp = kp_all_probepoints; pp; pp = pp->all_next)
 		for (const struct kprobe *p = pp->probes; p; p = p->__next)
 			list_probe(out, pp, p);
+	kp_list_wprobes(out);
 	if (ferror(out))
 		err = -EIO;
 	pthread_mutex_unlock(&kp_registry_lock);

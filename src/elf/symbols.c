@@ -1046,6 +1046,126 @@ int ksym_foreach(const char *object, const char *glob,
 	return err;
 }
 
+/* ---- Variables: read from the object's file at each lookup ---- */
+
+/* Variables are looked up only when a watchpoint is registered: no cache. */
+struct data_query {
+	const char *name;	/* by name, or */
+	uintptr_t addr;		/* the variable containing addr */
+	struct ksym *out;
+	char *buf;		/* its name, by address */
+	size_t len;
+	bool found;
+};
+
+static bool is_variable(const GElf_Sym *sym)
+{
+	int type = GELF_ST_TYPE(sym->st_info);
+
+	return (type == STT_OBJECT || type == STT_COMMON) &&
+	       sym->st_shndx != SHN_UNDEF && sym->st_value;
+}
+
+static bool data_match(const struct data_query *q, const char *name, uintptr_t a, size_t size)
+{
+	if (q->name)
+		return !strcmp(name, q->name);
+	return q->addr >= a && q->addr < a + (size ? size : 1);
+}
+
+static void data_scan_section(const struct kobj *o, Elf *elf, Elf_Scn *scn,
+			      const GElf_Shdr *shdr, struct data_query *q)
+{
+	Elf_Data *data = elf_getdata(scn, NULL);
+	size_t count = shdr->sh_entsize ? shdr->sh_size / shdr->sh_entsize : 0;
+
+	for (size_t i = 1; data && i < count && !q->found; i++) {
+		const char *name;
+		GElf_Sym sym;
+
+		if (!gelf_getsym(data, (int)i, &sym) || !is_variable(&sym))
+			continue;
+		name = elf_strptr(elf, shdr->sh_link, sym.st_name);
+		if (!name || !name[0] || !data_match(q, name, sym.st_value + o->bias, sym.st_size))
+			continue;
+		fill_object(o, q->out);
+		q->out->addr = sym.st_value + o->bias;
+		q->out->size = sym.st_size;
+		if (q->buf && q->len) {
+			strncpy(q->buf, name, q->len - 1);
+			q->buf[q->len - 1] = '\0';
+		}
+		q->found = true;
+	}
+}
+
+static int data_scan(const struct kobj *o, struct data_query *q)
+{
+	struct elf_file f;
+	Elf_Scn *scn = NULL;
+	GElf_Shdr shdr;
+	int err = elf_file_open(o, &f);
+
+	if (err)
+		return err;
+	while (!q->found && (scn = elf_nextscn(f.elf, scn)))
+		if (gelf_getshdr(scn, &shdr) &&
+		    (shdr.sh_type == SHT_SYMTAB || shdr.sh_type == SHT_DYNSYM))
+			data_scan_section(o, f.elf, scn, &shdr, q);
+	elf_file_close(&f);
+	return 0;
+}
+
+static int data_lookup_locked(const char *spec, struct data_query *q)
+{
+	size_t len = spec ? object_part(spec) : 0;
+
+	for (size_t i = 0; i < nobjs && !q->found; i++) {
+		if (len && !kobj_named(objs[i], spec, len))
+			continue;
+		data_scan(objs[i], q);
+	}
+	return q->found ? 0 : -ENOENT;
+}
+
+int ksym_lookup_data(const char *spec, struct ksym *out)
+{
+	struct data_query q = { .out = out };
+	int err;
+
+	if (!spec || !out)
+		return -EINVAL;
+	pthread_mutex_lock(&cache_lock);
+	err = refresh_locked();
+	if (!err) {
+		size_t len = object_part(spec);
+
+		q.name = len ? spec + len + 1 : spec;
+		err = data_lookup_locked(spec, &q);
+	}
+	pthread_mutex_unlock(&cache_lock);
+	if (!err)
+		out->name = NULL;
+	return err;
+}
+
+int ksym_data_at(uintptr_t addr, struct ksym *out, char *name, size_t len)
+{
+	struct data_query q = { .addr = addr, .out = out, .buf = name, .len = len };
+	int err;
+
+	if (!out || !name || !len)
+		return -EINVAL;
+	pthread_mutex_lock(&cache_lock);
+	err = refresh_locked();
+	if (!err)
+		err = data_lookup_locked(NULL, &q);
+	pthread_mutex_unlock(&cache_lock);
+	if (!err)
+		out->name = name;
+	return err;
+}
+
 void ksym_refresh(void)
 {
 	pthread_mutex_lock(&cache_lock);

@@ -41,6 +41,16 @@ int ksym_lookup_unsized(uintptr_t addr, struct ksym *out);
  * or -ENOENT. */
 int ksym_object_of(uintptr_t addr, struct ksym *out);
 
+/* Resolves "name" or "object:name" to a variable (STT_OBJECT or STT_COMMON,
+ * defined, from .symtab or .dynsym), main executable first: addr, size and
+ * the object (name is left NULL).  Reads the files at each call: for
+ * registration, not for hot paths.  Returns 0, -ENOENT. */
+int ksym_lookup_data(const char *spec, struct ksym *out);
+
+/* The variable containing addr: its start, size, object, and name copied
+ * into name[len] (out->name points there).  Returns 0, -ENOENT. */
+int ksym_data_at(uintptr_t addr, struct ksym *out, char *name, size_t len);
+
 /* Calls fn for every function symbol whose name matches the glob (fnmatch) in the
  * objects matching object (NULL = all, main first); stops and returns fn's value
  * when it is non-zero. Returns 0 when all were visited. */

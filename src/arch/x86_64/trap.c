@@ -16,6 +16,8 @@
 #include "arch/x86_64/xol.h"
 #include "core/internal.h"
 #include "core/jump_label.h"
+#include "core/wprobe.h"
+#include "os/linux/hwbreak.h"
 #include "os/linux/memory.h"
 #include "os/linux/signals.h"
 #include "os/linux/threads.h"
@@ -306,6 +308,47 @@ static inline void clear_alignment_check(void)
 			 ::: "memory", "cc");
 }
 
+/* A watchpoint's trap (si_code TRAP_PERF): the access is done, the thread
+ * is at the next instruction.  True when the trap is ours (run, counted as
+ * missed, or stale), false for the program's own perf events. */
+static bool watch_trap(const siginfo_t *info, ucontext_t *uc)
+{
+	uint64_t cookie = kp_siginfo_perf_data(info);
+	struct kp_thread *t;
+	struct wprobe *wp;
+	struct pt_regs regs;
+	int e;
+
+	if (!kp_wprobe_cookie_ours(cookie))
+		return false;
+	t = kp_thread_self();
+	if (!t)
+		return true;
+	kp_read_enter(t);
+	wp = kp_wprobe_of_cookie(cookie);
+	if (!wp || (__atomic_load_n(&wp->flags, __ATOMIC_RELAXED) & KPROBE_FLAG_DISABLED))
+		goto out;
+	/* Inside a handler, or a trap the kernel could only deliver late
+	 * (SIGTRAP was blocked): the registers are not those of the access. */
+	if (t->in_handler || (kp_siginfo_perf_flags(info) & KP_TRAP_PERF_FLAG_ASYNC)) {
+		__atomic_add_fetch(&wp->nmissed, 1, __ATOMIC_RELAXED);
+		goto out;
+	}
+	if (wp->handler) {
+		/* The census sees where the program will return. */
+		kp_sigframe_push(uc);
+		regs_from_ucontext(&regs, uc);
+		e = handlers_begin(t);
+		wp->handler(wp, &regs);
+		handlers_end(t, e);
+		regs_to_ucontext(&regs, uc);
+		kp_sigframe_pop();
+	}
+out:
+	kp_read_exit(t);
+	return true;
+}
+
 static void trap_handler(int sig, siginfo_t *info, void *ctx)
 {
 	ucontext_t *uc = ctx;
@@ -329,6 +372,8 @@ static void trap_handler(int sig, siginfo_t *info, void *ctx)
 			__atomic_store_n(&t->trap_ctx, outer, __ATOMIC_RELEASE);
 			kp_read_exit(t);
 		}
+	} else if (info->si_code == TRAP_PERF) {
+		ours = watch_trap(info, uc);
 	}
 	if (!ours)
 		kp_sig_forward(sig, info, ctx);

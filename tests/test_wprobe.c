@@ -1,0 +1,522 @@
+/* Watchpoint probes: every access counted once and attributed to the
+ * instruction that made it, on every thread (those started later too);
+ * reads with WPROBE_RW; 1-, 2-, 4- and 8-byte variables; argument checks;
+ * the fifth refused; disable/enable; the list; the program's own SIGTRAP
+ * handler and perf events untouched; fork and exec; nothing left behind. */
+#include <dirent.h>
+#include <fcntl.h>
+#include <linux/hw_breakpoint.h>
+#include <linux/perf_event.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#include "testutil.h"
+
+/* The accessing instructions, each followed by a label: a watchpoint's
+ * handler sees regs->ip at that label.
+ *   kpt_wstore_a(v): mov %rdi, kpt_wvar8(%rip)   -> kpt_wstore_a_end
+ *   kpt_wstore_b(v): mov %rdi, kpt_wvar8(%rip)   -> kpt_wstore_b_end
+ *   kpt_wload():     mov kpt_wvar8(%rip), %rax   -> kpt_wload_end
+ */
+__asm__(".text\n"
+	".globl kpt_wstore_a\n.type kpt_wstore_a,@function\n"
+	"kpt_wstore_a:\n"
+	"\tmov %rdi, kpt_wvar8(%rip)\n"
+	".globl kpt_wstore_a_end\nkpt_wstore_a_end:\n"
+	"\tret\n"
+	".size kpt_wstore_a, .-kpt_wstore_a\n"
+
+	".globl kpt_wstore_b\n.type kpt_wstore_b,@function\n"
+	"kpt_wstore_b:\n"
+	"\tnop\n"
+	"\tmov %rdi, kpt_wvar8(%rip)\n"
+	".globl kpt_wstore_b_end\nkpt_wstore_b_end:\n"
+	"\tret\n"
+	".size kpt_wstore_b, .-kpt_wstore_b\n"
+
+	".globl kpt_wload\n.type kpt_wload,@function\n"
+	"kpt_wload:\n"
+	"\tmov kpt_wvar8(%rip), %rax\n"
+	".globl kpt_wload_end\nkpt_wload_end:\n"
+	"\tret\n"
+	".size kpt_wload, .-kpt_wload\n");
+
+void kpt_wstore_a(long v);
+void kpt_wstore_b(long v);
+long kpt_wload(void);
+extern char kpt_wstore_a_end[], kpt_wstore_b_end[], kpt_wload_end[];
+
+long kpt_wvar8 __attribute__((aligned(64)));
+long kpt_wother[4] __attribute__((aligned(64)));
+unsigned char kpt_wbytes[16] __attribute__((aligned(16)));
+
+static unsigned long hits_a, hits_b, hits_load, hits_other, bad_value;
+
+static void count_handler(struct wprobe *wp, struct pt_regs *regs)
+{
+	char *ip = (char *)regs->ip;
+
+	if (ip == kpt_wstore_a_end || ip == kpt_wstore_b_end) {
+		/* After the access: the new value is there. */
+		if (*(volatile long *)wp->addr != (long)regs->di)
+			__atomic_add_fetch(&bad_value, 1, __ATOMIC_RELAXED);
+		__atomic_add_fetch(ip == kpt_wstore_a_end ? &hits_a : &hits_b, 1, __ATOMIC_RELAXED);
+	} else if (ip == kpt_wload_end) {
+		__atomic_add_fetch(&hits_load, 1, __ATOMIC_RELAXED);
+	} else {
+		__atomic_add_fetch(&hits_other, 1, __ATOMIC_RELAXED);
+	}
+}
+
+static unsigned long nhits;
+
+static void plain_handler(struct wprobe *wp, struct pt_regs *regs)
+{
+	__atomic_add_fetch(&nhits, 1, __ATOMIC_RELAXED);
+}
+
+/* Registers wp, or skips the test where this system has no usable
+ * hardware breakpoints. */
+static void register_or_skip(struct wprobe *wp)
+{
+	int err = register_wprobe(wp);
+
+	if (err == -EOPNOTSUPP || err == -EACCES)
+		cr_skip_test("no hardware breakpoints with SIGTRAP here (%s): "
+			     "Linux >= 5.13, debug registers, perf_event_paranoid <= 2",
+			     err == -EACCES ? "perf_event_open not permitted" : "unsupported");
+	cr_assert_eq(err, 0, "register_wprobe: %d", err);
+}
+
+static struct wprobe var8_probe(unsigned int type)
+{
+	return (struct wprobe){ .addr = &kpt_wvar8, .len = 8, .type = type,
+				.handler = count_handler };
+}
+
+/* How many perf event descriptors the process has open. */
+static int perf_fds(void)
+{
+	DIR *d = opendir("/proc/self/fd");
+	struct dirent *e;
+	int n = 0;
+
+	cr_assert(d);
+	while ((e = readdir(d))) {
+		char path[300], target[128];
+		ssize_t len;
+
+		snprintf(path, sizeof(path), "/proc/self/fd/%s", e->d_name);
+		len = readlink(path, target, sizeof(target) - 1);
+		if (len <= 0)
+			continue;
+		target[len] = '\0';
+		if (strstr(target, "perf_event"))
+			n++;
+	}
+	closedir(d);
+	return n;
+}
+
+TestSuite(wprobe, .timeout = 20);
+
+Test(wprobe, writes_attributed_to_instruction)
+{
+	struct wprobe wp = var8_probe(WPROBE_W);
+
+	register_or_skip(&wp);
+	for (long i = 0; i < 1000; i++)
+		kpt_wstore_a(i);
+	for (long i = 0; i < 300; i++)
+		kpt_wstore_b(i + 7);
+	kpt_wload();
+	kpt_wother[0] = 5;	/* next to it, not it */
+	unregister_wprobe(&wp);
+	kpt_wstore_a(1);
+	cr_expect_eq(hits_a, 1000);
+	cr_expect_eq(hits_b, 300);
+	cr_expect_eq(hits_load, 0, "a read caught by a write watchpoint");
+	cr_expect_eq(hits_other, 0);
+	cr_expect_eq(bad_value, 0, "the handler did not see the new value");
+	cr_expect_eq(wp.nmissed, 0);
+}
+
+Test(wprobe, reads_and_writes)
+{
+	struct wprobe wp = var8_probe(WPROBE_RW);
+
+	register_or_skip(&wp);
+	for (int i = 0; i < 200; i++)
+		KEEP(kpt_wload());
+	for (long i = 0; i < 100; i++)
+		kpt_wstore_b(i);
+	unregister_wprobe(&wp);
+	cr_expect_eq(hits_load, 200);
+	cr_expect_eq(hits_b, 100);
+	cr_expect_eq(hits_other, 0);
+}
+
+#define NTHREADS 4
+#define PER_THREAD 2000
+
+static void *writer(void *arg)
+{
+	for (long i = 0; i < PER_THREAD; i++)
+		(i & 1 ? kpt_wstore_b : kpt_wstore_a)(i);
+	return arg;
+}
+
+/* Starts a writer from a thread: the grandchild must be watched too, even
+ * after its creator exited. */
+static void *spawner(void *arg)
+{
+	pthread_t t;
+
+	cr_assert_eq(pthread_create(&t, NULL, writer, NULL), 0);
+	*(pthread_t *)arg = t;
+	return NULL;
+}
+
+static pthread_barrier_t go;
+
+static void *waiting_writer(void *arg)
+{
+	pthread_barrier_wait(&go);
+	return writer(arg);
+}
+
+Test(wprobe, every_thread_present_and_future)
+{
+	struct wprobe wp = var8_probe(WPROBE_W);
+	pthread_t early[NTHREADS], late[NTHREADS], sp, grandchild;
+
+	/* Threads that exist before the registration (waiting), and threads
+	 * created after it, one by a thread that exits first. */
+	pthread_barrier_init(&go, NULL, NTHREADS + 1);
+	for (int i = 0; i < NTHREADS; i++)
+		cr_assert_eq(pthread_create(&early[i], NULL, waiting_writer, NULL), 0);
+	register_or_skip(&wp);
+	pthread_barrier_wait(&go);
+	for (int i = 0; i < NTHREADS; i++)
+		cr_assert_eq(pthread_create(&late[i], NULL, writer, NULL), 0);
+	cr_assert_eq(pthread_create(&sp, NULL, spawner, &grandchild), 0);
+	pthread_join(sp, NULL);
+	for (int i = 0; i < NTHREADS; i++) {
+		pthread_join(early[i], NULL);
+		pthread_join(late[i], NULL);
+	}
+	pthread_join(grandchild, NULL);
+	unregister_wprobe(&wp);
+	cr_expect_eq(hits_a + hits_b, (2 * NTHREADS + 1) * PER_THREAD,
+		     "a=%lu b=%lu", hits_a, hits_b);
+	cr_expect_eq(hits_a, (2 * NTHREADS + 1) * PER_THREAD / 2);
+	cr_expect_eq(hits_other, 0);
+}
+
+Test(wprobe, lengths_1_2_4_8)
+{
+	static const unsigned int lens[] = { 1, 2, 4, 8 };
+
+	for (unsigned int k = 0; k < 4; k++) {
+		unsigned int len = lens[k], off = 8;
+		struct wprobe wp = { .addr = kpt_wbytes + off, .len = len, .type = WPROBE_W,
+				     .handler = plain_handler };
+
+		nhits = 0;
+		register_or_skip(&wp);
+		/* Inside: every byte of the variable; outside: the bytes
+		 * around it. */
+		for (unsigned int b = 0; b < len; b++)
+			((volatile unsigned char *)kpt_wbytes)[off + b] = (unsigned char)b;
+		((volatile unsigned char *)kpt_wbytes)[off - 1] = 1;
+		((volatile unsigned char *)kpt_wbytes)[off + len] = 1;
+		unregister_wprobe(&wp);
+		cr_expect_eq(nhits, len, "len %u: %lu hits", len, nhits);
+	}
+}
+
+Test(wprobe, bad_arguments)
+{
+	struct wprobe wp = { .addr = &kpt_wvar8, .len = 8, .type = WPROBE_W };
+
+	wp.len = 3;
+	cr_expect_eq(register_wprobe(&wp), -EINVAL);
+	wp.len = 16;
+	cr_expect_eq(register_wprobe(&wp), -EINVAL);
+	wp.len = 4;
+	wp.addr = kpt_wbytes + 2;
+	cr_expect_eq(register_wprobe(&wp), -EINVAL, "misaligned");
+	wp.addr = &kpt_wvar8;
+	wp.type = 2;
+	cr_expect_eq(register_wprobe(&wp), -EINVAL, "type");
+	wp.type = WPROBE_W;
+	wp.symbol_name = "kpt_wvar8";
+	cr_expect_eq(register_wprobe(&wp), -EINVAL, "both addr and symbol");
+	wp.addr = NULL;
+	wp.symbol_name = NULL;
+	cr_expect_eq(register_wprobe(&wp), -EINVAL, "neither");
+	wp.symbol_name = "kpt_no_such_variable";
+	cr_expect_eq(register_wprobe(&wp), -ENOENT);
+	cr_expect_eq(register_wprobe(NULL), -EINVAL);
+	cr_expect_eq(disable_wprobe(&wp), -EINVAL, "not registered");
+	cr_expect_eq(enable_wprobe(&wp), -EINVAL, "not registered");
+	unregister_wprobe(&wp);
+}
+
+Test(wprobe, by_symbol_and_offset)
+{
+	struct wprobe wp = { .symbol_name = "kpt_wother", .offset = 16, .len = 8,
+			     .type = WPROBE_W, .handler = plain_handler };
+	volatile long *v = kpt_wother;
+
+	register_or_skip(&wp);
+	cr_expect_eq(wp.addr, &kpt_wother[2]);
+	v[1] = 1;
+	v[2] = 2;
+	v[2] = 3;
+	cr_expect_eq(register_wprobe(&wp), -EINVAL, "registered twice");
+	unregister_wprobe(&wp);
+	cr_expect_eq(nhits, 2);
+}
+
+Test(wprobe, fifth_refused)
+{
+	struct wprobe wp[5];
+	int i, err = 0;
+
+	for (i = 0; i < 5; i++) {
+		wp[i] = (struct wprobe){ .addr = &kpt_wother[i % 4], .len = 8, .type = WPROBE_W,
+					 .handler = plain_handler };
+		if (i == 4)
+			wp[i].addr = &kpt_wvar8;
+		if (i == 0)
+			register_or_skip(&wp[0]);
+		else if ((err = register_wprobe(&wp[i])))
+			break;
+	}
+	cr_expect_eq(i, 4, "the first four register");
+	cr_expect_eq(err, -ENOSPC);
+	for (int j = 0; j < i; j++)
+		unregister_wprobe(&wp[j]);
+	/* Freed: a new one fits again. */
+	cr_expect_eq(register_wprobe(&wp[4]), 0);
+	unregister_wprobe(&wp[4]);
+	cr_expect_eq(perf_fds(), 0, "descriptors left open");
+}
+
+Test(wprobe, disable_enable)
+{
+	struct wprobe wp = var8_probe(WPROBE_W);
+
+	register_or_skip(&wp);
+	kpt_wstore_a(1);
+	cr_expect_eq(disable_wprobe(&wp), 0);
+	cr_expect(wp.flags & KPROBE_FLAG_DISABLED);
+	kpt_wstore_a(2);
+	cr_expect_eq(enable_wprobe(&wp), 0);
+	kpt_wstore_a(3);
+	unregister_wprobe(&wp);
+	cr_expect_eq(hits_a, 2);
+	cr_expect_eq(wp.nmissed, 0);
+}
+
+Test(wprobe, list_lines)
+{
+	struct wprobe w = { .symbol_name = "kpt_wvar8", .len = 8, .type = WPROBE_W };
+	struct wprobe rw = { .addr = &kpt_wother[1], .len = 4, .type = WPROBE_RW };
+	char buf[4096] = "", want[256];
+	FILE *f = fmemopen(buf, sizeof(buf) - 1, "w");
+
+	register_or_skip(&w);
+	cr_assert_eq(register_wprobe(&rw), 0);
+	cr_assert_eq(disable_wprobe(&rw), 0);
+	cr_assert_eq(kprobes_list(f), 0);
+	fclose(f);
+	snprintf(want, sizeof(want), "%016lx  w  kpt_wvar8+0x0  [W]\n", (unsigned long)&kpt_wvar8);
+	cr_expect(strstr(buf, want), "want %s in:\n%s", want, buf);
+	snprintf(want, sizeof(want), "%016lx  w  kpt_wother+0x8  [RW]  [DISABLED]\n",
+		 (unsigned long)&kpt_wother[1]);
+	cr_expect(strstr(buf, want), "want %s in:\n%s", want, buf);
+	unregister_wprobe(&w);
+	unregister_wprobe(&rw);
+}
+
+Test(wprobe, unregister_leaves_nothing)
+{
+	struct wprobe wp = var8_probe(WPROBE_RW);
+	pthread_t t[3];
+
+	for (int i = 0; i < 3; i++)
+		cr_assert_eq(pthread_create(&t[i], NULL, writer, NULL), 0);
+	register_or_skip(&wp);
+	cr_expect_gt(perf_fds(), 0);
+	unregister_wprobe(&wp);
+	for (int i = 0; i < 3; i++)
+		pthread_join(t[i], NULL);
+	hits_a = hits_b = hits_load = 0;
+	kpt_wstore_a(1);
+	KEEP(kpt_wload());
+	cr_expect_eq(hits_a + hits_b + hits_load, 0);
+	cr_expect_eq(perf_fds(), 0);
+	/* Registered again with the same structure. */
+	wp.addr = &kpt_wvar8;
+	cr_expect_eq(register_wprobe(&wp), 0);
+	kpt_wstore_a(1);
+	unregister_wprobe(&wp);
+	cr_expect_eq(hits_a, 1);
+}
+
+/* The program's own SIGTRAP handler, its own int3 and its own perf
+ * breakpoint with sigtrap, next to a watchpoint of ours. */
+static volatile unsigned long prog_traps, prog_perf, prog_perf_bad;
+long kpt_prog_var __attribute__((aligned(8)));
+
+static void prog_trap(int sig, siginfo_t *info, void *ctx)
+{
+	if (info->si_code == 6 /* TRAP_PERF */) {
+		if (*(uint64_t *)((char *)info + 24) == 0x5eed)
+			prog_perf++;
+		else
+			prog_perf_bad++;
+	} else {
+		prog_traps++;
+	}
+}
+
+Test(wprobe, program_sigtrap_and_perf_events)
+{
+	struct wprobe wp = var8_probe(WPROBE_W);
+	struct sigaction sa = { .sa_sigaction = prog_trap, .sa_flags = SA_SIGINFO };
+	struct perf_event_attr a = { 0 };
+	long fd;
+
+	cr_assert_eq(sigaction(SIGTRAP, &sa, NULL), 0);
+	register_or_skip(&wp);
+	a.size = sizeof(a);
+	a.type = PERF_TYPE_BREAKPOINT;
+	a.bp_type = HW_BREAKPOINT_W;
+	a.bp_addr = (unsigned long)&kpt_prog_var;
+	a.bp_len = 8;
+	a.sample_period = 1;
+	a.sigtrap = 1;
+	a.remove_on_exec = 1;
+	a.exclude_kernel = 1;
+	a.sig_data = 0x5eed;
+	fd = syscall(SYS_perf_event_open, &a, 0, -1, -1, PERF_FLAG_FD_CLOEXEC);
+	cr_assert_geq(fd, 0, "the program's own perf event");
+	for (int i = 0; i < 50; i++) {
+		*(volatile long *)&kpt_prog_var = i;
+		kpt_wstore_a(i);
+	}
+	__asm__ volatile("int3");
+	close((int)fd);
+	unregister_wprobe(&wp);
+	cr_expect_eq(prog_perf, 50);
+	cr_expect_eq(prog_perf_bad, 0);
+	cr_expect_eq(prog_traps, 1);
+	cr_expect_eq(hits_a, 50);
+}
+
+/* A watchpoint hit inside a handler is missed, not run. */
+static void nesting_handler(struct wprobe *wp, struct pt_regs *regs)
+{
+	__atomic_add_fetch(&nhits, 1, __ATOMIC_RELAXED);
+	kpt_wstore_b(99);
+}
+
+Test(wprobe, hit_in_handler_missed)
+{
+	struct wprobe wp = { .addr = &kpt_wvar8, .len = 8, .type = WPROBE_W,
+			     .handler = nesting_handler };
+
+	register_or_skip(&wp);
+	kpt_wstore_a(1);
+	kpt_wstore_a(2);
+	unregister_wprobe(&wp);
+	cr_expect_eq(nhits, 2);
+	cr_expect_eq(wp.nmissed, 2);
+}
+
+/* fork: the child is watched by its own copy; the parent's count is its own. */
+Test(wprobe, fork_child_watched)
+{
+	struct wprobe wp = { .addr = &kpt_wvar8, .len = 8, .type = WPROBE_W,
+			     .handler = plain_handler };
+	pid_t pid;
+	int status;
+
+	register_or_skip(&wp);
+	pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		for (long i = 0; i < 10; i++)
+			kpt_wstore_a(i);
+		unregister_wprobe(&wp);
+		kpt_wstore_a(0);
+		_exit((int)nhits);
+	}
+	cr_assert_eq(waitpid(pid, &status, 0), pid);
+	kpt_wstore_a(1);
+	unregister_wprobe(&wp);
+	cr_expect(WIFEXITED(status), "child status %#x", status);
+	cr_expect_eq(WEXITSTATUS(status), 10);
+	cr_expect_eq(nhits, 1);
+}
+
+/* exec: the new program starts unwatched.  It writes to the same address
+ * (a fixed mapping): a breakpoint left there would kill it by SIGTRAP. */
+#define FIXED_ADDR ((void *)0x2badd0000000UL)
+
+__attribute__((constructor)) static void exec_child(void)
+{
+	const char *e = getenv("KPT_WPROBE_EXEC");
+	volatile long *v;
+
+	if (!e)
+		return;
+	v = mmap(FIXED_ADDR, 4096, PROT_READ | PROT_WRITE,
+		 MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+	if (v != FIXED_ADDR)
+		_exit(3);
+	for (int i = 0; i < 100; i++)
+		v[0] = i;
+	_exit(42);
+}
+
+Test(wprobe, exec_unwatched)
+{
+	void *m = mmap(FIXED_ADDR, 4096, PROT_READ | PROT_WRITE,
+		       MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+	struct wprobe wp = { .addr = FIXED_ADDR, .len = 8, .type = WPROBE_W,
+			     .handler = plain_handler };
+	pid_t pid;
+	int status;
+
+	cr_assert_eq(m, FIXED_ADDR);
+	register_or_skip(&wp);
+	pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		char *argv[] = { "exec-child", NULL };
+
+		/* The watchpoint is armed in this child first. */
+		*(volatile long *)FIXED_ADDR = 1;
+		if (nhits != 1)
+			_exit(4);
+		setenv("KPT_WPROBE_EXEC", "1", 1);
+		execv("/proc/self/exe", argv);
+		_exit(5);
+	}
+	cr_assert_eq(waitpid(pid, &status, 0), pid);
+	unregister_wprobe(&wp);
+	cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 42,
+		  "exec'd child: status %#x", status);
+}
