@@ -26,6 +26,9 @@
  * that reads one register from pt_regs (the complete struct is built);
  * o_mid_vec a mid-function handler that uses vector registers; ro_regs is
  * ro with a return handler that reads the return value from pt_regs.
+ * watch: a watchpoint probe (register_wprobe, empty handler) on a variable
+ * the loop writes: ns per caught write (a debug-register trap, the perf
+ * event's SIGTRAP, the handler), to compare with int3.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -672,6 +675,33 @@ out:
 	return NULL;
 }
 
+/* ---- watch: a watchpoint probe on a variable the loop writes ---- */
+
+static long watched __attribute__((aligned(8)));
+static struct wprobe wprobe_bench;
+
+static void empty_watch(struct wprobe *wp, struct pt_regs *regs)
+{
+}
+
+static void loop_watch(long n)
+{
+	for (long i = 0; i < n; i++)
+		*(volatile long *)&watched = i;
+}
+
+static int watch_setup(void)
+{
+	wprobe_bench = (struct wprobe){ .addr = &watched, .len = sizeof(watched),
+					.type = WPROBE_W, .handler = empty_watch };
+	return register_wprobe(&wprobe_bench);
+}
+
+static void watch_teardown(void)
+{
+	unregister_wprobe(&wprobe_bench);
+}
+
 /* ---- rows ---- */
 
 struct row {
@@ -708,6 +738,7 @@ static struct row rows[] = {
 	{ .name = "jl_off", .loop = loop_jl, .setup = NULL, .teardown = NULL },
 	{ .name = "jl_on", .loop = loop_jl, .setup = jl_on_setup, .teardown = jl_on_teardown },
 	{ .name = "tp_on", .loop = loop_tp, .setup = tp_on_setup, .teardown = tp_on_teardown },
+	{ .name = "watch", .loop = loop_watch, .setup = watch_setup, .teardown = watch_teardown },
 };
 #define NROWS ((int)(sizeof(rows) / sizeof(rows[0])))
 
@@ -901,6 +932,8 @@ static void print_text(const struct key *keys, int nkeys)
 		printf("rb/int3 = %.2f   (target <= 1.2)\n", value("rb") / int3);
 	if (!isnan(value("r")) && !isnan(int3))
 		printf("r/int3 = %.2f   (target <= 2.3)\n", value("r") / int3);
+	if (!isnan(value("watch")) && !isnan(int3))
+		printf("watch/int3 = %.2f   (target <= 1.5)\n", value("watch") / int3);
 	if (!isnan(value("o_mid")) && !isnan(value("xsave")))
 		printf("o_mid - xsave = %.1f ns   (target <= 10)\n", value("o_mid") - value("xsave"));
 	if (!isnan(value("jl_off")) && !isnan(value("empty")))
@@ -993,6 +1026,7 @@ int main(int argc, char **argv)
 		{ "jl_off", value("jl_off"), row("jl_off")->note, true },
 		{ "jl_on", value("jl_on"), row("jl_on")->note, true },
 		{ "tp_on", value("tp_on"), row("tp_on")->note, true },
+		{ "watch", value("watch"), row("watch")->note, true },
 		{ "register_10k_ms", reg_ms, note10k, false },
 		{ "unregister_10k_ms", unreg_ms, note10k, false },
 		{ "agg_100k_reg_ms", same_reg_ms, same_note, false },
