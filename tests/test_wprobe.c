@@ -56,7 +56,7 @@ extern char kpt_wstore_a_end[], kpt_wstore_b_end[], kpt_wload_end[];
 
 long kpt_wvar8 __attribute__((aligned(64)));
 long kpt_wother[4] __attribute__((aligned(64)));
-unsigned char kpt_wbytes[16] __attribute__((aligned(16)));
+unsigned char kpt_wbytes[32] __attribute__((aligned(16)));
 
 static unsigned long hits_a, hits_b, hits_load, hits_other, bad_value;
 
