@@ -58,6 +58,7 @@ struct agent_session {
 	int nprobes, cap;
 	struct agent_deferred *deferred;
 	int ndeferred;
+	struct agent_watch *watch;	/* a watch session's watchpoint */
 };
 
 /* The session lock: the control thread and the dlopen hook both change the
@@ -103,6 +104,16 @@ int agent_dlhook_install(void);
 void agent_dlhook_remove(void);
 /* The hook's probe address (hidden from the list), 0 when not installed. */
 uintptr_t agent_dlhook_address(void);
+
+/* agent_watch.c: a watch session watches its variable instead of probing
+ * (config "watch"): start all or nothing, and stop. */
+struct agent_fail;
+int agent_watch_start(struct agent_session *s, struct agent_fail *f);
+void agent_watch_stop(struct agent_session *s);
+/* Records one access (agent_hit.c): counted under desc, or traced with
+ * the old and new value. */
+void agent_watch_record(struct agent_session *s, uint32_t desc, uint64_t old_value,
+			uint64_t new_value);
 
 /* agent_server.c: the control socket. */
 int agent_server_start(void);

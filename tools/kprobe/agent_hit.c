@@ -398,6 +398,37 @@ static inline __attribute__((always_inline)) int on_entry(struct kprobe *p, stru
 	return 0;
 }
 
+void agent_watch_record(struct agent_session *s, uint32_t desc, uint64_t old_value,
+			uint64_t new_value)
+{
+	const uint32_t len = sizeof(struct kps_event) + 2 * 8;
+	struct kps_event *ev;
+	uint64_t head;
+	int ring;
+
+	if (silent(s))
+		return;
+	ring = thread_ring(s);
+	if (s->cfg.action == ACT_COUNT) {
+		counter_add(s, ring, desc);
+		return;
+	}
+	ev = ring < 0 ? NULL : ring_reserve(s, ring, len, &head);
+	if (!ev) {
+		count_lost(s, ring);
+		return;
+	}
+	ev->type = EV_ENTRY;
+	ev->nvals = 2;
+	ev->desc = desc;
+	ev->reserved = 0;
+	ev->time_ns = stamp(s->time_tsc);
+	ev->vals[0] = old_value;
+	ev->vals[1] = new_value;
+	ev->size = len;
+	ring_commit(s, ring, head, len);
+}
+
 /* What a return instance remembers from the entry. */
 struct return_data {
 	uint64_t entry_time;		/* stamp() */

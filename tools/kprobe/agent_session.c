@@ -227,9 +227,13 @@ int agent_session_start(const char *config, int shm_fd, bool follower, char *err
 	}
 	s->gen = __atomic_fetch_add(&next_gen, 1, __ATOMIC_RELAXED);
 	setup_clock(s);
-	rc = resolve_all(s, &pts, &f);
-	if (!rc)
-		rc = agent_register_first(s, &pts, &f);
+	if (s->cfg.watch_len) {
+		rc = agent_watch_start(s, &f);
+	} else {
+		rc = resolve_all(s, &pts, &f);
+		if (!rc)
+			rc = agent_register_first(s, &pts, &f);
+	}
 	if (!rc && s->ndeferred && agent_dlhook_install())
 		rc = agent_fail(&f, 1, -ENOSYS, "cannot watch for objects loaded later "
 				"(no _dl_debug_state in the dynamic loader)");
@@ -283,6 +287,7 @@ void agent_session_stop(void)
 	s = agent_session;
 	if (s) {
 		agent_dlhook_remove();
+		agent_watch_stop(s);
 		agent_unregister_probes(s->probes, s->nprobes);
 		flush_locked(s);
 		agent_session = NULL;

@@ -14,7 +14,8 @@
 #define EXIT_FAIL	1	/* any other failure */
 #define EXIT_BAD	2	/* a bad probe, option, PID or usage */
 
-enum cli_cmd { CMD_TRACE, CMD_COUNT, CMD_LATENCY, CMD_LIST, CMD_ENABLE, CMD_DISABLE,
+/* The commands that start a session come first (up to CMD_WATCH). */
+enum cli_cmd { CMD_TRACE, CMD_COUNT, CMD_LATENCY, CMD_WATCH, CMD_LIST, CMD_ENABLE, CMD_DISABLE,
 	       CMD_OPTIMIZE };
 enum out_format { FMT_TEXT, FMT_JSON, FMT_CHROME };
 
@@ -33,6 +34,8 @@ struct cli_opts {
 	bool optimize_on;		/* optimize on|off */
 	const char *list_object;	/* list OBJECT [GLOB]: functions, not probes */
 	const char *list_glob;
+	unsigned int watch_len;		/* watch: the variable's length, 0: not watch */
+	bool watch_rw;			/* watch --rw */
 };
 
 /* Prints "kprobe: MESSAGE" on stderr and exits with status. */

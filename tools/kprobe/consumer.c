@@ -9,6 +9,7 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* A copied event is preceded by the owner of its ring (pid << 32 | tid). */
 struct copied {
@@ -125,18 +126,51 @@ static size_t copy_ring(struct consumer *c, uint32_t i, size_t budget)
 
 static bool desc_valid(const struct consumer *c, const struct kps_desc *d)
 {
-	return d->kind >= DESC_ENTRY && d->kind <= DESC_TRACEPOINT && d->spec < c->opts->nspecs;
+	return d->kind >= DESC_ENTRY && d->kind <= DESC_WATCH && d->spec < c->opts->nspecs;
+}
+
+/* An accessing instruction the agent has not named yet: shown by its
+ * address (the instruction after it), and read again next time. */
+static bool provisional_name(struct kps_desc *d)
+{
+	if (d->kind != DESC_WATCH || d->name[0])
+		return false;
+	snprintf(d->name, sizeof(d->name), "0x%lx>", (unsigned long)d->addr);
+	return true;
+}
+
+/* The agent names an accessing instruction within milliseconds of its
+ * first access: worth waiting for once, rather than printing an address. */
+#define WATCH_NAME_WAIT_NS 100000000ull
+
+static char wait_for_name(const struct kps_desc *src)
+{
+	unsigned long long until = cli_now_ns() + WATCH_NAME_WAIT_NS;
+	struct timespec pause = { 0, 1000000 };
+	char first;
+
+	while (!(first = __atomic_load_n(&src->name[0], __ATOMIC_ACQUIRE)) &&
+	       __atomic_load_n(&src->kind, __ATOMIC_RELAXED) == DESC_WATCH && cli_now_ns() < until)
+		nanosleep(&pause, NULL);
+	return first;
 }
 
 const struct kps_desc *consumer_desc(struct consumer *c, uint64_t id)
 {
 	const struct kps_desc *src;
 	struct kps_desc *d;
+	bool seen;
+	char first;
 
 	if (id >= KPS_MAX_PROBES)
 		return NULL;
-	if (c->descs && c->descs[id])
+	seen = c->descs && c->descs[id];
+	if (c->descs && c->descs[id] && !c->descs[id]->ready)
+		free(c->descs[id]);	/* provisional: read it again */
+	else if (c->descs && c->descs[id])
 		return c->descs[id];
+	if (c->descs)
+		c->descs[id] = NULL;
 	src = &c->map->desc[id];
 	if (!__atomic_load_n(&src->ready, __ATOMIC_ACQUIRE))
 		return NULL;
@@ -145,19 +179,24 @@ const struct kps_desc *consumer_desc(struct consumer *c, uint64_t id)
 	d = c->descs ? malloc(sizeof(*d)) : NULL;
 	if (!d)
 		return NULL;
+	/* An agent's name is complete once its first byte is there; an
+	 * accessing instruction's address is final then too. */
+	first = seen ? __atomic_load_n(&src->name[0], __ATOMIC_ACQUIRE) : wait_for_name(src);
 	d->addr = __atomic_load_n(&src->addr, __ATOMIC_RELAXED);
 	d->missed = 0;
 	d->pid = __atomic_load_n(&src->pid, __ATOMIC_RELAXED);
 	d->spec = __atomic_load_n(&src->spec, __ATOMIC_RELAXED);
 	d->kind = __atomic_load_n(&src->kind, __ATOMIC_RELAXED);
 	d->ready = 1;
-	consumer_copy_text(d->name, sizeof(d->name), src->name, sizeof(src->name));
+	consumer_copy_text(d->name, sizeof(d->name), src->name, first ? sizeof(src->name) : 0);
 	consumer_copy_text(d->object, sizeof(d->object), src->object, sizeof(src->object));
 	consumer_copy_text(d->args, sizeof(d->args), src->args, sizeof(src->args));
 	if (!desc_valid(c, d)) {
 		free(d);
 		return NULL;
 	}
+	if (provisional_name(d))
+		d->ready = 0;
 	c->descs[id] = d;
 	return d;
 }

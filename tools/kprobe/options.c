@@ -10,13 +10,13 @@
 
 static const char *const commands[] = {
 	[CMD_TRACE] = "trace", [CMD_COUNT] = "count", [CMD_LATENCY] = "latency",
-	[CMD_LIST] = "list", [CMD_ENABLE] = "enable", [CMD_DISABLE] = "disable",
+	[CMD_WATCH] = "watch", [CMD_LIST] = "list", [CMD_ENABLE] = "enable", [CMD_DISABLE] = "disable",
 	[CMD_OPTIMIZE] = "optimize",
 };
 
 static const char *const long_options[] = {
 	"--output", "--format", "--duration", "--pid", "--follow", "--zeros", "--help",
-	"--version",
+	"--version", "--rw", "--count", "--stack",
 };
 
 #ifndef KPROBE_VERSION
@@ -34,6 +34,7 @@ void cli_usage(FILE *f)
 	fputs("usage: kprobe trace   [OPTIONS] PROBE...  (-- COMMAND [ARG...] | -p PID)\n"
 	      "       kprobe count   [OPTIONS] PROBE...  (-- COMMAND [ARG...] | -p PID)\n"
 	      "       kprobe latency [OPTIONS] FUNCTION  (-- COMMAND [ARG...] | -p PID)\n"
+	      "       kprobe watch   [OPTIONS] VARIABLE [--rw] [--count]  (-- COMMAND | -p PID)\n"
 	      "       kprobe list    -p PID\n"
 	      "       kprobe list    [-p PID] OBJECT|GLOB [GLOB]   (functions; or kprobe -l)\n"
 	      "       kprobe enable|disable   -p PID\n"
@@ -41,6 +42,7 @@ void cli_usage(FILE *f)
 	      "\n"
 	      "PROBE: [OBJECT:]SYMBOL[+OFFSET][%return] [ARG...] | [OBJECT:]0xADDRESS | FILE.c:LINE\n"
 	      "       | tp:PROVIDER:NAME [ARG...]   (a static tracepoint)\n"
+	      "VARIABLE: [OBJECT:]SYMBOL[+OFFSET][:LEN] | 0xADDRESS[:LEN]   LEN: 1 2 4 8 (8)\n"
 	      "ARG:   [NAME=]arg1..arg6|retval[:TYPE]   TYPE: u64 s64 x64 u32 s32 u16 s16 u8 s8\n"
 	      "       string f64 (argN:f64, arg1..arg8: the N-th floating-point argument)\n"
 	      "\n"
@@ -51,6 +53,8 @@ void cli_usage(FILE *f)
 	      "  -p, --pid PID              attach to a running process\n"
 	      "  -f, --follow               follow forks and execs of the command\n"
 	      "  -z, --zeros                count: also list the probes with no hits\n"
+	      "      --rw                   watch: reads too, not only writes\n"
+	      "      --count                watch: accesses per instruction, not each one\n"
 	      "  -h, --help                 this help\n"
 	      "      --version              the version\n", f);
 }
@@ -189,6 +193,56 @@ static void add_probe_word(struct cli_opts *o, const char *word)
 	o->nspecs++;
 }
 
+/* The :LEN suffix of a watched variable (1, 2, 4 or 8; 8 without). */
+static unsigned int watch_length(char *word)
+{
+	char *colon = strrchr(word, ':');
+
+	if (!colon || !colon[1] || strspn(colon + 1, "0123456789") != strlen(colon + 1))
+		return 8;
+	if (colon[2] || !strchr("1248", colon[1]))
+		bad("bad length '%s' for watch (1, 2, 4 or 8)", colon + 1);
+	*colon = '\0';
+	return (unsigned int)(colon[1] - '0');
+}
+
+/* watch VARIABLE: one, a symbol (no glob, no %return) or an address; the
+ * trace shows each access's old and new value as two arguments. */
+static void add_watch_word(struct cli_opts *o, const char *word)
+{
+	struct probe_spec *s = &o->specs[0];
+	char loc[SPEC_TEXT_MAX], err[600];
+
+	if (o->nspecs)
+		bad("watch takes one variable, not also '%s'", word);
+	snprintf(loc, sizeof(loc), "%s", word);
+	o->watch_len = watch_length(loc);
+	if (spec_parse_location(loc, s, err, sizeof(err)))
+		bad("%s", err);
+	if ((s->kind != SPEC_SYMBOL && s->kind != SPEC_ADDRESS) || s->is_return ||
+	    spec_is_glob(s) || !loc[0])
+		bad("watch takes a variable ([OBJECT:]SYMBOL[+OFFSET][:LEN] or 0xADDRESS[:LEN]), "
+		    "not '%s'", word);
+	spec_format(s);
+	o->nspecs = 1;
+}
+
+/* Old and new value as the trace's two arguments (the count has none). */
+static void finish_watch(struct cli_opts *o)
+{
+	static const char *const names[] = { "old=arg1:x64", "new=arg2:x64" };
+	char err[600];
+
+	if (!o->nspecs)
+		bad("watch needs a variable; see kprobe --help");
+	if (o->action == ACT_COUNT)
+		return;
+	for (int i = 0; i < 2; i++)
+		if (spec_add_arg(&o->specs[0], names[i], err, sizeof(err)))
+			bad("%s", err);
+	spec_format(&o->specs[0]);
+}
+
 /* list [OBJECT] [GLOB]: one word is the object (or, with -p, a glob if no
  * loaded object has that name), two are the object and the glob. */
 static void add_list_word(struct cli_opts *o, const char *word)
@@ -230,6 +284,12 @@ static void parse_words(int argc, char **argv, int first, struct cli_opts *o,
 			o->follow = true;
 		} else if (!strcmp(a, "-z") || !strcmp(a, "--zeros")) {
 			o->zeros = true;
+		} else if (o->cmd == CMD_WATCH && !strcmp(a, "--rw")) {
+			o->watch_rw = true;
+		} else if (o->cmd == CMD_WATCH && !strcmp(a, "--count")) {
+			o->action = ACT_COUNT;
+		} else if (o->cmd == CMD_WATCH && !strcmp(a, "--stack")) {
+			bad("watch --stack is not available yet");
 		} else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
 			cli_usage(stdout);
 			exit(0);
@@ -243,6 +303,8 @@ static void parse_words(int argc, char **argv, int first, struct cli_opts *o,
 			add_list_word(o, a);
 		} else if (o->cmd >= CMD_LIST) {
 			bad("unexpected '%s' for %s", a, commands[o->cmd]);
+		} else if (o->cmd == CMD_WATCH) {
+			add_watch_word(o, a);
 		} else {
 			add_probe_word(o, a);
 		}
@@ -261,7 +323,7 @@ static void check_probe_command(struct cli_opts *o)
 		bad("give either a command after '--' or -p PID, not both");
 	if (o->format == FMT_CHROME && o->cmd != CMD_TRACE)
 		bad("--format chrome is for trace only");
-	if (o->zeros && o->cmd != CMD_COUNT)
+	if (o->zeros && o->action != ACT_COUNT)
 		bad("-z (--zeros) is for count only");
 	if (o->cmd == CMD_COUNT)
 		for (int i = 0; i < o->nspecs; i++)
@@ -298,9 +360,12 @@ void cli_parse(int argc, char **argv, struct cli_opts *o)
 	/* -l: list, as bpftrace -l lists what can be probed. */
 	o->cmd = !strcmp(argv[1], "-l") || !strcmp(argv[1], "--list") ? CMD_LIST :
 									   parse_command(argv[1]);
-	o->action = o->cmd == CMD_TRACE ? ACT_TRACE : o->cmd == CMD_COUNT ? ACT_COUNT : ACT_LATENCY;
+	o->action = o->cmd == CMD_TRACE || o->cmd == CMD_WATCH ? ACT_TRACE :
+		    o->cmd == CMD_COUNT ? ACT_COUNT : ACT_LATENCY;
 	parse_words(argc, argv, 2, o, &knob);
-	if (o->cmd <= CMD_LATENCY) {
+	if (o->cmd == CMD_WATCH)
+		finish_watch(o);
+	if (o->cmd <= CMD_WATCH) {
 		check_probe_command(o);
 		return;
 	}

@@ -33,6 +33,9 @@ char *config_format(const struct session_config *cfg)
 		      action_name(cfg->action), cfg->follow ? 1 : 0);
 	for (int i = 0; i < cfg->nspecs; i++)
 		p += snprintf(p, cap - (size_t)(p - buf), "probe %s\n", cfg->specs[i].text);
+	if (cfg->watch_len)
+		snprintf(p, cap - (size_t)(p - buf), "watch %u %s\n", cfg->watch_len,
+			 cfg->watch_rw ? "rw" : "w");
 	return buf;
 }
 
@@ -68,6 +71,19 @@ static int config_line(char *line, struct session_config *cfg, char *err, size_t
 	}
 	if (!strcmp(line, "follow")) {
 		cfg->follow = atoi(val) != 0;
+		return 0;
+	}
+	if (!strcmp(line, "watch")) {
+		char type[4];
+		unsigned int len;
+
+		if (sscanf(val, "%u %3s", &len, type) != 2 || (len != 1 && len != 2 && len != 4 &&
+		    len != 8) || (strcmp(type, "w") && strcmp(type, "rw"))) {
+			snprintf(err, errlen, "bad watch item '%.40s'", val);
+			return -EINVAL;
+		}
+		cfg->watch_len = len;
+		cfg->watch_rw = !strcmp(type, "rw");
 		return 0;
 	}
 	if (!strcmp(line, "probe")) {

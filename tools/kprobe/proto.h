@@ -32,6 +32,8 @@
  * The session config (also passed to a launched command's agent in the
  * environment variable KPROBE_AGENT_CONFIG) is one item per line:
  *   shm fd:N|passed / action trace|count|latency / follow 0|1 / probe SPEC
+ *   / watch LEN w|rw   (a watch session: SPEC is the variable, watched
+ *                       by a watchpoint probe instead of probed)
  * where "shm" names the session memory's descriptor: N, inherited by a
  * launched command, or the one passed with the ARM request (SCM_RIGHTS). */
 #ifndef KPROBE_PROTO_H
@@ -56,6 +58,8 @@ struct session_config {
 	bool follow;
 	int nspecs;
 	struct probe_spec *specs;	/* nspecs entries, malloc'd */
+	unsigned int watch_len;		/* 0: not a watch session */
+	bool watch_rw;			/* reads too */
 };
 
 /* Serializes cfg; returns a malloc'd string or NULL. */

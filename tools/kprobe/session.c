@@ -277,6 +277,8 @@ char *session_config(const struct session *s)
 		.follow = s->opts->follow,
 		.nspecs = s->opts->nspecs,
 		.specs = s->opts->specs,
+		.watch_len = s->opts->watch_len,
+		.watch_rw = s->opts->watch_rw,
 	};
 
 	snprintf(cfg.shm, sizeof(cfg.shm), "%s", s->shm_ref);

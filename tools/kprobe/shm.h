@@ -89,7 +89,10 @@ struct kps_header {
 	uint64_t tsc_base, ns_base;
 };
 
-enum kps_desc_kind { DESC_ENTRY = 1, DESC_RETURN, DESC_TRACEPOINT };
+/* DESC_WATCH: a watched variable (the first descriptor of a watch
+ * session) or an instruction that accessed it (addr: the instruction after
+ * it; the agent names it, name[0] written last: empty until then). */
+enum kps_desc_kind { DESC_ENTRY = 1, DESC_RETURN, DESC_TRACEPOINT, DESC_WATCH };
 
 struct kps_desc {
 	uint64_t addr;
