@@ -118,9 +118,12 @@ static uint32_t ip_desc(struct agent_watch *w, uint64_t ip)
 static void on_access(struct wprobe *wp, struct pt_regs *regs)
 {
 	struct agent_watch *w = container_of(wp, struct agent_watch, wp);
-	uint64_t now = read_value(wp->addr, w->len);
-	uint64_t old = __atomic_exchange_n(&w->last, now, __ATOMIC_ACQ_REL);
+	uint64_t now, old;
 
+	if (agent_on_own_thread())
+		return;		/* the agent's, not the program's */
+	now = read_value(wp->addr, w->len);
+	old = __atomic_exchange_n(&w->last, now, __ATOMIC_ACQ_REL);
 	agent_watch_record(w->s, ip_desc(w, regs->ip), old, now);
 }
 
@@ -284,13 +287,14 @@ int agent_watch_start(struct agent_session *s, struct agent_fail *f)
 		w->wp.symbol_name = symbol;
 		w->wp.offset = (unsigned int)spec->offset;
 	}
-	/* The value before the first access: that access's "old". */
 	rc = register_wprobe(&w->wp);
 	w->wp.symbol_name = NULL;
 	if (rc) {
 		rc = register_failure(spec, rc, f);
 		goto fail;
 	}
+	/* The value before the first access: that access's "old" (read
+	 * here, the agent's own access is not reported). */
 	__atomic_store_n(&w->last, read_value(w->wp.addr, w->len), __ATOMIC_RELEASE);
 	s->map.desc[w->var_desc].addr = (uint64_t)(uintptr_t)w->wp.addr;
 	__atomic_store_n(&s->map.desc[w->var_desc].ready, 1, __ATOMIC_RELEASE);

@@ -1,0 +1,243 @@
+/* End-to-end tests of kprobe watch on tests/cli/cli_watch: every access
+ * counted and attributed to its instruction, launched and attached, with
+ * old and new values; bad input refused with one line and status 2. */
+#include <criterion/criterion.h>
+#include <dirent.h>
+#include <limits.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static char kprobe[PATH_MAX + 16];
+static char prog[PATH_MAX + 32];
+
+static void init_paths(void)
+{
+	char dir[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", dir, sizeof(dir) - 1);
+
+	cr_assert(n > 0);
+	dir[n] = '\0';
+	for (int i = 0; i < 2; i++)	/* build/tests/test_cli_watch -> build */
+		*strrchr(dir, '/') = '\0';
+	snprintf(kprobe, sizeof(kprobe), "%s/kprobe", dir);
+	snprintf(prog, sizeof(prog), "%s/tests/cli/cli_watch", dir);
+}
+
+TestSuite(cli_watch, .init = init_paths, .timeout = 30);
+
+struct run {
+	int status;
+	char out[1 << 17];
+	char err[4096];
+};
+
+/* Runs a shell command line; stdout and stderr into r (stderr through a
+ * file, so a full pipe never blocks the command). */
+static void run(struct run *r, const char *fmt, ...)
+{
+	char cmd[4096], full[4200], errfile[] = "/tmp/kpwatch-errXXXXXX";
+	int fd = mkstemp(errfile), st;
+	size_t n;
+	va_list ap;
+	FILE *p;
+
+	cr_assert(fd >= 0);
+	close(fd);
+	va_start(ap, fmt);
+	vsnprintf(cmd, sizeof(cmd), fmt, ap);
+	va_end(ap);
+	snprintf(full, sizeof(full), "%s 2>%s", cmd, errfile);
+	p = popen(full, "r");
+	cr_assert(p);
+	n = fread(r->out, 1, sizeof(r->out) - 1, p);
+	r->out[n] = '\0';
+	st = pclose(p);
+	r->status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+	p = fopen(errfile, "r");
+	n = p ? fread(r->err, 1, sizeof(r->err) - 1, p) : 0;
+	r->err[n] = '\0';
+	if (p)
+		fclose(p);
+	unlink(errfile);
+}
+
+/* Skips where this system offers no perf hardware breakpoints. */
+static void skip_without_watchpoints(const struct run *r)
+{
+	if (r->status == 1 && (strstr(r->err, "perf events are not permitted") ||
+			       strstr(r->err, "no hardware breakpoints")))
+		cr_skip_test("no watchpoints here: %s", r->err);
+}
+
+/* The "hits" of the count entry of probe in a JSON count report, -1 if
+ * absent. */
+static long hits_of(const char *json, const char *probe)
+{
+	char key[256];
+	const char *p, *h;
+
+	snprintf(key, sizeof(key), "\"probe\":\"%s\"", probe);
+	p = strstr(json, key);
+	if (!p)
+		return -1;
+	h = strstr(p, "\"hits\":");
+	return h ? strtol(h + 7, NULL, 10) : -1;
+}
+
+static int count_lines(const char *s, const char *needle)
+{
+	int n = 0;
+
+	for (const char *p = s; (p = strstr(p, needle)); p++)
+		n++;
+	return n;
+}
+
+Test(cli_watch, count_per_instruction_all_threads)
+{
+	struct run r;
+
+	run(&r, "%s watch watched --count --format json -- %s writes", kprobe, prog);
+	skip_without_watchpoints(&r);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	/* 100 by the main thread, 200 by each of three threads started
+	 * after the watchpoint, and 50 from another instruction. */
+	cr_expect_eq(hits_of(r.out, "store_a+0x0"), 700, "%s", r.out);
+	cr_expect_eq(hits_of(r.out, "store_b+0x1"), 50, "%s", r.out);
+	cr_expect_eq(count_lines(r.out, "\"probe\":"), 3, "only the variable and two instructions: %s",
+		     r.out);
+	cr_expect(strstr(r.out, "\"lost\":0"), "%s", r.out);
+}
+
+Test(cli_watch, trace_old_and_new)
+{
+	struct run r;
+	char want[160];
+
+	run(&r, "%s watch watched --format json -- %s writes", kprobe, prog);
+	skip_without_watchpoints(&r);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_expect_eq(count_lines(r.out, "\"probe\":\"store_a+0x0\""), 700);
+	cr_expect_eq(count_lines(r.out, "\"probe\":\"store_b+0x1\""), 50);
+	/* store_b writes 1001..1050 in order, on one thread (the first
+	 * one's old value is store_a's). */
+	for (int i = 2; i <= 50; i++) {
+		snprintf(want, sizeof(want), "\"args\":{\"old\":\"0x%x\",\"new\":\"0x%x\"}",
+			 1000 + i - 1, 1000 + i);
+		cr_expect(strstr(r.out, want), "no %s in the trace", want);
+	}
+}
+
+Test(cli_watch, reads_with_rw)
+{
+	struct run r;
+
+	run(&r, "%s watch watched --rw --count --format json -- %s reads", kprobe, prog);
+	skip_without_watchpoints(&r);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_expect_eq(hits_of(r.out, "load_c+0x0"), 30, "%s", r.out);
+	cr_expect_eq(hits_of(r.out, "store_b+0x1"), 1, "%s", r.out);
+	/* Without --rw, the reads are not caught. */
+	run(&r, "%s watch watched --count --format json -- %s reads", kprobe, prog);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_expect_eq(hits_of(r.out, "load_c+0x0"), -1, "%s", r.out);
+	cr_expect_eq(hits_of(r.out, "store_b+0x1"), 1, "%s", r.out);
+}
+
+Test(cli_watch, two_byte_variable)
+{
+	struct run r;
+
+	run(&r, "%s watch half:2 --count -z -- %s sizes", kprobe, prog);
+	skip_without_watchpoints(&r);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	/* Five stores to it; those next to it are not counted. */
+	cr_expect(strstr(r.out, "                                  5"), "%s", r.out);
+	cr_expect_eq(count_lines(r.out, "\n"), 3, "%s", r.out);
+}
+
+static int perf_fds_of(pid_t pid)
+{
+	char path[64], link[PATH_MAX], target[128];
+	struct dirent *e;
+	DIR *d;
+	int n = 0;
+
+	snprintf(path, sizeof(path), "/proc/%d/fd", (int)pid);
+	d = opendir(path);
+	cr_assert(d);
+	while ((e = readdir(d))) {
+		ssize_t len;
+
+		snprintf(link, sizeof(link), "%s/%s", path, e->d_name);
+		len = readlink(link, target, sizeof(target) - 1);
+		if (len <= 0)
+			continue;
+		target[len] = '\0';
+		n += strstr(target, "perf_event") != NULL;
+	}
+	closedir(d);
+	return n;
+}
+
+Test(cli_watch, attach_and_detach)
+{
+	struct run r;
+	char line[64];
+	FILE *out;
+	pid_t pid;
+	int fds[2], st;
+
+	cr_assert_eq(pipe(fds), 0);
+	pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		dup2(fds[1], 1);
+		close(fds[0]);
+		execl(prog, prog, "loop", (char *)NULL);
+		_exit(127);
+	}
+	close(fds[1]);
+	out = fdopen(fds[0], "r");
+	cr_assert(fgets(line, sizeof(line), out) && !strcmp(line, "ready\n"));
+	run(&r, "%s watch watched --count --format json -d 0.5 -p %d", kprobe, (int)pid);
+	if (r.status == 1)
+		kill(pid, SIGKILL);
+	skip_without_watchpoints(&r);
+	cr_expect_eq(r.status, 0, "%s", r.err);
+	/* Every 5 ms for half a second. */
+	cr_expect_gt(hits_of(r.out, "store_a+0x0"), 20, "%s", r.out);
+	/* Detached: still running, no descriptor of ours left. */
+	usleep(50000);
+	cr_expect_eq(waitpid(pid, &st, WNOHANG), 0, "the target died");
+	cr_expect_eq(perf_fds_of(pid), 0);
+	kill(pid, SIGKILL);
+	waitpid(pid, &st, 0);
+	fclose(out);
+}
+
+Test(cli_watch, bad_input)
+{
+	static const char *const bad[][2] = {
+		{ "watch nosuch_variable", "no variable 'nosuch_variable'" },
+		{ "watch watched:3", "bad length '3'" },
+		{ "watch 'watch*'", "watch takes a variable" },
+		{ "watch watched extra", "watch takes one variable" },
+		{ "watch --stack watched", "--stack" },
+		{ "watch", "watch needs a variable" },
+	};
+	struct run r;
+
+	for (unsigned int i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		run(&r, "%s %s -- %s writes", kprobe, bad[i][0], prog);
+		skip_without_watchpoints(&r);
+		cr_expect_eq(r.status, 2, "%s: status %d", bad[i][0], r.status);
+		cr_expect(strstr(r.err, bad[i][1]), "%s: %s", bad[i][0], r.err);
+		cr_expect_eq(count_lines(r.err, "\n"), 1, "%s: %s", bad[i][0], r.err);
+	}
+}
