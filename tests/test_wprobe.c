@@ -520,3 +520,18 @@ Test(wprobe, exec_unwatched)
 	cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 42,
 		  "exec'd child: status %#x", status);
 }
+
+/* The global knob turns watchpoints off and on too. */
+Test(wprobe, global_knob)
+{
+	struct wprobe wp = var8_probe(WPROBE_W);
+
+	register_or_skip(&wp);
+	kpt_wstore_a(1);
+	kprobes_set_enabled(false);
+	kpt_wstore_a(2);
+	kprobes_set_enabled(true);
+	kpt_wstore_a(3);
+	unregister_wprobe(&wp);
+	cr_expect_eq(hits_a, 2);
+}

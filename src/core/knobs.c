@@ -3,6 +3,7 @@
 #include <string.h>
 
 #include "core/internal.h"
+#include "core/wprobe.h"
 
 int kp_rearm_all(void);
 
@@ -40,6 +41,7 @@ KP_EXPORT void kprobes_set_enabled(bool on)
 	if (kp_knob_enabled != on) {
 		kp_knob_enabled = on;
 		kp_rearm_all();
+		kp_wprobes_rearm();
 	}
 	pthread_mutex_unlock(&kp_registry_lock);
 }

@@ -123,7 +123,7 @@ static void slot_release(struct kp_wslot *s)
 static int arm(struct wprobe *wp, uintptr_t addr)
 {
 	struct kp_wslot *s = free_slot();
-	bool disabled = wp->flags & KPROBE_FLAG_DISABLED;
+	bool disabled = (wp->flags & KPROBE_FLAG_DISABLED) || !kp_knob_enabled;
 	uint64_t cookie;
 	int err;
 
@@ -222,7 +222,7 @@ static int set_enabled(struct wprobe *wp, bool on)
 	} else if (on) {
 		/* Breakpoints on first: traps in between are dropped by the
 		 * flag, never half-counted. */
-		err = kp_hwbp_enable(&wp_slot(wp)->hw, true);
+		err = kp_knob_enabled ? kp_hwbp_enable(&wp_slot(wp)->hw, true) : 0;
 		if (!err)
 			__atomic_and_fetch(&wp->flags, ~KPROBE_FLAG_DISABLED, __ATOMIC_RELEASE);
 	} else {
@@ -241,6 +241,19 @@ KP_EXPORT int disable_wprobe(struct wprobe *wp)
 KP_EXPORT int enable_wprobe(struct wprobe *wp)
 {
 	return set_enabled(wp, true);
+}
+
+/* The global knob changed (under kp_registry_lock): breakpoints of enabled
+ * watchpoints off or on with it. */
+void kp_wprobes_rearm(void)
+{
+	for (unsigned int i = 0; i < KP_WSLOTS; i++) {
+		struct kp_wslot *s = &wslots[i];
+
+		if (s->wp)
+			kp_hwbp_enable(&s->hw, kp_knob_enabled &&
+				       !(s->wp->flags & KPROBE_FLAG_DISABLED));
+	}
 }
 
 /* Under kp_registry_lock. */
@@ -274,6 +287,6 @@ void kp_wprobe_after_fork_child(void)
 		/* A watchpoint that cannot be re-armed stays listed but
 		 * catches nothing; its unregistration still works. */
 		kp_hwbp_rearm_child(&s->hw, s->addr, s->len, s->rw, s->cookie,
-				    s->wp->flags & KPROBE_FLAG_DISABLED);
+				    (s->wp->flags & KPROBE_FLAG_DISABLED) || !kp_knob_enabled);
 	}
 }

@@ -27,6 +27,9 @@ static inline bool kp_wprobe_cookie_ours(uint64_t cookie)
  * names, or NULL for one gone since. */
 struct wprobe *kp_wprobe_of_cookie(uint64_t cookie);
 
+/* The global "enabled" knob changed: under kp_registry_lock. */
+void kp_wprobes_rearm(void);
+
 /* kprobes_list()'s "w" lines, under kp_registry_lock. */
 void kp_list_wprobes(FILE *out);
 

@@ -326,7 +326,8 @@ static bool watch_trap(const siginfo_t *info, ucontext_t *uc)
 		return true;
 	kp_read_enter(t);
 	wp = kp_wprobe_of_cookie(cookie);
-	if (!wp || (__atomic_load_n(&wp->flags, __ATOMIC_RELAXED) & KPROBE_FLAG_DISABLED))
+	if (!wp || (__atomic_load_n(&wp->flags, __ATOMIC_RELAXED) & KPROBE_FLAG_DISABLED) ||
+	    !__atomic_load_n(&kp_knob_enabled, __ATOMIC_RELAXED))
 		goto out;
 	/* Inside a handler, or a trap the kernel could only deliver late
 	 * (SIGTRAP was blocked): the registers are not those of the access. */
