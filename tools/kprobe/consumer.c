@@ -126,7 +126,9 @@ static size_t copy_ring(struct consumer *c, uint32_t i, size_t budget)
 
 static bool desc_valid(const struct consumer *c, const struct kps_desc *d)
 {
-	return d->kind >= DESC_ENTRY && d->kind <= DESC_WATCH && d->spec < c->opts->nspecs;
+	if (d->kind == DESC_WATCH)
+		return c->opts->watch_len && d->spec < c->opts->nspecs;
+	return d->kind >= DESC_ENTRY && d->kind <= DESC_TRACEPOINT && d->spec < c->opts->nspecs;
 }
 
 /* An accessing instruction the agent has not named yet: shown by its
@@ -140,18 +142,26 @@ static bool provisional_name(struct kps_desc *d)
 }
 
 /* The agent names an accessing instruction within milliseconds of its
- * first access: worth waiting for once, rather than printing an address. */
+ * first access: worth waiting for once, rather than printing an address;
+ * but never long in all (a target may publish any number of unnamed
+ * descriptors). */
 #define WATCH_NAME_WAIT_NS 100000000ull
+#define WATCH_NAME_WAIT_TOTAL_NS 1000000000ull
 
-static char wait_for_name(const struct kps_desc *src)
+static char wait_for_name(struct consumer *c, const struct kps_desc *src)
 {
-	unsigned long long until = cli_now_ns() + WATCH_NAME_WAIT_NS;
+	unsigned long long begin = cli_now_ns(), last = begin, now = begin;
 	struct timespec pause = { 0, 1000000 };
 	char first;
 
 	while (!(first = __atomic_load_n(&src->name[0], __ATOMIC_ACQUIRE)) &&
-	       __atomic_load_n(&src->kind, __ATOMIC_RELAXED) == DESC_WATCH && cli_now_ns() < until)
+	       c->opts->watch_len && __atomic_load_n(&src->kind, __ATOMIC_RELAXED) == DESC_WATCH &&
+	       now - begin < WATCH_NAME_WAIT_NS && c->name_wait_ns < WATCH_NAME_WAIT_TOTAL_NS) {
 		nanosleep(&pause, NULL);
+		now = cli_now_ns();
+		c->name_wait_ns += now - last;
+		last = now;
+	}
 	return first;
 }
 
@@ -181,7 +191,7 @@ const struct kps_desc *consumer_desc(struct consumer *c, uint64_t id)
 		return NULL;
 	/* An agent's name is complete once its first byte is there; an
 	 * accessing instruction's address is final then too. */
-	first = seen ? __atomic_load_n(&src->name[0], __ATOMIC_ACQUIRE) : wait_for_name(src);
+	first = seen ? __atomic_load_n(&src->name[0], __ATOMIC_ACQUIRE) : wait_for_name(c, src);
 	d->addr = __atomic_load_n(&src->addr, __ATOMIC_RELAXED);
 	d->missed = 0;
 	d->pid = __atomic_load_n(&src->pid, __ATOMIC_RELAXED);

@@ -35,6 +35,8 @@ struct consumer {
 	struct kps_desc **descs;	/* checked copies, by descriptor id */
 	struct probe_spec **desc_specs;	/* per descriptor whose agent chose the
 					 * arguments (a tracepoint's own) */
+	uint64_t name_wait_ns;		/* waited for agents' names of accessing
+					 * instructions (watch), bounded */
 };
 
 /* Sets up c to read map, whose header the CLI filled with nrings rings and
