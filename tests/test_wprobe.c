@@ -535,3 +535,38 @@ Test(wprobe, global_knob)
 	unregister_wprobe(&wp);
 	cr_expect_eq(hits_a, 2);
 }
+
+/* Short-lived threads started one after another: each is watched, and
+ * what they leave behind when they exit is nothing (no descriptor per
+ * thread, the debug registers freed: four watchpoints still fit in every
+ * new thread). */
+static void *one_write(void *arg)
+{
+	kpt_wstore_a((long)arg);
+	return NULL;
+}
+
+Test(wprobe, exited_threads_leave_nothing)
+{
+	struct wprobe wp = var8_probe(WPROBE_W), more[3];
+	int fds;
+
+	register_or_skip(&wp);
+	for (int i = 0; i < 3; i++) {
+		more[i] = (struct wprobe){ .addr = &kpt_wother[i], .len = 8, .type = WPROBE_W };
+		cr_assert_eq(register_wprobe(&more[i]), 0);
+	}
+	fds = perf_fds();
+	for (long i = 0; i < 300; i++) {
+		pthread_t t;
+
+		cr_assert_eq(pthread_create(&t, NULL, one_write, (void *)i), 0);
+		pthread_join(t, NULL);
+	}
+	cr_expect_eq(perf_fds(), fds, "descriptors grew with threads");
+	cr_expect_eq(hits_a, 300);
+	for (int i = 0; i < 3; i++)
+		unregister_wprobe(&more[i]);
+	unregister_wprobe(&wp);
+	cr_expect_eq(perf_fds(), 0);
+}
