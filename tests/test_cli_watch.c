@@ -66,6 +66,29 @@ static void run(struct run *r, const char *fmt, ...)
 	unlink(errfile);
 }
 
+/* A file for -o (with -- COMMAND the results go to stderr otherwise). */
+static void out_file(char *path, size_t len)
+{
+	int fd;
+
+	snprintf(path, len, "/tmp/kpwatch-outXXXXXX");
+	fd = mkstemp(path);
+	cr_assert(fd >= 0);
+	close(fd);
+}
+
+/* The results written with -o path into r->out; the file removed. */
+static void read_results(struct run *r, const char *path)
+{
+	FILE *f = fopen(path, "r");
+	size_t n = f ? fread(r->out, 1, sizeof(r->out) - 1, f) : 0;
+
+	r->out[n] = '\0';
+	if (f)
+		fclose(f);
+	unlink(path);
+}
+
 /* Skips where this system offers no perf hardware breakpoints. */
 static void skip_without_watchpoints(const struct run *r)
 {
@@ -101,8 +124,11 @@ static int count_lines(const char *s, const char *needle)
 Test(cli_watch, count_per_instruction_all_threads)
 {
 	struct run r;
+	char out[64];
 
-	run(&r, "%s watch watched --count --format json -- %s writes", kprobe, prog);
+	out_file(out, sizeof(out));
+	run(&r, "%s watch watched --count --format json -o %s -- %s writes", kprobe, out, prog);
+	read_results(&r, out);
 	skip_without_watchpoints(&r);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	/* 100 by the main thread, 200 by each of three threads started
@@ -117,9 +143,11 @@ Test(cli_watch, count_per_instruction_all_threads)
 Test(cli_watch, trace_old_and_new)
 {
 	struct run r;
-	char want[160];
+	char want[160], out[64];
 
-	run(&r, "%s watch watched --format json -- %s writes", kprobe, prog);
+	out_file(out, sizeof(out));
+	run(&r, "%s watch watched --format json -o %s -- %s writes", kprobe, out, prog);
+	read_results(&r, out);
 	skip_without_watchpoints(&r);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	cr_expect_eq(count_lines(r.out, "\"probe\":\"store_a+0x0\""), 700);
@@ -136,14 +164,19 @@ Test(cli_watch, trace_old_and_new)
 Test(cli_watch, reads_with_rw)
 {
 	struct run r;
+	char out[64];
 
-	run(&r, "%s watch watched --rw --count --format json -- %s reads", kprobe, prog);
+	out_file(out, sizeof(out));
+	run(&r, "%s watch watched --rw --count --format json -o %s -- %s reads", kprobe, out, prog);
+	read_results(&r, out);
 	skip_without_watchpoints(&r);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	cr_expect_eq(hits_of(r.out, "load_c+0x0"), 30, "%s", r.out);
 	cr_expect_eq(hits_of(r.out, "store_b+0x1"), 1, "%s", r.out);
 	/* Without --rw, the reads are not caught. */
-	run(&r, "%s watch watched --count --format json -- %s reads", kprobe, prog);
+	out_file(out, sizeof(out));
+	run(&r, "%s watch watched --count --format json -o %s -- %s reads", kprobe, out, prog);
+	read_results(&r, out);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	cr_expect_eq(hits_of(r.out, "load_c+0x0"), -1, "%s", r.out);
 	cr_expect_eq(hits_of(r.out, "store_b+0x1"), 1, "%s", r.out);
@@ -152,8 +185,11 @@ Test(cli_watch, reads_with_rw)
 Test(cli_watch, two_byte_variable)
 {
 	struct run r;
+	char out[64];
 
-	run(&r, "%s watch half:2 --count -z -- %s sizes", kprobe, prog);
+	out_file(out, sizeof(out));
+	run(&r, "%s watch half:2 --count -z -o %s -- %s sizes", kprobe, out, prog);
+	read_results(&r, out);
 	skip_without_watchpoints(&r);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	/* Five stores to it; those next to it are not counted. */
