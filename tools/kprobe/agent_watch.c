@@ -238,15 +238,30 @@ static int init_variable_desc(struct agent_watch *w, const struct probe_spec *sp
 	return 0;
 }
 
+/* The variable as the command line gave it (without the arguments the
+ * trace adds to its spec). */
+static void describe_variable(const struct probe_spec *spec, char *buf, size_t len)
+{
+	if (spec->kind == SPEC_ADDRESS)
+		snprintf(buf, len, "0x%lx", (unsigned long)spec->address);
+	else if (spec->offset)
+		snprintf(buf, len, "%s%s%s+0x%lx", spec->object, spec->object[0] ? ":" : "",
+			 spec->symbol, spec->offset);
+	else
+		snprintf(buf, len, "%s%s%s", spec->object, spec->object[0] ? ":" : "", spec->symbol);
+}
+
 static int register_failure(const struct probe_spec *spec, int rc, struct agent_fail *f)
 {
+	char what[sizeof(spec->object) + sizeof(spec->symbol) + 24];
+
+	describe_variable(spec, what, sizeof(what));
 	switch (rc) {
 	case -ENOENT:
-		return agent_fail(f, 2, rc, "no variable '%s' in process %d", spec->symbol,
-				  getpid());
+		return agent_fail(f, 2, rc, "no variable '%s' in process %d", what, getpid());
 	case -EINVAL:
 		return agent_fail(f, 2, rc, "cannot watch '%s': the length must be 1, 2, 4 or 8 "
-				  "and the address aligned to it", spec->text);
+				  "and the address aligned to it", what);
 	case -ENOSPC:
 		return agent_fail(f, 1, rc, "no free debug register in process %d (at most "
 				  "four watchpoints, the program's own included)", getpid());
@@ -257,7 +272,7 @@ static int register_failure(const struct probe_spec *spec, int rc, struct agent_
 		return agent_fail(f, 1, rc, "no hardware breakpoints with SIGTRAP on this "
 				  "system (Linux 5.13 or later with debug registers)");
 	default:
-		return agent_fail(f, 1, rc, "cannot watch '%s': %s", spec->text, strerror(-rc));
+		return agent_fail(f, 1, rc, "cannot watch '%s': %s", what, strerror(-rc));
 	}
 }
 
