@@ -78,6 +78,9 @@ void agent_hit_after_fork(bool follow);
 /* Sets the probe's handlers (and return instance data size) for its
  * session's action and clock (agent_hit.c). */
 void agent_set_handlers(struct agent_probe *ap);
+/* Writes one line of a loaded module into the calling thread's ring
+ * (async-signal-safe); its length, or -1 when dropped (counted). */
+int agent_emit_text(const char *text, uint32_t len);
 /* The handler attached to a tracepoint probe's tracepoint (data: the
  * agent_probe). */
 void agent_tp_handler(struct kprobes_tracepoint *tp, const uint64_t *args, void *data);
@@ -114,6 +117,11 @@ void agent_watch_stop(struct agent_session *s);
  * the old and new value. */
 void agent_watch_record(struct agent_session *s, uint32_t desc, uint64_t old_value,
 			uint64_t new_value);
+
+/* agent_module.c: `kprobe load`: dlopens the session's module and calls
+ * its init (0, or a negative errno with err set), and its exit once. */
+int agent_module_load(const struct session_config *cfg, char *err, size_t errlen);
+void agent_module_unload(void);
 
 /* agent_server.c: the control socket. */
 int agent_server_start(void);

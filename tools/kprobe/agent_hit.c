@@ -380,6 +380,40 @@ static inline __attribute__((always_inline)) uint64_t stamp_to_ns(const struct a
 	return tsc ? (uint64_t)(((unsigned __int128)delta * s->tick_ns_q32) >> 32) : delta;
 }
 
+/* One line of a loaded module (kprobe_printk) into the calling thread's
+ * ring.  The module's handlers run while the session does: its exit runs
+ * before the session memory goes. */
+int agent_emit_text(const char *text, uint32_t len)
+{
+	struct agent_session *s = __atomic_load_n(&agent_session, __ATOMIC_ACQUIRE);
+	struct kps_event *ev;
+	uint64_t head;
+	uint32_t size;
+	int ring;
+
+	if (!s || __atomic_load_n(&quiet, __ATOMIC_RELAXED))
+		return -1;
+	if (len > KPS_TEXT_MAX)
+		len = KPS_TEXT_MAX;
+	ring = thread_ring(s);
+	size = (uint32_t)(sizeof(*ev) + len + 7) & ~7u;
+	ev = ring < 0 ? NULL : ring_reserve(s, ring, size, &head);
+	if (!ev) {
+		count_lost(s, ring);
+		return -1;
+	}
+	ev->type = EV_TEXT;
+	ev->nvals = 0;
+	ev->desc = 0;
+	ev->reserved = len;
+	ev->time_ns = stamp(s->time_tsc);
+	for (uint32_t i = 0; i < len; i++)
+		((unsigned char *)ev->vals)[i] = (unsigned char)text[i];
+	ev->size = size;
+	ring_commit(s, ring, head, size);
+	return (int)len;
+}
+
 static inline __attribute__((always_inline)) int on_entry(struct kprobe *p, struct pt_regs *regs,
 							  bool tsc)
 {
@@ -486,6 +520,8 @@ static inline __attribute__((always_inline)) int on_return(struct kretprobe_inst
 			vals[i] = ap->args[i].src != ARG_SRC_RETVAL ? d->args[i] :
 				  ap->args[i].type == ARG_F64 ? xmm0 : regs_return_value(regs);
 		emit(ap, EV_RETURN, t, &d->entry_time, 1, vals);
+		return 0;
+	case ACT_LOAD:		/* a module's session has no probes of ours */
 		return 0;
 	}
 	return 0;

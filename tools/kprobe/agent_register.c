@@ -460,7 +460,7 @@ static void wait_library_thread_asleep(void)
  * must start with its probes optimized, and an attached process's threads
  * are held still only while we arm.  (libkprobes' optimizer pass, under
  * its registry lock; a second pass takes what the first had to leave.) */
-static void optimize_now(void)
+void agent_optimize_now(void)
 {
 	wait_library_thread_asleep();
 	for (int pass = 0; pass < 2; pass++) {
@@ -485,7 +485,7 @@ int agent_register_first(struct agent_session *s, const struct resolve_list *pts
 	if (enabled)
 		kprobes_set_enabled(true);
 	if (!rc)
-		optimize_now();
+		agent_optimize_now();
 	return rc;
 }
 

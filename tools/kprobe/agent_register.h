@@ -28,6 +28,9 @@ int agent_register_points(struct agent_session *s, const struct resolve_list *pt
 int agent_register_first(struct agent_session *s, const struct resolve_list *pts,
 			 struct agent_fail *f);
 
+/* Optimizes every probe that can be, now (a module's, after its init). */
+void agent_optimize_now(void);
+
 /* Unregisters v[0..n) (NULL slots skipped). */
 void agent_unregister_probes(struct agent_probe **v, int n);
 

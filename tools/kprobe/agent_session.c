@@ -187,6 +187,27 @@ static void report_failure(struct agent_session *s, const struct agent_fail *f)
 	__atomic_store_n(&h->status, KPS_FAILED, __ATOMIC_RELEASE);
 }
 
+/* `kprobe load`: the module's init runs with the session published, so
+ * that its kprobe_printk lines reach the tool; its probes are optimized
+ * before we report ready.  A follower (an exec'd child) loads no module:
+ * it is a different program. */
+static int start_module(struct agent_session *s, struct agent_fail *f)
+{
+	char msg[KPS_MSG];
+	int rc;
+
+	if (s->follower)
+		return 0;
+	__atomic_store_n(&agent_session, s, __ATOMIC_RELEASE);
+	rc = agent_module_load(&s->cfg, msg, sizeof(msg));
+	if (rc) {
+		__atomic_store_n(&agent_session, NULL, __ATOMIC_RELEASE);
+		return agent_fail(f, 1, rc, "%s", msg);
+	}
+	agent_optimize_now();
+	return 0;
+}
+
 int agent_session_start(const char *config, int shm_fd, bool follower, char *err,
 			size_t errlen, int *kind)
 {
@@ -237,6 +258,8 @@ int agent_session_start(const char *config, int shm_fd, bool follower, char *err
 	if (!rc && s->ndeferred && agent_dlhook_install())
 		rc = agent_fail(&f, 1, -ENOSYS, "cannot watch for objects loaded later "
 				"(no _dl_debug_state in the dynamic loader)");
+	if (!rc && s->cfg.module)
+		rc = start_module(s, &f);
 	if (rc) {
 		agent_unregister_probes(s->probes, s->nprobes);
 		if (!s->follower)
@@ -286,6 +309,8 @@ void agent_session_stop(void)
 	pthread_mutex_lock(&agent_lock);
 	s = agent_session;
 	if (s) {
+		/* A module's exit unregisters its probes and may print. */
+		agent_module_unload();
 		agent_dlhook_remove();
 		agent_watch_stop(s);
 		agent_unregister_probes(s->probes, s->nprobes);

@@ -128,6 +128,7 @@ static void arm(struct session *s)
 	if (rc) {
 		/* Closing the connection is enough: an agent that finishes
 		 * arming without its client removes the probes again. */
+		session_show_failed_lines(s);
 		session_close(s);
 		if (rc == -EINTR || rc == -ETIMEDOUT)
 			cli_die(EXIT_FAIL, "gave up waiting for the agent of process %d to arm the "

@@ -14,8 +14,8 @@
 #define EXIT_FAIL	1	/* any other failure */
 #define EXIT_BAD	2	/* a bad probe, option, PID or usage */
 
-/* The commands that start a session come first (up to CMD_WATCH). */
-enum cli_cmd { CMD_TRACE, CMD_COUNT, CMD_LATENCY, CMD_WATCH, CMD_LIST, CMD_ENABLE, CMD_DISABLE,
+/* The commands that start a session come first (up to CMD_LOAD). */
+enum cli_cmd { CMD_TRACE, CMD_COUNT, CMD_LATENCY, CMD_WATCH, CMD_LOAD, CMD_LIST, CMD_ENABLE, CMD_DISABLE,
 	       CMD_OPTIMIZE };
 enum out_format { FMT_TEXT, FMT_JSON, FMT_CHROME };
 
@@ -36,6 +36,9 @@ struct cli_opts {
 	const char *list_glob;
 	unsigned int watch_len;		/* watch: the variable's length, 0: not watch */
 	bool watch_rw;			/* watch --rw */
+	const char *module;		/* load: the module's absolute path */
+	char **modargs;			/* its ARGs (argv entries) */
+	int nmodargs;
 };
 
 /* Prints "kprobe: MESSAGE" on stderr and exits with status. */

@@ -263,6 +263,24 @@ static const struct probe_spec *spec_of(struct consumer *c, const struct kps_des
 	return s;
 }
 
+/* A module's line: only in a load session, and within the record. */
+static bool decode_text(struct consumer *c, const struct copied *cp, struct trace_event *ev)
+{
+	const struct kps_event *e = &cp->ev;
+
+	if (c->opts->action != ACT_LOAD || e->reserved > KPS_TEXT_MAX ||
+	    e->reserved > e->size - sizeof(*e))
+		return false;
+	ev->type = EV_TEXT;
+	ev->time_ns = to_ns(c, e->time_ns);
+	ev->entry_ns = ev->time_ns;
+	ev->pid = (pid_t)(cp->owner >> 32);
+	ev->tid = (pid_t)(uint32_t)cp->owner;
+	ev->text = (const unsigned char *)e->vals;
+	ev->textlen = e->reserved;
+	return true;
+}
+
 /* Fills ev from a copied record (its size checked by copy_ring); false if
  * it does not make sense. */
 static bool decode(struct consumer *c, const struct copied *cp, struct trace_event *ev)
@@ -273,6 +291,8 @@ static bool decode(struct consumer *c, const struct copied *cp, struct trace_eve
 	size_t room = (e->size - sizeof(*e)) / 8;
 
 	memset(ev, 0, sizeof(*ev));
+	if (e->type == EV_TEXT)
+		return decode_text(c, cp, ev);
 	if (e->type != EV_ENTRY && e->type != EV_RETURN)
 		return false;
 	ev->desc = consumer_desc(c, e->desc);

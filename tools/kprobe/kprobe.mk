@@ -18,7 +18,15 @@ KP_CFLAGS    := -I$(KP_DIR)
 # Where `make install` puts the agent; the CLI looks beside itself first.
 KP_AGENT_INSTALL_DIR := $(PREFIX)/lib/kprobe
 
-all: $(B)/kprobe $(B)/libkprobe-agent.so
+# Modules for `kprobe load` (examples/modules/*.c): shared objects without
+# -lkprobes, whose library calls bind to the agent's copy in the target.
+KP_MODULES := $(patsubst examples/modules/%.c,$(B)/examples/%.so,\
+		$(sort $(wildcard examples/modules/*.c)))
+$(B)/examples/%.so: examples/modules/%.c include/kprobes.h include/kprobes/module.h
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(BASE) -shared -fPIC -o $@ $<
+
+all: $(B)/kprobe $(B)/libkprobe-agent.so $(KP_MODULES)
 
 # Agent code goes to the library's kprobes_text section, so libkprobes'
 # blacklist keeps every probe out of the handlers and the agent.
@@ -100,7 +108,8 @@ $(B)/tests/cli/libcliplugin.so: tests/cli/cli_plugin.c
 	@mkdir -p $(dir $@)
 	$(CC) -O1 -g -shared -fPIC -o $@ $<
 
-$(B)/tests/test_cli $(B)/tests-asan/test_cli: $(B)/kprobe $(B)/libkprobe-agent.so $(KP_TEST_PROGS)
+$(B)/tests/test_cli $(B)/tests-asan/test_cli: $(B)/kprobe $(B)/libkprobe-agent.so $(KP_TEST_PROGS) \
+	$(KP_MODULES)
 
 # `make install` also installs the tool, its agent and its man page.
 .PHONY: install-kprobe

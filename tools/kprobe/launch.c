@@ -111,6 +111,7 @@ static void wait_armed(struct session *s, pid_t child)
 			session_progress_done(s);
 			kill(child, SIGKILL);
 			waitpid(child, &status, 0);
+			session_show_failed_lines(s);
 			session_close(s);
 			cli_die(kind, "%s", msg);
 		}

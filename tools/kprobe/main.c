@@ -113,12 +113,12 @@ int main(int argc, char **argv)
 	if (o.pid)
 		cli_check_pid(o.pid);
 	if (cli_agent_path(agent, sizeof(agent)) &&
-	    (o.cmd <= CMD_WATCH))
+	    (o.cmd <= CMD_LOAD))
 		cli_die(EXIT_FAIL, "cannot find %s beside kprobe or in %s", AGENT_NAME,
 			KPROBE_AGENT_INSTALL_DIR);
 	if (o.cmd == CMD_LIST && o.list_object)
 		return list_functions_run(&o);
-	if (o.cmd > CMD_WATCH)
+	if (o.cmd > CMD_LOAD)
 		return knobs_run(&o);
 	session_catch_signals();
 	session_open(&s, &o);

@@ -1,16 +1,18 @@
 /* Command-line parsing: subcommands, options, probe specs. */
 #include <errno.h>
+#include <limits.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "nearmatch.h"
 
 static const char *const commands[] = {
 	[CMD_TRACE] = "trace", [CMD_COUNT] = "count", [CMD_LATENCY] = "latency",
-	[CMD_WATCH] = "watch", [CMD_LIST] = "list", [CMD_ENABLE] = "enable", [CMD_DISABLE] = "disable",
+	[CMD_WATCH] = "watch", [CMD_LOAD] = "load", [CMD_LIST] = "list", [CMD_ENABLE] = "enable", [CMD_DISABLE] = "disable",
 	[CMD_OPTIMIZE] = "optimize",
 };
 
@@ -35,6 +37,7 @@ void cli_usage(FILE *f)
 	      "       kprobe count   [OPTIONS] PROBE...  (-- COMMAND [ARG...] | -p PID)\n"
 	      "       kprobe latency [OPTIONS] FUNCTION  (-- COMMAND [ARG...] | -p PID)\n"
 	      "       kprobe watch   [OPTIONS] VARIABLE [--rw] [--count]  (-- COMMAND | -p PID)\n"
+	      "       kprobe load    [OPTIONS] MODULE.so [ARG...]  (-- COMMAND [ARG...] | -p PID)\n"
 	      "       kprobe list    -p PID\n"
 	      "       kprobe list    [-p PID] OBJECT|GLOB [GLOB]   (functions; or kprobe -l)\n"
 	      "       kprobe enable|disable   -p PID\n"
@@ -253,6 +256,36 @@ static void add_list_word(struct cli_opts *o, const char *word)
 		o->list_glob = word;
 }
 
+/* load MODULE.so [ARG...]: the first word is the module (made absolute:
+ * an attached process has another working directory), the others its
+ * ARGs, which travel one per config line; after the module, a word that
+ * is not one of our options is an ARG even if it starts with '-'. */
+static void add_module_word(struct cli_opts *o, char **argv, int i)
+{
+	static char path[PATH_MAX];
+	const char *a = argv[i];
+
+	if (o->module) {
+		if (strchr(a, '\n'))
+			bad("a module argument cannot contain a newline");
+		if (o->nmodargs == KPROBE_MAX_MODARGS)
+			bad("too many module arguments (at most %d)", KPROBE_MAX_MODARGS);
+		if (!o->modargs)
+			o->modargs = calloc(KPROBE_MAX_MODARGS, sizeof(*o->modargs));
+		if (!o->modargs)
+			cli_die(EXIT_FAIL, "out of memory");
+		o->modargs[o->nmodargs++] = argv[i];
+		return;
+	}
+	if (!realpath(a, path))
+		bad("cannot load module '%s': %s", a, strerror(errno));
+	if (access(path, R_OK))
+		bad("cannot read module '%s': %s", a, strerror(errno));
+	if (strchr(path, '\n') || strlen(path) > PROTO_LINE_MAX - 16)
+		bad("bad module path '%s'", a);
+	o->module = path;
+}
+
 static void parse_words(int argc, char **argv, int first, struct cli_opts *o,
 			const char **knob)
 {
@@ -295,8 +328,12 @@ static void parse_words(int argc, char **argv, int first, struct cli_opts *o,
 			exit(0);
 		} else if (!strcmp(a, "--version")) {
 			print_version();
+		} else if (o->cmd == CMD_LOAD && o->module) {
+			add_module_word(o, argv, i);
 		} else if (a[0] == '-' && a[1]) {
 			unknown_option(a);
+		} else if (o->cmd == CMD_LOAD) {
+			add_module_word(o, argv, i);
 		} else if (o->cmd == CMD_OPTIMIZE && !*knob) {
 			*knob = a;
 		} else if (o->cmd == CMD_LIST && !o->list_glob) {
@@ -309,6 +346,20 @@ static void parse_words(int argc, char **argv, int first, struct cli_opts *o,
 			add_probe_word(o, a);
 		}
 	}
+}
+
+static void check_load_command(struct cli_opts *o)
+{
+	if (!o->module)
+		bad("load needs a module (MODULE.so); see kprobe --help");
+	if (!o->command && !o->pid)
+		bad("give a command after '--' or a process with -p PID");
+	if (o->command && o->pid)
+		bad("give either a command after '--' or -p PID, not both");
+	if (o->format == FMT_CHROME)
+		bad("--format chrome is for trace only");
+	if (o->zeros)
+		bad("-z (--zeros) is for count only");
 }
 
 static void check_probe_command(struct cli_opts *o)
@@ -361,8 +412,12 @@ void cli_parse(int argc, char **argv, struct cli_opts *o)
 	o->cmd = !strcmp(argv[1], "-l") || !strcmp(argv[1], "--list") ? CMD_LIST :
 									   parse_command(argv[1]);
 	o->action = o->cmd == CMD_TRACE || o->cmd == CMD_WATCH ? ACT_TRACE :
-		    o->cmd == CMD_COUNT ? ACT_COUNT : ACT_LATENCY;
+		    o->cmd == CMD_COUNT ? ACT_COUNT : o->cmd == CMD_LOAD ? ACT_LOAD : ACT_LATENCY;
 	parse_words(argc, argv, 2, o, &knob);
+	if (o->cmd == CMD_LOAD) {
+		check_load_command(o);
+		return;
+	}
 	if (o->cmd == CMD_WATCH)
 		finish_watch(o);
 	if (o->cmd <= CMD_WATCH) {

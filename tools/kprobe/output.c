@@ -1,5 +1,6 @@
 /* Trace events in text, JSON Lines and Chrome Trace Event format. */
 #include "output.h"
+#include "consumer.h"
 
 #include <inttypes.h>
 
@@ -232,8 +233,29 @@ static void chrome_event(struct output *o, const struct trace_event *ev)
 	chrome_record(o, ev, 'E', ev->time_ns, true);
 }
 
+/* A line a loaded module printed: as it is in text (control characters
+ * shown as '?'), one JSON object per line in JSON. */
+static void text_line(struct output *o, const struct trace_event *ev)
+{
+	char line[KPS_TEXT_MAX + 1];
+
+	consumer_copy_text(line, sizeof(line), (const char *)ev->text, ev->textlen);
+	if (o->format == FMT_JSON) {
+		fprintf(o->f, "{\"time_ns\":%" PRIu64 ",\"pid\":%d,\"tid\":%d,\"text\":",
+			ev->time_ns, (int)ev->pid, (int)ev->tid);
+		json_string(o->f, line, strlen(line));
+		fputs("}\n", o->f);
+		return;
+	}
+	fprintf(o->f, "%s\n", line);
+}
+
 void output_event(struct output *o, const struct trace_event *ev)
 {
+	if (ev->type == EV_TEXT) {
+		text_line(o, ev);
+		return;
+	}
 	switch (o->format) {
 	case FMT_TEXT:
 		text_event(o, ev);

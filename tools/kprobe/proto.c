@@ -15,18 +15,25 @@
 
 static const char *const action_names[] = {
 	[ACT_TRACE] = "trace", [ACT_COUNT] = "count", [ACT_LATENCY] = "latency",
+	[ACT_LOAD] = "load",
 };
 
 const char *action_name(enum kps_action a)
 {
-	return a >= ACT_TRACE && a <= ACT_LATENCY ? action_names[a] : "?";
+	return a >= ACT_TRACE && a <= ACT_LOAD ? action_names[a] : "?";
 }
 
 char *config_format(const struct session_config *cfg)
 {
 	size_t cap = 256 + (size_t)cfg->nspecs * (SPEC_TEXT_MAX + 8);
-	char *buf = malloc(cap), *p = buf;
+	char *buf, *p;
 
+	if (cfg->module)
+		cap += strlen(cfg->module) + 8;
+	for (int i = 0; i < cfg->nmodargs; i++)
+		cap += strlen(cfg->modargs[i]) + 8;
+	buf = malloc(cap);
+	p = buf;
 	if (!buf)
 		return NULL;
 	p += snprintf(p, cap, "shm %s\naction %s\nfollow %d\n", cfg->shm,
@@ -34,19 +41,54 @@ char *config_format(const struct session_config *cfg)
 	for (int i = 0; i < cfg->nspecs; i++)
 		p += snprintf(p, cap - (size_t)(p - buf), "probe %s\n", cfg->specs[i].text);
 	if (cfg->watch_len)
-		snprintf(p, cap - (size_t)(p - buf), "watch %u %s\n", cfg->watch_len,
+		p += snprintf(p, cap - (size_t)(p - buf), "watch %u %s\n", cfg->watch_len,
 			 cfg->watch_rw ? "rw" : "w");
+	if (cfg->module)
+		p += snprintf(p, cap - (size_t)(p - buf), "module %s\n", cfg->module);
+	for (int i = 0; i < cfg->nmodargs; i++)
+		p += snprintf(p, cap - (size_t)(p - buf), "modarg %s\n", cfg->modargs[i]);
 	return buf;
 }
 
 static int parse_action(const char *s, enum kps_action *a)
 {
-	for (int i = ACT_TRACE; i <= ACT_LATENCY; i++)
+	for (int i = ACT_TRACE; i <= ACT_LOAD; i++)
 		if (!strcmp(s, action_names[i])) {
 			*a = (enum kps_action)i;
 			return 0;
 		}
 	return -EINVAL;
+}
+
+/* "module PATH" once, then "modarg ARG" for each of its ARGs.  A module
+ * ARG may be empty: "modarg " has nothing after the space. */
+static int config_module_line(const char *item, const char *val, struct session_config *cfg,
+			      char *err, size_t errlen)
+{
+	char **v;
+
+	if (!strcmp(item, "module")) {
+		if (cfg->module || !val[0]) {
+			snprintf(err, errlen, "bad module item");
+			return -EINVAL;
+		}
+		cfg->module = strdup(val);
+		return cfg->module ? 0 : -ENOMEM;
+	}
+	if (!cfg->module || cfg->nmodargs == KPROBE_MAX_MODARGS) {
+		snprintf(err, errlen, "bad or too many module arguments (at most %d)",
+			 KPROBE_MAX_MODARGS);
+		return -EINVAL;
+	}
+	v = realloc(cfg->modargs, (size_t)(cfg->nmodargs + 1) * sizeof(*v));
+	if (!v)
+		return -ENOMEM;
+	cfg->modargs = v;
+	v[cfg->nmodargs] = strdup(val);
+	if (!v[cfg->nmodargs])
+		return -ENOMEM;
+	cfg->nmodargs++;
+	return 0;
 }
 
 static int config_line(char *line, struct session_config *cfg, char *err, size_t errlen)
@@ -93,6 +135,8 @@ static int config_line(char *line, struct session_config *cfg, char *err, size_t
 		}
 		return spec_parse(val, &cfg->specs[cfg->nspecs++], err, errlen);
 	}
+	if (!strcmp(line, "module") || !strcmp(line, "modarg"))
+		return config_module_line(line, val, cfg, err, errlen);
 	snprintf(err, errlen, "unknown config item '%s'", line);
 	return -EINVAL;
 }
@@ -111,7 +155,8 @@ int config_parse(const char *text, struct session_config *cfg, char *err, size_t
 	}
 	for (line = strtok_r(copy, "\n", &save); line && !rc; line = strtok_r(NULL, "\n", &save))
 		rc = config_line(line, cfg, err, errlen);
-	if (!rc && (!cfg->shm[0] || !cfg->action || !cfg->nspecs)) {
+	if (!rc && (!cfg->shm[0] || !cfg->action ||
+		    (cfg->action == ACT_LOAD ? !cfg->module || cfg->nspecs : !cfg->nspecs || cfg->module))) {
 		snprintf(err, errlen, "incomplete session config");
 		rc = -EINVAL;
 	}
@@ -127,6 +172,13 @@ void config_free(struct session_config *cfg)
 	free(cfg->specs);
 	cfg->specs = NULL;
 	cfg->nspecs = 0;
+	for (int i = 0; i < cfg->nmodargs; i++)
+		free(cfg->modargs[i]);
+	free(cfg->modargs);
+	free(cfg->module);
+	cfg->modargs = NULL;
+	cfg->nmodargs = 0;
+	cfg->module = NULL;
 }
 
 int ctl_dir_path(uid_t uid, char *buf, size_t len)

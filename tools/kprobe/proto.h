@@ -31,9 +31,10 @@
  *
  * The session config (also passed to a launched command's agent in the
  * environment variable KPROBE_AGENT_CONFIG) is one item per line:
- *   shm fd:N|passed / action trace|count|latency / follow 0|1 / probe SPEC
+ *   shm fd:N|passed / action trace|count|latency|load / follow 0|1 / probe SPEC
  *   / watch LEN w|rw   (a watch session: SPEC is the variable, watched
  *                       by a watchpoint probe instead of probed)
+ *   module PATH / modarg ARG      (load: the module and its ARGs, in order)
  * where "shm" names the session memory's descriptor: N, inherited by a
  * launched command, or the one passed with the ARM request (SCM_RIGHTS). */
 #ifndef KPROBE_PROTO_H
@@ -50,6 +51,7 @@
 #define KPROBE_ENV_PRELOAD	"KPROBE_AGENT_PRELOAD"	/* LD_PRELOAD before us */
 #define KPROBE_ENV_FOLLOWER	"KPROBE_AGENT_FOLLOWER"	/* set for exec'd children */
 #define KPROBE_MAX_SPECS	256
+#define KPROBE_MAX_MODARGS	64
 #define PROTO_LINE_MAX		4096
 
 struct session_config {
@@ -60,6 +62,9 @@ struct session_config {
 	struct probe_spec *specs;	/* nspecs entries, malloc'd */
 	unsigned int watch_len;		/* 0: not a watch session */
 	bool watch_rw;			/* reads too */
+	char *module;			/* load: the module's path, malloc'd */
+	int nmodargs;
+	char **modargs;			/* its ARGs, malloc'd */
 };
 
 /* Serializes cfg; returns a malloc'd string or NULL. */

@@ -279,6 +279,9 @@ char *session_config(const struct session *s)
 		.specs = s->opts->specs,
 		.watch_len = s->opts->watch_len,
 		.watch_rw = s->opts->watch_rw,
+		.module = (char *)s->opts->module,
+		.nmodargs = s->opts->nmodargs,
+		.modargs = s->opts->modargs,
 	};
 
 	snprintf(cfg.shm, sizeof(cfg.shm), "%s", s->shm_ref);
@@ -336,7 +339,7 @@ bool session_pump(struct session *s)
 {
 	size_t n = 0;
 
-	if (s->opts->action == ACT_TRACE)
+	if (s->opts->action == ACT_TRACE || s->opts->action == ACT_LOAD)
 		n = consumer_drain(&s->cons, &s->out);
 	/* Nobody reads any more (kprobe trace ... | head), or the disk is
 	 * full: stop probing. */
@@ -449,9 +452,16 @@ static void report_trace_loss(struct session *s)
 			 (unsigned long)s->cons.corrupt);
 }
 
+void session_show_failed_lines(struct session *s)
+{
+	if (s->opts->action == ACT_LOAD)
+		consumer_drain_all(&s->cons, &s->out);
+}
+
 void session_report(struct session *s)
 {
 	switch (s->opts->action) {
+	case ACT_LOAD:
 	case ACT_TRACE:
 		consumer_drain_all(&s->cons, &s->out);
 		output_end_trace(&s->out);

@@ -73,6 +73,9 @@ uint32_t session_ring_count(void);
 /* Writes what the run ends with: the trace's end, the counts or the
  * latency histogram. */
 void session_report(struct session *s);
+/* A session that failed to start: what a module's init printed before it
+ * failed (its reason, often), shown before the error. */
+void session_show_failed_lines(struct session *s);
 /* Prints the agent's note about glob matches that could not be probed. */
 void session_note_skipped(struct session *s);
 

@@ -65,7 +65,7 @@ enum kps_status {
 	KPS_FAILED,		/* error[] says why; nothing is armed */
 };
 
-enum kps_action { ACT_TRACE = 1, ACT_COUNT, ACT_LATENCY };
+enum kps_action { ACT_TRACE = 1, ACT_COUNT, ACT_LATENCY, ACT_LOAD };
 
 struct kps_header {
 	uint64_t magic;
@@ -122,12 +122,16 @@ struct kps_ring {
 	char pad2[56];
 };
 
-enum kps_event_type { EV_PAD = 1, EV_ENTRY, EV_RETURN };
+enum kps_event_type { EV_PAD = 1, EV_ENTRY, EV_RETURN, EV_TEXT };
 
 /* One event in a ring, 8-byte aligned.  vals[] holds the argument values
  * in the order of the probe's ARGs; a return event starts with the entry
  * time.  Then, for each :string argument in order, a 16-bit length (or
- * KPS_STR_FAULT) and that many bytes. */
+ * KPS_STR_FAULT) and that many bytes.
+ *
+ * An EV_TEXT record is a line a loaded module printed (kprobe_printk):
+ * desc and nvals 0, reserved the line's length in bytes, the bytes after
+ * the header (no newline, not terminated). */
 struct kps_event {
 	uint32_t size;			/* whole record, multiple of 8 */
 	uint16_t type;			/* enum kps_event_type */
@@ -140,6 +144,7 @@ struct kps_event {
 
 #define KPS_STR_FAULT	0xffff
 #define KPS_STR_MAX	128		/* bytes of a string argument kept */
+#define KPS_TEXT_MAX	1024		/* bytes of an EV_TEXT line */
 
 /* ---- layout ---- */
 
