@@ -1,0 +1,279 @@
+/* End-to-end tests of `kprobe load` (the module model) on
+ * tests/cli/cli_target.c, with the example module and tests/cli/cli_module.c. */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static char build_dir[PATH_MAX];
+static char kprobe[PATH_MAX + 16];
+static char target[PATH_MAX + 32];
+static char example[PATH_MAX + 64];
+static char module[PATH_MAX + 32];
+static char plugin[PATH_MAX + 32];
+
+static void init_paths(void)
+{
+	ssize_t n = readlink("/proc/self/exe", build_dir, sizeof(build_dir) - 1);
+
+	cr_assert(n > 0);
+	build_dir[n] = '\0';
+	for (int i = 0; i < 2; i++)	/* build/tests/test_run -> build */
+		*strrchr(build_dir, '/') = '\0';
+	snprintf(kprobe, sizeof(kprobe), "%s/kprobe", build_dir);
+	snprintf(target, sizeof(target), "%s/tests/cli/cli_target", build_dir);
+	snprintf(example, sizeof(example), "%s/examples/kprobe_module_example.so", build_dir);
+	snprintf(module, sizeof(module), "%s/tests/cli/cli_module.so", build_dir);
+	snprintf(plugin, sizeof(plugin), "%s/tests/cli/libcliplugin.so", build_dir);
+}
+
+TestSuite(load, .init = init_paths, .timeout = 30);
+
+struct run {
+	int status;
+	char out[1 << 16];
+	char err[1 << 17];
+};
+
+static void drain(int fd, char *buf, size_t cap, size_t *len, bool *open)
+{
+	ssize_t n = read(fd, buf + *len, cap - 1 - *len);
+
+	if (n <= 0) {
+		*open = false;
+		return;
+	}
+	*len += (size_t)n;
+	buf[*len] = '\0';
+	cr_assert(*len < cap - 1, "output too long for the test");
+}
+
+/* Runs a shell command line, capturing stdout and stderr. */
+static int run(struct run *r, const char *fmt, ...)
+{
+	char cmd[8192];
+	int out[2], err[2], st;
+	size_t lo = 0, le = 0;
+	bool oo = true, eo = true;
+	va_list ap;
+	pid_t pid;
+
+	va_start(ap, fmt);
+	vsnprintf(cmd, sizeof(cmd), fmt, ap);
+	va_end(ap);
+	r->out[0] = r->err[0] = '\0';
+	cr_assert(!pipe(out) && !pipe(err));
+	pid = fork();
+	cr_assert(pid >= 0);
+	if (pid == 0) {
+		dup2(out[1], 1);
+		dup2(err[1], 2);
+		close(out[0]);
+		close(err[0]);
+		execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+		_exit(127);
+	}
+	close(out[1]);
+	close(err[1]);
+	while (oo || eo) {
+		struct pollfd p[2] = { { out[0], POLLIN, 0 }, { err[0], POLLIN, 0 } };
+
+		if (poll(p, 2, 25000) <= 0)
+			break;
+		if (p[0].revents)
+			drain(out[0], r->out, sizeof(r->out), &lo, &oo);
+		if (p[1].revents)
+			drain(err[0], r->err, sizeof(r->err), &le, &eo);
+	}
+	close(out[0]);
+	close(err[0]);
+	cr_assert(waitpid(pid, &st, 0) == pid);
+	r->status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+	return r->status;
+}
+
+static int count_lines(const char *text, const char *prefix)
+{
+	int n = 0;
+	size_t len = strlen(prefix);
+
+	for (const char *p = text; p && *p; p = strchr(p, '\n'), p = p ? p + 1 : NULL)
+		n += !strncmp(p, prefix, len);
+	return n;
+}
+
+/* A target in the background, killed with the test. */
+static pid_t bg_start(const char *args)
+{
+	char cmd[PATH_MAX + 256];
+	pid_t pid;
+
+	snprintf(cmd, sizeof(cmd), "exec %s %s > /dev/null 2>&1 < /dev/null", target, args);
+	pid = fork();
+	cr_assert(pid >= 0);
+	if (pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+		_exit(127);
+	}
+	usleep(200000);
+	return pid;
+}
+
+Test(load, example_module_before_main)
+{
+	struct run r;
+	char exp[256];
+	const char *p;
+
+	run(&r, "%s load -o /dev/stderr %s target_add 3 -- %s calls 5", kprobe, example, target);
+	cr_assert_eq(r.status, 0, "status %d: %s", r.status, r.err);
+	cr_assert_str_eq(r.out, "sum 30\n");
+	cr_assert(!strncmp(r.err, "probing target_add at 0x", 24), "%s", r.err);
+	p = strchr(r.err, '\n') + 1;
+	/* Only the first 3 calls are printed, all on the main thread. */
+	for (int i = 0; i < 3; i++) {
+		snprintf(exp, sizeof(exp), "target_add(%d, %d) = %d [tid ", i, 2 * i, 3 * i);
+		cr_assert(!strncmp(p, exp, strlen(exp)), "line %d: %s", i, p);
+		p = strchr(p, '\n') + 1;
+	}
+	cr_assert_str_eq(p, "target_add: 5 calls, 0 missed\n");
+}
+
+Test(load, module_args_and_formats)
+{
+	struct run r;
+	char exp[2048];
+
+	run(&r, "%s load -o /dev/stderr %s args 'a b' '' -x -- %s calls 1", kprobe, module, target);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert_str_eq(r.err, "argc 5\n[args]\n[a b]\n[]\n[-x]\nexit\n");
+
+	run(&r, "%s load -o /dev/stderr %s formats -- %s calls 1", kprobe, module, target);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	snprintf(exp, sizeof(exp),
+		 "d=%d i=%i neg=%d\n"
+		 "w=[%5d] l=[%-5d] z=[%05d] zn=[%05d]\n"
+		 "u=%u x=%x X=%X o=%o\n"
+		 "ld=%ld lu=%lu lx=%lx lld=%lld llu=%llu\n"
+		 "hhd=%hhd hd=%hd hu=%hu zu=%zu\n"
+		 "s=[%s] p=[%.3s] w=[%6s] l=[%-6s] n=[(null)]\n"
+		 "c=%c%c pct=%% star=[%*d] p=%p\n"
+		 "trailing newline kept once\n"
+		 "ctl=[??]\n"
+		 "exit\n",
+		 42, -7, -2147483647 - 1, 42, 42, 42, -42, 4000000000u, 0xbeefu, 0xbeefu, 8u, -1L,
+		 18446744073709551615UL, 0xdeadbeefcafeUL, -9223372036854775807LL - 1, 12345ULL,
+		 (signed char)300, (short)70000, 65535, (size_t)99, "abc", "abcdef", "ab", "ab",
+		 'o', 'k', 4, 7, (void *)0x1234);
+	cr_assert_str_eq(r.err, exp);
+}
+
+Test(load, long_line_is_cut)
+{
+	struct run r;
+	char exp[1100];
+
+	run(&r, "%s load -o /dev/stderr %s long -- %s calls 1", kprobe, module, target);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	exp[0] = 'x';
+	memset(exp + 1, 'y', 1023);
+	strcpy(exp + 1024, "\nexit\n");
+	cr_assert_str_eq(r.err, exp);
+}
+
+/* Every thread's lines arrive, none twice, none lost. */
+Test(load, handler_lines_from_eight_threads)
+{
+	struct run r;
+
+	run(&r, "%s load -o /dev/stderr %s hits target_add -- %s threads 8 500", kprobe, module,
+	    target);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert_eq(count_lines(r.err, "hit "), 8 * 500);
+	for (int i = 0; i < 500; i += 97) {
+		char line[64];
+
+		snprintf(line, sizeof(line), "\nhit %d 1\n", i);
+		cr_assert_eq(count_lines(r.err, line + 1), 8, "%s", line + 1);
+	}
+	cr_assert(strstr(r.err, "\nexit\n"));
+	cr_assert_null(strstr(r.err, "lost"));
+}
+
+Test(load, json_lines)
+{
+	struct run r;
+
+	run(&r, "%s load --format json -o /dev/stderr %s args '\"q\"' -- %s calls 1", kprobe,
+	    module, target);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert_eq(count_lines(r.err, "{\"time_ns\":"), 4, "%s", r.err);
+	cr_assert(strstr(r.err, ",\"text\":\"argc 3\"}\n"), "%s", r.err);
+	cr_assert(strstr(r.err, ",\"text\":\"[\\\"q\\\"]\"}\n"), "%s", r.err);
+}
+
+/* Attached twice to one process: each session loads the module afresh
+ * (its data initialised), runs its exit at detach, and the process goes
+ * on unprobed. */
+Test(load, attach_twice_and_detach)
+{
+	struct run r;
+	pid_t pid = bg_start("loop");
+
+	for (int round = 0; round < 2; round++) {
+		run(&r, "%s load -d 0.3 -o /dev/stderr %s target_add 2 -p %d", kprobe, example,
+		    (int)pid);
+		cr_assert_eq(r.status, 0, "round %d: %s", round, r.err);
+		cr_assert(!strncmp(r.err, "probing target_add at 0x", 24), "%s", r.err);
+		cr_assert_eq(count_lines(r.err, "target_add("), 2, "%s", r.err);
+		/* 5 ms ticks for 0.3 s; counted from 0 again in each session. */
+		cr_assert_eq(count_lines(r.err, "target_add: "), 1, "%s", r.err);
+		cr_assert_lt(atol(strstr(r.err, "target_add: ") + 12), 200, "%s", r.err);
+	}
+	run(&r, "%s list -p %d", kprobe, (int)pid);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert_null(strstr(r.out, "target_add"), "%s", r.out);
+	cr_assert_eq(waitpid(pid, NULL, WNOHANG), 0, "the target died");
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+}
+
+Test(load, errors)
+{
+	struct run r;
+
+	run(&r, "%s load /nonexistent/mod.so -- %s calls 1", kprobe, target);
+	cr_assert_eq(r.status, 2);
+	cr_assert(strstr(r.err, "cannot load module '/nonexistent/mod.so'"), "%s", r.err);
+	run(&r, "%s load %s formats", kprobe, module);
+	cr_assert_eq(r.status, 2);
+	cr_assert(strstr(r.err, "give a command after '--' or a process with -p PID"));
+	run(&r, "%s load -- %s calls 1", kprobe, target);
+	cr_assert_eq(r.status, 2);
+	cr_assert(strstr(r.err, "load needs a module"), "%s", r.err);
+
+	/* Not a module: the command never runs. */
+	run(&r, "%s load %s -- %s calls 1", kprobe, plugin, target);
+	cr_assert_eq(r.status, 1);
+	cr_assert(strstr(r.err, "does not export kprobe_module_init"), "%s", r.err);
+	cr_assert_str_eq(r.out, "");
+
+	/* Init fails: what it printed, then why, and the command never runs. */
+	run(&r, "%s load -o /dev/stderr %s fail -5 -- %s calls 1", kprobe, module, target);
+	cr_assert_eq(r.status, 1);
+	cr_assert(strstr(r.err, "failing with -5\nkprobe: "), "%s", r.err);
+	cr_assert(strstr(r.err, "kprobe_module_init failed: Input/output error"), "%s", r.err);
+	cr_assert_str_eq(r.out, "");
+	run(&r, "%s load %s fail 3 -- %s calls 1", kprobe, module, target);
+	cr_assert_eq(r.status, 1);
+	cr_assert(strstr(r.err, "kprobe_module_init returned 3"), "%s", r.err);
+}
