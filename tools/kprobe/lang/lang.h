@@ -1,0 +1,411 @@
+/* The probe-program language (bpftrace's user-space subset): compiler,
+ * image verifier, interpreter and maps.
+ *
+ * Two sides of the process boundary use this header:
+ *   - the tool: lang_compile() turns source text into a program image (a
+ *     flat, position-independent byte string), lists its probes and maps,
+ *     sizes the map region, and formats what the target sends back
+ *     (lang_format_printf, the map iteration and printing helpers);
+ *   - the agent, inside the target: lang_image_load() re-verifies an image
+ *     that came over the control channel (it never trusts it), and
+ *     lang_run() executes one probe's code on the hit path.
+ *
+ * The hit path (lang_run and everything it calls) takes no lock, allocates
+ * nothing, makes no system call of its own and runs in bounded time: the
+ * verifier has checked every operand, forward jumps are free and every
+ * backward jump spends one unit of a per-run budget.  Memory of the target
+ * is read only through ops->read, a fault-safe copy the caller provides
+ * (lang_read_nofault is one; see below).  All a run needs lives in its own
+ * stack frame (registers and a scratch area of at most LANG_MAX_STACK
+ * bytes) and in the shared map region.
+ *
+ * ---- The image ----
+ * All integers little-endian, all references offsets (never pointers):
+ *
+ *   struct lang_image_hdr                 magic, version, counts, sizes
+ *   struct lang_probe_desc  [nprobes]     one per probe (a block with
+ *                                         several probes has one each)
+ *   struct lang_map_desc    [nmaps]
+ *   struct lang_fmt_desc    [nfmts]       printf/time formats and their
+ *                                         argument layout
+ *   struct lang_insn        [ninsns]      the code of every probe
+ *   char                    pool[pool_len] strings (names, literals,
+ *                                         formats), NUL-terminated
+ *
+ * A register-machine bytecode: 64-bit registers r0..r(nregs-1), a byte
+ * scratch area of stack_size bytes where strings, tuple keys, stacks and
+ * printf argument records are built, and instructions of 16 bytes.  A probe
+ * owns the code range [code, code + ncode); its last instruction is RET and
+ * no jump leaves the range.
+ */
+#ifndef KPROBE_LANG_H
+#define KPROBE_LANG_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/types.h>
+
+#include <kprobes.h>	/* struct pt_regs */
+
+#define LANG_MAGIC		0x4b504c47u	/* "GLPK" */
+#define LANG_VERSION		1
+#define LANG_MAX_REGS		64
+#define LANG_MAX_STACK		4096	/* scratch bytes per run */
+#define LANG_MAX_INSNS		65536	/* in a whole image */
+#define LANG_MAX_PROBES		1024
+#define LANG_MAX_MAPS		128
+#define LANG_MAX_FMTS		1024
+#define LANG_MAX_FMT_ARGS	16
+#define LANG_MAX_KEY_PARTS	8
+#define LANG_MAX_POOL		(1u << 20)
+#define LANG_LOOP_BUDGET	100000	/* backward jumps per run */
+#define LANG_STRLEN		64	/* bpftrace's default string size */
+#define LANG_COMM_LEN		16
+#define LANG_USTACK_MAX		32	/* frames kept by ustack */
+#define LANG_DEFAULT_MAP_KEYS	4096	/* bpftrace's default limit */
+#define LANG_HIST_BUCKETS	66	/* negative, 0, 1, [2,4) ... [2^63, inf) */
+
+/* ---- Types (the checker's and the printers') ---- */
+enum lang_type_kind {
+	LANG_T_NONE = 0,
+	LANG_T_INT,		/* size 1/2/4/8, is_signed */
+	LANG_T_STR,		/* size bytes, NUL-padded */
+	LANG_T_USTACK,		/* u64 nframes, then LANG_USTACK_MAX u64 pcs */
+	LANG_T_USYM,		/* u64 address, printed as a symbol (usym, func) */
+	LANG_T_PROBE,		/* u64 probe id, printed as the probe's name */
+	LANG_T_TUPLE,		/* only as a map key: the key parts follow */
+};
+
+struct lang_type {
+	uint8_t kind;		/* enum lang_type_kind */
+	uint8_t is_signed;
+	uint16_t size;		/* bytes the value occupies in a record/key */
+};
+
+/* ---- Probes ---- */
+enum lang_probe_kind {
+	LANG_P_BEGIN = 1,
+	LANG_P_END,
+	LANG_P_UPROBE,
+	LANG_P_URETPROBE,
+	LANG_P_USDT,		/* parsed; the checker refuses it for now */
+	LANG_P_INTERVAL,
+};
+
+struct lang_probe_desc {
+	uint8_t kind;		/* enum lang_probe_kind */
+	uint8_t fast;		/* enum lang_fast: a specialised form */
+	uint16_t reserved;
+	uint32_t target;	/* pool: OBJ as written ("libc", a path...), or "" */
+	uint32_t func;		/* pool: FUNC, may hold glob characters; "" */
+	uint32_t provider;	/* pool: usdt provider, else "" */
+	uint32_t text;		/* pool: the probe as written */
+	uint32_t offset;	/* +OFF of uprobe:OBJ:FUNC+OFF */
+	uint64_t interval_ns;	/* interval probes */
+	uint32_t code;		/* first instruction */
+	uint32_t ncode;		/* number of instructions */
+	/* Operands of the fast form (see enum lang_fast); the interpreter
+	 * gives the same results when fast is LANG_FAST_NONE. */
+	uint8_t fast_map;
+	uint8_t fast_src;	/* enum lang_src: key or value */
+	uint8_t fast_cmp;	/* enum lang_op compare, for LANG_FAST_FALSE_PRED */
+	uint8_t fast_arg;	/* argument number of fast_src = LANG_SRC_ARG */
+	int64_t fast_imm;
+};
+
+/* Forms recognised at compile time and run without the interpreter. */
+enum lang_fast {
+	LANG_FAST_NONE = 0,
+	LANG_FAST_COUNT_KEYLESS,	/* @x = count() */
+	LANG_FAST_COUNT_KEY,		/* @[src] = count()  (src: tid/pid/cpu/argN...) */
+	LANG_FAST_HIST,			/* @x = hist(src) */
+	LANG_FAST_PRED_ONLY,		/* /src CMP imm/ { ...interpreted... } */
+};
+
+/* Sources a fast form reads. */
+enum lang_src {
+	LANG_SRC_NONE = 0,
+	LANG_SRC_PID, LANG_SRC_TID, LANG_SRC_UID, LANG_SRC_CPU,
+	LANG_SRC_NSECS, LANG_SRC_ELAPSED, LANG_SRC_ARG, LANG_SRC_RETVAL,
+	LANG_SRC_FUNC, LANG_SRC_PROBE,
+};
+
+/* ---- Maps ---- */
+enum lang_map_kind {
+	LANG_M_INT = 1,		/* @x = expr (integer value) */
+	LANG_M_STR,		/* @x = "..." / str() / comm */
+	LANG_M_USTACK,		/* @x = ustack */
+	LANG_M_USYM,		/* @x = func / usym(...) */
+	LANG_M_PROBE,		/* @x = probe */
+	LANG_M_COUNT,
+	LANG_M_SUM,
+	LANG_M_AVG,
+	LANG_M_MIN,
+	LANG_M_MAX,
+	LANG_M_STATS,
+	LANG_M_HIST,
+	LANG_M_LHIST,
+};
+
+struct lang_map_desc {
+	uint32_t name;		/* pool: "@x", "@" */
+	uint8_t kind;		/* enum lang_map_kind */
+	uint8_t nkeys;		/* 0: a single value, no hashing */
+	uint16_t key_size;	/* bytes of a key (sum of the parts) */
+	uint32_t val_size;	/* bytes of a value */
+	uint32_t max_keys;	/* 1 when nkeys == 0 */
+	struct lang_type keys[LANG_MAX_KEY_PARTS];
+	struct lang_type val;	/* value type of INT/STR/... maps */
+	int64_t lhist_min, lhist_max, lhist_step;
+};
+
+/* ---- printf/time formats ----
+ * A printf argument record, as emitted (LANG_EV_PRINTF), is the
+ * concatenation of the arguments at arg_off[i], each of type arg[i]
+ * (integers as 8 bytes, strings LANG_STRLEN bytes, ...); rec_size bytes. */
+struct lang_fmt_desc {
+	uint32_t fmt;		/* pool: the format string as written (unescaped) */
+	uint16_t nargs;
+	uint16_t rec_size;
+	struct lang_type arg[LANG_MAX_FMT_ARGS];
+	uint16_t arg_off[LANG_MAX_FMT_ARGS];
+};
+
+struct lang_image_hdr {
+	uint32_t magic;		/* LANG_MAGIC */
+	uint16_t version;	/* LANG_VERSION */
+	uint16_t nregs;
+	uint32_t stack_size;
+	uint32_t nprobes, nmaps, nfmts, ninsns;
+	uint32_t pool_len;
+	uint32_t total_len;	/* the whole image */
+};
+
+/* ---- Instructions ---- */
+struct lang_insn {
+	uint8_t op;		/* enum lang_op */
+	uint8_t dst, a, b;	/* registers, or b = map index for map ops */
+	uint32_t aux;		/* jump target, scratch offset, size, id... */
+	int64_t imm;
+};
+
+/* Every operand is checked by the verifier against the header. */
+enum lang_op {
+	LANG_OP_RET = 0,	/* end of the probe's run */
+	LANG_OP_MOVI,		/* dst = imm */
+	LANG_OP_MOV,		/* dst = a */
+	/* dst = a OP b (b register) */
+	LANG_OP_ADD, LANG_OP_SUB, LANG_OP_MUL,
+	LANG_OP_DIV, LANG_OP_MOD,	/* unsigned; by 0 gives 0 */
+	LANG_OP_SDIV, LANG_OP_SMOD,	/* signed; by 0 gives 0 */
+	LANG_OP_AND, LANG_OP_OR, LANG_OP_XOR,
+	LANG_OP_SHL, LANG_OP_SHR, LANG_OP_SAR,	/* count & 63 */
+	LANG_OP_EQ, LANG_OP_NE,
+	LANG_OP_LT, LANG_OP_LE, LANG_OP_GT, LANG_OP_GE,		/* signed */
+	LANG_OP_LTU, LANG_OP_LEU, LANG_OP_GTU, LANG_OP_GEU,	/* unsigned */
+	LANG_OP_NEG, LANG_OP_NOT, LANG_OP_LNOT,	/* dst = -a, ~a, !a */
+	LANG_OP_SEXT,		/* dst = a sign-extended from aux bits (8/16/32) */
+	LANG_OP_ZEXT,		/* dst = a truncated to aux bits (8/16/32) */
+	LANG_OP_JMP,		/* to aux (forward) */
+	LANG_OP_JZ, LANG_OP_JNZ,	/* if a (==0 / !=0) to aux (forward) */
+	LANG_OP_LOOP,		/* to aux (backward), spends one unit of budget;
+				   an exhausted budget ends the run (counted) */
+	LANG_OP_CTX,		/* dst = builtin aux (enum lang_src), imm = arg no */
+	LANG_OP_LOAD,		/* dst = *(aux bytes at a), imm != 0: signed; 0 on fault */
+	LANG_OP_STR,		/* scratch[aux..] = string at a, at most b-reg bytes
+				   when imm < 0 else imm bytes (<= LANG_STRLEN),
+				   "" on fault */
+	LANG_OP_STST,		/* 8 bytes scratch[aux] = a */
+	LANG_OP_STLD,		/* dst = 8 bytes scratch[aux] */
+	LANG_OP_STCPY,		/* scratch[aux .. +len] = scratch[src ..], imm = src | len << 32 */
+	LANG_OP_STZERO,		/* scratch[aux .. aux+imm] = 0 */
+	LANG_OP_STPOOL,		/* scratch[aux .. +len] = pool[src ..], imm = src | len << 32 */
+	LANG_OP_STREQ,		/* dst = strings scratch[aux] and scratch[imm] equal,
+				   at most b bytes (b is a length here, not a reg) */
+	LANG_OP_COMM,		/* scratch[aux .. +16] = comm */
+	LANG_OP_USTACK,		/* scratch[aux] = ustack of at most imm frames */
+	LANG_OP_MAP_GET,	/* dst = int value of map b at key scratch[aux]; 0 absent */
+	LANG_OP_MAP_GETX,	/* scratch[imm ..] = value bytes of map b at key
+				   scratch[aux] (string/stack values), zeroes absent */
+	LANG_OP_MAP_HAS,	/* dst = map b has key scratch[aux] */
+	LANG_OP_MAP_SET,	/* map b [scratch[aux]] = a (int-valued maps) */
+	LANG_OP_MAP_SETX,	/* map b [scratch[aux]] = value bytes at scratch[imm] */
+	LANG_OP_MAP_AGG,	/* aggregate a into map b [scratch[aux]] by its kind;
+				   count ignores a */
+	LANG_OP_MAP_DEL,	/* delete map b [scratch[aux]] */
+	LANG_OP_EMIT,		/* event dst-type (enum lang_event), id aux,
+				   data scratch[imm & 0xffffffff], len imm >> 32 */
+	LANG_OP_SIGNAL,		/* ops->signal(a) */
+	LANG_OP_OVERRIDE,	/* ops->override(a) */
+	LANG_OP_EXIT,		/* emit LANG_EV_EXIT, end this run, later runs do nothing */
+	LANG_OP__COUNT
+};
+
+/* ---- Compiling (tool side) ---- */
+struct lang_compile_opts {
+	const char *filename;	/* for messages; "stdin" for -e as bpftrace */
+	int nparams;		/* positional parameters $1..$nparams */
+	char *const *params;
+	uint32_t map_keys;	/* 0: LANG_DEFAULT_MAP_KEYS */
+};
+
+/* An error as bpftrace prints it:
+ *   FILE:LINE:COL-COL: ERROR: reason
+ *   the source line
+ *   ~~~~ under the offending range
+ */
+struct lang_error {
+	int line, col, col_end;	/* 1-based; col_end exclusive */
+	char msg[256];
+	char text[1024];	/* the three lines, ready to print */
+};
+
+/* Compiles src.  On success 0 and *image_out (malloc'ed, free()) of
+ * *len_out bytes.  On a program error -EINVAL and err filled; -ENOMEM. */
+int lang_compile(const char *src, const struct lang_compile_opts *opts,
+		 void **image_out, size_t *len_out, struct lang_error *err);
+
+/* ---- Loading (both sides) ----
+ * Verifies the len bytes at image (from an untrusted source) and fills
+ * img, a view that points into image (which must stay alive and not change;
+ * the agent copies what it received into private memory first).
+ * 0, or -EINVAL with a reason in why (may be NULL). */
+struct lang_image {
+	const uint8_t *base;
+	size_t len;
+	const struct lang_image_hdr *hdr;
+	const struct lang_probe_desc *probes;
+	const struct lang_map_desc *maps;
+	const struct lang_fmt_desc *fmts;
+	const struct lang_insn *insns;
+	const char *pool;
+	size_t map_off[LANG_MAX_MAPS];	/* offset of each map in the region */
+	size_t region_size;		/* bytes the map region needs */
+};
+
+int lang_image_load(struct lang_image *img, const void *image, size_t len,
+		    char *why, size_t whylen);
+
+/* A pool string of a loaded image ("" for an offset out of range). */
+const char *lang_image_str(const struct lang_image *img, uint32_t off);
+
+/* ---- The map region ----
+ * Preallocated memory shared by the target (writes, lock-free) and the
+ * tool (reads, clears).  lang_image_load computes region_size;
+ * lang_maps_init formats size >= region_size bytes.  The tool must treat
+ * the region as hostile (the target may scribble on it): the iteration
+ * and decoding functions bound every index they read. */
+int lang_maps_init(const struct lang_image *img, void *region, size_t size);
+
+/* Drop counters: updates that found the map full, and runs ended by the
+ * loop budget. */
+uint64_t lang_maps_dropped(const struct lang_image *img, const void *region, unsigned map);
+uint64_t lang_maps_aborted(const struct lang_image *img, const void *region);
+
+/* Iterates the live entries of a map: *pos starts at 0; returns 1 with
+ * key (NULL for a keyless map) and value pointing into the region, 0 at
+ * the end. */
+int lang_map_next(const struct lang_image *img, const void *region, unsigned map,
+		  size_t *pos, const void **key, const void **val);
+
+/* clear(@m) and zero(@m), done by whoever handles the events in order
+ * (the tool), since bpftrace runs them asynchronously after earlier
+ * print() events.  Lock-free against concurrent writers. */
+void lang_map_clear(const struct lang_image *img, void *region, unsigned map);
+void lang_map_zero(const struct lang_image *img, void *region, unsigned map);
+
+/* Decoded aggregate of one value (sums the parts the writer keeps). */
+struct lang_agg {
+	int64_t value;		/* count/sum/int/min/max; avg = sum/count */
+	int64_t count, sum;	/* avg, stats */
+	int has_value;		/* min/max: at least one update */
+};
+void lang_map_agg(const struct lang_image *img, unsigned map, const void *val,
+		  struct lang_agg *out);
+/* hist/lhist: the bucket counts of a value (LANG_HIST_BUCKETS or
+ * lhist's (max-min)/step + 3) and their number. */
+const uint64_t *lang_map_buckets(const struct lang_image *img, unsigned map,
+				 const void *val, unsigned *nbuckets);
+
+/* ---- Running (agent side) ---- */
+enum lang_event {
+	LANG_EV_PRINTF = 1,	/* id: fmt index; data: the argument record */
+	LANG_EV_TIME,		/* id: fmt index (a strftime format); no data */
+	LANG_EV_EXIT,		/* exit() */
+	LANG_EV_PRINT_MAP,	/* id: map; data: int64 top, int64 div */
+	LANG_EV_CLEAR,		/* id: map */
+	LANG_EV_ZERO,		/* id: map */
+	LANG_EV_PRINT_VALUE,	/* id: fmt index (one argument); data: the value */
+	LANG_EV_DELETE_ALL,	/* reserved */
+};
+
+struct lang_ctx;
+
+/* What the runtime user provides; every call must be async-signal-safe
+ * and take no lock.  arg is lang_ctx.arg. */
+struct lang_ops {
+	/* Fault-safe copy from the target's memory: 0, or -EFAULT (then the
+	 * VM uses zeroes, or "" for str(), as bpftrace does after a failed
+	 * probe_read). */
+	int (*read)(void *dst, uintptr_t src, size_t len, void *arg);
+	/* pid tid uid cpu nsecs elapsed (enum lang_src); others are the VM's. */
+	uint64_t (*get)(int src, void *arg);
+	/* The thread's name, LANG_COMM_LEN bytes NUL-padded. */
+	void (*comm)(char *out, void *arg);
+	/* Up to max return addresses of the probed thread, innermost first. */
+	int (*ustack)(const struct pt_regs *regs, uint64_t *pcs, int max, void *arg);
+	/* An output event; may drop (returns -ENOSPC) but never blocks. */
+	int (*emit)(int type, uint32_t id, const void *data, size_t len, void *arg);
+	int (*signal)(int sig, void *arg);
+	/* override(v) at a function entry: return v at once. */
+	int (*override)(struct pt_regs *regs, uint64_t v, void *arg);
+};
+
+struct lang_ctx {
+	struct pt_regs *regs;
+	uint64_t probe_id;	/* what `probe` prints (tool-side lookup) */
+	uint64_t func_addr;	/* what `func` prints: the function's address */
+	void *maps;		/* the region (lang_maps_init'ed) */
+	const struct lang_ops *ops;
+	void *arg;
+};
+
+/* Runs probe number probe of a loaded image.  Returns 0, LANG_RUN_EXIT
+ * after exit(), or -E2BIG when the loop budget ended the run. */
+#define LANG_RUN_EXIT 1
+int lang_run(const struct lang_image *img, unsigned probe, struct lang_ctx *ctx);
+
+/* A fault-safe copy usable as ops->read: a copy loop whose faults are
+ * recovered by lang_fault_fixup(), which a SIGSEGV/SIGBUS handler calls
+ * first with its ucontext; it returns true when the fault was one of
+ * ours (the copy then returns -EFAULT).  No system call. */
+int lang_read_nofault(void *dst, uintptr_t src, size_t len, void *arg);
+bool lang_fault_fixup(void *ucontext);
+
+/* ---- Formatting (tool side) ---- */
+struct lang_fmt_ops {
+	/* Symbol for an address (usym/func): "name" or "name+0x1f"; 0 or -1. */
+	int (*sym)(uint64_t addr, char *out, size_t outlen, void *arg);
+	/* The probe's name for `probe`. */
+	int (*probe_name)(uint64_t id, char *out, size_t outlen, void *arg);
+	void *arg;
+};
+
+/* Formats a LANG_EV_PRINTF record as bpftrace's printf does; returns the
+ * length written (NUL-terminated, truncated to outlen), or -EINVAL for a
+ * bad fmt index or a record of the wrong size. */
+ssize_t lang_format_printf(const struct lang_image *img, uint32_t fmt,
+			   const void *rec, size_t len, const struct lang_fmt_ops *ops,
+			   char *out, size_t outlen);
+
+/* One value of a type as bpftrace prints it in a map key or print(). */
+ssize_t lang_format_value(const struct lang_type *t, const void *data,
+			  const struct lang_fmt_ops *ops, char *out, size_t outlen);
+
+/* Prints a map as bpftrace does at exit or print(@m, top, div), text format. */
+int lang_map_print(const struct lang_image *img, const void *region, unsigned map,
+		   int64_t top, int64_t div, const struct lang_fmt_ops *ops, FILE *out);
+
+#endif
