@@ -33,6 +33,9 @@ struct agent_probe {
 	bool vector_args;
 	struct jprobe jp;
 	uint32_t desc;			/* descriptor index in the session */
+	uint16_t spec;			/* index of its spec in the config */
+	bool at_function_entry;		/* run: a function's first instruction */
+	uint32_t prog_probe;		/* run: the program's probe it runs */
 	uint8_t nargs;
 	uint8_t nstrings;
 	struct spec_arg args[SPEC_MAX_ARGS];
@@ -44,9 +47,13 @@ struct agent_deferred {
 	char path[512];			/* the object as given, or found on disk */
 };
 
+struct agent_prog;
+
 struct agent_session {
 	struct session_config cfg;
 	struct kps_map map;
+	size_t map_size;		/* bytes mapped: kps_total_size() */
+	struct agent_prog *prog;	/* run: the program (agent_prog.c) */
 	uint32_t nrings;		/* rings the CLI gave the session */
 	int shm_fd;			/* kept open for exec'd children (-f), or -1 */
 	uint64_t shm_ino;		/* its inode, to know it is still ours */
@@ -78,6 +85,14 @@ void agent_hit_after_fork(bool follow);
 /* Sets the probe's handlers (and return instance data size) for its
  * session's action and clock (agent_hit.c). */
 void agent_set_handlers(struct agent_probe *ap);
+/* Whether a hit of the calling thread is not the program's (the agent's
+ * own threads, a forked child that is not followed). */
+bool agent_hit_silent(struct agent_session *s);
+/* Writes one record (header fields type, nvals, desc; len bytes of data
+ * after it, reserved = len) into the calling thread's ring; async-signal-
+ * safe.  len, or -1 when dropped (counted). */
+int agent_emit_record(struct agent_session *s, uint16_t type, uint16_t nvals, uint32_t desc,
+		      const void *data, uint32_t len);
 /* Writes one line of a loaded module into the calling thread's ring
  * (async-signal-safe); its length, or -1 when dropped (counted). */
 int agent_emit_text(const char *text, uint32_t len);
@@ -122,6 +137,17 @@ void agent_watch_record(struct agent_session *s, uint32_t desc, uint64_t old_val
  * its init (0, or a negative errno with err set), and its exit once. */
 int agent_module_load(const struct session_config *cfg, char *err, size_t errlen);
 void agent_module_unload(void);
+
+/* agent_prog.c: `kprobe run`.  start: the verified image and its specs
+ * (before they are resolved); armed: BEGIN and the interval threads;
+ * end: stops the intervals and runs END (once); free: what start took.
+ * set_handlers: a point's handlers (from agent_set_handlers). */
+struct agent_fail;
+int agent_prog_start(struct agent_session *s, struct agent_fail *f);
+int agent_prog_armed(struct agent_session *s, struct agent_fail *f);
+void agent_prog_end(struct agent_session *s);
+void agent_prog_free(struct agent_session *s);
+void agent_prog_set_handlers(struct agent_probe *ap);
 
 /* agent_server.c: the control socket. */
 int agent_server_start(void);

@@ -380,12 +380,14 @@ static inline __attribute__((always_inline)) uint64_t stamp_to_ns(const struct a
 	return tsc ? (uint64_t)(((unsigned __int128)delta * s->tick_ns_q32) >> 32) : delta;
 }
 
-/* One line of a loaded module (kprobe_printk) into the calling thread's
- * ring.  The module's handlers run while the session does: its exit runs
- * before the session memory goes. */
-int agent_emit_text(const char *text, uint32_t len)
+bool agent_hit_silent(struct agent_session *s)
 {
-	struct agent_session *s = __atomic_load_n(&agent_session, __ATOMIC_ACQUIRE);
+	return silent(s);
+}
+
+int agent_emit_record(struct agent_session *s, uint16_t type, uint16_t nvals, uint32_t desc,
+		      const void *data, uint32_t len)
+{
 	struct kps_event *ev;
 	uint64_t head;
 	uint32_t size;
@@ -393,8 +395,6 @@ int agent_emit_text(const char *text, uint32_t len)
 
 	if (!s || __atomic_load_n(&quiet, __ATOMIC_RELAXED))
 		return -1;
-	if (len > KPS_TEXT_MAX)
-		len = KPS_TEXT_MAX;
 	ring = thread_ring(s);
 	size = (uint32_t)(sizeof(*ev) + len + 7) & ~7u;
 	ev = ring < 0 ? NULL : ring_reserve(s, ring, size, &head);
@@ -402,16 +402,28 @@ int agent_emit_text(const char *text, uint32_t len)
 		count_lost(s, ring);
 		return -1;
 	}
-	ev->type = EV_TEXT;
-	ev->nvals = 0;
-	ev->desc = 0;
+	ev->type = type;
+	ev->nvals = nvals;
+	ev->desc = desc;
 	ev->reserved = len;
 	ev->time_ns = stamp(s->time_tsc);
 	for (uint32_t i = 0; i < len; i++)
-		((unsigned char *)ev->vals)[i] = (unsigned char)text[i];
+		((unsigned char *)ev->vals)[i] = ((const unsigned char *)data)[i];
 	ev->size = size;
 	ring_commit(s, ring, head, size);
 	return (int)len;
+}
+
+/* One line of a loaded module (kprobe_printk) into the calling thread's
+ * ring.  The module's handlers run while the session does: its exit runs
+ * before the session memory goes. */
+int agent_emit_text(const char *text, uint32_t len)
+{
+	struct agent_session *s = __atomic_load_n(&agent_session, __ATOMIC_ACQUIRE);
+
+	if (len > KPS_TEXT_MAX)
+		len = KPS_TEXT_MAX;
+	return agent_emit_record(s, EV_TEXT, 0, 0, text, len);
 }
 
 static inline __attribute__((always_inline)) int on_entry(struct kprobe *p, struct pt_regs *regs,
@@ -522,6 +534,7 @@ static inline __attribute__((always_inline)) int on_return(struct kretprobe_inst
 		emit(ap, EV_RETURN, t, &d->entry_time, 1, vals);
 		return 0;
 	case ACT_LOAD:		/* a module's session has no probes of ours */
+	case ACT_RUN:		/* a program's have handlers of their own */
 		return 0;
 	}
 	return 0;
@@ -700,6 +713,10 @@ void agent_set_handlers(struct agent_probe *ap)
 {
 	bool tsc = ap->session->time_tsc;
 
+	if (ap->session->cfg.action == ACT_RUN) {
+		agent_prog_set_handlers(ap);
+		return;
+	}
 	if (ap->is_return) {
 		ap->u.rp.entry_handler = tsc ? return_entry_tsc : return_entry_clock;
 		if (returns_f64(ap))

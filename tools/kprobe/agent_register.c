@@ -101,6 +101,7 @@ static struct agent_probe *probe_new(struct agent_session *s, const struct resol
 	}
 	ap->session = s;
 	ap->desc = (uint32_t)id;
+	ap->spec = (uint16_t)r->spec;
 	ap->is_return = spec->is_return;
 	ap->nargs = (uint8_t)spec->nargs;
 	memcpy(ap->args, spec->args, sizeof(ap->args));

@@ -57,7 +57,7 @@ static uint64_t st_ino_of(int fd)
 
 /* The CLI's memory: sealed at the session's size (nobody can shrink it
  * under a mapping). */
-static int check_shm_fd(int fd)
+static int check_shm_fd(int fd, size_t size)
 {
 	struct stat st;
 	int seals = fcntl(fd, F_GET_SEALS);
@@ -65,7 +65,7 @@ static int check_shm_fd(int fd)
 
 	if (fstat(fd, &st))
 		return -errno;
-	if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size != kps_size() || seals < 0 ||
+	if (!S_ISREG(st.st_mode) || (uint64_t)st.st_size != size || seals < 0 ||
 	    (seals & need) != need)
 		return -EPROTO;
 	return 0;
@@ -79,14 +79,15 @@ static int map_shm(struct agent_session *s, int passed, struct agent_fail *f)
 
 	if (fd < 0)
 		return fd;
-	rc = check_shm_fd(fd);
+	s->map_size = kps_total_size(s->cfg.image_len, s->cfg.region_len);
+	rc = check_shm_fd(fd, s->map_size);
 	if (rc) {
 		if (!keep)
 			close(fd);
 		return agent_fail(f, 1, rc, "the session memory is not the tool's: %s",
 				  strerror(-rc));
 	}
-	base = mmap(NULL, kps_size(), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
+	base = mmap(NULL, s->map_size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
 	rc = -errno;
 	if (keep) {
 		s->shm_fd = fd;
@@ -100,7 +101,7 @@ static int map_shm(struct agent_session *s, int passed, struct agent_fail *f)
 	if (s->map.hdr->magic != KPS_MAGIC || s->map.hdr->max_probes != KPS_MAX_PROBES ||
 	    !s->map.hdr->nrings || s->map.hdr->nrings > KPS_RINGS ||
 	    s->map.hdr->ring_bytes != KPS_RING_BYTES) {
-		munmap(base, kps_size());
+		munmap(base, s->map_size);
 		s->map.base = NULL;
 		return agent_fail(f, 1, -EPROTO, "the session memory has another layout "
 				  "(kprobe and its agent are from different builds)");
@@ -135,12 +136,13 @@ static void setup_clock(struct agent_session *s)
 
 static void session_free(struct agent_session *s)
 {
+	agent_prog_free(s);
 	for (int i = 0; i < s->nprobes; i++)
 		free(s->probes[i]);
 	free(s->probes);
 	free(s->deferred);
 	if (s->map.base)
-		munmap(s->map.base, kps_size());
+		munmap(s->map.base, s->map_size);
 	/* Unless the program has closed it and reused the number. */
 	if (s->shm_fd >= 0 && st_ino_of(s->shm_fd) == s->shm_ino)
 		close(s->shm_fd);
@@ -251,7 +253,9 @@ int agent_session_start(const char *config, int shm_fd, bool follower, char *err
 	if (s->cfg.watch_len) {
 		rc = agent_watch_start(s, &f);
 	} else {
-		rc = resolve_all(s, &pts, &f);
+		rc = s->cfg.action == ACT_RUN ? agent_prog_start(s, &f) : 0;
+		if (!rc)
+			rc = resolve_all(s, &pts, &f);
 		if (!rc)
 			rc = agent_register_first(s, &pts, &f);
 	}
@@ -260,8 +264,12 @@ int agent_session_start(const char *config, int shm_fd, bool follower, char *err
 				"(no _dl_debug_state in the dynamic loader)");
 	if (!rc && s->cfg.module)
 		rc = start_module(s, &f);
+	if (!rc && s->prog)
+		rc = agent_prog_armed(s, &f);
 	if (rc) {
 		agent_unregister_probes(s->probes, s->nprobes);
+		if (s->prog)
+			agent_prog_free(s);
 		if (!s->follower)
 			report_failure(s, &f);
 		goto out;
@@ -314,6 +322,8 @@ void agent_session_stop(void)
 		agent_dlhook_remove();
 		agent_watch_stop(s);
 		agent_unregister_probes(s->probes, s->nprobes);
+		/* END after the last hit: its output and the maps are final. */
+		agent_prog_end(s);
 		flush_locked(s);
 		agent_session = NULL;
 		session_free(s);

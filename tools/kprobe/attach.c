@@ -3,6 +3,7 @@
  * threads still while the agent arms the probes, stream the events, and on
  * exit, Ctrl-C or -d SECONDS have the agent remove every probe. */
 #include "attach.h"
+#include "run.h"
 
 #include <errno.h>
 #include <poll.h>
@@ -164,9 +165,12 @@ int attach_run(struct session *s, const char *agent)
 	attach_connect(&s->ctl, o->pid, agent);
 	arm(s);
 	output_begin(&s->out);
+	if (o->prog)
+		run_attached(s);
 	if (o->duration > 0)
 		deadline = cli_now_ns() + (unsigned long long)(o->duration * 1e9);
-	while (!session_stop_signal && !(deadline && cli_now_ns() >= deadline)) {
+	while (!session_stop_signal && !(deadline && cli_now_ns() >= deadline) &&
+	       !run_exit_requested(s)) {
 		busy = session_pump(s);
 		if (!target_alive(s)) {
 			alive = false;

@@ -3,6 +3,7 @@
 #define KPROBE_CLI_H
 
 #include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <sys/types.h>
 
@@ -14,10 +15,12 @@
 #define EXIT_FAIL	1	/* any other failure */
 #define EXIT_BAD	2	/* a bad probe, option, PID or usage */
 
-/* The commands that start a session come first (up to CMD_LOAD). */
-enum cli_cmd { CMD_TRACE, CMD_COUNT, CMD_LATENCY, CMD_WATCH, CMD_LOAD, CMD_LIST, CMD_ENABLE, CMD_DISABLE,
-	       CMD_OPTIMIZE };
+/* The commands that start a session come first (up to CMD_RUN). */
+enum cli_cmd { CMD_TRACE, CMD_COUNT, CMD_LATENCY, CMD_WATCH, CMD_LOAD, CMD_RUN, CMD_LIST,
+	       CMD_ENABLE, CMD_DISABLE, CMD_OPTIMIZE };
 enum out_format { FMT_TEXT, FMT_JSON, FMT_CHROME };
+
+struct run_program;
 
 struct cli_opts {
 	enum cli_cmd cmd;
@@ -39,6 +42,15 @@ struct cli_opts {
 	const char *module;		/* load: the module's absolute path */
 	char **modargs;			/* its ARGs (argv entries) */
 	int nmodargs;
+	/* run: the program, its name in messages ("stdin" for -e, as
+	 * bpftrace says), positional parameters, map size, and what
+	 * compiling it made (run.c) */
+	const char *prog_text;
+	const char *prog_file;
+	char **params;
+	int nparams;
+	uint32_t map_keys;		/* --map-keys, 0: the default */
+	struct run_program *prog;
 };
 
 /* Prints "kprobe: MESSAGE" on stderr and exits with status. */

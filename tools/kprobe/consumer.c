@@ -281,6 +281,27 @@ static bool decode_text(struct consumer *c, const struct copied *cp, struct trac
 	return true;
 }
 
+/* A program's event: only in a run session, its data within the record.
+ * Its type and id are checked by whoever handles it (run.c). */
+static bool decode_prog(struct consumer *c, const struct copied *cp, struct trace_event *ev)
+{
+	const struct kps_event *e = &cp->ev;
+
+	if (c->opts->action != ACT_RUN || e->reserved > KPS_PROG_DATA_MAX ||
+	    e->reserved > e->size - sizeof(*e))
+		return false;
+	ev->type = EV_PROG;
+	ev->time_ns = to_ns(c, e->time_ns);
+	ev->entry_ns = ev->time_ns;
+	ev->pid = (pid_t)(cp->owner >> 32);
+	ev->tid = (pid_t)(uint32_t)cp->owner;
+	ev->prog_type = e->nvals;
+	ev->prog_id = e->desc;
+	ev->text = (const unsigned char *)e->vals;
+	ev->textlen = e->reserved;
+	return true;
+}
+
 /* Fills ev from a copied record (its size checked by copy_ring); false if
  * it does not make sense. */
 static bool decode(struct consumer *c, const struct copied *cp, struct trace_event *ev)
@@ -293,6 +314,8 @@ static bool decode(struct consumer *c, const struct copied *cp, struct trace_eve
 	memset(ev, 0, sizeof(*ev));
 	if (e->type == EV_TEXT)
 		return decode_text(c, cp, ev);
+	if (e->type == EV_PROG)
+		return decode_prog(c, cp, ev);
 	if (e->type != EV_ENTRY && e->type != EV_RETURN)
 		return false;
 	ev->desc = consumer_desc(c, e->desc);

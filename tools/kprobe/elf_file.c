@@ -198,3 +198,50 @@ int elf_file_has_interp(const char *path)
 	elf_handle_close(&h);
 	return dynamic;
 }
+
+struct visit_range {
+	int (*fn)(const char *name, uint64_t value, uint64_t size, void *arg);
+	void *arg;
+};
+
+static int visit_range(const char *name, const GElf_Sym *sym, void *arg)
+{
+	struct visit_range *v = arg;
+
+	return v->fn(name, sym->st_value, sym->st_size, v->arg);
+}
+
+int elf_file_foreach_function_range(const char *path,
+				    int (*fn)(const char *name, uint64_t value, uint64_t size,
+					      void *arg),
+				    void *arg)
+{
+	struct visit_range v = { fn, arg };
+
+	return foreach_symbol(path, visit_range, &v);
+}
+
+int elf_file_loads(const char *path, struct elf_load *out, int max)
+{
+	struct elf_handle h;
+	size_t n = 0;
+	int found = 0;
+	int rc = elf_handle_open(path, &h);
+
+	if (rc)
+		return rc;
+	if (elf_getphdrnum(h.elf, &n))
+		n = 0;
+	for (size_t i = 0; i < n && found < max; i++) {
+		GElf_Phdr ph;
+
+		if (!gelf_getphdr(h.elf, (int)i, &ph) || ph.p_type != PT_LOAD)
+			continue;
+		out[found].offset = ph.p_offset;
+		out[found].vaddr = ph.p_vaddr;
+		out[found].filesz = ph.p_filesz;
+		found++;
+	}
+	elf_handle_close(&h);
+	return found;
+}

@@ -23,4 +23,16 @@ int elf_file_first_load(const char *path, uint64_t *vaddr);
  * read. */
 int elf_file_has_interp(const char *path);
 
+/* The same with each symbol's address and size. */
+int elf_file_foreach_function_range(const char *path,
+				    int (*fn)(const char *name, uint64_t value, uint64_t size,
+					      void *arg),
+				    void *arg);
+
+/* The file's PT_LOAD segments, at most max; their number or -errno. */
+struct elf_load {
+	uint64_t offset, vaddr, filesz;
+};
+int elf_file_loads(const char *path, struct elf_load *out, int max);
+
 #endif

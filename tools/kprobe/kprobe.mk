@@ -10,8 +10,12 @@
 
 KP_DIR       := tools/kprobe
 KP_SHARED    := $(addprefix $(KP_DIR)/,spec.c proto.c nearmatch.c elf_file.c)
-KP_AGENT_SRC := $(sort $(wildcard $(KP_DIR)/agent*.c)) $(KP_SHARED)
-KP_CLI_SRC   := $(filter-out $(KP_DIR)/agent% $(KP_DIR)/bench_extra.c,$(sort $(wildcard $(KP_DIR)/*.c)))
+# The probe-program language: the compiler and printers in the CLI, the
+# verifier and interpreter in the agent (one set of sources for both).
+KP_LANG_SRC  := $(sort $(wildcard $(KP_DIR)/lang/*.c))
+KP_AGENT_SRC := $(sort $(wildcard $(KP_DIR)/agent*.c)) $(KP_SHARED) $(KP_LANG_SRC)
+KP_CLI_SRC   := $(filter-out $(KP_DIR)/agent% $(KP_DIR)/bench_extra.c,$(sort $(wildcard $(KP_DIR)/*.c))) \
+		$(KP_LANG_SRC)
 KP_AGENT_OBJ := $(KP_AGENT_SRC:%.c=$(B)/kprobe-agent/%.o)
 KP_CLI_OBJ   := $(KP_CLI_SRC:%.c=$(B)/kprobe-cli/%.o)
 KP_CFLAGS    := -I$(KP_DIR)
@@ -134,7 +138,8 @@ install-kprobe: $(B)/kprobe $(B)/libkprobe-agent.so
 # own cli_die/cli_warn/cli_now_ns stand in for main.c), plain and with the
 # sanitizers like every suite.
 KP_READER_SRC := $(addprefix $(KP_DIR)/,session.c consumer.c output.c output_summary.c \
-		   spec.c proto.c ctl_client.c escape.c)
+		   spec.c proto.c ctl_client.c escape.c run.c symbolize.c elf_file.c) \
+		   $(KP_LANG_SRC)
 KP_READER_ASAN_OBJ := $(KP_READER_SRC:%.c=$(B)/kprobe-cli-asan/%.o)
 
 $(B)/kprobe-cli-asan/%.o: %.c
@@ -143,11 +148,11 @@ $(B)/kprobe-cli-asan/%.o: %.c
 
 $(B)/tests/test_cli_shm_fuzz: tests/test_cli_shm_fuzz.c $(KP_READER_SRC:%.c=$(B)/kprobe-cli/%.o)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(BASE) $(KP_CFLAGS) -Itests -o $@ $^ -lpthread -lcriterion
+	$(CC) $(CFLAGS) $(BASE) $(KP_CFLAGS) -Itests -o $@ $^ -lpthread -lcriterion -lelf
 
 $(B)/tests-asan/test_cli_shm_fuzz: tests/test_cli_shm_fuzz.c $(KP_READER_ASAN_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) -O1 -g $(BASE) $(SAN) $(KP_CFLAGS) -Itests -o $@ $^ -lpthread -lcriterion
+	$(CC) -O1 -g $(BASE) $(SAN) $(KP_CFLAGS) -Itests -o $@ $^ -lpthread -lcriterion -lelf
 
 # ---- the control-channel client against fake agents (tests/test_ctl.c) ----
 # It links the client's own sources rather than the library.

@@ -14,6 +14,7 @@
 
 #include "elf_file.h"
 #include "launch.h"
+#include "run.h"
 
 /* How long an agent may take to show up before we call it missing. */
 #define AGENT_APPEAR_NS (10ull * 1000000000ull)
@@ -235,7 +236,10 @@ int launch_run(struct session *s, const char *agent)
 		cli_warn("%s", s->ctl.why);
 	if (o->duration > 0)
 		deadline = cli_now_ns() + (unsigned long long)(o->duration * 1e9);
-	while (!session_stop_signal && !(deadline && cli_now_ns() >= deadline)) {
+	if (o->prog)
+		run_attached(s);
+	while (!session_stop_signal && !(deadline && cli_now_ns() >= deadline) &&
+	       !run_exit_requested(s)) {
 		if (waitpid(child, &status, WNOHANG) == child) {
 			exited = true;
 			break;
@@ -250,6 +254,12 @@ int launch_run(struct session *s, const char *agent)
 	}
 	session_report(s);
 	lost_output = session_close(s) != 0;
+	/* exit() ends the command too, as bpftrace's does. */
+	if (!exited && run_exit_requested(s)) {
+		kill(child, SIGTERM);
+		wait_command(child, &status);
+		return lost_output ? EXIT_FAIL : 0;
+	}
 	if (!exited && wait_command(child, &status))
 		return 128 + session_stop_signal;
 	return lost_output ? EXIT_FAIL : exit_status_of(status);

@@ -17,6 +17,7 @@
 #include "knobs.h"
 #include "launch.h"
 #include "list_functions.h"
+#include "run.h"
 #include "session.h"
 
 #ifndef KPROBE_AGENT_INSTALL_DIR
@@ -110,15 +111,17 @@ int main(int argc, char **argv)
 	char agent[PATH_MAX];
 
 	cli_parse(argc, argv, &o);
+	if (o.cmd == CMD_RUN)
+		run_compile(&o);
 	if (o.pid)
 		cli_check_pid(o.pid);
 	if (cli_agent_path(agent, sizeof(agent)) &&
-	    (o.cmd <= CMD_LOAD))
+	    (o.cmd <= CMD_RUN))
 		cli_die(EXIT_FAIL, "cannot find %s beside kprobe or in %s", AGENT_NAME,
 			KPROBE_AGENT_INSTALL_DIR);
 	if (o.cmd == CMD_LIST && o.list_object)
 		return list_functions_run(&o);
-	if (o.cmd > CMD_LOAD)
+	if (o.cmd > CMD_RUN)
 		return knobs_run(&o);
 	session_catch_signals();
 	session_open(&s, &o);

@@ -12,13 +12,14 @@
 
 static const char *const commands[] = {
 	[CMD_TRACE] = "trace", [CMD_COUNT] = "count", [CMD_LATENCY] = "latency",
-	[CMD_WATCH] = "watch", [CMD_LOAD] = "load", [CMD_LIST] = "list", [CMD_ENABLE] = "enable", [CMD_DISABLE] = "disable",
+	[CMD_WATCH] = "watch", [CMD_LOAD] = "load", [CMD_RUN] = "run", [CMD_LIST] = "list",
+	[CMD_ENABLE] = "enable", [CMD_DISABLE] = "disable",
 	[CMD_OPTIMIZE] = "optimize",
 };
 
 static const char *const long_options[] = {
 	"--output", "--format", "--duration", "--pid", "--follow", "--zeros", "--help",
-	"--version", "--rw", "--count", "--stack",
+	"--version", "--rw", "--count", "--stack", "--map-keys",
 };
 
 #ifndef KPROBE_VERSION
@@ -37,6 +38,8 @@ void cli_usage(FILE *f)
 	      "       kprobe count   [OPTIONS] PROBE...  (-- COMMAND [ARG...] | -p PID)\n"
 	      "       kprobe latency [OPTIONS] FUNCTION  (-- COMMAND [ARG...] | -p PID)\n"
 	      "       kprobe watch   [OPTIONS] VARIABLE [--rw] [--count]  (-- COMMAND | -p PID)\n"
+	      "       kprobe run     [OPTIONS] -e 'PROGRAM' [ARG...] (-- COMMAND [ARG...] | -c 'COMMAND' | -p PID)\n"
+	      "       kprobe run     [OPTIONS] FILE.bt [ARG...]      (-- COMMAND [ARG...] | -c 'COMMAND' | -p PID)\n"
 	      "       kprobe load    [OPTIONS] MODULE.so [ARG...]  (-- COMMAND [ARG...] | -p PID)\n"
 	      "       kprobe list    -p PID\n"
 	      "       kprobe list    [-p PID] OBJECT|GLOB [GLOB]   (functions; or kprobe -l)\n"
@@ -58,6 +61,10 @@ void cli_usage(FILE *f)
 	      "  -z, --zeros                count: also list the probes with no hits\n"
 	      "      --rw                   watch: reads too, not only writes\n"
 	      "      --count                watch: accesses per instruction, not each one\n"
+	      "  -e 'PROGRAM'               run: the program (bpftrace's language)\n"
+	      "  -c 'COMMAND'               run: the command, split at spaces as bpftrace does\n"
+	      "      --map-keys N           run: room for N keys per map (default 4096)\n"
+	      "  run takes -f text|json as bpftrace does (--format); ARGs are $1, $2...\n"
 	      "  -h, --help                 this help\n"
 	      "      --version              the version\n", f);
 }
@@ -286,6 +293,53 @@ static void add_module_word(struct cli_opts *o, char **argv, int i)
 	o->module = path;
 }
 
+/* -c 'COMMAND': split at spaces as bpftrace splits it (no shell, no
+ * quoting). */
+static void set_split_command(struct cli_opts *o, const char *cmd)
+{
+	char *copy = strdup(cmd), *save = NULL;
+	char **argv;
+	int n = 0;
+
+	argv = calloc(strlen(cmd) / 2 + 2, sizeof(*argv));
+	if (!copy || !argv)
+		cli_die(EXIT_FAIL, "out of memory");
+	for (char *w = strtok_r(copy, " ", &save); w; w = strtok_r(NULL, " ", &save))
+		argv[n++] = w;
+	if (!n)
+		bad("-c needs a command");
+	o->command = argv;
+}
+
+static uint32_t parse_map_keys(const char *s)
+{
+	char *end;
+	unsigned long v;
+
+	errno = 0;
+	v = strtoul(s, &end, 10);
+	if (errno || *end || !v || v > (1ul << 24) || s[0] == '-')
+		bad("bad --map-keys '%s' (1 to %lu)", s, 1ul << 24);
+	return (uint32_t)v;
+}
+
+/* run: the first word is the program file unless -e gave it; the rest
+ * are its positional parameters. */
+static void add_run_word(struct cli_opts *o, char **argv, int i)
+{
+	if (!o->prog_text && !o->prog_file) {
+		o->prog_file = argv[i];
+		return;
+	}
+	if (!o->params)
+		o->params = calloc(256, sizeof(*o->params));
+	if (!o->params)
+		cli_die(EXIT_FAIL, "out of memory");
+	if (o->nparams == 255)
+		bad("too many positional parameters (at most 255)");
+	o->params[o->nparams++] = argv[i];
+}
+
 static void parse_words(int argc, char **argv, int first, struct cli_opts *o,
 			const char **knob)
 {
@@ -295,11 +349,26 @@ static void parse_words(int argc, char **argv, int first, struct cli_opts *o,
 		if (!strcmp(a, "--")) {
 			if (i + 1 >= argc)
 				bad("no command after '--'");
+			if (o->command)
+				bad("give one command: -c 'COMMAND' or -- COMMAND");
 			o->command = &argv[i + 1];
 			return;
 		}
 		if (is_option(a, 'o', "--output")) {
 			o->outfile = option_value(argc, argv, &i, "-o");
+		} else if (o->cmd == CMD_RUN && is_option(a, 'e', "--program")) {
+			if (o->prog_text || o->prog_file)
+				bad("give one program: -e 'PROGRAM' or FILE.bt");
+			o->prog_text = option_value(argc, argv, &i, "-e");
+		} else if (o->cmd == CMD_RUN && is_option(a, 'c', "--command")) {
+			if (o->command)
+				bad("give one command: -c 'COMMAND' or -- COMMAND");
+			set_split_command(o, option_value(argc, argv, &i, "-c"));
+		} else if (o->cmd == CMD_RUN && is_option(a, 0, "--map-keys")) {
+			o->map_keys = parse_map_keys(option_value(argc, argv, &i, "--map-keys"));
+		} else if (o->cmd == CMD_RUN && is_option(a, 'f', "--format")) {
+			/* bpftrace's -f FORMAT; run does not follow children */
+			o->format = parse_format(option_value(argc, argv, &i, "-f"));
 		} else if (is_option(a, 0, "--format")) {
 			o->format = parse_format(option_value(argc, argv, &i, "--format"));
 		} else if (is_option(a, 'd', "--duration")) {
@@ -330,10 +399,14 @@ static void parse_words(int argc, char **argv, int first, struct cli_opts *o,
 			print_version();
 		} else if (o->cmd == CMD_LOAD && o->module) {
 			add_module_word(o, argv, i);
+		} else if (o->cmd == CMD_RUN && (o->prog_text || o->prog_file)) {
+			add_run_word(o, argv, i);
 		} else if (a[0] == '-' && a[1]) {
 			unknown_option(a);
 		} else if (o->cmd == CMD_LOAD) {
 			add_module_word(o, argv, i);
+		} else if (o->cmd == CMD_RUN) {
+			add_run_word(o, argv, i);
 		} else if (o->cmd == CMD_OPTIMIZE && !*knob) {
 			*knob = a;
 		} else if (o->cmd == CMD_LIST && !o->list_glob) {
@@ -360,6 +433,22 @@ static void check_load_command(struct cli_opts *o)
 		bad("--format chrome is for trace only");
 	if (o->zeros)
 		bad("-z (--zeros) is for count only");
+}
+
+static void check_run_command(struct cli_opts *o)
+{
+	if (!o->prog_text && !o->prog_file)
+		bad("run needs a program: -e 'PROGRAM' or FILE.bt; see kprobe --help");
+	if (!o->command && !o->pid)
+		bad("give a command after '--' or with -c, or a process with -p PID");
+	if (o->command && o->pid)
+		bad("give either a command or -p PID, not both");
+	if (o->format == FMT_CHROME)
+		bad("run prints text or json (bpftrace's formats)");
+	if (o->zeros)
+		bad("-z (--zeros) is for count only");
+	if (o->follow)
+		bad("run does not follow children (-f FORMAT is the output format)");
 }
 
 static void check_probe_command(struct cli_opts *o)
@@ -412,8 +501,13 @@ void cli_parse(int argc, char **argv, struct cli_opts *o)
 	o->cmd = !strcmp(argv[1], "-l") || !strcmp(argv[1], "--list") ? CMD_LIST :
 									   parse_command(argv[1]);
 	o->action = o->cmd == CMD_TRACE || o->cmd == CMD_WATCH ? ACT_TRACE :
-		    o->cmd == CMD_COUNT ? ACT_COUNT : o->cmd == CMD_LOAD ? ACT_LOAD : ACT_LATENCY;
+		    o->cmd == CMD_COUNT ? ACT_COUNT : o->cmd == CMD_LOAD ? ACT_LOAD :
+		    o->cmd == CMD_RUN ? ACT_RUN : ACT_LATENCY;
 	parse_words(argc, argv, 2, o, &knob);
+	if (o->cmd == CMD_RUN) {
+		check_run_command(o);
+		return;
+	}
 	if (o->cmd == CMD_LOAD) {
 		check_load_command(o);
 		return;

@@ -256,6 +256,11 @@ void output_event(struct output *o, const struct trace_event *ev)
 		text_line(o, ev);
 		return;
 	}
+	if (ev->type == EV_PROG) {
+		if (o->prog_event)
+			o->prog_event(o->prog_arg, ev);
+		return;
+	}
 	switch (o->format) {
 	case FMT_TEXT:
 		text_event(o, ev);

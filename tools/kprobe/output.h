@@ -22,12 +22,18 @@ struct trace_event {
 	uint64_t vals[SPEC_MAX_ARGS];
 	const unsigned char *str[SPEC_MAX_ARGS];	/* :string args, NULL: fault */
 	uint16_t strlen[SPEC_MAX_ARGS];
-	const unsigned char *text;	/* EV_TEXT: a module's line (no desc) */
+	const unsigned char *text;	/* EV_TEXT: a module's line (no desc);
+					 * EV_PROG: the event's data */
 	uint32_t textlen;
+	uint16_t prog_type;		/* EV_PROG: enum lang_event */
+	uint32_t prog_id;		/* EV_PROG: format or map number */
 };
 
 struct output {
 	FILE *f;
+	/* run: what handles a program's events (run.c) */
+	void (*prog_event)(void *arg, const struct trace_event *ev);
+	void *prog_arg;
 	enum out_format format;
 	bool zeros;			/* count text: also the probes with no hits */
 	uint64_t t0;			/* session start, for relative text times */

@@ -15,12 +15,12 @@
 
 static const char *const action_names[] = {
 	[ACT_TRACE] = "trace", [ACT_COUNT] = "count", [ACT_LATENCY] = "latency",
-	[ACT_LOAD] = "load",
+	[ACT_LOAD] = "load", [ACT_RUN] = "run",
 };
 
 const char *action_name(enum kps_action a)
 {
-	return a >= ACT_TRACE && a <= ACT_LOAD ? action_names[a] : "?";
+	return a >= ACT_TRACE && a <= ACT_RUN ? action_names[a] : "?";
 }
 
 char *config_format(const struct session_config *cfg)
@@ -47,12 +47,16 @@ char *config_format(const struct session_config *cfg)
 		p += snprintf(p, cap - (size_t)(p - buf), "module %s\n", cfg->module);
 	for (int i = 0; i < cfg->nmodargs; i++)
 		p += snprintf(p, cap - (size_t)(p - buf), "modarg %s\n", cfg->modargs[i]);
+	if (cfg->image_len)
+		p += snprintf(p, cap - (size_t)(p - buf), "program %llu %llu\n",
+			      (unsigned long long)cfg->image_len,
+			      (unsigned long long)cfg->region_len);
 	return buf;
 }
 
 static int parse_action(const char *s, enum kps_action *a)
 {
-	for (int i = ACT_TRACE; i <= ACT_LOAD; i++)
+	for (int i = ACT_TRACE; i <= ACT_RUN; i++)
 		if (!strcmp(s, action_names[i])) {
 			*a = (enum kps_action)i;
 			return 0;
@@ -88,6 +92,23 @@ static int config_module_line(const char *item, const char *val, struct session_
 	if (!v[cfg->nmodargs])
 		return -ENOMEM;
 	cfg->nmodargs++;
+	return 0;
+}
+
+/* "program IMAGE REGION": sizes within the session memory's limits. */
+static int config_program_line(const char *val, struct session_config *cfg, char *err,
+			       size_t errlen)
+{
+	unsigned long long image, region;
+	int end = 0;
+
+	if (sscanf(val, "%llu %llu%n", &image, &region, &end) != 2 || val[end] || !image ||
+	    image > KPS_IMAGE_MAX || region > KPS_REGION_MAX || cfg->image_len) {
+		snprintf(err, errlen, "bad program item '%.64s'", val);
+		return -EINVAL;
+	}
+	cfg->image_len = image;
+	cfg->region_len = region;
 	return 0;
 }
 
@@ -135,10 +156,25 @@ static int config_line(char *line, struct session_config *cfg, char *err, size_t
 		}
 		return spec_parse(val, &cfg->specs[cfg->nspecs++], err, errlen);
 	}
+	if (!strcmp(line, "program"))
+		return config_program_line(val, cfg, err, errlen);
 	if (!strcmp(line, "module") || !strcmp(line, "modarg"))
 		return config_module_line(line, val, cfg, err, errlen);
 	snprintf(err, errlen, "unknown config item '%s'", line);
 	return -EINVAL;
+}
+
+/* What each action needs: probes (trace, count, latency), a module and
+ * no probes (load), a program and its probes if any (run). */
+static bool config_complete(const struct session_config *cfg)
+{
+	if (!cfg->shm[0] || !cfg->action)
+		return false;
+	if (cfg->action == ACT_LOAD)
+		return cfg->module && !cfg->nspecs && !cfg->image_len;
+	if (cfg->action == ACT_RUN)
+		return cfg->image_len && !cfg->module;
+	return cfg->nspecs && !cfg->module && !cfg->image_len;
 }
 
 int config_parse(const char *text, struct session_config *cfg, char *err, size_t errlen)
@@ -155,8 +191,7 @@ int config_parse(const char *text, struct session_config *cfg, char *err, size_t
 	}
 	for (line = strtok_r(copy, "\n", &save); line && !rc; line = strtok_r(NULL, "\n", &save))
 		rc = config_line(line, cfg, err, errlen);
-	if (!rc && (!cfg->shm[0] || !cfg->action ||
-		    (cfg->action == ACT_LOAD ? !cfg->module || cfg->nspecs : !cfg->nspecs || cfg->module))) {
+	if (!rc && !config_complete(cfg)) {
 		snprintf(err, errlen, "incomplete session config");
 		rc = -EINVAL;
 	}

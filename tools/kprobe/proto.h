@@ -35,6 +35,8 @@
  *   / watch LEN w|rw   (a watch session: SPEC is the variable, watched
  *                       by a watchpoint probe instead of probed)
  *   module PATH / modarg ARG      (load: the module and its ARGs, in order)
+ *   program IMAGE REGION          (run: the sizes of the program image and
+ *                                 its map region in the session memory)
  * where "shm" names the session memory's descriptor: N, inherited by a
  * launched command, or the one passed with the ARM request (SCM_RIGHTS). */
 #ifndef KPROBE_PROTO_H
@@ -65,6 +67,7 @@ struct session_config {
 	char *module;			/* load: the module's path, malloc'd */
 	int nmodargs;
 	char **modargs;			/* its ARGs, malloc'd */
+	uint64_t image_len, region_len;	/* run: 0 otherwise */
 };
 
 /* Serializes cfg; returns a malloc'd string or NULL. */

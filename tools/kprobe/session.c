@@ -1,5 +1,6 @@
 /* The CLI's session: shared memory, output, event pump and final report. */
 #include "session.h"
+#include "run.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -76,14 +77,14 @@ uint32_t session_ring_count(void)
 /* Anonymous memory sealed at its size: the target can write it but can
  * neither shrink it under us (a read past its end would kill us with
  * SIGBUS) nor grow it. */
-static int make_memory(void)
+static int make_memory(size_t size)
 {
 	int fd = memfd_create("kprobe-session", MFD_CLOEXEC | MFD_ALLOW_SEALING);
 	int e;
 
 	if (fd < 0)
 		return -errno;
-	if (ftruncate(fd, (off_t)kps_size()) ||
+	if (ftruncate(fd, (off_t)size) ||
 	    fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL)) {
 		e = errno;
 		close(fd);
@@ -98,11 +99,11 @@ static void create_shm(struct session *s)
 	uint64_t tsc_base = 0, ns_base = 0;
 	bool tsc = tsc_is_invariant();
 	void *base;
-	int fd = make_memory();
+	int fd = make_memory(s->map_size);
 
 	if (fd < 0)
 		cli_die(EXIT_FAIL, "cannot create the session memory: %s", strerror(-fd));
-	base = mmap(NULL, kps_size(), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
+	base = mmap(NULL, s->map_size, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_NORESERVE, fd, 0);
 	if (base == MAP_FAILED)
 		cli_die(EXIT_FAIL, "cannot map the session memory: %s", strerror(errno));
 	s->shm_fd = fd;
@@ -192,7 +193,11 @@ void session_open(struct session *s, struct cli_opts *o)
 	}
 	/* Linux keeps POSIX shared memory in /dev/shm. */
 	session_clean_stale("/dev/shm");
+	s->map_size = o->prog ? kps_total_size(run_image_len(o->prog), run_region_len(o->prog)) :
+				kps_size();
 	create_shm(s);
+	if (o->prog)
+		run_setup(s);
 	s->out.map = &s->map;
 	s->out.t0 = cli_now_ns();
 }
@@ -282,6 +287,8 @@ char *session_config(const struct session *s)
 		.module = (char *)s->opts->module,
 		.nmodargs = s->opts->nmodargs,
 		.modargs = s->opts->modargs,
+		.image_len = s->opts->prog ? run_image_len(s->opts->prog) : 0,
+		.region_len = s->opts->prog ? run_region_len(s->opts->prog) : 0,
 	};
 
 	snprintf(cfg.shm, sizeof(cfg.shm), "%s", s->shm_ref);
@@ -339,7 +346,8 @@ bool session_pump(struct session *s)
 {
 	size_t n = 0;
 
-	if (s->opts->action == ACT_TRACE || s->opts->action == ACT_LOAD)
+	if (s->opts->action == ACT_TRACE || s->opts->action == ACT_LOAD ||
+	    s->opts->action == ACT_RUN)
 		n = consumer_drain(&s->cons, &s->out);
 	/* Nobody reads any more (kprobe trace ... | head), or the disk is
 	 * full: stop probing. */
@@ -465,6 +473,11 @@ void session_report(struct session *s)
 	case ACT_TRACE:
 		consumer_drain_all(&s->cons, &s->out);
 		output_end_trace(&s->out);
+		report_trace_loss(s);
+		break;
+	case ACT_RUN:
+		consumer_drain_all(&s->cons, &s->out);
+		run_report(s);
 		report_trace_loss(s);
 		break;
 	case ACT_COUNT:

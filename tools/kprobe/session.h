@@ -16,6 +16,7 @@ struct session {
 	int shm_fd;			/* the session memory until handed over */
 	char shm_ref[KPS_NAME_MAX];	/* how the config names it to the agent */
 	struct kps_map map;
+	size_t map_size;		/* bytes of the session memory */
 	struct output out;
 	struct consumer cons;
 	struct ctl ctl;

@@ -65,7 +65,7 @@ enum kps_status {
 	KPS_FAILED,		/* error[] says why; nothing is armed */
 };
 
-enum kps_action { ACT_TRACE = 1, ACT_COUNT, ACT_LATENCY, ACT_LOAD };
+enum kps_action { ACT_TRACE = 1, ACT_COUNT, ACT_LATENCY, ACT_LOAD, ACT_RUN };
 
 struct kps_header {
 	uint64_t magic;
@@ -122,7 +122,7 @@ struct kps_ring {
 	char pad2[56];
 };
 
-enum kps_event_type { EV_PAD = 1, EV_ENTRY, EV_RETURN, EV_TEXT };
+enum kps_event_type { EV_PAD = 1, EV_ENTRY, EV_RETURN, EV_TEXT, EV_PROG };
 
 /* One event in a ring, 8-byte aligned.  vals[] holds the argument values
  * in the order of the probe's ARGs; a return event starts with the entry
@@ -131,7 +131,12 @@ enum kps_event_type { EV_PAD = 1, EV_ENTRY, EV_RETURN, EV_TEXT };
  *
  * An EV_TEXT record is a line a loaded module printed (kprobe_printk):
  * desc and nvals 0, reserved the line's length in bytes, the bytes after
- * the header (no newline, not terminated). */
+ * the header (no newline, not terminated).
+ *
+ * An EV_PROG record is an event of a probe program (printf, print, clear,
+ * exit...): nvals its type (the language's enum lang_event), desc its id
+ * (a format or map number), reserved the length of its data, which
+ * follows the header (at most KPS_PROG_DATA_MAX bytes). */
 struct kps_event {
 	uint32_t size;			/* whole record, multiple of 8 */
 	uint16_t type;			/* enum kps_event_type */
@@ -145,6 +150,7 @@ struct kps_event {
 #define KPS_STR_FAULT	0xffff
 #define KPS_STR_MAX	128		/* bytes of a string argument kept */
 #define KPS_TEXT_MAX	1024		/* bytes of an EV_TEXT line */
+#define KPS_PROG_DATA_MAX	8192		/* bytes of an EV_PROG record's data */
 
 /* ---- layout ---- */
 
@@ -180,6 +186,30 @@ static inline size_t kps_off_hist(void)
 static inline size_t kps_size(void)
 {
 	return kps_off_hist() + KPS_ALIGN((size_t)(KPS_RINGS + 1) * KPS_BUCKETS * sizeof(uint64_t));
+}
+
+/* A probe program's session (kprobe run) has two more parts after those,
+ * each page-aligned: the program image the CLI compiled (the agent copies
+ * it out and verifies it before any use) and the region of the program's
+ * maps, which the agent writes and the CLI reads.  The config gives both
+ * sizes ("program IMAGE REGION"); a session without a program has neither. */
+#define KPS_IMAGE_MAX	(64ul << 20)
+#define KPS_REGION_MAX	(64ull << 30)
+
+static inline size_t kps_off_image(void)
+{
+	return kps_size();
+}
+
+static inline size_t kps_off_region(size_t image_len)
+{
+	return kps_off_image() + KPS_ALIGN(image_len);
+}
+
+/* The whole session memory; image_len 0: no program. */
+static inline size_t kps_total_size(size_t image_len, size_t region_len)
+{
+	return image_len ? kps_off_region(image_len) + KPS_ALIGN(region_len) : kps_size();
 }
 
 /* Typed views of a mapped session. */

@@ -1,0 +1,594 @@
+/* `kprobe run` in the target: a probe program's image, its probes and the
+ * runtime services the language's interpreter asks for.
+ *
+ * The image comes from the session memory, which the tool wrote and the
+ * program could have written too: it is copied into private memory and
+ * verified (lang_image_load) before anything looks at it, and the probe
+ * specs the config carries must be the ones the verified image names.
+ *
+ * Each uprobe or uretprobe point gets a handler that runs the probe's
+ * code (lang_run) on the thread that hit it.  BEGIN runs once the probes
+ * are armed (before main() for a launched command), END when the session
+ * ends (the tool detaches or stops, or the process exits), each interval
+ * probe on a thread of its own.
+ *
+ * The services (struct lang_ops), on the hit path:
+ *   pid, tid       cached per thread (one system call on a thread's first use)
+ *   uid            read when the session starts
+ *   cpu            rdtscp's processor id (Linux keeps it in TSC_AUX)
+ *   nsecs          CLOCK_MONOTONIC (the vDSO: no system call), as bpftrace's
+ *   elapsed        nsecs since the session started
+ *   comm           the thread's name, read once per thread and session
+ *   read           process_vm_readv(2): fault-safe, one system call per read
+ *                  (a probe that reads no memory makes none)
+ *   ustack         frame pointers, each frame read as above
+ *   emit           the thread's ring of the session memory, no system call
+ *   signal         tgkill(2) to the thread that hit the probe: the one call
+ *                  that sending a signal takes
+ *   override       at a function's entry: the return value in ax, and back
+ *                  to the caller (the probe is kept unoptimized, as a changed
+ *                  ip is honoured only there) */
+#include <errno.h>
+#include <fcntl.h>
+#include <link.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/uio.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "agent.h"
+#include "agent_register.h"
+#include "lang/lang.h"
+
+#define container_of(p, type, member) ((type *)((char *)(p) - offsetof(type, member)))
+#define TLS __attribute__((tls_model("initial-exec")))
+
+struct interval {
+	struct agent_prog *prog;
+	unsigned probe;
+	uint64_t period_ns;
+	pthread_t thread;
+	bool started;
+};
+
+struct agent_prog {
+	struct agent_session *session;
+	void *image;			/* private copy, verified */
+	struct lang_image img;
+	void *region;			/* maps, in the session memory */
+	uint32_t *probe_of_spec;	/* image probe of each config spec */
+	bool *uses_override;		/* per image probe */
+	uint64_t uid;
+	uint64_t start_ns;
+	unsigned int gen;		/* the session's: per-thread caches */
+	pid_t pid;			/* the process that runs END */
+	int stop_fd[2];			/* interval threads wait on it */
+	struct interval *intervals;
+	int nintervals;
+	bool ended;			/* END ran */
+};
+
+/* What one run of a probe's code knows besides the language's context. */
+struct prog_run {
+	struct agent_prog *prog;
+	struct agent_probe *ap;		/* NULL for BEGIN, END, interval */
+	bool at_entry;			/* a function's first instruction */
+	bool override;			/* override() was called */
+};
+
+static __thread pid_t tls_pid TLS, tls_tid TLS;
+static __thread unsigned int tls_ids_gen TLS, tls_comm_gen TLS;
+static __thread char tls_comm[LANG_COMM_LEN] TLS;
+
+static long raw_syscall6(long n, long a, long b, long c, long d, long e, long f)
+{
+	long ret;
+	register long r10 __asm__("r10") = d;
+	register long r8 __asm__("r8") = e;
+	register long r9 __asm__("r9") = f;
+
+	__asm__ volatile("syscall"
+			 : "=a"(ret)
+			 : "a"(n), "D"(a), "S"(b), "d"(c), "r"(r10), "r"(r8), "r"(r9)
+			 : "rcx", "r11", "memory");
+	return ret;
+}
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+/* pid and tid, asked once per thread and session (a fork changes both:
+ * the generation moves on in the child's session). */
+static void thread_ids(const struct agent_prog *p)
+{
+	if (__builtin_expect(tls_ids_gen == p->gen && tls_tid, 1))
+		return;
+	tls_pid = (pid_t)raw_syscall6(SYS_getpid, 0, 0, 0, 0, 0, 0);
+	tls_tid = (pid_t)raw_syscall6(SYS_gettid, 0, 0, 0, 0, 0, 0);
+	tls_ids_gen = p->gen;
+}
+
+/* ---- the services ---- */
+
+static int op_read(void *dst, uintptr_t src, size_t len, void *arg)
+{
+	struct prog_run *run = arg;
+	struct iovec local = { dst, len }, remote = { (void *)src, len };
+
+	if (!len)
+		return 0;
+	if (src < 4096 || src + len < src)
+		return -EFAULT;
+	thread_ids(run->prog);
+	if (raw_syscall6(SYS_process_vm_readv, tls_pid, (long)&local, 1, (long)&remote, 1, 0) !=
+	    (long)len)
+		return -EFAULT;
+	return 0;
+}
+
+static uint64_t op_get(int src, void *arg)
+{
+	struct prog_run *run = arg;
+	unsigned int aux = 0;
+
+	switch (src) {
+	case LANG_SRC_PID:
+		thread_ids(run->prog);
+		return (uint64_t)tls_pid;
+	case LANG_SRC_TID:
+		thread_ids(run->prog);
+		return (uint64_t)tls_tid;
+	case LANG_SRC_UID:
+		return run->prog->uid;
+	case LANG_SRC_CPU:
+		__builtin_ia32_rdtscp(&aux);
+		return aux & 0xfff;
+	case LANG_SRC_NSECS:
+		return mono_ns();
+	case LANG_SRC_ELAPSED:
+		return mono_ns() - run->prog->start_ns;
+	default:
+		return 0;
+	}
+}
+
+static void op_comm(char *out, void *arg)
+{
+	struct prog_run *run = arg;
+
+	if (tls_comm_gen != run->prog->gen) {
+		memset(tls_comm, 0, sizeof(tls_comm));
+		raw_syscall6(SYS_prctl, PR_GET_NAME, (long)tls_comm, 0, 0, 0, 0);
+		tls_comm[LANG_COMM_LEN - 1] = '\0';
+		tls_comm_gen = run->prog->gen;
+	}
+	memcpy(out, tls_comm, LANG_COMM_LEN);
+}
+
+/* Return addresses by frame pointers: at a function's entry the caller's
+ * is on top of the stack and bp is still the caller's frame. */
+static int op_ustack(const struct pt_regs *regs, uint64_t *pcs, int max, void *arg)
+{
+	struct prog_run *run = arg;
+	uint64_t bp, frame[2];
+	int n = 0;
+
+	if (!regs || max <= 0)
+		return 0;
+	pcs[n++] = run->ap && run->ap->u.kp.addr && !run->ap->is_return ?
+			   (uint64_t)(uintptr_t)run->ap->u.kp.addr : regs->ip;
+	if (run->at_entry && n < max) {
+		if (op_read(&frame[1], regs->sp, 8, arg))
+			return n;
+		pcs[n++] = frame[1];
+	}
+	bp = regs->bp;
+	while (n < max && bp && !(bp & 7)) {
+		if (op_read(frame, bp, sizeof(frame), arg) || !frame[1])
+			break;
+		pcs[n++] = frame[1];
+		if (frame[0] <= bp)	/* frames go up the stack */
+			break;
+		bp = frame[0];
+	}
+	return n;
+}
+
+static int op_emit(int type, uint32_t id, const void *data, size_t len, void *arg)
+{
+	struct prog_run *run = arg;
+
+	if (len > KPS_PROG_DATA_MAX)
+		return -E2BIG;
+	return agent_emit_record(run->prog->session, EV_PROG, (uint16_t)type, id, data,
+				 (uint32_t)len) < 0 ? -ENOSPC : 0;
+}
+
+static int op_signal(int sig, void *arg)
+{
+	struct prog_run *run = arg;
+
+	if (sig <= 0 || sig >= 65)
+		return -EINVAL;
+	thread_ids(run->prog);
+	return (int)raw_syscall6(SYS_tgkill, tls_pid, tls_tid, sig, 0, 0, 0);
+}
+
+/* Returns v from the function without running it: its return address is
+ * on top of the stack at the first instruction. */
+static int op_override(struct pt_regs *regs, uint64_t v, void *arg)
+{
+	struct prog_run *run = arg;
+	uint64_t ret;
+
+	if (!run->at_entry || !regs || op_read(&ret, regs->sp, 8, arg))
+		return -EINVAL;
+	regs->ax = v;
+	regs->ip = ret;
+	regs->sp += 8;
+	run->override = true;
+	return 0;
+}
+
+static const struct lang_ops prog_ops = {
+	.read = op_read,
+	.get = op_get,
+	.comm = op_comm,
+	.ustack = op_ustack,
+	.emit = op_emit,
+	.signal = op_signal,
+	.override = op_override,
+};
+
+/* ---- handlers ---- */
+
+static int run_probe(struct agent_prog *p, struct agent_probe *ap, unsigned probe,
+		     struct pt_regs *regs, uint64_t func, bool at_entry)
+{
+	struct prog_run run = { p, ap, at_entry, false };
+	struct lang_ctx ctx = {
+		.regs = regs,
+		.probe_id = probe,
+		.func_addr = func,
+		.maps = p->region,
+		.ops = &prog_ops,
+		.arg = &run,
+	};
+
+	lang_run(&p->img, probe, &ctx);
+	return run.override;
+}
+
+static int prog_entry(struct kprobe *kp, struct pt_regs *regs)
+{
+	struct agent_probe *ap = container_of(kp, struct agent_probe, u.kp);
+	struct agent_prog *p = ap->session->prog;
+
+	if (agent_hit_silent(ap->session))
+		return 0;
+	/* A non-zero return resumes at regs->ip: only after override(). */
+	return run_probe(p, ap, ap->prog_probe, regs, (uint64_t)(uintptr_t)kp->addr,
+			 ap->at_function_entry) ? 1 : 0;
+}
+
+/* Probes whose code may call override() keep a post handler: the library
+ * then leaves them unoptimized, where a changed ip is honoured. */
+static void prog_post(struct kprobe *kp, struct pt_regs *regs, unsigned long flags)
+{
+	(void)kp;
+	(void)regs;
+	(void)flags;
+}
+
+static int prog_return(struct kretprobe_instance *ri, struct pt_regs *regs)
+{
+	struct agent_probe *ap = container_of(ri->rp, struct agent_probe, u.rp);
+
+	if (agent_hit_silent(ap->session))
+		return 0;
+	run_probe(ap->session->prog, ap, ap->prog_probe, regs,
+		  (uint64_t)(uintptr_t)ri->rp->kp.addr, false);
+	return 0;
+}
+
+void agent_prog_set_handlers(struct agent_probe *ap)
+{
+	struct agent_prog *p = ap->session->prog;
+
+	ap->prog_probe = p->probe_of_spec[ap->spec];
+	if (ap->is_return) {
+		ap->u.rp.handler = prog_return;
+		ap->u.rp.entry_handler = NULL;
+		ap->u.rp.data_size = 0;
+		return;
+	}
+	ap->at_function_entry = !ap->session->cfg.specs[ap->spec].offset;
+	ap->u.kp.pre_handler = prog_entry;
+	if (p->uses_override[ap->prog_probe])
+		ap->u.kp.post_handler = prog_post;
+}
+
+/* ---- BEGIN, END, interval ---- */
+
+static void run_special(struct agent_prog *p, int kind)
+{
+	struct pt_regs regs;
+
+	for (uint32_t i = 0; i < p->img.hdr->nprobes; i++) {
+		if (p->img.probes[i].kind != kind)
+			continue;
+		memset(&regs, 0, sizeof(regs));
+		run_probe(p, NULL, i, &regs, 0, false);
+	}
+}
+
+static void *interval_main(void *arg)
+{
+	struct interval *iv = arg;
+	struct agent_prog *p = iv->prog;
+	uint64_t next = mono_ns() + iv->period_ns;
+
+	agent_mark_own_thread();
+	prctl(PR_SET_NAME, "kprobe-interval", 0, 0, 0);
+	for (;;) {
+		struct pollfd pfd = { p->stop_fd[0], POLLIN, 0 };
+		uint64_t now = mono_ns();
+		struct timespec rel = { 0, 0 };
+		struct pt_regs regs;
+
+		if (now < next) {
+			rel.tv_sec = (time_t)((next - now) / 1000000000ull);
+			rel.tv_nsec = (long)((next - now) % 1000000000ull);
+			if (ppoll(&pfd, 1, &rel, NULL) != 0)
+				break;	/* stopping (or the pipe is gone) */
+			continue;
+		}
+		memset(&regs, 0, sizeof(regs));
+		run_probe(p, NULL, iv->probe, &regs, 0, false);
+		next += iv->period_ns;
+		if (next < now)	/* fell behind: skip, as a timer would */
+			next = now + iv->period_ns;
+	}
+	return NULL;
+}
+
+/* Interval threads take no process signals (the program's threads do). */
+static int start_intervals(struct agent_prog *p, struct agent_fail *f)
+{
+	sigset_t all, old;
+	int rc = 0;
+
+	if (!p->nintervals)
+		return 0;
+	if (pipe2(p->stop_fd, O_CLOEXEC))
+		return agent_fail(f, 1, -errno, "cannot start the interval probes: %s",
+				  strerror(errno));
+	sigfillset(&all);
+	sigdelset(&all, SIGTRAP);
+	sigdelset(&all, SIGSEGV);
+	sigdelset(&all, SIGBUS);
+	sigdelset(&all, SIGFPE);
+	sigdelset(&all, SIGILL);
+	pthread_sigmask(SIG_SETMASK, &all, &old);
+	for (int i = 0; i < p->nintervals && !rc; i++) {
+		rc = -pthread_create(&p->intervals[i].thread, NULL, interval_main,
+				     &p->intervals[i]);
+		p->intervals[i].started = !rc;
+	}
+	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (rc)
+		return agent_fail(f, 1, rc, "cannot start the interval probes: %s", strerror(-rc));
+	return 0;
+}
+
+static void stop_intervals(struct agent_prog *p)
+{
+	if (!p->nintervals || p->stop_fd[1] < 0)
+		return;
+	close(p->stop_fd[1]);
+	p->stop_fd[1] = -1;
+	for (int i = 0; i < p->nintervals; i++)
+		if (p->intervals[i].started && !pthread_equal(p->intervals[i].thread,
+							      pthread_self()))
+			pthread_join(p->intervals[i].thread, NULL);
+	close(p->stop_fd[0]);
+	p->stop_fd[0] = -1;
+	p->nintervals = 0;
+}
+
+/* ---- setting up ---- */
+
+/* bpftrace's short library names: "libc" is the loaded libc.so.6. */
+struct short_name {
+	const char *want;
+	size_t len;
+	char found[256];
+};
+
+static int match_short_name(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	struct short_name *sn = arg;
+	const char *path = info->dlpi_name, *base;
+
+	(void)size;
+	if (!path || !*path)
+		return 0;
+	base = strrchr(path, '/');
+	base = base ? base + 1 : path;
+	if (strncmp(base, sn->want, sn->len) || strncmp(base + sn->len, ".so", 3) ||
+	    (base[sn->len + 3] != '\0' && base[sn->len + 3] != '.'))
+		return 0;
+	snprintf(sn->found, sizeof(sn->found), "%s", base);
+	return 1;
+}
+
+static void resolve_short_name(struct probe_spec *s)
+{
+	struct short_name sn = { s->object, strlen(s->object), "" };
+
+	if (!s->object[0] || strchr(s->object, '/') || strstr(s->object, ".so") ||
+	    agent_object_loaded(s->object))
+		return;
+	if (dl_iterate_phdr(match_short_name, &sn))
+		snprintf(s->object, sizeof(s->object), "%s", sn.found);
+}
+
+static bool spec_matches(const struct probe_spec *s, const struct lang_image *img,
+			 const struct lang_probe_desc *d)
+{
+	return s->kind == SPEC_SYMBOL && !s->nargs &&
+	       !strcmp(s->object, lang_image_str(img, d->target)) &&
+	       !strcmp(s->symbol, lang_image_str(img, d->func)) && s->offset == d->offset &&
+	       s->is_return == (d->kind == LANG_P_URETPROBE);
+}
+
+static bool code_has_override(const struct lang_image *img, const struct lang_probe_desc *d)
+{
+	for (uint32_t k = 0; k < d->ncode; k++)
+		if (img->insns[d->code + k].op == LANG_OP_OVERRIDE)
+			return true;
+	return false;
+}
+
+/* The config's specs must be the image's uprobes, in order; each then
+ * runs that probe's code. */
+static int map_specs(struct agent_prog *p, struct session_config *cfg, struct agent_fail *f)
+{
+	const struct lang_image *img = &p->img;
+	int spec = 0;
+
+	p->probe_of_spec = calloc((size_t)cfg->nspecs + 1, sizeof(*p->probe_of_spec));
+	p->uses_override = calloc(img->hdr->nprobes + 1, sizeof(*p->uses_override));
+	p->intervals = calloc(img->hdr->nprobes + 1, sizeof(*p->intervals));
+	if (!p->probe_of_spec || !p->uses_override || !p->intervals)
+		return agent_fail(f, 1, -ENOMEM, "out of memory");
+	for (uint32_t i = 0; i < img->hdr->nprobes; i++) {
+		const struct lang_probe_desc *d = &img->probes[i];
+
+		p->uses_override[i] = code_has_override(img, d);
+		if (d->kind == LANG_P_INTERVAL) {
+			if (!d->interval_ns)
+				return agent_fail(f, 2, -EINVAL, "an interval of 0");
+			p->intervals[p->nintervals++] =
+				(struct interval){ p, i, d->interval_ns, 0, false };
+			continue;
+		}
+		if (d->kind != LANG_P_UPROBE && d->kind != LANG_P_URETPROBE)
+			continue;
+		if (spec >= cfg->nspecs || !spec_matches(&cfg->specs[spec], img, d))
+			return agent_fail(f, 1, -EPROTO, "the session's probes are not the "
+					  "program's");
+		p->probe_of_spec[spec++] = i;
+	}
+	if (spec != cfg->nspecs)
+		return agent_fail(f, 1, -EPROTO, "the session's probes are not the program's");
+	for (int i = 0; i < cfg->nspecs; i++)
+		resolve_short_name(&cfg->specs[i]);
+	return 0;
+}
+
+static int load_image(struct agent_prog *p, struct agent_session *s, struct agent_fail *f)
+{
+	const struct session_config *cfg = &s->cfg;
+	char why[256];
+	int rc;
+
+	p->image = malloc(cfg->image_len);
+	if (!p->image)
+		return agent_fail(f, 1, -ENOMEM, "out of memory");
+	memcpy(p->image, (char *)s->map.base + kps_off_image(), cfg->image_len);
+	rc = lang_image_load(&p->img, p->image, cfg->image_len, why, sizeof(why));
+	if (rc)
+		return agent_fail(f, 1, rc, "the program does not verify: %s", why);
+	if (p->img.region_size != cfg->region_len)
+		return agent_fail(f, 1, -EPROTO, "the program's maps are not the size the "
+				  "session gave them");
+	p->region = (char *)s->map.base + kps_off_region(cfg->image_len);
+	return 0;
+}
+
+static void prog_at_exit(void);
+
+int agent_prog_start(struct agent_session *s, struct agent_fail *f)
+{
+	static bool at_exit_set;
+	struct agent_prog *p = calloc(1, sizeof(*p));
+	int rc;
+
+	if (!p)
+		return agent_fail(f, 1, -ENOMEM, "out of memory");
+	p->session = s;
+	p->stop_fd[0] = p->stop_fd[1] = -1;
+	p->gen = s->gen;
+	p->pid = getpid();
+	p->uid = (uint64_t)getuid();
+	p->start_ns = mono_ns();
+	s->prog = p;
+	rc = load_image(p, s, f);
+	if (!rc)
+		rc = map_specs(p, &s->cfg, f);
+	if (!rc && !at_exit_set)
+		at_exit_set = atexit(prog_at_exit) == 0;
+	return rc;
+}
+
+int agent_prog_armed(struct agent_session *s, struct agent_fail *f)
+{
+	struct agent_prog *p = s->prog;
+
+	run_special(p, LANG_P_BEGIN);
+	return start_intervals(p, f);
+}
+
+void agent_prog_end(struct agent_session *s)
+{
+	struct agent_prog *p = s->prog;
+
+	if (!p || p->ended)
+		return;
+	stop_intervals(p);
+	p->ended = true;
+	run_special(p, LANG_P_END);
+}
+
+void agent_prog_free(struct agent_session *s)
+{
+	struct agent_prog *p = s->prog;
+
+	if (!p)
+		return;
+	stop_intervals(p);
+	free(p->image);
+	free(p->probe_of_spec);
+	free(p->uses_override);
+	free(p->intervals);
+	free(p);
+	s->prog = NULL;
+}
+
+/* The process exits with the session on: END runs while the session
+ * memory is there to take what it prints and the tool reads the maps. */
+static void prog_at_exit(void)
+{
+	struct agent_session *s;
+
+	agent_own_begin();
+	pthread_mutex_lock(&agent_lock);
+	s = agent_session;
+	/* Not in a forked child: END is the session's, run once. */
+	if (s && s->prog && !s->follower && s->prog->pid == getpid())
+		agent_prog_end(s);
+	pthread_mutex_unlock(&agent_lock);
+	agent_own_end();
+}

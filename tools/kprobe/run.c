@@ -1,0 +1,692 @@
+/* `kprobe run` on the tool's side (see run.h).
+ *
+ * The program is compiled here; the image goes into the session memory
+ * after the rings, the map region after the image.  The agent copies the
+ * image out, verifies it again and runs it; the tool reads the maps from
+ * the region, which the target can write: every read of it goes through
+ * the language's bounded iteration and decoding (lang.h), and the image
+ * the tool prints with is its own copy, never the one in shared memory. */
+#include "run.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "lang/lang.h"
+#include "session.h"
+#include "symbolize.h"
+
+#define PROGRAM_MAX	(1u << 20)	/* bytes of source text */
+#define LINE_MAX_OUT	16384		/* a formatted printf line */
+
+struct run_program {
+	void *image;
+	size_t image_len;
+	struct lang_image img;		/* over image: ours, trusted */
+	void *region;			/* the map region in the session memory */
+	struct symbolizer sym;
+	bool sym_ready;
+	bool exited;			/* exit() was called */
+	int nspecial;			/* BEGIN, END and interval probes */
+};
+
+/* ---- compiling ---- */
+
+static char *read_program_file(const char *path)
+{
+	FILE *f = fopen(path, "re");
+	char *buf;
+	size_t n;
+
+	if (!f)
+		cli_die(EXIT_BAD, "cannot read program '%s': %s", path, strerror(errno));
+	buf = malloc(PROGRAM_MAX + 1);
+	if (!buf)
+		cli_die(EXIT_FAIL, "out of memory");
+	n = fread(buf, 1, PROGRAM_MAX + 1, f);
+	if (ferror(f))
+		cli_die(EXIT_BAD, "cannot read program '%s': %s", path, strerror(errno));
+	fclose(f);
+	if (n > PROGRAM_MAX)
+		cli_die(EXIT_BAD, "program '%s' is longer than %u bytes", path, PROGRAM_MAX);
+	if (memchr(buf, '\0', n))
+		cli_die(EXIT_BAD, "program '%s' is not text", path);
+	buf[n] = '\0';
+	return buf;
+}
+
+/* A uprobe or uretprobe of the image as a probe spec for the agent's
+ * resolver: OBJ as written (the agent maps bpftrace's short library names
+ * such as "libc" to the loaded object), FUNC (maybe a glob), +OFFSET. */
+static void probe_to_spec(const struct lang_image *img, const struct lang_probe_desc *d,
+			  struct probe_spec *s)
+{
+	const char *obj = lang_image_str(img, d->target);
+	const char *func = lang_image_str(img, d->func);
+
+	memset(s, 0, sizeof(*s));
+	s->kind = SPEC_SYMBOL;
+	if (strlen(obj) >= sizeof(s->object) || strlen(func) >= sizeof(s->symbol) ||
+	    strpbrk(obj, " \t\n") || strpbrk(func, " \t\n%:") || !func[0])
+		cli_die(EXIT_BAD, "cannot probe '%s'", lang_image_str(img, d->text));
+	snprintf(s->object, sizeof(s->object), "%s", obj);
+	snprintf(s->symbol, sizeof(s->symbol), "%s", func);
+	s->offset = d->offset;
+	s->is_return = d->kind == LANG_P_URETPROBE;
+	spec_format(s);
+}
+
+/* The probe specs in image order: the agent derives the same list from
+ * the image it verified and refuses a config that disagrees. */
+static void collect_specs(struct cli_opts *o, struct run_program *p)
+{
+	for (uint32_t i = 0; i < p->img.hdr->nprobes; i++) {
+		const struct lang_probe_desc *d = &p->img.probes[i];
+
+		if (d->kind != LANG_P_UPROBE && d->kind != LANG_P_URETPROBE) {
+			p->nspecial++;
+			continue;
+		}
+		if (o->nspecs == KPROBE_MAX_SPECS)
+			cli_die(EXIT_BAD, "too many probes (at most %d)", KPROBE_MAX_SPECS);
+		probe_to_spec(&p->img, d, &o->specs[o->nspecs++]);
+	}
+}
+
+void run_compile(struct cli_opts *o)
+{
+	struct lang_compile_opts copts = {
+		.filename = o->prog_file ? o->prog_file : "stdin",
+		.nparams = o->nparams,
+		.params = o->params,
+		.map_keys = o->map_keys,
+	};
+	char *text = o->prog_file ? read_program_file(o->prog_file) : strdup(o->prog_text);
+	struct run_program *p = calloc(1, sizeof(*p));
+	struct lang_error err;
+	char why[256];
+	int rc;
+
+	if (!text || !p)
+		cli_die(EXIT_FAIL, "out of memory");
+	memset(&err, 0, sizeof(err));
+	rc = lang_compile(text, &copts, &p->image, &p->image_len, &err);
+	free(text);
+	if (rc == -ENOMEM)
+		cli_die(EXIT_FAIL, "out of memory");
+	if (rc) {
+		/* bpftrace's form: the place, the reason, the line, a marker. */
+		fflush(stdout);
+		fputs(err.text[0] ? err.text : err.msg, stderr);
+		if (!err.text[0] || err.text[strlen(err.text) - 1] != '\n')
+			fputc('\n', stderr);
+		exit(EXIT_BAD);
+	}
+	if (p->image_len > KPS_IMAGE_MAX)
+		cli_die(EXIT_BAD, "the program is too big (%zu bytes compiled)", p->image_len);
+	rc = lang_image_load(&p->img, p->image, p->image_len, why, sizeof(why));
+	if (rc)
+		cli_die(EXIT_FAIL, "the compiled program does not verify: %s", why);
+	if (p->img.region_size > KPS_REGION_MAX)
+		cli_die(EXIT_BAD, "the program's maps need too much memory (%zu bytes; "
+			"--map-keys sets fewer keys)", p->img.region_size);
+	collect_specs(o, p);
+	o->prog = p;
+}
+
+size_t run_image_len(const struct run_program *p)
+{
+	return p->image_len;
+}
+
+size_t run_region_len(const struct run_program *p)
+{
+	return p->img.region_size;
+}
+
+/* ---- symbols, for usym, func and ustack ---- */
+
+/* "name+OFFSET" (decimal, as bpftrace's ustack prints frames); the
+ * language drops the offset where bpftrace does (usym, func). */
+static int fmt_sym(uint64_t addr, char *out, size_t outlen, void *arg)
+{
+	struct run_program *p = arg;
+	char name[256];
+	uint64_t off;
+
+	if (!p->sym_ready || symbolizer_lookup(&p->sym, addr, name, sizeof(name), &off))
+		return -1;
+	snprintf(out, outlen, "%s+%" PRIu64, name, off);
+	return 0;
+}
+
+static int fmt_probe_name(uint64_t id, char *out, size_t outlen, void *arg)
+{
+	struct run_program *p = arg;
+
+	if (id >= p->img.hdr->nprobes)
+		return -1;
+	snprintf(out, outlen, "%s", lang_image_str(&p->img, p->img.probes[id].text));
+	return 0;
+}
+
+static struct lang_fmt_ops fmt_ops(struct run_program *p)
+{
+	struct lang_fmt_ops ops = { fmt_sym, fmt_probe_name, p };
+
+	return ops;
+}
+
+/* ---- JSON as bpftrace writes it ---- */
+
+static void json_escaped(FILE *f, const char *s)
+{
+	for (; *s; s++) {
+		unsigned char c = (unsigned char)*s;
+
+		if (c == '"')
+			fputs("\\\"", f);
+		else if (c == '\\')
+			fputs("\\\\", f);
+		else if (c == '\n')
+			fputs("\\n", f);
+		else if (c == '\r')
+			fputs("\\r", f);
+		else if (c == '\t')
+			fputs("\\t", f);
+		else if (c <= 0x1f)
+			fprintf(f, "\\u%04x", c);
+		else
+			fputc(c, f);
+	}
+}
+
+static void json_message(FILE *f, const char *type, const char *msg)
+{
+	fprintf(f, "{\"type\": \"%s\", \"data\": \"", type);
+	json_escaped(f, msg);
+	fputs("\"}\n", f);
+}
+
+/* Types bpftrace prints quoted in JSON. */
+static bool is_quoted(const struct lang_type *t)
+{
+	return t->kind == LANG_T_STR || t->kind == LANG_T_USTACK || t->kind == LANG_T_USYM ||
+	       t->kind == LANG_T_PROBE;
+}
+
+/* ---- maps ---- */
+
+struct entry {
+	const void *key, *val;
+	struct lang_agg agg;
+	uint64_t total;			/* hist/lhist: sum of the buckets */
+};
+
+static _Thread_local const struct lang_map_desc *sort_map;
+
+static bool is_hist(const struct lang_map_desc *m)
+{
+	return m->kind == LANG_M_HIST || m->kind == LANG_M_LHIST;
+}
+
+static bool is_stats(const struct lang_map_desc *m)
+{
+	return m->kind == LANG_M_AVG || m->kind == LANG_M_STATS;
+}
+
+static bool sorts_by_value(const struct lang_map_desc *m)
+{
+	return m->kind == LANG_M_INT || m->kind == LANG_M_COUNT || m->kind == LANG_M_SUM ||
+	       m->kind == LANG_M_MIN || m->kind == LANG_M_MAX;
+}
+
+static int64_t average(const struct lang_agg *a)
+{
+	return a->count ? a->sum / a->count : 0;
+}
+
+/* One key part against another: integers by value, strings by bytes. */
+static int cmp_key_part(const struct lang_type *t, const unsigned char *a, const unsigned char *b)
+{
+	if (t->kind == LANG_T_INT && t->size <= 8) {
+		int64_t x = 0, y = 0;
+		uint64_t ux = 0, uy = 0;
+
+		memcpy(&ux, a, t->size);
+		memcpy(&uy, b, t->size);
+		if (!t->is_signed)
+			return ux < uy ? -1 : ux > uy;
+		x = (int64_t)(ux << (64 - 8 * t->size)) >> (64 - 8 * t->size);
+		y = (int64_t)(uy << (64 - 8 * t->size)) >> (64 - 8 * t->size);
+		return x < y ? -1 : x > y;
+	}
+	if (t->kind == LANG_T_STR)
+		return strncmp((const char *)a, (const char *)b, t->size);
+	return memcmp(a, b, t->size);
+}
+
+static int cmp_keys(const struct lang_map_desc *m, const void *a, const void *b)
+{
+	size_t off = 0;
+
+	if (!a || !b)
+		return 0;
+	for (int i = 0; i < m->nkeys && i < LANG_MAX_KEY_PARTS; i++) {
+		int c = cmp_key_part(&m->keys[i], (const unsigned char *)a + off,
+				     (const unsigned char *)b + off);
+
+		if (c)
+			return c;
+		off += m->keys[i].size;
+	}
+	return 0;
+}
+
+/* bpftrace's orders: integer-valued maps by value, hist and lhist by the
+ * total of their buckets, avg and stats by the average, the others by key;
+ * equal ones by key (bpftrace's order there is its hash table's). */
+static int cmp_entries(const void *pa, const void *pb)
+{
+	const struct entry *a = pa, *b = pb;
+	const struct lang_map_desc *m = sort_map;
+	int c = 0;
+
+	if (sorts_by_value(m)) {
+		if (m->kind == LANG_M_COUNT || (m->kind == LANG_M_INT && !m->val.is_signed))
+			c = (uint64_t)a->agg.value < (uint64_t)b->agg.value ? -1 :
+			    (uint64_t)a->agg.value > (uint64_t)b->agg.value;
+		else
+			c = a->agg.value < b->agg.value ? -1 : a->agg.value > b->agg.value;
+	} else if (is_hist(m)) {
+		c = a->total < b->total ? -1 : a->total > b->total;
+	} else if (is_stats(m)) {
+		int64_t x = average(&a->agg), y = average(&b->agg);
+
+		c = x < y ? -1 : x > y;
+	}
+	return c ? c : cmp_keys(m, a->key, b->key);
+}
+
+/* The live entries of map i, sorted; NULL (n 0) for none. */
+static struct entry *map_entries(struct run_program *p, unsigned i, size_t *n)
+{
+	const struct lang_map_desc *m = &p->img.maps[i];
+	size_t pos = 0, cap = 0;
+	struct entry *v = NULL;
+	const void *key, *val;
+
+	*n = 0;
+	while (lang_map_next(&p->img, p->region, i, &pos, &key, &val) == 1) {
+		struct entry *e;
+
+		if (*n == cap) {
+			struct entry *w = realloc(v, (cap = cap ? cap * 2 : 64) * sizeof(*w));
+
+			if (!w)
+				break;
+			v = w;
+		}
+		e = &v[(*n)++];
+		memset(e, 0, sizeof(*e));
+		e->key = key;
+		e->val = val;
+		if (is_hist(m)) {
+			unsigned nb = 0;
+			const uint64_t *b = lang_map_buckets(&p->img, i, val, &nb);
+
+			for (unsigned k = 0; b && k < nb; k++)
+				e->total += b[k];
+		} else {
+			lang_map_agg(&p->img, i, val, &e->agg);
+		}
+	}
+	sort_map = m;
+	if (*n > 1)
+		qsort(v, *n, sizeof(*v), cmp_entries);
+	return v;
+}
+
+/* The key as bpftrace writes it in JSON: the parts' text joined by ','. */
+static void json_key(struct run_program *p, const struct lang_map_desc *m, const void *key,
+		     FILE *f)
+{
+	struct lang_fmt_ops ops = fmt_ops(p);
+	char joined[2048] = "", part[1024];
+	size_t off = 0, len = 0;
+
+	for (int i = 0; i < m->nkeys && i < LANG_MAX_KEY_PARTS; i++) {
+		if (lang_format_value(&m->keys[i], (const unsigned char *)key + off, &ops, part,
+				      sizeof(part)) < 0)
+			part[0] = '\0';
+		len += (size_t)snprintf(joined + len, sizeof(joined) - len, "%s%s", i ? "," : "",
+					part);
+		if (len >= sizeof(joined))
+			len = sizeof(joined) - 1;
+		off += m->keys[i].size;
+	}
+	fputc('"', f);
+	json_escaped(f, joined);
+	fputs("\": ", f);
+}
+
+static void json_hist(const struct lang_map_desc *m, const uint64_t *b, unsigned nb,
+		      int64_t div, FILE *f)
+{
+	int lo = -1, hi = -1;
+	bool first = true;
+
+	for (unsigned i = 0; i < nb; i++)
+		if (b[i]) {
+			if (lo < 0)
+				lo = (int)i;
+			hi = (int)i;
+		}
+	fputc('[', f);
+	for (int i = lo; lo >= 0 && i <= hi; i++) {
+		fputs(first ? "{" : ", {", f);
+		first = false;
+		if (m->kind == LANG_M_HIST) {
+			if (i == 0)
+				fputs("\"max\": -1, ", f);
+			else if (i == 1)
+				fputs("\"min\": 0, \"max\": 0, ", f);
+			else if (i == 2)
+				fputs("\"min\": 1, \"max\": 1, ", f);
+			else
+				fprintf(f, "\"min\": %ld, \"max\": %ld, ", (long)(1ULL << (i - 2)),
+					(long)((1ULL << (i - 1)) - 1));
+			fprintf(f, "\"count\": %" PRIu64 "}", b[i] / (uint64_t)div);
+			continue;
+		}
+		if (i == 0)
+			fprintf(f, "\"max\": %" PRId64 ", ", m->lhist_min - 1);
+		else if (i == (int)nb - 1)
+			fprintf(f, "\"min\": %" PRId64 ", ", m->lhist_max);
+		else
+			fprintf(f, "\"min\": %" PRId64 ", \"max\": %" PRId64 ", ",
+				(i - 1) * m->lhist_step + m->lhist_min,
+				i * m->lhist_step + m->lhist_min - 1);
+		fprintf(f, "\"count\": %" PRIu64 "}", b[i]);
+	}
+	fputc(']', f);
+}
+
+static void json_value(struct run_program *p, unsigned i, const struct entry *e, int64_t div,
+		       FILE *f)
+{
+	const struct lang_map_desc *m = &p->img.maps[i];
+	struct lang_fmt_ops ops = fmt_ops(p);
+	char text[4096];
+
+	if (is_hist(m)) {
+		unsigned nb = 0;
+		const uint64_t *b = lang_map_buckets(&p->img, i, e->val, &nb);
+
+		json_hist(m, b, b ? nb : 0, div, f);
+	} else if (m->kind == LANG_M_STATS) {
+		fprintf(f, "{\"count\": %" PRId64 ", \"average\": %" PRId64 ", \"total\": %" PRId64 "}",
+			e->agg.count, average(&e->agg), e->agg.sum);
+	} else if (m->kind == LANG_M_AVG) {
+		fprintf(f, "%" PRId64, average(&e->agg) / div);
+	} else if (m->kind == LANG_M_COUNT ||
+		   (m->kind == LANG_M_INT && !m->val.is_signed && m->val.kind == LANG_T_INT)) {
+		fprintf(f, "%" PRIu64, (uint64_t)e->agg.value / (uint64_t)div);
+	} else if (sorts_by_value(m)) {
+		fprintf(f, "%" PRId64, e->agg.value / div);
+	} else {
+		if (lang_format_value(&m->val, e->val, &ops, text, sizeof(text)) < 0)
+			text[0] = '\0';
+		if (is_quoted(&m->val)) {
+			fputc('"', f);
+			json_escaped(f, text);
+			fputc('"', f);
+		} else {
+			fputs(text, f);
+		}
+	}
+}
+
+/* One map as bpftrace's -f json prints it; nothing for an empty one. */
+static void json_map(struct run_program *p, unsigned i, int64_t top, int64_t div, FILE *f)
+{
+	const struct lang_map_desc *m = &p->img.maps[i];
+	size_t n, first = 0;
+	struct entry *v = map_entries(p, i, &n);
+
+	if (!n) {
+		free(v);
+		return;
+	}
+	if (top > 0 && n > (size_t)top)
+		first = n - (size_t)top;
+	fprintf(f, "{\"type\": \"%s\", \"data\": {\"",
+		is_hist(m) ? "hist" : is_stats(m) ? "stats" : "map");
+	json_escaped(f, lang_image_str(&p->img, m->name));
+	fputs("\": ", f);
+	if (m->nkeys)
+		fputc('{', f);
+	for (size_t k = first; k < n; k++) {
+		if (k > first)
+			fputs(", ", f);
+		if (m->nkeys)
+			json_key(p, m, v[k].key, f);
+		json_value(p, i, &v[k], div > 0 ? div : 1, f);
+	}
+	if (m->nkeys)
+		fputc('}', f);
+	fputs("}}\n", f);
+	free(v);
+}
+
+static void print_map(struct session *s, unsigned i, int64_t top, int64_t div)
+{
+	struct run_program *p = s->opts->prog;
+	struct lang_fmt_ops ops = fmt_ops(p);
+
+	if (i >= p->img.hdr->nmaps)
+		return;
+	if (s->out.format == FMT_JSON)
+		json_map(p, i, top, div, s->out.f);
+	else
+		lang_map_print(&p->img, p->region, i, top, div, &ops, s->out.f);
+}
+
+/* ---- events ---- */
+
+static void event_printf(struct session *s, const struct trace_event *ev)
+{
+	struct run_program *p = s->opts->prog;
+	struct lang_fmt_ops ops = fmt_ops(p);
+	char line[LINE_MAX_OUT];
+	ssize_t n = lang_format_printf(&p->img, ev->prog_id, ev->text, ev->textlen, &ops, line,
+				       sizeof(line));
+
+	if (n < 0)
+		return;
+	if (s->out.format == FMT_JSON)
+		json_message(s->out.f, "printf", line);
+	else
+		fwrite(line, 1, strnlen(line, sizeof(line)), s->out.f);
+}
+
+/* time(FMT): the tool's local time when it handles the event, as
+ * bpftrace formats it when it handles its own. */
+static void event_time(struct session *s, const struct trace_event *ev)
+{
+	struct run_program *p = s->opts->prog;
+	char text[512];
+	struct tm tm;
+	time_t now = time(NULL);
+
+	if (ev->prog_id >= p->img.hdr->nfmts || !localtime_r(&now, &tm))
+		return;
+	if (!strftime(text, sizeof(text), lang_image_str(&p->img, p->img.fmts[ev->prog_id].fmt),
+		      &tm))
+		text[0] = '\0';
+	if (s->out.format == FMT_JSON)
+		json_message(s->out.f, "time", text);
+	else
+		fputs(text, s->out.f);
+}
+
+static void event_value(struct session *s, const struct trace_event *ev)
+{
+	struct run_program *p = s->opts->prog;
+	struct lang_fmt_ops ops = fmt_ops(p);
+	const struct lang_fmt_desc *d;
+	char text[4096];
+
+	if (ev->prog_id >= p->img.hdr->nfmts)
+		return;
+	d = &p->img.fmts[ev->prog_id];
+	if (d->nargs != 1 || ev->textlen < d->arg[0].size ||
+	    lang_format_value(&d->arg[0], ev->text, &ops, text, sizeof(text)) < 0)
+		return;
+	if (s->out.format != FMT_JSON) {
+		fprintf(s->out.f, "%s\n", text);
+		return;
+	}
+	fputs("{\"type\": \"value\", \"data\": ", s->out.f);
+	if (is_quoted(&d->arg[0])) {
+		fputc('"', s->out.f);
+		json_escaped(s->out.f, text);
+		fputs("\"}\n", s->out.f);
+	} else {
+		fprintf(s->out.f, "%s}\n", text);
+	}
+}
+
+static void print_event(struct session *s, const struct trace_event *ev)
+{
+	int64_t args[2] = { 0, 1 };
+
+	if (ev->textlen >= sizeof(args))
+		memcpy(args, ev->text, sizeof(args));
+	print_map(s, ev->prog_id, args[0], args[1]);
+}
+
+static void prog_event(void *arg, const struct trace_event *ev)
+{
+	struct session *s = arg;
+	struct run_program *p = s->opts->prog;
+
+	switch (ev->prog_type) {
+	case LANG_EV_PRINTF:
+		event_printf(s, ev);
+		break;
+	case LANG_EV_TIME:
+		event_time(s, ev);
+		break;
+	case LANG_EV_EXIT:
+		p->exited = true;
+		break;
+	case LANG_EV_PRINT_MAP:
+		print_event(s, ev);
+		break;
+	case LANG_EV_CLEAR:
+		if (ev->prog_id < p->img.hdr->nmaps)
+			lang_map_clear(&p->img, p->region, ev->prog_id);
+		break;
+	case LANG_EV_ZERO:
+		if (ev->prog_id < p->img.hdr->nmaps)
+			lang_map_zero(&p->img, p->region, ev->prog_id);
+		break;
+	case LANG_EV_PRINT_VALUE:
+		event_value(s, ev);
+		break;
+	default:
+		break;		/* the target may write anything */
+	}
+}
+
+/* ---- the session ---- */
+
+void run_setup(struct session *s)
+{
+	struct run_program *p = s->opts->prog;
+	int rc;
+
+	memcpy((char *)s->map.base + kps_off_image(), p->image, p->image_len);
+	p->region = (char *)s->map.base + kps_off_region(p->image_len);
+	rc = lang_maps_init(&p->img, p->region, p->img.region_size);
+	if (rc)
+		cli_die(EXIT_FAIL, "cannot set up the program's maps: %s", strerror(-rc));
+	s->out.prog_event = prog_event;
+	s->out.prog_arg = s;
+}
+
+void run_attached(struct session *s)
+{
+	struct run_program *p = s->opts->prog;
+	uint64_t n = __atomic_load_n(&s->map.hdr->ndesc, __ATOMIC_ACQUIRE);
+
+	if (n > KPS_MAX_PROBES)
+		n = KPS_MAX_PROBES;
+	n += (uint64_t)p->nspecial;
+	symbolizer_init(&p->sym, s->target);
+	symbolizer_refresh(&p->sym);
+	p->sym_ready = true;
+	if (s->out.format == FMT_JSON)
+		fprintf(s->out.f, "{\"type\": \"attached_probes\", \"data\": {\"probes\": %" PRIu64
+			"}}\n", n);
+	else
+		fprintf(s->out.f, "Attaching %" PRIu64 " probe%s...\n", n, n == 1 ? "" : "s");
+	fflush(s->out.f);
+}
+
+bool run_exit_requested(const struct session *s)
+{
+	return s->opts->prog && s->opts->prog->exited;
+}
+
+static int by_name(const void *a, const void *b, void *arg)
+{
+	const struct run_program *p = arg;
+	unsigned x = *(const unsigned *)a, y = *(const unsigned *)b;
+
+	return strcmp(lang_image_str(&p->img, p->img.maps[x].name),
+		      lang_image_str(&p->img, p->img.maps[y].name));
+}
+
+void run_report(struct session *s)
+{
+	struct run_program *p = s->opts->prog;
+	unsigned order[LANG_MAX_MAPS], n = p->img.hdr->nmaps;
+	uint64_t lost = 0;
+
+	if (n > LANG_MAX_MAPS)
+		n = LANG_MAX_MAPS;
+	for (unsigned i = 0; i < n; i++)
+		order[i] = i;
+	qsort_r(order, n, sizeof(order[0]), by_name, p);
+	/* bpftrace ends a run with two newlines on its standard output,
+	 * whatever -o and -f say, then prints every map by name. */
+	fputs("\n\n", stdout);
+	fflush(stdout);
+	for (unsigned k = 0; k < n; k++)
+		print_map(s, order[k], 0, 1);
+	for (unsigned i = 0; i < n; i++)
+		lost += lang_maps_dropped(&p->img, p->region, i);
+	if (lost)
+		cli_warn("%" PRIu64 " map updates dropped: a map was full (--map-keys N gives "
+			 "more room)", lost);
+	lost = consumer_lost_full(&s->cons) + consumer_lost_ringless(&s->cons);
+	if (lost) {
+		if (s->out.format == FMT_JSON)
+			fprintf(s->out.f, "{\"type\": \"lost_events\", \"data\": {\"events\": %" PRIu64
+				"}}\n", lost);
+		else
+			fprintf(s->out.f, "Lost %" PRIu64 " events\n", lost);
+	}
+	if (lang_maps_aborted(&p->img, p->region))
+		cli_warn("%" PRIu64 " probe runs ended early: a loop ran out of its budget",
+			 lang_maps_aborted(&p->img, p->region));
+	fflush(s->out.f);
+	if (p->sym_ready)
+		symbolizer_free(&p->sym);
+	p->sym_ready = false;
+}

@@ -1,0 +1,231 @@
+/* Addresses of a target process to function names (see symbolize.h). */
+#include "symbolize.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "elf_file.h"
+
+#define MAX_LOADS 16
+
+struct sym_entry {
+	uint64_t value, size;
+	char *name;
+};
+
+struct sym_object {
+	char *path;
+	struct elf_load loads[MAX_LOADS];
+	int nloads;
+	struct sym_entry *syms;		/* sorted by value */
+	size_t nsyms, cap;
+	bool read;
+};
+
+struct sym_mapping {
+	uint64_t start, end, offset;
+	struct sym_object *obj;
+};
+
+void symbolizer_init(struct symbolizer *z, pid_t pid)
+{
+	memset(z, 0, sizeof(*z));
+	z->pid = pid;
+}
+
+static struct sym_object *object_for(struct symbolizer *z, const char *path)
+{
+	struct sym_object **v, *o;
+
+	for (size_t i = 0; i < z->nobjs; i++)
+		if (!strcmp(z->objs[i]->path, path))
+			return z->objs[i];
+	v = realloc(z->objs, (z->nobjs + 1) * sizeof(*v));
+	if (!v)
+		return NULL;
+	z->objs = v;
+	o = calloc(1, sizeof(*o));
+	if (!o || !(o->path = strdup(path))) {
+		free(o);
+		return NULL;
+	}
+	z->objs[z->nobjs++] = o;
+	return o;
+}
+
+void symbolizer_refresh(struct symbolizer *z)
+{
+	char path[64], line[PATH_MAX + 128];
+	struct sym_mapping *v = NULL;
+	size_t n = 0, cap = 0;
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/maps", (int)z->pid);
+	f = fopen(path, "re");
+	if (!f)
+		return;
+	while (fgets(line, sizeof(line), f)) {
+		unsigned long long start, end, off;
+		char perms[8], file[PATH_MAX];
+		int got = sscanf(line, "%llx-%llx %7s %llx %*s %*s %4095[^\n]", &start, &end, perms,
+				 &off, file);
+
+		if (got != 5 || perms[2] != 'x' || file[0] != '/')
+			continue;
+		if (n == cap) {
+			struct sym_mapping *w = realloc(v, (cap = cap ? cap * 2 : 64) * sizeof(*w));
+
+			if (!w)
+				break;
+			v = w;
+		}
+		v[n].start = start;
+		v[n].end = end;
+		v[n].offset = off;
+		v[n].obj = object_for(z, file);
+		if (v[n].obj)
+			n++;
+	}
+	fclose(f);
+	if (!n) {
+		free(v);
+		return;
+	}
+	free(z->maps);
+	z->maps = v;
+	z->nmaps = n;
+}
+
+static int add_symbol(const char *name, uint64_t value, uint64_t size, void *arg)
+{
+	struct sym_object *o = arg;
+
+	if (!value)
+		return 0;
+	if (o->nsyms == o->cap) {
+		size_t cap = o->cap ? o->cap * 2 : 256;
+		struct sym_entry *v = realloc(o->syms, cap * sizeof(*v));
+
+		if (!v)
+			return -ENOMEM;
+		o->syms = v;
+		o->cap = cap;
+	}
+	o->syms[o->nsyms].name = strdup(name);
+	if (!o->syms[o->nsyms].name)
+		return -ENOMEM;
+	o->syms[o->nsyms].value = value;
+	o->syms[o->nsyms].size = size;
+	o->nsyms++;
+	return 0;
+}
+
+static int by_value(const void *a, const void *b)
+{
+	const struct sym_entry *x = a, *y = b;
+
+	if (x->value != y->value)
+		return x->value < y->value ? -1 : 1;
+	/* Bigger first: an alias of size 0 loses to the real one. */
+	return x->size > y->size ? -1 : x->size < y->size;
+}
+
+static void object_read(struct sym_object *o)
+{
+	int n;
+
+	if (o->read)
+		return;
+	o->read = true;
+	n = elf_file_loads(o->path, o->loads, MAX_LOADS);
+	o->nloads = n > 0 ? n : 0;
+	elf_file_foreach_function_range(o->path, add_symbol, o);
+	if (o->nsyms > 1)
+		qsort(o->syms, o->nsyms, sizeof(*o->syms), by_value);
+}
+
+/* The link-time address of file offset off, through the segment holding it. */
+static bool file_vaddr(const struct sym_object *o, uint64_t off, uint64_t *vaddr)
+{
+	for (int i = 0; i < o->nloads; i++) {
+		const struct elf_load *l = &o->loads[i];
+
+		if (off >= l->offset && off < l->offset + l->filesz) {
+			*vaddr = off - l->offset + l->vaddr;
+			return true;
+		}
+	}
+	return false;
+}
+
+static const struct sym_entry *symbol_at(const struct sym_object *o, uint64_t vaddr)
+{
+	size_t lo = 0, hi = o->nsyms;
+	const struct sym_entry *s;
+
+	while (lo < hi) {
+		size_t mid = lo + (hi - lo) / 2;
+
+		if (o->syms[mid].value <= vaddr)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	if (!lo)
+		return NULL;
+	s = &o->syms[lo - 1];
+	/* Among equal values, the first (biggest) one. */
+	while (s > o->syms && s[-1].value == s->value)
+		s--;
+	return vaddr < s->value + (s->size ? s->size : 1) ? s : NULL;
+}
+
+static const struct sym_mapping *mapping_of(const struct symbolizer *z, uint64_t addr)
+{
+	for (size_t i = 0; i < z->nmaps; i++)
+		if (addr >= z->maps[i].start && addr < z->maps[i].end)
+			return &z->maps[i];
+	return NULL;
+}
+
+int symbolizer_lookup(struct symbolizer *z, uint64_t addr, char *name, size_t len,
+		      uint64_t *offset)
+{
+	const struct sym_mapping *m = mapping_of(z, addr);
+	const struct sym_entry *s;
+	uint64_t vaddr;
+
+	if (!m) {
+		symbolizer_refresh(z);
+		m = mapping_of(z, addr);
+	}
+	if (!m)
+		return -ENOENT;
+	object_read(m->obj);
+	if (!file_vaddr(m->obj, addr - m->start + m->offset, &vaddr))
+		return -ENOENT;
+	s = symbol_at(m->obj, vaddr);
+	if (!s)
+		return -ENOENT;
+	snprintf(name, len, "%s", s->name);
+	*offset = vaddr - s->value;
+	return 0;
+}
+
+void symbolizer_free(struct symbolizer *z)
+{
+	for (size_t i = 0; i < z->nobjs; i++) {
+		for (size_t k = 0; k < z->objs[i]->nsyms; k++)
+			free(z->objs[i]->syms[k].name);
+		free(z->objs[i]->syms);
+		free(z->objs[i]->path);
+		free(z->objs[i]);
+	}
+	free(z->objs);
+	free(z->maps);
+	memset(z, 0, sizeof(*z));
+}

@@ -1,0 +1,36 @@
+/* Addresses of a target process to function names, on the tool's side
+ * (usym, func and ustack of probe programs).
+ *
+ * The target's mappings are read from /proc/PID/maps while it lives (a
+ * launched command may be gone when its maps are printed), and read again
+ * when an address falls outside the known ones; each object's function
+ * symbols are read from its file once. */
+#ifndef KPROBE_SYMBOLIZE_H
+#define KPROBE_SYMBOLIZE_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+struct sym_object;
+struct sym_mapping;
+
+struct symbolizer {
+	pid_t pid;
+	struct sym_mapping *maps;
+	size_t nmaps;
+	struct sym_object **objs;
+	size_t nobjs;
+};
+
+void symbolizer_init(struct symbolizer *z, pid_t pid);
+/* Reads the process's mappings again (kept if it is gone). */
+void symbolizer_refresh(struct symbolizer *z);
+/* The function containing addr: its name and addr's offset in it; 0, or
+ * -ENOENT. */
+int symbolizer_lookup(struct symbolizer *z, uint64_t addr, char *name, size_t len,
+		      uint64_t *offset);
+void symbolizer_free(struct symbolizer *z);
+
+#endif
