@@ -1,0 +1,13 @@
+# `kprobe run` programs on a bundled target, outputs compared with what
+# bpftrace 0.17 prints (tests/run/run-programs.sh; bpftrace itself reruns
+# them when it is installed and may trace here).
+.PHONY: run-programs
+
+$(B)/tests/cli/run_target: tests/cli/run_target.c
+	@mkdir -p $(dir $@)
+	$(CC) -O1 -g -std=gnu11 -Wall -fno-omit-frame-pointer -o $@ $< -lpthread
+
+run-programs: $(B)/kprobe $(B)/libkprobe-agent.so $(B)/tests/cli/run_target
+	B=$(B) bash tests/run/run-programs.sh
+
+CHECK_EXTRA += run-programs
