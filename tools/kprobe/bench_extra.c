@@ -7,6 +7,14 @@
  *   trace_extra    `kprobe trace` with two arguments, minus probe_ns
  *   events_per_s   events per second one thread can put through a ring
  *                  to a reader thread without losing any
+ *   ro_ns          a return probe with an empty handler (the kretprobe
+ *                  `kprobe run` uses for uretprobe)
+ *   prog_count     `kprobe run` of  @[tid] = count()  on the function
+ *   prog_filter    a program whose filter is false
+ *   prog_hist      @ = hist(arg0)
+ *   prog_latency   the tid-keyed entry/return latency pattern, per call
+ *   (whole ns per call, probe included: compare prog_count and
+ *   prog_filter with probe_ns (`o`), prog_latency with ro_ns (`ro`))
  *
  * Usage: kprobe-bench-extra [--json].  Medians of several runs. */
 #include <fcntl.h>
@@ -21,6 +29,8 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "lang/lang.h"
+#include "spec.h"
 
 #define CALLS 2000000
 #define RUNS 7
@@ -48,6 +58,7 @@ static int cmp_double(const void *a, const void *b)
 
 /* The session memory, as the CLI makes it. */
 static int shm_fd = -1;
+static size_t shm_size;
 static struct kps_map map;
 
 static uint64_t ring_backlog(void)
@@ -91,24 +102,34 @@ static double ns_per_call(long chunk)
 	return v[RUNS / 2];
 }
 
-static void make_shm(void)
+static void make_shm_sized(size_t size)
 {
 	int fd;
 	void *base;
 
+	if (shm_fd >= 0) {
+		munmap(map.base, shm_size);
+		close(shm_fd);
+	}
 	fd = memfd_create("kprobe-bench", MFD_CLOEXEC | MFD_ALLOW_SEALING);
-	if (fd < 0 || ftruncate(fd, (off_t)kps_size()) ||
+	if (fd < 0 || ftruncate(fd, (off_t)size) ||
 	    fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW)) {
 		perror("session memory");
 		exit(1);
 	}
-	base = mmap(NULL, kps_size(), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+	base = mmap(NULL, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
 	shm_fd = fd;
+	shm_size = size;
 	if (base == MAP_FAILED) {
 		perror("mmap");
 		exit(1);
 	}
 	kps_map_views(&map, base);
+}
+
+static void make_shm(void)
+{
+	make_shm_sized(kps_size());
 }
 
 static void reset_shm(void)
@@ -136,6 +157,61 @@ static void start(const char *action, const char *probe)
 	}
 	/* Let the optimizer put the jump in. */
 	usleep(300000);
+}
+
+/* A program on bench_target, set up as `kprobe run` sets it up: compiled,
+ * its image and maps in the session memory, its uprobes as config specs. */
+static void start_prog(const char *body)
+{
+	char src[1024], self[512], why[256], *config, *p;
+	struct lang_compile_opts co = { .filename = "bench" };
+	struct lang_error e;
+	struct lang_image img;
+	void *image;
+	size_t len;
+	ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
+	int kind;
+
+	self[n > 0 ? n : 0] = '\0';
+	snprintf(src, sizeof(src), body, self, self);
+	if (lang_compile(src, &co, &image, &len, &e) ||
+	    lang_image_load(&img, image, len, why, sizeof(why))) {
+		fprintf(stderr, "kprobe-bench-extra: %s\n", e.text[0] ? e.text : "cannot compile");
+		exit(1);
+	}
+	make_shm_sized(kps_total_size(len, img.region_size));
+	reset_shm();
+	memcpy((char *)map.base + kps_off_image(), image, len);
+	lang_maps_init(&img, (char *)map.base + kps_off_region(len), img.region_size);
+	config = calloc(1, 4096);
+	p = config + sprintf(config, "shm passed\naction run\nfollow 0\n");
+	for (uint32_t i = 0; i < img.hdr->nprobes; i++) {
+		const struct lang_probe_desc *d = &img.probes[i];
+		struct probe_spec ps = { .kind = SPEC_SYMBOL };
+
+		if (d->kind != LANG_P_UPROBE && d->kind != LANG_P_URETPROBE)
+			continue;
+		snprintf(ps.object, sizeof(ps.object), "%s", lang_image_str(&img, d->target));
+		snprintf(ps.symbol, sizeof(ps.symbol), "%s", lang_image_str(&img, d->func));
+		ps.is_return = d->kind == LANG_P_URETPROBE;
+		spec_format(&ps);
+		p += sprintf(p, "probe %s\n", ps.text);
+	}
+	sprintf(p, "program %zu %zu\n", len, img.region_size);
+	if (agent_session_start(config, dup(shm_fd), false, why, sizeof(why), &kind)) {
+		fprintf(stderr, "kprobe-bench-extra: %s\n", why);
+		exit(1);
+	}
+	free(config);
+	free(image);
+	usleep(300000);
+}
+
+static int empty_return(struct kretprobe_instance *ri, struct pt_regs *regs)
+{
+	(void)ri;
+	(void)regs;
+	return 0;
 }
 
 /* A reader that frees ring space as fast as it can. */
@@ -187,7 +263,9 @@ int main(int argc, char **argv)
 {
 	bool json = argc > 1 && !strcmp(argv[1], "--json");
 	struct kprobe kp = { .symbol_name = "bench_target", .pre_handler = empty_handler };
-	double call, probe, count, trace, rate;
+	struct kretprobe rp = { .kp.symbol_name = "bench_target", .handler = empty_return,
+				.maxactive = 64 };
+	double call, probe, count, trace, rate, ret, pcount, pfilter, phist, plat;
 	pthread_t th;
 
 	make_shm();
@@ -230,11 +308,36 @@ int main(int argc, char **argv)
 	__atomic_store_n(&reading, 0, __ATOMIC_RELEASE);
 	pthread_join(th, NULL);
 	agent_session_stop();
+
+	if (register_kretprobe(&rp)) {
+		fprintf(stderr, "kprobe-bench-extra: cannot return-probe bench_target\n");
+		return 1;
+	}
+	usleep(300000);
+	ret = ns_per_call(0);
+	unregister_kretprobe(&rp);
+
+	start_prog("uprobe:%s:bench_target { @[tid] = count(); }");
+	pcount = ns_per_call(0);
+	agent_session_stop();
+	start_prog("uprobe:%s:bench_target /arg0 == 0xfffffffff/ { @hit = count(); }");
+	pfilter = ns_per_call(0);
+	agent_session_stop();
+	start_prog("uprobe:%s:bench_target { @ = hist(arg0); }");
+	phist = ns_per_call(0);
+	agent_session_stop();
+	start_prog("uprobe:%s:bench_target { @s[tid] = nsecs; }\n"
+		   "uretprobe:%s:bench_target /@s[tid]/ { @ns = hist(nsecs - @s[tid]); "
+		   "delete(@s[tid]); }");
+	plat = ns_per_call(0);
+	agent_session_stop();
 	close(shm_fd);
 
 	if (json) {
 		printf("{\"call\":%.2f,\"probe_ns\":%.2f,\"count_extra\":%.2f,\"trace_extra\":%.2f,"
-		       "\"events_per_s\":%.0f}\n", call, probe, count - probe, trace - probe, rate);
+		       "\"events_per_s\":%.0f,\"ro_ns\":%.2f,\"prog_count\":%.2f,"
+		       "\"prog_filter\":%.2f,\"prog_hist\":%.2f,\"prog_latency\":%.2f}\n", call,
+		       probe, count - probe, trace - probe, rate, ret, pcount, pfilter, phist, plat);
 		return 0;
 	}
 	printf("call            %8.2f ns\n", call);
@@ -242,5 +345,10 @@ int main(int argc, char **argv)
 	printf("count           %8.2f ns   count_extra %6.2f ns\n", count, count - probe);
 	printf("trace (2 args)  %8.2f ns   trace_extra %6.2f ns\n", trace, trace - probe);
 	printf("events_per_s    %8.0f\n", rate);
+	printf("ro (empty)      %8.2f ns\n", ret);
+	printf("prog_count      %8.2f ns   %.2fx o  (target <= 2x)\n", pcount, pcount / probe);
+	printf("prog_filter     %8.2f ns   %.2fx o  (target <= 1.3x)\n", pfilter, pfilter / probe);
+	printf("prog_hist       %8.2f ns   %.2fx o\n", phist, phist / probe);
+	printf("prog_latency    %8.2f ns   %.2fx ro (target <= 2x)\n", plat, plat / ret);
 	return 0;
 }
