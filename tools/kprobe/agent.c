@@ -84,6 +84,7 @@ static void start_from_environment(const char *config)
 	}
 	if (follow_forks && !follower)
 		setenv(KPROBE_ENV_FOLLOWER, "1", 1);
+	agent_session_wait_go();
 }
 
 /* libkprobes' SIGTRAP handler calls __errno_location() before it marks

@@ -111,6 +111,9 @@ size_t agent_return_data_size(const struct agent_probe *ap);
 int agent_session_start(const char *config, int shm_fd, bool follower, char *err,
 			size_t errlen, int *kind);
 void agent_session_stop(void);
+/* A launched command's program session: waits (at most 2 s) until the
+ * tool has printed what precedes the command's output. */
+void agent_session_wait_go(void);
 /* Copies the probes' miss counts into the descriptors. */
 void agent_session_flush(void);
 /* Arms deferred specs whose object has appeared (the dlopen hook). */

@@ -290,6 +290,17 @@ out:
 	return rc;
 }
 
+void agent_session_wait_go(void)
+{
+	struct agent_session *s = agent_session;
+	struct timespec ms = { 0, 1000000 };
+
+	if (!s || s->cfg.action != ACT_RUN || s->follower)
+		return;
+	for (int i = 0; i < 2000 && !__atomic_load_n(&s->map.hdr->go, __ATOMIC_ACQUIRE); i++)
+		nanosleep(&ms, NULL);
+}
+
 static void flush_locked(struct agent_session *s)
 {
 	for (int i = 0; i < s->nprobes; i++) {

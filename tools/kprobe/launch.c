@@ -236,8 +236,14 @@ int launch_run(struct session *s, const char *agent)
 		cli_warn("%s", s->ctl.why);
 	if (o->duration > 0)
 		deadline = cli_now_ns() + (unsigned long long)(o->duration * 1e9);
-	if (o->prog)
+	if (o->prog) {
+		/* "Attaching..." and BEGIN's lines come before the command's
+		 * own, as with bpftrace: main() waits for this. */
 		run_attached(s);
+		session_pump(s);
+		fflush(s->out.f);
+		__atomic_store_n(&s->map.hdr->go, 1, __ATOMIC_RELEASE);
+	}
 	while (!session_stop_signal && !(deadline && cli_now_ns() >= deadline) &&
 	       !run_exit_requested(s)) {
 		if (waitpid(child, &status, WNOHANG) == child) {

@@ -87,6 +87,10 @@ struct kps_header {
 	 * else CLOCK_MONOTONIC ns. */
 	uint32_t time_tsc;
 	uint64_t tsc_base, ns_base;
+	/* run with a command: the tool has printed what comes before the
+	 * command's own output (bpftrace's "Attaching..." line and BEGIN's);
+	 * the agent holds main() back until then (a bounded wait). */
+	uint32_t go;
 };
 
 /* DESC_WATCH: a watched variable (the first descriptor of a watch
