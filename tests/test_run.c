@@ -277,3 +277,57 @@ Test(load, errors)
 	cr_assert_eq(r.status, 1);
 	cr_assert(strstr(r.err, "kprobe_module_init returned 3"), "%s", r.err);
 }
+
+/* ---- kprobe run: the command line ---- */
+
+Test(load, run_usage_errors)
+{
+	struct run r;
+
+	run(&r, "%s run -- %s calls 1", kprobe, target);
+	cr_assert_eq(r.status, 2);
+	cr_assert(strstr(r.err, "run needs a program"), "%s", r.err);
+	run(&r, "%s run -e 'BEGIN { exit(); }'", kprobe);
+	cr_assert_eq(r.status, 2);
+	cr_assert(strstr(r.err, "give a command after '--' or with -c"), "%s", r.err);
+	run(&r, "%s run -e 'BEGIN { exit(); }' -c '%s calls 1' -- %s calls 1", kprobe, target,
+	    target);
+	cr_assert_eq(r.status, 2);
+	cr_assert(strstr(r.err, "give one command"), "%s", r.err);
+	run(&r, "%s run -e 'BEGIN { exit(); }' -c '%s calls 1' -p 1", kprobe, target);
+	cr_assert_eq(r.status, 2);
+	cr_assert(strstr(r.err, "not both"), "%s", r.err);
+	run(&r, "%s run -f yaml -e 'BEGIN { exit(); }' -c '%s calls 1'", kprobe, target);
+	cr_assert_eq(r.status, 2);
+	cr_assert(strstr(r.err, "bad format 'yaml'"), "%s", r.err);
+	run(&r, "%s run --format chrome -e 'BEGIN { exit(); }' -c '%s calls 1'", kprobe, target);
+	cr_assert_eq(r.status, 2);
+	cr_assert(strstr(r.err, "text or json"), "%s", r.err);
+	run(&r, "%s run --map-keys 0 -e 'BEGIN { exit(); }' -c '%s calls 1'", kprobe, target);
+	cr_assert_eq(r.status, 2);
+	cr_assert(strstr(r.err, "bad --map-keys '0'"), "%s", r.err);
+	run(&r, "%s run -e 'BEGIN { exit(); }' -e 'END { }' -c '%s calls 1'", kprobe, target);
+	cr_assert_eq(r.status, 2);
+	cr_assert(strstr(r.err, "give one program"), "%s", r.err);
+	run(&r, "%s run /nonexistent/prog.bt -c '%s calls 1'", kprobe, target);
+	cr_assert_eq(r.status, 2);
+	cr_assert(strstr(r.err, "cannot read program '/nonexistent/prog.bt'"), "%s", r.err);
+	run(&r, "%s run -e 'BEGIN { exit(); }' -c ' '", kprobe);
+	cr_assert_eq(r.status, 2);
+	cr_assert(strstr(r.err, "-c needs a command"), "%s", r.err);
+	cr_assert_str_eq(r.out, "");
+}
+
+/* A program error: bpftrace's form on stderr (place, reason, the line, a
+ * marker), exit 2, and the command never runs. */
+Test(load, run_program_error)
+{
+	struct run r;
+
+	run(&r, "%s run -e 'BEGIN { printf(\"a\\n\") ' -c '%s calls 1'", kprobe, target);
+	cr_assert_eq(r.status, 2, "%d: %s", r.status, r.err);
+	cr_assert(!strncmp(r.err, "stdin:1:", 8), "%s", r.err);
+	cr_assert(strstr(r.err, "ERROR: "), "%s", r.err);
+	cr_assert(strstr(r.err, "\nBEGIN { printf(\"a\\n\") \n"), "%s", r.err);
+	cr_assert_str_eq(r.out, "");
+}
