@@ -253,13 +253,17 @@ static const struct lang_ops prog_ops = {
 
 /* ---- handlers ---- */
 
+/* What `probe` prints is looked up by the tool: a point's descriptor (the
+ * function a glob matched), or BEGIN/END/interval's probe number. */
+#define PROBE_ID_DESC (1ull << 32)
+
 static int run_probe(struct agent_prog *p, struct agent_probe *ap, unsigned probe,
 		     struct pt_regs *regs, uint64_t func, bool at_entry)
 {
 	struct prog_run run = { p, ap, at_entry, false };
 	struct lang_ctx ctx = {
 		.regs = regs,
-		.probe_id = probe,
+		.probe_id = ap ? PROBE_ID_DESC | ap->desc : probe,
 		.func_addr = func,
 		.maps = p->region,
 		.ops = &prog_ops,

@@ -23,6 +23,7 @@
 #define LINE_MAX_OUT	16384		/* a formatted printf line */
 
 struct run_program {
+	struct session *session;
 	void *image;
 	size_t image_len;
 	struct lang_image img;		/* over image: ours, trusted */
@@ -163,13 +164,31 @@ static int fmt_sym(uint64_t addr, char *out, size_t outlen, void *arg)
 	return 0;
 }
 
+/* The agent's probe ids: PROBE_ID_DESC | descriptor for a uprobe point
+ * (bpftrace names the function a glob matched: "uprobe:OBJ:name", OBJ as
+ * written), else the program's probe number. */
+#define PROBE_ID_DESC (1ull << 32)
+
 static int fmt_probe_name(uint64_t id, char *out, size_t outlen, void *arg)
 {
 	struct run_program *p = arg;
+	const struct kps_desc *d;
+	const struct probe_spec *spec;
+	const char *pct;
 
-	if (id >= p->img.hdr->nprobes)
+	if (!(id & PROBE_ID_DESC)) {
+		if (id >= p->img.hdr->nprobes)
+			return -1;
+		snprintf(out, outlen, "%s", lang_image_str(&p->img, p->img.probes[id].text));
+		return 0;
+	}
+	d = p->session ? consumer_desc(&p->session->cons, (uint32_t)id) : NULL;
+	if (!d)
 		return -1;
-	snprintf(out, outlen, "%s", lang_image_str(&p->img, p->img.probes[id].text));
+	spec = &p->session->opts->specs[d->spec];
+	pct = strstr(d->name, "%return");
+	snprintf(out, outlen, "%s:%s:%.*s", spec->is_return ? "uretprobe" : "uprobe", spec->object,
+		 (int)(pct ? pct - d->name : (long)strlen(d->name)), d->name);
 	return 0;
 }
 
@@ -610,6 +629,7 @@ void run_setup(struct session *s)
 	struct run_program *p = s->opts->prog;
 	int rc;
 
+	p->session = s;
 	memcpy((char *)s->map.base + kps_off_image(), p->image, p->image_len);
 	p->region = (char *)s->map.base + kps_off_region(p->image_len);
 	rc = lang_maps_init(&p->img, p->region, p->img.region_size);
