@@ -16,7 +16,9 @@
  *   pid, tid       cached per thread (one system call on a thread's first use)
  *   uid            read when the session starts
  *   cpu            rdtscp's processor id (Linux keeps it in TSC_AUX)
- *   nsecs          CLOCK_MONOTONIC (the vDSO: no system call), as bpftrace's
+ *   nsecs          CLOCK_MONOTONIC as bpftrace's: from the TSC when it is
+ *                  invariant (no call at all: a call into the vDSO would make
+ *                  the probe save the vector state), else the vDSO
  *   elapsed        nsecs since the session started
  *   comm           the thread's name, read once per thread and session
  *   read           process_vm_readv(2): fault-safe, one system call per read
@@ -66,6 +68,8 @@ struct agent_prog {
 	bool *uses_override;		/* per image probe */
 	uint64_t uid;
 	uint64_t start_ns;
+	uint64_t start_tsc;		/* with tick_q32: nsecs from the TSC */
+	uint64_t tick_q32;		/* ns per TSC tick << 32, 0: use the clock */
 	unsigned int gen;		/* the session's: per-thread caches */
 	pid_t pid;			/* the process that runs END */
 	int stop_fd[2];			/* interval threads wait on it */
@@ -106,6 +110,15 @@ static uint64_t mono_ns(void)
 
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+static inline uint64_t prog_nsecs(const struct agent_prog *p)
+{
+	if (p->tick_q32)
+		return p->start_ns + (uint64_t)(((unsigned __int128)(__builtin_ia32_rdtsc() -
+								      p->start_tsc) *
+						 p->tick_q32) >> 32);
+	return mono_ns();
 }
 
 /* pid and tid, asked once per thread and session (a fork changes both:
@@ -155,9 +168,9 @@ static uint64_t op_get(int src, void *arg)
 		__builtin_ia32_rdtscp(&aux);
 		return aux & 0xfff;
 	case LANG_SRC_NSECS:
-		return mono_ns();
+		return prog_nsecs(run->prog);
 	case LANG_SRC_ELAPSED:
-		return mono_ns() - run->prog->start_ns;
+		return prog_nsecs(run->prog) - run->prog->start_ns;
 	default:
 		return 0;
 	}
@@ -538,6 +551,9 @@ int agent_prog_start(struct agent_session *s, struct agent_fail *f)
 	p->pid = getpid();
 	p->uid = (uint64_t)getuid();
 	p->start_ns = mono_ns();
+	p->start_tsc = __builtin_ia32_rdtsc();
+	/* The tick length the session measured against the clock. */
+	p->tick_q32 = s->time_tsc ? s->tick_ns_q32 : 0;
 	s->prog = p;
 	rc = load_image(p, s, f);
 	if (!rc)

@@ -125,7 +125,7 @@ static void setup_clock(struct agent_session *s)
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	tsc = __builtin_ia32_rdtsc();
 	ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
-	if (s->cfg.action == ACT_LATENCY) {
+	if (s->cfg.action == ACT_LATENCY || s->cfg.action == ACT_RUN) {
 		if (ns < h->ns_base + 1000000 || tsc <= h->tsc_base)
 			return;
 		s->tick_ns_q32 = (uint64_t)(((unsigned __int128)(ns - h->ns_base) << 32) /
