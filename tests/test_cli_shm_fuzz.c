@@ -65,7 +65,8 @@ static void open_session(enum kps_action action, enum out_format format)
 	cr_assert_eq(spec_parse("fz_ret%return r=retval:x64", &specs[1], err, sizeof(err)), 0,
 		     "%s", err);
 	memset(&opts, 0, sizeof(opts));
-	opts.cmd = action == ACT_TRACE ? CMD_TRACE : action == ACT_COUNT ? CMD_COUNT : CMD_LATENCY;
+	opts.cmd = action == ACT_TRACE ? CMD_TRACE : action == ACT_COUNT ? CMD_COUNT :
+		   action == ACT_LOAD ? CMD_LOAD : CMD_LATENCY;
 	opts.action = action;
 	opts.specs = specs;
 	opts.nspecs = 2;
@@ -513,4 +514,52 @@ Test(shm_fuzz, rings_changing_under_the_reader)
 	__atomic_store_n(&scribbling, 0, __ATOMIC_RELAXED);
 	pthread_join(th, NULL);
 	session_report(&sess);
+}
+
+/* A loaded module's lines (kprobe load): records whose length field lies,
+ * text with control characters and no terminator, and records of the
+ * other kinds where only lines belong.  Only clean lines come out. */
+Test(shm_fuzz, load_lines_hostile)
+{
+	char *text = NULL;
+	size_t len = 0;
+	FILE *mem = open_memstream(&text, &len);
+
+	open_session(ACT_LOAD, FMT_TEXT);
+	cr_assert(mem);
+	sess.out.f = mem;
+	for (int iter = 0; iter < 300; iter++) {
+		struct writer w;
+
+		rng = 0x9e3779b97f4a7c15ull * (uint64_t)(iter + 1);
+		claim(0, 77);
+		w = (struct writer){ 0, sess.map.rings[0].head };
+		for (int i = 0; i < 1 + (int)(rnd() % 20); i++) {
+			uint32_t n = (uint32_t)(rnd() % 64);
+			struct kps_event *ev = reserve(&w, (sizeof(*ev) + n + 7) & ~7u);
+			unsigned char *p = (unsigned char *)ev->vals;
+
+			ev->type = rnd() % 5 ? EV_TEXT : (uint16_t)(rnd() % 8);
+			ev->reserved = rnd() % 3 ? n : (uint32_t)nasty();
+			ev->desc = (uint32_t)nasty();
+			ev->nvals = (uint16_t)nasty();
+			ev->time_ns = (uint64_t)i;
+			for (uint32_t k = 0; k < n; k++)
+				p[k] = (unsigned char)(rnd() % 3 ? 'a' + rnd() % 26 : rnd());
+		}
+		commit(&w);
+		drain_all(3);
+	}
+	fflush(mem);
+	/* Every line printable, none longer than a record can hold. */
+	for (char *line = text, *nl; line && *line; line = nl + 1) {
+		nl = strchr(line, '\n');
+		cr_assert(nl, "an unterminated line");
+		*nl = '\0';
+		cr_assert(printable(line), "a control character in '%s'", line);
+		cr_assert_leq(strlen(line), 64);
+	}
+	sess.out.f = NULL;
+	fclose(mem);
+	free(text);
 }
