@@ -19,6 +19,7 @@ static char target[PATH_MAX + 32];
 static char example[PATH_MAX + 64];
 static char module[PATH_MAX + 32];
 static char plugin[PATH_MAX + 32];
+static char run_target[PATH_MAX + 32];
 
 static void init_paths(void)
 {
@@ -33,6 +34,7 @@ static void init_paths(void)
 	snprintf(example, sizeof(example), "%s/examples/kprobe_module_example.so", build_dir);
 	snprintf(module, sizeof(module), "%s/tests/cli/cli_module.so", build_dir);
 	snprintf(plugin, sizeof(plugin), "%s/tests/cli/libcliplugin.so", build_dir);
+	snprintf(run_target, sizeof(run_target), "%s/tests/cli/run_target", build_dir);
 }
 
 TestSuite(load, .init = init_paths, .timeout = 30);
@@ -330,4 +332,96 @@ Test(load, run_program_error)
 	cr_assert(strstr(r.err, "ERROR: "), "%s", r.err);
 	cr_assert(strstr(r.err, "\nBEGIN { printf(\"a\\n\") \n"), "%s", r.err);
 	cr_assert_str_eq(r.out, "");
+}
+
+/* ---- kprobe run: what byte-for-byte comparisons cannot pin down ---- */
+
+/* The sum of a hist's bucket counts in text output, from its "@name:"
+ * line to the next blank line. */
+static long hist_total(const char *text, const char *name)
+{
+	const char *p = strstr(text, name);
+	long total = 0;
+
+	cr_assert(p, "no %s in %s", name, text);
+	p = strchr(p, '\n');
+	while (p && p[1] && p[1] != '\n') {
+		const char *bar = strchr(p + 1, '|');
+		const char *q = bar;
+
+		/* the count is the last number before the bar */
+		while (q > p + 1 && q[-1] == ' ')
+			q--;
+		while (q > p + 1 && q[-1] >= '0' && q[-1] <= '9')
+			q--;
+		total += atol(q);
+		p = strchr(p + 1, '\n');
+	}
+	return total;
+}
+
+/* The classic latency pattern, real time stamps, 8 threads: every call
+ * pairs with its own thread's entry, and nothing is left in @s. */
+Test(load, run_latency_eight_threads)
+{
+	struct run r;
+
+	run(&r, "%s run -o /dev/stdout -e 'uprobe:%s:run_value { @s[tid] = nsecs; } "
+	    "uretprobe:%s:run_value /@s[tid]/ { @ns = hist(nsecs - @s[tid]); @n = count(); "
+	    "delete(@s[tid]); }' -c '%s threads 8 1000'", kprobe, run_target, run_target,
+	    run_target);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert(strstr(r.out, "\n@n: 8000\n"), "%s", r.out);
+	cr_assert_eq(hist_total(r.out, "@ns: \n"), 8000, "%s", r.out);
+	cr_assert_null(strstr(r.out, "@s["), "%s", r.out);
+}
+
+/* comm, ustack through a recursion, usym of func. */
+Test(load, run_comm_ustack_usym)
+{
+	struct run r;
+	const char *st;
+
+	run(&r, "%s run -o /dev/stdout -e 'uprobe:%s:run_recurse /arg0 == 0/ { @[ustack] = count(); "
+	    "@c[comm] = count(); @f[usym(func)] = count(); }' -c '%s recurse 3'", kprobe,
+	    run_target, run_target);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert(strstr(r.out, "@c[run_target]: 1\n"), "%s", r.out);
+	cr_assert(strstr(r.out, "@f[run_recurse]: 1\n"), "%s", r.out);
+	/* innermost first: the probed function, three recursive callers, main */
+	st = strstr(r.out, "@[\n");
+	cr_assert(st, "%s", r.out);
+	cr_assert(strstr(st, "        run_recurse+0\n        run_recurse+"), "%s", r.out);
+	cr_assert(strstr(st, "\n        main+"), "%s", r.out);
+}
+
+/* Attached to a running process for a while: counts, END, and the
+ * process goes on unprobed. */
+Test(load, run_attach_interval_end)
+{
+	struct run r;
+	char cmd[PATH_MAX + 64];
+	pid_t pid;
+
+	snprintf(cmd, sizeof(cmd), "exec %s ticks 100000 2 > /dev/null", run_target);
+	pid = fork();
+	cr_assert(pid >= 0);
+	if (pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+		_exit(127);
+	}
+	usleep(200000);
+	run(&r, "%s run -o /dev/stdout -e 'uprobe:%s:run_tick { @t = count(); } "
+	    "interval:ms:100 { @i = @i + 1; if (@i == 3) { exit(); } } END { printf(\"end\\n\"); }' "
+	    "-p %d", kprobe, run_target, (int)pid);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert(strstr(r.out, "end\n"), "%s", r.out);
+	cr_assert(strstr(r.out, "@i: 3\n"), "%s", r.out);
+	cr_assert_gt(atol(strstr(r.out, "@t: ") + 4), 50, "%s", r.out);
+	run(&r, "%s list -p %d", kprobe, (int)pid);
+	cr_assert_null(strstr(r.out, "run_tick"), "%s", r.out);
+	cr_assert_eq(waitpid(pid, NULL, WNOHANG), 0, "the target died");
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
 }
