@@ -264,7 +264,20 @@ static const struct lang_ops prog_ops = {
 	.override = op_override,
 };
 
-/* ---- handlers ---- */
+/* ---- handlers ----
+ *
+ * Every hit here saves the vector state: the handler calls lang_run, whose
+ * dispatch and ops are indirect, so libkprobes' handler analysis cannot
+ * prove it leaves vector registers and errno alone.  The common forms the
+ * compiler marks (lang_probe_desc.fast) need a direct-call entry point in
+ * the language that the analysis can follow -- no indirect branch (no jump
+ * table: -fno-jump-tables), no vector instruction (-mgeneral-regs-only),
+ * no libc call -- taking the values the agent reads itself, for instance
+ *	int lang_run_fast(const struct lang_image *img, unsigned probe,
+ *			  void *maps, uint64_t src_value);
+ * (returning 1 when the full program must run, e.g. a true filter).  With
+ * it, a probe whose form is fast gets a handler of its own that calls only
+ * that: the regs level, not the vector save. */
 
 /* What `probe` prints is looked up by the tool: a point's descriptor (the
  * function a glob matched), or BEGIN/END/interval's probe number. */
