@@ -169,3 +169,20 @@ $(B)/tests-asan/test_ctl: $(KP_CTL_TEST_DEP)
 	@mkdir -p $(dir $@)
 	$(CC) -O1 -g $(BASE) $(SAN) $(KP_CFLAGS) -o $@ tests/test_ctl.c $(KP_CTL_TEST_SRC) \
 		-lcriterion
+
+# ---- the probe-program language (tools/kprobe/lang/) ----
+# The tool links all of it (compiler, verifier, map reading, formatting);
+# the agent links the runtime half: verifier, interpreter, maps, the
+# fault-safe copy.  tests/test_lang.c links the whole language, plain and
+# with the sanitizers.
+KP_LANG_DIR    := $(KP_DIR)/lang
+KP_LANG_SRC    := $(sort $(wildcard $(KP_LANG_DIR)/*.c))
+KP_LANG_RT_SRC := $(addprefix $(KP_LANG_DIR)/,verify.c vm.c maps.c nofault.c)
+
+$(B)/tests/test_lang: tests/test_lang.c $(KP_LANG_SRC:%.c=$(B)/kprobe-cli/%.o)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(BASE) $(KP_CFLAGS) -Itests -o $@ $^ -lpthread -lcriterion
+
+$(B)/tests-asan/test_lang: tests/test_lang.c $(KP_LANG_SRC:%.c=$(B)/kprobe-cli-asan/%.o)
+	@mkdir -p $(dir $@)
+	$(CC) -O1 -g $(BASE) $(SAN) $(KP_CFLAGS) -Itests -o $@ $^ -lpthread -lcriterion

@@ -65,7 +65,9 @@
 #define LANG_COMM_LEN		16
 #define LANG_USTACK_MAX		32	/* frames kept by ustack */
 #define LANG_DEFAULT_MAP_KEYS	4096	/* bpftrace's default limit */
-#define LANG_HIST_BUCKETS	66	/* negative, 0, 1, [2,4) ... [2^63, inf) */
+/* hist(): bpftrace 0.17's buckets: negative, 0, 1, [2,4) ... [2^30,2^31),
+ * and [2^31, ...) labelled "[2G, 4G)" as bpftrace's 32-bit log2 does. */
+#define LANG_HIST_BUCKETS	34
 
 /* ---- Types (the checker's and the printers') ---- */
 enum lang_type_kind {
@@ -282,6 +284,8 @@ struct lang_image {
 	const struct lang_insn *insns;
 	const char *pool;
 	size_t map_off[LANG_MAX_MAPS];	/* offset of each map in the region */
+	uint32_t map_cap[LANG_MAX_MAPS];	/* slots (a power of two) */
+	uint32_t map_slot[LANG_MAX_MAPS];	/* bytes per slot */
 	size_t region_size;		/* bytes the map region needs */
 };
 
@@ -325,7 +329,8 @@ struct lang_agg {
 void lang_map_agg(const struct lang_image *img, unsigned map, const void *val,
 		  struct lang_agg *out);
 /* hist/lhist: the bucket counts of a value (LANG_HIST_BUCKETS or
- * lhist's (max-min)/step + 3) and their number. */
+ * lhist's (max-min)/step + 2: below min, the steps, max and above) and
+ * their number. */
 const uint64_t *lang_map_buckets(const struct lang_image *img, unsigned map,
 				 const void *val, unsigned *nbuckets);
 
@@ -386,8 +391,10 @@ bool lang_fault_fixup(void *ucontext);
 
 /* ---- Formatting (tool side) ---- */
 struct lang_fmt_ops {
-	/* Symbol for an address (usym/func): "name" or "name+0x1f"; 0 or -1. */
-	int (*sym)(uint64_t addr, char *out, size_t outlen, void *arg);
+	/* Symbol for an address: "name" (usym, func), or with with_offset
+	 * "name+31" (decimal, as in bpftrace's stacks); 0, or -1 when unknown
+	 * (then "0x..." is printed, as bpftrace does). */
+	int (*sym)(uint64_t addr, int with_offset, char *out, size_t outlen, void *arg);
 	/* The probe's name for `probe`. */
 	int (*probe_name)(uint64_t id, char *out, size_t outlen, void *arg);
 	void *arg;
@@ -400,12 +407,15 @@ ssize_t lang_format_printf(const struct lang_image *img, uint32_t fmt,
 			   const void *rec, size_t len, const struct lang_fmt_ops *ops,
 			   char *out, size_t outlen);
 
-/* One value of a type as bpftrace prints it in a map key or print(). */
+/* One value of a type as bpftrace prints it in a map key or print()
+ * (strings unquoted; stacks one frame a line, as bpftrace's). */
 ssize_t lang_format_value(const struct lang_type *t, const void *data,
 			  const struct lang_fmt_ops *ops, char *out, size_t outlen);
 
-/* Prints a map as bpftrace does at exit or print(@m, top, div), text format. */
-int lang_map_print(const struct lang_image *img, const void *region, unsigned map,
-		   int64_t top, int64_t div, const struct lang_fmt_ops *ops, FILE *out);
+/* bpftrace's labels of hist bucket i ("[4, 8)", "[1K, 2K)", "(..., 0)")
+ * and lhist bucket i of lhist(v, min, max, step). */
+void lang_hist_label(unsigned i, char *out, size_t outlen);
+void lang_lhist_label(unsigned i, int64_t min, int64_t max, int64_t step,
+		      char *out, size_t outlen);
 
 #endif

@@ -1,0 +1,1267 @@
+/* The checker: resolves probes, builtins, variables and maps, infers
+ * types, and reports errors with bpftrace's wording where bpftrace has
+ * one.  Maps are global and typed by their first assignment (a first pass
+ * over every probe collects them, so a read may come before the write in
+ * the source); scratch variables belong to their probe block. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lang_int.h"
+
+struct checker {
+	struct prog *p;
+	struct probe *pr;
+	int probe_no;
+	int kind;		/* of the block's probes when all agree, else 0 */
+	int has_ret, has_entry, has_special;
+	int collect;		/* first pass: maps only, no errors for reads */
+	int loop_depth;
+};
+
+static const struct lang_type T_I64 = { LANG_T_INT, 1, 8 };
+static const struct lang_type T_U64 = { LANG_T_INT, 0, 8 };
+
+static void type_name(const struct lang_type *t, char *out, size_t n)
+{
+	switch (t->kind) {
+	case LANG_T_INT:
+		snprintf(out, n, "%sint%d", t->is_signed ? "" : "unsigned ", t->size * 8);
+		break;
+	case LANG_T_STR: snprintf(out, n, "string[%d]", t->size); break;
+	case LANG_T_USTACK: snprintf(out, n, "ustack"); break;
+	case LANG_T_USYM: snprintf(out, n, "usym"); break;
+	case LANG_T_PROBE: snprintf(out, n, "probe"); break;
+	default: snprintf(out, n, "none"); break;
+	}
+}
+
+/* bpftrace's short names in binop messages: 'int64', 'uint64'. */
+static void type_short(const struct lang_type *t, char *out, size_t n)
+{
+	if (t->kind == LANG_T_INT)
+		snprintf(out, n, "%sint%d", t->is_signed ? "" : "u", t->size * 8);
+	else
+		type_name(t, out, n);
+}
+
+static const char *const kind_names[] = {
+	[LANG_M_INT] = "int64", [LANG_M_STR] = "string", [LANG_M_USTACK] = "ustack",
+	[LANG_M_USYM] = "usym", [LANG_M_PROBE] = "probe", [LANG_M_COUNT] = "count",
+	[LANG_M_SUM] = "sum", [LANG_M_AVG] = "avg", [LANG_M_MIN] = "min", [LANG_M_MAX] = "max",
+	[LANG_M_STATS] = "stats", [LANG_M_HIST] = "hist", [LANG_M_LHIST] = "lhist",
+};
+
+static int is_int(const struct node *n)
+{
+	return n->type.kind == LANG_T_INT;
+}
+
+static struct mapinfo *map_get(struct checker *c, struct node *m)
+{
+	struct prog *p = c->p;
+	int i;
+
+	for (i = 0; i < p->nmaps; i++)
+		if (!strcmp(p->maps[i].name, m->name)) {
+			m->map = i;
+			return &p->maps[i];
+		}
+	if (p->nmaps == LANG_MAX_MAPS) {
+		prog_error(p, m->loc, "too many maps (at most %d)", LANG_MAX_MAPS);
+		return NULL;
+	}
+	if (p->nmaps == p->cmaps) {
+		int cap = p->cmaps ? p->cmaps * 2 : 8;
+		struct mapinfo *v = realloc(p->maps, sizeof(*v) * (size_t)cap);
+
+		if (!v) {
+			prog_error(p, m->loc, "out of memory");
+			return NULL;
+		}
+		p->maps = v;
+		p->cmaps = cap;
+	}
+	memset(&p->maps[p->nmaps], 0, sizeof(p->maps[0]));
+	p->maps[p->nmaps].name = m->name;
+	p->maps[p->nmaps].first = m->loc;
+	m->map = p->nmaps;
+	return &p->maps[p->nmaps++];
+}
+
+static int check_expr(struct checker *c, struct node *n);
+
+/* Storage type of a key part or value. */
+static struct lang_type storage_of(const struct lang_type *t)
+{
+	struct lang_type s = *t;
+
+	switch (t->kind) {
+	case LANG_T_INT: s.size = 8; break;
+	case LANG_T_STR: s.size = LANG_STRLEN; break;
+	case LANG_T_USTACK: s.size = 8 + 8 * LANG_USTACK_MAX; break;
+	default: s.size = 8; break;
+	}
+	return s;
+}
+
+static void key_list(const struct lang_type *k, int n, char *out, size_t len)
+{
+	size_t o = 0;
+	int i;
+
+	o += (size_t)snprintf(out + o, len - o, "[");
+	for (i = 0; i < n && o < len; i++) {
+		char tn[64];
+
+		type_name(&k[i], tn, sizeof(tn));
+		o += (size_t)snprintf(out + o, len - o, "%s%s", i ? ", " : "", tn);
+	}
+	if (o < len)
+		snprintf(out + o, len - o, "]");
+}
+
+/* Checks the keys of a map access and records or compares their types. */
+static int check_map_keys(struct checker *c, struct node *m, struct mapinfo *mi)
+{
+	struct lang_type kt[LANG_MAX_KEY_PARTS];
+	int i;
+
+	if (m->nargs > LANG_MAX_KEY_PARTS) {
+		prog_error(c->p, m->loc, "too many map keys (at most %d)", LANG_MAX_KEY_PARTS);
+		return -1;
+	}
+	for (i = 0; i < m->nargs; i++) {
+		if (check_expr(c, m->args[i]))
+			return -1;
+		if (m->args[i]->type.kind == LANG_T_NONE) {
+			prog_error(c->p, m->args[i]->loc, "map key has no value");
+			return -1;
+		}
+		kt[i] = storage_of(&m->args[i]->type);
+		kt[i].is_signed = m->args[i]->type.kind == LANG_T_INT ? 0 : kt[i].is_signed;
+		if (m->args[i]->type.kind == LANG_T_STR)
+			kt[i].size = LANG_STRLEN;
+	}
+	if (!mi->key_known) {
+		mi->key_known = 1;
+		mi->d.nkeys = (uint8_t)m->nargs;
+		memcpy(mi->d.keys, kt, sizeof(kt[0]) * (size_t)m->nargs);
+		return 0;
+	}
+	if (mi->d.nkeys != m->nargs || (m->nargs && memcmp(mi->d.keys, kt, sizeof(kt[0]) * (size_t)m->nargs))) {
+		char have[256], want[256];
+
+		for (i = 0; i < m->nargs; i++)
+			if (m->args[i]->type.kind == LANG_T_STR)
+				kt[i] = m->args[i]->type;
+		key_list(kt, m->nargs, have, sizeof(have));
+		key_list(mi->d.keys, mi->d.nkeys, want, sizeof(want));
+		if (!m->nargs)
+			snprintf(have, sizeof(have), "[]");
+		prog_error(c->p, m->loc, "Argument mismatch for %s: trying to access with arguments: %s when map expects arguments: %s",
+			   m->name, have, want);
+		return -1;
+	}
+	return 0;
+}
+
+/* Records that map mi holds values of kind (and type t for plain values). */
+static int set_map_kind(struct checker *c, struct node *m, struct mapinfo *mi, int kind,
+			const struct lang_type *t, struct node *val)
+{
+	char tn[64];
+
+	if (!mi->val_known) {
+		mi->val_known = 1;
+		mi->d.kind = (uint8_t)kind;
+		if (t)
+			mi->d.val = storage_of(t);
+		return 0;
+	}
+	if (mi->d.kind == kind)
+		return 0;
+	if (t)
+		type_short(t, tn, sizeof(tn));
+	else
+		snprintf(tn, sizeof(tn), "%s", kind_names[kind]);
+	if (t && t->kind == LANG_T_INT)
+		snprintf(tn, sizeof(tn), "int64");
+	(void)val;
+	prog_error(c->p, m->loc, "Type mismatch for %s: trying to assign value of type '%s' when map already contains a value of type '%s",
+		   m->name, tn, kind_names[mi->d.kind]);
+	return -1;
+}
+
+static int kind_of_value(const struct lang_type *t)
+{
+	switch (t->kind) {
+	case LANG_T_INT: return LANG_M_INT;
+	case LANG_T_STR: return LANG_M_STR;
+	case LANG_T_USTACK: return LANG_M_USTACK;
+	case LANG_T_USYM: return LANG_M_USYM;
+	case LANG_T_PROBE: return LANG_M_PROBE;
+	default: return 0;
+	}
+}
+
+static int need_args(struct checker *c, struct node *n, int lo, int hi)
+{
+	if (n->nargs >= lo && n->nargs <= hi)
+		return 0;
+	if (lo == 0 && hi == 0)
+		prog_error(c->p, n->loc, "%s() requires no arguments (%d provided)", n->name, n->nargs);
+	else if (lo == 1 && hi == 1)
+		prog_error(c->p, n->loc, "%s() requires one argument (%d provided)", n->name, n->nargs);
+	else if (lo == hi)
+		prog_error(c->p, n->loc, "%s() requires %d arguments (%d provided)", n->name, lo, n->nargs);
+	else if (n->nargs < lo)
+		prog_error(c->p, n->loc, "%s() requires at least %d argument%s (%d provided)", n->name, lo,
+			   lo == 1 ? "" : "s", n->nargs);
+	else if (hi == 1)
+		prog_error(c->p, n->loc, "%s() takes up to one argument (%d provided)", n->name, n->nargs);
+	else
+		prog_error(c->p, n->loc, "%s() takes up to %d arguments (%d provided)", n->name, hi, n->nargs);
+	return -1;
+}
+
+static int need_int_literal(struct checker *c, struct node *call, struct node *a, int64_t *out)
+{
+	if (a->kind == N_INT) {
+		*out = a->ival;
+		return 0;
+	}
+	if (a->kind == N_UNOP && a->op == OP_NEG && a->a->kind == N_INT) {
+		*out = -a->a->ival;
+		return 0;
+	}
+	prog_error(c->p, call->loc, "%s() expects an integer literal", call->name);
+	return -1;
+}
+
+/* Aggregation functions: only as `@m[...] = f(...)`. */
+static const char *const agg_names[] = {
+	"count", "sum", "avg", "min", "max", "stats", "hist", "lhist",
+};
+static const int agg_kinds[] = {
+	LANG_M_COUNT, LANG_M_SUM, LANG_M_AVG, LANG_M_MIN, LANG_M_MAX, LANG_M_STATS,
+	LANG_M_HIST, LANG_M_LHIST,
+};
+
+static int agg_kind(const char *name)
+{
+	size_t i;
+
+	for (i = 0; i < sizeof(agg_names) / sizeof(agg_names[0]); i++)
+		if (!strcmp(name, agg_names[i]))
+			return agg_kinds[i];
+	return 0;
+}
+
+/* Functions bpftrace has and this runtime does not. */
+static const char *const unsupported_funcs[] = {
+	"kstack", "ksym", "kaddr", "uaddr", "system", "cat", "join", "reg", "ntop",
+	"buf", "cgroupid", "macaddr", "strftime", "strncmp", "sizeof", "offsetof",
+	"path", "skboutput", "pton", "kptr", "uptr", "bswap", "cgroup_path", "strerror",
+	"percpu_kaddr", "len", "has_key", "unwatch", "debugf", "printv",
+};
+
+static int check_agg(struct checker *c, struct node *call, struct node *m, struct mapinfo *mi)
+{
+	int kind = agg_kind(call->name);
+	int i;
+
+	switch (kind) {
+	case LANG_M_COUNT:
+		if (need_args(c, call, 0, 0))
+			return -1;
+		break;
+	case LANG_M_LHIST:
+		if (need_args(c, call, 4, 4))
+			return -1;
+		break;
+	default:
+		if (need_args(c, call, 1, 1))
+			return -1;
+	}
+	for (i = 0; i < call->nargs; i++)
+		if (check_expr(c, call->args[i]))
+			return -1;
+	if (call->nargs && !is_int(call->args[0])) {
+		char tn[64];
+
+		type_name(&call->args[0]->type, tn, sizeof(tn));
+		if (kind == LANG_M_HIST || kind == LANG_M_LHIST)
+			prog_error(c->p, call->loc, "%s() only supports integer arguments (%s provided)",
+				   call->name, call->args[0]->type.kind == LANG_T_STR ? "string" : tn);
+		else
+			prog_error(c->p, call->loc, "%s() only supports integer arguments (%s provided)",
+				   call->name, call->args[0]->type.kind == LANG_T_STR ? "string" : tn);
+		return -1;
+	}
+	if (kind == LANG_M_LHIST) {
+		int64_t mn, mx, st;
+
+		if (need_int_literal(c, call, call->args[1], &mn) ||
+		    need_int_literal(c, call, call->args[2], &mx) ||
+		    need_int_literal(c, call, call->args[3], &st))
+			return -1;
+		if (mn < 0) {
+			prog_error(c->p, call->loc, "lhist() min must be non-negative (provided min %ld)", (long)mn);
+			return -1;
+		}
+		if (mn > mx) {
+			prog_error(c->p, call->loc, "lhist() min must be less than max (provided min %ld and max %ld)",
+				   (long)mn, (long)mx);
+			return -1;
+		}
+		if (st < 1) {
+			prog_error(c->p, call->loc, "lhist() step must be >= 1 (%ld provided)", (long)st);
+			return -1;
+		}
+		if ((mx - mn) / st > 1000) {
+			prog_error(c->p, call->loc, "lhist() too many buckets, must be <= 1000 (would need %ld)",
+				   (long)((mx - mn) / st));
+			return -1;
+		}
+		if (mi->val_known && mi->d.kind == LANG_M_LHIST &&
+		    (mi->d.lhist_min != mn || mi->d.lhist_max != mx || mi->d.lhist_step != st)) {
+			prog_error(c->p, call->loc, "Different lhist bounds in a single map unsupported");
+			return -1;
+		}
+		mi->d.lhist_min = mn;
+		mi->d.lhist_max = mx;
+		mi->d.lhist_step = st;
+	}
+	if (set_map_kind(c, m, mi, kind, NULL, call))
+		return -1;
+	call->map = m->map;
+	call->type.kind = LANG_T_NONE;
+	return 0;
+}
+
+static int check_map_read(struct checker *c, struct node *n)
+{
+	struct mapinfo *mi = map_get(c, n);
+
+	if (!mi || check_map_keys(c, n, mi))
+		return -1;
+	if (c->collect) {
+		n->type = T_I64;
+		return 0;
+	}
+	if (!mi->val_known) {
+		prog_error(c->p, n->loc, "Undefined map: %s", n->name);
+		return -1;
+	}
+	switch (mi->d.kind) {
+	case LANG_M_INT:
+		n->type = mi->d.val;
+		break;
+	case LANG_M_STR:
+	case LANG_M_USTACK:
+	case LANG_M_USYM:
+	case LANG_M_PROBE:
+		n->type = mi->d.val;
+		break;
+	case LANG_M_COUNT:
+	case LANG_M_SUM:
+	case LANG_M_MIN:
+	case LANG_M_MAX:
+	case LANG_M_AVG:
+		n->type = mi->d.kind == LANG_M_COUNT ? T_U64 : T_I64;
+		n->cast.kind = 1;	/* an aggregate: no arithmetic, as in bpftrace */
+		break;
+	default:
+		prog_error(c->p, n->loc, "the value of a %s() map can not be read in an expression",
+			   kind_names[mi->d.kind]);
+		return -1;
+	}
+	mi->used_as_value = 1;
+	return 0;
+}
+
+static int probe_kinds_allow(struct checker *c, struct node *n, int uprobe_ok, int uret_ok,
+			     const char *what)
+{
+	struct probe *pr = c->pr;
+	int i;
+
+	for (i = 0; i < pr->natt; i++) {
+		int k = pr->att[i].kind;
+
+		if ((k == LANG_P_UPROBE && uprobe_ok) || (k == LANG_P_URETPROBE && uret_ok))
+			continue;
+		prog_error(c->p, n->loc, "%s", what);
+		return -1;
+	}
+	return 0;
+}
+
+static int check_builtin(struct checker *c, struct node *n)
+{
+	static const struct { const char *name; int b; } names[] = {
+		{ "pid", B_PID }, { "tid", B_TID }, { "uid", B_UID }, { "cpu", B_CPU },
+		{ "nsecs", B_NSECS }, { "elapsed", B_ELAPSED }, { "comm", B_COMM },
+		{ "func", B_FUNC }, { "probe", B_PROBE }, { "retval", B_RETVAL },
+		{ "ustack", B_USTACK },
+	};
+	static const char *const unsupported[] = {
+		"kstack", "gid", "cgroup", "curtask", "rand", "ctx", "username", "sarg0",
+		"sarg1", "sarg2", "sarg3", "sarg4", "sarg5", "args", "cpid", "jiffies",
+		"numaid", "$#", "usermode",
+	};
+	size_t i;
+
+	if (n->op == -1) {	/* $N */
+		struct prog *p = c->p;
+		const char *v;
+		char *e;
+		long long x;
+
+		if (n->ival < 1 || n->ival > p->opts->nparams) {
+			/* bpftrace: a missing parameter reads as 0 / "" */
+			n->kind = N_INT;
+			n->ival = 0;
+			n->type = T_I64;
+			return 0;
+		}
+		v = p->opts->params[n->ival - 1];
+		x = strtoll(v, &e, 0);
+		if (*v && !*e) {
+			n->kind = N_INT;
+			n->ival = x;
+			n->type = T_I64;
+		} else {
+			n->kind = N_STR;
+			n->name = (char *)v;
+			n->slen = strlen(v);
+			if (n->slen >= LANG_STRLEN) {
+				prog_error(p, n->loc, "positional parameter $%ld is too long (at most %d bytes)",
+					   (long)n->ival, LANG_STRLEN - 1);
+				return -1;
+			}
+			n->type.kind = LANG_T_STR;
+			n->type.size = (uint16_t)(n->slen + 1);
+		}
+		return 0;
+	}
+	if (!strncmp(n->name, "arg", 3) && n->name[3] >= '0' && n->name[3] <= '9') {
+		char *e;
+		long k = strtol(n->name + 3, &e, 10);
+
+		if (*e)
+			goto unknown;
+		if (k > 5) {
+			prog_error(c->p, n->loc, "x86_64 doesn't support %s", n->name);
+			return -1;
+		}
+		if (probe_kinds_allow(c, n, 1, 0, "The arg builtins can only be used with 'kprobes', 'uprobes' and 'usdt' probes"))
+			return -1;
+		n->op = B_ARG;
+		n->ival = k;
+		n->type = T_U64;
+		return 0;
+	}
+	for (i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		if (strcmp(n->name, names[i].name))
+			continue;
+		n->op = names[i].b;
+		switch (n->op) {
+		case B_COMM:
+			n->type.kind = LANG_T_STR;
+			n->type.size = LANG_COMM_LEN;
+			return 0;
+		case B_FUNC:
+			if (probe_kinds_allow(c, n, 1, 1, "The func builtin can not be used with 'BEGIN', 'END' or 'interval' probes"))
+				return -1;
+			n->type.kind = LANG_T_USYM;
+			n->type.size = 8;
+			return 0;
+		case B_PROBE:
+			n->type.kind = LANG_T_PROBE;
+			n->type.size = 8;
+			return 0;
+		case B_USTACK:
+			n->ival = LANG_USTACK_MAX;
+			n->type.kind = LANG_T_USTACK;
+			n->type.size = 8 + 8 * LANG_USTACK_MAX;
+			return 0;
+		case B_RETVAL:
+			if (probe_kinds_allow(c, n, 0, 1, "The retval builtin can only be used with 'kretprobe' and 'uretprobe' and 'kfunc' probes"))
+				return -1;
+			/* fall through */
+		default:
+			n->type = T_U64;
+			return 0;
+		}
+	}
+	for (i = 0; i < sizeof(unsupported) / sizeof(unsupported[0]); i++)
+		if (!strcmp(n->name, unsupported[i])) {
+			prog_error(c->p, n->loc, "the %s builtin is not supported by kprobe run", n->name);
+			return -1;
+		}
+unknown:
+	prog_error(c->p, n->loc, "Unknown identifier: '%s'", n->name);
+	return -1;
+}
+
+static struct var *var_find(struct checker *c, const char *name)
+{
+	int i;
+
+	for (i = 0; i < c->p->nvars; i++)
+		if (c->p->vars[i].probe == c->probe_no && !strcmp(c->p->vars[i].name, name))
+			return &c->p->vars[i];
+	return NULL;
+}
+
+static int binop_type(struct checker *c, struct node *n)
+{
+	struct node *l = n->a, *r = n->b;
+	char lt[64], rt[64];
+	const char *opname[] = {
+		[OP_ADD] = "+", [OP_SUB] = "-", [OP_MUL] = "*", [OP_DIV] = "/", [OP_MOD] = "%",
+		[OP_AND] = "&", [OP_OR] = "|", [OP_XOR] = "^", [OP_SHL] = "<<", [OP_SHR] = ">>",
+		[OP_EQ] = "==", [OP_NE] = "!=", [OP_LT] = "<", [OP_LE] = "<=", [OP_GT] = ">",
+		[OP_GE] = ">=", [OP_LAND] = "&&", [OP_LOR] = "||",
+	};
+
+	if (c->collect) {
+		n->type = T_I64;
+		return 0;
+	}
+	if (l->type.kind == LANG_T_INT && r->type.kind == LANG_T_INT && !l->cast.kind && !r->cast.kind) {
+		int sgn = l->type.is_signed && r->type.is_signed;
+
+		if (n->op == OP_SHL || n->op == OP_SHR)
+			sgn = l->type.is_signed;
+		n->type.kind = LANG_T_INT;
+		n->type.size = 8;
+		n->type.is_signed = (uint8_t)sgn;
+		if (n->op >= OP_EQ && n->op <= OP_GE)
+			n->type = T_U64, n->type.is_signed = 0;
+		if (n->op == OP_LAND || n->op == OP_LOR)
+			n->type = T_U64;
+		n->type.is_signed = n->op >= OP_EQ ? 0 : n->type.is_signed;
+		n->cast.size = (uint16_t)(l->type.is_signed && r->type.is_signed);	/* signed compare */
+		return 0;
+	}
+	if (l->type.kind == LANG_T_STR && r->type.kind == LANG_T_STR &&
+	    (n->op == OP_EQ || n->op == OP_NE)) {
+		n->type = T_U64;
+		return 0;
+	}
+	if ((l->type.kind == LANG_T_STR && r->type.kind == LANG_T_STR) ||
+	    (l->type.kind != LANG_T_INT && l->type.kind == r->type.kind)) {
+		struct loc ol = n->loc;
+
+		type_name(&l->type, lt, sizeof(lt));
+		type_name(&r->type, rt, sizeof(rt));
+		ol.col = (int)(n->ival >> 32);
+		ol.col_end = (int)(uint32_t)n->ival;
+		prog_error(c->p, ol, "The %s operator can not be used on expressions of types %s, %s",
+			   opname[n->op], lt, rt);
+		return -1;
+	}
+	if (l->cast.kind || l->type.kind != LANG_T_INT)
+		snprintf(lt, sizeof(lt), "%s", l->cast.kind && l->kind == N_MAP ?
+			 kind_names[c->p->maps[l->map].d.kind] : "");
+	if (!l->cast.kind || l->kind != N_MAP)
+		type_short(&l->type, lt, sizeof(lt));
+	if (r->cast.kind && r->kind == N_MAP)
+		snprintf(rt, sizeof(rt), "%s", kind_names[c->p->maps[r->map].d.kind]);
+	else
+		type_short(&r->type, rt, sizeof(rt));
+	if (l->cast.kind && l->kind == N_MAP)
+		snprintf(lt, sizeof(lt), "%s", kind_names[c->p->maps[l->map].d.kind]);
+	prog_error(c->p, n->loc, "Type mismatch for '%s': comparing '%s' with '%s'", opname[n->op], lt, rt);
+	return -1;
+}
+
+static int check_call(struct checker *c, struct node *n, int as_stmt);
+
+static int check_expr(struct checker *c, struct node *n)
+{
+	struct var *v;
+	int i;
+
+	switch (n->kind) {
+	case N_INT:
+		n->type = T_I64;
+		return 0;
+	case N_STR:
+		if (n->slen >= LANG_STRLEN) {
+			prog_error(c->p, n->loc, "string literal is too long (at most %d bytes)", LANG_STRLEN - 1);
+			return -1;
+		}
+		n->type.kind = LANG_T_STR;
+		n->type.size = (uint16_t)(n->slen + 1);
+		return 0;
+	case N_BUILTIN:
+		return check_builtin(c, n);
+	case N_VAR:
+		v = var_find(c, n->name);
+		if (!v) {
+			prog_error(c->p, n->loc, "Undefined or undeclared variable: $%s", n->name);
+			return -1;
+		}
+		n->var = (int)(v - c->p->vars);
+		n->type = v->type;
+		return 0;
+	case N_MAP:
+		return check_map_read(c, n);
+	case N_BINOP:
+		if (check_expr(c, n->a) || check_expr(c, n->b))
+			return -1;
+		return binop_type(c, n);
+	case N_UNOP:
+		if (check_expr(c, n->a))
+			return -1;
+		if (!is_int(n->a) && !c->collect) {
+			char tn[64];
+			const char *on = n->op == OP_NEG ? "-" : n->op == OP_NOT ? "~" : "!";
+
+			type_name(&n->a->type, tn, sizeof(tn));
+			n->loc.col_end = n->loc.col + 1;
+			prog_error(c->p, n->loc, "The %s operator can not be used on expressions of type '%s'", on, tn);
+			return -1;
+		}
+		n->type = n->op == OP_LNOT ? T_U64 : n->a->type;
+		if (n->op == OP_NEG)
+			n->type.is_signed = 1, n->type.size = 8;
+		return 0;
+	case N_TERNARY:
+		if (check_expr(c, n->a) || check_expr(c, n->b) || check_expr(c, n->c))
+			return -1;
+		if (c->collect) {
+			n->type = n->b->type;
+			return 0;
+		}
+		if (!is_int(n->a)) {
+			prog_error(c->p, n->a->loc, "Invalid condition in ternary: %s", "not an integer");
+			return -1;
+		}
+		if (n->b->type.kind != n->c->type.kind) {
+			char a[64], b[64];
+
+			type_name(&n->b->type, a, sizeof(a));
+			type_name(&n->c->type, b, sizeof(b));
+			prog_error(c->p, n->loc, "Ternary operator must return the same type: have '%s' and '%s'", a, b);
+			return -1;
+		}
+		n->type = n->b->type;
+		if (n->type.kind == LANG_T_INT) {
+			n->type.size = 8;
+			n->type.is_signed = n->b->type.is_signed && n->c->type.is_signed;
+		} else if (n->type.kind == LANG_T_STR) {
+			n->type.size = n->b->type.size > n->c->type.size ? n->b->type.size : n->c->type.size;
+		}
+		return 0;
+	case N_CAST:
+		if (check_expr(c, n->a))
+			return -1;
+		if (!is_int(n->a) && !c->collect) {
+			char tn[64];
+
+			type_name(&n->a->type, tn, sizeof(tn));
+			prog_error(c->p, n->loc, "Cannot cast from \"%s\" to \"%s%s\"", tn,
+				   n->cast.is_signed ? "int" : "uint", n->post ? " *" : "");
+			return -1;
+		}
+		if (n->post) {
+			/* a pointer: its value is the address; deref reads cast.size */
+			n->type = T_U64;
+			n->c = (struct node *)NULL;
+		} else {
+			n->type = n->cast;
+		}
+		return 0;
+	case N_DEREF:
+		if (check_expr(c, n->a))
+			return -1;
+		if (!is_int(n->a) && !c->collect) {
+			prog_error(c->p, n->loc, "Can not dereference a value that is not an integer or a pointer");
+			return -1;
+		}
+		if (n->a->kind == N_CAST && n->a->post) {
+			n->cast = n->a->cast;
+		} else {
+			n->cast = T_I64;	/* bpftrace reads 8 bytes */
+		}
+		n->type = n->cast;
+		return 0;
+	case N_INCDEC:
+		if (n->a->kind != N_VAR && n->a->kind != N_MAP) {
+			prog_error(c->p, n->loc, "The %s operator must be applied to a map or variable",
+				   n->op == OP_ADD ? "++" : "--");
+			return -1;
+		}
+		if (n->a->kind == N_MAP) {
+			struct mapinfo *mi = map_get(c, n->a);
+
+			if (!mi || check_map_keys(c, n->a, mi))
+				return -1;
+			if (set_map_kind(c, n->a, mi, LANG_M_INT, &T_I64, NULL))
+				return -1;
+			if (mi->d.kind == LANG_M_INT && !mi->d.val.size)
+				mi->d.val = T_I64;
+			n->type = mi->d.val;
+			return 0;
+		}
+		if (check_expr(c, n->a))
+			return -1;
+		if (!is_int(n->a)) {
+			prog_error(c->p, n->loc, "The %s operator must be applied to an integer", n->op == OP_ADD ? "++" : "--");
+			return -1;
+		}
+		n->type = n->a->type;
+		return 0;
+	case N_CALL:
+		for (i = 0; i < (int)(sizeof(agg_names) / sizeof(agg_names[0])); i++)
+			if (!strcmp(n->name, agg_names[i])) {
+				prog_error(c->p, n->loc, "%s() should be directly assigned to a map", n->name);
+				return -1;
+			}
+		return check_call(c, n, 0);
+	default:
+		prog_error(c->p, n->loc, "unexpected expression");
+		return -1;
+	}
+}
+
+static int check_print_map_arg(struct checker *c, struct node *n, struct node *m)
+{
+	struct mapinfo *mi;
+
+	if (m->kind != N_MAP) {
+		prog_error(c->p, n->loc, "%s() expects a map to be provided", n->name);
+		return -1;
+	}
+	mi = map_get(c, m);
+	if (!mi)
+		return -1;
+	if (m->nargs) {
+		prog_error(c->p, n->loc, "The map passed to %s() should not be indexed by a key", n->name);
+		return -1;
+	}
+	n->map = m->map;
+	return 0;
+}
+
+/* printf argument checking against the conversion specifiers. */
+static int check_printf(struct checker *c, struct node *n)
+{
+	struct node *f;
+	const char *s;
+	int want = 0, i;
+	char spec[LANG_MAX_FMT_ARGS + 1];
+
+	if (n->nargs < 1) {
+		prog_error(c->p, n->loc, "printf() requires at least 1 argument (0 provided)");
+		return -1;
+	}
+	f = n->args[0];
+	if (f->kind != N_STR) {
+		char tn[64];
+
+		if (check_expr(c, f))
+			return -1;
+		snprintf(tn, sizeof(tn), "%s", f->type.kind == LANG_T_INT ? "integer" : "string");
+		prog_error(c->p, n->loc, "printf() expects a string literal (%s provided)", tn);
+		return -1;
+	}
+	{
+		size_t pos = 0, st, en;
+		char conv;
+		int wide;
+
+		while (lang_fmt_token(f->name, pos, &st, &en, &conv, &wide)) {
+			if (want == LANG_MAX_FMT_ARGS) {
+				prog_error(c->p, n->loc, "printf: Too many arguments for format string (at most %d)",
+					   LANG_MAX_FMT_ARGS);
+				return -1;
+			}
+			spec[want++] = conv;
+			pos = en;
+		}
+		(void)s;
+	}
+	if (n->nargs - 1 < want) {
+		prog_error(c->p, n->loc, "printf: Not enough arguments for format string (%d supplied, %d expected)",
+			   n->nargs - 1, want);
+		return -1;
+	}
+	if (n->nargs - 1 > want) {
+		prog_error(c->p, n->loc, "printf: Too many arguments for format string (%d supplied, %d expected)",
+			   n->nargs - 1, want);
+		return -1;
+	}
+	for (i = 1; i < n->nargs; i++) {
+		struct node *a = n->args[i];
+		char k = spec[i - 1];
+
+		if (check_expr(c, a))
+			return -1;
+		if (c->collect)
+			continue;
+		if (a->type.kind == LANG_T_NONE) {
+			prog_error(c->p, a->loc, "printf: argument %d has no value", i);
+			return -1;
+		}
+		if (k != 's' && a->type.kind != LANG_T_INT) {
+			prog_error(c->p, n->loc, "printf: %%%c specifier expects a value of type integer (string supplied)", k);
+			return -1;
+		}
+		if (k == 's' && a->type.kind == LANG_T_INT) {
+			prog_error(c->p, n->loc, "printf: %%s specifier expects a value of type string (integer supplied)");
+			return -1;
+		}
+	}
+	return 0;
+}
+
+static int check_call(struct checker *c, struct node *n, int as_stmt)
+{
+	const char *f = n->name;
+	size_t i;
+	int k;
+
+	if (!strcmp(f, "printf")) {
+		if (!as_stmt)
+			goto non_value;
+		return check_printf(c, n);
+	}
+	if (!strcmp(f, "print")) {
+		if (need_args(c, n, 1, 3))
+			return -1;
+		if (n->args[0]->kind == N_MAP && !n->args[0]->nargs)
+			return check_print_map_arg(c, n, n->args[0]) ||
+			       (n->nargs > 1 && check_expr(c, n->args[1])) ||
+			       (n->nargs > 2 && check_expr(c, n->args[2]));
+		if (n->nargs > 1) {
+			prog_error(c->p, n->loc, "Non-map print() only takes 1 argument, %d found", n->nargs);
+			return -1;
+		}
+		return check_expr(c, n->args[0]);
+	}
+	if (!strcmp(f, "clear") || !strcmp(f, "zero")) {
+		if (need_args(c, n, 1, 1))
+			return -1;
+		return check_print_map_arg(c, n, n->args[0]);
+	}
+	if (!strcmp(f, "delete")) {
+		struct mapinfo *mi;
+
+		if (!as_stmt) {
+			prog_error(c->p, n->loc, "delete() should not be used in an assignment or as a map key");
+			return -1;
+		}
+		if (need_args(c, n, 1, 1))
+			return -1;
+		if (n->args[0]->kind != N_MAP) {
+			prog_error(c->p, n->loc, "delete() expects a map to be provided");
+			return -1;
+		}
+		mi = map_get(c, n->args[0]);
+		if (!mi || check_map_keys(c, n->args[0], mi))
+			return -1;
+		n->map = n->args[0]->map;
+		return 0;
+	}
+	if (!strcmp(f, "time")) {
+		if (need_args(c, n, 0, 1))
+			return -1;
+		if (n->nargs && n->args[0]->kind != N_STR) {
+			prog_error(c->p, n->loc, "time() expects a string literal");
+			return -1;
+		}
+		return 0;
+	}
+	if (!strcmp(f, "exit")) {
+		return need_args(c, n, 0, 0);
+	}
+	if (!strcmp(f, "signal")) {
+		static const char *const sigs[] = {
+			"SIGHUP", "SIGINT", "SIGQUIT", "SIGILL", "SIGTRAP", "SIGABRT", "SIGBUS",
+			"SIGFPE", "SIGKILL", "SIGUSR1", "SIGSEGV", "SIGUSR2", "SIGPIPE", "SIGALRM",
+			"SIGTERM", "SIGSTKFLT", "SIGCHLD", "SIGCONT", "SIGSTOP", "SIGTSTP",
+		};
+
+		if (need_args(c, n, 1, 1))
+			return -1;
+		if (probe_kinds_allow(c, n, 1, 1, "signal can only be used with uprobe and uretprobe probes"))
+			return -1;
+		if (n->args[0]->kind == N_STR) {
+			for (i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
+				if (!strcmp(n->args[0]->name, sigs[i]) ||
+				    !strcmp(n->args[0]->name, sigs[i] + 3)) {
+					n->args[0]->kind = N_INT;
+					n->args[0]->ival = (int64_t)i + 1;
+					break;
+				}
+			if (n->args[0]->kind == N_STR) {
+				prog_error(c->p, n->loc, "%s is not a valid signal", n->args[0]->name);
+				return -1;
+			}
+		}
+		if (check_expr(c, n->args[0]))
+			return -1;
+		if (!is_int(n->args[0]) && !c->collect) {
+			prog_error(c->p, n->loc, "signal() only accepts an integer or a signal name");
+			return -1;
+		}
+		if (n->args[0]->kind == N_INT && (n->args[0]->ival < 1 || n->args[0]->ival > 64)) {
+			prog_error(c->p, n->loc, "%ld is not a valid signal, allowed range: [1,64]", (long)n->args[0]->ival);
+			return -1;
+		}
+		return 0;
+	}
+	if (!strcmp(f, "override")) {
+		if (need_args(c, n, 1, 1))
+			return -1;
+		if (probe_kinds_allow(c, n, 1, 0, "override() can only be used with uprobe probes at a function entry"))
+			return -1;
+		for (k = 0; k < c->pr->natt; k++)
+			if (c->pr->att[k].offset) {
+				prog_error(c->p, n->loc, "override() can only be used at a function entry (no +offset)");
+				return -1;
+			}
+		if (check_expr(c, n->args[0]))
+			return -1;
+		if (!is_int(n->args[0]) && !c->collect) {
+			prog_error(c->p, n->loc, "override() only supports integer arguments");
+			return -1;
+		}
+		return 0;
+	}
+	if (!strcmp(f, "str")) {
+		if (need_args(c, n, 1, 2))
+			return -1;
+		for (k = 0; k < n->nargs; k++)
+			if (check_expr(c, n->args[k]))
+				return -1;
+		if (!c->collect && n->args[0]->type.kind == LANG_T_STR) {
+			n->type = n->args[0]->type;
+			n->post = 1;	/* str() of a string: itself */
+			return 0;
+		}
+		if (!c->collect && !is_int(n->args[0])) {
+			char tn[64];
+
+			type_name(&n->args[0]->type, tn, sizeof(tn));
+			prog_error(c->p, n->loc, "str() expects an integer or a pointer type as first argument (%s provided)", tn);
+			return -1;
+		}
+		if (n->nargs == 2 && !c->collect && !is_int(n->args[1])) {
+			prog_error(c->p, n->loc, "str() expects an integer for its second argument");
+			return -1;
+		}
+		n->type.kind = LANG_T_STR;
+		n->type.size = LANG_STRLEN;
+		return 0;
+	}
+	if (!strcmp(f, "usym")) {
+		if (need_args(c, n, 1, 1) || check_expr(c, n->args[0]))
+			return -1;
+		if (!is_int(n->args[0]) && !c->collect) {
+			prog_error(c->p, n->loc, "usym() expects an integer or pointer argument");
+			return -1;
+		}
+		n->type.kind = LANG_T_USYM;
+		n->type.size = 8;
+		return 0;
+	}
+	if (!strcmp(f, "ustack")) {
+		int64_t frames = LANG_USTACK_MAX;
+
+		if (need_args(c, n, 0, 2))
+			return -1;
+		for (k = 0; k < n->nargs; k++) {
+			struct node *a = n->args[k];
+
+			if (a->kind == N_BUILTIN && a->name && (!strcmp(a->name, "perf") || !strcmp(a->name, "bpftrace")))
+				continue;
+			if (a->kind != N_INT) {
+				prog_error(c->p, n->loc, "ustack() expects an integer literal or a mode (bpftrace, perf)");
+				return -1;
+			}
+			frames = a->ival;
+		}
+		if (frames < 1 || frames > LANG_USTACK_MAX) {
+			prog_error(c->p, n->loc, "ustack() frames must be in [1, %d] (%ld provided)",
+				   LANG_USTACK_MAX, (long)frames);
+			return -1;
+		}
+		for (k = 0; k < n->nargs; k++)
+			if (n->args[k]->kind == N_BUILTIN) {
+				prog_error(c->p, n->loc, "ustack() modes are not supported");
+				return -1;
+			}
+		n->kind = N_BUILTIN;
+		n->op = B_USTACK;
+		n->ival = frames;
+		n->type.kind = LANG_T_USTACK;
+		n->type.size = 8 + 8 * LANG_USTACK_MAX;
+		return 0;
+	}
+	for (i = 0; i < sizeof(unsupported_funcs) / sizeof(unsupported_funcs[0]); i++)
+		if (!strcmp(f, unsupported_funcs[i])) {
+			prog_error(c->p, n->loc, "%s() is not supported by kprobe run", f);
+			return -1;
+		}
+	{
+		struct loc l = n->loc;
+
+		l.col_end = (int)n->slen;
+		prog_error(c->p, l, "Unknown function: %s", f);
+	}
+	return -1;
+non_value:
+	prog_error(c->p, n->loc, "%s() should not be used in an assignment or as a map key", f);
+	return -1;
+}
+
+static int check_assign(struct checker *c, struct node *s)
+{
+	struct node *lhs = s->a, *rhs = s->b;
+
+	if (lhs->kind == N_MAP) {
+		struct mapinfo *mi = map_get(c, lhs);
+
+		if (!mi)
+			return -1;
+		if (rhs->kind == N_CALL && agg_kind(rhs->name)) {
+			if (s->op) {
+				prog_error(c->p, s->loc, "compound assignment of %s() is not supported", rhs->name);
+				return -1;
+			}
+			if (check_map_keys(c, lhs, mi))
+				return -1;
+			return check_agg(c, rhs, lhs, mi);
+		}
+		if (rhs->kind == N_CALL && (!strcmp(rhs->name, "delete") || !strcmp(rhs->name, "printf") ||
+					    !strcmp(rhs->name, "print") || !strcmp(rhs->name, "clear") ||
+					    !strcmp(rhs->name, "zero") || !strcmp(rhs->name, "exit") ||
+					    !strcmp(rhs->name, "time") || !strcmp(rhs->name, "signal") ||
+					    !strcmp(rhs->name, "override"))) {
+			prog_error(c->p, rhs->loc, "%s() should not be used in an assignment or as a map key", rhs->name);
+			return -1;
+		}
+		if (check_map_keys(c, lhs, mi) || check_expr(c, rhs))
+			return -1;
+		if (c->collect && rhs->type.kind == LANG_T_INT && rhs->kind == N_MAP)
+			return 0;	/* its type may come from later */
+		if (rhs->type.kind == LANG_T_NONE) {
+			prog_error(c->p, rhs->loc, "Invalid expression for assignment: no value");
+			return -1;
+		}
+		if (s->op && rhs->type.kind != LANG_T_INT) {
+			prog_error(c->p, s->loc, "compound assignment needs an integer");
+			return -1;
+		}
+		if (set_map_kind(c, lhs, mi, kind_of_value(&rhs->type), &rhs->type, rhs))
+			return -1;
+		if (mi->d.kind == LANG_M_INT && !c->collect && rhs->cast.kind == 0)
+			mi->d.val.is_signed = rhs->type.is_signed;
+		return 0;
+	}
+	/* a scratch variable */
+	if (check_expr(c, rhs))
+		return -1;
+	if (rhs->type.kind == LANG_T_NONE) {
+		prog_error(c->p, rhs->loc, "Invalid expression for assignment: no value");
+		return -1;
+	}
+	{
+		struct var *v = var_find(c, lhs->name);
+		struct prog *p = c->p;
+
+		if (!v) {
+			if (s->op) {
+				prog_error(p, lhs->loc, "Undefined or undeclared variable: $%s", lhs->name);
+				return -1;
+			}
+			if (p->nvars == p->cvars) {
+				int cap = p->cvars ? p->cvars * 2 : 16;
+				struct var *nv = realloc(p->vars, sizeof(*nv) * (size_t)cap);
+
+				if (!nv) {
+					prog_error(p, lhs->loc, "out of memory");
+					return -1;
+				}
+				p->vars = nv;
+				p->cvars = cap;
+			}
+			v = &p->vars[p->nvars++];
+			memset(v, 0, sizeof(*v));
+			v->name = lhs->name;
+			v->probe = c->probe_no;
+			v->type = rhs->type;
+			if (v->type.kind == LANG_T_INT)
+				v->type.size = 8;
+			if (v->type.kind == LANG_T_STR)
+				v->type.size = LANG_STRLEN;
+			v->reg = -1;
+			v->off = -1;
+		} else if (v->type.kind != rhs->type.kind) {
+			char have[64], want[64];
+			struct loc eq = s->loc;
+
+			eq.col = (int)(s->ival >> 32);
+			eq.col_end = (int)(uint32_t)s->ival;
+			type_name(&rhs->type, have, sizeof(have));
+			type_short(&v->type, want, sizeof(want));
+			prog_error(p, eq, "Type mismatch for $%s: trying to assign value of type '%s' when variable already contains a value of type '%s'",
+				   lhs->name, have, want);
+			return -1;
+		}
+		lhs->var = (int)(v - p->vars);
+		lhs->type = v->type;
+	}
+	return 0;
+}
+
+static int check_stmts(struct checker *c, struct node *s);
+
+static int check_stmt(struct checker *c, struct node *s)
+{
+	switch (s->kind) {
+	case S_EXPR:
+		if (s->a->kind == N_CALL)
+			return check_call(c, s->a, 1) ;
+		return check_expr(c, s->a);
+	case S_ASSIGN:
+		return check_assign(c, s);
+	case S_IF:
+		if (check_expr(c, s->a))
+			return -1;
+		if (!is_int(s->a) && !c->collect) {
+			prog_error(c->p, s->a->loc, "Invalid condition in if(): %s", "not an integer");
+			return -1;
+		}
+		return check_stmts(c, s->b) || (s->c && (s->c->kind == S_IF ? check_stmt(c, s->c) : check_stmts(c, s->c)));
+	case S_UNROLL:
+		if (s->ival > 100) {
+			prog_error(c->p, s->loc, "unroll maximum value is 100");
+			return -1;
+		}
+		if (s->ival < 1) {
+			prog_error(c->p, s->loc, "unroll minimum value is 1");
+			return -1;
+		}
+		return check_stmts(c, s->b);
+	case S_WHILE: {
+		int r;
+
+		if (check_expr(c, s->a))
+			return -1;
+		if (!is_int(s->a) && !c->collect) {
+			prog_error(c->p, s->a->loc, "Invalid condition in while(): %s", "not an integer");
+			return -1;
+		}
+		c->loop_depth++;
+		r = check_stmts(c, s->b);
+		c->loop_depth--;
+		return r;
+	}
+	case S_BREAK:
+	case S_CONTINUE:
+		if (!c->loop_depth) {
+			prog_error(c->p, s->loc, "%s used outside of a loop", s->kind == S_BREAK ? "break" : "continue");
+			return -1;
+		}
+		return 0;
+	default:
+		prog_error(c->p, s->loc, "unexpected statement");
+		return -1;
+	}
+}
+
+static int check_stmts(struct checker *c, struct node *s)
+{
+	for (; s; s = s->next)
+		if (check_stmt(c, s))
+			return -1;
+	return 0;
+}
+
+static int check_attach(struct checker *c, struct attach *a)
+{
+	switch (a->kind) {
+	case LANG_P_USDT:
+		prog_error(c->p, a->loc, "usdt probes are not supported yet");
+		return -1;
+	case 0: {
+		static const char *const known[] = {
+			"kprobe", "kretprobe", "tracepoint", "rawtracepoint", "profile", "software",
+			"hardware", "watchpoint", "asyncwatchpoint", "kfunc", "kretfunc", "fentry",
+			"fexit", "iter", "k", "kr", "t", "rt", "p", "s", "h", "w", "aw", "f", "fr",
+		};
+		size_t i;
+
+		for (i = 0; i < sizeof(known) / sizeof(known[0]); i++)
+			if (!strcmp(a->target, known[i])) {
+				prog_error(c->p, a->loc, "%s probes are not supported by kprobe run (user-space probes only)",
+					   a->target);
+				return -1;
+			}
+		if (!strcmp(a->target, "uprobe") || !strcmp(a->target, "uretprobe") ||
+		    !strcmp(a->target, "u") || !strcmp(a->target, "ur") ||
+		    !strcmp(a->target, "interval") || !strcmp(a->target, "i"))
+			prog_error(c->p, a->loc, "Invalid probe: %s (expected %s)", a->text,
+				   a->target[0] == 'i' ? "interval:s:N or interval:ms:N" : "uprobe:OBJ:FUNC");
+		else
+			prog_error(c->p, a->loc, "Invalid probe type: %s", a->target);
+		return -1;
+	}
+	default:
+		return 0;
+	}
+}
+
+static int check_probe(struct checker *c, struct probe *pr)
+{
+	int i;
+
+	c->pr = pr;
+	for (i = 0; i < pr->natt; i++)
+		if (check_attach(c, &pr->att[i]))
+			return -1;
+	if (pr->pred) {
+		if (check_expr(c, pr->pred))
+			return -1;
+		if (!c->collect && !is_int(pr->pred)) {
+			prog_error(c->p, pr->pred->loc, "Invalid type for predicate: %s",
+				   pr->pred->type.kind == LANG_T_STR ? "string" : "not an integer");
+			return -1;
+		}
+	}
+	return check_stmts(c, pr->body);
+}
+
+int lang_check(struct prog *p)
+{
+	struct checker c = { .p = p };
+	struct probe *pr;
+	int pass;
+
+	for (pass = 0; pass < 2; pass++) {
+		c.collect = pass == 0;
+		c.probe_no = 0;
+		p->nvars = 0;
+		for (pr = p->probes; pr; pr = pr->next, c.probe_no++)
+			if (check_probe(&c, pr))
+				return -1;
+	}
+	for (int i = 0; i < p->nmaps; i++) {
+		struct mapinfo *mi = &p->maps[i];
+
+		if (!mi->val_known) {
+			prog_error(p, mi->first, "Undefined map: %s", mi->name);
+			return -1;
+		}
+	}
+	return 0;
+}

@@ -1,0 +1,126 @@
+/* lang_compile: parse, check, generate; errors formatted as bpftrace's. */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "lang_int.h"
+
+void *prog_alloc(struct prog *p, size_t n)
+{
+	void *m;
+
+	if (p->nallocs == p->callocs) {
+		int cap = p->callocs ? p->callocs * 2 : 64;
+		void **v = realloc(p->allocs, sizeof(*v) * (size_t)cap);
+
+		if (!v)
+			return NULL;
+		p->allocs = v;
+		p->callocs = cap;
+	}
+	m = calloc(1, n ? n : 1);
+	if (m)
+		p->allocs[p->nallocs++] = m;
+	return m;
+}
+
+char *prog_strndup(struct prog *p, const char *s, size_t n)
+{
+	char *d = prog_alloc(p, n + 1);
+
+	if (d)
+		memcpy(d, s, n);
+	return d;
+}
+
+/* The source line of loc, without its newline. */
+static void source_line(const char *src, int line, const char **b, size_t *len)
+{
+	const char *s = src;
+	int l;
+
+	for (l = 1; l < line && *s; s++)
+		if (*s == '\n')
+			l++;
+	*b = s;
+	*len = strcspn(s, "\n");
+}
+
+void prog_error(struct prog *p, struct loc loc, const char *fmt, ...)
+{
+	struct lang_error *e = p->err;
+	const char *lb;
+	size_t ll, o;
+	va_list ap;
+	int i;
+
+	if (p->failed++ || !e)
+		return;
+	va_start(ap, fmt);
+	vsnprintf(e->msg, sizeof(e->msg), fmt, ap);
+	va_end(ap);
+	e->line = loc.line;
+	e->col = loc.col;
+	e->col_end = loc.col_end > loc.col ? loc.col_end : loc.col + 1;
+	source_line(p->src, loc.line, &lb, &ll);
+	o = (size_t)snprintf(e->text, sizeof(e->text), "%s:%d:%d-%d: ERROR: %s\n%.*s\n",
+			     p->filename, e->line, e->col, e->col_end, e->msg, (int)ll, lb);
+	for (i = 1; i < e->col_end && o + 2 < sizeof(e->text); i++)
+		e->text[o++] = i < e->col ? ' ' : '~';
+	if (o + 1 < sizeof(e->text)) {
+		e->text[o++] = '\n';
+		e->text[o] = 0;
+	} else {
+		e->text[sizeof(e->text) - 1] = 0;
+	}
+}
+
+static void prog_free(struct prog *p)
+{
+	int i;
+
+	for (i = 0; i < p->nallocs; i++)
+		free(p->allocs[i]);
+	free(p->allocs);
+	free(p->vars);
+	free(p->maps);
+	free(p->fmts);
+}
+
+int lang_compile(const char *src, const struct lang_compile_opts *opts,
+		 void **image_out, size_t *len_out, struct lang_error *err)
+{
+	static const struct lang_compile_opts defaults = { .filename = "stdin" };
+	struct lang_error dummy;
+	struct prog p = { 0 };
+	int r;
+
+	if (!src || !image_out || !len_out)
+		return -EINVAL;
+	if (!opts)
+		opts = &defaults;
+	if (!err)
+		err = &dummy;
+	memset(err, 0, sizeof(*err));
+	p.src = src;
+	p.filename = opts->filename ? opts->filename : "stdin";
+	p.opts = opts;
+	p.err = err;
+	if (opts->nparams < 0 || (opts->nparams && !opts->params)) {
+		prog_free(&p);
+		return -EINVAL;
+	}
+	r = lang_parse(&p);
+	if (!r)
+		r = lang_check(&p);
+	if (!r)
+		r = lang_codegen(&p, image_out, len_out);
+	if (r && p.failed)
+		r = -EINVAL;
+	else if (r)
+		r = -ENOMEM;
+	prog_free(&p);
+	return r;
+}

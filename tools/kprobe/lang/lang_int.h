@@ -1,0 +1,127 @@
+/* The language's internals shared by its compiler passes (tool side). */
+#ifndef KPROBE_LANG_INT_H
+#define KPROBE_LANG_INT_H
+
+#include "lang.h"
+
+/* A source range: 1-based line, columns [col, col_end). */
+struct loc {
+	int line, col, col_end;
+};
+
+enum node_kind {
+	/* expressions */
+	N_INT, N_STR, N_BUILTIN, N_VAR, N_MAP, N_BINOP, N_UNOP, N_TERNARY,
+	N_CALL, N_CAST, N_DEREF, N_INCDEC,
+	/* statements */
+	S_EXPR, S_ASSIGN, S_IF, S_UNROLL, S_WHILE, S_BREAK, S_CONTINUE,
+};
+
+/* Operators (token values double as them). */
+enum {
+	OP_ADD = 1, OP_SUB, OP_MUL, OP_DIV, OP_MOD, OP_AND, OP_OR, OP_XOR,
+	OP_SHL, OP_SHR, OP_EQ, OP_NE, OP_LT, OP_LE, OP_GT, OP_GE,
+	OP_LAND, OP_LOR, OP_NEG, OP_NOT, OP_LNOT,
+};
+
+/* Builtin identifiers. */
+enum builtin {
+	B_PID = 1, B_TID, B_UID, B_CPU, B_NSECS, B_ELAPSED, B_COMM, B_FUNC,
+	B_PROBE, B_ARG, B_RETVAL, B_USTACK,
+};
+
+/* Map-value kinds known to the checker, in lang_map_kind terms; 0 unset. */
+struct node {
+	int kind;
+	int op;			/* operator, builtin, or assignment's compound op */
+	struct loc loc;
+	struct node *a, *b, *c;	/* operands; if: cond, then, else */
+	struct node **args;	/* call arguments, map keys, block statements */
+	int nargs;
+	char *name;		/* variable/map/function name; string literal */
+	size_t slen;		/* string literal length */
+	int64_t ival;		/* integer literal, arg number, unroll count */
+	int post;		/* N_INCDEC: postfix */
+	struct lang_type type;	/* set by the checker */
+	struct lang_type cast;	/* N_CAST/N_DEREF target; ptr: deref size */
+	int map;		/* N_MAP / map calls: map index */
+	int var;		/* N_VAR: variable index */
+	struct node *next;	/* statement lists */
+};
+
+struct attach {
+	struct loc loc;
+	char *text;		/* as written */
+	int kind;		/* enum lang_probe_kind, 0: unknown */
+	char *target, *func, *provider;
+	uint32_t offset;
+	uint64_t interval_ns;
+};
+
+struct probe {
+	struct attach *att;
+	int natt;
+	struct node *pred;
+	struct node *body;	/* statement list */
+	struct probe *next;
+};
+
+struct var {
+	char *name;
+	struct lang_type type;
+	int reg;		/* integer variables */
+	int off;		/* others: scratch offset */
+	int probe;		/* scratch variables are per probe block */
+};
+
+struct mapinfo {
+	char *name;
+	struct lang_map_desc d;
+	int used_as_value;	/* read as an expression */
+	int key_known, val_known;
+	struct loc first;
+};
+
+struct fmtinfo {
+	char *fmt;
+	struct lang_fmt_desc d;
+};
+
+struct prog {
+	const char *src;
+	const char *filename;
+	const struct lang_compile_opts *opts;
+	struct probe *probes;
+	struct var *vars;
+	int nvars, cvars;
+	struct mapinfo *maps;
+	int nmaps, cmaps;
+	struct fmtinfo *fmts;
+	int nfmts, cfmts;
+	struct lang_error *err;
+	int failed;
+	/* allocations, freed together */
+	void **allocs;
+	int nallocs, callocs;
+};
+
+void *prog_alloc(struct prog *p, size_t n);
+char *prog_strndup(struct prog *p, const char *s, size_t n);
+void prog_error(struct prog *p, struct loc loc, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+
+int lang_parse(struct prog *p);
+int lang_check(struct prog *p);
+int lang_codegen(struct prog *p, void **image, size_t *len);
+
+/* The next printf conversion token of s at or after from, as bpftrace's
+ * pattern finds them: [*start, *end), its conversion and whether it has a
+ * 64-bit length modifier.  0 when there is none. */
+int lang_fmt_token(const char *s, size_t from, size_t *start, size_t *end, char *conv, int *wide);
+
+/* hist/lhist bucket index, as bpftrace computes them. */
+unsigned lang_hist_index(int64_t v);
+unsigned lang_lhist_index(int64_t v, int64_t min, int64_t max, int64_t step);
+unsigned lang_lhist_nbuckets(int64_t min, int64_t max, int64_t step);
+
+#endif

@@ -1,0 +1,522 @@
+/* Maps in a preallocated region shared by the target (writers, on the hit
+ * path) and the tool (reader).
+ *
+ * Layout, all derived from the verified image (never from the region):
+ *   struct region_hdr
+ *   per map at img->map_off[m]: struct map_hdr, then map_cap[m] slots of
+ *   map_slot[m] bytes: a 64-bit word, the key, the value.
+ *
+ * The word of a slot: state in bits 0-1 (0 empty, 1 being written, 2 live,
+ * 3 deleted), a generation in bits 2-17 bumped when a deleted slot takes a
+ * new key, and the key's hash in bits 18-63.  Open addressing with linear
+ * probing over twice max_keys slots; a writer claims an empty or deleted
+ * slot with one compare-and-swap, writes the key, then publishes the word
+ * (release).  A thread that meets a slot being written with its own hash
+ * waits a bounded number of pauses, then gives up (the update counts as
+ * dropped): nothing ever blocks.  Values are updated with atomic adds or
+ * compare-and-swap loops (min/max), so counts from many threads add up.
+ * Known races, all benign for the reader: an update that races with a
+ * delete of the same key may land in the slot's next key; two inserts of
+ * one key racing with a delete may both create it. */
+#include <errno.h>
+#include <string.h>
+
+#include "lang_int.h"
+#include "maps_int.h"
+
+#define ST_EMPTY 0u
+#define ST_BUSY 1u
+#define ST_LIVE 2u
+#define ST_DEAD 3u
+#define GEN_SHIFT 2
+#define GEN_MASK 0xffffull
+#define TAG_SHIFT 18
+#define BUSY_SPINS 512
+
+static inline uint64_t w_state(uint64_t w) { return w & 3; }
+static inline uint64_t w_tag(uint64_t w) { return w >> TAG_SHIFT; }
+static inline uint64_t w_gen(uint64_t w) { return (w >> GEN_SHIFT) & GEN_MASK; }
+static inline uint64_t w_make(uint64_t tag, uint64_t gen, uint64_t st)
+{
+	return (tag << TAG_SHIFT) | ((gen & GEN_MASK) << GEN_SHIFT) | st;
+}
+
+static inline void cpu_relax(void)
+{
+	__builtin_ia32_pause();
+}
+
+uint64_t lang_key_hash(const void *key, size_t len)
+{
+	const uint8_t *k = key;
+	uint64_t h = 0x243f6a8885a308d3ull ^ len;
+	size_t i;
+
+	for (i = 0; i + 8 <= len; i += 8) {
+		uint64_t w;
+
+		memcpy(&w, k + i, 8);
+		h = (h ^ w) * 0x9e3779b97f4a7c15ull;
+		h ^= h >> 29;
+	}
+	h *= 0xbf58476d1ce4e5b9ull;
+	h ^= h >> 31;
+	return h;
+}
+
+static inline struct map_hdr *map_at(const struct lang_image *img, void *region, unsigned m)
+{
+	return (struct map_hdr *)((uint8_t *)region + img->map_off[m]);
+}
+
+static inline uint8_t *slot_at(const struct lang_image *img, struct map_hdr *mh, unsigned m, uint64_t i)
+{
+	return (uint8_t *)(mh + 1) + i * img->map_slot[m];
+}
+
+static inline uint8_t *slot_val(const struct lang_image *img, unsigned m, uint8_t *slot)
+{
+	return slot + 8 + ((img->maps[m].key_size + 7u) & ~7u);
+}
+
+static void drop(struct map_hdr *mh)
+{
+	__atomic_fetch_add(&mh->dropped, 1, __ATOMIC_RELAXED);
+}
+
+/* Claims slot (whose word was w) for key; 1 on success. */
+static int claim(const struct lang_image *img, unsigned m, struct map_hdr *mh, uint8_t *slot,
+		 uint64_t w, uint64_t tag, const void *key)
+{
+	uint64_t *word = (uint64_t *)slot;
+	uint64_t gen = w_state(w) == ST_DEAD ? w_gen(w) + 1 : 0;
+	const struct lang_map_desc *d = &img->maps[m];
+
+	if (__atomic_add_fetch(&mh->live, 1, __ATOMIC_RELAXED) > d->max_keys) {
+		__atomic_fetch_sub(&mh->live, 1, __ATOMIC_RELAXED);
+		return -1;
+	}
+	if (!__atomic_compare_exchange_n(word, &w, w_make(tag, gen, ST_BUSY), false,
+					 __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
+		__atomic_fetch_sub(&mh->live, 1, __ATOMIC_RELAXED);
+		return 0;
+	}
+	memcpy(slot + 8, key, d->key_size);
+	memset(slot_val(img, m, slot), 0, d->val_size);
+	__atomic_store_n(word, w_make(tag, gen, ST_LIVE), __ATOMIC_RELEASE);
+	return 1;
+}
+
+/* The value of key in map m, or NULL; creates the entry when create.  An
+ * entry that can not be created counts as dropped. */
+uint8_t *lang_map_lookup(const struct lang_image *img, void *region, unsigned m,
+			 const void *key, int create)
+{
+	const struct lang_map_desc *d = &img->maps[m];
+	struct map_hdr *mh = map_at(img, region, m);
+	uint64_t cap = img->map_cap[m], h, tag, i, n;
+	int tries;
+
+	if (!d->nkeys) {
+		uint8_t *slot = slot_at(img, mh, m, 0);
+		uint64_t *word = (uint64_t *)slot;
+
+		if (__atomic_load_n(word, __ATOMIC_ACQUIRE) != ST_LIVE) {
+			uint64_t zero = 0;
+
+			if (!create)
+				return NULL;
+			/* keyless values start zeroed: publish the word */
+			__atomic_compare_exchange_n(word, &zero, ST_LIVE, false,
+						    __ATOMIC_RELEASE, __ATOMIC_RELAXED);
+			if (__atomic_load_n(word, __ATOMIC_ACQUIRE) != ST_LIVE) {
+				drop(mh);
+				return NULL;
+			}
+		}
+		return slot_val(img, m, slot);
+	}
+	h = lang_key_hash(key, d->key_size);
+	tag = h >> TAG_SHIFT;
+	for (tries = 0; tries < 4; tries++) {
+		uint8_t *dead = NULL;
+		uint64_t dead_w = 0;
+
+		for (i = h & (cap - 1), n = 0; n < cap; n++, i = (i + 1) & (cap - 1)) {
+			uint8_t *slot = slot_at(img, mh, m, i);
+			uint64_t *word = (uint64_t *)slot;
+			uint64_t w = __atomic_load_n(word, __ATOMIC_ACQUIRE);
+			int spins = 0;
+
+			if (w_state(w) == ST_EMPTY) {
+				int r;
+
+				if (!create)
+					return NULL;
+				if (dead) {
+					slot = dead;
+					w = dead_w;
+				}
+				r = claim(img, m, mh, slot, w, tag, key);
+				if (r > 0)
+					return slot_val(img, m, slot);
+				if (r < 0) {
+					drop(mh);
+					return NULL;
+				}
+				break;	/* lost a race: look again */
+			}
+			if (w_tag(w) != tag) {
+				if (w_state(w) == ST_DEAD && !dead) {
+					dead = slot;
+					dead_w = w;
+				}
+				continue;
+			}
+			while (w_state(w) == ST_BUSY && spins++ < BUSY_SPINS) {
+				cpu_relax();
+				w = __atomic_load_n(word, __ATOMIC_ACQUIRE);
+			}
+			if (w_state(w) == ST_BUSY) {
+				if (create)
+					drop(mh);
+				return NULL;
+			}
+			if (w_tag(w) != tag)
+				continue;
+			if (memcmp(slot + 8, key, d->key_size)) {
+				if (w_state(w) == ST_DEAD && !dead) {
+					dead = slot;
+					dead_w = w;
+				}
+				continue;
+			}
+			/* the key compared equal: was it the same key throughout? */
+			if (__atomic_load_n(word, __ATOMIC_ACQUIRE) != w)
+				break;
+			if (w_state(w) == ST_LIVE)
+				return slot_val(img, m, slot);
+			/* deleted: revive it in place */
+			if (!create)
+				return NULL;
+			{
+				int r = claim(img, m, mh, slot, w, tag, key);
+
+				if (r > 0)
+					return slot_val(img, m, slot);
+				if (r < 0) {
+					drop(mh);
+					return NULL;
+				}
+				break;
+			}
+		}
+		if (n == cap) {
+			if (create && dead) {
+				int r = claim(img, m, mh, dead, dead_w, tag, key);
+
+				if (r > 0)
+					return slot_val(img, m, dead);
+				if (r < 0) {
+					drop(mh);
+					return NULL;
+				}
+				continue;
+			}
+			if (create)
+				drop(mh);
+			return NULL;
+		}
+	}
+	if (create)
+		drop(mh);
+	return NULL;
+}
+
+int lang_map_delete(const struct lang_image *img, void *region, unsigned m, const void *key)
+{
+	uint8_t *val = lang_map_lookup(img, region, m, key, 0);
+	struct map_hdr *mh = map_at(img, region, m);
+	uint64_t *word, w;
+
+	if (!val)
+		return -ENOENT;
+	word = (uint64_t *)(val - 8 - ((img->maps[m].key_size + 7u) & ~7u));
+	if (!img->maps[m].nkeys) {
+		w = ST_LIVE;
+		if (__atomic_compare_exchange_n(word, &w, ST_EMPTY, false, __ATOMIC_RELEASE, __ATOMIC_RELAXED))
+			memset(val, 0, img->maps[m].val_size);
+		return 0;
+	}
+	w = __atomic_load_n(word, __ATOMIC_ACQUIRE);
+	if (w_state(w) != ST_LIVE)
+		return -ENOENT;
+	if (__atomic_compare_exchange_n(word, &w, (w & ~3ull) | ST_DEAD, false,
+					__ATOMIC_RELEASE, __ATOMIC_RELAXED))
+		__atomic_fetch_sub(&mh->live, 1, __ATOMIC_RELAXED);
+	return 0;
+}
+
+/* ---- bucket indexes, as bpftrace 0.17 computes them ---- */
+
+unsigned lang_hist_index(int64_t v)
+{
+	uint64_t n = (uint64_t)v;
+	unsigned r = 2;
+	int i;
+
+	if (v < 0)
+		return 0;
+	if (v == 0)
+		return 1;
+	/* a binary search over 32 bits only: values >= 2^31 share the last */
+	for (i = 4; i >= 0; i--) {
+		unsigned shift = (n >= (1ull << (1u << i))) ? (1u << i) : 0;
+
+		n >>= shift;
+		r += shift;
+	}
+	return r;
+}
+
+unsigned lang_lhist_nbuckets(int64_t min, int64_t max, int64_t step)
+{
+	return (unsigned)((uint64_t)(max - min) / (uint64_t)step) + 2;
+}
+
+unsigned lang_lhist_index(int64_t v, int64_t min, int64_t max, int64_t step)
+{
+	if (v < min)
+		return 0;
+	if (v > max)
+		return (unsigned)((uint64_t)(max - min) / (uint64_t)step) + 1;
+	return (unsigned)((uint64_t)(v - min) / (uint64_t)step) + 1;
+}
+
+/* ---- updates (hit path) ---- */
+
+static void store_max(int64_t *p, int64_t v)
+{
+	int64_t old = __atomic_load_n(p, __ATOMIC_RELAXED);
+
+	while (v >= old && !__atomic_compare_exchange_n(p, &old, v, true, __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+		;
+}
+
+void lang_map_aggregate(const struct lang_image *img, void *region, unsigned m,
+			const void *key, int64_t v)
+{
+	const struct lang_map_desc *d = &img->maps[m];
+	int64_t *val;
+
+	switch (d->kind) {
+	case LANG_M_MIN:
+		/* bpftrace keeps 0xffffffff - v and its maximum, an absent
+		 * entry reading 0: one is created only when that is >= 0 */
+		v = (int64_t)0xffffffff - v;
+		/* fall through */
+	case LANG_M_MAX:
+		val = (int64_t *)lang_map_lookup(img, region, m, key, 0);
+		if (!val) {
+			if (v < 0)
+				return;
+			val = (int64_t *)lang_map_lookup(img, region, m, key, 1);
+			if (!val)
+				return;
+		}
+		store_max(val, v);
+		return;
+	default:
+		break;
+	}
+	val = (int64_t *)lang_map_lookup(img, region, m, key, 1);
+	if (!val)
+		return;
+	switch (d->kind) {
+	case LANG_M_COUNT:
+		__atomic_fetch_add(val, 1, __ATOMIC_RELAXED);
+		break;
+	case LANG_M_SUM:
+		__atomic_fetch_add(val, v, __ATOMIC_RELAXED);
+		break;
+	case LANG_M_AVG:
+	case LANG_M_STATS:
+		__atomic_fetch_add(&val[0], 1, __ATOMIC_RELAXED);
+		__atomic_fetch_add(&val[1], v, __ATOMIC_RELAXED);
+		break;
+	case LANG_M_HIST:
+		__atomic_fetch_add(&val[lang_hist_index(v)], 1, __ATOMIC_RELAXED);
+		break;
+	case LANG_M_LHIST:
+		__atomic_fetch_add(&val[lang_lhist_index(v, d->lhist_min, d->lhist_max, d->lhist_step)], 1,
+				   __ATOMIC_RELAXED);
+		break;
+	default:
+		break;
+	}
+}
+
+/* An integer read of a map value (int maps and readable aggregates). */
+int64_t lang_map_read_int(const struct lang_image *img, unsigned m, const void *val)
+{
+	struct lang_agg a;
+
+	lang_map_agg(img, m, val, &a);
+	return a.value;
+}
+
+/* ---- region management and reading (tool side, or both) ---- */
+
+static struct region_hdr *region_hdr(void *region)
+{
+	return region;
+}
+
+int lang_maps_init(const struct lang_image *img, void *region, size_t size)
+{
+	struct region_hdr *rh = region;
+	unsigned m;
+
+	if (!img || !region || size < img->region_size)
+		return -EINVAL;
+	memset(region, 0, img->region_size);
+	rh->magic = LANG_MAGIC;
+	rh->nmaps = img->hdr->nmaps;
+	for (m = 0; m < img->hdr->nmaps; m++) {
+		struct map_hdr *mh = map_at(img, region, m);
+
+		mh->cap = img->map_cap[m];
+		mh->slot_size = img->map_slot[m];
+	}
+	return 0;
+}
+
+uint64_t lang_maps_dropped(const struct lang_image *img, const void *region, unsigned m)
+{
+	if (m >= img->hdr->nmaps)
+		return 0;
+	return __atomic_load_n(&map_at(img, (void *)region, m)->dropped, __ATOMIC_RELAXED);
+}
+
+uint64_t lang_maps_aborted(const struct lang_image *img, const void *region)
+{
+	(void)img;
+	return __atomic_load_n(&region_hdr((void *)region)->aborted, __ATOMIC_RELAXED);
+}
+
+int lang_map_next(const struct lang_image *img, const void *region, unsigned m,
+		  size_t *pos, const void **key, const void **val)
+{
+	struct map_hdr *mh;
+
+	if (m >= img->hdr->nmaps)
+		return 0;
+	mh = map_at(img, (void *)region, m);
+	while (*pos < img->map_cap[m]) {
+		uint8_t *slot = slot_at(img, mh, m, *pos);
+		uint64_t w = __atomic_load_n((uint64_t *)slot, __ATOMIC_ACQUIRE);
+
+		(*pos)++;
+		if (img->maps[m].nkeys ? w_state(w) != ST_LIVE : w != ST_LIVE)
+			continue;
+		*key = img->maps[m].nkeys ? slot + 8 : NULL;
+		*val = slot_val(img, m, slot);
+		return 1;
+	}
+	return 0;
+}
+
+void lang_map_clear(const struct lang_image *img, void *region, unsigned m)
+{
+	struct map_hdr *mh;
+	uint64_t i, busy = 0;
+
+	if (m >= img->hdr->nmaps)
+		return;
+	mh = map_at(img, region, m);
+	for (i = 0; i < img->map_cap[m]; i++) {
+		uint8_t *slot = slot_at(img, mh, m, i);
+		uint64_t *word = (uint64_t *)slot;
+		uint64_t w = __atomic_load_n(word, __ATOMIC_ACQUIRE);
+
+		if (w_state(w) == ST_BUSY) {
+			busy++;
+			continue;
+		}
+		if (w != ST_EMPTY && __atomic_compare_exchange_n(word, &w, ST_EMPTY, false,
+								 __ATOMIC_ACQ_REL, __ATOMIC_RELAXED))
+			memset(slot_val(img, m, slot), 0, img->maps[m].val_size);
+	}
+	__atomic_store_n(&mh->live, busy, __ATOMIC_RELAXED);
+}
+
+void lang_map_zero(const struct lang_image *img, void *region, unsigned m)
+{
+	struct map_hdr *mh;
+	uint64_t i;
+
+	if (m >= img->hdr->nmaps)
+		return;
+	mh = map_at(img, region, m);
+	for (i = 0; i < img->map_cap[m]; i++) {
+		uint8_t *slot = slot_at(img, mh, m, i);
+		uint64_t *val = (uint64_t *)slot_val(img, m, slot);
+		uint32_t k;
+
+		if (w_state(__atomic_load_n((uint64_t *)slot, __ATOMIC_ACQUIRE)) != ST_LIVE)
+			continue;
+		for (k = 0; k < img->maps[m].val_size / 8; k++)
+			__atomic_store_n(&val[k], 0, __ATOMIC_RELAXED);
+	}
+}
+
+void lang_map_agg(const struct lang_image *img, unsigned m, const void *val, struct lang_agg *out)
+{
+	const struct lang_map_desc *d = &img->maps[m];
+	int64_t v[2] = { 0, 0 };
+
+	memset(out, 0, sizeof(*out));
+	if (m >= img->hdr->nmaps || !val)
+		return;
+	memcpy(v, val, d->val_size >= 16 ? 16 : 8);
+	switch (d->kind) {
+	case LANG_M_MIN:
+		out->value = (int64_t)0xffffffff - v[0];
+		out->has_value = 1;
+		break;
+	case LANG_M_AVG:
+	case LANG_M_STATS:
+		out->count = v[0];
+		out->sum = v[1];
+		out->value = v[0] ? v[1] / v[0] : 0;
+		out->has_value = v[0] != 0;
+		break;
+	case LANG_M_HIST:
+	case LANG_M_LHIST:
+	case LANG_M_STR:
+	case LANG_M_USTACK:
+		break;
+	default:
+		out->value = v[0];
+		out->has_value = 1;
+		break;
+	}
+}
+
+const uint64_t *lang_map_buckets(const struct lang_image *img, unsigned m, const void *val,
+				 unsigned *nbuckets)
+{
+	const struct lang_map_desc *d;
+
+	*nbuckets = 0;
+	if (m >= img->hdr->nmaps || !val)
+		return NULL;
+	d = &img->maps[m];
+	if (d->kind == LANG_M_HIST)
+		*nbuckets = LANG_HIST_BUCKETS;
+	else if (d->kind == LANG_M_LHIST)
+		*nbuckets = d->val_size / 8;
+	else
+		return NULL;
+	return val;
+}

@@ -1,0 +1,331 @@
+/* The interpreter, run on the hit path of a probe inside the target.
+ *
+ * It trusts only what lang_image_load verified: registers, scratch
+ * offsets, map indexes and jump targets are in range, so the loop below
+ * checks nothing but the loop budget.  Its state is this frame (registers
+ * and the scratch area); it takes no lock, allocates nothing and makes no
+ * system call (the ops it calls promise the same). */
+#include <errno.h>
+#include <string.h>
+
+#include "lang_int.h"
+#include "maps_int.h"
+
+static uint64_t arg_of(const struct pt_regs *r, unsigned n)
+{
+	if (!r)
+		return 0;
+	switch (n) {
+	case 0: return r->di;
+	case 1: return r->si;
+	case 2: return r->dx;
+	case 3: return r->cx;
+	case 4: return r->r8;
+	case 5: return r->r9;
+	default: return 0;
+	}
+}
+
+static uint64_t ctx_value(const struct lang_ctx *c, unsigned src, unsigned arg)
+{
+	switch (src) {
+	case LANG_SRC_ARG: return arg_of(c->regs, arg);
+	case LANG_SRC_RETVAL: return c->regs ? c->regs->ax : 0;
+	case LANG_SRC_FUNC: return c->func_addr;
+	case LANG_SRC_PROBE: return c->probe_id;
+	default: return c->ops->get ? c->ops->get((int)src, c->arg) : 0;
+	}
+}
+
+static void read_str(const struct lang_ctx *c, uint8_t *dst, uint64_t src, uint64_t max)
+{
+	uint64_t n = 0;
+
+	memset(dst, 0, LANG_STRLEN);
+	if (max > LANG_STRLEN - 1)
+		max = LANG_STRLEN - 1;
+	/* 8 bytes at a time while they stay within one page (a string near
+	 * the end of a mapping must not fault the whole read), then byte by
+	 * byte; a fault ends the string ("" if nothing was read, as bpftrace) */
+	while (n < max) {
+		uint64_t chunk = max - n, a = src + n;
+		uint8_t buf[8];
+		uint64_t k;
+
+		if (chunk > 8)
+			chunk = 8;
+		if ((a & 4095) + chunk > 4096)
+			chunk = 4096 - (a & 4095);
+		if (c->ops->read(buf, (uintptr_t)a, (size_t)chunk, c->arg)) {
+			memset(dst, 0, LANG_STRLEN);
+			return;
+		}
+		for (k = 0; k < chunk; k++) {
+			if (!buf[k])
+				return;
+			dst[n++] = buf[k];
+		}
+	}
+}
+
+static int64_t load(const struct lang_ctx *c, uint64_t addr, unsigned size, int sgn)
+{
+	union { uint8_t b[8]; uint8_t u8; uint16_t u16; uint32_t u32; uint64_t u64; } u = { .u64 = 0 };
+
+	if (c->ops->read(u.b, (uintptr_t)addr, size, c->arg))
+		return 0;
+	switch (size) {
+	case 1: return sgn ? (int64_t)(int8_t)u.u8 : (int64_t)u.u8;
+	case 2: return sgn ? (int64_t)(int16_t)u.u16 : (int64_t)u.u16;
+	case 4: return sgn ? (int64_t)(int32_t)u.u32 : (int64_t)u.u32;
+	default: return (int64_t)u.u64;
+	}
+}
+
+static int64_t map_get(const struct lang_image *img, void *region, unsigned m, const void *key)
+{
+	const uint8_t *v = lang_map_lookup(img, region, m, key, 0);
+
+	return v ? lang_map_read_int(img, m, v) : 0;
+}
+
+/* The forms recognised at compile time; 1 when done, 0 to interpret. */
+static int run_fast(const struct lang_image *img, const struct lang_probe_desc *p, struct lang_ctx *c)
+{
+	uint64_t x = p->fast_src ? ctx_value(c, p->fast_src, p->fast_arg) : 0;
+	int64_t *val;
+
+	switch (p->fast) {
+	case LANG_FAST_COUNT_KEYLESS:
+		val = (int64_t *)lang_map_lookup(img, c->maps, p->fast_map, NULL, 1);
+		if (val)
+			__atomic_fetch_add(val, 1, __ATOMIC_RELAXED);
+		return 1;
+	case LANG_FAST_COUNT_KEY:
+		val = (int64_t *)lang_map_lookup(img, c->maps, p->fast_map, &x, 1);
+		if (val)
+			__atomic_fetch_add(val, 1, __ATOMIC_RELAXED);
+		return 1;
+	case LANG_FAST_HIST:
+		val = (int64_t *)lang_map_lookup(img, c->maps, p->fast_map, NULL, 1);
+		if (val)
+			__atomic_fetch_add(&val[lang_hist_index((int64_t)x)], 1, __ATOMIC_RELAXED);
+		return 1;
+	case LANG_FAST_PRED_ONLY: {
+		int64_t a = (int64_t)x, b = p->fast_imm;
+		uint64_t ua = x, ub = (uint64_t)p->fast_imm;
+		int t;
+
+		switch (p->fast_cmp) {
+		case LANG_OP_EQ: t = ua == ub; break;
+		case LANG_OP_NE: t = ua != ub; break;
+		case LANG_OP_LT: t = a < b; break;
+		case LANG_OP_LE: t = a <= b; break;
+		case LANG_OP_GT: t = a > b; break;
+		case LANG_OP_GE: t = a >= b; break;
+		case LANG_OP_LTU: t = ua < ub; break;
+		case LANG_OP_LEU: t = ua <= ub; break;
+		case LANG_OP_GTU: t = ua > ub; break;
+		default: t = ua >= ub; break;
+		}
+		return !t;	/* false: nothing more to do */
+	}
+	default:
+		return 0;
+	}
+}
+
+static int emit(struct lang_ctx *c, int type, uint32_t id, const void *data, size_t len)
+{
+	return c->ops->emit ? c->ops->emit(type, id, data, len, c->arg) : -ENOSYS;
+}
+
+int lang_run(const struct lang_image *img, unsigned probe, struct lang_ctx *c)
+{
+	const struct lang_probe_desc *p;
+	const struct lang_insn *code, *in;
+	struct region_hdr *rh = c->maps;
+	uint64_t r[LANG_MAX_REGS];
+	uint64_t stk[LANG_MAX_STACK / 8];
+	uint8_t *s = (uint8_t *)stk;
+	unsigned budget = LANG_LOOP_BUDGET;
+	void *region = c->maps;
+
+	if (probe >= img->hdr->nprobes)
+		return -EINVAL;
+	p = &img->probes[probe];
+	/* after exit() only END still runs, as in bpftrace */
+	if (p->kind != LANG_P_END && __atomic_load_n(&rh->exited, __ATOMIC_RELAXED))
+		return LANG_RUN_EXIT;
+	if (p->fast && run_fast(img, p, c))
+		return 0;
+	memset(r, 0, sizeof(r[0]) * img->hdr->nregs);
+	memset(stk, 0, (img->hdr->stack_size + 7) & ~7u);
+	code = img->insns;
+	in = code + p->code;
+	for (;;) {
+		switch (in->op) {
+		case LANG_OP_RET:
+			return 0;
+		case LANG_OP_MOVI: r[in->dst] = (uint64_t)in->imm; break;
+		case LANG_OP_MOV: r[in->dst] = r[in->a]; break;
+		case LANG_OP_ADD: r[in->dst] = r[in->a] + r[in->b]; break;
+		case LANG_OP_SUB: r[in->dst] = r[in->a] - r[in->b]; break;
+		case LANG_OP_MUL: r[in->dst] = r[in->a] * r[in->b]; break;
+		case LANG_OP_DIV: r[in->dst] = r[in->b] ? r[in->a] / r[in->b] : 0; break;
+		case LANG_OP_MOD: r[in->dst] = r[in->b] ? r[in->a] % r[in->b] : 0; break;
+		case LANG_OP_SDIV:
+			if (!r[in->b] || ((int64_t)r[in->b] == -1 && r[in->a] == (uint64_t)INT64_MIN))
+				r[in->dst] = r[in->b] ? r[in->a] : 0;
+			else
+				r[in->dst] = (uint64_t)((int64_t)r[in->a] / (int64_t)r[in->b]);
+			break;
+		case LANG_OP_SMOD:
+			if (!r[in->b] || (int64_t)r[in->b] == -1)
+				r[in->dst] = 0;
+			else
+				r[in->dst] = (uint64_t)((int64_t)r[in->a] % (int64_t)r[in->b]);
+			break;
+		case LANG_OP_AND: r[in->dst] = r[in->a] & r[in->b]; break;
+		case LANG_OP_OR: r[in->dst] = r[in->a] | r[in->b]; break;
+		case LANG_OP_XOR: r[in->dst] = r[in->a] ^ r[in->b]; break;
+		case LANG_OP_SHL: r[in->dst] = r[in->a] << (r[in->b] & 63); break;
+		case LANG_OP_SHR: r[in->dst] = r[in->a] >> (r[in->b] & 63); break;
+		case LANG_OP_SAR: r[in->dst] = (uint64_t)((int64_t)r[in->a] >> (r[in->b] & 63)); break;
+		case LANG_OP_EQ: r[in->dst] = r[in->a] == r[in->b]; break;
+		case LANG_OP_NE: r[in->dst] = r[in->a] != r[in->b]; break;
+		case LANG_OP_LT: r[in->dst] = (int64_t)r[in->a] < (int64_t)r[in->b]; break;
+		case LANG_OP_LE: r[in->dst] = (int64_t)r[in->a] <= (int64_t)r[in->b]; break;
+		case LANG_OP_GT: r[in->dst] = (int64_t)r[in->a] > (int64_t)r[in->b]; break;
+		case LANG_OP_GE: r[in->dst] = (int64_t)r[in->a] >= (int64_t)r[in->b]; break;
+		case LANG_OP_LTU: r[in->dst] = r[in->a] < r[in->b]; break;
+		case LANG_OP_LEU: r[in->dst] = r[in->a] <= r[in->b]; break;
+		case LANG_OP_GTU: r[in->dst] = r[in->a] > r[in->b]; break;
+		case LANG_OP_GEU: r[in->dst] = r[in->a] >= r[in->b]; break;
+		case LANG_OP_NEG: r[in->dst] = -r[in->a]; break;
+		case LANG_OP_NOT: r[in->dst] = ~r[in->a]; break;
+		case LANG_OP_LNOT: r[in->dst] = !r[in->a]; break;
+		case LANG_OP_SEXT:
+			r[in->dst] = in->aux == 8 ? (uint64_t)(int64_t)(int8_t)r[in->a] :
+				     in->aux == 16 ? (uint64_t)(int64_t)(int16_t)r[in->a] :
+				     (uint64_t)(int64_t)(int32_t)r[in->a];
+			break;
+		case LANG_OP_ZEXT:
+			r[in->dst] = r[in->a] & (in->aux == 8 ? 0xffull : in->aux == 16 ? 0xffffull : 0xffffffffull);
+			break;
+		case LANG_OP_JMP:
+			in = code + in->aux;
+			continue;
+		case LANG_OP_JZ:
+			if (!r[in->a]) {
+				in = code + in->aux;
+				continue;
+			}
+			break;
+		case LANG_OP_JNZ:
+			if (r[in->a]) {
+				in = code + in->aux;
+				continue;
+			}
+			break;
+		case LANG_OP_LOOP:
+			if (!budget--) {
+				__atomic_fetch_add(&rh->aborted, 1, __ATOMIC_RELAXED);
+				return -E2BIG;
+			}
+			in = code + in->aux;
+			continue;
+		case LANG_OP_CTX:
+			r[in->dst] = ctx_value(c, in->aux, (unsigned)in->imm);
+			break;
+		case LANG_OP_LOAD:
+			r[in->dst] = (uint64_t)load(c, r[in->a], in->aux, in->imm != 0);
+			break;
+		case LANG_OP_STR:
+			read_str(c, s + in->aux, r[in->a], in->imm < 0 ? r[in->b] : (uint64_t)in->imm);
+			break;
+		case LANG_OP_STST: memcpy(s + in->aux, &r[in->a], 8); break;
+		case LANG_OP_STLD: memcpy(&r[in->dst], s + in->aux, 8); break;
+		case LANG_OP_STCPY:
+			memmove(s + in->aux, s + ((uint64_t)in->imm & 0xffffffffu), (uint64_t)in->imm >> 32);
+			break;
+		case LANG_OP_STZERO: memset(s + in->aux, 0, (size_t)in->imm); break;
+		case LANG_OP_STPOOL:
+			memcpy(s + in->aux, img->pool + ((uint64_t)in->imm & 0xffffffffu), (uint64_t)in->imm >> 32);
+			break;
+		case LANG_OP_STREQ:
+			r[in->dst] = !strncmp((const char *)s + in->aux, (const char *)s + in->imm, in->b);
+			break;
+		case LANG_OP_COMM:
+			memset(s + in->aux, 0, LANG_STRLEN);
+			if (c->ops->comm)
+				c->ops->comm((char *)s + in->aux, c->arg);
+			s[in->aux + LANG_COMM_LEN - 1] = 0;
+			break;
+		case LANG_OP_USTACK: {
+			uint64_t *st = (uint64_t *)(void *)(s + in->aux);
+			int n = 0;
+
+			memset(st, 0, 8 + 8 * LANG_USTACK_MAX);
+			if (c->ops->ustack && c->regs)
+				n = c->ops->ustack(c->regs, st + 1, (int)in->imm, c->arg);
+			st[0] = n > 0 ? (uint64_t)(n > in->imm ? in->imm : n) : 0;
+			break;
+		}
+		case LANG_OP_MAP_GET:
+			r[in->dst] = (uint64_t)map_get(img, region, in->b, s + in->aux);
+			break;
+		case LANG_OP_MAP_GETX: {
+			const uint8_t *v = lang_map_lookup(img, region, in->b, s + in->aux, 0);
+			uint32_t n = img->maps[in->b].val_size;
+
+			if (v)
+				memcpy(s + in->imm, v, n);
+			else
+				memset(s + in->imm, 0, n);
+			break;
+		}
+		case LANG_OP_MAP_HAS:
+			r[in->dst] = lang_map_lookup(img, region, in->b, s + in->aux, 0) != NULL;
+			break;
+		case LANG_OP_MAP_SET: {
+			int64_t *v = (int64_t *)lang_map_lookup(img, region, in->b, s + in->aux, 1);
+
+			if (v)
+				__atomic_store_n(v, (int64_t)r[in->a], __ATOMIC_RELAXED);
+			break;
+		}
+		case LANG_OP_MAP_SETX: {
+			uint8_t *v = lang_map_lookup(img, region, in->b, s + in->aux, 1);
+
+			if (v)
+				memcpy(v, s + in->imm, img->maps[in->b].val_size);
+			break;
+		}
+		case LANG_OP_MAP_AGG:
+			lang_map_aggregate(img, region, in->b, s + in->aux, (int64_t)r[in->a]);
+			break;
+		case LANG_OP_MAP_DEL:
+			lang_map_delete(img, region, in->b, s + in->aux);
+			break;
+		case LANG_OP_EMIT:
+			emit(c, in->dst, in->aux, s + ((uint64_t)in->imm & 0xffffffffu), (uint64_t)in->imm >> 32);
+			break;
+		case LANG_OP_SIGNAL:
+			if (c->ops->signal)
+				c->ops->signal((int)r[in->a], c->arg);
+			break;
+		case LANG_OP_OVERRIDE:
+			if (c->ops->override && c->regs)
+				c->ops->override(c->regs, r[in->a], c->arg);
+			break;
+		case LANG_OP_EXIT:
+			if (!__atomic_exchange_n(&rh->exited, 1, __ATOMIC_RELAXED))
+				emit(c, LANG_EV_EXIT, 0, NULL, 0);
+			return LANG_RUN_EXIT;
+		default:
+			return -EINVAL;	/* the verifier let nothing else through */
+		}
+		in++;
+	}
+}
