@@ -150,9 +150,8 @@ size_t run_region_len(const struct run_program *p)
 
 /* ---- symbols, for usym, func and ustack ---- */
 
-/* "name+OFFSET" (decimal, as bpftrace's ustack prints frames); the
- * language drops the offset where bpftrace does (usym, func). */
-static int fmt_sym(uint64_t addr, char *out, size_t outlen, void *arg)
+/* "name", or with_offset "name+OFFSET" (decimal, as bpftrace's stacks). */
+static int fmt_sym(uint64_t addr, int with_offset, char *out, size_t outlen, void *arg)
 {
 	struct run_program *p = arg;
 	char name[256];
@@ -160,7 +159,10 @@ static int fmt_sym(uint64_t addr, char *out, size_t outlen, void *arg)
 
 	if (!p->sym_ready || symbolizer_lookup(&p->sym, addr, name, sizeof(name), &off))
 		return -1;
-	snprintf(out, outlen, "%s+%" PRIu64, name, off);
+	if (with_offset)
+		snprintf(out, outlen, "%s+%" PRIu64, name, off);
+	else
+		snprintf(out, outlen, "%s", name);
 	return 0;
 }
 
@@ -501,17 +503,130 @@ static void json_map(struct run_program *p, unsigned i, int64_t top, int64_t div
 	free(v);
 }
 
+/* ---- text as bpftrace prints it ---- */
+
+/* "@name[part, part]" (keyless: "@name"). */
+static void text_key(struct run_program *p, const struct lang_map_desc *m, const void *key,
+		     FILE *f)
+{
+	struct lang_fmt_ops ops = fmt_ops(p);
+	char part[8192];
+	size_t off = 0;
+
+	fputs(lang_image_str(&p->img, m->name), f);
+	if (!m->nkeys || !key)
+		return;
+	fputc('[', f);
+	for (int i = 0; i < m->nkeys && i < LANG_MAX_KEY_PARTS; i++) {
+		if (lang_format_value(&m->keys[i], (const unsigned char *)key + off, &ops, part,
+				      sizeof(part)) < 0)
+			part[0] = '\0';
+		fprintf(f, "%s%s", i ? ", " : "", part);
+		off += m->keys[i].size;
+	}
+	fputc(']', f);
+}
+
+/* Bucket lines: label (16 wide), count (8 wide), a bar of 52 scaled to
+ * the biggest bucket; from the first bucket in use to the last. */
+static void text_buckets(const struct lang_map_desc *m, const uint64_t *b, unsigned nb,
+			 int64_t div, FILE *f)
+{
+	int lo = -1, hi = -1;
+	uint64_t max = 0;
+	char label[64], bar[53];
+
+	for (unsigned i = 0; i < nb; i++) {
+		if (b[i]) {
+			if (lo < 0)
+				lo = (int)i;
+			hi = (int)i;
+		}
+		if (b[i] > max)
+			max = b[i];
+	}
+	for (int i = lo; lo >= 0 && i <= hi; i++) {
+		int width = (int)((float)b[i] / (float)max * 52);
+
+		if (m->kind == LANG_M_HIST)
+			lang_hist_label((unsigned)i, label, sizeof(label));
+		else
+			lang_lhist_label((unsigned)i, m->lhist_min, m->lhist_max, m->lhist_step, label,
+					 sizeof(label));
+		memset(bar, '@', (size_t)width);
+		bar[width] = '\0';
+		fprintf(f, "%-16s%8" PRIu64 " |%-52s|\n", label,
+			m->kind == LANG_M_HIST ? b[i] / (uint64_t)div : b[i], bar);
+	}
+}
+
+static void text_value(struct run_program *p, unsigned i, const struct entry *e, int64_t div,
+		       FILE *f)
+{
+	const struct lang_map_desc *m = &p->img.maps[i];
+	struct lang_fmt_ops ops = fmt_ops(p);
+	char text[8192];
+
+	if (is_hist(m)) {
+		unsigned nb = 0;
+		const uint64_t *b = lang_map_buckets(&p->img, i, e->val, &nb);
+
+		if (b)
+			text_buckets(m, b, nb, div, f);
+	} else if (m->kind == LANG_M_STATS) {
+		fprintf(f, "count %" PRId64 ", average %" PRId64 ", total %" PRId64, e->agg.count,
+			average(&e->agg), e->agg.sum);
+	} else if (m->kind == LANG_M_AVG) {
+		fprintf(f, "%" PRId64, average(&e->agg) / div);
+	} else if (m->kind == LANG_M_COUNT ||
+		   (m->kind == LANG_M_INT && !m->val.is_signed && m->val.kind == LANG_T_INT)) {
+		fprintf(f, "%" PRIu64, (uint64_t)e->agg.value / (uint64_t)div);
+	} else if (sorts_by_value(m)) {
+		fprintf(f, "%" PRId64, e->agg.value / div);
+	} else {
+		if (lang_format_value(&m->val, e->val, &ops, text, sizeof(text)) < 0)
+			text[0] = '\0';
+		fputs(text, f);
+	}
+}
+
+/* One map as bpftrace's text output prints it: the entries joined by a
+ * newline (none after stacks and symbols, which end in one), then a
+ * newline, and for avg and stats one more; an empty map is that alone. */
+static void text_map(struct run_program *p, unsigned i, int64_t top, FILE *f, int64_t div)
+{
+	const struct lang_map_desc *m = &p->img.maps[i];
+	bool no_delim = m->val.kind == LANG_T_USTACK || m->val.kind == LANG_T_USYM;
+	size_t n, first = 0;
+	struct entry *v = map_entries(p, i, &n);
+
+	if (top > 0 && n > (size_t)top)
+		first = n - (size_t)top;
+	for (size_t k = first; k < n; k++) {
+		if (k > first && (is_hist(m) || !no_delim))
+			fputc('\n', f);
+		text_key(p, m, v[k].key, f);
+		fputs(is_hist(m) ? ": \n" : ": ", f);
+		text_value(p, i, &v[k], div, f);
+	}
+	fputc('\n', f);
+	if (is_stats(m))
+		fputc('\n', f);
+	free(v);
+}
+
 static void print_map(struct session *s, unsigned i, int64_t top, int64_t div)
 {
 	struct run_program *p = s->opts->prog;
-	struct lang_fmt_ops ops = fmt_ops(p);
 
 	if (i >= p->img.hdr->nmaps)
 		return;
+	if (div <= 0)
+		div = 1;
 	if (s->out.format == FMT_JSON)
 		json_map(p, i, top, div, s->out.f);
 	else
-		lang_map_print(&p->img, p->region, i, top, div, &ops, s->out.f);
+		text_map(p, i, top, s->out.f, div);
 }
 
 /* ---- events ---- */
