@@ -383,7 +383,7 @@ Test(load, run_comm_ustack_usym)
 	const char *st;
 
 	run(&r, "%s run -o /dev/stdout -e 'uprobe:%s:run_recurse /arg0 == 0/ { @[ustack] = count(); "
-	    "@c[comm] = count(); @f[usym(func)] = count(); }' -c '%s recurse 3'", kprobe,
+	    "@c[comm] = count(); @f[func] = count(); }' -c '%s recurse 3'", kprobe,
 	    run_target, run_target);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	cr_assert(strstr(r.out, "@c[run_target]: 1\n"), "%s", r.out);
