@@ -189,8 +189,11 @@ static void op_comm(char *out, void *arg)
 	memcpy(out, tls_comm, LANG_COMM_LEN);
 }
 
-/* Return addresses by frame pointers: at a function's entry the caller's
- * is on top of the stack and bp is still the caller's frame. */
+/* Return addresses by frame pointers, as bpftrace shows them (the
+ * kernel's walk): the probed address, then the chain from bp.  At a
+ * function's entry bp is still the caller's frame, so the caller itself
+ * (its return address is on top of the stack) is not listed, exactly as
+ * bpftrace's uprobe stacks leave it out. */
 static int op_ustack(const struct pt_regs *regs, uint64_t *pcs, int max, void *arg)
 {
 	struct prog_run *run = arg;
@@ -201,11 +204,6 @@ static int op_ustack(const struct pt_regs *regs, uint64_t *pcs, int max, void *a
 		return 0;
 	pcs[n++] = run->ap && run->ap->u.kp.addr && !run->ap->is_return ?
 			   (uint64_t)(uintptr_t)run->ap->u.kp.addr : regs->ip;
-	if (run->at_entry && n < max) {
-		if (op_read(&frame[1], regs->sp, 8, arg))
-			return n;
-		pcs[n++] = frame[1];
-	}
 	bp = regs->bp;
 	while (n < max && bp && !(bp & 7)) {
 		if (op_read(frame, bp, sizeof(frame), arg) || !frame[1])

@@ -505,6 +505,19 @@ static void json_map(struct run_program *p, unsigned i, int64_t top, int64_t div
 
 /* ---- text as bpftrace prints it ---- */
 
+/* A stack in a map key: bpftrace indents its frames by 4, not the 8 of
+ * values and printf. */
+static void put_key_stack(const char *stack, FILE *f)
+{
+	for (const char *p = stack; *p; p++) {
+		fputc(*p, f);
+		if (*p == '\n' && !strncmp(p + 1, "        ", 8)) {
+			fputs("    ", f);
+			p += 8;
+		}
+	}
+}
+
 /* "@name[part, part]" (keyless: "@name"). */
 static void text_key(struct run_program *p, const struct lang_map_desc *m, const void *key,
 		     FILE *f)
@@ -521,7 +534,11 @@ static void text_key(struct run_program *p, const struct lang_map_desc *m, const
 		if (lang_format_value(&m->keys[i], (const unsigned char *)key + off, &ops, part,
 				      sizeof(part)) < 0)
 			part[0] = '\0';
-		fprintf(f, "%s%s", i ? ", " : "", part);
+		fputs(i ? ", " : "", f);
+		if (m->keys[i].kind == LANG_T_USTACK)
+			put_key_stack(part, f);
+		else
+			fputs(part, f);
 		off += m->keys[i].size;
 	}
 	fputc(']', f);
