@@ -47,6 +47,8 @@
 #include "agent.h"
 #include "agent_register.h"
 #include "lang/lang.h"
+#include "lang/lang_int.h"
+#include "lang/maps_int.h"
 
 #define container_of(p, type, member) ((type *)((char *)(p) - offsetof(type, member)))
 #define TLS __attribute__((tls_model("initial-exec")))
@@ -310,6 +312,101 @@ static int prog_entry(struct kprobe *kp, struct pt_regs *regs)
 			 ap->at_function_entry) ? 1 : 0;
 }
 
+/* The value a fast form reads, without a call the handler analysis cannot
+ * follow; false for a source the generic handler must read. */
+static inline __attribute__((always_inline)) bool fast_value(const struct agent_prog *p,
+							     const struct lang_probe_desc *d,
+							     const struct pt_regs *regs,
+							     uint64_t *x)
+{
+	static const uint8_t arg_off[6] = {
+		offsetof(struct pt_regs, di), offsetof(struct pt_regs, si),
+		offsetof(struct pt_regs, dx), offsetof(struct pt_regs, cx),
+		offsetof(struct pt_regs, r8), offsetof(struct pt_regs, r9),
+	};
+	unsigned int aux;
+
+	if (d->fast_src == LANG_SRC_NONE) {
+		*x = 0;
+	} else if (d->fast_src == LANG_SRC_TID || d->fast_src == LANG_SRC_PID) {
+		thread_ids(p);
+		*x = (uint64_t)(d->fast_src == LANG_SRC_TID ? tls_tid : tls_pid);
+	} else if (d->fast_src == LANG_SRC_ARG && d->fast_arg < 6 && d->kind == LANG_P_UPROBE) {
+		*x = *(const uint64_t *)((const char *)regs + arg_off[d->fast_arg]);
+	} else if (d->fast_src == LANG_SRC_RETVAL && d->kind == LANG_P_URETPROBE) {
+		*x = regs->ax;
+	} else if (d->fast_src == LANG_SRC_CPU) {
+		__builtin_ia32_rdtscp(&aux);
+		*x = aux & 0xfff;
+	} else if (d->fast_src == LANG_SRC_UID) {
+		*x = p->uid;
+	} else if (d->fast_src == LANG_SRC_NSECS && p->tick_q32) {
+		*x = prog_nsecs(p);
+	} else {
+		return false;
+	}
+	return true;
+}
+
+/* The aggregation forms (@x = count(), @[src] = count(), @x = hist(src)),
+ * at an entry or a return, run here, calling only the map code: this handler and everything it
+ * calls are built so that libkprobes can prove they leave the vector
+ * registers alone, and the probe skips saving them.  Otherwise the same
+ * as lang_run's own fast path. */
+static inline __attribute__((always_inline)) int prog_fast(struct agent_probe *ap,
+							    struct pt_regs *regs)
+{
+	struct agent_prog *p = ap->session->prog;
+	const struct lang_probe_desc *d = &p->img.probes[ap->prog_probe];
+	const struct region_hdr *rh = p->region;
+	int64_t *val;
+	uint64_t x;
+
+	if (agent_hit_silent(ap->session) || __atomic_load_n(&rh->exited, __ATOMIC_RELAXED) ||
+	    !fast_value(p, d, regs, &x))
+		return 0;
+	if (d->fast == LANG_FAST_COUNT_KEY) {
+		val = (int64_t *)lang_map_lookup(&p->img, p->region, d->fast_map, &x, 1);
+		if (val)
+			__atomic_fetch_add(val, 1, __ATOMIC_RELAXED);
+		return 0;
+	}
+	val = (int64_t *)lang_map_lookup(&p->img, p->region, d->fast_map, NULL, 1);
+	if (!val)
+		return 0;
+	if (d->fast == LANG_FAST_HIST)
+		__atomic_fetch_add(&val[lang_hist_index((int64_t)x)], 1, __ATOMIC_RELAXED);
+	else
+		__atomic_fetch_add(val, 1, __ATOMIC_RELAXED);
+	return 0;
+}
+
+static int prog_fast_entry(struct kprobe *kp, struct pt_regs *regs)
+{
+	return prog_fast(container_of(kp, struct agent_probe, u.kp), regs);
+}
+
+static int prog_fast_return(struct kretprobe_instance *ri, struct pt_regs *regs)
+{
+	return prog_fast(container_of(ri->rp, struct agent_probe, u.rp), regs);
+}
+
+/* Whether probe i runs entirely in prog_fast_*: an aggregation
+ * form whose source it reads itself. */
+static bool probe_is_fast(const struct agent_prog *p, uint32_t i)
+{
+	const struct lang_probe_desc *d = &p->img.probes[i];
+	struct pt_regs none = { 0 };
+	uint64_t x;
+
+	if (d->fast != LANG_FAST_COUNT_KEYLESS && d->fast != LANG_FAST_COUNT_KEY &&
+	    d->fast != LANG_FAST_HIST)
+		return false;
+	if (d->fast_src == LANG_SRC_TID || d->fast_src == LANG_SRC_PID)
+		return true;
+	return fast_value(p, d, &none, &x);
+}
+
 /* Probes whose code may call override() keep a post handler: the library
  * then leaves them unoptimized, where a changed ip is honoured. */
 static void prog_post(struct kprobe *kp, struct pt_regs *regs, unsigned long flags)
@@ -336,13 +433,13 @@ void agent_prog_set_handlers(struct agent_probe *ap)
 
 	ap->prog_probe = p->probe_of_spec[ap->spec];
 	if (ap->is_return) {
-		ap->u.rp.handler = prog_return;
+		ap->u.rp.handler = probe_is_fast(p, ap->prog_probe) ? prog_fast_return : prog_return;
 		ap->u.rp.entry_handler = NULL;
 		ap->u.rp.data_size = 0;
 		return;
 	}
 	ap->at_function_entry = !ap->session->cfg.specs[ap->spec].offset;
-	ap->u.kp.pre_handler = prog_entry;
+	ap->u.kp.pre_handler = probe_is_fast(p, ap->prog_probe) ? prog_fast_entry : prog_entry;
 	if (p->uses_override[ap->prog_probe])
 		ap->u.kp.post_handler = prog_post;
 }

@@ -32,6 +32,14 @@ $(B)/examples/%.so: examples/modules/%.c include/kprobes.h include/kprobes/modul
 
 all: $(B)/kprobe $(B)/libkprobe-agent.so $(KP_MODULES)
 
+# The language's runtime and the program handlers run on the hit path:
+# built so that libkprobes' handler analysis can follow them (no vector
+# registers, no jump tables, string operations inline rather than calls
+# through the PLT), which lets a probe skip saving the vector state.
+$(KP_LANG_RT_SRC:%.c=$(B)/kprobe-agent/%.o) $(B)/kprobe-agent/$(KP_DIR)/agent_prog.o: \
+	KP_CFLAGS += -mgeneral-regs-only -fno-jump-tables -minline-all-stringops \
+		     -mstringop-strategy=rep_byte
+
 # Agent code goes to the library's kprobes_text section, so libkprobes'
 # blacklist keeps every probe out of the handlers and the agent.
 $(B)/kprobe-agent/%.o: %.c
@@ -77,8 +85,12 @@ $(B)/kprobe: $(KP_CLI_OBJ)
 kprobe-bench-extra: $(B)/kprobe-bench-extra
 	$(B)/kprobe-bench-extra
 
-$(B)/kprobe-bench-extra: $(KP_DIR)/bench_extra.c $(KP_AGENT_OBJ) $(B)/libkprobes.a
-	$(CC) -O2 -g $(BASE) $(KP_CFLAGS) -o $@ $< $(KP_AGENT_OBJ) $(B)/libkprobes.a $(LIBS)
+# The compiler half of the language too: the prog_* rows compile their
+# programs in the process.
+KP_LANG_TOOL_OBJ = $(patsubst %.c,$(B)/kprobe-cli/%.o,$(filter-out $(KP_LANG_RT_SRC),$(KP_LANG_SRC)))
+$(B)/kprobe-bench-extra: $(KP_DIR)/bench_extra.c $(KP_AGENT_OBJ) $(KP_LANG_TOOL_OBJ) $(B)/libkprobes.a
+	$(CC) -O2 -g $(BASE) $(KP_CFLAGS) -o $@ $< $(KP_AGENT_OBJ) $(KP_LANG_TOOL_OBJ) \
+		$(B)/libkprobes.a $(LIBS)
 
 # ---- end-to-end test programs (tests/test_cli.c runs them under kprobe) ----
 
