@@ -266,18 +266,18 @@ static const struct lang_ops prog_ops = {
 
 /* ---- handlers ----
  *
- * Every hit here saves the vector state: the handler calls lang_run, whose
- * dispatch and ops are indirect, so libkprobes' handler analysis cannot
- * prove it leaves vector registers and errno alone.  The common forms the
- * compiler marks (lang_probe_desc.fast) need a direct-call entry point in
- * the language that the analysis can follow -- no indirect branch (no jump
- * table: -fno-jump-tables), no vector instruction (-mgeneral-regs-only),
- * no libc call -- taking the values the agent reads itself, for instance
- *	int lang_run_fast(const struct lang_image *img, unsigned probe,
- *			  void *maps, uint64_t src_value);
- * (returning 1 when the full program must run, e.g. a true filter).  With
- * it, a probe whose form is fast gets a handler of its own that calls only
- * that: the regs level, not the vector save. */
+ * A probe whose handler calls lang_run saves the vector state on every hit
+ * (at a return the whole extended state, hundreds of ns): the
+ * interpreter's services are called through function pointers, so
+ * libkprobes' handler analysis cannot prove it leaves vector registers and
+ * errno alone.  The aggregation forms the compiler marks run instead in
+ * prog_fast_*, which call only the map code, built to be provable (see
+ * kprobe.mk).  What would bring the rest there, on the language's side:
+ * the interpreter calling the agent's services directly in the agent's
+ * build (extern functions the agent defines, instead of struct lang_ops),
+ * and the false-filter form checked by a function of its own; and on the
+ * library's, a return trampoline that saves only the return registers'
+ * vector part (xmm0, xmm1, st0, st1: the rest is dead at a return). */
 
 /* What `probe` prints is looked up by the tool: a point's descriptor (the
  * function a glob matched), or BEGIN/END/interval's probe number. */
