@@ -484,7 +484,8 @@ static int check_builtin(struct checker *c, struct node *n)
 			n->type.size = 8;
 			return 0;
 		case B_USTACK:
-			n->ival = LANG_USTACK_MAX;
+			if (!n->post)	/* ustack(N) was turned into this node */
+				n->ival = LANG_USTACK_MAX;
 			n->type.kind = LANG_T_USTACK;
 			n->type.size = 8 + 8 * LANG_USTACK_MAX;
 			return 0;
@@ -532,7 +533,9 @@ static int binop_type(struct checker *c, struct node *n)
 		n->type = T_I64;
 		return 0;
 	}
-	if (l->type.kind == LANG_T_INT && r->type.kind == LANG_T_INT && !l->cast.kind && !r->cast.kind) {
+	int lagg = l->kind == N_MAP && l->cast.kind, ragg = r->kind == N_MAP && r->cast.kind;
+
+	if (l->type.kind == LANG_T_INT && r->type.kind == LANG_T_INT && !lagg && !ragg) {
 		int sgn = l->type.is_signed && r->type.is_signed;
 
 		if (n->op == OP_SHL || n->op == OP_SHR)
@@ -565,17 +568,14 @@ static int binop_type(struct checker *c, struct node *n)
 			   opname[n->op], lt, rt);
 		return -1;
 	}
-	if (l->cast.kind || l->type.kind != LANG_T_INT)
-		snprintf(lt, sizeof(lt), "%s", l->cast.kind && l->kind == N_MAP ?
-			 kind_names[c->p->maps[l->map].d.kind] : "");
-	if (!l->cast.kind || l->kind != N_MAP)
+	if (lagg)
+		snprintf(lt, sizeof(lt), "%s", kind_names[c->p->maps[l->map].d.kind]);
+	else
 		type_short(&l->type, lt, sizeof(lt));
-	if (r->cast.kind && r->kind == N_MAP)
+	if (ragg)
 		snprintf(rt, sizeof(rt), "%s", kind_names[c->p->maps[r->map].d.kind]);
 	else
 		type_short(&r->type, rt, sizeof(rt));
-	if (l->cast.kind && l->kind == N_MAP)
-		snprintf(lt, sizeof(lt), "%s", kind_names[c->p->maps[l->map].d.kind]);
 	prog_error(c->p, n->loc, "Type mismatch for '%s': comparing '%s' with '%s'", opname[n->op], lt, rt);
 	return -1;
 }
@@ -1001,6 +1001,7 @@ static int check_call(struct checker *c, struct node *n, int as_stmt)
 			}
 		n->kind = N_BUILTIN;
 		n->op = B_USTACK;
+		n->post = 1;
 		n->ival = frames;
 		n->type.kind = LANG_T_USTACK;
 		n->type.size = 8 + 8 * LANG_USTACK_MAX;

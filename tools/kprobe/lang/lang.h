@@ -412,6 +412,12 @@ ssize_t lang_format_printf(const struct lang_image *img, uint32_t fmt,
 ssize_t lang_format_value(const struct lang_type *t, const void *data,
 			  const struct lang_fmt_ops *ops, char *out, size_t outlen);
 
+/* The bucket of a value in hist() and lhist(v, min, max, step), and
+ * lhist's number of buckets, as bpftrace 0.17 computes them. */
+unsigned lang_hist_index(int64_t v);
+unsigned lang_lhist_index(int64_t v, int64_t min, int64_t max, int64_t step);
+unsigned lang_lhist_nbuckets(int64_t min, int64_t max, int64_t step);
+
 /* bpftrace's labels of hist bucket i ("[4, 8)", "[1K, 2K)", "(..., 0)")
  * and lhist bucket i of lhist(v, min, max, step). */
 void lang_hist_label(unsigned i, char *out, size_t outlen);

@@ -119,9 +119,5 @@ int lang_codegen(struct prog *p, void **image, size_t *len);
  * 64-bit length modifier.  0 when there is none. */
 int lang_fmt_token(const char *s, size_t from, size_t *start, size_t *end, char *conv, int *wide);
 
-/* hist/lhist bucket index, as bpftrace computes them. */
-unsigned lang_hist_index(int64_t v);
-unsigned lang_lhist_index(int64_t v, int64_t min, int64_t max, int64_t step);
-unsigned lang_lhist_nbuckets(int64_t min, int64_t max, int64_t step);
 
 #endif

@@ -1,0 +1,1509 @@
+/* The probe-program language: parser and checker errors (bpftrace's
+ * wording and positions), programs compiled and run by the interpreter
+ * against synthetic registers, maps, printf formatting, the verifier
+ * against corrupted images, and bounded fuzzing of the compiler and the
+ * verifier. */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "lang/lang.h"
+
+/* ---- harness ---- */
+
+struct env {
+	void *image;
+	size_t len;
+	struct lang_image img;
+	void *region;
+	struct lang_ctx ctx;
+	struct pt_regs regs;
+	char out[16384];
+	size_t outlen;
+	uint64_t tid, pid, nsecs;
+	int signals, last_signal;
+	uint64_t overridden;
+	int overrides;
+	int exits;
+};
+
+static struct env *cur;
+
+static int t_read(void *dst, uintptr_t src, size_t len, void *arg)
+{
+	return lang_read_nofault(dst, src, len, arg);
+}
+
+static uint64_t t_get(int src, void *arg)
+{
+	struct env *e = arg;
+
+	switch (src) {
+	case LANG_SRC_PID: return e->pid;
+	case LANG_SRC_TID: return e->tid;
+	case LANG_SRC_UID: return 1000;
+	case LANG_SRC_CPU: return 1;
+	case LANG_SRC_NSECS: return e->nsecs;
+	case LANG_SRC_ELAPSED: return e->nsecs - 100;
+	default: return 0;
+	}
+}
+
+static void t_comm(char *out, void *arg)
+{
+	strcpy(out, "target");
+}
+
+static int t_ustack(const struct pt_regs *r, uint64_t *pcs, int max, void *arg)
+{
+	int i;
+
+	for (i = 0; i < max && i < 3; i++)
+		pcs[i] = 0x1000 + 0x10 * (uint64_t)i;
+	return i;
+}
+
+static int t_sym(uint64_t addr, int with_offset, char *out, size_t n, void *arg)
+{
+	if (addr < 0x1000 || addr >= 0x2000)
+		return -1;
+	if (with_offset)
+		snprintf(out, n, "fn_%lx+%lu", (unsigned long)(addr & ~0xfful), (unsigned long)(addr & 0xff));
+	else
+		snprintf(out, n, "fn_%lx", (unsigned long)addr);
+	return 0;
+}
+
+static int t_probe_name(uint64_t id, char *out, size_t n, void *arg)
+{
+	snprintf(out, n, "uprobe:/bin/t:f%lu", (unsigned long)id);
+	return 0;
+}
+
+static const struct lang_fmt_ops fmt_ops = { t_sym, t_probe_name, NULL };
+
+static void append(struct env *e, const char *s)
+{
+	size_t n = strlen(s);
+
+	if (e->outlen + n < sizeof(e->out)) {
+		memcpy(e->out + e->outlen, s, n + 1);
+		e->outlen += n;
+	}
+}
+
+static int t_emit(int type, uint32_t id, const void *data, size_t len, void *arg)
+{
+	struct env *e = arg;
+	char buf[4096];
+
+	switch (type) {
+	case LANG_EV_PRINTF:
+		cr_assert_geq(lang_format_printf(&e->img, id, data, len, &fmt_ops, buf, sizeof(buf)), 0);
+		append(e, buf);
+		break;
+	case LANG_EV_PRINT_VALUE: {
+		const struct lang_fmt_desc *d = &e->img.fmts[id];
+
+		cr_assert_eq(len, d->rec_size);
+		lang_format_value(&d->arg[0], data, &fmt_ops, buf, sizeof(buf));
+		append(e, buf);
+		append(e, "\n");
+		break;
+	}
+	case LANG_EV_EXIT:
+		e->exits++;
+		append(e, "<exit>");
+		break;
+	case LANG_EV_CLEAR:
+		lang_map_clear(&e->img, e->region, id);
+		break;
+	case LANG_EV_ZERO:
+		lang_map_zero(&e->img, e->region, id);
+		break;
+	case LANG_EV_PRINT_MAP: {
+		int64_t td[2];
+
+		memcpy(td, data, 16);
+		snprintf(buf, sizeof(buf), "<print %s %ld %ld>",
+			 lang_image_str(&e->img, e->img.maps[id].name), (long)td[0], (long)td[1]);
+		append(e, buf);
+		break;
+	}
+	case LANG_EV_TIME:
+		append(e, "<time>");
+		break;
+	default:
+		cr_assert_fail("unexpected event %d", type);
+	}
+	return 0;
+}
+
+static int t_signal(int sig, void *arg)
+{
+	struct env *e = arg;
+
+	e->signals++;
+	e->last_signal = sig;
+	return 0;
+}
+
+static int t_override(struct pt_regs *r, uint64_t v, void *arg)
+{
+	struct env *e = arg;
+
+	e->overrides++;
+	e->overridden = v;
+	r->ax = v;
+	return 0;
+}
+
+static const struct lang_ops ops = {
+	t_read, t_get, t_comm, t_ustack, t_emit, t_signal, t_override,
+};
+
+static void on_fault(int sig, siginfo_t *si, void *uc)
+{
+	if (lang_fault_fixup(uc))
+		return;
+	signal(sig, SIG_DFL);
+	raise(sig);
+}
+
+static void install_fault_handler(void)
+{
+	struct sigaction sa;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_sigaction = on_fault;
+	sa.sa_flags = SA_SIGINFO | SA_NODEFER;
+	sigaction(SIGSEGV, &sa, NULL);
+	sigaction(SIGBUS, &sa, NULL);
+}
+
+static struct env *compile_with(const char *src, int nparams, char **params, uint32_t keys)
+{
+	struct lang_compile_opts o = { .filename = "stdin", .nparams = nparams, .params = params,
+				       .map_keys = keys };
+	struct lang_error err;
+	struct env *e = calloc(1, sizeof(*e));
+	char why[256];
+	int r;
+
+	cr_assert(e);
+	r = lang_compile(src, &o, &e->image, &e->len, &err);
+	cr_assert_eq(r, 0, "compile failed: %s", err.text);
+	r = lang_image_load(&e->img, e->image, e->len, why, sizeof(why));
+	cr_assert_eq(r, 0, "load failed: %s", why);
+	e->region = calloc(1, e->img.region_size);
+	cr_assert(e->region);
+	cr_assert_eq(lang_maps_init(&e->img, e->region, e->img.region_size), 0);
+	e->ctx.regs = &e->regs;
+	e->ctx.maps = e->region;
+	e->ctx.ops = &ops;
+	e->ctx.arg = e;
+	e->tid = 100;
+	e->pid = 99;
+	e->nsecs = 1000;
+	install_fault_handler();
+	cur = e;
+	return e;
+}
+
+static struct env *compile(const char *src)
+{
+	return compile_with(src, 0, NULL, 0);
+}
+
+static void env_free(struct env *e)
+{
+	free(e->region);
+	free(e->image);
+	free(e);
+}
+
+static int run(struct env *e, unsigned probe)
+{
+	return lang_run(&e->img, probe, &e->ctx);
+}
+
+static int map_index(struct env *e, const char *name)
+{
+	unsigned m;
+
+	for (m = 0; m < e->img.hdr->nmaps; m++)
+		if (!strcmp(lang_image_str(&e->img, e->img.maps[m].name), name))
+			return (int)m;
+	cr_assert_fail("no map %s", name);
+	return -1;
+}
+
+/* The value of a map at an integer key (or keyless). */
+static int64_t map_int(struct env *e, const char *name, const int64_t *key, int *found)
+{
+	int m = map_index(e, name);
+	size_t pos = 0;
+	const void *k, *v;
+	struct lang_agg a;
+
+	*found = 0;
+	while (lang_map_next(&e->img, e->region, (unsigned)m, &pos, &k, &v)) {
+		if (key && memcmp(k, key, 8))
+			continue;
+		*found = 1;
+		lang_map_agg(&e->img, (unsigned)m, v, &a);
+		return a.value;
+	}
+	return 0;
+}
+
+static int64_t map_val(struct env *e, const char *name, int64_t key)
+{
+	int found;
+	int64_t v = map_int(e, name, &key, &found);
+
+	cr_assert(found, "%s[%ld] absent", name, (long)key);
+	return v;
+}
+
+static int64_t scalar(struct env *e, const char *name)
+{
+	int found;
+	int64_t v = map_int(e, name, NULL, &found);
+
+	cr_assert(found, "%s absent", name);
+	return v;
+}
+
+static unsigned map_count(struct env *e, const char *name)
+{
+	int m = map_index(e, name);
+	size_t pos = 0;
+	const void *k, *v;
+	unsigned n = 0;
+
+	while (lang_map_next(&e->img, e->region, (unsigned)m, &pos, &k, &v))
+		n++;
+	return n;
+}
+
+/* ---- errors: exact text as bpftrace 0.17 prints them ---- */
+
+static void expect_error(const char *src, const char *text)
+{
+	struct lang_error err;
+	void *img = NULL;
+	size_t len;
+	int r = lang_compile(src, NULL, &img, &len, &err);
+
+	cr_assert_eq(r, -EINVAL, "compiled: %s", src);
+	cr_assert_null(img);
+	cr_assert_str_eq(err.text, text, "for %s:\n%s", src, err.text);
+}
+
+/* An error whose reason holds the given words. */
+static void expect_error_has(const char *src, const char *words)
+{
+	struct lang_error err;
+	void *img = NULL;
+	size_t len;
+	int r = lang_compile(src, NULL, &img, &len, &err);
+
+	cr_assert_eq(r, -EINVAL, "compiled: %s", src);
+	cr_assert(strstr(err.msg, words), "for %s: got '%s'", src, err.msg);
+	cr_assert(!strncmp(err.text, "stdin:", 6));
+	cr_assert(strstr(err.text, ": ERROR: "));
+	/* three lines: message, source line, underline */
+	cr_assert_eq(strchr(strchr(strchr(err.text, '\n') + 1, '\n') + 1, '\n')[1], 0, "%s", err.text);
+}
+
+Test(lang_errors, bpftrace_exact)
+{
+	expect_error("BEGIN { foo(); }",
+		     "stdin:1:9-12: ERROR: Unknown function: foo\nBEGIN { foo(); }\n        ~~~\n");
+	expect_error("BEGIN { @x = 1 + \"a\"; }",
+		     "stdin:1:14-21: ERROR: Type mismatch for '+': comparing 'int64' with 'string[2]'\n"
+		     "BEGIN { @x = 1 + \"a\"; }\n             ~~~~~~~\n");
+	expect_error("BEGIN { @x[1] = 1; @x[2,3]=1 }",
+		     "stdin:1:20-27: ERROR: Argument mismatch for @x: trying to access with arguments: "
+		     "[unsigned int64, unsigned int64] when map expects arguments: [unsigned int64]\n"
+		     "BEGIN { @x[1] = 1; @x[2,3]=1 }\n                   ~~~~~~~\n");
+	expect_error("BEGIN { $x = ; }",
+		     "stdin:1:14-15: ERROR: syntax error, unexpected ;\nBEGIN { $x = ; }\n             ~\n");
+	expect_error("BEGIN { 1 + }",
+		     "stdin:1:13-14: ERROR: syntax error, unexpected }\nBEGIN { 1 + }\n            ~\n");
+	expect_error("BEGIN { @x = 1",
+		     "stdin:1:14-15: ERROR: syntax error, unexpected end of file, expecting }\n"
+		     "BEGIN { @x = 1\n             ~\n");
+	expect_error("BEGIN { if 1 { } }",
+		     "stdin:1:12-13: ERROR: syntax error, unexpected integer, expecting (\n"
+		     "BEGIN { if 1 { } }\n           ~\n");
+	expect_error("uprobe:/bin/ls:main { @x = arg9; }",
+		     "stdin:1:28-32: ERROR: x86_64 doesn't support arg9\n"
+		     "uprobe:/bin/ls:main { @x = arg9; }\n                           ~~~~\n");
+	expect_error("BEGIN { @x = count(1); }",
+		     "stdin:1:14-22: ERROR: count() requires no arguments (1 provided)\n"
+		     "BEGIN { @x = count(1); }\n             ~~~~~~~~\n");
+	expect_error("BEGIN { @x = count(); @x = 1; }",
+		     "stdin:1:23-25: ERROR: Type mismatch for @x: trying to assign value of type 'int64' "
+		     "when map already contains a value of type 'count\n"
+		     "BEGIN { @x = count(); @x = 1; }\n                      ~~\n");
+	expect_error("BEGIN { printf(\"%d\\n\"); }",
+		     "stdin:1:9-23: ERROR: printf: Not enough arguments for format string (0 supplied, 1 expected)\n"
+		     "BEGIN { printf(\"%d\\n\"); }\n        ~~~~~~~~~~~~~~\n");
+	expect_error("BEGIN { $x = 1; $x = \"a\"; }",
+		     "stdin:1:20-21: ERROR: Type mismatch for $x: trying to assign value of type 'string[2]' "
+		     "when variable already contains a value of type 'int64'\n"
+		     "BEGIN { $x = 1; $x = \"a\"; }\n                   ~\n");
+	expect_error("BEGIN { @x = $y; }",
+		     "stdin:1:14-16: ERROR: Undefined or undeclared variable: $y\nBEGIN { @x = $y; }\n             ~~\n");
+	expect_error("BEGIN { @x = hist(); }",
+		     "stdin:1:14-20: ERROR: hist() requires one argument (0 provided)\nBEGIN { @x = hist(); }\n             ~~~~~~\n");
+	expect_error("BEGIN { @x = lhist(1,2,3); }",
+		     "stdin:1:14-26: ERROR: lhist() requires 4 arguments (3 provided)\n"
+		     "BEGIN { @x = lhist(1,2,3); }\n             ~~~~~~~~~~~~\n");
+	expect_error("BEGIN { @x = retval; }",
+		     "stdin:1:14-20: ERROR: The retval builtin can only be used with 'kretprobe' and 'uretprobe' and 'kfunc' probes\n"
+		     "BEGIN { @x = retval; }\n             ~~~~~~\n");
+	expect_error("BEGIN { unroll(200) { } }",
+		     "stdin:1:9-20: ERROR: unroll maximum value is 100\nBEGIN { unroll(200) { } }\n        ~~~~~~~~~~~\n");
+	expect_error("BEGIN { @x = str(1,2,3); }",
+		     "stdin:1:14-24: ERROR: str() takes up to 2 arguments (3 provided)\n"
+		     "BEGIN { @x = str(1,2,3); }\n             ~~~~~~~~~~\n");
+	expect_error("BEGIN { @x = foo; }",
+		     "stdin:1:14-17: ERROR: Unknown identifier: 'foo'\nBEGIN { @x = foo; }\n             ~~~\n");
+	expect_error("BEGIN { @x[1]=1; @x[\"a\"]=1; }",
+		     "stdin:1:18-25: ERROR: Argument mismatch for @x: trying to access with arguments: [string[2]] "
+		     "when map expects arguments: [unsigned int64]\n"
+		     "BEGIN { @x[1]=1; @x[\"a\"]=1; }\n                 ~~~~~~~\n");
+	expect_error("BEGIN { @x = 1 } END { @x = \"a\" }",
+		     "stdin:1:24-26: ERROR: Type mismatch for @x: trying to assign value of type 'string[2]' "
+		     "when map already contains a value of type 'int64\n"
+		     "BEGIN { @x = 1 } END { @x = \"a\" }\n                       ~~\n");
+	expect_error("BEGIN { exit(1); }",
+		     "stdin:1:9-16: ERROR: exit() requires no arguments (1 provided)\nBEGIN { exit(1); }\n        ~~~~~~~\n");
+	expect_error("BEGIN { @x = delete(@y); }",
+		     "stdin:1:14-24: ERROR: delete() should not be used in an assignment or as a map key\n"
+		     "BEGIN { @x = delete(@y); }\n             ~~~~~~~~~~\n");
+	expect_error("BEGIN { @x = 1; print(@x, 1, 2, 3); }",
+		     "stdin:1:17-35: ERROR: print() takes up to 3 arguments (4 provided)\n"
+		     "BEGIN { @x = 1; print(@x, 1, 2, 3); }\n                ~~~~~~~~~~~~~~~~~~\n");
+	expect_error("BEGIN { printf(\"%d\", \"a\"); }",
+		     "stdin:1:9-26: ERROR: printf: %d specifier expects a value of type integer (string supplied)\n"
+		     "BEGIN { printf(\"%d\", \"a\"); }\n        ~~~~~~~~~~~~~~~~~\n");
+	expect_error("BEGIN { printf(1); }",
+		     "stdin:1:9-18: ERROR: printf() expects a string literal (integer provided)\n"
+		     "BEGIN { printf(1); }\n        ~~~~~~~~~\n");
+	expect_error("BEGIN { @x = count(); @y = @x + 1 }",
+		     "stdin:1:28-34: ERROR: Type mismatch for '+': comparing 'count' with 'int64'\n"
+		     "BEGIN { @x = count(); @y = @x + 1 }\n                           ~~~~~~\n");
+	expect_error("BEGIN { @x = 1; clear(1); }",
+		     "stdin:1:17-25: ERROR: clear() expects a map to be provided\n"
+		     "BEGIN { @x = 1; clear(1); }\n                ~~~~~~~~\n");
+	expect_error("BEGIN { @ = sum(\"a\"); }",
+		     "stdin:1:13-21: ERROR: sum() only supports integer arguments (string provided)\n"
+		     "BEGIN { @ = sum(\"a\"); }\n            ~~~~~~~~\n");
+	expect_error("BEGIN { @ = 1 == \"a\"; }",
+		     "stdin:1:13-21: ERROR: Type mismatch for '==': comparing 'int64' with 'string[2]'\n"
+		     "BEGIN { @ = 1 == \"a\"; }\n            ~~~~~~~~\n");
+	expect_error("BEGIN { @ = \"a\" < \"b\"; }",
+		     "stdin:1:17-18: ERROR: The < operator can not be used on expressions of types string[2], string[2]\n"
+		     "BEGIN { @ = \"a\" < \"b\"; }\n                ~\n");
+	expect_error("BEGIN { @ = !\"a\"; }",
+		     "stdin:1:13-14: ERROR: The ! operator can not be used on expressions of type 'string[2]'\n"
+		     "BEGIN { @ = !\"a\"; }\n            ~\n");
+	expect_error("BEGIN { @ = lhist(1, 0, 10, 0); }",
+		     "stdin:1:13-31: ERROR: lhist() step must be >= 1 (0 provided)\n"
+		     "BEGIN { @ = lhist(1, 0, 10, 0); }\n            ~~~~~~~~~~~~~~~~~~\n");
+	expect_error("BEGIN { printf(\"%s\", 1); }",
+		     "stdin:1:9-24: ERROR: printf: %s specifier expects a value of type string (integer supplied)\n"
+		     "BEGIN { printf(\"%s\", 1); }\n        ~~~~~~~~~~~~~~~\n");
+	expect_error("BEGIN { @x = count(); } END { @x = sum(1); }",
+		     "stdin:1:31-33: ERROR: Type mismatch for @x: trying to assign value of type 'sum' "
+		     "when map already contains a value of type 'count\n"
+		     "BEGIN { @x = count(); } END { @x = sum(1); }\n                              ~~\n");
+}
+
+Test(lang_errors, every_path_names_the_problem)
+{
+	static const struct { const char *src, *words; } cases[] = {
+		{ "", "No probes to attach" },
+		{ "// only a comment\n", "No probes to attach" },
+		{ "BEGIN { /* open", "unterminated comment" },
+		{ "BEGIN { $x = \"abc }", "unterminated string" },
+		{ "BEGIN { $x = \"a\\q\"; }", "invalid escape" },
+		{ "BEGIN { @x = 99999999999999999999999; }", "invalid integer literal" },
+		{ "BEGIN { @x = 12ab; }", "invalid integer literal" },
+		{ "BEGIN { @x = $; }", "syntax error, unexpected $" },
+		{ "BEGIN { @x = 1 # 2; }", "syntax error, unexpected #" },
+		{ "#include <x.h>\nBEGIN { }", "#include" },
+		{ "BEGIN { @x = (1, 2); }", "tuples are not supported" },
+		{ "BEGIN { @x = arg0[1]; }", "array indexing is not supported" },
+		{ "BEGIN { @x = (int32 **)arg0; }", "pointers to pointers" },
+		{ "BEGIN { return; }", "return is not supported" },
+		{ "BEGIN { { } }", "syntax error, unexpected {" },
+		{ "BEGIN { 1 = 2; }", "syntax error, unexpected =" },
+		{ "BEGIN { @x = 1 ? 2; }", "expecting :" },
+		{ "BEGIN { @x = (1; }", "expecting )" },
+		{ "BEGIN { @x = foo(1; }", "syntax error" },
+		{ "BEGIN { @x[1 = 1; }", "syntax error" },
+		{ "BEGIN { unroll 5 { } }", "expecting (" },
+		{ "BEGIN { unroll(x) { } }", "expecting integer" },
+		{ "BEGIN { unroll(5 { } }", "expecting )" },
+		{ "BEGIN { unroll(0) { } }", "unroll minimum value is 1" },
+		{ "BEGIN { while 1 { } }", "expecting (" },
+		{ "BEGIN { if (1) @x = 1; }", "expecting {" },
+		{ "BEGIN { @x = 1 @y = 2 }", "expecting }" },
+		{ "BEGIN", "unexpected end of file, expected {" },
+		{ "BEGIN /1 { }", "expecting /" },
+		{ "BEGIN { }}", "unexpected }, expecting {" },
+		{ "kprobe:do_sys_open { }", "kprobe probes are not supported" },
+		{ "tracepoint:a:b { }", "tracepoint probes are not supported" },
+		{ "usdt:/bin/ls:p:n { }", "usdt probes are not supported yet" },
+		{ "foo:bar { }", "Invalid probe type: foo" },
+		{ "uprobe:/bin/ls { }", "Invalid probe" },
+		{ "uprobe:/bin/ls:main+zz { }", "invalid offset" },
+		{ "uretprobe:/bin/ls:main+4 { }", "uretprobe can not take an offset" },
+		{ "interval:m:1 { }", "interval probe unit not supported" },
+		{ "interval:s:0 { }", "positive count" },
+		{ "interval:s { }", "Invalid probe" },
+		{ "BEGIN { @x = arg0; }", "arg builtins can only be used" },
+		{ "BEGIN { @x = func; }", "func builtin can not be used" },
+		{ "BEGIN { @x = kstack; }", "kstack builtin is not supported" },
+		{ "BEGIN { @x = arg1x; }", "Unknown identifier" },
+		{ "BEGIN { system(\"ls\"); }", "system() is not supported" },
+		{ "BEGIN { @x = count(); @x = sum(1); }", "Type mismatch for @x" },
+		{ "BEGIN { @x = 1; @y = @x[1]; }", "Argument mismatch for @x" },
+		{ "BEGIN { @y = @nope; }", "Undefined map: @nope" },
+		{ "BEGIN { clear(@nope); }", "Undefined map: @nope" },
+		{ "BEGIN { @x = 1; @y = hist(@x) + 1; }", "hist() should be directly assigned to a map" },
+		{ "BEGIN { @x = hist(\"a\"); }", "hist() only supports integer arguments" },
+		{ "BEGIN { @x = lhist(1, $x, 2, 3); }", "Undefined or undeclared variable" },
+		{ "BEGIN { @x = lhist(1, 5, 2, 1); }", "min must be less than max" },
+		{ "BEGIN { @x = lhist(1, -1, 2, 1); }", "min must be non-negative" },
+		{ "BEGIN { @x = lhist(1, 0, 100000, 1); }", "too many buckets" },
+		{ "BEGIN { @x = lhist(1, 0, 10, 1); @x = lhist(1, 0, 20, 1); }", "Different lhist bounds" },
+		{ "BEGIN { @x = lhist(arg0, 0, 10, 1); }", "arg builtins" },
+		{ "BEGIN { @x = lhist(1, 0, 10, pid); }", "expects an integer literal" },
+		{ "BEGIN { @x = 1; print(@x[1]); }", "Argument mismatch" },
+		{ "BEGIN { @x[1] = 1; print(@x[1], 2); }", "Non-map print() only takes 1 argument" },
+		{ "BEGIN { @x[1] = 1; clear(@x[1]); }", "should not be indexed by a key" },
+		{ "BEGIN { delete(1); }", "delete() expects a map to be provided" },
+		{ "BEGIN { time(1); }", "time() expects a string literal" },
+		{ "BEGIN { signal(9); }", "signal can only be used with uprobe" },
+		{ "uprobe:a:b { signal(\"SIGNOPE\"); }", "is not a valid signal" },
+		{ "uprobe:a:b { signal(99); }", "not a valid signal" },
+		{ "uprobe:a:b { signal(\"x\" == \"y\" ? \"a\" : \"b\"); }", "signal() only accepts" },
+		{ "uretprobe:a:b { override(1); }", "override() can only be used with uprobe" },
+		{ "uprobe:a:b+4 { override(1); }", "function entry" },
+		{ "uprobe:a:b { override(\"x\"); }", "override() only supports integer" },
+		{ "uprobe:a:b { @x = str(arg0, \"b\"); }", "str() expects an integer for its second" },
+		{ "uprobe:a:b { @x = str(ustack); }", "str() expects an integer or a pointer" },
+		{ "uprobe:a:b { @x = usym(\"a\"); }", "usym() expects an integer" },
+		{ "uprobe:a:b { @x = ustack(0); }", "frames must be in" },
+		{ "uprobe:a:b { @x = ustack(perf); }", "modes are not supported" },
+		{ "uprobe:a:b { @x = ustack(arg0); }", "expects an integer literal" },
+		{ "BEGIN { printf(\"%d %d\\n\", 1, 2, 3); }", "Too many arguments for format string" },
+		{ "BEGIN { printf(); }", "requires at least 1 argument" },
+		{ "BEGIN { @x = printf(\"a\"); }", "should not be used in an assignment" },
+		{ "BEGIN { $x = printf(\"a\"); }", "should not be used in an assignment" },
+		{ "BEGIN { @x = \"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\"; }", "too long" },
+		{ "BEGIN { @x = -\"a\"; }", "The - operator can not be used" },
+		{ "BEGIN { @x = 1 ? \"a\" : 2; }", "Ternary operator must return the same type" },
+		{ "BEGIN { @x = \"a\" ? 1 : 2; }", "Invalid condition in ternary" },
+		{ "BEGIN { if (\"a\") { } }", "Invalid condition in if()" },
+		{ "BEGIN { while (\"a\") { } }", "Invalid condition in while()" },
+		{ "BEGIN /\"a\"/ { }", "Invalid type for predicate" },
+		{ "BEGIN { break; }", "break used outside of a loop" },
+		{ "BEGIN { continue; }", "continue used outside of a loop" },
+		{ "BEGIN { @x = (uint8)\"a\"; }", "Cannot cast" },
+		{ "BEGIN { @x = *\"a\"; }", "Can not dereference" },
+		{ "BEGIN { 1++; }", "must be applied to a map or variable" },
+		{ "BEGIN { $s = \"a\"; $s++; }", "must be applied to an integer" },
+		{ "BEGIN { $x += 1; }", "Undefined or undeclared variable" },
+		{ "BEGIN { @x = count(); @x += 1; }", "Type mismatch for @x" },
+		{ "BEGIN { @x += count(); }", "compound assignment of count() is not supported" },
+		{ "BEGIN { @s = \"a\"; @s += 1; }", "Type mismatch" },
+		{ "BEGIN { @x = hist(1); @y = @x; }", "can not be read in an expression" },
+		{ "BEGIN { @x = 1; @x[1,2,3,4,5,6,7,8,9] = 1; }", "too many map keys" },
+		{ "BEGIN { @x = printf; }", "Unknown identifier" },
+		{ "BEGIN { @a = 1 > \"a\"; }", "Type mismatch for '>'" },
+		{ "BEGIN { printf(\"%d\", ustack); }", "specifier expects a value of type integer" },
+	};
+	size_t i;
+
+	for (i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+		expect_error_has(cases[i].src, cases[i].words);
+}
+
+Test(lang_errors, filename_and_multiline_positions)
+{
+	struct lang_compile_opts o = { .filename = "prog.bt" };
+	struct lang_error err;
+	void *img = NULL;
+	size_t len;
+
+	cr_assert_eq(lang_compile("BEGIN {\n  @x = 1;\n  @y = nope;\n}\n", &o, &img, &len, &err), -EINVAL);
+	cr_assert_str_eq(err.text, "prog.bt:3:8-12: ERROR: Unknown identifier: 'nope'\n  @y = nope;\n       ~~~~\n");
+	cr_assert_eq(err.line, 3);
+	cr_assert_eq(err.col, 8);
+	cr_assert_eq(err.col_end, 12);
+}
+
+Test(lang_errors, bad_arguments)
+{
+	void *img;
+	size_t len;
+	struct lang_compile_opts o = { .nparams = 2, .params = NULL };
+
+	cr_assert_eq(lang_compile(NULL, NULL, &img, &len, NULL), -EINVAL);
+	cr_assert_eq(lang_compile("BEGIN { }", NULL, NULL, &len, NULL), -EINVAL);
+	cr_assert_eq(lang_compile("BEGIN { }", &o, &img, &len, NULL), -EINVAL);
+	cr_assert_eq(lang_compile("BEGIN { @ = nope; }", NULL, &img, &len, NULL), -EINVAL);
+}
+
+/* ---- programs that compile: what the image says ---- */
+
+Test(lang_compile, probes_as_written)
+{
+	struct env *e = compile("BEGIN { } END { }\n"
+				"uprobe:libc:mall*, uretprobe:/usr/lib/x86_64-linux-gnu/libc.so.6:free,"
+				"u:/bin/ls:main+16 { }\n"
+				"interval:ms:250 { } i:s:2 { } ur:libz:inflate { }");
+	const struct lang_probe_desc *p = e->img.probes;
+
+	cr_assert_eq(e->img.hdr->nprobes, 8);
+	cr_assert_eq(p[0].kind, LANG_P_BEGIN);
+	cr_assert_eq(p[1].kind, LANG_P_END);
+	cr_assert_eq(p[2].kind, LANG_P_UPROBE);
+	cr_assert_str_eq(lang_image_str(&e->img, p[2].target), "libc");
+	cr_assert_str_eq(lang_image_str(&e->img, p[2].func), "mall*");
+	cr_assert_eq(p[3].kind, LANG_P_URETPROBE);
+	cr_assert_str_eq(lang_image_str(&e->img, p[3].target), "/usr/lib/x86_64-linux-gnu/libc.so.6");
+	cr_assert_str_eq(lang_image_str(&e->img, p[3].func), "free");
+	cr_assert_eq(p[4].kind, LANG_P_UPROBE);
+	cr_assert_eq(p[4].offset, 16);
+	cr_assert_str_eq(lang_image_str(&e->img, p[4].text), "u:/bin/ls:main+16");
+	/* a shared block: one code range */
+	cr_assert_eq(p[2].code, p[3].code);
+	cr_assert_eq(p[3].code, p[4].code);
+	cr_assert_eq(p[5].kind, LANG_P_INTERVAL);
+	cr_assert_eq(p[5].interval_ns, 250000000ull);
+	cr_assert_eq(p[6].interval_ns, 2000000000ull);
+	cr_assert_eq(p[7].kind, LANG_P_URETPROBE);
+	cr_assert_str_eq(lang_image_str(&e->img, p[7].target), "libz");
+	env_free(e);
+}
+
+Test(lang_compile, map_descriptors)
+{
+	struct env *e = compile("uprobe:a:f { @c[tid] = count(); @h = hist(arg0); @l[comm] = lhist(arg1, 0, 100, 10);"
+				" @s = stats(arg2); @a = avg(arg2); @mn = min(arg0); @mx = max(arg0); @sum = sum(1);"
+				" @str[pid, \"x\"] = str(arg0); @st = ustack; @i = -5; }");
+	int m;
+
+	m = map_index(e, "@c");
+	cr_assert_eq(e->img.maps[m].kind, LANG_M_COUNT);
+	cr_assert_eq(e->img.maps[m].nkeys, 1);
+	cr_assert_eq(e->img.maps[m].max_keys, 4096);
+	m = map_index(e, "@h");
+	cr_assert_eq(e->img.maps[m].kind, LANG_M_HIST);
+	cr_assert_eq(e->img.maps[m].nkeys, 0);
+	m = map_index(e, "@l");
+	cr_assert_eq(e->img.maps[m].kind, LANG_M_LHIST);
+	cr_assert_eq(e->img.maps[m].lhist_max, 100);
+	cr_assert_eq(e->img.maps[m].val_size, 8 * 12);
+	cr_assert_eq(e->img.maps[m].keys[0].kind, LANG_T_STR);
+	m = map_index(e, "@str");
+	cr_assert_eq(e->img.maps[m].kind, LANG_M_STR);
+	cr_assert_eq(e->img.maps[m].nkeys, 2);
+	cr_assert_eq(e->img.maps[m].key_size, 8 + LANG_STRLEN);
+	m = map_index(e, "@st");
+	cr_assert_eq(e->img.maps[m].kind, LANG_M_USTACK);
+	m = map_index(e, "@i");
+	cr_assert_eq(e->img.maps[m].kind, LANG_M_INT);
+	cr_assert_eq(e->img.maps[m].val.is_signed, 1);
+	cr_assert_eq(e->img.probes[0].fast, LANG_FAST_NONE);
+	env_free(e);
+}
+
+Test(lang_compile, fast_forms_recognised)
+{
+	struct env *e = compile("uprobe:a:f { @[tid] = count(); } uprobe:a:g { @n = count(); }"
+				" uprobe:a:h { @h = hist(arg0); } uprobe:a:i /arg0 == 7/ { @x = count(); }"
+				" uprobe:a:j { @y[tid] = count(); @z = 1; }");
+
+	cr_assert_eq(e->img.probes[0].fast, LANG_FAST_COUNT_KEY);
+	cr_assert_eq(e->img.probes[0].fast_src, LANG_SRC_TID);
+	cr_assert_eq(e->img.probes[1].fast, LANG_FAST_COUNT_KEYLESS);
+	cr_assert_eq(e->img.probes[2].fast, LANG_FAST_HIST);
+	cr_assert_eq(e->img.probes[2].fast_src, LANG_SRC_ARG);
+	cr_assert_eq(e->img.probes[3].fast, LANG_FAST_PRED_ONLY);
+	cr_assert_eq(e->img.probes[3].fast_imm, 7);
+	cr_assert_eq(e->img.probes[4].fast, LANG_FAST_NONE);
+	env_free(e);
+}
+
+Test(lang_compile, map_keys_option)
+{
+	struct env *e = compile_with("uprobe:a:f { @[arg0] = count(); }", 0, NULL, 3);
+
+	cr_assert_eq(e->img.maps[0].max_keys, 3);
+	env_free(e);
+}
+
+/* ---- running programs ---- */
+
+Test(lang_vm, count_by_key_and_keyless)
+{
+	struct env *e = compile("uprobe:a:f { @[tid] = count(); @n = count(); @k[arg0, arg1] = count(); }");
+	int i;
+
+	for (i = 0; i < 10; i++) {
+		e->tid = 100 + (uint64_t)(i % 3);
+		e->regs.di = (uint64_t)(i % 2);
+		e->regs.si = 7;
+		cr_assert_eq(run(e, 0), 0);
+	}
+	cr_assert_eq(map_val(e, "@", 100), 4);
+	cr_assert_eq(map_val(e, "@", 101), 3);
+	cr_assert_eq(map_val(e, "@", 102), 3);
+	cr_assert_eq(scalar(e, "@n"), 10);
+	cr_assert_eq(map_count(e, "@k"), 2);
+	env_free(e);
+}
+
+Test(lang_vm, fast_paths_match_interpreter)
+{
+	struct env *e = compile("uprobe:a:f { @a[arg0] = count(); } uprobe:a:g { @b = hist(arg0); }"
+				" uprobe:a:h /arg0 > 5/ { @c = count(); }"
+				" uprobe:a:i { @d[arg0] = count(); $x = 1; }"
+				" uprobe:a:j { @e = hist(arg0); $y = 1; }");
+	static const int64_t vals[] = { -1, 0, 1, 2, 3, 4, 7, 8, 1000, 1 << 20, (int64_t)1 << 31,
+					(int64_t)1 << 40, INT64_MAX };
+	unsigned i;
+	unsigned nb, nb2, k;
+
+	for (i = 0; i < sizeof(vals) / sizeof(vals[0]); i++) {
+		e->regs.di = (uint64_t)vals[i];
+		for (k = 0; k < 5; k++)
+			run(e, k);
+	}
+	for (i = 0; i < sizeof(vals) / sizeof(vals[0]); i++)
+		cr_assert_eq(map_val(e, "@a", vals[i]), map_val(e, "@d", vals[i]));
+	{
+		size_t p1 = 0, p2 = 0;
+		const void *k1, *v1, *k2, *v2;
+		const uint64_t *b1, *b2;
+
+		cr_assert(lang_map_next(&e->img, e->region, (unsigned)map_index(e, "@b"), &p1, &k1, &v1));
+		cr_assert(lang_map_next(&e->img, e->region, (unsigned)map_index(e, "@e"), &p2, &k2, &v2));
+		b1 = lang_map_buckets(&e->img, (unsigned)map_index(e, "@b"), v1, &nb);
+		b2 = lang_map_buckets(&e->img, (unsigned)map_index(e, "@e"), v2, &nb2);
+		cr_assert_eq(nb, LANG_HIST_BUCKETS);
+		cr_assert_eq(nb2, nb);
+		cr_assert_eq(memcmp(b1, b2, 8 * nb), 0);
+		cr_assert_eq(b1[0], 1);		/* -1 */
+		cr_assert_eq(b1[1], 1);		/* 0 */
+		cr_assert_eq(b1[2], 1);		/* 1 */
+		cr_assert_eq(b1[3], 2);		/* 2, 3 */
+		cr_assert_eq(b1[4], 2);		/* 4, 7 */
+		cr_assert_eq(b1[5], 1);		/* 8 */
+		cr_assert_eq(b1[33], 3);	/* >= 2^31: bpftrace 0.17's last bucket */
+	}
+	/* arg0 is unsigned: -1 compares above 5, as in bpftrace; then 7, 8,
+	 * 1000, 2^20, 2^31, 2^40, INT64_MAX */
+	cr_assert_eq(scalar(e, "@c"), 8);
+	env_free(e);
+}
+
+Test(lang_vm, hist_and_lhist_buckets_as_bpftrace)
+{
+	char l[64];
+
+	cr_assert_eq(lang_hist_index(-5), 0);
+	cr_assert_eq(lang_hist_index(0), 1);
+	cr_assert_eq(lang_hist_index(1), 2);
+	cr_assert_eq(lang_hist_index(2), 3);
+	cr_assert_eq(lang_hist_index(3), 3);
+	cr_assert_eq(lang_hist_index(1023), 11);
+	cr_assert_eq(lang_hist_index(1024), 12);
+	lang_hist_label(0, l, sizeof(l));
+	cr_assert_str_eq(l, "(..., 0)");
+	lang_hist_label(1, l, sizeof(l));
+	cr_assert_str_eq(l, "[0]");
+	lang_hist_label(2, l, sizeof(l));
+	cr_assert_str_eq(l, "[1]");
+	lang_hist_label(3, l, sizeof(l));
+	cr_assert_str_eq(l, "[2, 4)");
+	lang_hist_label(11, l, sizeof(l));
+	cr_assert_str_eq(l, "[512, 1K)");
+	lang_hist_label(12, l, sizeof(l));
+	cr_assert_str_eq(l, "[1K, 2K)");
+	lang_hist_label(22, l, sizeof(l));
+	cr_assert_str_eq(l, "[1M, 2M)");
+	lang_hist_label(33, l, sizeof(l));
+	cr_assert_str_eq(l, "[2G, 4G)");
+	cr_assert_eq(lang_lhist_nbuckets(0, 100, 10), 12);
+	cr_assert_eq(lang_lhist_index(-1, 0, 100, 10), 0);
+	cr_assert_eq(lang_lhist_index(0, 0, 100, 10), 1);
+	cr_assert_eq(lang_lhist_index(9, 0, 100, 10), 1);
+	cr_assert_eq(lang_lhist_index(10, 0, 100, 10), 2);
+	cr_assert_eq(lang_lhist_index(100, 0, 100, 10), 11);
+	cr_assert_eq(lang_lhist_index(1000, 0, 100, 10), 11);
+	lang_lhist_label(0, 0, 100, 10, l, sizeof(l));
+	cr_assert_str_eq(l, "(..., 0)");
+	lang_lhist_label(1, 0, 100, 10, l, sizeof(l));
+	cr_assert_str_eq(l, "[0, 10)");
+	lang_lhist_label(11, 0, 100, 10, l, sizeof(l));
+	cr_assert_str_eq(l, "[100, ...)");
+	lang_lhist_label(1, 1024, 4096, 1024, l, sizeof(l));
+	cr_assert_str_eq(l, "[1K, 2K)");
+}
+
+Test(lang_vm, aggregates)
+{
+	struct env *e = compile("uprobe:a:f { @s = sum(arg0); @a = avg(arg0); @mn = min(arg0); @mx = max(arg0);"
+				" @st = stats(arg0); @l = lhist(arg0, 0, 10, 2); }");
+	static const int64_t v[] = { 5, 3, 9, 1, 12 };
+	unsigned i, nb;
+	size_t pos = 0;
+	const void *k, *val;
+	struct lang_agg a;
+	const uint64_t *b;
+
+	for (i = 0; i < 5; i++) {
+		e->regs.di = (uint64_t)v[i];
+		run(e, 0);
+	}
+	cr_assert_eq(scalar(e, "@s"), 30);
+	cr_assert_eq(scalar(e, "@a"), 6);
+	cr_assert_eq(scalar(e, "@mn"), 1);
+	cr_assert_eq(scalar(e, "@mx"), 12);
+	cr_assert(lang_map_next(&e->img, e->region, (unsigned)map_index(e, "@st"), &pos, &k, &val));
+	lang_map_agg(&e->img, (unsigned)map_index(e, "@st"), val, &a);
+	cr_assert_eq(a.count, 5);
+	cr_assert_eq(a.sum, 30);
+	cr_assert_eq(a.value, 6);
+	pos = 0;
+	cr_assert(lang_map_next(&e->img, e->region, (unsigned)map_index(e, "@l"), &pos, &k, &val));
+	b = lang_map_buckets(&e->img, (unsigned)map_index(e, "@l"), val, &nb);
+	cr_assert_eq(nb, 7);
+	cr_assert_eq(b[1], 1);	/* 1 in [0,2) */
+	cr_assert_eq(b[2], 1);	/* 3 */
+	cr_assert_eq(b[3], 1);	/* 5 */
+	cr_assert_eq(b[5], 1);	/* 9 */
+	cr_assert_eq(b[6], 1);	/* 12 > max */
+	env_free(e);
+}
+
+Test(lang_vm, min_max_quirks_of_bpftrace)
+{
+	/* max of negative values never creates the entry (0 is the floor) */
+	struct env *e = compile("uprobe:a:f { @mx = max(arg0); @mn = min(arg0); }");
+	int found;
+
+	e->regs.di = (uint64_t)-5;
+	run(e, 0);
+	map_int(e, "@mx", NULL, &found);
+	cr_assert_not(found);
+	cr_assert_eq(scalar(e, "@mn"), -5);
+	env_free(e);
+}
+
+Test(lang_vm, latency_pattern_with_delete)
+{
+	struct env *e = compile("uprobe:a:f { @s[tid] = nsecs; }"
+				" uretprobe:a:f /@s[tid]/ { @ns = hist(nsecs - @s[tid]); @t = sum(nsecs - @s[tid]);"
+				" delete(@s[tid]); }");
+	int i;
+
+	for (i = 0; i < 3; i++) {
+		e->tid = 5;
+		e->nsecs = 1000;
+		run(e, 0);
+		e->tid = 6;
+		e->nsecs = 1100;
+		run(e, 0);
+		e->tid = 5;
+		e->nsecs = 1500;
+		run(e, 1);
+		e->tid = 6;
+		e->nsecs = 1400;
+		run(e, 1);
+	}
+	/* a return without its entry: the filter is false */
+	e->tid = 7;
+	run(e, 1);
+	cr_assert_eq(scalar(e, "@t"), 3 * (500 + 300));
+	cr_assert_eq(map_count(e, "@s"), 0);
+	env_free(e);
+}
+
+Test(lang_vm, printf_formats)
+{
+	struct env *e = compile("uprobe:a:f { printf(\"%d %u %x %5d|%-5d| %ld %s %c %lx %hd\\n\", arg0, arg0, 255,"
+				" 42, 42, arg0, str(arg1), 65, arg0, 70000);"
+				" printf(\"%s %s %s\\n\", comm, func, probe); printf(\"100%%\\n\");"
+				" printf(\"%d%%%s\\n\", 5, \"x\"); printf(\"%p %08x %.3s\\n\", 4096, 255, \"abcdef\"); }");
+	const char *s = "hello";
+
+	e->regs.di = (uint64_t)-2;
+	e->regs.si = (uint64_t)(uintptr_t)s;
+	e->ctx.func_addr = 0x1040;
+	e->ctx.probe_id = 3;
+	run(e, 0);
+	cr_assert_str_eq(e->out,
+			 "-2 4294967294 ff    42|42   | -2 hello A fffffffffffffffe 4464\n"
+			 "target fn_1040 uprobe:/bin/t:f3\n"
+			 "100%%\n"
+			 "5%x\n"
+			 "0x1000 000000ff abc\n", "%s", e->out);
+	env_free(e);
+}
+
+Test(lang_vm, str_on_bad_pointers_and_lengths)
+{
+	struct env *e = compile("uprobe:a:f { printf(\"[%s][%s][%s]\\n\", str(arg0), str(arg1), str(arg2, 3));"
+				" @x = *(int32 *)arg0; @y = *(uint8 *)(arg3 + 1); @z = *(int16 *)arg3; }");
+	char *page = mmap(NULL, 8192, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	char *edge;
+	int16_t neg = -3;
+
+	cr_assert_neq(page, MAP_FAILED);
+	cr_assert_eq(mprotect(page + 4096, 4096, PROT_NONE), 0);
+	/* a string running into an unmapped page ends there as bpftrace's
+	 * probe_read_str would fail: "" */
+	edge = page + 4096 - 4;
+	memcpy(edge, "abcd", 4);
+	e->regs.di = 8;		/* a bad pointer */
+	e->regs.si = (uint64_t)(uintptr_t)edge;
+	e->regs.dx = (uint64_t)(uintptr_t)"truncated";
+	e->regs.cx = (uint64_t)(uintptr_t)&neg;
+	run(e, 0);
+	cr_assert_str_eq(e->out, "[][][tru]\n", "%s", e->out);
+	cr_assert_eq(scalar(e, "@x"), 0);
+	cr_assert_eq(scalar(e, "@y"), 0xff);
+	cr_assert_eq(scalar(e, "@z"), -3);
+	munmap(page, 8192);
+	env_free(e);
+}
+
+Test(lang_vm, control_flow_and_arithmetic)
+{
+	struct env *e = compile(
+		"uprobe:a:f { $i = 0; $sum = 0; while ($i < 10) { $i++; if ($i % 2 == 0) { continue; }"
+		" if ($i > 7) { break; } $sum += $i; } @sum = $sum; @i = $i;"
+		" unroll(4) { @u++; } @t = arg0 > 5 ? 1 : 2; @neg = -7 / 2; @mod = -7 % 3;"
+		" @udiv = arg1 / 2; @sh = (1 << 40) >> 38; @sar = -16 >> 2; @bits = (0xf0 | 0x0f) ^ 0xff;"
+		" @land = (arg0 && 0) || 1; @c8 = (uint8)300; @s8 = (int8)200; @div0 = 5 / arg2;"
+		" @cmp = (int64)-1 < 1; @ucmp = arg1 < 1; @not = !arg2 + ~0; @s = \"a\" == \"a\"; @ns = \"a\" != \"a\";"
+		" if (arg0 == 1) { @e = 1; } else if (arg0 == 9) { @e = 9; } else { @e = 0; } }");
+
+	e->regs.di = 9;
+	e->regs.si = (uint64_t)-4;
+	e->regs.dx = 0;
+	run(e, 0);
+	cr_assert_eq(scalar(e, "@sum"), 1 + 3 + 5 + 7);
+	cr_assert_eq(scalar(e, "@i"), 9);
+	cr_assert_eq(scalar(e, "@u"), 4);
+	cr_assert_eq(scalar(e, "@t"), 1);
+	cr_assert_eq(scalar(e, "@neg"), -3);
+	cr_assert_eq(scalar(e, "@mod"), -1);
+	cr_assert_eq(scalar(e, "@udiv"), (int64_t)((uint64_t)-4 / 2));
+	cr_assert_eq(scalar(e, "@sh"), 4);
+	cr_assert_eq(scalar(e, "@sar"), -4);
+	cr_assert_eq(scalar(e, "@bits"), 0);
+	cr_assert_eq(scalar(e, "@land"), 1);
+	cr_assert_eq(scalar(e, "@c8"), 44);
+	cr_assert_eq(scalar(e, "@s8"), -56);
+	cr_assert_eq(scalar(e, "@div0"), 0);
+	cr_assert_eq(scalar(e, "@cmp"), 1);
+	cr_assert_eq(scalar(e, "@ucmp"), 0);
+	cr_assert_eq(scalar(e, "@not"), 0);
+	cr_assert_eq(scalar(e, "@s"), 1);
+	cr_assert_eq(scalar(e, "@ns"), 0);
+	cr_assert_eq(scalar(e, "@e"), 9);
+	env_free(e);
+}
+
+Test(lang_vm, endless_loop_is_bounded)
+{
+	struct env *e = compile("uprobe:a:f { $i = 0; while (1) { $i++; } @never = 1; }");
+	int found;
+
+	cr_assert_eq(run(e, 0), -E2BIG);
+	cr_assert_eq(lang_maps_aborted(&e->img, e->region), 1);
+	map_int(e, "@never", NULL, &found);
+	cr_assert_not(found);
+	env_free(e);
+}
+
+Test(lang_vm, strings_in_maps_and_keys)
+{
+	struct env *e = compile("uprobe:a:f { @name[str(arg0)] = count(); @last = str(arg0); @c = comm;"
+				" $s = str(arg0); if ($s == \"bob\") { @bob++; } print($s); print(@last); }");
+	int m;
+	size_t pos = 0;
+	const void *k, *v;
+	unsigned n = 0;
+
+	e->regs.di = (uint64_t)(uintptr_t)"alice";
+	run(e, 0);
+	e->regs.di = (uint64_t)(uintptr_t)"bob";
+	run(e, 0);
+	run(e, 0);
+	m = map_index(e, "@name");
+	while (lang_map_next(&e->img, e->region, (unsigned)m, &pos, &k, &v)) {
+		struct lang_agg a;
+
+		lang_map_agg(&e->img, (unsigned)m, v, &a);
+		if (!strcmp(k, "bob"))
+			cr_assert_eq(a.value, 2);
+		else
+			cr_assert_str_eq(k, "alice");
+		n++;
+	}
+	cr_assert_eq(n, 2);
+	cr_assert_eq(scalar(e, "@bob"), 2);
+	cr_assert_str_eq(e->out, "alice\n<print @last 0 1>bob\n<print @last 0 1>bob\n<print @last 0 1>",
+			 "%s", e->out);
+	env_free(e);
+}
+
+Test(lang_vm, ustack_usym_and_value_formatting)
+{
+	struct env *e = compile("uprobe:a:f { @[ustack(2)] = count(); printf(\"%s|%s\\n\", usym(arg0), usym(arg1)); print(ustack); }");
+	char buf[512];
+	size_t pos = 0;
+	const void *k, *v;
+
+	e->regs.di = 0x1234;
+	e->regs.si = 0x9999;
+	run(e, 0);
+	cr_assert_str_eq(e->out, "fn_1234|0x9999\n\n        fn_1000+0\n        fn_1000+16\n        fn_1000+32\n\n",
+			 "%s", e->out);
+	cr_assert(lang_map_next(&e->img, e->region, 0, &pos, &k, &v));
+	lang_format_value(&e->img.maps[0].keys[0], k, &fmt_ops, buf, sizeof(buf));
+	cr_assert_str_eq(buf, "\n        fn_1000+0\n        fn_1000+16\n", "%s", buf);
+	env_free(e);
+}
+
+Test(lang_vm, actions_exit_signal_override_events)
+{
+	struct env *e = compile("uprobe:a:f { signal(\"SIGUSR1\"); override(arg0 + 1); time(); time(\"%Y\");"
+				" print(@m); print(@m, 5, 2); clear(@m); zero(@m); @m[1] = count(); exit(); @after = 1; }"
+				" END { @end = 1; }");
+	int found;
+
+	e->regs.di = 41;
+	cr_assert_eq(run(e, 0), LANG_RUN_EXIT);
+	cr_assert_eq(e->signals, 1);
+	cr_assert_eq(e->last_signal, SIGUSR1);
+	cr_assert_eq(e->overrides, 1);
+	cr_assert_eq(e->regs.ax, 42);
+	cr_assert_str_eq(e->out, "<time><time><print @m 0 1><print @m 5 2><exit>", "%s", e->out);
+	map_int(e, "@after", NULL, &found);
+	cr_assert_not(found);
+	/* later runs do nothing, END still runs */
+	cr_assert_eq(run(e, 0), LANG_RUN_EXIT);
+	cr_assert_eq(e->exits, 1);
+	cr_assert_eq(run(e, 1), 0);
+	cr_assert_eq(scalar(e, "@end"), 1);
+	env_free(e);
+}
+
+Test(lang_vm, positional_parameters)
+{
+	char *params[] = { "7", "name" };
+	struct env *e = compile_with("BEGIN { @n = $1 + 1; @s = $2; @missing = $3; printf(\"%s\\n\", $2); }", 2, params, 0);
+
+	run(e, 0);
+	cr_assert_eq(scalar(e, "@n"), 8);
+	cr_assert_eq(scalar(e, "@missing"), 0);
+	cr_assert_str_eq(e->out, "name\n");
+	env_free(e);
+}
+
+Test(lang_vm, predicate_false_does_nothing)
+{
+	struct env *e = compile("uprobe:a:f /arg0 == 3/ { @hit = count(); } uprobe:a:g /pid != 99 && arg0/ { @x = 1; }");
+	int found;
+
+	e->regs.di = 2;
+	run(e, 0);
+	run(e, 1);
+	map_int(e, "@hit", NULL, &found);
+	cr_assert_not(found);
+	map_int(e, "@x", NULL, &found);
+	cr_assert_not(found);
+	e->regs.di = 3;
+	run(e, 0);
+	cr_assert_eq(scalar(e, "@hit"), 1);
+	env_free(e);
+}
+
+Test(lang_maps, full_map_drops_and_counts)
+{
+	struct env *e = compile_with("uprobe:a:f { @[arg0] = count(); }", 0, NULL, 5);
+	int i;
+
+	for (i = 0; i < 20; i++) {
+		e->regs.di = (uint64_t)i;
+		run(e, 0);
+	}
+	cr_assert_eq(map_count(e, "@"), 5);
+	cr_assert_eq(lang_maps_dropped(&e->img, e->region, 0), 15);
+	env_free(e);
+}
+
+Test(lang_maps, delete_frees_a_key_for_another)
+{
+	struct env *e = compile_with("uprobe:a:f { @[arg0] = count(); } uprobe:a:g { delete(@[arg0]); }", 0, NULL, 2);
+	uint64_t i;
+
+	for (i = 0; i < 100; i++) {
+		e->regs.di = i;
+		run(e, 0);
+		run(e, 1);
+	}
+	cr_assert_eq(map_count(e, "@"), 0);
+	cr_assert_eq(lang_maps_dropped(&e->img, e->region, 0), 0);
+	e->regs.di = 1;
+	run(e, 0);
+	e->regs.di = 2;
+	run(e, 0);
+	cr_assert_eq(map_count(e, "@"), 2);
+	env_free(e);
+}
+
+Test(lang_maps, clear_and_zero)
+{
+	struct env *e = compile("uprobe:a:f { @[arg0] = count(); @n = count(); }");
+	int m = map_index(e, "@");
+	int64_t k = 3;
+
+	e->regs.di = 3;
+	run(e, 0);
+	run(e, 0);
+	lang_map_zero(&e->img, e->region, (unsigned)m);
+	cr_assert_eq(map_val(e, "@", 3), 0);
+	lang_map_clear(&e->img, e->region, (unsigned)m);
+	cr_assert_eq(map_count(e, "@"), 0);
+	run(e, 0);
+	cr_assert_eq(map_val(e, "@", k), 1);
+	lang_map_clear(&e->img, e->region, (unsigned)map_index(e, "@n"));
+	cr_assert_eq(map_count(e, "@n"), 0);
+	env_free(e);
+}
+
+struct thr {
+	struct env *e;
+	uint64_t tid;
+};
+
+static void *count_thread(void *arg)
+{
+	struct thr *t = arg;
+	struct env local;
+	int i;
+
+	/* each thread its own context and registers, shared image and maps */
+	memcpy(&local, t->e, sizeof(local));
+	local.tid = t->tid;
+	local.ctx.regs = &local.regs;
+	local.ctx.arg = &local;
+	for (i = 0; i < 20000; i++) {
+		local.regs.di = (uint64_t)(i % 7);
+		lang_run(&t->e->img, 0, &local.ctx);
+	}
+	return NULL;
+}
+
+Test(lang_maps, concurrent_updates_add_up, .timeout = 60)
+{
+	struct env *e = compile("uprobe:a:f { @[tid] = count(); @n = count(); @k[arg0] = count(); @h = hist(arg0);"
+				" @s = sum(arg0); }");
+	pthread_t th[8];
+	struct thr t[8];
+	int i;
+	int64_t total = 0;
+
+	for (i = 0; i < 8; i++) {
+		t[i].e = e;
+		t[i].tid = 1000 + (uint64_t)i;
+		cr_assert_eq(pthread_create(&th[i], NULL, count_thread, &t[i]), 0);
+	}
+	for (i = 0; i < 8; i++)
+		pthread_join(th[i], NULL);
+	for (i = 0; i < 8; i++)
+		cr_assert_eq(map_val(e, "@", 1000 + i), 20000);
+	cr_assert_eq(scalar(e, "@n"), 160000);
+	for (i = 0; i < 7; i++)
+		total += map_val(e, "@k", i);
+	cr_assert_eq(total, 160000);
+	cr_assert_eq(map_count(e, "@k"), 7);
+	env_free(e);
+}
+
+/* ---- the verifier against corrupted images ---- */
+
+static const char *const corpus[] = {
+	"uprobe:a:f { @[tid] = count(); }",
+	"uprobe:a:f /arg0 > 5/ { @h = hist(arg0); @l[comm] = lhist(arg1, 0, 100, 10); }",
+	"uprobe:a:f { @s[tid] = nsecs; } uretprobe:a:f /@s[tid]/ { @ns = hist(nsecs - @s[tid]); delete(@s[tid]); }",
+	"uprobe:a:f { $i = 0; while ($i < 5) { $i++; printf(\"%d %s\\n\", $i, str(arg0)); } @[ustack] = count(); }",
+	"BEGIN { @x = 1; print(@x); clear(@x); time(); exit(); } END { printf(\"bye %s\\n\", comm); }",
+	"interval:ms:10 { @v = avg(5); @m = min(3); @M = max(4); @st = stats(1); zero(@v); }",
+	"uprobe:a:f { @p[probe, func] = count(); @u = usym(arg0); signal(9); override(0); @str = str(arg0, 5); }",
+};
+
+static void *compile_corpus(size_t i, size_t *len)
+{
+	void *img = NULL;
+	struct lang_error err;
+
+	cr_assert_eq(lang_compile(corpus[i], NULL, &img, len, &err), 0, "%s", err.text);
+	return img;
+}
+
+Test(lang_verify, accepts_compiled_images)
+{
+	size_t i, len;
+
+	for (i = 0; i < sizeof(corpus) / sizeof(corpus[0]); i++) {
+		void *img = compile_corpus(i, &len);
+		struct lang_image li;
+		char why[256];
+
+		cr_assert_eq(lang_image_load(&li, img, len, why, sizeof(why)), 0, "%s: %s", corpus[i], why);
+		free(img);
+	}
+}
+
+static int load_copy(const void *img, size_t len, char *why)
+{
+	struct lang_image li;
+	uint64_t *copy = malloc(len + 8);
+	int r;
+
+	memcpy(copy, img, len);
+	r = lang_image_load(&li, copy, len, why, 256);
+	free(copy);
+	return r;
+}
+
+/* Finds the first instruction with op in a compiled image. */
+static struct lang_insn *find_op(void *img, int op)
+{
+	struct lang_image li;
+	uint32_t i;
+
+	cr_assert_eq(lang_image_load(&li, img, ((struct lang_image_hdr *)img)->total_len, NULL, 0), 0);
+	for (i = 0; i < li.hdr->ninsns; i++)
+		if (li.insns[i].op == op)
+			return (struct lang_insn *)&li.insns[i];
+	cr_assert_fail("no op %d", op);
+	return NULL;
+}
+
+Test(lang_verify, rejects_targeted_corruptions)
+{
+	size_t len;
+	void *img = compile_corpus(3, &len);
+	struct lang_image_hdr *h = img;
+	struct lang_insn *in, save;
+	char why[256];
+
+#define EXPECT_BAD(what)                                                            \
+	do {                                                                        \
+		cr_assert_eq(load_copy(img, len, why), -EINVAL, "accepted: %s", what); \
+	} while (0)
+
+	cr_assert_eq(load_copy(img, len, why), 0, "%s", why);
+	h->magic ^= 1;
+	EXPECT_BAD("magic");
+	h->magic ^= 1;
+	h->nregs = 0;
+	EXPECT_BAD("no registers");
+	h->nregs = LANG_MAX_REGS + 1;
+	EXPECT_BAD("too many registers");
+	h->nregs = 4;
+	{
+		struct lang_image li;
+
+		cr_assert_eq(lang_image_load(&li, img, len, why, sizeof(why)), 0, "%s", why);
+		h->nregs = (uint16_t)li.hdr->nregs;
+	}
+	h->stack_size = LANG_MAX_STACK + 8;
+	EXPECT_BAD("stack");
+	h->stack_size = 0;
+	EXPECT_BAD("stack too small for the code");
+	free(img);
+	img = compile_corpus(3, &len);
+	h = img;
+	cr_assert_eq(load_copy(img, len - 8, why), -EINVAL);
+	h->ninsns++;
+	EXPECT_BAD("insn count");
+	h->ninsns--;
+	h->pool_len += 8;
+	EXPECT_BAD("pool length");
+	h->pool_len -= 8;
+
+	in = find_op(img, LANG_OP_LOOP);
+	save = *in;
+	in->aux = save.aux + 1000;
+	EXPECT_BAD("loop target outside");
+	*in = save;
+	in = find_op(img, LANG_OP_JZ);
+	save = *in;
+	in->aux = 0;
+	EXPECT_BAD("backward conditional jump");
+	in->aux = 1u << 30;
+	EXPECT_BAD("jump out of range");
+	in->a = 200;
+	in->aux = save.aux;
+	EXPECT_BAD("register out of range");
+	*in = save;
+	in = find_op(img, LANG_OP_EMIT);
+	save = *in;
+	in->aux = 77;
+	EXPECT_BAD("format index");
+	in->aux = save.aux;
+	in->imm = (int64_t)(8000ull | (8ull << 32));
+	EXPECT_BAD("event data out of the scratch area");
+	in->imm = save.imm;
+	in->dst = 99;
+	EXPECT_BAD("event type");
+	*in = save;
+	in = find_op(img, LANG_OP_MAP_AGG);
+	save = *in;
+	in->b = 50;
+	EXPECT_BAD("map index");
+	in->b = save.b;
+	in->aux = 1u << 20;
+	EXPECT_BAD("key offset");
+	*in = save;
+	in = find_op(img, LANG_OP_USTACK);
+	save = *in;
+	in->imm = 1000;
+	EXPECT_BAD("ustack frames");
+	*in = save;
+	in = find_op(img, LANG_OP_RET);
+	save = *in;
+	in->op = LANG_OP_MOVI;
+	EXPECT_BAD("no RET at the end");
+	in->op = 250;
+	EXPECT_BAD("opcode");
+	*in = save;
+	cr_assert_eq(load_copy(img, len, why), 0, "%s", why);
+	free(img);
+#undef EXPECT_BAD
+}
+
+Test(lang_verify, rejects_bad_descriptors)
+{
+	size_t len;
+	void *img = compile_corpus(1, &len);
+	struct lang_image li;
+	struct lang_map_desc *md;
+	struct lang_probe_desc *pd;
+	char why[256];
+
+	cr_assert_eq(lang_image_load(&li, img, len, why, sizeof(why)), 0);
+	md = (struct lang_map_desc *)li.maps;
+	pd = (struct lang_probe_desc *)li.probes;
+	md[1].lhist_step = 0;
+	cr_assert_eq(load_copy(img, len, why), -EINVAL);
+	md[1].lhist_step = 10;
+	md[1].max_keys = 0;
+	cr_assert_eq(load_copy(img, len, why), -EINVAL);
+	md[1].max_keys = 4096;
+	md[1].key_size = 8;
+	cr_assert_eq(load_copy(img, len, why), -EINVAL);
+	md[1].key_size = LANG_STRLEN;
+	md[0].kind = 99;
+	cr_assert_eq(load_copy(img, len, why), -EINVAL);
+	md[0].kind = LANG_M_HIST;
+	pd[0].fast = LANG_FAST_COUNT_KEYLESS;
+	pd[0].fast_map = 0;
+	cr_assert_eq(load_copy(img, len, why), -EINVAL, "count fast form on a hist map");
+	pd[0].fast = LANG_FAST_PRED_ONLY;
+	pd[0].fast_cmp = LANG_OP_ADD;
+	cr_assert_eq(load_copy(img, len, why), -EINVAL);
+	pd[0].fast_cmp = LANG_OP_GT;
+	pd[0].ncode = 0;
+	cr_assert_eq(load_copy(img, len, why), -EINVAL);
+	pd[0].ncode = 1u << 31;
+	cr_assert_eq(load_copy(img, len, why), -EINVAL);
+	free(img);
+}
+
+/* ---- fuzzing (bounded) ---- */
+
+static uint64_t rng_state = 0x1234567;
+
+static uint64_t rnd(void)
+{
+	rng_state ^= rng_state << 13;
+	rng_state ^= rng_state >> 7;
+	rng_state ^= rng_state << 17;
+	return rng_state;
+}
+
+static int64_t fuzz_get_zero(void)
+{
+	return 0;
+}
+
+/* Runs every probe of an accepted image against hostile registers: the
+ * verifier's word must be enough for the VM to stay in bounds. */
+static void run_all(void *copy, size_t len)
+{
+	struct lang_image li;
+	struct env *e;
+	void *region;
+	unsigned p;
+
+	if (lang_image_load(&li, copy, len, NULL, 0))
+		return;
+	region = calloc(1, li.region_size);
+	cr_assert(region);
+	lang_maps_init(&li, region, li.region_size);
+	e = calloc(1, sizeof(*e));
+	e->img = li;
+	e->region = region;
+	e->ctx.regs = &e->regs;
+	e->ctx.maps = region;
+	e->ctx.ops = &ops;
+	e->ctx.arg = e;
+	e->regs.di = (uint64_t)fuzz_get_zero() + 8;	/* a bad pointer */
+	e->regs.si = (uint64_t)(uintptr_t)"fuzz";
+	for (p = 0; p < li.hdr->nprobes; p++)
+		lang_run(&li, p, &e->ctx);
+	free(e);
+	free(region);
+}
+
+Test(lang_fuzz, verifier_on_mutated_images, .timeout = 120)
+{
+	size_t i, len;
+	int round;
+
+	install_fault_handler();
+	for (i = 0; i < sizeof(corpus) / sizeof(corpus[0]); i++) {
+		void *img = compile_corpus(i, &len);
+		uint64_t *copy = malloc(len + 8);
+
+		for (round = 0; round < 1500; round++) {
+			int flips = 1 + (int)(rnd() % 4), f;
+
+			memcpy(copy, img, len);
+			for (f = 0; f < flips; f++) {
+				size_t at = rnd() % len;
+
+				switch (rnd() % 3) {
+				case 0: ((uint8_t *)copy)[at] ^= (uint8_t)(1u << (rnd() % 8)); break;
+				case 1: ((uint8_t *)copy)[at] = (uint8_t)rnd(); break;
+				default: ((uint8_t *)copy)[at] = (uint8_t)(rnd() % 4 == 0 ? 0xff : 0); break;
+				}
+			}
+			run_all(copy, len);
+		}
+		/* truncations and random bytes */
+		for (round = 0; round < 200; round++) {
+			size_t cut = rnd() % len;
+			struct lang_image li;
+
+			memcpy(copy, img, len);
+			cr_assert_neq(lang_image_load(&li, copy, cut, NULL, 0), 0);
+			for (size_t k = 0; k < len; k++)
+				((uint8_t *)copy)[k] = (uint8_t)rnd();
+			lang_image_load(&li, copy, len, NULL, 0);
+		}
+		free(copy);
+		free(img);
+	}
+}
+
+static const char *const fragments[] = {
+	"BEGIN", "END", "uprobe:a:f", "uretprobe:a:f", "interval:s:1", "{", "}", "(", ")", "[", "]",
+	"/", ";", ",", "@", "@x", "@y[", "$a", "$b", "=", "+=", "++", "--", "+", "-", "*", "%", "<<",
+	">>", "==", "!=", "<", ">=", "&&", "||", "!", "~", "?", ":", "1", "0", "-5", "0x10", "\"s\"",
+	"\"%d\\n\"", "arg0", "arg1", "retval", "tid", "pid", "comm", "nsecs", "func", "probe",
+	"ustack", "count()", "hist(", "lhist(", "sum(", "avg(", "min(", "max(", "stats(", "str(",
+	"printf(", "print(", "delete(", "clear(", "exit()", "if", "else", "while", "unroll(3)",
+	"(int8)", "(uint32 *)", "*(int64*)", "//c\n", "/*", "*/", "$1", "usym(", "signal(", "time(",
+};
+
+Test(lang_fuzz, compiler_on_random_and_mutated_programs, .timeout = 120)
+{
+	char src[512], *params[] = { "5", "x" };
+	struct lang_compile_opts o = { .filename = "stdin", .nparams = 2, .params = params };
+	int round, accepted = 0;
+	size_t i;
+
+	install_fault_handler();
+	for (round = 0; round < 6000; round++) {
+		struct lang_error err;
+		void *img = NULL;
+		size_t len = 0, n = 0;
+
+		if (round % 2) {
+			int k, parts = 1 + (int)(rnd() % 30);
+
+			for (k = 0; k < parts && n < sizeof(src) - 40; k++)
+				n += (size_t)snprintf(src + n, sizeof(src) - n, "%s ",
+						      fragments[rnd() % (sizeof(fragments) / sizeof(fragments[0]))]);
+		} else {
+			const char *base = corpus[rnd() % (sizeof(corpus) / sizeof(corpus[0]))];
+			int m, muts = 1 + (int)(rnd() % 3);
+
+			n = strlen(base);
+			memcpy(src, base, n + 1);
+			for (m = 0; m < muts; m++) {
+				size_t at = rnd() % n;
+
+				switch (rnd() % 3) {
+				case 0: src[at] = (char)(32 + rnd() % 95); break;
+				case 1: memmove(src + at, src + at + 1, n - at); n--; break;
+				default:
+					if (n + 1 < sizeof(src)) {
+						memmove(src + at + 1, src + at, n - at + 1);
+						src[at] = "{}()[];/@$\"*"[rnd() % 12];
+						n++;
+					}
+				}
+			}
+		}
+		src[n] = 0;
+		if (lang_compile(src, &o, &img, &len, &err) == 0) {
+			uint64_t *copy = malloc(len + 8);
+
+			accepted++;
+			memcpy(copy, img, len);
+			run_all(copy, len);
+			free(copy);
+			free(img);
+		} else {
+			cr_assert(!strncmp(err.text, "stdin:", 6), "%s -> %s", src, err.text);
+			cr_assert_null(img);
+		}
+	}
+	cr_assert_gt(accepted, 50);
+	for (i = 0; i < sizeof(corpus) / sizeof(corpus[0]); i++) {
+		struct lang_error err;
+		void *img;
+		size_t len;
+
+		cr_assert_eq(lang_compile(corpus[i], &o, &img, &len, &err), 0);
+		free(img);
+	}
+}
