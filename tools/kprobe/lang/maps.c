@@ -184,7 +184,7 @@ uint8_t *lang_map_lookup(const struct lang_image *img, void *region, unsigned m,
 			}
 			if (w_tag(w) != tag)
 				continue;
-			if (memcmp(slot + 8, key, d->key_size)) {
+			if (d->key_size == 8 ? memcmp(slot + 8, key, 8) : memcmp(slot + 8, key, d->key_size)) {
 				if (w_state(w) == ST_DEAD && !dead) {
 					dead = slot;
 					dead_w = w;

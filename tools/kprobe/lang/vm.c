@@ -140,27 +140,21 @@ static int emit(struct lang_ctx *c, int type, uint32_t id, const void *data, siz
 	return c->ops->emit ? c->ops->emit(type, id, data, len, c->arg) : -ENOSYS;
 }
 
-int lang_run(const struct lang_image *img, unsigned probe, struct lang_ctx *c)
+/* The registers and the scratch area are sized by the verified header
+ * (at most LANG_MAX_REGS and LANG_MAX_STACK bytes), so a small program
+ * takes a small part of the probed thread's stack. */
+static int interpret(const struct lang_image *img, const struct lang_probe_desc *p, struct lang_ctx *c)
 {
-	const struct lang_probe_desc *p;
 	const struct lang_insn *code, *in;
 	struct region_hdr *rh = c->maps;
-	uint64_t r[LANG_MAX_REGS];
-	uint64_t stk[LANG_MAX_STACK / 8];
-	uint8_t *s = (uint8_t *)stk;
 	unsigned budget = LANG_LOOP_BUDGET;
 	void *region = c->maps;
+	uint64_t r[img->hdr->nregs];
+	uint64_t stk[(img->hdr->stack_size + 7) / 8 + 1];
+	uint8_t *s = (uint8_t *)stk;
 
-	if (probe >= img->hdr->nprobes)
-		return -EINVAL;
-	p = &img->probes[probe];
-	/* after exit() only END still runs, as in bpftrace */
-	if (p->kind != LANG_P_END && __atomic_load_n(&rh->exited, __ATOMIC_RELAXED))
-		return LANG_RUN_EXIT;
-	if (p->fast && run_fast(img, p, c))
-		return 0;
-	memset(r, 0, sizeof(r[0]) * img->hdr->nregs);
-	memset(stk, 0, (img->hdr->stack_size + 7) & ~7u);
+	memset(r, 0, sizeof(r));
+	memset(stk, 0, sizeof(stk));
 	code = img->insns;
 	in = code + p->code;
 	for (;;) {
@@ -328,4 +322,20 @@ int lang_run(const struct lang_image *img, unsigned probe, struct lang_ctx *c)
 		}
 		in++;
 	}
+}
+
+int lang_run(const struct lang_image *img, unsigned probe, struct lang_ctx *c)
+{
+	const struct lang_probe_desc *p;
+	struct region_hdr *rh = c->maps;
+
+	if (probe >= img->hdr->nprobes)
+		return -EINVAL;
+	p = &img->probes[probe];
+	/* after exit() only END still runs, as in bpftrace */
+	if (p->kind != LANG_P_END && __atomic_load_n(&rh->exited, __ATOMIC_RELAXED))
+		return LANG_RUN_EXIT;
+	if (p->fast && run_fast(img, p, c))
+		return 0;
+	return interpret(img, p, c);
 }
