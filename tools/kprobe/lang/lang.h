@@ -382,6 +382,44 @@ struct lang_ctx {
 #define LANG_RUN_EXIT 1
 int lang_run(const struct lang_image *img, unsigned probe, struct lang_ctx *ctx);
 
+/* LANG_FAST_PRED_ONLY: whether the filter holds for x, the value of the
+ * probe's fast_src.  Inline, so that a handler of the agent can drop a hit
+ * whose filter is false without calling the interpreter. */
+static inline bool lang_fast_pred(const struct lang_probe_desc *d, uint64_t x)
+{
+	int64_t a = (int64_t)x, b = d->fast_imm;
+	uint64_t ub = (uint64_t)d->fast_imm;
+
+	switch (d->fast_cmp) {
+	case LANG_OP_EQ: return x == ub;
+	case LANG_OP_NE: return x != ub;
+	case LANG_OP_LT: return a < b;
+	case LANG_OP_LE: return a <= b;
+	case LANG_OP_GT: return a > b;
+	case LANG_OP_GE: return a >= b;
+	case LANG_OP_LTU: return x < ub;
+	case LANG_OP_LEU: return x <= ub;
+	case LANG_OP_GTU: return x > ub;
+	default: return x >= ub;
+	}
+}
+
+/* Built with -DLANG_DIRECT_OPS, vm.c ignores ctx->ops and calls these
+ * instead, which the runtime user (the agent) then defines, with the
+ * contracts of struct lang_ops.  Direct calls let libkprobes' handler
+ * analysis follow the whole run: built as the agent builds its hit path
+ * (-mgeneral-regs-only -fno-jump-tables -minline-all-stringops), the
+ * interpreter calls nothing else (no C library: its copies and compares
+ * are its own), so a probe running a general program can skip saving the
+ * vector state. */
+int lang_ext_read(void *dst, uintptr_t src, size_t len, void *arg);
+uint64_t lang_ext_get(int src, void *arg);
+void lang_ext_comm(char *out, void *arg);
+int lang_ext_ustack(const struct pt_regs *regs, uint64_t *pcs, int max, void *arg);
+int lang_ext_emit(int type, uint32_t id, const void *data, size_t len, void *arg);
+int lang_ext_signal(int sig, void *arg);
+int lang_ext_override(struct pt_regs *regs, uint64_t v, void *arg);
+
 /* A fault-safe copy usable as ops->read: a copy loop whose faults are
  * recovered by lang_fault_fixup(), which a SIGSEGV/SIGBUS handler calls
  * first with its ucontext; it returns true when the fault was one of

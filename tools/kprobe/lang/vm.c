@@ -11,6 +11,49 @@
 #include "lang_int.h"
 #include "maps_int.h"
 
+/* The services: through ctx->ops, or, built with LANG_DIRECT_OPS (the
+ * agent), by direct calls to the lang_ext_* functions the agent defines,
+ * which libkprobes' handler analysis can follow (see lang.h). */
+#ifdef LANG_DIRECT_OPS
+#define HAS_OP(c, name) 1
+#define OP(c, name, ...) lang_ext_##name(__VA_ARGS__)
+#else
+#define HAS_OP(c, name) ((c)->ops->name != NULL)
+#define OP(c, name, ...) (c)->ops->name(__VA_ARGS__)
+#endif
+
+/* Copies within the scratch area; the ranges may overlap in an image
+ * from elsewhere.  Written out so that nothing here calls the C library. */
+__attribute__((optimize("no-tree-loop-distribute-patterns")))
+static void scratch_copy(uint8_t *d, const uint8_t *s, size_t n)
+{
+	size_t i;
+
+	if (d == s)
+		return;
+	if (d < s || d >= s + n) {
+		for (i = 0; i < n; i++)
+			d[i] = s[i];
+	} else {
+		for (i = n; i-- > 0;)
+			d[i] = s[i];
+	}
+}
+
+/* strncmp(a, b, n) == 0 */
+static int scratch_streq(const uint8_t *a, const uint8_t *b, size_t n)
+{
+	size_t i;
+
+	for (i = 0; i < n; i++) {
+		if (a[i] != b[i])
+			return 0;
+		if (!a[i])
+			return 1;
+	}
+	return 1;
+}
+
 static uint64_t arg_of(const struct pt_regs *r, unsigned n)
 {
 	if (!r)
@@ -33,7 +76,7 @@ static uint64_t ctx_value(const struct lang_ctx *c, unsigned src, unsigned arg)
 	case LANG_SRC_RETVAL: return c->regs ? c->regs->ax : 0;
 	case LANG_SRC_FUNC: return c->func_addr;
 	case LANG_SRC_PROBE: return c->probe_id;
-	default: return c->ops->get ? c->ops->get((int)src, c->arg) : 0;
+	default: return HAS_OP(c, get) ? OP(c, get, (int)src, c->arg) : 0;
 	}
 }
 
@@ -56,7 +99,7 @@ static void read_str(const struct lang_ctx *c, uint8_t *dst, uint64_t src, uint6
 			chunk = 8;
 		if ((a & 4095) + chunk > 4096)
 			chunk = 4096 - (a & 4095);
-		if (c->ops->read(buf, (uintptr_t)a, (size_t)chunk, c->arg)) {
+		if (OP(c, read, buf, (uintptr_t)a, (size_t)chunk, c->arg)) {
 			memset(dst, 0, LANG_STRLEN);
 			return;
 		}
@@ -72,7 +115,7 @@ static int64_t load(const struct lang_ctx *c, uint64_t addr, unsigned size, int 
 {
 	union { uint8_t b[8]; uint8_t u8; uint16_t u16; uint32_t u32; uint64_t u64; } u = { .u64 = 0 };
 
-	if (c->ops->read(u.b, (uintptr_t)addr, size, c->arg))
+	if (OP(c, read, u.b, (uintptr_t)addr, size, c->arg))
 		return 0;
 	switch (size) {
 	case 1: return sgn ? (int64_t)(int8_t)u.u8 : (int64_t)u.u8;
@@ -111,25 +154,8 @@ static int run_fast(const struct lang_image *img, const struct lang_probe_desc *
 		if (val)
 			__atomic_fetch_add(&val[lang_hist_index((int64_t)x)], 1, __ATOMIC_RELAXED);
 		return 1;
-	case LANG_FAST_PRED_ONLY: {
-		int64_t a = (int64_t)x, b = p->fast_imm;
-		uint64_t ua = x, ub = (uint64_t)p->fast_imm;
-		int t;
-
-		switch (p->fast_cmp) {
-		case LANG_OP_EQ: t = ua == ub; break;
-		case LANG_OP_NE: t = ua != ub; break;
-		case LANG_OP_LT: t = a < b; break;
-		case LANG_OP_LE: t = a <= b; break;
-		case LANG_OP_GT: t = a > b; break;
-		case LANG_OP_GE: t = a >= b; break;
-		case LANG_OP_LTU: t = ua < ub; break;
-		case LANG_OP_LEU: t = ua <= ub; break;
-		case LANG_OP_GTU: t = ua > ub; break;
-		default: t = ua >= ub; break;
-		}
-		return !t;	/* false: nothing more to do */
-	}
+	case LANG_FAST_PRED_ONLY:
+		return !lang_fast_pred(p, x);	/* false: nothing more to do */
 	default:
 		return 0;
 	}
@@ -137,7 +163,7 @@ static int run_fast(const struct lang_image *img, const struct lang_probe_desc *
 
 static int emit(struct lang_ctx *c, int type, uint32_t id, const void *data, size_t len)
 {
-	return c->ops->emit ? c->ops->emit(type, id, data, len, c->arg) : -ENOSYS;
+	return HAS_OP(c, emit) ? OP(c, emit, type, id, data, len, c->arg) : -ENOSYS;
 }
 
 /* The registers and the scratch area are sized by the verified header
@@ -241,19 +267,19 @@ static int interpret(const struct lang_image *img, const struct lang_probe_desc 
 		case LANG_OP_STST: memcpy(s + in->aux, &r[in->a], 8); break;
 		case LANG_OP_STLD: memcpy(&r[in->dst], s + in->aux, 8); break;
 		case LANG_OP_STCPY:
-			memmove(s + in->aux, s + ((uint64_t)in->imm & 0xffffffffu), (uint64_t)in->imm >> 32);
+			scratch_copy(s + in->aux, s + ((uint64_t)in->imm & 0xffffffffu), (uint64_t)in->imm >> 32);
 			break;
 		case LANG_OP_STZERO: memset(s + in->aux, 0, (size_t)in->imm); break;
 		case LANG_OP_STPOOL:
 			memcpy(s + in->aux, img->pool + ((uint64_t)in->imm & 0xffffffffu), (uint64_t)in->imm >> 32);
 			break;
 		case LANG_OP_STREQ:
-			r[in->dst] = !strncmp((const char *)s + in->aux, (const char *)s + in->imm, in->b);
+			r[in->dst] = (uint64_t)scratch_streq(s + in->aux, s + in->imm, in->b);
 			break;
 		case LANG_OP_COMM:
 			memset(s + in->aux, 0, LANG_STRLEN);
-			if (c->ops->comm)
-				c->ops->comm((char *)s + in->aux, c->arg);
+			if (HAS_OP(c, comm))
+				OP(c, comm, (char *)s + in->aux, c->arg);
 			s[in->aux + LANG_COMM_LEN - 1] = 0;
 			break;
 		case LANG_OP_USTACK: {
@@ -261,8 +287,8 @@ static int interpret(const struct lang_image *img, const struct lang_probe_desc 
 			int n = 0;
 
 			memset(st, 0, 8 + 8 * LANG_USTACK_MAX);
-			if (c->ops->ustack && c->regs)
-				n = c->ops->ustack(c->regs, st + 1, (int)in->imm, c->arg);
+			if (HAS_OP(c, ustack) && c->regs)
+				n = OP(c, ustack, c->regs, st + 1, (int)in->imm, c->arg);
 			st[0] = n > 0 ? (uint64_t)(n > in->imm ? in->imm : n) : 0;
 			break;
 		}
@@ -306,12 +332,12 @@ static int interpret(const struct lang_image *img, const struct lang_probe_desc 
 			emit(c, in->dst, in->aux, s + ((uint64_t)in->imm & 0xffffffffu), (uint64_t)in->imm >> 32);
 			break;
 		case LANG_OP_SIGNAL:
-			if (c->ops->signal)
-				c->ops->signal((int)r[in->a], c->arg);
+			if (HAS_OP(c, signal))
+				OP(c, signal, (int)r[in->a], c->arg);
 			break;
 		case LANG_OP_OVERRIDE:
-			if (c->ops->override && c->regs)
-				c->ops->override(c->regs, r[in->a], c->arg);
+			if (HAS_OP(c, override) && c->regs)
+				OP(c, override, c->regs, r[in->a], c->arg);
 			break;
 		case LANG_OP_EXIT:
 			if (!__atomic_exchange_n(&rh->exited, 1, __ATOMIC_RELAXED))
