@@ -380,13 +380,17 @@ static inline __attribute__((always_inline)) uint64_t stamp_to_ns(const struct a
 	return tsc ? (uint64_t)(((unsigned __int128)delta * s->tick_ns_q32) >> 32) : delta;
 }
 
-bool agent_hit_silent(struct agent_session *s)
+/* These two are called from the program handlers, which libkprobes must
+ * be able to prove vector-free: no vector code here either. */
+__attribute__((target("general-regs-only"))) bool agent_hit_silent(struct agent_session *s)
 {
 	return silent(s);
 }
 
-int agent_emit_record(struct agent_session *s, uint16_t type, uint16_t nvals, uint32_t desc,
-		      const void *data, uint32_t len)
+__attribute__((target("general-regs-only"))) int agent_emit_record(struct agent_session *s,
+								    uint16_t type, uint16_t nvals,
+								    uint32_t desc, const void *data,
+								    uint32_t len)
 {
 	struct kps_event *ev;
 	uint64_t head;
@@ -406,7 +410,15 @@ int agent_emit_record(struct agent_session *s, uint16_t type, uint16_t nvals, ui
 	ev->nvals = nvals;
 	ev->desc = desc;
 	ev->reserved = len;
-	ev->time_ns = stamp(s->time_tsc);
+	if (s->time_tsc) {
+		ev->time_ns = __builtin_ia32_rdtsc();
+	} else {
+		/* the system call, not the vDSO: no call through the PLT */
+		struct timespec ts = { 0, 0 };
+
+		raw_syscall(SYS_clock_gettime, CLOCK_MONOTONIC, (long)&ts, 0, 0, 0, 0);
+		ev->time_ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+	}
 	for (uint32_t i = 0; i < len; i++)
 		((unsigned char *)ev->vals)[i] = ((const unsigned char *)data)[i];
 	ev->size = size;

@@ -106,11 +106,14 @@ static long raw_syscall6(long n, long a, long b, long c, long d, long e, long f)
 	return ret;
 }
 
+/* CLOCK_MONOTONIC by the system call: a call into the vDSO goes through
+ * the PLT, which the handler analysis cannot follow.  The hit path uses
+ * it only where the TSC is not invariant. */
 static uint64_t mono_ns(void)
 {
-	struct timespec ts;
+	struct timespec ts = { 0, 0 };
 
-	clock_gettime(CLOCK_MONOTONIC, &ts);
+	raw_syscall6(SYS_clock_gettime, CLOCK_MONOTONIC, (long)&ts, 0, 0, 0, 0);
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
@@ -136,7 +139,7 @@ static void thread_ids(const struct agent_prog *p)
 
 /* ---- the services ---- */
 
-static int op_read(void *dst, uintptr_t src, size_t len, void *arg)
+int lang_ext_read(void *dst, uintptr_t src, size_t len, void *arg)
 {
 	struct prog_run *run = arg;
 	struct iovec local = { dst, len }, remote = { (void *)src, len };
@@ -152,7 +155,7 @@ static int op_read(void *dst, uintptr_t src, size_t len, void *arg)
 	return 0;
 }
 
-static uint64_t op_get(int src, void *arg)
+uint64_t lang_ext_get(int src, void *arg)
 {
 	struct prog_run *run = arg;
 	unsigned int aux = 0;
@@ -178,7 +181,7 @@ static uint64_t op_get(int src, void *arg)
 	}
 }
 
-static void op_comm(char *out, void *arg)
+void lang_ext_comm(char *out, void *arg)
 {
 	struct prog_run *run = arg;
 
@@ -196,7 +199,7 @@ static void op_comm(char *out, void *arg)
  * function's entry bp is still the caller's frame, so the caller itself
  * (its return address is on top of the stack) is not listed, exactly as
  * bpftrace's uprobe stacks leave it out. */
-static int op_ustack(const struct pt_regs *regs, uint64_t *pcs, int max, void *arg)
+int lang_ext_ustack(const struct pt_regs *regs, uint64_t *pcs, int max, void *arg)
 {
 	struct prog_run *run = arg;
 	uint64_t bp, frame[2];
@@ -208,7 +211,7 @@ static int op_ustack(const struct pt_regs *regs, uint64_t *pcs, int max, void *a
 			   (uint64_t)(uintptr_t)run->ap->u.kp.addr : regs->ip;
 	bp = regs->bp;
 	while (n < max && bp && !(bp & 7)) {
-		if (op_read(frame, bp, sizeof(frame), arg) || !frame[1])
+		if (lang_ext_read(frame, bp, sizeof(frame), arg) || !frame[1])
 			break;
 		pcs[n++] = frame[1];
 		if (frame[0] <= bp)	/* frames go up the stack */
@@ -218,7 +221,7 @@ static int op_ustack(const struct pt_regs *regs, uint64_t *pcs, int max, void *a
 	return n;
 }
 
-static int op_emit(int type, uint32_t id, const void *data, size_t len, void *arg)
+int lang_ext_emit(int type, uint32_t id, const void *data, size_t len, void *arg)
 {
 	struct prog_run *run = arg;
 
@@ -228,7 +231,7 @@ static int op_emit(int type, uint32_t id, const void *data, size_t len, void *ar
 				 (uint32_t)len) < 0 ? -ENOSPC : 0;
 }
 
-static int op_signal(int sig, void *arg)
+int lang_ext_signal(int sig, void *arg)
 {
 	struct prog_run *run = arg;
 
@@ -240,12 +243,12 @@ static int op_signal(int sig, void *arg)
 
 /* Returns v from the function without running it: its return address is
  * on top of the stack at the first instruction. */
-static int op_override(struct pt_regs *regs, uint64_t v, void *arg)
+int lang_ext_override(struct pt_regs *regs, uint64_t v, void *arg)
 {
 	struct prog_run *run = arg;
 	uint64_t ret;
 
-	if (!run->at_entry || !regs || op_read(&ret, regs->sp, 8, arg))
+	if (!run->at_entry || !regs || lang_ext_read(&ret, regs->sp, 8, arg))
 		return -EINVAL;
 	regs->ax = v;
 	regs->ip = ret;
@@ -254,14 +257,16 @@ static int op_override(struct pt_regs *regs, uint64_t v, void *arg)
 	return 0;
 }
 
+/* The interpreter is built with LANG_DIRECT_OPS and calls the lang_ext_*
+ * functions above directly; the table is what lang_ctx carries anyway. */
 static const struct lang_ops prog_ops = {
-	.read = op_read,
-	.get = op_get,
-	.comm = op_comm,
-	.ustack = op_ustack,
-	.emit = op_emit,
-	.signal = op_signal,
-	.override = op_override,
+	.read = lang_ext_read,
+	.get = lang_ext_get,
+	.comm = lang_ext_comm,
+	.ustack = lang_ext_ustack,
+	.emit = lang_ext_emit,
+	.signal = lang_ext_signal,
+	.override = lang_ext_override,
 };
 
 /* ---- handlers ----
@@ -300,18 +305,6 @@ static int run_probe(struct agent_prog *p, struct agent_probe *ap, unsigned prob
 	return run.override;
 }
 
-static int prog_entry(struct kprobe *kp, struct pt_regs *regs)
-{
-	struct agent_probe *ap = container_of(kp, struct agent_probe, u.kp);
-	struct agent_prog *p = ap->session->prog;
-
-	if (agent_hit_silent(ap->session))
-		return 0;
-	/* A non-zero return resumes at regs->ip: only after override(). */
-	return run_probe(p, ap, ap->prog_probe, regs, (uint64_t)(uintptr_t)kp->addr,
-			 ap->at_function_entry) ? 1 : 0;
-}
-
 /* The value a fast form reads, without a call the handler analysis cannot
  * follow; false for a source the generic handler must read. */
 static inline __attribute__((always_inline)) bool fast_value(const struct agent_prog *p,
@@ -346,6 +339,31 @@ static inline __attribute__((always_inline)) bool fast_value(const struct agent_
 		return false;
 	}
 	return true;
+}
+
+/* A filter the compiler marked (/src CMP imm/) that is false: the hit
+ * ends here, without the interpreter. */
+static inline __attribute__((always_inline)) bool filter_false(const struct agent_prog *p,
+							       const struct agent_probe *ap,
+							       const struct pt_regs *regs)
+{
+	const struct lang_probe_desc *d = &p->img.probes[ap->prog_probe];
+	uint64_t x;
+
+	return d->fast == LANG_FAST_PRED_ONLY && fast_value(p, d, regs, &x) &&
+	       !lang_fast_pred(d, x);
+}
+
+static int prog_entry(struct kprobe *kp, struct pt_regs *regs)
+{
+	struct agent_probe *ap = container_of(kp, struct agent_probe, u.kp);
+	struct agent_prog *p = ap->session->prog;
+
+	if (agent_hit_silent(ap->session) || filter_false(p, ap, regs))
+		return 0;
+	/* A non-zero return resumes at regs->ip: only after override(). */
+	return run_probe(p, ap, ap->prog_probe, regs, (uint64_t)(uintptr_t)kp->addr,
+			 ap->at_function_entry) ? 1 : 0;
 }
 
 /* The aggregation forms (@x = count(), @[src] = count(), @x = hist(src)),
@@ -420,7 +438,7 @@ static int prog_return(struct kretprobe_instance *ri, struct pt_regs *regs)
 {
 	struct agent_probe *ap = container_of(ri->rp, struct agent_probe, u.rp);
 
-	if (agent_hit_silent(ap->session))
+	if (agent_hit_silent(ap->session) || filter_false(ap->session->prog, ap, regs))
 		return 0;
 	run_probe(ap->session->prog, ap, ap->prog_probe, regs,
 		  (uint64_t)(uintptr_t)ri->rp->kp.addr, false);

@@ -36,9 +36,10 @@ all: $(B)/kprobe $(B)/libkprobe-agent.so $(KP_MODULES)
 # built so that libkprobes' handler analysis can follow them (no vector
 # registers, no jump tables, string operations inline rather than calls
 # through the PLT), which lets a probe skip saving the vector state.
+# The interpreter calls the agent's services directly (LANG_DIRECT_OPS).
 $(KP_LANG_RT_SRC:%.c=$(B)/kprobe-agent/%.o) $(B)/kprobe-agent/$(KP_DIR)/agent_prog.o: \
 	KP_CFLAGS += -mgeneral-regs-only -fno-jump-tables -minline-all-stringops \
-		     -mstringop-strategy=rep_byte
+		     -mstringop-strategy=rep_byte -DLANG_DIRECT_OPS
 
 # Agent code goes to the library's kprobes_text section, so libkprobes'
 # blacklist keeps every probe out of the handlers and the agent.
