@@ -271,18 +271,14 @@ static const struct lang_ops prog_ops = {
 
 /* ---- handlers ----
  *
- * A probe whose handler calls lang_run saves the vector state on every hit
- * (at a return the whole extended state, hundreds of ns): the
- * interpreter's services are called through function pointers, so
- * libkprobes' handler analysis cannot prove it leaves vector registers and
- * errno alone.  The aggregation forms the compiler marks run instead in
- * prog_fast_*, which call only the map code, built to be provable (see
- * kprobe.mk).  What would bring the rest there, on the language's side:
- * the interpreter calling the agent's services directly in the agent's
- * build (extern functions the agent defines, instead of struct lang_ops),
- * and the false-filter form checked by a function of its own; and on the
- * library's, a return trampoline that saves only the return registers'
- * vector part (xmm0, xmm1, st0, st1: the rest is dead at a return). */
+ * libkprobes saves the vector state around a handler (at a return the
+ * whole extended state, hundreds of ns) unless its analysis proves the
+ * handler and its direct callees leave vector registers alone.  So this
+ * file and the language's runtime are built without vector code, jump
+ * tables or libc calls (kprobe.mk), the interpreter calls the lang_ext_*
+ * services above directly (LANG_DIRECT_OPS), and the forms the compiler
+ * marks skip the interpreter: the aggregations in prog_fast_*, a false
+ * filter in filter_false(). */
 
 /* What `probe` prints is looked up by the tool: a point's descriptor (the
  * function a glob matched), or BEGIN/END/interval's probe number. */
