@@ -10,10 +10,11 @@
 
 KP_DIR       := tools/kprobe
 KP_SHARED    := $(addprefix $(KP_DIR)/,spec.c proto.c nearmatch.c elf_file.c)
-# The probe-program language: the compiler and printers in the CLI, the
-# verifier and interpreter in the agent (one set of sources for both).
-KP_LANG_SRC  := $(sort $(wildcard $(KP_DIR)/lang/*.c))
-KP_AGENT_SRC := $(sort $(wildcard $(KP_DIR)/agent*.c)) $(KP_SHARED) $(KP_LANG_SRC)
+# The probe-program language (its rules below): all of it in the CLI, the
+# runtime half (verifier, interpreter, maps) in the agent.
+KP_LANG_SRC    := $(sort $(wildcard $(KP_DIR)/lang/*.c))
+KP_LANG_RT_SRC := $(addprefix $(KP_DIR)/lang/,verify.c vm.c maps.c nofault.c)
+KP_AGENT_SRC := $(sort $(wildcard $(KP_DIR)/agent*.c)) $(KP_SHARED) $(KP_LANG_RT_SRC)
 KP_CLI_SRC   := $(filter-out $(KP_DIR)/agent% $(KP_DIR)/bench_extra.c,$(sort $(wildcard $(KP_DIR)/*.c))) \
 		$(KP_LANG_SRC)
 KP_AGENT_OBJ := $(KP_AGENT_SRC:%.c=$(B)/kprobe-agent/%.o)
