@@ -50,6 +50,10 @@
 #include "lang/lang_int.h"
 #include "lang/maps_int.h"
 
+/* What `probe` prints is looked up by the tool: a point's descriptor (the
+ * function a glob matched), or BEGIN/END/interval's probe number. */
+#define PROBE_ID_DESC (1ull << 32)
+
 #define container_of(p, type, member) ((type *)((char *)(p) - offsetof(type, member)))
 #define TLS __attribute__((tls_model("initial-exec")))
 
@@ -280,10 +284,6 @@ static const struct lang_ops prog_ops = {
  * marks skip the interpreter: the aggregations in prog_fast_*, a false
  * filter in filter_false(). */
 
-/* What `probe` prints is looked up by the tool: a point's descriptor (the
- * function a glob matched), or BEGIN/END/interval's probe number. */
-#define PROBE_ID_DESC (1ull << 32)
-
 static int run_probe(struct agent_prog *p, struct agent_probe *ap, unsigned probe,
 		     struct pt_regs *regs, uint64_t func, bool at_entry)
 {
@@ -304,6 +304,7 @@ static int run_probe(struct agent_prog *p, struct agent_probe *ap, unsigned prob
 /* The value a fast form reads, without a call the handler analysis cannot
  * follow; false for a source the generic handler must read. */
 static inline __attribute__((always_inline)) bool fast_value(const struct agent_prog *p,
+							     const struct agent_probe *ap,
 							     const struct lang_probe_desc *d,
 							     const struct pt_regs *regs,
 							     uint64_t *x)
@@ -331,6 +332,10 @@ static inline __attribute__((always_inline)) bool fast_value(const struct agent_
 		*x = p->uid;
 	} else if (d->fast_src == LANG_SRC_NSECS && p->tick_q32) {
 		*x = prog_nsecs(p);
+	} else if (d->fast_src == LANG_SRC_PROBE && ap) {
+		*x = PROBE_ID_DESC | ap->desc;
+	} else if (d->fast_src == LANG_SRC_FUNC && ap) {
+		*x = (uint64_t)(uintptr_t)(ap->is_return ? ap->u.rp.kp.addr : ap->u.kp.addr);
 	} else {
 		return false;
 	}
@@ -346,7 +351,7 @@ static inline __attribute__((always_inline)) bool filter_false(const struct agen
 	const struct lang_probe_desc *d = &p->img.probes[ap->prog_probe];
 	uint64_t x;
 
-	return d->fast == LANG_FAST_PRED_ONLY && fast_value(p, d, regs, &x) &&
+	return d->fast == LANG_FAST_PRED_ONLY && fast_value(p, ap, d, regs, &x) &&
 	       !lang_fast_pred(d, x);
 }
 
@@ -377,7 +382,7 @@ static inline __attribute__((always_inline)) int prog_fast(struct agent_probe *a
 	uint64_t x;
 
 	if (agent_hit_silent(ap->session) || __atomic_load_n(&rh->exited, __ATOMIC_RELAXED) ||
-	    !fast_value(p, d, regs, &x))
+	    !fast_value(p, ap, d, regs, &x))
 		return 0;
 	if (d->fast == LANG_FAST_COUNT_KEY) {
 		val = (int64_t *)lang_map_lookup(&p->img, p->region, d->fast_map, &x, 1);
@@ -418,7 +423,8 @@ static bool probe_is_fast(const struct agent_prog *p, uint32_t i)
 		return false;
 	if (d->fast_src == LANG_SRC_TID || d->fast_src == LANG_SRC_PID)
 		return true;
-	return fast_value(p, d, &none, &x);
+	return fast_value(p, NULL, d, &none, &x) || d->fast_src == LANG_SRC_PROBE ||
+	       d->fast_src == LANG_SRC_FUNC;
 }
 
 /* Probes whose code may call override() keep a post handler: the library
