@@ -7,7 +7,7 @@
 # the program too and must still print NAME.out (programs it cannot run,
 # such as override(), have a NAME.nooracle).  NAME.stdout, when present,
 # lists lines the target itself must print (what override() and signal()
-# change).
+# change).  The target's path is written @TARGET@ in programs and outputs.
 #
 #   B=build bash tests/run/run-programs.sh            run every program
 #   B=build bash tests/run/run-programs.sh NAME...    run some
@@ -68,15 +68,17 @@ for n in "${names[@]}"; do
 	flags=$(cat "$PROGS/$n.flags" 2> /dev/null || true)
 	if [ $capture = 1 ]; then
 		# shellcheck disable=SC2086
-		timeout 120 bpftrace --unsafe $flags -o "$PROGS/$n.out" "$TMP/$n.bt" \
+		timeout 120 bpftrace --unsafe $flags -o "$TMP/$n.cap" "$TMP/$n.bt" \
 			-c "$TARGET $args" > /dev/null 2> "$TMP/$n.err" ||
 			{ echo "capture $n failed:"; cat "$TMP/$n.err"; fail=1; }
+		sed "s|$TARGET|@TARGET@|g" "$TMP/$n.cap" > "$PROGS/$n.out"
 		continue
 	fi
 	# shellcheck disable=SC2086
 	timeout 60 "$KPROBE" run $flags -o "$TMP/$n.kp" "$TMP/$n.bt" -c "$TARGET $args" \
 		> "$TMP/$n.stdout" 2> "$TMP/$n.stderr"
 	rc=$?
+	sed -i "s|$TARGET|@TARGET@|g" "$TMP/$n.kp" 2> /dev/null
 	ok=1
 	if [ $rc != 0 ]; then
 		echo "FAIL $n: kprobe run exited with $rc"
@@ -100,6 +102,7 @@ for n in "${names[@]}"; do
 		# shellcheck disable=SC2086
 		timeout 120 bpftrace --unsafe $flags -o "$TMP/$n.bpf" "$TMP/$n.bt" \
 			-c "$TARGET $args" > /dev/null 2>&1
+		sed -i "s|$TARGET|@TARGET@|g" "$TMP/$n.bpf" 2> /dev/null
 		if ! cmp -s "$TMP/$n.bpf" "$PROGS/$n.out"; then
 			echo "FAIL $n: bpftrace itself no longer prints $n.out:"
 			diff "$PROGS/$n.out" "$TMP/$n.bpf" | head -20
