@@ -428,3 +428,25 @@ Test(load, run_attach_interval_end)
 	kill(pid, SIGKILL);
 	waitpid(pid, NULL, 0);
 }
+
+/* What cannot be kept is dropped and reported, never waited for: threads
+ * beyond the rings lose their printf lines ("Lost N events", as bpftrace
+ * says it), a full map its new keys (--map-keys). */
+Test(load, run_losses_reported)
+{
+	struct run r;
+	const char *lost;
+
+	run(&r, "KPROBE_RINGS=1 %s run -o /dev/stdout -e 'uprobe:%s:run_value { printf(\"x\\n\"); }' "
+	    "-c '%s threads 4 200'", kprobe, run_target, run_target);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	lost = strstr(r.out, "\nLost ");
+	cr_assert(lost, "%s", r.err);
+	cr_assert_eq(count_lines(r.out, "x") + atol(lost + 6), 800, "%s", r.err);
+
+	run(&r, "%s run --map-keys 3 -o /dev/stdout -e 'uprobe:%s:run_value { @[arg1] = count(); }' "
+	    "-c '%s calls 30'", kprobe, run_target, run_target);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert_eq(count_lines(r.out, "@["), 3, "%s", r.out);
+	cr_assert(strstr(r.err, "27 map updates dropped"), "%s", r.err);
+}
