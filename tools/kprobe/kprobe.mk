@@ -40,7 +40,7 @@ all: $(B)/kprobe $(B)/libkprobe-agent.so $(KP_MODULES)
 # The interpreter calls the agent's services directly (LANG_DIRECT_OPS).
 $(KP_LANG_RT_SRC:%.c=$(B)/kprobe-agent/%.o) $(B)/kprobe-agent/$(KP_DIR)/agent_prog.o: \
 	KP_CFLAGS += -mgeneral-regs-only -fno-jump-tables -minline-all-stringops \
-		     -mstringop-strategy=rep_byte -DLANG_DIRECT_OPS
+		     -mstringop-strategy=unrolled_loop -DLANG_DIRECT_OPS
 
 # Agent code goes to the library's kprobes_text section, so libkprobes'
 # blacklist keeps every probe out of the handlers and the agent.
