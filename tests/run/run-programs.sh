@@ -1,8 +1,8 @@
 #!/bin/bash
 # `kprobe run` end to end: each tests/run/programs/NAME.bt runs on the
 # bundled target (tests/cli/run_target.c, arguments in NAME.args, extra
-# options in NAME.flags) and its output (-o) must equal NAME.out byte for
-# byte.  NAME.out is what bpftrace 0.17 (Debian 12's) printed for the same
+# options in NAME.flags, positional parameters in NAME.params) and its
+# output (-o) must equal NAME.out byte for byte.  NAME.out is what bpftrace 0.17 (Debian 12's) printed for the same
 # program and run; when bpftrace is installed and may trace here, it runs
 # the program too and must still print NAME.out (programs it cannot run,
 # such as override(), have a NAME.nooracle).  NAME.stdout, when present,
@@ -66,16 +66,17 @@ for n in "${names[@]}"; do
 	sed "s|@TARGET@|$TARGET|g" "$PROGS/$n.bt" > "$TMP/$n.bt"
 	args=$(cat "$PROGS/$n.args")
 	flags=$(cat "$PROGS/$n.flags" 2> /dev/null || true)
+	params=$(cat "$PROGS/$n.params" 2> /dev/null || true)
 	if [ $capture = 1 ]; then
 		# shellcheck disable=SC2086
-		timeout 120 bpftrace --unsafe $flags -o "$TMP/$n.cap" "$TMP/$n.bt" \
+		timeout 120 bpftrace --unsafe $flags -o "$TMP/$n.cap" "$TMP/$n.bt" $params \
 			-c "$TARGET $args" > /dev/null 2> "$TMP/$n.err" ||
 			{ echo "capture $n failed:"; cat "$TMP/$n.err"; fail=1; }
 		sed "s|$TARGET|@TARGET@|g" "$TMP/$n.cap" > "$PROGS/$n.out"
 		continue
 	fi
 	# shellcheck disable=SC2086
-	timeout 60 "$KPROBE" run $flags -o "$TMP/$n.kp" "$TMP/$n.bt" -c "$TARGET $args" \
+	timeout 60 "$KPROBE" run $flags -o "$TMP/$n.kp" "$TMP/$n.bt" $params -c "$TARGET $args" \
 		> "$TMP/$n.stdout" 2> "$TMP/$n.stderr"
 	rc=$?
 	sed -i "s|$TARGET|@TARGET@|g" "$TMP/$n.kp" 2> /dev/null
@@ -100,7 +101,7 @@ for n in "${names[@]}"; do
 	fi
 	if [ $oracle = 1 ] && [ ! -f "$PROGS/$n.nooracle" ]; then
 		# shellcheck disable=SC2086
-		timeout 120 bpftrace --unsafe $flags -o "$TMP/$n.bpf" "$TMP/$n.bt" \
+		timeout 120 bpftrace --unsafe $flags -o "$TMP/$n.bpf" "$TMP/$n.bt" $params \
 			-c "$TARGET $args" > /dev/null 2>&1
 		sed -i "s|$TARGET|@TARGET@|g" "$TMP/$n.bpf" 2> /dev/null
 		if ! cmp -s "$TMP/$n.bpf" "$PROGS/$n.out"; then
