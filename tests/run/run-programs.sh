@@ -2,10 +2,11 @@
 # `kprobe run` end to end: each tests/run/programs/NAME.bt runs on the
 # bundled target (tests/cli/run_target.c, arguments in NAME.args, extra
 # options in NAME.flags, positional parameters in NAME.params) and its
-# output (-o) must equal NAME.out byte for byte.  NAME.out is what bpftrace 0.17 (Debian 12's) printed for the same
-# program and run; when bpftrace is installed and may trace here, it runs
-# the program too and must still print NAME.out (programs it cannot run,
-# such as override(), have a NAME.nooracle).  NAME.stdout, when present,
+# output (-o) must equal NAME.out byte for byte.  NAME.out is what
+# bpftrace 0.17 (Debian 12's) printed for the same program and run; when
+# bpftrace is installed and may trace here, it runs the program too and
+# must still print NAME.out (programs it cannot run, such as override(),
+# have a NAME.nooracle).  NAME.stdout, when present,
 # lists lines the target itself must print (what override() and signal()
 # change).  The target's path is written @TARGET@ in programs and outputs.
 #
