@@ -816,9 +816,11 @@ void run_report(struct session *s)
 		order[i] = i;
 	qsort_r(order, n, sizeof(order[0]), by_name, p);
 	/* bpftrace ends a run with two newlines on its standard output,
-	 * whatever -o and -f say, then prints every map by name. */
-	fputs("\n\n", stdout);
-	fflush(stdout);
+	 * whatever -f says, then prints every map by name.  Ours is the
+	 * results' stream (a launched command's standard output is its own);
+	 * with -o FILE, the file gets what bpftrace's does: not those. */
+	if (!s->opts->outfile)
+		fputs("\n\n", s->out.f);
 	for (unsigned k = 0; k < n; k++)
 		print_map(s, order[k], 0, 1);
 	for (unsigned i = 0; i < n; i++)
