@@ -450,3 +450,20 @@ Test(load, run_losses_reported)
 	cr_assert_eq(count_lines(r.out, "@["), 3, "%s", r.out);
 	cr_assert(strstr(r.err, "27 map updates dropped"), "%s", r.err);
 }
+
+/* A launched command's standard output is its own: the program's output,
+ * maps and bpftrace's closing newlines go to the results' stream. */
+Test(load, run_leaves_command_stdout_alone)
+{
+	struct run r;
+
+	run(&r, "%s run -e 'BEGIN { printf(\"hi\\n\"); } uprobe:%s:run_value { @c = count(); }' "
+	    "-c '%s calls 3'", kprobe, run_target, run_target);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert_str_eq(r.out, "sum 6\n");
+	cr_assert_str_eq(r.err, "Attaching 2 probes...\nhi\n\n\n@c: 3\n");
+	run(&r, "%s load %s target_add 0 -- %s calls 5", kprobe, example, target);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert_str_eq(r.out, "sum 30\n");
+	cr_assert(strstr(r.err, "target_add: 5 calls, 0 missed\n"), "%s", r.err);
+}
