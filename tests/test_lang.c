@@ -1023,13 +1023,21 @@ Test(lang_vm, actions_exit_signal_override_events)
 Test(lang_vm, positional_parameters)
 {
 	char *params[] = { "7", "name" };
-	struct env *e = compile_with("BEGIN { @n = $1 + 1; @s = $2; @missing = $3; printf(\"%s\\n\", $2); }", 2, params, 0);
+	struct env *e = compile_with("BEGIN { @n = $1 + 1; @s = str($2); @missing = $3;"
+				     " printf(\"%s|%s|%s\\n\", str($2), str($1), str($3)); }", 2, params, 0);
+	struct lang_compile_opts o = { .filename = "stdin", .nparams = 2, .params = params };
+	struct lang_error err;
+	void *img = NULL;
+	size_t len;
 
 	run(e, 0);
 	cr_assert_eq(scalar(e, "@n"), 8);
 	cr_assert_eq(scalar(e, "@missing"), 0);
-	cr_assert_str_eq(e->out, "name\n");
+	cr_assert_str_eq(e->out, "name|7|\n", "%s", e->out);
 	env_free(e);
+	cr_assert_eq(lang_compile("BEGIN { printf(\"%d\\n\", $2); }", &o, &img, &len, &err), -EINVAL);
+	cr_assert_str_eq(err.text, "stdin:1:24-26: ERROR: $2 used numerically but given \"name\". Try using str($2).\n"
+			 "BEGIN { printf(\"%d\\n\", $2); }\n                       ~~\n", "%s", err.text);
 }
 
 Test(lang_vm, predicate_false_does_nothing)

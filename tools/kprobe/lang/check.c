@@ -429,22 +429,14 @@ static int check_builtin(struct checker *c, struct node *n)
 		}
 		v = p->opts->params[n->ival - 1];
 		x = strtoll(v, &e, 0);
-		if (*v && !*e) {
-			n->kind = N_INT;
-			n->ival = x;
-			n->type = T_I64;
-		} else {
-			n->kind = N_STR;
-			n->name = (char *)v;
-			n->slen = strlen(v);
-			if (n->slen >= LANG_STRLEN) {
-				prog_error(p, n->loc, "positional parameter $%ld is too long (at most %d bytes)",
-					   (long)n->ival, LANG_STRLEN - 1);
-				return -1;
-			}
-			n->type.kind = LANG_T_STR;
-			n->type.size = (uint16_t)(n->slen + 1);
+		if (!*v || *e) {
+			prog_error(p, n->loc, "$%ld used numerically but given \"%s\". Try using str($%ld).",
+				   (long)n->ival, v, (long)n->ival);
+			return -1;
 		}
+		n->kind = N_INT;
+		n->ival = x;
+		n->type = T_I64;
 		return 0;
 	}
 	if (!strncmp(n->name, "arg", 3) && n->name[3] >= '0' && n->name[3] <= '9') {
@@ -506,6 +498,20 @@ static int check_builtin(struct checker *c, struct node *n)
 unknown:
 	prog_error(c->p, n->loc, "Unknown identifier: '%s'", n->name);
 	return -1;
+}
+
+/* str($N): the parameter's text, "" when it was not given. */
+static void positional_as_string(struct checker *c, struct node *n)
+{
+	const struct lang_compile_opts *o = c->p->opts;
+	const char *v = n->ival >= 1 && n->ival <= o->nparams ? o->params[n->ival - 1] : "";
+	size_t len = strlen(v);
+
+	if (len >= LANG_STRLEN)
+		len = LANG_STRLEN - 1;	/* as str() truncates */
+	n->kind = N_STR;
+	n->name = (char *)v;
+	n->slen = len;
 }
 
 static struct var *var_find(struct checker *c, const char *name)
@@ -939,6 +945,8 @@ static int check_call(struct checker *c, struct node *n, int as_stmt)
 	if (!strcmp(f, "str")) {
 		if (need_args(c, n, 1, 2))
 			return -1;
+		if (n->args[0]->kind == N_BUILTIN && n->args[0]->op == -1)
+			positional_as_string(c, n->args[0]);
 		for (k = 0; k < n->nargs; k++)
 			if (check_expr(c, n->args[k]))
 				return -1;
