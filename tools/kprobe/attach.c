@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "inject.h"
+#include "target_check.h"
 #include "tracee.h"
 
 #define CONNECT_TRIES 200	/* 5 ms apart */
@@ -36,8 +37,13 @@ static void check_connect(const struct ctl *c, pid_t pid, int rc)
 void attach_connect(struct ctl *c, pid_t pid, const char *agent)
 {
 	char err[512];
-	int rc = ctl_connect(c, pid);
+	int rc;
 
+	/* Before anything touches the process, even a connection to an agent
+	 * already there (arming holds the threads with ptrace). */
+	if (target_check_attachable(pid, err, sizeof(err)))
+		cli_die(EXIT_FAIL, "%s", err);
+	rc = ctl_connect(c, pid);
 	if (!rc)
 		return;
 	check_connect(c, pid, rc);
