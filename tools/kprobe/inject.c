@@ -1,6 +1,7 @@
 /* Loading the agent into a running process: one of its threads, held with
- * ptrace, calls the target's own dlopen(agent, RTLD_NOW) and then goes on
- * exactly where it was. */
+ * ptrace, is sent through a stub that calls the target's own
+ * dlopen(agent, RTLD_NOW) and then puts the thread back exactly where it
+ * was, by itself (inject_call.c). */
 #include "inject.h"
 
 #include <dlfcn.h>
@@ -13,10 +14,14 @@
 #include <unistd.h>
 
 #include "elf_file.h"
+#include "inject_call.h"
 #include "tracee.h"
 #include "util.h"
 
 #define RTLD_DLOPEN_FLAG 0x80000000u	/* glibc's __RTLD_DLOPEN */
+/* How long the tool waits for the target's dlopen; not a limit for the
+ * target, which completes the call whenever it can. */
+#define LOAD_TIMEOUT_MS 30000
 
 struct mapped_lib {
 	char path[PATH_MAX];
@@ -179,10 +184,11 @@ static int hold_outside_loader(struct tracee_set *ts, pid_t pid)
 
 int inject_agent(pid_t pid, const char *agent, char *err, size_t errlen)
 {
+	struct inject_request req = { .flags = 0 };
+	struct inject_result res;
 	struct tracee_set ts;
 	struct loader ld;
-	uint64_t handle = 0, msg = 0;
-	char real[PATH_MAX], why[256] = "";
+	char real[PATH_MAX];
 	pid_t tid;
 	int rc;
 
@@ -208,20 +214,40 @@ int inject_agent(pid_t pid, const char *agent, char *err, size_t errlen)
 			 "glibc program?)", (int)pid);
 		return rc;
 	}
-	tid = pick_thread(&ts);
-	rc = tid ? tracee_call(&ts, tid, ld.dlopen, real, 0, ld.flags, &handle) : -ESRCH;
-	if (!rc && !handle && ld.dlerror &&
-	    !tracee_call(&ts, tid, ld.dlerror, NULL, 0, 0, &msg) && msg)
-		tracee_read_string(pid, msg, why, sizeof(why));
-	tracee_release(&ts);
+	rc = inject_find_stub_room(pid, &req.stub);
 	if (rc) {
-		snprintf(err, errlen, "cannot load the agent into process %d: %s", (int)pid,
-			 rc == -EFAULT ? "the call crashed" : strerror(-rc));
+		tracee_release(&ts);
+		snprintf(err, errlen, "cannot load the agent into process %d: no room for the "
+			 "loading code in its executable mappings", (int)pid);
 		return rc;
 	}
-	if (!handle) {
+	req.dlopen = ld.dlopen;
+	req.dlerror = ld.dlerror;
+	req.flags = ld.flags;
+	req.path = real;
+	tid = pick_thread(&ts);
+	if (!tid) {
+		tracee_release(&ts);
+		snprintf(err, errlen, "cannot stop any thread of process %d", (int)pid);
+		return -ESRCH;
+	}
+	/* Releases the threads; the target finishes the call by itself even
+	 * if we stop waiting. */
+	rc = inject_call_dlopen(&ts, tid, &req, LOAD_TIMEOUT_MS, &res);
+	if (rc == -ETIMEDOUT) {
+		snprintf(err, errlen, "process %d is still loading the agent after %d s (a library "
+			 "constructor or a lock it waits for); it goes on unharmed, try again later",
+			 (int)pid, LOAD_TIMEOUT_MS / 1000);
+		return rc;
+	}
+	if (rc) {
+		snprintf(err, errlen, "cannot load the agent into process %d: %s", (int)pid,
+			 rc == -ESRCH ? "the process or its thread exited" : strerror(-rc));
+		return rc;
+	}
+	if (!res.handle) {
 		snprintf(err, errlen, "process %d could not load the agent: %s", (int)pid,
-			 why[0] ? why : "dlopen failed");
+			 res.why[0] ? res.why : "dlopen failed");
 		return -ENOEXEC;
 	}
 	return 0;

@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ptrace.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <sys/user.h>
 #include <sys/wait.h>
@@ -18,10 +19,6 @@
 #include <unistd.h>
 
 #define HOLD_TIMEOUT_NS		(5ull * 1000000000ull)
-#define CALL_LET_RUN_NS		(2ull * 1000000000ull)
-#define CALL_TIMEOUT_NS		(60ull * 1000000000ull)
-#define RED_ZONE		128
-#define XSTATE_MAX		(64 * 1024)
 
 static unsigned long long now_ns(void)
 {
@@ -81,6 +78,61 @@ static enum stop_kind poll_stop(struct tracee *t, int *sig)
 	return (st >> 16) == PTRACE_EVENT_STOP ? STOP_EVENT : STOP_SIGNAL;
 }
 
+#define ERESTARTNOHAND 514	/* the kernel's: restart unless a handler runs */
+
+/* System calls that return -EINTR, not one of the kernel's restart codes,
+ * when merely stopped (signal(7): "never restarted after being interrupted
+ * by a stop signal"): epoll_wait, sigtimedwait, System V semaphores, AIO
+ * waits and socket calls with a timeout.  connect() is not here: after
+ * EINTR the connection goes on, and a second call fails. */
+static bool eintr_on_stop(long nr)
+{
+	switch (nr) {
+	case SYS_epoll_wait:
+	case SYS_epoll_pwait:
+#ifdef SYS_epoll_pwait2
+	case SYS_epoll_pwait2:
+#endif
+	case SYS_rt_sigtimedwait:
+	case SYS_semop:
+	case SYS_semtimedop:
+	case SYS_io_getevents:
+#ifdef SYS_io_pgetevents
+	case SYS_io_pgetevents:
+#endif
+	case SYS_recvfrom:
+	case SYS_recvmsg:
+	case SYS_recvmmsg:
+	case SYS_sendto:
+	case SYS_sendmsg:
+	case SYS_accept:
+	case SYS_accept4:
+		return true;
+	default:
+		return false;
+	}
+}
+
+/* Our stop interrupted t's blocking system call: if that call would now
+ * return EINTR to the program, make it return -ERESTARTNOHAND instead, so
+ * the kernel re-issues it when the thread resumes (with its original
+ * arguments: a timeout starts again) and still returns EINTR if a signal
+ * handler runs first, exactly as if we had never stopped it.  A call that
+ * ended with EINTR because a handler ran shows the handler's registers
+ * here (rax 0), never this pair. */
+static void keep_syscall_going(pid_t tid)
+{
+	struct user_regs_struct r;
+
+	if (ptrace(PTRACE_GETREGS, tid, 0, &r))
+		return;
+	if ((long long)r.orig_rax < 0 || (long long)r.rax != -EINTR ||
+	    !eintr_on_stop((long)r.orig_rax))
+		return;
+	r.rax = (unsigned long long)-ERESTARTNOHAND;
+	ptrace(PTRACE_SETREGS, tid, 0, &r);
+}
+
 /* Waits until t is in an event stop (PTRACE_INTERRUPT), delivering any
  * signal that comes first. */
 static int wait_held(struct tracee *t, unsigned long long deadline)
@@ -91,6 +143,7 @@ static int wait_held(struct tracee *t, unsigned long long deadline)
 		switch (poll_stop(t, &sig)) {
 		case STOP_EVENT:
 			t->stopped = true;
+			keep_syscall_going(t->tid);
 			return 0;
 		case STOP_SIGNAL:
 			ptrace(PTRACE_CONT, t->tid, 0, (void *)(long)sig);
@@ -227,223 +280,9 @@ int tracee_hold(struct tracee_set *ts, pid_t pid, pid_t except)
 	return 0;
 }
 
-static int write_mem(pid_t pid, uint64_t addr, const void *buf, size_t len)
-{
-	char path[64];
-	ssize_t n;
-	int fd;
-
-	snprintf(path, sizeof(path), "/proc/%d/mem", (int)pid);
-	fd = open(path, O_RDWR | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	n = pwrite(fd, buf, len, (off_t)addr);
-	close(fd);
-	return n == (ssize_t)len ? 0 : -EFAULT;
-}
-
 uint64_t tracee_ip(pid_t tid)
 {
 	struct user_regs_struct r;
 
 	return ptrace(PTRACE_GETREGS, tid, 0, &r) ? 0 : r.rip;
-}
-
-int tracee_read_string(pid_t pid, uint64_t addr, char *buf, size_t len)
-{
-	char path[64];
-	ssize_t n;
-	int fd;
-
-	snprintf(path, sizeof(path), "/proc/%d/mem", (int)pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return -errno;
-	n = pread(fd, buf, len - 1, (off_t)addr);
-	close(fd);
-	if (n <= 0)
-		return -EFAULT;
-	buf[n] = '\0';
-	return 0;
-}
-
-/* Saved state of the hijacked thread. */
-struct saved_state {
-	struct user_regs_struct regs;
-	struct iovec xiov;
-	unsigned char *xstate;
-	struct user_fpregs_struct fp;
-	bool have_xstate;
-};
-
-static int save_state(pid_t tid, struct saved_state *s)
-{
-	if (ptrace(PTRACE_GETREGS, tid, 0, &s->regs))
-		return -errno;
-	s->xstate = aligned_alloc(64, XSTATE_MAX);
-	if (s->xstate) {
-		s->xiov = (struct iovec){ s->xstate, XSTATE_MAX };
-		s->have_xstate = !ptrace(PTRACE_GETREGSET, tid, (void *)NT_X86_XSTATE, &s->xiov);
-	}
-	if (!s->have_xstate && ptrace(PTRACE_GETFPREGS, tid, 0, &s->fp))
-		return -errno;
-	return 0;
-}
-
-static void restore_state(pid_t tid, struct saved_state *s)
-{
-	ptrace(PTRACE_SETREGS, tid, 0, &s->regs);
-	if (s->have_xstate)
-		ptrace(PTRACE_SETREGSET, tid, (void *)NT_X86_XSTATE, &s->xiov);
-	else
-		ptrace(PTRACE_SETFPREGS, tid, 0, &s->fp);
-	free(s->xstate);
-	s->xstate = NULL;
-}
-
-/* Lets the other held threads run (the call may need a lock they hold);
- * they stay traced, and their stops are serviced while we wait. */
-static void let_others_run(struct tracee_set *ts, pid_t tid)
-{
-	for (int i = 0; i < ts->n; i++) {
-		struct tracee *t = &ts->v[i];
-
-		if (t->tid != tid && t->stopped && !t->gone) {
-			ptrace(PTRACE_CONT, t->tid, 0, 0);
-			t->stopped = false;
-		}
-	}
-}
-
-static void service_others(struct tracee_set *ts, pid_t tid)
-{
-	for (int i = 0; i < ts->n; i++) {
-		struct tracee *t = &ts->v[i];
-		int sig = 0;
-
-		if (t->tid == tid || t->stopped || t->gone)
-			continue;
-		switch (poll_stop(t, &sig)) {
-		case STOP_SIGNAL:
-			ptrace(PTRACE_CONT, t->tid, 0, (void *)(long)sig);
-			break;
-		case STOP_EVENT:
-			ptrace(PTRACE_CONT, t->tid, 0, 0);
-			break;
-		case STOP_GONE:
-			t->gone = true;
-			break;
-		case STOP_NONE:
-			break;
-		}
-	}
-}
-
-/* Runs t until the called function returns to address 0. */
-static int run_call(struct tracee_set *ts, struct tracee *t, uint64_t *ret)
-{
-	unsigned long long start = now_ns();
-	bool others_running = false;
-
-	if (ptrace(PTRACE_CONT, t->tid, 0, 0))
-		return -errno;
-	t->stopped = false;
-	for (;;) {
-		struct user_regs_struct r;
-		int sig = 0;
-
-		switch (poll_stop(t, &sig)) {
-		case STOP_GONE:
-			t->gone = true;
-			return -ESRCH;
-		case STOP_EVENT:
-			ptrace(PTRACE_CONT, t->tid, 0, 0);
-			break;
-		case STOP_SIGNAL:
-			if (sig == SIGSEGV && !ptrace(PTRACE_GETREGS, t->tid, 0, &r)) {
-				/* Stopped before the signal is delivered: it never is. */
-				t->stopped = true;
-				if (r.rip != 0)
-					return -EFAULT;
-				*ret = r.rax;
-				return 0;
-			}
-			ptrace(PTRACE_CONT, t->tid, 0, (void *)(long)sig);
-			break;
-		case STOP_NONE:
-			if (!others_running && now_ns() - start > CALL_LET_RUN_NS) {
-				let_others_run(ts, t->tid);
-				others_running = true;
-			}
-			if (now_ns() - start > CALL_TIMEOUT_NS)
-				return -ETIMEDOUT;
-			if (others_running)
-				service_others(ts, t->tid);
-			nap();
-			break;
-		}
-	}
-}
-
-int tracee_call(struct tracee_set *ts, pid_t tid, uint64_t fn, const char *str, uint64_t a0,
-		uint64_t a1, uint64_t *ret)
-{
-	struct tracee *t = find(ts, tid);
-	struct saved_state saved = { 0 };
-	struct user_regs_struct r;
-	uint64_t sp, zero = 0;
-	int rc;
-
-	if (!t || !t->stopped || t->gone)
-		return -ESRCH;
-	rc = save_state(tid, &saved);
-	if (rc) {
-		free(saved.xstate);
-		return rc;
-	}
-	r = saved.regs;
-	/* Below the red zone, 16-byte aligned, as at a call. */
-	sp = (saved.regs.rsp - RED_ZONE - 256) & ~15ull;
-	if (str) {
-		size_t len = strlen(str) + 1;
-
-		sp -= (len + 15) & ~15ull;
-		rc = write_mem(ts->pid, sp, str, len);
-		a0 = sp;
-	}
-	sp -= 8;
-	if (!rc)
-		rc = write_mem(ts->pid, sp, &zero, sizeof(zero));	/* return address */
-	if (rc) {
-		free(saved.xstate);
-		return rc;
-	}
-	r.rsp = sp;
-	r.rip = fn;
-	r.rdi = a0;
-	r.rsi = a1;
-	r.rax = 0;
-	/* Not in a system call any more: no restart on resume. */
-	r.orig_rax = (unsigned long long)-1;
-	r.eflags &= ~0x500ull;		/* DF and TF clear, as the ABI wants */
-	if (ptrace(PTRACE_SETREGS, tid, 0, &r)) {
-		rc = -errno;
-		free(saved.xstate);
-		return rc;
-	}
-	rc = run_call(ts, t, ret);
-	if (t->gone) {
-		free(saved.xstate);
-		return rc;
-	}
-	if (!t->stopped) {
-		/* Timed out: stop it where it is; it cannot be saved from here. */
-		ptrace(PTRACE_INTERRUPT, tid, 0, 0);
-		wait_held(t, now_ns() + HOLD_TIMEOUT_NS);
-		free(saved.xstate);
-		return rc;
-	}
-	/* The interrupted system call, if any, restarts as it would have. */
-	restore_state(tid, &saved);
-	return rc;
 }

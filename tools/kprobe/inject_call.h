@@ -1,0 +1,41 @@
+/* Making a thread of another process call dlopen() through a stub that
+ * puts the thread back by itself, so that nothing the tool does or fails
+ * to do afterwards (dying, giving up) can leave the thread broken. */
+#ifndef KPROBE_INJECT_CALL_H
+#define KPROBE_INJECT_CALL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include "tracee.h"
+
+/* Where the stub goes: unused bytes of an executable mapping of pid, past
+ * the end of an object's code segment (never executed or read by the
+ * program).  0, or -ENOSPC when no mapping has room. */
+int inject_find_stub_room(pid_t pid, uint64_t *addr);
+
+struct inject_request {
+	uint64_t stub;		/* from inject_find_stub_room() */
+	uint64_t dlopen;	/* dlopen or __libc_dlopen_mode in the target */
+	uint64_t dlerror;	/* 0 when unknown */
+	uint64_t flags;		/* dlopen's mode */
+	const char *path;	/* the object to load */
+};
+
+struct inject_result {
+	uint64_t handle;	/* dlopen's result */
+	char why[256];		/* dlerror()'s message when handle is 0 */
+};
+
+/* Redirects the held thread tid of ts into the stub, which calls
+ * dlopen(path, flags) (and dlerror() if it fails), restores every register,
+ * the vector state and an interrupted system call, and jumps back to where
+ * the thread was.  Then releases all of ts and waits at most timeout_ms
+ * for the stub's answer.  0 with *res filled, -ETIMEDOUT (the thread still
+ * finishes on its own), -ESRCH (the thread or process went away), or
+ * -errno before the thread was touched. */
+int inject_call_dlopen(struct tracee_set *ts, pid_t tid, const struct inject_request *req,
+		       int timeout_ms, struct inject_result *res);
+
+#endif
