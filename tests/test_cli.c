@@ -33,6 +33,8 @@ static char agent[PATH_MAX + 32];
 static char static_prog[PATH_MAX + 32];
 static char hostile_prog[PATH_MAX + 32];
 static char fake_agent[PATH_MAX + 32];
+static char odd[PATH_MAX + 32];
+static char slowctor[PATH_MAX + 32];
 
 static void init_paths(void)
 {
@@ -50,6 +52,8 @@ static void init_paths(void)
 	snprintf(static_prog, sizeof(static_prog), "%s/tests/cli/cli_static", build_dir);
 	snprintf(hostile_prog, sizeof(hostile_prog), "%s/tests/cli/cli_hostile", build_dir);
 	snprintf(fake_agent, sizeof(fake_agent), "%s/tests/cli/fake_agent", build_dir);
+	snprintf(odd, sizeof(odd), "%s/tests/cli/odd_target", build_dir);
+	snprintf(slowctor, sizeof(slowctor), "%s/tests/cli/libslowctor.so", build_dir);
 }
 
 TestSuite(cli, .init = init_paths, .timeout = 20);
@@ -162,7 +166,7 @@ struct bg {
  * file, nothing to the test's own stdout or stderr. */
 static void bg_start_prog(struct bg *b, const char *prog, const char *args)
 {
-	char cmd[PATH_MAX + 256];
+	char cmd[3 * PATH_MAX];
 
 	temp_path(b->out, sizeof(b->out), "bg.out");
 	snprintf(cmd, sizeof(cmd), "exec %s %s > %s 2>&1 < /dev/null", prog, args, b->out);
@@ -1198,10 +1202,169 @@ Test(cli, attach_refused_without_ptrace_permission)
 	usleep(100000);
 	run(&r, "%s count target_add -p %d", kprobe, (int)child);
 	cr_assert_eq(r.status, 1, "%s", r.err);
-	cr_assert(strstr(r.err, "ptrace is not permitted"), "%s", r.err);
+	cr_assert(strstr(r.err, "already traced by process"), "%s", r.err);
 	cr_assert_eq(count_occurrences(r.err, "\n"), 1, "%s", r.err);
 	kill(child, SIGKILL);
 	waitpid(child, &st, 0);
+}
+
+/* ---- attach: odd targets are refused or handled, never harmed ---- */
+
+/* Waits for the background target to exit; asserts status 0 and its
+ * whole output. */
+static void bg_expect_exit(struct bg *b, const char *output)
+{
+	char *out;
+	int st;
+
+	cr_assert_eq(waitpid(b->pid, &st, 0), b->pid);
+	out = slurp(b->out);
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %#x, output '%s'", st, out);
+	cr_assert_str_eq(out, output);
+	free(out);
+	unlink(b->out);
+}
+
+static void assert_refused(const struct run *r, const char *why)
+{
+	cr_assert_eq(r->status, 1, "%s", r->err);
+	cr_assert(strstr(r->err, why), "%s", r->err);
+	cr_assert_eq(count_occurrences(r->err, "\n"), 1, "%s", r->err);
+}
+
+Test(cli, attach_refuses_zombie)
+{
+	struct run r;
+	pid_t child = fork();
+	int st;
+
+	if (child == 0)
+		_exit(5);
+	for (int i = 0; i < 200; i++) {	/* until it is a zombie */
+		char path[64], *stat;
+		bool zombie;
+
+		snprintf(path, sizeof(path), "/proc/%d/stat", (int)child);
+		stat = slurp(path);
+		zombie = strstr(stat, ") Z ") != NULL;
+		free(stat);
+		if (zombie)
+			break;
+		usleep(5000);
+	}
+	run(&r, "%s count target_add -p %d", kprobe, (int)child);
+	assert_refused(&r, "it has exited");
+	cr_assert_eq(waitpid(child, &st, 0), child);
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 5);
+}
+
+Test(cli, attach_refuses_exited_main_thread)
+{
+	struct bg b;
+	struct run r;
+
+	bg_start_prog(&b, odd, "mainexit 60");
+	bg_wait_for(&b, "started");
+	usleep(50000);
+	run(&r, "%s count odd_work -p %d", kprobe, (int)b.pid);
+	assert_refused(&r, "its main thread has exited");
+	bg_expect_exit(&b, "started\nticker ok\n");
+}
+
+Test(cli, attach_refuses_seccomp_strict)
+{
+	struct bg b;
+	struct run r;
+
+	bg_start_prog(&b, odd, "strict 3");
+	bg_wait_for(&b, "started");
+	run(&r, "%s count odd_work -p %d", kprobe, (int)b.pid);
+	assert_refused(&r, "seccomp strict mode");
+	bg_expect_exit(&b, "started\ntick\ntick\ntick\nstrict ok\n");
+}
+
+Test(cli, attach_refuses_seccomp_filter)
+{
+	struct bg b;
+	struct run r;
+
+	bg_start_prog(&b, odd, "filter 60");
+	bg_wait_for(&b, "started");
+	run(&r, "%s count odd_work -p %d", kprobe, (int)b.pid);
+	assert_refused(&r, "seccomp filter");
+	bg_expect_exit(&b, "started\nfilter ok\n");
+}
+
+Test(cli, attach_refuses_stopped_process_unharmed)
+{
+	struct bg b;
+	struct run r;
+	struct timespec t0, t1;
+
+	bg_start(&b, "loop 4000");
+	bg_wait_for(&b, "tick 3 ");
+	kill(b.pid, SIGSTOP);
+	usleep(50000);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	run(&r, "%s count target_add -p %d", kprobe, (int)b.pid);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	assert_refused(&r, "it is stopped");
+	cr_assert_lt(t1.tv_sec - t0.tv_sec, 3, "the refusal took too long");
+	kill(b.pid, SIGCONT);
+	usleep(200000);
+	cr_assert(alive(b.pid));
+	assert_untraced(b.pid);
+	assert_loop_output_correct(b.out);
+	bg_stop(&b);
+}
+
+/* Stopping threads to inject and to arm interrupts their blocking calls;
+ * epoll_wait and sigtimedwait must not see EINTR for it. */
+Test(cli, attach_keeps_blocking_waits)
+{
+	struct bg b;
+	struct run r;
+
+	bg_start_prog(&b, odd, "waiters 1500");
+	bg_wait_for(&b, "started");
+	run(&r, "%s count odd_work --format json -d 0.3 -p %d", kprobe, (int)b.pid);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert_gt(json_num(count_entry(r.out, "odd_work"), "hits"), 0, "%s", r.out);
+	{
+		char *out;
+		int st;
+
+		cr_assert_eq(waitpid(b.pid, &st, 0), b.pid);
+		out = slurp(b.out);
+		cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %#x", st);
+		cr_assert(strstr(out, "epoll ok\n") && strstr(out, "sigwait ok\n"), "%s", out);
+		free(out);
+		unlink(b.out);
+	}
+}
+
+/* The tool killed while the target is inside the injected dlopen (kept
+ * waiting by a constructor that holds the loader lock): the hijacked
+ * thread finishes the call and goes on by itself. */
+Test(cli, attach_survives_tool_killed_mid_injection)
+{
+	struct bg b;
+	struct run r;
+	char args[PATH_MAX + 64], *out;
+	int st;
+
+	snprintf(args, sizeof(args), "slowload %s", slowctor);
+	bg_start_prog(&b, odd, args);
+	usleep(300000);		/* the constructor is sleeping now */
+	run(&r, "%s count odd_work -p %d & k=$!; sleep 0.4; kill -KILL $k; wait $k", kprobe,
+	    (int)b.pid);
+	cr_assert_eq(r.status, 128 + SIGKILL, "%s", r.err);
+	cr_assert_eq(waitpid(b.pid, &st, 0), b.pid);
+	out = slurp(b.out);
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %#x, output '%s'", st, out);
+	cr_assert_str_eq(out, "ctor done\nloaded\nwork ok\n");
+	free(out);
+	unlink(b.out);
 }
 
 /* ---- errors: one line naming the culprit, exit 2, nothing half-done ---- */

@@ -101,6 +101,7 @@ KP_TEST_PROGS += $(B)/tests/cli/cli_zlib
 KP_TEST_PROGS += $(B)/tests/cli/cli_static
 KP_TEST_PROGS += $(B)/tests/cli/cli_hostile
 KP_TEST_PROGS += $(B)/tests/cli/fake_agent
+KP_TEST_PROGS += $(B)/tests/cli/odd_target $(B)/tests/cli/libslowctor.so
 
 $(B)/tests/cli/cli_target: tests/cli/cli_target.c include/kprobes/tracepoint.h include/kprobes/jump_label.h
 	@mkdir -p $(dir $@)
@@ -132,6 +133,16 @@ $(B)/tests/test_run $(B)/tests-asan/test_run: $(B)/kprobe $(B)/libkprobe-agent.s
 	$(B)/tests/cli/run_target
 
 $(B)/tests/cli/libcliplugin.so: tests/cli/cli_plugin.c
+	@mkdir -p $(dir $@)
+	$(CC) -O1 -g -shared -fPIC -o $@ $<
+
+# Odd processes for attach mode (seccomp, exited main thread, blocking
+# waits, a slow constructor).
+$(B)/tests/cli/odd_target: tests/cli/odd_target.c
+	@mkdir -p $(dir $@)
+	$(CC) -O1 -g -std=gnu11 -Wall -fno-omit-frame-pointer -o $@ $< -lpthread -ldl
+
+$(B)/tests/cli/libslowctor.so: tests/cli/slow_ctor.c
 	@mkdir -p $(dir $@)
 	$(CC) -O1 -g -shared -fPIC -o $@ $<
 

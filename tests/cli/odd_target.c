@@ -1,0 +1,208 @@
+/* Odd processes for attach mode (tests/test_cli.c attaches kprobe to them):
+ * each prints what it saw, so that any harm shows in its output or status.
+ *
+ *   strict N        seccomp strict mode, then N ticks of busy work
+ *   filter N        a seccomp filter that kills socket(), then N ticks
+ *   mainexit N      the main thread exits; another prints N ticks
+ *   waiters MS      epoll_wait and sigtimedwait block for MS ms each, while
+ *                   the main thread calls odd_work(); both must time out
+ *   slowload LIB    a thread loads LIB, whose constructor holds the loader
+ *                   lock for a while, as the main thread works */
+#include <dlfcn.h>
+#include <errno.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+static volatile long sink;
+
+__attribute__((noinline)) long odd_work(long i)
+{
+	sink += i;
+	return i * 3 + 1;
+}
+
+static void say(const char *s)
+{
+	if (write(1, s, strlen(s)) < 0)
+		sink++;
+}
+
+static void nap_ms(long ms)
+{
+	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000 };
+
+	while (nanosleep(&ts, &ts) && errno == EINTR)
+		;
+}
+
+/* Strict mode allows read, write, _exit and sigreturn only: no clock, no
+ * sleep, no exit_group. */
+static int run_strict(long n)
+{
+	say("started\n");
+	if (prctl(PR_SET_SECCOMP, SECCOMP_MODE_STRICT))
+		return 3;
+	for (long t = 0; t < n; t++) {
+		for (long i = 0; i < 20 * 1000 * 1000; i++)
+			odd_work(i);
+		say("tick\n");
+	}
+	say("strict ok\n");
+	syscall(SYS_exit, 0);
+	return 0;
+}
+
+static int run_filter(long n)
+{
+	struct sock_filter prog[] = {
+		BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+		BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_socket, 0, 1),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_KILL_PROCESS),
+		BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+	};
+	struct sock_fprog fprog = { sizeof(prog) / sizeof(prog[0]), prog };
+
+	if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) ||
+	    prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &fprog))
+		return 3;
+	say("started\n");
+	for (long t = 0; t < n; t++) {
+		odd_work(t);
+		nap_ms(10);
+	}
+	say("filter ok\n");
+	return 0;
+}
+
+static void *ticker(void *arg)
+{
+	long n = (long)arg;
+
+	for (long t = 0; t < n; t++) {
+		odd_work(t);
+		nap_ms(10);
+	}
+	say("ticker ok\n");
+	exit(0);
+}
+
+static int run_mainexit(long n)
+{
+	pthread_t th;
+
+	if (pthread_create(&th, NULL, ticker, (void *)n))
+		return 3;
+	say("started\n");
+	pthread_exit(NULL);
+}
+
+static long wait_ms;
+static volatile int waiters_done;
+
+static void *epoll_waiter(void *arg)
+{
+	struct epoll_event ev = { .events = EPOLLIN }, out;
+	int p[2], ep = epoll_create1(0), rc;
+
+	if (ep < 0 || pipe(p) || epoll_ctl(ep, EPOLL_CTL_ADD, p[0], &ev))
+		say("epoll setup failed\n");
+	rc = epoll_wait(ep, &out, 1, (int)wait_ms);
+	say(rc == 0 ? "epoll ok\n" : rc < 0 && errno == EINTR ? "epoll EINTR\n" : "epoll odd\n");
+	__atomic_fetch_add(&waiters_done, 1, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+static void *sig_waiter(void *arg)
+{
+	struct timespec ts = { wait_ms / 1000, (wait_ms % 1000) * 1000000 };
+	sigset_t set;
+	int rc;
+
+	sigemptyset(&set);
+	sigaddset(&set, SIGUSR1);
+	rc = sigtimedwait(&set, NULL, &ts);
+	say(rc < 0 && errno == EAGAIN ? "sigwait ok\n" :
+	    rc < 0 && errno == EINTR ? "sigwait EINTR\n" : "sigwait odd\n");
+	__atomic_fetch_add(&waiters_done, 1, __ATOMIC_RELEASE);
+	return NULL;
+}
+
+static int run_waiters(long ms)
+{
+	pthread_t a, b;
+	sigset_t set;
+
+	wait_ms = ms;
+	sigemptyset(&set);
+	sigaddset(&set, SIGUSR1);
+	pthread_sigmask(SIG_BLOCK, &set, NULL);
+	if (pthread_create(&a, NULL, epoll_waiter, NULL) ||
+	    pthread_create(&b, NULL, sig_waiter, NULL))
+		return 3;
+	nap_ms(50);
+	say("started\n");
+	for (long i = 0; __atomic_load_n(&waiters_done, __ATOMIC_ACQUIRE) < 2; i++) {
+		odd_work(i);
+		nap_ms(5);
+	}
+	pthread_join(a, NULL);
+	pthread_join(b, NULL);
+	return 0;
+}
+
+static void *loader(void *arg)
+{
+	void *h = dlopen(arg, RTLD_NOW);
+
+	say(h ? "loaded\n" : "load failed\n");
+	return NULL;
+}
+
+static int run_slowload(const char *lib)
+{
+	long sum = 0, expect = 0;
+	pthread_t th;
+
+	if (pthread_create(&th, NULL, loader, (void *)lib))
+		return 3;
+	for (long i = 0; i < 300; i++) {
+		sum += odd_work(i);
+		expect += i * 3 + 1;
+		nap_ms(10);
+	}
+	pthread_join(th, NULL);
+	say(sum == expect ? "work ok\n" : "work wrong\n");
+	return 0;
+}
+
+int main(int argc, char **argv)
+{
+	const char *mode = argc > 1 ? argv[1] : "";
+	long a = argc > 2 ? atol(argv[2]) : 0;
+
+	setvbuf(stdout, NULL, _IONBF, 0);
+	if (!strcmp(mode, "strict"))
+		return run_strict(a);
+	if (!strcmp(mode, "filter"))
+		return run_filter(a);
+	if (!strcmp(mode, "mainexit"))
+		return run_mainexit(a);
+	if (!strcmp(mode, "waiters"))
+		return run_waiters(a);
+	if (!strcmp(mode, "slowload") && argc > 2)
+		return run_slowload(argv[2]);
+	fputs("usage: odd_target strict N | filter N | mainexit N | waiters MS | slowload LIB\n",
+	      stderr);
+	return 64;
+}
