@@ -34,20 +34,60 @@ static void check_connect(const struct ctl *c, pid_t pid, int rc)
 		cli_die(EXIT_FAIL, "process %d is gone", (int)pid);
 }
 
+/* In a stopped process (SIGSTOP, job control) the program's threads stay
+ * stopped while the agent's run traced by us: they must, to answer.  When
+ * we detach they rejoin the group stop, and everything goes on together
+ * when the process is continued.  Empty for a running process. */
+static struct tracee_set agent_threads;
+
+/* Lets the agent's traced threads run on; called at least every 100 ms
+ * while we wait for the agent (a ctl_request() poll function that says
+ * nothing about progress). */
+static int keep_agent_running(void *arg)
+{
+	(void)arg;
+	if (agent_threads.n)
+		tracee_service(&agent_threads);
+	return 0;
+}
+
+/* A stopped process whose agent is already there, dormant: its threads
+ * (named by the agent and the library) are in the group stop too. */
+static void run_stopped_agent(pid_t pid)
+{
+	static const char *const names[] = { "kprobe-agent", "kprobes-opt", NULL };
+	int rc = tracee_seize_named(&agent_threads, pid, names);
+
+	for (int i = 0; !rc && i < agent_threads.n; i++)
+		rc = tracee_run(&agent_threads, agent_threads.v[i].tid);
+	if (rc || !agent_threads.n) {
+		tracee_release(&agent_threads);
+		cli_die(EXIT_FAIL, "cannot attach to process %d: it is stopped and its agent's "
+			"threads cannot be run (%s)", (int)pid,
+			rc ? strerror(-rc) : "not found");
+	}
+}
+
 void attach_connect(struct ctl *c, pid_t pid, const char *agent)
 {
+	struct target_state st;
 	char err[512];
+	bool stopped;
 	int rc;
 
 	/* Before anything touches the process, even a connection to an agent
 	 * already there (arming holds the threads with ptrace). */
-	if (target_check_attachable(pid, err, sizeof(err)))
+	if (target_check_attachable(pid, &st, err, sizeof(err)))
 		cli_die(EXIT_FAIL, "%s", err);
+	stopped = st.state == 'T';
 	rc = ctl_connect(c, pid);
-	if (!rc)
+	if (!rc) {
+		if (stopped)
+			run_stopped_agent(pid);
 		return;
+	}
 	check_connect(c, pid, rc);
-	rc = inject_agent(pid, agent, err, sizeof(err));
+	rc = inject_agent(pid, agent, stopped, &agent_threads, err, sizeof(err));
 	if (rc)
 		cli_die(EXIT_FAIL, "%s", err);
 	for (int i = 0; i < CONNECT_TRIES && !session_stop_signal; i++) {
@@ -55,6 +95,7 @@ void attach_connect(struct ctl *c, pid_t pid, const char *agent)
 		if (!rc)
 			return;
 		check_connect(c, pid, rc);
+		keep_agent_running(NULL);
 		poll(NULL, 0, 5);
 	}
 	cli_die(EXIT_FAIL, "the agent loaded into process %d but does not answer on its "
@@ -78,6 +119,7 @@ static int arm_progress(void *arg)
 	double d = w->s->opts->duration;
 
 	session_progress(w->s, w->start);
+	keep_agent_running(NULL);
 	if (w->held->n && cli_now_ns() - w->start > HOLD_MAX_NS)
 		tracee_release(w->held);
 	if ((d > 0 && (double)(cli_now_ns() - w->start) > d * 1e9) ||
@@ -94,7 +136,8 @@ static pid_t agent_thread(struct ctl *c)
 	char status[256];
 	const char *tid;
 
-	if (ctl_request(c, "HELLO\n", NULL, status, sizeof(status), 5000, NULL, NULL))
+	if (ctl_request(c, "HELLO\n", NULL, status, sizeof(status), 5000, keep_agent_running,
+			NULL))
 		return 0;
 	tid = strstr(status, "tid=");
 	return tid ? (pid_t)atoi(tid + 4) : 0;
@@ -182,12 +225,17 @@ int attach_run(struct session *s, const char *agent)
 			alive = false;
 			break;
 		}
+		keep_agent_running(NULL);
 		/* Busy rings are read again at once, idle ones every 10 ms. */
 		poll(NULL, 0, busy ? 1 : 10);
 	}
 	/* Leave the process running unprobed; the agent stays, dormant. */
 	if (alive)
-		ctl_request(&s->ctl, "DISARM\n", NULL, status, sizeof(status), 10000, NULL, NULL);
+		ctl_request(&s->ctl, "DISARM\n", NULL, status, sizeof(status), 10000,
+			    keep_agent_running, NULL);
+	/* A process still stopped takes the agent's threads back into its
+	 * group stop. */
+	tracee_release(&agent_threads);
 	session_report(s);
 	return session_close(s) ? EXIT_FAIL : 0;
 }

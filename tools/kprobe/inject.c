@@ -162,11 +162,13 @@ static pid_t pick_thread(const struct tracee_set *ts)
 /* Holds the process with its main thread out of the dynamic loader: a
  * process still starting up, or in the middle of a dlopen, is let run a
  * little and held again. */
-static int hold_outside_loader(struct tracee_set *ts, pid_t pid)
+static int hold_outside_loader(struct tracee_set *ts, pid_t pid, bool stopped)
 {
 	uint64_t lo, hi;
 	int rc;
 
+	if (stopped)	/* it does not move until continued */
+		return tracee_hold(ts, pid, 0);
 	loader_range(pid, &lo, &hi);
 	for (int tries = 0;; tries++) {
 		uint64_t ip;
@@ -182,7 +184,8 @@ static int hold_outside_loader(struct tracee_set *ts, pid_t pid)
 	}
 }
 
-int inject_agent(pid_t pid, const char *agent, char *err, size_t errlen)
+int inject_agent(pid_t pid, const char *agent, bool stopped, struct tracee_set *keep, char *err,
+		 size_t errlen)
 {
 	struct inject_request req = { .flags = 0 };
 	struct inject_result res;
@@ -196,7 +199,8 @@ int inject_agent(pid_t pid, const char *agent, char *err, size_t errlen)
 		snprintf(err, errlen, "cannot find the agent %s: %s", agent, strerror(errno));
 		return -ENOENT;
 	}
-	rc = hold_outside_loader(&ts, pid);
+	memset(keep, 0, sizeof(*keep));
+	rc = hold_outside_loader(&ts, pid, stopped);
 	if (rc == -EPERM) {
 		snprintf(err, errlen, "cannot attach to process %d: ptrace is not permitted "
 			 "(another tracer, different user, or /proc/sys/kernel/yama/ptrace_scope)",
@@ -225,6 +229,7 @@ int inject_agent(pid_t pid, const char *agent, char *err, size_t errlen)
 	req.dlerror = ld.dlerror;
 	req.flags = ld.flags;
 	req.path = real;
+	req.stopped = stopped;
 	tid = pick_thread(&ts);
 	if (!tid) {
 		tracee_release(&ts);
@@ -234,6 +239,8 @@ int inject_agent(pid_t pid, const char *agent, char *err, size_t errlen)
 	/* Releases the threads; the target finishes the call by itself even
 	 * if we stop waiting. */
 	rc = inject_call_dlopen(&ts, tid, &req, LOAD_TIMEOUT_MS, &res);
+	if (stopped)
+		*keep = ts;	/* the agent's threads, running traced */
 	if (rc == -ETIMEDOUT) {
 		snprintf(err, errlen, "process %d is still loading the agent after %d s (a library "
 			 "constructor or a lock it waits for); it goes on unharmed, try again later",

@@ -34,7 +34,12 @@
 /* Entry: rax dlopen, rdi path, rsi flags, rbx vector state (64-aligned),
  * r12 the saved general registers, r13 the answer, r14 dlerror (or 0),
  * r15 1 for XRSTOR, 0 for FXRSTOR, rbp the nonce; rsp 16-aligned.
- * The answer is { nonce, handle, dlerror string }, the nonce stored last. */
+ * The answer is { nonce, handle, dlerror string }, the nonce stored last;
+ * then the stub sleeps answer.pause if it is not zero (in a stopped
+ * process, where it gives the tool the time to stop the thread before it
+ * leaves the stub: the program must not run a single instruction before it
+ * is continued).  The pause is ppoll, not nanosleep: nanosleep forgets the
+ * restart of an interrupted sleep the thread goes back to. */
 extern const unsigned char inject_stub_start[], inject_stub_end[];
 __asm__(".pushsection .rodata\n"
 	".globl inject_stub_start\n"
@@ -51,7 +56,16 @@ __asm__(".pushsection .rodata\n"
 	"	call *%r14\n"
 	"	mov %rax, 16(%r13)\n"
 	"1:	mov %rbp, (%r13)\n"
-	"	mov $-1, %eax\n"
+	"	cmpq $0, 32(%r13)\n"		/* ppoll(NULL, 0, &answer.pause, NULL) */
+	"	je 4f\n"
+	"	xor %edi, %edi\n"
+	"	xor %esi, %esi\n"
+	"	lea 24(%r13), %rdx\n"
+	"	xor %r10d, %r10d\n"
+	"	mov $8, %r8d\n"
+	"	mov $271, %eax\n"
+	"	syscall\n"
+	"4:	mov $-1, %eax\n"
 	"	mov $-1, %edx\n"
 	"	test %r15, %r15\n"
 	"	jz 2f\n"
@@ -89,7 +103,10 @@ struct saved_gprs {
 
 struct answer {
 	uint64_t nonce, handle, why;
+	int64_t pause_sec, pause_nsec;		/* a struct timespec */
 };
+
+#define STOPPED_PAUSE_NS	200000000	/* 200 ms */
 
 #define ERESTARTSYS		512
 #define ERESTARTNOINTR		513
@@ -247,7 +264,7 @@ struct block {
 };
 
 static int build_block(struct block *b, const struct user_regs_struct *resume,
-		       const void *vec, size_t veclen, const char *file)
+		       const void *vec, size_t veclen, const char *file, bool stopped)
 {
 	size_t plen = strlen(file) + 1;
 	uint64_t top = resume->rsp - RED_ZONE;		/* just past rip's slot */
@@ -268,6 +285,11 @@ static int build_block(struct block *b, const struct user_regs_struct *resume,
 	memcpy(b->buf + (b->gprs - b->base), &g, sizeof(g));
 	memcpy(b->buf + (b->path - b->base), file, plen);
 	memcpy(b->buf + (b->xstate - b->base), vec, veclen);
+	if (stopped) {
+		struct answer a = { .pause_nsec = STOPPED_PAUSE_NS };
+
+		memcpy(b->buf + (b->answer - b->base), &a, sizeof(a));
+	}
 	return 0;
 }
 
@@ -294,15 +316,19 @@ static int read_vector_state(pid_t tid, unsigned char **buf, size_t *len, bool *
 	return 0;
 }
 
-static int wait_answer(pid_t pid, pid_t tid, const struct block *b, uint64_t nonce,
-		       int timeout_ms, struct inject_result *res)
+static int wait_answer(struct tracee_set *keep, pid_t pid, pid_t tid, const struct block *b,
+		       uint64_t nonce, int timeout_ms, struct inject_result *res)
 {
 	struct answer a;
 	char task[64];
 
 	snprintf(task, sizeof(task), "/proc/%d/task/%d", (int)pid, (int)tid);
-	for (int waited = 0; waited <= timeout_ms; waited += 2) {
-		int rc = mem_io(pid, b->answer, &a, sizeof(a), false);
+	for (int waited = 0; waited <= timeout_ms; waited += 1) {
+		int rc;
+
+		if (keep)
+			tracee_service(keep);
+		rc = mem_io(pid, b->answer, &a, sizeof(a), false);
 
 		if (rc == -ESRCH || access(task, F_OK))
 			return -ESRCH;
@@ -313,9 +339,36 @@ static int wait_answer(pid_t pid, pid_t tid, const struct block *b, uint64_t non
 			res->why[sizeof(res->why) - 1] = '\0';
 			return 0;
 		}
-		poll(NULL, 0, 2);
+		poll(NULL, 0, 1);
 	}
 	return -ETIMEDOUT;
+}
+
+/* A stopped process: the program's other threads go back to their group
+ * stop at once; the hijacked thread runs traced, with the threads the
+ * agent starts, and is stopped again (and left in the group stop) in the
+ * stub's pause, before it can run a single program instruction.  It
+ * finishes the stub when the process is continued.  ts keeps the agent's
+ * threads, running. */
+static int call_in_stopped_process(struct tracee_set *ts, pid_t tid, const struct block *b,
+				   uint64_t nonce, int timeout_ms, struct inject_result *res)
+{
+	pid_t pid = ts->pid;
+	int rc;
+
+	for (int i = 0; i < ts->n; i++)
+		if (ts->v[i].tid != tid)
+			tracee_detach_one(ts, ts->v[i].tid);
+	rc = tracee_run(ts, tid);
+	if (rc) {
+		/* Still held with the stub's registers: it runs it when
+		 * continued. */
+		tracee_detach_one(ts, tid);
+		return rc;
+	}
+	rc = wait_answer(ts, pid, tid, b, nonce, timeout_ms, res);
+	tracee_detach_one(ts, tid);
+	return rc;
 }
 
 int inject_call_dlopen(struct tracee_set *ts, pid_t tid, const struct inject_request *req,
@@ -337,7 +390,7 @@ int inject_call_dlopen(struct tracee_set *ts, pid_t tid, const struct inject_req
 	resume_registers(&resume);
 	rc = read_vector_state(tid, &vec, &veclen, &xsave);
 	if (!rc)
-		rc = build_block(&b, &resume, vec, veclen, req->path);
+		rc = build_block(&b, &resume, vec, veclen, req->path, req->stopped);
 	free(vec);
 	if (!rc)
 		rc = mem_io(pid, req->stub, (void *)inject_stub_start, stub_len(), true);
@@ -364,8 +417,11 @@ int inject_call_dlopen(struct tracee_set *ts, pid_t tid, const struct inject_req
 	r.eflags &= ~0x500ull;		/* DF and TF clear, as the ABI wants */
 	if (ptrace(PTRACE_SETREGS, tid, 0, &r))
 		return -errno;
-	/* From here the thread restores itself: let everything run (a
-	 * constructor may need a lock another thread holds). */
-	tracee_release(ts);
-	return wait_answer(pid, tid, &b, nonce, timeout_ms, res);
+	if (!req->stopped) {
+		/* From here the thread restores itself: let everything run (a
+		 * constructor may need a lock another thread holds). */
+		tracee_release(ts);
+		return wait_answer(NULL, pid, tid, &b, nonce, timeout_ms, res);
+	}
+	return call_in_stopped_process(ts, tid, &b, nonce, timeout_ms, res);
 }

@@ -4,6 +4,7 @@
 #ifndef KPROBE_INJECT_CALL_H
 #define KPROBE_INJECT_CALL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -21,6 +22,7 @@ struct inject_request {
 	uint64_t dlerror;	/* 0 when unknown */
 	uint64_t flags;		/* dlopen's mode */
 	const char *path;	/* the object to load */
+	bool stopped;		/* the process is stopped (SIGSTOP, job control) */
 };
 
 struct inject_result {
@@ -34,7 +36,10 @@ struct inject_result {
  * the thread was.  Then releases all of ts and waits at most timeout_ms
  * for the stub's answer.  0 with *res filled, -ETIMEDOUT (the thread still
  * finishes on its own), -ESRCH (the thread or process went away), or
- * -errno before the thread was touched. */
+ * -errno before the thread was touched.  In a stopped process (req->stopped)
+ * the program's threads stay stopped and ts keeps the agent's threads
+ * running under ptrace: service them with tracee_service() while the agent
+ * must answer, and tracee_release() them at the end. */
 int inject_call_dlopen(struct tracee_set *ts, pid_t tid, const struct inject_request *req,
 		       int timeout_ms, struct inject_result *res);
 

@@ -83,12 +83,13 @@ static void process_name(pid_t pid, char *buf, size_t len)
 			*p = *p == '\n' ? '\0' : '?';
 }
 
-int target_check_attachable(pid_t pid, char *err, size_t errlen)
+int target_check_attachable(pid_t pid, struct target_state *state, char *err, size_t errlen)
 {
 	struct target_state st;
 	char name[32];
 	int rc = target_read_state(pid, &st);
 
+	*state = st;
 	if (rc) {
 		snprintf(err, errlen, "cannot read the state of process %d: %s", (int)pid,
 			 strerror(-rc));
@@ -111,13 +112,6 @@ int target_check_attachable(pid_t pid, char *err, size_t errlen)
 			 "process %d (%s); a process has one tracer at a time", (int)pid,
 			 (int)st.tracer, name);
 		return -EBUSY;
-	}
-	if (st.state == 'T') {
-		/* Its threads are in a group stop: the agent's control thread
-		 * would join it and never answer. */
-		snprintf(err, errlen, "cannot attach to process %d: it is stopped (by SIGSTOP or "
-			 "job control); continue it first (kill -CONT %d)", (int)pid, (int)pid);
-		return -EAGAIN;
 	}
 	if (st.seccomp == 1) {
 		snprintf(err, errlen, "cannot attach to process %d: it runs in seccomp strict mode, "

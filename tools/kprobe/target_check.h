@@ -20,9 +20,10 @@ int target_read_state(pid_t pid, struct target_state *st);
 
 /* Whether attaching to pid can be done without harming it: 0, or -errno
  * with one line saying why not in err.  Refused: a zombie, a process whose
- * main thread exited, a stopped one, one traced by another tracer, one under seccomp
+ * main thread exited, one traced by another tracer, one under seccomp
  * (strict mode kills it at the first system call the agent makes, a filter
- * may kill it or make the agent fail half-way). */
-int target_check_attachable(pid_t pid, char *err, size_t errlen);
+ * may kill it or make the agent fail half-way).  *st gets what was read
+ * (a stopped process, state T, is attached to while it stays stopped). */
+int target_check_attachable(pid_t pid, struct target_state *st, char *err, size_t errlen);
 
 #endif

@@ -60,8 +60,11 @@ static struct tracee *add(struct tracee_set *ts, pid_t tid)
 
 enum stop_kind { STOP_NONE, STOP_EVENT, STOP_SIGNAL, STOP_GONE };
 
-/* One wait status of t, without blocking. */
-static enum stop_kind poll_stop(struct tracee *t, int *sig)
+/* One wait status of t, without blocking: STOP_EVENT for a ptrace event
+ * (*event: PTRACE_EVENT_STOP for PTRACE_INTERRUPT and group stops,
+ * PTRACE_EVENT_CLONE ...), STOP_SIGNAL for a signal about to be
+ * delivered (*sig). */
+static enum stop_kind poll_stop_event(struct tracee *t, int *sig, int *event)
 {
 	int st;
 	pid_t r = waitpid(t->tid, &st, __WALL | WNOHANG);
@@ -75,7 +78,8 @@ static enum stop_kind poll_stop(struct tracee *t, int *sig)
 	if (!WIFSTOPPED(st))
 		return STOP_NONE;
 	*sig = WSTOPSIG(st);
-	return (st >> 16) == PTRACE_EVENT_STOP ? STOP_EVENT : STOP_SIGNAL;
+	*event = st >> 16;
+	return *event ? STOP_EVENT : STOP_SIGNAL;
 }
 
 #define ERESTARTNOHAND 514	/* the kernel's: restart unless a handler runs */
@@ -133,23 +137,33 @@ static void keep_syscall_going(pid_t tid)
 	ptrace(PTRACE_SETREGS, tid, 0, &r);
 }
 
-/* Waits until t is in an event stop (PTRACE_INTERRUPT), delivering any
- * signal that comes first. */
-static int wait_held(struct tracee *t, unsigned long long deadline)
+static void adopt_clone(struct tracee_set *ts, pid_t parent);
+
+/* Waits until thread i of ts is in an event stop (PTRACE_INTERRUPT),
+ * delivering any signal that comes first and taking in threads it creates
+ * meanwhile (when tracing clones); ts->v may move. */
+static int wait_held(struct tracee_set *ts, int i, unsigned long long deadline)
 {
 	for (;;) {
-		int sig = 0;
+		int sig = 0, event = 0;
+		pid_t tid = ts->v[i].tid;
 
-		switch (poll_stop(t, &sig)) {
+		switch (poll_stop_event(&ts->v[i], &sig, &event)) {
 		case STOP_EVENT:
-			t->stopped = true;
-			keep_syscall_going(t->tid);
+			if (event != PTRACE_EVENT_STOP) {
+				if (event == PTRACE_EVENT_CLONE)
+					adopt_clone(ts, tid);
+				ptrace(PTRACE_CONT, tid, 0, 0);
+				break;
+			}
+			ts->v[i].stopped = true;
+			keep_syscall_going(tid);
 			return 0;
 		case STOP_SIGNAL:
-			ptrace(PTRACE_CONT, t->tid, 0, (void *)(long)sig);
+			ptrace(PTRACE_CONT, tid, 0, (void *)(long)sig);
 			break;
 		case STOP_GONE:
-			t->gone = true;
+			ts->v[i].gone = true;
 			return 0;
 		case STOP_NONE:
 			if (now_ns() > deadline)
@@ -165,17 +179,15 @@ void tracee_release(struct tracee_set *ts)
 	unsigned long long deadline = now_ns() + HOLD_TIMEOUT_NS;
 
 	for (int i = 0; i < ts->n; i++) {
-		struct tracee *t = &ts->v[i];
-
-		if (t->gone)
+		if (ts->v[i].gone)
 			continue;
 		/* Only a stopped tracee can be detached. */
-		if (!t->stopped) {
-			ptrace(PTRACE_INTERRUPT, t->tid, 0, 0);
-			wait_held(t, deadline);
+		if (!ts->v[i].stopped) {
+			ptrace(PTRACE_INTERRUPT, ts->v[i].tid, 0, 0);
+			wait_held(ts, i, deadline);
 		}
-		if (!t->gone)
-			ptrace(PTRACE_DETACH, t->tid, 0, 0);
+		if (!ts->v[i].gone)
+			ptrace(PTRACE_DETACH, ts->v[i].tid, 0, 0);
 	}
 	free(ts->v);
 	ts->v = NULL;
@@ -217,6 +229,27 @@ static bool thread_exiting(pid_t pid, pid_t tid)
 	return !p || p[1] != ' ' || p[2] == 'Z' || p[2] == 'X';
 }
 
+/* Whether thread tid of pid is traced by us already (the agent's threads
+ * we keep running in a stopped process). */
+static bool traced_by_us(pid_t pid, pid_t tid)
+{
+	char path[96], buf[2048], *p;
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/status", (int)pid, (int)tid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	n = read(fd, buf, sizeof(buf) - 1);
+	close(fd);
+	if (n <= 0)
+		return false;
+	buf[n] = '\0';
+	p = strstr(buf, "\nTracerPid:");
+	return p && atoi(p + 11) == (int)getpid();
+}
+
 /* Seizes the threads listed now; returns how many were new, or -errno. */
 static int seize_listed(struct tracee_set *ts, pid_t except)
 {
@@ -235,11 +268,14 @@ static int seize_listed(struct tracee_set *ts, pid_t except)
 		if (tid <= 0 || tid == except || find(ts, tid))
 			continue;
 		if (ptrace(PTRACE_SEIZE, tid, 0, 0)) {
+			int err = errno;
+
 			/* Exited meanwhile (an exiting thread refuses with
 			 * EPERM until it is gone). */
-			if (errno == ESRCH || (errno == EPERM && thread_exiting(ts->pid, tid)))
+			if (err == ESRCH || (err == EPERM && (thread_exiting(ts->pid, tid) ||
+							      traced_by_us(ts->pid, tid))))
 				continue;
-			added = -errno;
+			added = -err;
 			break;
 		}
 		if (!add(ts, tid)) {
@@ -271,7 +307,7 @@ int tracee_hold(struct tracee_set *ts, pid_t pid, pid_t except)
 		}
 		for (int i = 0; i < ts->n && !rc; i++)
 			if (!ts->v[i].stopped && !ts->v[i].gone)
-				rc = wait_held(&ts->v[i], deadline);
+				rc = wait_held(ts, i, deadline);
 	}
 	if (rc < 0 || ts->n == 0) {
 		tracee_release(ts);
@@ -285,4 +321,135 @@ uint64_t tracee_ip(pid_t tid)
 	struct user_regs_struct r;
 
 	return ptrace(PTRACE_GETREGS, tid, 0, &r) ? 0 : r.rip;
+}
+
+/* Seizes thread tid and waits until it is held; a thread already in the
+ * set is left as it is. */
+static int seize_one(struct tracee_set *ts, pid_t tid)
+{
+	if (find(ts, tid))
+		return 0;
+	if (ptrace(PTRACE_SEIZE, tid, 0, 0))
+		return -errno;
+	if (!add(ts, tid)) {
+		ptrace(PTRACE_DETACH, tid, 0, 0);
+		return -ENOMEM;
+	}
+	ptrace(PTRACE_INTERRUPT, tid, 0, 0);
+	return wait_held(ts, ts->n - 1, now_ns() + HOLD_TIMEOUT_NS);
+}
+
+/* Whether thread tid of pid has one of the names (its comm). */
+static bool thread_named(pid_t pid, pid_t tid, const char *const *names)
+{
+	char path[96], comm[32];
+	ssize_t n;
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/comm", (int)pid, (int)tid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	n = read(fd, comm, sizeof(comm) - 1);
+	close(fd);
+	if (n <= 0)
+		return false;
+	comm[n] = '\0';
+	comm[strcspn(comm, "\n")] = '\0';
+	for (int i = 0; names[i]; i++)
+		if (!strcmp(comm, names[i]))
+			return true;
+	return false;
+}
+
+int tracee_seize_named(struct tracee_set *ts, pid_t pid, const char *const *names)
+{
+	char path[64];
+	struct dirent *de;
+	DIR *d;
+	int rc = 0;
+
+	ts->pid = pid;
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	d = opendir(path);
+	if (!d)
+		return -ESRCH;
+	while (!rc && (de = readdir(d))) {
+		pid_t tid = (pid_t)atoi(de->d_name);
+
+		if (tid > 0 && thread_named(pid, tid, names))
+			rc = seize_one(ts, tid);
+	}
+	closedir(d);
+	return rc;
+}
+
+int tracee_run(struct tracee_set *ts, pid_t tid)
+{
+	struct tracee *t = find(ts, tid);
+
+	if (!t || !t->stopped || t->gone)
+		return -ESRCH;
+	/* Threads it creates are traced too, so they can run as well (in a
+	 * stopped process they would join the group stop at once). */
+	if (ptrace(PTRACE_SETOPTIONS, tid, 0, (void *)PTRACE_O_TRACECLONE) ||
+	    ptrace(PTRACE_CONT, tid, 0, 0))
+		return -errno;
+	t->stopped = false;
+	return 0;
+}
+
+/* Takes in the thread a PTRACE_EVENT_CLONE stop of parent announced; it
+ * starts with an event stop of its own, serviced like any other. */
+static void adopt_clone(struct tracee_set *ts, pid_t parent)
+{
+	unsigned long child = 0;
+
+	if (ptrace(PTRACE_GETEVENTMSG, parent, 0, &child) || !child || find(ts, (pid_t)child))
+		return;
+	add(ts, (pid_t)child);	/* not stopped: serviced until released */
+}
+
+void tracee_service(struct tracee_set *ts)
+{
+	for (int i = 0; i < ts->n; i++) {
+		int sig = 0, event = 0;
+		pid_t tid = ts->v[i].tid;
+
+		if (ts->v[i].stopped || ts->v[i].gone)
+			continue;
+		switch (poll_stop_event(&ts->v[i], &sig, &event)) {
+		case STOP_EVENT:
+			if (event == PTRACE_EVENT_CLONE)
+				adopt_clone(ts, tid);	/* may move ts->v */
+			/* Group stops too: this thread keeps running. */
+			ptrace(PTRACE_CONT, tid, 0, 0);
+			break;
+		case STOP_SIGNAL:
+			ptrace(PTRACE_CONT, tid, 0, (void *)(long)sig);
+			break;
+		case STOP_GONE:
+			ts->v[i].gone = true;
+			break;
+		case STOP_NONE:
+			break;
+		}
+	}
+}
+
+void tracee_detach_one(struct tracee_set *ts, pid_t tid)
+{
+	struct tracee *t = find(ts, tid);
+	int i;
+
+	if (!t || t->gone)
+		return;
+	i = (int)(t - ts->v);
+	if (!t->stopped) {
+		ptrace(PTRACE_INTERRUPT, tid, 0, 0);
+		wait_held(ts, i, now_ns() + HOLD_TIMEOUT_NS);
+	}
+	if (!ts->v[i].gone)
+		ptrace(PTRACE_DETACH, tid, 0, 0);
+	ts->v[i].gone = true;		/* no longer ours */
 }

@@ -27,6 +27,19 @@ void tracee_unblock(struct tracee_set *ts, int sig);
 /* Resumes every held thread and detaches from it. */
 void tracee_release(struct tracee_set *ts);
 
+/* A stopped process (group stop) keeps its own threads stopped while
+ * these run under ptrace: the agent's loading and its threads. */
+/* Seizes and holds the threads of pid whose name (comm) is in names. */
+int tracee_seize_named(struct tracee_set *ts, pid_t pid, const char *const *names);
+/* Lets the held thread tid run, traced, with the threads it creates. */
+int tracee_run(struct tracee_set *ts, pid_t tid);
+/* Services the running traced threads without blocking: group stops and
+ * other events are continued, signals delivered, new threads taken in.
+ * Call it often (every 100 ms at most) while they must run. */
+void tracee_service(struct tracee_set *ts);
+/* Stops and detaches one thread (which rejoins a group stop in effect). */
+void tracee_detach_one(struct tracee_set *ts, pid_t tid);
+
 /* The instruction pointer of the held thread tid, or 0. */
 uint64_t tracee_ip(pid_t tid);
 
