@@ -1395,6 +1395,87 @@ Test(cli, attach_survives_tool_killed_mid_injection)
 	unlink(b.out);
 }
 
+/* CPU time (clock ticks) of pid's thread called name, -1 if none. */
+static long thread_cpu(pid_t pid, const char *name)
+{
+	char path[64];
+	struct dirent *de;
+	long ticks = -1;
+	DIR *d;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	d = opendir(path);
+	cr_assert(d);
+	while (ticks < 0 && (de = readdir(d))) {
+		char file[400], *comm, *stat, *p;
+		unsigned long utime, stime;
+
+		if (de->d_name[0] == '.')
+			continue;
+		snprintf(file, sizeof(file), "%s/%s/comm", path, de->d_name);
+		comm = slurp(file);
+		if (!strcmp(comm, name) || (strlen(comm) == strlen(name) + 1 &&
+					    !strncmp(comm, name, strlen(name)))) {
+			snprintf(file, sizeof(file), "%s/%s/stat", path, de->d_name);
+			stat = slurp(file);
+			p = strrchr(stat, ')');
+			/* utime and stime: fields 14 and 15, 12 and 13 after ')' */
+			if (p && sscanf(p + 2, "%*c %*d %*d %*d %*d %*d %*u %*u %*u %*u %*u %lu %lu",
+					&utime, &stime) == 2)
+				ticks = (long)(utime + stime);
+			free(stat);
+		}
+		free(comm);
+	}
+	closedir(d);
+	return ticks;
+}
+
+/* A program that closes every descriptor and opens files of its own gets
+ * numbers the agent and the library used: they must notice, never write
+ * into its files, never spin, and listen again. */
+Test(cli, attach_survives_closed_and_reused_descriptors)
+{
+	char dir[128], args[256];
+	struct bg b;
+	struct run r;
+	pid_t tool;
+	long cpu0, cpu1;
+	int st;
+
+	temp_path(dir, sizeof(dir), "fds");
+	cr_assert(!mkdir(dir, 0700));
+	snprintf(args, sizeof(args), "closeall %s", dir);
+	bg_start_prog(&b, odd, args);
+	bg_wait_for(&b, "started");
+	tool = fork();
+	if (tool == 0) {
+		run(&r, "%s count odd_work -d 1.2 -p %d", kprobe, (int)b.pid);
+		_exit(0);
+	}
+	usleep(500000);		/* armed */
+	kill(b.pid, SIGUSR1);
+	usleep(300000);
+	cpu0 = thread_cpu(b.pid, "kprobe-agent");
+	usleep(500000);
+	cpu1 = thread_cpu(b.pid, "kprobe-agent");
+	cr_assert_geq(cpu0, 0, "no agent thread");
+	cr_assert_lt(cpu1 - cpu0, 10, "the agent thread spins: %ld ticks in 0.5 s", cpu1 - cpu0);
+	cr_assert_eq(waitpid(tool, &st, 0), tool);
+	/* It listens again: a new session works. */
+	run(&r, "%s count odd_work --format json -d 0.2 -p %d", kprobe, (int)b.pid);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert_gt(json_num(count_entry(r.out, "odd_work"), "hits"), 0, "%s", r.out);
+	bg_expect_exit(&b, "started\nfiles ok\n");
+	for (int i = 0; i < 16; i++) {
+		char f[192];
+
+		snprintf(f, sizeof(f), "%s/f%d", dir, i);
+		unlink(f);
+	}
+	rmdir(dir);
+}
+
 /* ---- errors: one line naming the culprit, exit 2, nothing half-done ---- */
 
 Test(cli, error_unknown_symbol_suggests)

@@ -7,7 +7,10 @@
  *   waiters MS      epoll_wait and sigtimedwait block for MS ms each, while
  *                   the main thread calls odd_work(); both must time out
  *   slowload LIB    a thread loads LIB, whose constructor holds the loader
- *                   lock for a while, as the main thread works */
+ *                   lock for a while, as the main thread works
+ *   closeall DIR    on SIGUSR1 closes every descriptor above 2, opens 16
+ *                   files of its own in DIR, works two seconds and checks
+ *                   that they hold only what it wrote */
 #include <dlfcn.h>
 #include <errno.h>
 #include <linux/filter.h>
@@ -19,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/epoll.h>
+#include <fcntl.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <time.h>
@@ -186,6 +190,65 @@ static int run_slowload(const char *lib)
 	return 0;
 }
 
+static volatile sig_atomic_t got_usr1;
+
+static void on_usr1(int sig)
+{
+	got_usr1 = 1;
+}
+
+#define OWN_FILES 16
+
+static int check_files(const char *dir, const int *fds)
+{
+	for (int i = 0; i < OWN_FILES; i++) {
+		char want[32], got[64], path[512];
+		int fd;
+		ssize_t n;
+
+		snprintf(want, sizeof(want), "mine %d\n", i);
+		snprintf(path, sizeof(path), "%s/f%d", dir, i);
+		fd = open(path, O_RDONLY | O_CLOEXEC);
+		n = fd < 0 ? -1 : read(fd, got, sizeof(got));
+		if (fd >= 0)
+			close(fd);
+		if (n != (ssize_t)strlen(want) || memcmp(got, want, (size_t)n)) {
+			printf("file %d changed\n", i);
+			return 1;
+		}
+		close(fds[i]);
+	}
+	say("files ok\n");
+	return 0;
+}
+
+static int run_closeall(const char *dir)
+{
+	int fds[OWN_FILES];
+
+	signal(SIGUSR1, on_usr1);
+	say("started\n");
+	for (long i = 0; !got_usr1; i++) {
+		odd_work(i);
+		nap_ms(5);
+	}
+	syscall(SYS_close_range, 3, ~0U, 0);
+	for (int i = 0; i < OWN_FILES; i++) {
+		char path[512], text[32];
+
+		snprintf(path, sizeof(path), "%s/f%d", dir, i);
+		fds[i] = open(path, O_RDWR | O_CREAT | O_TRUNC, 0600);
+		snprintf(text, sizeof(text), "mine %d\n", i);
+		if (fds[i] < 0 || write(fds[i], text, strlen(text)) < 0)
+			return 3;
+	}
+	for (long i = 0; i < 200; i++) {
+		odd_work(i);
+		nap_ms(10);
+	}
+	return check_files(dir, fds);
+}
+
 int main(int argc, char **argv)
 {
 	const char *mode = argc > 1 ? argv[1] : "";
@@ -202,7 +265,9 @@ int main(int argc, char **argv)
 		return run_waiters(a);
 	if (!strcmp(mode, "slowload") && argc > 2)
 		return run_slowload(argv[2]);
-	fputs("usage: odd_target strict N | filter N | mainexit N | waiters MS | slowload LIB\n",
-	      stderr);
+	if (!strcmp(mode, "closeall") && argc > 2)
+		return run_closeall(argv[2]);
+	fputs("usage: odd_target strict N | filter N | mainexit N | waiters MS | slowload LIB |\n"
+	      "       closeall DIR\n", stderr);
 	return 64;
 }

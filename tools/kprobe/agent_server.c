@@ -17,18 +17,21 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "os/linux/memory.h"
 
 #define MAX_CLIENTS 8
 #define FLUSH_MS 200
 
 struct client {
 	int fd;
+	struct kp_fd_id id;	/* the program may close fd and reuse it */
 	struct line_reader rd;
 	char *arm;		/* config being received after ARM, until END */
 	size_t arm_len;
 };
 
 static int listen_fd = -1;
+static struct kp_fd_id listen_id;
 static pid_t server_pid;
 static char sock_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
 static struct client clients[MAX_CLIENTS];
@@ -162,7 +165,8 @@ static void client_close(int idx)
 
 	if (passed >= 0)
 		close(passed);
-	close(c->fd);
+	if (kp_fd_unchanged(c->fd, &c->id))	/* else it is not ours any more */
+		close(c->fd);
 	free(c->arm);
 	memset(c, 0, sizeof(*c));
 	c->fd = -1;
@@ -185,7 +189,7 @@ static bool peer_allowed(int fd)
 
 static void accept_client(void)
 {
-	int fd = accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC);
+	int fd = kp_fd_move_high(accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC));
 
 	if (fd < 0)
 		return;
@@ -194,7 +198,7 @@ static void accept_client(void)
 		return;
 	}
 	for (int i = 0; i < MAX_CLIENTS; i++) {
-		if (clients[i].fd < 0) {
+		if (clients[i].fd < 0 && !kp_fd_identify(fd, &clients[i].id)) {
 			clients[i].fd = fd;
 			line_reader_init(&clients[i].rd, fd);
 			/* ARM brings the session memory along. */
@@ -218,6 +222,21 @@ static void serve_client(int idx)
 		client_close(idx);
 }
 
+static int server_listen(void);
+
+/* The program closed our descriptors (all of its own, say): forget them
+ * without closing (the numbers may be its files now), and listen anew. */
+static void check_descriptors(void)
+{
+	for (int i = 0; i < MAX_CLIENTS; i++)
+		if (clients[i].fd >= 0 && !kp_fd_unchanged(clients[i].fd, &clients[i].id))
+			client_close(i);
+	if (listen_fd >= 0 && !kp_fd_unchanged(listen_fd, &listen_id))
+		listen_fd = -1;
+	if (listen_fd < 0)
+		server_listen();
+}
+
 static void *server_main(void *arg)
 {
 	(void)arg;
@@ -227,6 +246,8 @@ static void *server_main(void *arg)
 		struct pollfd pfd[MAX_CLIENTS + 1];
 		int map[MAX_CLIENTS + 1], n = 0;
 
+		check_descriptors();
+		/* Without a listening socket (-1), poll only waits. */
 		pfd[n] = (struct pollfd){ .fd = listen_fd, .events = POLLIN };
 		map[n++] = -1;
 		for (int i = 0; i < MAX_CLIENTS; i++) {
@@ -241,6 +262,9 @@ static void *server_main(void *arg)
 				unlink(sock_path);
 			break;
 		}
+		/* Closed under us: never spin on it. */
+		if (pfd[0].revents & POLLNVAL)
+			listen_fd = -1;
 		agent_session_flush();
 		for (int i = 1; i < n; i++)
 			if (pfd[i].revents)
@@ -294,9 +318,12 @@ static int server_listen(void)
 	n = snprintf(sa.sun_path, sizeof(sa.sun_path), "%s.new", path);
 	if (n < 0 || (size_t)n >= sizeof(sa.sun_path))
 		return -ENAMETOOLONG;
-	fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-	if (fd < 0)
-		return -errno;
+	fd = kp_fd_move_high(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+	if (fd < 0 || kp_fd_identify(fd, &listen_id)) {
+		if (fd >= 0)
+			close(fd);
+		return -EMFILE;
+	}
 	unlink(sa.sun_path);	/* left by an earlier process with our pid */
 	if (bind(fd, (struct sockaddr *)&sa, sizeof(sa)) || chmod(sa.sun_path, 0600) ||
 	    listen(fd, MAX_CLIENTS) || rename(sa.sun_path, path)) {

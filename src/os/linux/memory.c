@@ -10,12 +10,15 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
 static int mem_fd = -1;
 static pid_t mem_fd_pid;
+static struct kp_fd_id mem_fd_id;
 static int sync_core_state;	/* 0 unknown, 1 registered, -1 unavailable */
 
 static int membarrier(int cmd, unsigned int flags)
@@ -33,16 +36,63 @@ static pid_t mem_pid(void)
 	return kp_getpid();
 }
 
-/* /proc/self/mem of the current process; reopened after fork. */
+/* Lowest number kp_fd_move_high() uses: near the top of the soft limit
+ * (1024 for most programs), never more than 64 Ki. */
+#define FD_HIGH_ROOM 64
+
+int kp_fd_move_high(int fd)
+{
+	struct rlimit rl;
+	rlim_t top;
+	int high;
+
+	if (fd < 0 || getrlimit(RLIMIT_NOFILE, &rl))
+		return fd;
+	top = rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur > 65536 ? 65536 : rl.rlim_cur;
+	if (top <= 3 + FD_HIGH_ROOM)
+		return fd;
+	high = fcntl(fd, F_DUPFD_CLOEXEC, (int)(top - FD_HIGH_ROOM));
+	if (high < 0)
+		return fd;
+	close(fd);
+	return high;
+}
+
+int kp_fd_identify(int fd, struct kp_fd_id *id)
+{
+	struct stat st;
+
+	if (fstat(fd, &st))
+		return -errno;
+	id->dev = (uint64_t)st.st_dev;
+	id->ino = (uint64_t)st.st_ino;
+	return 0;
+}
+
+bool kp_fd_unchanged(int fd, const struct kp_fd_id *id)
+{
+	struct kp_fd_id now;
+
+	return fd >= 0 && !kp_fd_identify(fd, &now) && now.dev == id->dev && now.ino == id->ino;
+}
+
+/* /proc/self/mem of the current process; reopened after fork, and when the
+ * program closed it (then the number may be one of its own files now:
+ * never written, never closed by us). */
 static int mem_fd_get(void)
 {
 	pid_t pid = mem_pid();
+	bool batched = __atomic_load_n(&batch_depth, __ATOMIC_RELAXED) != 0;
 
-	if (mem_fd >= 0 && mem_fd_pid == pid)
+	if (mem_fd >= 0 && mem_fd_pid == pid && (batched || kp_fd_unchanged(mem_fd, &mem_fd_id)))
 		return mem_fd;
-	if (mem_fd >= 0)
+	if (mem_fd >= 0 && mem_fd_pid != pid && kp_fd_unchanged(mem_fd, &mem_fd_id))
+		close(mem_fd);	/* the parent's, inherited over fork */
+	mem_fd = kp_fd_move_high(open("/proc/self/mem", O_RDWR | O_CLOEXEC));
+	if (mem_fd >= 0 && kp_fd_identify(mem_fd, &mem_fd_id)) {
 		close(mem_fd);
-	mem_fd = open("/proc/self/mem", O_RDWR | O_CLOEXEC);
+		mem_fd = -1;
+	}
 	mem_fd_pid = pid;
 	return mem_fd;
 }

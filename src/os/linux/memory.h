@@ -32,4 +32,20 @@ uintptr_t kp_map_exec_near(uintptr_t lo, uintptr_t hi, size_t size);
 /* Whether [addr, addr+len) lies in executable mapped memory. */
 bool kp_mem_is_exec(uintptr_t addr, size_t len);
 
+/* Descriptors kept open for long (ours in a program we were loaded into):
+ * moved high, out of the way of a program that opens the lowest free
+ * number, and checked before use, since the program may close them (all
+ * of its descriptors, say) and get the number back for a file of its own. */
+struct kp_fd_id {
+	uint64_t dev, ino;
+};
+
+/* Moves fd (close-on-exec) to a number near the top of the descriptor
+ * limit; returns the new number, or fd itself when none is free. */
+int kp_fd_move_high(int fd);
+/* Records what fd refers to; 0 or -errno. */
+int kp_fd_identify(int fd, struct kp_fd_id *id);
+/* Whether fd still refers to what kp_fd_identify() recorded. */
+bool kp_fd_unchanged(int fd, const struct kp_fd_id *id);
+
 #endif
