@@ -1395,6 +1395,36 @@ Test(cli, attach_survives_tool_killed_mid_injection)
 	unlink(b.out);
 }
 
+/* After an attach, the program installs its own SIGTRAP handler and
+ * starts a thread that blocks every signal, with the probe not
+ * jump-optimized (breakpoints): neither sees our traps, as in launch mode. */
+Test(cli, attach_then_program_takes_sigtrap_and_blocks_signals)
+{
+	struct bg b;
+	struct run r;
+	pid_t tool;
+	int st;
+
+	bg_start_prog(&b, odd, "trapper");
+	bg_wait_for(&b, "started");
+	tool = fork();
+	if (tool == 0) {
+		run(&r, "%s count odd_work --format json -d 1.8 -p %d", kprobe, (int)b.pid);
+		_exit(r.status == 0 && json_num(count_entry(r.out, "odd_work"), "hits") > 0 ? 0 : 1);
+	}
+	for (int i = 0; i < 200; i++) {	/* until armed */
+		run(&r, "%s list -p %d", kprobe, (int)b.pid);
+		if (strstr(r.out, "odd_work"))
+			break;
+		usleep(20000);
+	}
+	cr_assert_eq(run(&r, "%s optimize off -p %d", kprobe, (int)b.pid), 0, "%s", r.err);
+	kill(b.pid, SIGUSR1);
+	bg_expect_exit(&b, "started\ntraps 0\nwork ok\n");
+	cr_assert_eq(waitpid(tool, &st, 0), tool);
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "the session failed");
+}
+
 /* CPU time (clock ticks) of pid's thread called name, -1 if none. */
 static long thread_cpu(pid_t pid, const char *name)
 {

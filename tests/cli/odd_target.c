@@ -8,6 +8,9 @@
  *                   the main thread calls odd_work(); both must time out
  *   slowload LIB    a thread loads LIB, whose constructor holds the loader
  *                   lock for a while, as the main thread works
+ *   trapper         on SIGUSR1 installs a SIGTRAP handler of its own and
+ *                   starts a thread that blocks every signal; both threads
+ *                   call odd_work() and check its results
  *   closeall DIR    on SIGUSR1 closes every descriptor above 2, opens 16
  *                   files of its own in DIR, works two seconds and checks
  *                   that they hold only what it wrote */
@@ -111,6 +114,13 @@ static int run_mainexit(long n)
 	pthread_exit(NULL);
 }
 
+static volatile sig_atomic_t got_usr1;
+
+static void on_usr1(int sig)
+{
+	got_usr1 = 1;
+}
+
 static long wait_ms;
 static volatile int waiters_done;
 
@@ -190,11 +200,51 @@ static int run_slowload(const char *lib)
 	return 0;
 }
 
-static volatile sig_atomic_t got_usr1;
+static volatile long traps_seen;
 
-static void on_usr1(int sig)
+static void on_trap(int sig)
 {
-	got_usr1 = 1;
+	traps_seen++;
+}
+
+static void *masked_worker(void *arg)
+{
+	sigset_t all;
+	long bad = 0;
+
+	sigfillset(&all);
+	pthread_sigmask(SIG_BLOCK, &all, NULL);
+	for (long i = 0; i < 150; i++) {
+		bad += odd_work(i) != i * 3 + 1;
+		nap_ms(5);
+	}
+	return (void *)bad;
+}
+
+static int run_trapper(void)
+{
+	struct sigaction sa = { .sa_handler = on_trap };
+	pthread_t th;
+	void *bad_thread;
+	long bad = 0;
+
+	signal(SIGUSR1, on_usr1);
+	say("started\n");
+	for (long i = 0; !got_usr1; i++) {
+		odd_work(i);
+		nap_ms(5);
+	}
+	sigaction(SIGTRAP, &sa, NULL);
+	if (pthread_create(&th, NULL, masked_worker, NULL))
+		return 3;
+	for (long i = 0; i < 150; i++) {
+		bad += odd_work(i) != i * 3 + 1;
+		nap_ms(5);
+	}
+	pthread_join(th, &bad_thread);
+	printf("traps %ld\n", traps_seen);
+	say(!bad && !bad_thread ? "work ok\n" : "work wrong\n");
+	return 0;
 }
 
 #define OWN_FILES 16
@@ -265,9 +315,11 @@ int main(int argc, char **argv)
 		return run_waiters(a);
 	if (!strcmp(mode, "slowload") && argc > 2)
 		return run_slowload(argv[2]);
+	if (!strcmp(mode, "trapper"))
+		return run_trapper();
 	if (!strcmp(mode, "closeall") && argc > 2)
 		return run_closeall(argv[2]);
 	fputs("usage: odd_target strict N | filter N | mainexit N | waiters MS | slowload LIB |\n"
-	      "       closeall DIR\n", stderr);
+	      "       trapper | closeall DIR\n", stderr);
 	return 64;
 }

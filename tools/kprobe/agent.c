@@ -114,6 +114,9 @@ __attribute__((constructor)) static void agent_init(void)
 			_exit(AGENT_FAILED_EXIT);
 		start_from_environment(config);
 		free(config);
+	} else {
+		/* Injected: not first in symbol lookup. */
+		agent_interpose_start();
 	}
 	/* Without a control socket the target still runs probed; list and
 	 * the knobs are just unavailable. */

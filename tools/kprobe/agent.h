@@ -155,6 +155,13 @@ void agent_prog_set_handlers(struct agent_probe *ap);
 /* agent_server.c: the control socket. */
 int agent_server_start(void);
 
+/* agent_interpose.c: an injected agent points the program's references
+ * to sigaction, signal, sigprocmask, pthread_sigmask (...) at the
+ * library's interposers, as preloading does; refresh() takes in objects
+ * loaded since (called periodically by the control thread). */
+void agent_interpose_start(void);
+void agent_interpose_refresh(void);
+
 /* agent.c */
 const char *agent_self_basename(void);
 

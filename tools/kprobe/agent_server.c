@@ -247,6 +247,7 @@ static void *server_main(void *arg)
 		int map[MAX_CLIENTS + 1], n = 0;
 
 		check_descriptors();
+		agent_interpose_refresh();
 		/* Without a listening socket (-1), poll only waits. */
 		pfd[n] = (struct pollfd){ .fd = listen_fd, .events = POLLIN };
 		map[n++] = -1;
