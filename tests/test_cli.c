@@ -991,6 +991,28 @@ Test(cli, attach_to_busy_threads)
 	unlink(b.out);
 }
 
+/* 64 threads checking every result while held, patched and released. */
+Test(cli, attach_to_many_threads)
+{
+	struct bg b;
+	struct run r;
+	char *out;
+	int st;
+
+	bg_start(&b, "busy 64 5");
+	bg_wait_for(&b, "started");
+	run(&r, "%s count target_add 'target_add%%return' --format json -d 0.3 -p %d", kprobe,
+	    (int)b.pid);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert_gt(json_num(count_entry(r.out, "target_add"), "hits"), 0, "%s", r.out);
+	cr_assert_eq(waitpid(b.pid, &st, 0), b.pid);
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %d", st);
+	out = slurp(b.out);
+	cr_assert_str_eq(out, "started\nbusy ok\n");
+	free(out);
+	unlink(b.out);
+}
+
 /* Threads that block every signal would die at a breakpoint: attaching
  * takes SIGTRAP out of their masks. */
 Test(cli, attach_to_threads_blocking_signals)
