@@ -110,6 +110,9 @@ void kp_blacklist_lock(void);
 void kp_blacklist_unlock(void);
 void kp_optimizer_flush(void);
 void kp_optimizer_region_conflicts(uintptr_t addr);
+/* Ends the optimizer thread (the next request starts a new one): for an
+ * agent leaving a process it was injected into.  Takes kp_registry_lock. */
+void kp_optimizer_stop(void);
 
 /* Start and size of the function containing addr (symbols, .eh_frame). */
 int kp_function_bounds(uintptr_t addr, uintptr_t *start, size_t *size);

@@ -368,6 +368,16 @@ static void *optimizer_main(void *arg)
 	return NULL;
 }
 
+void kp_optimizer_stop(void)
+{
+	pthread_mutex_lock(&kp_registry_lock);
+	if (thread_pid == getpid()) {
+		thread_pid = 0;		/* its loop ends at the next check */
+		pthread_cond_signal(&kick);
+	}
+	pthread_mutex_unlock(&kp_registry_lock);
+}
+
 /* In a fork child: the optimizer thread is the parent's (the next request
  * starts one); its condition variable may have been in use there. */
 void kp_optimizer_after_fork_child(void)

@@ -24,6 +24,12 @@
 
 static char self_basename[256];
 static bool follow_forks;
+static bool injected;
+
+bool agent_injected(void)
+{
+	return injected;
+}
 
 const char *agent_self_basename(void)
 {
@@ -116,10 +122,27 @@ __attribute__((constructor)) static void agent_init(void)
 		free(config);
 	} else {
 		/* Injected: not first in symbol lookup. */
+		injected = true;
 		agent_interpose_start();
 	}
 	/* Without a control socket the target still runs probed; list and
 	 * the knobs are just unavailable. */
 	agent_server_start();
 	agent_own_end();
+}
+
+/* A later `kprobe -p` on a process the agent left (its control thread
+ * ended when the last session did): dlopen() would find the agent loaded
+ * and run no constructor, so the tool calls this instead, the way it
+ * calls dlopen (two arguments, not used; non-zero on success). */
+AGENT_EXPORT long kprobe_agent_start(const char *unused, long unused_flags)
+{
+	int rc;
+
+	(void)unused;
+	(void)unused_flags;
+	agent_own_begin();
+	rc = agent_server_start();
+	agent_own_end();
+	return rc ? 0 : 1;
 }

@@ -152,7 +152,10 @@ void agent_prog_end(struct agent_session *s);
 void agent_prog_free(struct agent_session *s);
 void agent_prog_set_handlers(struct agent_probe *ap);
 
-/* agent_server.c: the control socket. */
+/* agent_server.c: the control socket.  An injected agent's control thread
+ * ends with the session (DISARM, or its tool gone), taking the library's
+ * optimizer thread and descriptors with it; start() begins anew (waiting
+ * for an ending thread to be gone). */
 int agent_server_start(void);
 
 /* agent_interpose.c: an injected agent points the program's references
@@ -164,6 +167,8 @@ void agent_interpose_refresh(void);
 
 /* agent.c */
 const char *agent_self_basename(void);
+/* Loaded by `kprobe -p` (not preloaded): it leaves when a session ends. */
+bool agent_injected(void);
 
 /* agent_objects.c: whether the loaded object with this file name is there
  * only because the agent needs it. */

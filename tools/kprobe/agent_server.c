@@ -17,6 +17,7 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "core/internal.h"
 #include "os/linux/memory.h"
 
 #define MAX_CLIENTS 8
@@ -36,8 +37,21 @@ static pid_t server_pid;
 static char sock_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
 static struct client clients[MAX_CLIENTS];
 static int owner = -1;		/* client whose leaving ends the session */
+static bool leaving;		/* an injected agent's session ended */
+/* Ending the control thread and starting one exclude each other. */
+static pthread_mutex_t server_lock = PTHREAD_MUTEX_INITIALIZER;
 
 static int reply(struct client *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* An injected agent's session is over: nobody may connect from now on (a
+ * new session starts the agent again, after it has left). */
+static void begin_leaving(void)
+{
+	if (!agent_injected())
+		return;
+	unlink(sock_path);
+	__atomic_store_n(&leaving, true, __ATOMIC_RELEASE);
+}
 
 static int reply(struct client *c, const char *fmt, ...)
 {
@@ -141,6 +155,7 @@ static void handle_line(struct client *c, int idx, const char *line)
 		agent_session_stop();
 		if (owner == idx)
 			owner = -1;
+		begin_leaving();
 		reply(c, "OK");
 	} else if (!strcmp(line, "FLUSH")) {
 		agent_session_flush();
@@ -174,6 +189,7 @@ static void client_close(int idx)
 	if (owner == idx) {
 		owner = -1;
 		agent_session_stop();
+		begin_leaving();
 	}
 }
 
@@ -237,6 +253,29 @@ static void check_descriptors(void)
 		server_listen();
 }
 
+/* An injected agent leaves nothing running once its session is over:
+ * no thread, socket or descriptor of ours (the object itself stays: see
+ * docs/design.md); kprobe_agent_start() begins anew. */
+static void server_leave(void)
+{
+	pthread_mutex_lock(&server_lock);
+	for (int i = 0; i < MAX_CLIENTS; i++)
+		if (clients[i].fd >= 0)
+			client_close(i);
+	if (listen_fd >= 0 && kp_fd_unchanged(listen_fd, &listen_id)) {
+		unlink(sock_path);
+		close(listen_fd);
+	}
+	listen_fd = -1;
+	server_pid = 0;
+	kp_optimizer_stop();
+	pthread_mutex_lock(&kp_registry_lock);
+	kp_mem_release();
+	pthread_mutex_unlock(&kp_registry_lock);
+	__atomic_store_n(&leaving, false, __ATOMIC_RELEASE);
+	pthread_mutex_unlock(&server_lock);
+}
+
 static void *server_main(void *arg)
 {
 	(void)arg;
@@ -272,7 +311,11 @@ static void *server_main(void *arg)
 				serve_client(map[i]);
 		if (pfd[0].revents & POLLIN)
 			accept_client();
+		if (__atomic_load_n(&leaving, __ATOMIC_ACQUIRE))
+			break;
 	}
+	if (agent_injected())
+		server_leave();
 	return NULL;
 }
 
@@ -346,13 +389,27 @@ int agent_server_start(void)
 	sigset_t all, old;
 	int rc;
 
-	if (listen_fd >= 0 && server_pid == getpid())
+	/* A control thread still leaving (its last session just ended). */
+	for (int i = 0;; i++) {
+		pthread_mutex_lock(&server_lock);
+		if (!__atomic_load_n(&leaving, __ATOMIC_ACQUIRE))
+			break;
+		pthread_mutex_unlock(&server_lock);
+		if (i == 2000)
+			return -EBUSY;
+		usleep(1000);
+	}
+	if (listen_fd >= 0 && server_pid == getpid()) {
+		pthread_mutex_unlock(&server_lock);
 		return 0;
+	}
 	for (int i = 0; i < MAX_CLIENTS; i++)
 		clients[i].fd = -1;
 	rc = server_listen();
-	if (rc)
+	if (rc) {
+		pthread_mutex_unlock(&server_lock);
 		return rc;
+	}
 	/* The thread inherits a mask that leaves the process's signals to the
 	 * program's threads; libkprobes keeps its own signals deliverable. */
 	sigfillset(&all);
@@ -368,6 +425,12 @@ int agent_server_start(void)
 	rc = -pthread_create(&th, &attr, server_main, NULL);
 	pthread_attr_destroy(&attr);
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
+	if (rc) {
+		unlink(sock_path);
+		close(listen_fd);
+		listen_fd = -1;
+	}
+	pthread_mutex_unlock(&server_lock);
 	return rc;
 }
 

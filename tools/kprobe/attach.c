@@ -1,5 +1,6 @@
 /* `kprobe ACTION PROBE... -p PID`: load the agent into a running process
- * (once: it stays loaded, dormant, after we leave), hold the process's
+ * (once: it stays loaded, dormant and threadless, after we leave; a later
+ * session starts it again), hold the process's
  * threads still while the agent arms the probes, stream the events, and on
  * exit, Ctrl-C or -d SECONDS have the agent remove every probe. */
 #include "attach.h"
@@ -51,8 +52,27 @@ static int keep_agent_running(void *arg)
 	return 0;
 }
 
-/* A stopped process whose agent is already there, dormant: its threads
- * (named by the agent and the library) are in the group stop too. */
+static bool agent_threads_alive(void)
+{
+	for (int i = 0; i < agent_threads.n; i++)
+		if (!agent_threads.v[i].gone)
+			return true;
+	return false;
+}
+
+#define LEAVE_WAIT_MS 2000
+
+static void wait_agent_threads_gone(void)
+{
+	for (int i = 0; i < LEAVE_WAIT_MS && agent_threads_alive(); i++) {
+		tracee_service(&agent_threads);
+		poll(NULL, 0, 1);
+	}
+}
+
+/* A stopped process whose agent is already there and serving (a
+ * preloaded one): its threads (named by the agent and the library) are in
+ * the group stop too. */
 static void run_stopped_agent(pid_t pid)
 {
 	static const char *const names[] = { "kprobe-agent", "kprobes-opt", NULL };
@@ -189,6 +209,8 @@ static void arm(struct session *s)
 				status);
 		cli_die(rc == EXIT_BAD ? EXIT_BAD : EXIT_FAIL, "%s", status);
 	}
+	/* If we die, the agent disarms and leaves by itself. */
+	ctl_request(&s->ctl, "OWN\n", NULL, status, sizeof(status), 5000, keep_agent_running, NULL);
 	session_note_skipped(s);
 }
 
@@ -229,12 +251,15 @@ int attach_run(struct session *s, const char *agent)
 		/* Busy rings are read again at once, idle ones every 10 ms. */
 		poll(NULL, 0, busy ? 1 : 10);
 	}
-	/* Leave the process running unprobed; the agent stays, dormant. */
+	/* Leave the process running unprobed; the agent ends its threads. */
 	if (alive)
 		ctl_request(&s->ctl, "DISARM\n", NULL, status, sizeof(status), 10000,
 			    keep_agent_running, NULL);
 	/* A process still stopped takes the agent's threads back into its
-	 * group stop. */
+	 * group stop: first let them finish leaving (the control thread and
+	 * the optimizer end after DISARM), or the next attach would find a
+	 * half-closed agent. */
+	wait_agent_threads_gone();
 	tracee_release(&agent_threads);
 	session_report(s);
 	return session_close(s) ? EXIT_FAIL : 0;

@@ -184,6 +184,24 @@ static int hold_outside_loader(struct tracee_set *ts, pid_t pid, bool stopped)
 	}
 }
 
+/* An agent that served a session before stays loaded when it leaves (it
+ * cannot be unloaded safely): dlopen() would run no constructor, so its
+ * exported start function is called instead, the same way.  True when
+ * req now calls it. */
+static bool agent_start_function(pid_t pid, const char *agent, struct inject_request *req)
+{
+	const char *const names[] = { path_base(agent), NULL };
+	struct mapped_lib lib;
+	uint64_t start;
+
+	if (find_lib(pid, names, &lib) || lib_symbol(pid, &lib, "kprobe_agent_start", &start))
+		return false;
+	req->dlopen = start;
+	req->dlerror = 0;
+	req->flags = 0;
+	return true;
+}
+
 int inject_agent(pid_t pid, const char *agent, bool stopped, struct tracee_set *keep, char *err,
 		 size_t errlen)
 {
@@ -192,6 +210,7 @@ int inject_agent(pid_t pid, const char *agent, bool stopped, struct tracee_set *
 	struct tracee_set ts;
 	struct loader ld;
 	char real[PATH_MAX];
+	bool restarting;
 	pid_t tid;
 	int rc;
 
@@ -229,6 +248,7 @@ int inject_agent(pid_t pid, const char *agent, bool stopped, struct tracee_set *
 	req.dlerror = ld.dlerror;
 	req.flags = ld.flags;
 	req.path = real;
+	restarting = agent_start_function(pid, real, &req);
 	req.stopped = stopped;
 	tid = pick_thread(&ts);
 	if (!tid) {
@@ -253,8 +273,12 @@ int inject_agent(pid_t pid, const char *agent, bool stopped, struct tracee_set *
 		return rc;
 	}
 	if (!res.handle) {
-		snprintf(err, errlen, "process %d could not load the agent: %s", (int)pid,
-			 res.why[0] ? res.why : "dlopen failed");
+		if (restarting)
+			snprintf(err, errlen, "the agent in process %d could not start again (no "
+				 "control socket)", (int)pid);
+		else
+			snprintf(err, errlen, "process %d could not load the agent: %s", (int)pid,
+				 res.why[0] ? res.why : "dlopen failed");
 		return -ENOEXEC;
 	}
 	return 0;

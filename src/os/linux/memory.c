@@ -97,6 +97,14 @@ static int mem_fd_get(void)
 	return mem_fd;
 }
 
+void kp_mem_release(void)
+{
+	if (mem_fd >= 0 && mem_fd_pid == kp_getpid() && kp_fd_unchanged(mem_fd, &mem_fd_id))
+		close(mem_fd);
+	mem_fd = -1;
+	mem_fd_pid = 0;
+}
+
 /* Fallback for systems where /proc/self/mem is not writable: briefly add
  * PROT_WRITE while keeping PROT_EXEC, so concurrent executors never fault. */
 static int mem_write_mprotect(uintptr_t addr, const void *buf, size_t len)

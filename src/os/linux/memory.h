@@ -22,6 +22,10 @@ void kp_mem_batch_end(void);
  * it next runs user code, so freshly written code is seen by all cores. */
 void kp_sync_cores(void);
 
+/* Closes the /proc/self/mem descriptor (reopened when next needed): for
+ * an agent leaving a process it was injected into.  Not during patching. */
+void kp_mem_release(void);
+
 /* Reads len bytes at addr without faulting; 0 or -EFAULT. */
 int kp_mem_read_nofault(uintptr_t addr, void *buf, size_t len);
 
