@@ -1438,6 +1438,24 @@ Test(cli, attach_survives_tool_killed_mid_injection)
 	unlink(b.out);
 }
 
+/* The injected thread is hijacked in the middle of a loop that keeps
+ * values in caller-saved general and vector registers: the loading stub
+ * must give every one of them back (three times: loading, then starting
+ * the agent again). */
+Test(cli, attach_restores_every_register)
+{
+	struct bg b;
+	struct run r;
+
+	bg_start_prog(&b, odd, "vectors 250");
+	bg_wait_for(&b, "started");
+	for (int i = 0; i < 3; i++) {
+		run(&r, "%s count odd_work --format json -d 0.1 -p %d", kprobe, (int)b.pid);
+		cr_assert_eq(r.status, 0, "%s", r.err);
+	}
+	bg_expect_exit(&b, "started\nregisters ok\n");
+}
+
 /* After an attach, the program installs its own SIGTRAP handler and
  * starts a thread that blocks every signal, with the probe not
  * jump-optimized (breakpoints): neither sees our traps, as in launch mode. */

@@ -11,6 +11,10 @@
  *   trapper         on SIGUSR1 installs a SIGTRAP handler of its own and
  *                   starts a thread that blocks every signal; both threads
  *                   call odd_work() and check its results
+ *   vectors N       N rounds of a loop holding values in caller-saved
+ *                   registers (r8-r11, xmm0, xmm1, xmm15) across a long
+ *                   spin: a thread sent through the loading stub there
+ *                   must come back with all of them
  *   closeall DIR    on SIGUSR1 closes every descriptor above 2, opens 16
  *                   files of its own in DIR, works two seconds and checks
  *                   that they hold only what it wrote */
@@ -21,6 +25,7 @@
 #include <pthread.h>
 #include <signal.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -247,6 +252,66 @@ static int run_trapper(void)
 	return 0;
 }
 
+/* One round: 0 when every register came back. */
+static long vector_round(uint64_t pattern)
+{
+	uint64_t bad;
+
+	__asm__ volatile(
+		"mov %[p], %%r8\n"
+		"lea 1(%[p]), %%r9\n"
+		"lea 2(%[p]), %%r10\n"
+		"lea 3(%[p]), %%r11\n"
+		"movq %%r8, %%xmm0\n"
+		"movq %%r9, %%xmm1\n"
+		"movq %%r10, %%xmm15\n"
+		"pshufd $0x44, %%xmm0, %%xmm0\n"
+		"mov $20000000, %%ecx\n"
+		"1: dec %%ecx\n"
+		"jnz 1b\n"
+		"xor %[bad], %[bad]\n"
+		"cmp %[p], %%r8\n"
+		"setne %b[bad]\n"
+		"lea 1(%[p]), %%rcx\n"
+		"cmp %%rcx, %%r9\n"
+		"jne 2f\n"
+		"lea 2(%[p]), %%rcx\n"
+		"cmp %%rcx, %%r10\n"
+		"jne 2f\n"
+		"lea 3(%[p]), %%rcx\n"
+		"cmp %%rcx, %%r11\n"
+		"jne 2f\n"
+		"movq %%xmm1, %%rcx\n"
+		"cmp %%rcx, %%r9\n"
+		"jne 2f\n"
+		"movq %%xmm15, %%rcx\n"
+		"cmp %%rcx, %%r10\n"
+		"jne 2f\n"
+		"pshufd $0xee, %%xmm0, %%xmm0\n"	/* the high half */
+		"movq %%xmm0, %%rcx\n"
+		"cmp %%rcx, %%r8\n"
+		"je 3f\n"
+		"2: or $2, %[bad]\n"
+		"3:\n"
+		: [bad] "=&r"(bad)
+		: [p] "r"(pattern)
+		: "rcx", "r8", "r9", "r10", "r11", "xmm0", "xmm1", "xmm15", "cc");
+	return (long)bad;
+}
+
+static int run_vectors(long n)
+{
+	long bad = 0;
+
+	say("started\n");
+	for (long i = 0; i < n; i++) {
+		bad |= vector_round(0x1234567890abcdefull + (uint64_t)i * 16);
+		odd_work(i);
+	}
+	say(bad ? "registers changed\n" : "registers ok\n");
+	return 0;
+}
+
 #define OWN_FILES 16
 
 static int check_files(const char *dir, const int *fds)
@@ -315,11 +380,13 @@ int main(int argc, char **argv)
 		return run_waiters(a);
 	if (!strcmp(mode, "slowload") && argc > 2)
 		return run_slowload(argv[2]);
+	if (!strcmp(mode, "vectors"))
+		return run_vectors(a);
 	if (!strcmp(mode, "trapper"))
 		return run_trapper();
 	if (!strcmp(mode, "closeall") && argc > 2)
 		return run_closeall(argv[2]);
 	fputs("usage: odd_target strict N | filter N | mainexit N | waiters MS | slowload LIB |\n"
-	      "       trapper | closeall DIR\n", stderr);
+	      "       vectors N | trapper | closeall DIR\n", stderr);
 	return 64;
 }

@@ -65,8 +65,8 @@ __asm__(".pushsection .rodata\n"
 	"	mov $8, %r8d\n"
 	"	mov $271, %eax\n"
 	"	syscall\n"
-	"4:	mov $-1, %eax\n"
-	"	mov $-1, %edx\n"
+	"4:	mov 40(%r13), %eax\n"		/* the components to restore */
+	"	mov 44(%r13), %edx\n"
 	"	test %r15, %r15\n"
 	"	jz 2f\n"
 	"	xrstor64 (%rbx)\n"
@@ -104,7 +104,14 @@ struct saved_gprs {
 struct answer {
 	uint64_t nonce, handle, why;
 	int64_t pause_sec, pause_nsec;		/* a struct timespec */
+	uint64_t rfbm;				/* XRSTOR's EDX:EAX */
 };
+
+/* AMX tile state: with XFD armed (a thread that never asked for AMX), an
+ * XRSTOR that names it faults and the kernel kills the thread; it is only
+ * restored when the thread had it in use. */
+#define XFEATURE_AMX	(3ull << 17)
+#define XSTATE_BV_OFF	512
 
 #define STOPPED_PAUSE_NS	200000000	/* 200 ms */
 
@@ -285,9 +292,14 @@ static int build_block(struct block *b, const struct user_regs_struct *resume,
 	memcpy(b->buf + (b->gprs - b->base), &g, sizeof(g));
 	memcpy(b->buf + (b->path - b->base), file, plen);
 	memcpy(b->buf + (b->xstate - b->base), vec, veclen);
-	if (stopped) {
-		struct answer a = { .pause_nsec = STOPPED_PAUSE_NS };
+	{
+		struct answer a = { .pause_nsec = stopped ? STOPPED_PAUSE_NS : 0, .rfbm = ~0ull };
+		uint64_t bv = 0;
 
+		if (veclen >= XSTATE_BV_OFF + 8) {
+			memcpy(&bv, (const unsigned char *)vec + XSTATE_BV_OFF, sizeof(bv));
+			a.rfbm = (~0ull & ~XFEATURE_AMX) | (bv & XFEATURE_AMX);
+		}
 		memcpy(b->buf + (b->answer - b->base), &a, sizeof(a));
 	}
 	return 0;
