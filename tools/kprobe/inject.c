@@ -11,6 +11,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/ptrace.h>
+#include <sys/user.h>
 #include <unistd.h>
 
 #include "elf_file.h"
@@ -147,15 +149,36 @@ static void loader_range(pid_t pid, uint64_t *lo, uint64_t *hi)
 	fclose(f);
 }
 
-/* The main thread if we hold it, else any held thread. */
+/* Whether the held thread tid was stopped while blocked in a system call
+ * (the call returns a restart code, or EINTR): such a thread holds no
+ * lock of libc's in user code, unlike one preempted anywhere (inside
+ * malloc, say, whose lock dlopen would then wait for forever). */
+static bool blocked_in_syscall(pid_t tid)
+{
+	struct user_regs_struct r;
+	long long ret;
+
+	if (ptrace(PTRACE_GETREGS, tid, 0, &r) || (long long)r.orig_rax < 0)
+		return false;
+	ret = (long long)r.rax;
+	return ret == -EINTR || (ret <= -512 && ret >= -516);
+}
+
+/* The main thread if it is blocked in a system call, else another such
+ * thread, else the main thread, else any held thread. */
 static pid_t pick_thread(const struct tracee_set *ts)
 {
-	for (int i = 0; i < ts->n; i++)
-		if (ts->v[i].tid == ts->pid && ts->v[i].stopped && !ts->v[i].gone)
-			return ts->v[i].tid;
-	for (int i = 0; i < ts->n; i++)
-		if (ts->v[i].stopped && !ts->v[i].gone)
-			return ts->v[i].tid;
+	for (int pass = 0; pass < 4; pass++) {
+		for (int i = 0; i < ts->n; i++) {
+			const struct tracee *t = &ts->v[i];
+
+			if (!t->stopped || t->gone || ((pass == 0 || pass == 2) && t->tid != ts->pid))
+				continue;
+			if (pass < 2 && !blocked_in_syscall(t->tid))
+				continue;
+			return t->tid;
+		}
+	}
 	return 0;
 }
 
