@@ -397,7 +397,9 @@ int agent_server_start(void)
 		pthread_mutex_unlock(&server_lock);
 		if (i == 2000)
 			return -EBUSY;
-		usleep(1000);
+		/* poll, not usleep: this may run on a program thread sent here
+		 * from a sleep, whose restart nanosleep would discard. */
+		poll(NULL, 0, 1);
 	}
 	if (listen_fd >= 0 && server_pid == getpid()) {
 		pthread_mutex_unlock(&server_lock);
