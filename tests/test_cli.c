@@ -1438,6 +1438,29 @@ Test(cli, attach_survives_tool_killed_mid_injection)
 	unlink(b.out);
 }
 
+/* The tool killed in the middle of a session: the agent sees its
+ * connection gone, removes every probe and leaves. */
+Test(cli, attach_tool_killed_mid_session_leaves_target_unprobed)
+{
+	struct bg b;
+	struct run r;
+
+	bg_start(&b, "loop 4000");
+	bg_wait_for(&b, "tick 3 ");
+	run(&r, "%s count target_add -p %d & k=$!; sleep 0.6; kill -KILL $k; wait $k", kprobe,
+	    (int)b.pid);
+	cr_assert_eq(r.status, 128 + SIGKILL, "%s", r.err);
+	assert_nothing_of_ours_runs(b.pid);
+	assert_untraced(b.pid);
+	run(&r, "%s list -p %d", kprobe, (int)b.pid);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert_str_eq(r.out, "");
+	usleep(50000);
+	cr_assert(alive(b.pid));
+	assert_loop_output_correct(b.out);
+	bg_stop(&b);
+}
+
 /* The injected thread is hijacked in the middle of a loop that keeps
  * values in caller-saved general and vector registers: the loading stub
  * must give every one of them back (three times: loading, then starting
