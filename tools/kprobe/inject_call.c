@@ -178,6 +178,19 @@ out:
 	return found;
 }
 
+/* What is there now must be the file's zero padding, or the stub itself
+ * (an earlier attach): anything else means the headers we read do not
+ * describe what is mapped (a file changed on disk), so leave it alone. */
+static bool room_is_free(pid_t pid, uint64_t addr)
+{
+	unsigned char now[256], zero[256] = { 0 };
+	size_t len = stub_len();
+
+	if (len > sizeof(now) || mem_io(pid, addr, now, len, false))
+		return false;
+	return !memcmp(now, zero, len) || !memcmp(now, inject_stub_start, len);
+}
+
 int inject_find_stub_room(pid_t pid, uint64_t *addr)
 {
 	char path[64], line[PATH_MAX + 128];
@@ -204,7 +217,8 @@ int inject_find_stub_room(pid_t pid, uint64_t *addr)
 		code_end = code_end_in_mapping(pid, file, start, off);
 		/* 16-aligned, and the stub entirely inside the mapping. */
 		code_end = (code_end + 15) & ~15ull;
-		if (code_end > start && code_end + stub_len() <= end) {
+		if (code_end > start && code_end + stub_len() <= end &&
+		    room_is_free(pid, code_end)) {
 			*addr = code_end;
 			rc = 0;
 		}
