@@ -164,8 +164,27 @@ static bool blocked_in_syscall(pid_t tid)
 	return ret == -EINTR || (ret <= -512 && ret >= -516);
 }
 
+/* Whether tid is a thread of an agent that served earlier (the library's
+ * optimizer, the control thread): they may be ending, and are not the
+ * program's to lend. */
+static bool agent_thread(pid_t pid, pid_t tid)
+{
+	char path[96], comm[32] = "";
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/comm", (int)pid, (int)tid);
+	f = fopen(path, "re");
+	if (!f)
+		return true;	/* gone */
+	if (!fgets(comm, sizeof(comm), f))
+		comm[0] = '\0';
+	fclose(f);
+	comm[strcspn(comm, "\n")] = '\0';
+	return !strcmp(comm, "kprobes-opt") || !strcmp(comm, "kprobe-agent");
+}
+
 /* The main thread if it is blocked in a system call, else another such
- * thread, else the main thread, else any held thread. */
+ * thread, else the main thread, else any held thread of the program. */
 static pid_t pick_thread(const struct tracee_set *ts)
 {
 	for (int pass = 0; pass < 4; pass++) {
@@ -173,6 +192,8 @@ static pid_t pick_thread(const struct tracee_set *ts)
 			const struct tracee *t = &ts->v[i];
 
 			if (!t->stopped || t->gone || ((pass == 0 || pass == 2) && t->tid != ts->pid))
+				continue;
+			if (t->tid != ts->pid && agent_thread(ts->pid, t->tid))
 				continue;
 			if (pass < 2 && !blocked_in_syscall(t->tid))
 				continue;

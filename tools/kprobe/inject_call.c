@@ -21,7 +21,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/ptrace.h>
+#include <stddef.h>
 #include <sys/random.h>
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <sys/user.h>
 #include <time.h>
@@ -38,7 +40,7 @@
  * then the stub sleeps answer.pause if it is not zero (in a stopped
  * process, where it gives the tool the time to stop the thread before it
  * leaves the stub: the program must not run a single instruction before it
- * is continued).  The pause is ppoll, not nanosleep: nanosleep forgets the
+ * is continued; the tool then ends the pause, see end_pause()).  The pause is ppoll, not nanosleep: nanosleep forgets the
  * restart of an interrupted sleep the thread goes back to. */
 extern const unsigned char inject_stub_start[], inject_stub_end[];
 __asm__(".pushsection .rodata\n"
@@ -56,8 +58,9 @@ __asm__(".pushsection .rodata\n"
 	"	call *%r14\n"
 	"	mov %rax, 16(%r13)\n"
 	"1:	mov %rbp, (%r13)\n"
-	"	cmpq $0, 32(%r13)\n"		/* ppoll(NULL, 0, &answer.pause, NULL) */
-	"	je 4f\n"
+	"	mov 24(%r13), %rax\n"		/* ppoll(NULL, 0, &answer.pause, NULL) */
+	"	or 32(%r13), %rax\n"
+	"	jz 4f\n"
 	"	xor %edi, %edi\n"
 	"	xor %esi, %esi\n"
 	"	lea 24(%r13), %rdx\n"
@@ -113,7 +116,9 @@ struct answer {
 #define XFEATURE_AMX	(3ull << 17)
 #define XSTATE_BV_OFF	512
 
-#define STOPPED_PAUSE_NS	200000000	/* 200 ms */
+/* Long enough for a tool slowed down by a loaded machine; the tool cuts
+ * it short once it holds the thread. */
+#define STOPPED_PAUSE_S		5
 
 #define ERESTARTSYS		512
 #define ERESTARTNOINTR		513
@@ -307,7 +312,7 @@ static int build_block(struct block *b, const struct user_regs_struct *resume,
 	memcpy(b->buf + (b->path - b->base), file, plen);
 	memcpy(b->buf + (b->xstate - b->base), vec, veclen);
 	{
-		struct answer a = { .pause_nsec = stopped ? STOPPED_PAUSE_NS : 0, .rfbm = ~0ull };
+		struct answer a = { .pause_sec = stopped ? STOPPED_PAUSE_S : 0, .rfbm = ~0ull };
 		uint64_t bv = 0;
 
 		if (veclen >= XSTATE_BV_OFF + 8) {
@@ -355,9 +360,7 @@ static int wait_answer(struct tracee_set *keep, pid_t pid, pid_t tid, const stru
 		if (keep)
 			tracee_service(keep);
 		rc = mem_io(pid, b->answer, &a, sizeof(a), false);
-
-		if (rc == -ESRCH || access(task, F_OK))
-			return -ESRCH;
+		/* The answer first: the thread may have ended since. */
 		if (!rc && a.nonce == nonce) {
 			res->handle = a.handle;
 			if (!a.handle && a.why)
@@ -365,9 +368,33 @@ static int wait_answer(struct tracee_set *keep, pid_t pid, pid_t tid, const stru
 			res->why[sizeof(res->why) - 1] = '\0';
 			return 0;
 		}
+		if (rc == -ESRCH || access(task, F_OK))
+			return -ESRCH;
 		poll(NULL, 0, 1);
 	}
 	return -ETIMEDOUT;
+}
+
+/* The thread has answered and is about to pause, or pausing, in the stub:
+ * hold it there, and make the pause end at once when the process is
+ * continued (the remaining instructions restore the thread). */
+static void end_pause(struct tracee_set *ts, pid_t tid, const struct block *b)
+{
+	static const int64_t zero[2];
+	struct user_regs_struct r;
+
+	/* Held first: the pause is what keeps it in the stub until then. */
+	if (tracee_hold_one(ts, tid) || ptrace(PTRACE_GETREGS, tid, 0, &r))
+		return;
+	/* Not begun yet: it will read a zero timeout. */
+	mem_io(ts->pid, b->answer + offsetof(struct answer, pause_sec), (void *)zero,
+	       sizeof(zero), true);
+	/* Inside ppoll: done, as if it had timed out (no restart). */
+	if ((long long)r.orig_rax == SYS_ppoll && (long long)r.rax < 0) {
+		r.rax = 0;
+		r.orig_rax = (unsigned long long)-1;
+		ptrace(PTRACE_SETREGS, tid, 0, &r);
+	}
 }
 
 /* A stopped process: the program's other threads go back to their group
@@ -393,6 +420,8 @@ static int call_in_stopped_process(struct tracee_set *ts, pid_t tid, const struc
 		return rc;
 	}
 	rc = wait_answer(ts, pid, tid, b, nonce, timeout_ms, res);
+	if (!rc)
+		end_pause(ts, tid, b);
 	tracee_detach_one(ts, tid);
 	return rc;
 }

@@ -453,3 +453,18 @@ void tracee_detach_one(struct tracee_set *ts, pid_t tid)
 		ptrace(PTRACE_DETACH, tid, 0, 0);
 	ts->v[i].gone = true;		/* no longer ours */
 }
+
+int tracee_hold_one(struct tracee_set *ts, pid_t tid)
+{
+	struct tracee *t = find(ts, tid);
+	int i;
+
+	if (!t || t->gone)
+		return -ESRCH;
+	if (t->stopped)
+		return 0;
+	i = (int)(t - ts->v);
+	ptrace(PTRACE_INTERRUPT, tid, 0, 0);
+	wait_held(ts, i, now_ns() + HOLD_TIMEOUT_NS);
+	return ts->v[i].gone ? -ESRCH : ts->v[i].stopped ? 0 : -ETIMEDOUT;
+}

@@ -37,6 +37,8 @@ int tracee_run(struct tracee_set *ts, pid_t tid);
  * other events are continued, signals delivered, new threads taken in.
  * Call it often (every 100 ms at most) while they must run. */
 void tracee_service(struct tracee_set *ts);
+/* Stops one running traced thread again (held, as by tracee_hold()). */
+int tracee_hold_one(struct tracee_set *ts, pid_t tid);
 /* Stops and detaches one thread (which rejoins a group stop in effect). */
 void tracee_detach_one(struct tracee_set *ts, pid_t tid);
 
