@@ -115,14 +115,51 @@
 1:	mov kp_self_tls@gottpoff(%rip), %rax
 	mov %fs:(%rax), %rax
 	SECTION_CLOSE
+	T_OUT \called, \high
+	.endm
+
+/* Unwind information: the frame's CFA is S, the caller's stack pointer
+ * after the return; the return address is in the slot at S-8 once the
+ * real one is there (before that it is undefined: unwinding stops), or
+ * in pt_regs.ip while the dispatcher runs.  The callee-saved registers are
+ * the handler's to change in a complete struct pt_regs: there they are
+ * described while it is in use. */
+	.macro T_CFI_SAVED_IN_REGS
+	.cfi_offset %r15, 0 - T_FRAME
+	.cfi_offset %r14, 8 - T_FRAME
+	.cfi_offset %r13, 16 - T_FRAME
+	.cfi_offset %r12, 24 - T_FRAME
+	.cfi_offset %rbp, 32 - T_FRAME
+	.cfi_offset %rbx, 40 - T_FRAME
+	.endm
+
+	.macro T_CFI_RESTORED
+	.cfi_restore %r15
+	.cfi_restore %r14
+	.cfi_restore %r13
+	.cfi_restore %r12
+	.cfi_restore %rbp
+	.cfi_restore %rbx
+	.endm
+
+/* The registers back and out, to the caller by a return (\called) or a
+ * jump; the unwind state after it is the one before. */
+	.macro T_OUT called, high
+	.cfi_remember_state
 	T_LOAD_LIGHT \high
+	.if \high == 2
+	T_CFI_RESTORED
+	.endif
 	.if \called
 	lea T_RET(%rsp), %rsp
+	.cfi_def_cfa_offset 8
 	ret
 	.else
 	lea T_FRAME(%rsp), %rsp
+	.cfi_def_cfa_offset 0
 	jmp *-8(%rsp)			/* below rsp: no signal frame writes there */
 	.endif
+	.cfi_restore_state
 	.endm
 
 	.macro T_CALL_AND_OUT high
@@ -138,7 +175,11 @@
 	.type kp_kretprobe_trampoline, @function
 	.p2align 4
 kp_kretprobe_trampoline:
+	.cfi_startproc
+	.cfi_def_cfa %rsp, 0
+	.cfi_undefined %rip
 	lea -T_FRAME(%rsp), %rsp
+	.cfi_def_cfa_offset T_FRAME
 	mov %rax, 80(%rsp)
 	/* The flags without pushfq (slow, microcoded): lahf and seto change
 	 * none; DF is clear at a return, as the ABI says. */
@@ -192,6 +233,8 @@ kp_kretprobe_trampoline:
 	mov %rsi, KPT_RI_TOP(%rax)
 	mov RI_RET(%rcx), %rsi
 	mov %rsi, T_RET(%rsp)
+	.cfi_remember_state
+	.cfi_offset %rip, -8
 	movb $1, RI_CACHED(%rcx)
 	mov %rcx, (%rdi)
 	testb $KP_SAVE_REGS, POOL_NEEDS(%rdx)
@@ -203,28 +246,32 @@ kp_kretprobe_trampoline:
 	T_CALL_AND_OUT 1
 64:	T_SAVE_HIGH
 	T_FILL_REGS 1
+	T_CFI_SAVED_IN_REGS
 	T_CALL_AND_OUT 2
 
+	.cfi_restore_state		/* before the real return address */
 68:	SECTION_CLOSE
 69:	T_SAVE_HIGH
 	/* The rest of struct pt_regs, and the dispatcher. */
 	T_FILL_REGS 0
+	T_CFI_SAVED_IN_REGS
 	mov %rsp, %rbx
+	.cfi_def_cfa_register %rbx
 	and $-16, %rsp
 	mov %rbx, %rdi
 	cld
+	.cfi_offset %rip, 128 - T_FRAME	/* filled before any handler runs */
 	call kp_kretprobe_dispatch
 	mov %rbx, %rsp
+	.cfi_def_cfa_register %rsp
 	mov 128(%rsp), %rcx
 	mov %rcx, T_RET(%rsp)		/* the real return address */
+	.cfi_offset %rip, -8
 	test %al, %al
 	jz 1f
-	T_LOAD_LIGHT 2			/* flags as the function left them */
-	lea T_RET(%rsp), %rsp
-	ret
-1:	T_LOAD_LIGHT 2
-	lea T_FRAME(%rsp), %rsp
-	jmp *-8(%rsp)			/* below rsp: no signal frame writes there */
+	T_OUT 1, 2			/* flags as the function left them */
+1:	T_OUT 0, 2
+	.cfi_endproc
 	.size kp_kretprobe_trampoline, . - kp_kretprobe_trampoline
 
 /*
@@ -237,12 +284,20 @@ kp_kretprobe_trampoline:
 	.type kp_call_fpu_saved, @function
 	.p2align 4
 kp_call_fpu_saved:
+	.cfi_startproc
 	push %rbp
+	.cfi_def_cfa_offset 16
+	.cfi_offset %rbp, -16
 	mov %rsp, %rbp
+	.cfi_def_cfa_register %rbp
 	push %rbx
+	.cfi_offset %rbx, -24
 	push %r12
+	.cfi_offset %r12, -32
 	push %r13
+	.cfi_offset %r13, -40
 	push %r14
+	.cfi_offset %r14, -48
 	mov %rdi, %r14
 	mov %rsi, %r12
 	mov %rdx, %r13
@@ -288,7 +343,9 @@ kp_call_fpu_saved:
 	pop %r12
 	pop %rbx
 	pop %rbp
+	.cfi_def_cfa %rsp, 8
 	ret
+	.cfi_endproc
 	.size kp_call_fpu_saved, . - kp_call_fpu_saved
 
 /* jprobe_return(): the trap handler recognizes this int3 and restores the
