@@ -153,6 +153,17 @@ int enable_kretprobe(struct kretprobe *rp);
  * the calling thread's frame; otherwise addr unchanged. */
 unsigned long kretprobe_find_ret_addr(unsigned long addr, unsigned long slot);
 
+/* ---- Stacks ---- */
+
+/* Return addresses of the stack at a hit, innermost first: regs->ip, then
+ * each caller.  Unwinds with the call-frame information of every loaded
+ * object (tables built at registration and when objects load), frame
+ * pointers where there is none; return-probed frames show their real
+ * return addresses, signal frames are unwound through.  Async-signal-safe,
+ * no lock, no allocation, no system call.  Returns the number stored, or
+ * -EINVAL (bad arguments), -EAGAIN (no per-thread record left). */
+int kprobes_stack(const struct pt_regs *regs, unsigned long *ips, int max);
+
 /* ---- Jprobes ---- */
 
 /* A jprobe's entry is a function with the probed function's prototype; it

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "core/internal.h"
+#include "core/stack.h"
 #include "core/jump_label.h"
 #include "elf/symbols.h"
 #include "os/linux/memory.h"
@@ -516,6 +517,8 @@ int kp_register_batch(struct kprobe **ps, int n, enum kp_type type)
 	err = kp_init();
 	if (err)
 		return err;
+	/* unwind tables for kprobes_stack(), before any handler can run */
+	kp_stack_tables_update();
 	pps = calloc((size_t)n, sizeof(*pps));
 	if (!pps)
 		return -ENOMEM;

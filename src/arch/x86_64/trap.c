@@ -13,6 +13,7 @@
 
 #include "arch/arch.h"
 #include "arch/x86_64/regs.h"
+#include "arch/x86_64/unwind.h"
 #include "arch/x86_64/xol.h"
 #include "core/internal.h"
 #include "core/jump_label.h"
@@ -455,11 +456,16 @@ static bool fault_in_detour(struct kp_thread *t, int sig, siginfo_t *info, ucont
 static void fault_handler(int sig, siginfo_t *info, void *ctx)
 {
 	ucontext_t *uc = ctx;
-	struct xol_slot *s = xol_slot_of((uintptr_t)GREG(uc, REG_RIP));
-	struct kp_thread *t = kp_thread_self();
+	struct xol_slot *s;
+	struct kp_thread *t;
 	uintptr_t orig = 0, copy = 0;
 	bool handled = false;
 
+	/* the stack unwinder's fault-safe load: no business of the program's */
+	if (arch_unwind_fixup(uc))
+		return;
+	s = xol_slot_of((uintptr_t)GREG(uc, REG_RIP));
+	t = kp_thread_self();
 	clear_alignment_check();
 	if (t && !s) {
 		kp_read_enter(t);

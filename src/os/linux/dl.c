@@ -6,6 +6,7 @@
 #define KP_EXPORT __attribute__((visibility("default")))
 
 void kp_objects_unloaded(void);
+void kp_stack_objects_changed(void);
 
 KP_EXPORT int dlclose(void *handle)
 {
@@ -17,8 +18,10 @@ KP_EXPORT int dlclose(void *handle)
 	if (!real)
 		abort();
 	ret = real(handle);
-	if (ret == 0)
+	if (ret == 0) {
 		kp_objects_unloaded();
+		kp_stack_objects_changed();
+	}
 	return ret;
 }
 

@@ -1,0 +1,18 @@
+/* Unwind tables of the loaded objects, for kprobes_stack() (stack.c). */
+#ifndef KP_CORE_STACK_H
+#define KP_CORE_STACK_H
+
+#include <stddef.h>
+
+/* Builds the tables of objects loaded since the last call, drops those of
+ * unloaded ones.  Off the hit path, not from a handler.  0 or -ENOMEM. */
+int kp_stack_tables_update(void);
+/* After dlclose (os/linux/dl.c): the same, once tables exist. */
+void kp_stack_objects_changed(void);
+
+struct kp_stack_tables_stats {
+	size_t objects, rows, table_bytes, code_bytes;
+};
+void kp_stack_tables_stats(struct kp_stack_tables_stats *st);
+
+#endif
