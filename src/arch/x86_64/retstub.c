@@ -27,6 +27,7 @@
 
 #include "arch/arch.h"
 #include "arch/x86_64/execmem.h"
+#include "arch/x86_64/jitdebug.h"
 #include "os/linux/memory.h"
 
 #define STUB_SIZE 16
@@ -43,6 +44,8 @@ struct ret_stubs {
 	int n;
 	uintptr_t *stub;	/* the return point of each stub */
 	uint8_t *eh_frame;	/* registered with the unwinder, or NULL */
+	bool registered;	/* with libgcc's frame registry */
+	struct kp_jit_object *jit;	/* the same for debuggers */
 };
 
 typedef void (*register_frame_fn)(void *);
@@ -132,7 +135,8 @@ void arch_ret_stubs_destroy(struct ret_stubs *rs)
 
 	if (!rs)
 		return;
-	if (rs->eh_frame && (deregister = frame_fn("__deregister_frame")))
+	kp_jit_unregister(rs->jit);
+	if (rs->registered && (deregister = frame_fn("__deregister_frame")))
 		deregister(rs->eh_frame);
 	for (int i = 0; i < rs->n; i++)
 		if (rs->stub[i])
@@ -146,7 +150,7 @@ void arch_ret_stubs_destroy(struct ret_stubs *rs)
  * address.  Caller holds the registry lock. */
 struct ret_stubs *arch_ret_stubs_create(int n, uintptr_t (*ret_loc)(int, void *), void *arg)
 {
-	uintptr_t tramp = arch_kretprobe_trampoline(), lo, hi;
+	uintptr_t tramp = arch_kretprobe_trampoline(), lo, hi, code_lo = UINTPTR_MAX, code_hi = 0;
 	struct ret_stubs *rs = calloc(1, sizeof(*rs));
 	register_frame_fn reg = frame_fn("__register_frame");
 	uint8_t *p;
@@ -162,17 +166,22 @@ struct ret_stubs *arch_ret_stubs_create(int n, uintptr_t (*ret_loc)(int, void *)
 		if (!at || write_stub(at, tramp))
 			goto fail;
 		rs->stub[i] = at + STUB_RET;
+		code_lo = at < code_lo ? at : code_lo;
+		code_hi = at + STUB_SIZE > code_hi ? at + STUB_SIZE : code_hi;
 	}
-	if (!reg)
-		return rs;	/* no unwinder loaded: stubs still work */
 	rs->eh_frame = malloc(28 + (size_t)n * 48 + 4);
 	if (!rs->eh_frame)
-		return rs;
+		return rs;	/* stubs still work, unwinders stop at them */
 	p = put_cie(rs->eh_frame);
 	for (int i = 0; i < n; i++)
 		p = put_fde(p, rs->eh_frame, rs->stub[i] - STUB_RET, ret_loc(i, arg));
 	put32(p, 0);
-	reg(rs->eh_frame);
+	if (reg) {
+		reg(rs->eh_frame);
+		rs->registered = true;
+	}
+	rs->jit = kp_jit_register("kprobes_return_stub", code_lo, code_hi, rs->eh_frame,
+				  (size_t)(p - rs->eh_frame));
 	return rs;
 fail:
 	arch_ret_stubs_destroy(rs);
