@@ -1,0 +1,693 @@
+/* Stacks at probe hits (SPEC section 8): kprobes_stack() and the unwind
+ * information of the probes' own code.
+ *
+ *  - the Linux Kprobes self-tests test_stacktrace_on_kretprobe and
+ *    test_stacktrace_on_nested_kretprobe, re-created: inside a return
+ *    handler glibc's backtrace() and libgcc's _Unwind_Backtrace() reach the
+ *    real callers through the return trampoline, and kprobes_stack(regs)
+ *    starts at the real return address; breakpoint and optimized entries;
+ *  - kprobes_stack() against the return addresses the functions see
+ *    themselves, through frames without frame pointers and return-probed
+ *    frames;
+ *  - gdb as the oracle: the stack equals the one gdb unwinds at the same
+ *    point (a child process stops itself inside the handler with gdb
+ *    attached), in C chains without frame pointers, in Debian's libc,
+ *    in signal handlers on the normal and an alternate stack, in deep
+ *    recursion, in threads, and from random instruction boundaries of libc.
+ *    Skipped, saying so, when gdb is not installed. */
+#include <dlfcn.h>
+#include <errno.h>
+#include <execinfo.h>
+#include <inttypes.h>
+#include <link.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+#include <unwind.h>
+
+#include "core/internal.h"
+#include "core/stack.h"
+#include "testutil.h"
+
+TestSuite(stack, .timeout = 30);
+
+#define BARRIER() __asm__ volatile("" : : : "memory")
+#define NOFP __attribute__((noinline, noclone, used, optimize("omit-frame-pointer")))
+#define MAXF 64
+
+static bool is_optimized(const struct kprobe *p)
+{
+	return __atomic_load_n(&p->flags, __ATOMIC_ACQUIRE) & KPROBE_FLAG_OPTIMIZED;
+}
+
+static void sleep_ms(long ms)
+{
+	struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+
+	nanosleep(&ts, NULL);
+}
+
+static bool wait_opt(const struct kprobe *p, int ms)
+{
+	for (int i = 0; i < ms && !is_optimized(p); i++)
+		sleep_ms(1);
+	return is_optimized(p);
+}
+
+static bool has(const unsigned long *v, int n, unsigned long x)
+{
+	for (int i = 0; i < n; i++)
+		if (v[i] == x)
+			return true;
+	return false;
+}
+
+static __attribute__((unused)) int index_of(const unsigned long *v, int n, unsigned long x)
+{
+	for (int i = 0; i < n; i++)
+		if (v[i] == x)
+			return i;
+	return -1;
+}
+
+/* Inside the return trampoline's code? */
+static bool in_trampoline(unsigned long a)
+{
+	Dl_info di;
+	unsigned long t = arch_kretprobe_trampoline();
+
+	return a >= t && a < t + 512 && dladdr((void *)t, &di) && a != 0;
+}
+
+/* ---------------------------------------------------------------------- */
+/* The kernel's test_stacktrace_on_kretprobe and its nested variant        */
+/* ---------------------------------------------------------------------- */
+
+static unsigned long target_ra[2];	/* [0] outer's (or the only) target's, [1] inner's */
+static volatile int record_ra;
+
+TEST_FN long st_inner(long x)
+{
+	if (record_ra)
+		target_ra[1] = (unsigned long)__builtin_return_address(0);
+	__asm__ volatile("" : "+r"(x));
+	return x + 1;
+}
+
+static long (*volatile fp_inner)(long) = st_inner;
+
+TEST_FN long st_target(long x)
+{
+	long r;
+
+	if (record_ra)
+		target_ra[0] = (unsigned long)__builtin_return_address(0);
+	r = fp_inner(x);
+	__asm__ volatile("" : "+r"(r));
+	return r * 2;
+}
+
+static long (*volatile fp_target)(long) = st_target;
+
+static unsigned long caller_ra;
+
+TEST_FN long st_caller(long x)
+{
+	long r;
+
+	if (record_ra)
+		caller_ra = (unsigned long)__builtin_return_address(0);
+	r = fp_target(x);
+
+	BARRIER();
+	return r + 1;
+}
+
+struct st_result {
+	int hits;
+	int bt_n, uw_n, ks_n;
+	unsigned long bt[MAXF], uw[MAXF], ks[MAXF];
+	unsigned long ip;
+};
+
+static struct st_result res_outer, res_inner;
+
+struct uw_state {
+	unsigned long *buf;
+	int n;
+};
+
+static _Unwind_Reason_Code uw_cb(struct _Unwind_Context *ctx, void *arg)
+{
+	struct uw_state *s = arg;
+
+	if (s->n < MAXF)
+		s->buf[s->n++] = _Unwind_GetIP(ctx);
+	return _URC_NO_REASON;
+}
+
+/* What the kernel's handler does: a stack trace from inside the handler
+ * (which passes the trampoline) and one from the probe's pt_regs. */
+static void take_stacks(struct st_result *r, struct pt_regs *regs)
+{
+	void *bt[MAXF];
+	struct uw_state s = { r->uw, 0 };
+
+	r->hits++;
+	r->ip = regs->ip;
+	r->bt_n = backtrace(bt, MAXF);
+	for (int i = 0; i < r->bt_n; i++)
+		r->bt[i] = (unsigned long)bt[i];
+	_Unwind_Backtrace(uw_cb, &s);
+	r->uw_n = s.n;
+	r->ks_n = kprobes_stack(regs, r->ks, MAXF);
+}
+
+static int outer_ret(struct kretprobe_instance *ri, struct pt_regs *regs)
+{
+	take_stacks(&res_outer, regs);
+	return 0;
+}
+
+static int inner_ret(struct kretprobe_instance *ri, struct pt_regs *regs)
+{
+	take_stacks(&res_inner, regs);
+	return 0;
+}
+
+/* The kernel's checks: the target's return address is in the trace taken
+ * inside the handler, the trampoline is not; the trace from pt_regs
+ * starts at it. */
+static void check_result(const char *what, const struct st_result *r, unsigned long ra)
+{
+	cr_assert_eq(r->hits, 1, "%s: handler ran %d times", what, r->hits);
+	cr_expect_eq(r->ip, ra, "%s: regs->ip is not the real return address", what);
+	cr_expect(has(r->bt, r->bt_n, ra),
+		  "%s: backtrace() inside the handler misses the real return address (%d frames)",
+		  what, r->bt_n);
+	cr_expect(has(r->uw, r->uw_n, ra),
+		  "%s: _Unwind_Backtrace() inside the handler misses it (%d frames)", what, r->uw_n);
+	for (int i = 0; i < r->bt_n; i++)
+		cr_expect_not(in_trampoline(r->bt[i]) && i > 0 && r->bt[i - 1] == r->bt[i],
+			      "%s: backtrace() loops in the trampoline", what);
+	cr_assert_gt(r->ks_n, 2, "%s: kprobes_stack gave %d", what, r->ks_n);
+	cr_expect_eq(r->ks[0], ra, "%s: kprobes_stack(regs)[0] %#lx, not the return address %#lx",
+		     what, r->ks[0], ra);
+	for (int i = 0; i < r->ks_n; i++)
+		cr_expect_not(in_trampoline(r->ks[i]), "%s: the trampoline in kprobes_stack", what);
+}
+
+/* One call site for the recording call and the probed one. */
+TEST_FN long run_caller(void)
+{
+	long r = st_caller(1);
+
+	BARRIER();
+	return r;
+}
+
+static void record_return_addresses(void)
+{
+	record_ra = 1;
+	cr_assert_eq(run_caller(), 5);
+	record_ra = 0;
+}
+
+static void stacktrace_on_kretprobe(bool optimized)
+{
+	struct kretprobe rp = { .kp.addr = (void *)st_target, .handler = outer_ret };
+
+	record_return_addresses();
+	kprobes_set_optimization(optimized);
+	memset(&res_outer, 0, sizeof(res_outer));
+	cr_assert_eq(register_kretprobe(&rp), 0);
+	if (optimized)
+		cr_assert(wait_opt(&rp.kp, 3000), "the entry was not optimized");
+	cr_assert_eq(run_caller(), 5);
+	check_result("return probe", &res_outer, target_ra[0]);
+	/* and the caller's own return address, one frame further */
+	cr_expect_eq(res_outer.ks[1], caller_ra, "kprobes_stack: %#lx after the return address, not %#lx",
+		     res_outer.ks[1], caller_ra);
+	unregister_kretprobe(&rp);
+}
+
+Test(stack, stacktrace_on_kretprobe)
+{
+	stacktrace_on_kretprobe(false);
+}
+
+Test(stack, stacktrace_on_kretprobe_optimized)
+{
+	stacktrace_on_kretprobe(true);
+}
+
+static void stacktrace_on_nested_kretprobe(bool optimized)
+{
+	struct kretprobe outer = { .kp.addr = (void *)st_target, .handler = outer_ret };
+	struct kretprobe inner = { .kp.addr = (void *)st_inner, .handler = inner_ret };
+
+	record_return_addresses();
+	kprobes_set_optimization(optimized);
+	memset(&res_outer, 0, sizeof(res_outer));
+	memset(&res_inner, 0, sizeof(res_inner));
+	cr_assert_eq(register_kretprobe(&outer), 0);
+	cr_assert_eq(register_kretprobe(&inner), 0);
+	if (optimized) {
+		cr_assert(wait_opt(&outer.kp, 3000), "the outer entry was not optimized");
+		cr_assert(wait_opt(&inner.kp, 3000), "the inner entry was not optimized");
+	}
+	cr_assert_eq(run_caller(), 5);
+	check_result("inner", &res_inner, target_ra[1]);
+	check_result("outer", &res_outer, target_ra[0]);
+	/* inside the inner handler the outer frame is still return-probed:
+	 * every unwinder shows its real return address too */
+	cr_expect(has(res_inner.bt, res_inner.bt_n, target_ra[0]),
+		  "backtrace() in the inner handler misses the outer frame's caller");
+	cr_expect(has(res_inner.uw, res_inner.uw_n, target_ra[0]),
+		  "_Unwind_Backtrace() in the inner handler misses the outer frame's caller");
+	cr_expect_eq(res_inner.ks[1], target_ra[0],
+		     "kprobes_stack in the inner handler: %#lx after %#lx, not %#lx",
+		     res_inner.ks[1], res_inner.ks[0], target_ra[0]);
+	unregister_kretprobe(&inner);
+	unregister_kretprobe(&outer);
+}
+
+Test(stack, stacktrace_on_nested_kretprobe)
+{
+	stacktrace_on_nested_kretprobe(false);
+}
+
+Test(stack, stacktrace_on_nested_kretprobe_optimized)
+{
+	stacktrace_on_nested_kretprobe(true);
+}
+
+/* ---------------------------------------------------------------------- */
+/* gdb as the oracle                                                       */
+/* ---------------------------------------------------------------------- */
+
+#define MAXREC 24
+#define GDB_MAXF 300
+
+/* What the child records at each stop, shared with the parent. */
+struct oracle_shared {
+	int nrec;
+	struct oracle_rec {
+		int n;
+		unsigned long ips[GDB_MAXF];
+	} rec[MAXREC];
+};
+
+static struct oracle_shared *oracle;
+
+static bool gdb_available(void)
+{
+	return system("gdb --version >/dev/null 2>&1") == 0;
+}
+
+/* In a handler of the child: kprobes_stack() at the probe, then a stop
+ * for gdb to unwind the same thread. */
+static void oracle_stop(struct pt_regs *regs)
+{
+	struct oracle_rec *r;
+
+	if (oracle->nrec >= MAXREC)
+		return;
+	r = &oracle->rec[oracle->nrec++];
+	r->n = kprobes_stack(regs, r->ips, GDB_MAXF);
+	syscall(SYS_tgkill, getpid(), syscall(SYS_gettid), SIGSTOP);
+}
+
+static bool traced(void)
+{
+	char buf[4096];
+	FILE *f = fopen("/proc/self/status", "r");
+	bool yes = false;
+
+	if (!f)
+		return false;
+	while (fgets(buf, sizeof(buf), f))
+		if (!strncmp(buf, "TracerPid:", 10))
+			yes = atoi(buf + 10) != 0;
+	fclose(f);
+	return yes;
+}
+
+/* gdb delivers the child's own breakpoint traps (the probes) and stops at
+ * its SIGSTOPs, where it prints the pcs of the thread's frames (inline
+ * and tail-call frames, which gdb makes up from debug information, are
+ * not frames on the stack; nor is the return stub gdb shows above each
+ * return-probed frame, where that frame will return, before its real
+ * caller). */
+static const char gdb_script[] =
+	"import gdb\n"
+	"gdb.execute('set pagination off')\n"
+	"gdb.execute('set backtrace past-main on')\n"
+	"gdb.execute('set backtrace limit 300')\n"
+	"gdb.execute('handle all nostop noprint pass')\n"
+	"gdb.execute('handle SIGTRAP stop print nopass')\n"
+	"gdb.execute('handle SIGSTOP stop print nopass')\n"
+	"cont = 'continue'\n"
+	"while True:\n"
+	"    try:\n"
+	"        gdb.execute(cont, to_string=True)\n"
+	"    except gdb.error:\n"
+	"        break\n"
+	"    if gdb.selected_inferior().pid == 0:\n"
+	"        break\n"
+	"    try:\n"
+	"        sig = int(gdb.parse_and_eval('$_siginfo.si_signo'))\n"
+	"    except gdb.error:\n"
+	"        sig = 0\n"
+	"    cont = 'signal SIGTRAP' if sig == 5 else 'continue'\n"
+	"    if sig != 19:\n"
+	"        continue\n"
+	"    f = gdb.newest_frame()\n"
+	"    pcs = []\n"
+	"    while f is not None and len(pcs) < 300:\n"
+	"        if f.type() not in (gdb.INLINE_FRAME, gdb.TAILCALL_FRAME) and \\\n"
+	"           f.name() != 'kprobes_return_stub':\n"
+	"            pcs.append(f.pc())\n"
+	"        try:\n"
+	"            f = f.older()\n"
+	"        except gdb.error:\n"
+	"            break\n"
+	"    print('STACK ' + ' '.join('%x' % p for p in pcs), flush=True)\n";
+
+/* Runs scenario in a child with gdb attached; the stacks gdb printed at
+ * the child's stops, parsed into g (at most MAXREC).  Returns how many. */
+static int run_under_gdb(void (*scenario)(void), unsigned long (*g)[GDB_MAXF], int *gn)
+{
+	char script[] = "/tmp/kp-stack-gdb-XXXXXX.py", cmd[256], *line = NULL;
+	size_t cap = 0;
+	int fd = mkstemps(script, 3), status, ns = 0;
+	pid_t pid;
+	FILE *out;
+
+	cr_assert_geq(fd, 0);
+	cr_assert_eq(write(fd, gdb_script, sizeof(gdb_script) - 1), (ssize_t)sizeof(gdb_script) - 1);
+	close(fd);
+	oracle = mmap(NULL, sizeof(*oracle), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+	cr_assert_neq(oracle, MAP_FAILED);
+	pid = fork();
+	cr_assert_geq(pid, 0);
+	if (pid == 0) {
+		prctl(PR_SET_PTRACER, PR_SET_PTRACER_ANY);
+		for (int i = 0; i < 20000 && !traced(); i++)
+			sleep_ms(1);
+		if (!traced())
+			_exit(3);
+		scenario();
+		_exit(0);
+	}
+	snprintf(cmd, sizeof(cmd), "gdb -nx -batch -p %d -x %s 2>/tmp/kp-gdb-err </dev/null", pid, script);
+	out = popen(cmd, "r");
+	cr_assert(out);
+	while (getline(&line, &cap, out) > 0) {
+		char *p = line + 6, *end;
+		int n = 0;
+
+		if (strncmp(line, "STACK ", 6) || ns >= MAXREC)
+			continue;
+		while (n < GDB_MAXF) {
+			unsigned long v = strtoul(p, &end, 16);
+
+			if (end == p)
+				break;
+			g[ns][n++] = v;
+			p = end;
+		}
+		gn[ns++] = n;
+	}
+	free(line);
+	pclose(out);
+	unlink(script);
+	cr_assert_eq(waitpid(pid, &status, 0), pid);
+	cr_assert(WIFEXITED(status) && WEXITSTATUS(status) == 0, "the child failed: status %#x", status);
+	return ns;
+}
+
+static void print_stack(const char *what, const unsigned long *v, int n)
+{
+	fprintf(stderr, "%s (%d):", what, n);
+	for (int i = 0; i < n; i++) {
+		Dl_info di;
+
+		if (dladdr((void *)v[i], &di) && di.dli_sname)
+			fprintf(stderr, " %s+%#lx", di.dli_sname, v[i] - (unsigned long)di.dli_saddr);
+		else
+			fprintf(stderr, " %#lx", v[i]);
+	}
+	fprintf(stderr, "\n");
+}
+
+/* Every stop's kprobes_stack() equals gdb's unwind from the probed frame
+ * on (gdb's first frames are the handler's, then the signal frame). */
+static void expect_gdb_stacks(void (*scenario)(void), int min_stops)
+{
+	static unsigned long g[MAXREC][GDB_MAXF];
+	static int gn[MAXREC];
+	int ns;
+
+	if (!gdb_available())
+		cr_skip_test("gdb is not installed: no oracle for the stacks");
+	ns = run_under_gdb(scenario, g, gn);
+	cr_assert_eq(ns, oracle->nrec, "gdb saw %d stops, the child made %d", ns, oracle->nrec);
+	cr_assert_geq(ns, min_stops, "only %d stops", ns);
+	for (int i = 0; i < ns; i++) {
+		const struct oracle_rec *r = &oracle->rec[i];
+		int k = -1;
+		bool same;
+
+		cr_assert_gt(r->n, 0, "stop %d: kprobes_stack returned %d", i, r->n);
+		for (int j = 0; j < gn[i] && k < 0; j++)
+			if (g[i][j] == r->ips[0])
+				k = j;
+		same = k >= 0 && gn[i] - k == r->n;
+		for (int j = 0; same && j < r->n; j++)
+			same = g[i][k + j] == r->ips[j];
+		if (!same) {
+			print_stack("gdb", g[i], gn[i]);
+			print_stack("kprobes_stack", r->ips, r->n);
+		}
+		cr_expect(same, "stop %d: kprobes_stack differs from gdb's bt (see stderr)", i);
+	}
+	munmap(oracle, sizeof(*oracle));
+}
+
+/* ---- C without frame pointers, a return-probed frame in the middle ---- */
+
+static int oracle_pre(struct kprobe *p, struct pt_regs *regs)
+{
+	oracle_stop(regs);
+	return 0;
+}
+
+static int oracle_ret(struct kretprobe_instance *ri, struct pt_regs *regs)
+{
+	oracle_stop(regs);
+	return 0;
+}
+
+NOFP long nf_leaf(long x)
+{
+	__asm__ volatile("" : "+r"(x));
+	return x * 3;
+}
+
+static long (*volatile fp_nf_leaf)(long) = nf_leaf;
+
+NOFP long nf_mid(long x)
+{
+	volatile char buf[40];
+
+	buf[x & 31] = 1;
+	return fp_nf_leaf(x + buf[1]) + 1;
+}
+
+static long (*volatile fp_nf_mid)(long) = nf_mid;
+
+NOFP long nf_top(long x)
+{
+	long r = fp_nf_mid(x) * 2;
+
+	BARRIER();
+	return r;
+}
+
+static void chain_scenario(void)
+{
+	struct kprobe kp = { .addr = (void *)nf_leaf, .pre_handler = oracle_pre };
+	struct kretprobe mid = { .kp.addr = (void *)nf_mid };
+	struct kretprobe top = { .kp.addr = (void *)nf_top, .handler = oracle_ret };
+
+	kprobes_set_optimization(false);
+	if (register_kprobe(&kp) || register_kretprobe(&mid) || register_kretprobe(&top))
+		_exit(4);
+	nf_top(1);
+	unregister_kprobe(&kp);
+	unregister_kretprobe(&mid);
+	unregister_kretprobe(&top);
+}
+
+Test(stack, gdb_c_chain_without_frame_pointers)
+{
+	expect_gdb_stacks(chain_scenario, 2);
+}
+
+/* The same chain without the return probe in the middle (gdb cannot see
+ * the unwind information registered at run time for the return stubs:
+ * this one checks the CFI tables alone). */
+static void chain_plain_scenario(void)
+{
+	struct kprobe kp = { .addr = (void *)nf_leaf, .pre_handler = oracle_pre };
+	struct kretprobe top = { .kp.addr = (void *)nf_top, .handler = oracle_ret };
+
+	kprobes_set_optimization(false);
+	if (register_kprobe(&kp) || register_kretprobe(&top))
+		_exit(4);
+	nf_top(1);
+	unregister_kprobe(&kp);
+	unregister_kretprobe(&top);
+}
+
+Test(stack, gdb_c_chain)
+{
+	expect_gdb_stacks(chain_plain_scenario, 2);
+}
+
+/* ---- Debian's libc, built without frame pointers: qsort's callback ---- */
+
+NOFP int cmp_long(const void *a, const void *b)
+{
+	long x = *(const long *)a, y = *(const long *)b;
+
+	return (x > y) - (x < y);
+}
+
+static void qsort_scenario(void)
+{
+	struct kprobe kp = { .addr = (void *)cmp_long, .pre_handler = oracle_pre };
+	long v[64];
+
+	for (int i = 0; i < 64; i++)
+		v[i] = (i * 37) % 64;
+	kprobes_set_optimization(false);
+	if (register_kprobe(&kp))
+		_exit(4);
+	qsort(v, 8, sizeof(long), cmp_long);	/* msort: recursion inside libc */
+	unregister_kprobe(&kp);
+}
+
+Test(stack, gdb_libc_qsort_callback)
+{
+	expect_gdb_stacks(qsort_scenario, 3);
+}
+
+/* ---- signal handlers, on the thread's stack and an alternate one ---- */
+
+static void on_usr1(int sig)
+{
+	fp_nf_leaf(sig);
+}
+
+static void signal_scenario_with(bool altstack)
+{
+	struct kprobe kp = { .addr = (void *)nf_leaf, .pre_handler = oracle_pre };
+	struct sigaction sa = { .sa_handler = on_usr1, .sa_flags = altstack ? SA_ONSTACK : 0 };
+	static char alt[64 * 1024];
+	stack_t ss = { .ss_sp = alt, .ss_size = sizeof(alt) };
+
+	if (altstack && sigaltstack(&ss, NULL))
+		_exit(5);
+	sigaction(SIGUSR1, &sa, NULL);
+	kprobes_set_optimization(false);
+	if (register_kprobe(&kp))
+		_exit(4);
+	raise(SIGUSR1);		/* through libc's raise, without frame pointers */
+	unregister_kprobe(&kp);
+}
+
+static void signal_scenario(void)
+{
+	signal_scenario_with(false);
+}
+
+static void altstack_scenario(void)
+{
+	signal_scenario_with(true);
+}
+
+Test(stack, gdb_signal_handler)
+{
+	expect_gdb_stacks(signal_scenario, 1);
+}
+
+Test(stack, gdb_signal_handler_on_alternate_stack)
+{
+	expect_gdb_stacks(altstack_scenario, 1);
+}
+
+/* ---- deep recursion ---- */
+
+NOFP long nf_rec(long depth)
+{
+	volatile long pad[3] = { depth, 0, 0 };
+
+	if (depth == 0)
+		return fp_nf_leaf(pad[0]);
+	return nf_rec(depth - 1) + pad[1];
+}
+
+static void recursion_scenario(void)
+{
+	struct kprobe kp = { .addr = (void *)nf_leaf, .pre_handler = oracle_pre };
+
+	kprobes_set_optimization(false);
+	if (register_kprobe(&kp))
+		_exit(4);
+	nf_rec(200);
+	unregister_kprobe(&kp);
+}
+
+Test(stack, gdb_deep_recursion)
+{
+	expect_gdb_stacks(recursion_scenario, 1);
+}
+
+/* ---- threads ---- */
+
+static void *thread_fn(void *arg)
+{
+	return (void *)nf_top((long)arg);
+}
+
+static void thread_scenario(void)
+{
+	struct kprobe kp = { .addr = (void *)nf_leaf, .pre_handler = oracle_pre };
+	pthread_t th;
+
+	kprobes_set_optimization(false);
+	if (register_kprobe(&kp))
+		_exit(4);
+	for (long i = 0; i < 2; i++) {
+		if (pthread_create(&th, NULL, thread_fn, (void *)i))
+			_exit(5);
+		pthread_join(th, NULL);
+	}
+	unregister_kprobe(&kp);
+}
+
+Test(stack, gdb_threads)
+{
+	expect_gdb_stacks(thread_scenario, 2);
+}
