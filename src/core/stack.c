@@ -237,7 +237,8 @@ void kp_stack_tables_stats(struct kp_stack_tables_stats *st)
 	for (size_t i = 0; current && i < current->n; i++) {
 		st->objects++;
 		st->rows += current->obj[i]->t.n;
-		st->table_bytes += current->obj[i]->t.n * sizeof(struct cfi_row);
+		st->table_bytes += current->obj[i]->t.n * sizeof(struct cfi_row) +
+				   (current->obj[i]->t.nblocks + 1) * sizeof(uint32_t);
 		st->code_bytes += current->obj[i]->t.code_bytes;
 	}
 	pthread_mutex_unlock(&stack_lock);
@@ -252,10 +253,9 @@ struct frame {
 	bool exact;
 };
 
-static const struct cfi_row *row_of(const struct stack_set *set, uintptr_t pc)
+static const struct stack_obj *object_of(const struct stack_set *set, uintptr_t pc)
 {
 	size_t lo = 0, hi = set->n;
-	const struct stack_obj *so;
 
 	while (lo < hi) {
 		size_t mid = (lo + hi) / 2;
@@ -265,12 +265,21 @@ static const struct cfi_row *row_of(const struct stack_set *set, uintptr_t pc)
 		else
 			hi = mid;
 	}
-	if (!lo)
+	return lo ? set->obj[lo - 1] : NULL;
+}
+
+/* The row for pc; *last is the object of the previous frame, where the
+ * next one usually is too. */
+static const struct cfi_row *row_of(const struct stack_set *set, const struct stack_obj **last,
+				    uintptr_t pc)
+{
+	const struct stack_obj *so = *last;
+
+	if (!so || pc < so->lo || pc >= so->hi)
+		*last = so = object_of(set, pc);
+	if (!so || pc >= so->hi || pc < so->base || pc - so->base > UINT32_MAX)
 		return NULL;
-	so = set->obj[lo - 1];
-	if (pc >= so->hi || pc < so->base || pc - so->base > UINT32_MAX)
-		return NULL;
-	return cfi_table_find(so->t.rows, so->t.n, (uint32_t)(pc - so->base));
+	return cfi_table_find(&so->t, pc - so->base);
 }
 
 /* A signal frame: the handler returned to __restore_rt with rsp at the
@@ -294,15 +303,16 @@ static bool unwind_signal(struct frame *f)
 /* Frame pointers: CFA = rbp + 16, the return address at rbp + 8. */
 static bool fp_plausible(const struct frame *f)
 {
-	return f->bp > f->sp && !(f->bp & 7) && f->bp - f->sp < (1UL << 30);
+	return f->bp >= f->sp && !(f->bp & 7) && f->bp - f->sp < (1UL << 30);
 }
 
 /* One frame up; false at the outermost frame or where the stack makes
  * no sense. */
-static bool unwind_one(const struct stack_set *set, struct kp_thread *t, struct frame *f)
+static bool unwind_one(const struct stack_set *set, const struct stack_obj **last,
+		       struct kp_thread *t, struct frame *f)
 {
-	uintptr_t pc = f->exact ? f->ip : f->ip - 1, cfa, ra, bp;
-	const struct cfi_row *r = set ? row_of(set, pc) : NULL;
+	uintptr_t pc = f->exact ? f->ip : f->ip - 1, cfa, ra, bp, ra_at;
+	const struct cfi_row *r = set ? row_of(set, last, pc) : NULL;
 	int kind = r ? r->kind : CFI_NONE;
 
 	switch (kind) {
@@ -325,17 +335,20 @@ static bool unwind_one(const struct stack_set *set, struct kp_thread *t, struct 
 	}
 	if (cfa <= f->sp || (cfa & 7))
 		return false;
-	if (kp_load_nofault(cfa + (r ? r->ra_off : -8), &ra) || !ra)
+	ra_at = cfa - 8 * (r ? r->ra8 : 1);
+	if (kp_load_nofault(ra_at, &ra) || !ra)
 		return false;
-	if (!r)
-		bp = 0, kp_load_nofault(cfa - 16, &bp);
-	else if (r->bp_off == CFI_BP_SAME)
+	if (!r) {
+		if (kp_load_nofault(cfa - 16, &bp))
+			bp = 0;
+	} else if (r->bp8 == CFI_BP_SAME) {
 		bp = f->bp;
-	else if (r->bp_off == CFI_BP_LOST || kp_load_nofault(cfa + r->bp_off, &bp))
+	} else if (r->bp8 == CFI_BP_LOST || kp_load_nofault(cfa + 8 * (intptr_t)r->bp8, &bp)) {
 		bp = 0;
+	}
 	/* a return-probed frame returns to its instance's stub */
 	if (t->ri_top)
-		ra = kretprobe_find_ret_addr(ra, cfa + (r ? r->ra_off : -8));
+		ra = kretprobe_find_ret_addr(ra, ra_at);
 	f->ip = ra;
 	f->sp = cfa;
 	f->bp = bp;
@@ -347,6 +360,7 @@ static int unwind(const struct stack_set *set, struct kp_thread *t, const struct
 		  unsigned long *ips, int max)
 {
 	struct frame f = { regs->ip, regs->sp, regs->bp, true };
+	const struct stack_obj *last = NULL;
 	int n = 0;
 
 	/* At a probe the ip is past the int3 (as the kernel's): the
@@ -357,7 +371,7 @@ static int unwind(const struct stack_set *set, struct kp_thread *t, const struct
 	while (n < max) {
 		if (f.exact && arch_unwind_map_ip(&f.ip))
 			ips[n - 1] = f.ip;
-		if (!unwind_one(set, t, &f))
+		if (!unwind_one(set, &last, t, &f))
 			break;
 		ips[n++] = f.ip;
 	}

@@ -34,8 +34,8 @@ struct row_vec {
 
 static bool same_row(const struct cfi_row *a, const struct cfi_row *b)
 {
-	return a->kind == b->kind && a->cfa_off == b->cfa_off && a->bp_off == b->bp_off &&
-	       a->ra_off == b->ra_off;
+	return a->kind == b->kind && a->cfa_off == b->cfa_off && a->bp8 == b->bp8 &&
+	       a->ra8 == b->ra8;
 }
 
 /* Appends r at file address pc; a row at the same pc replaces the last,
@@ -81,13 +81,22 @@ static bool saved_at_cfa(const Dwarf_Op *ops, size_t n, long *off)
 	return false;
 }
 
+/* An offset from the CFA kept in words: n with off = 8 * n in [lo, hi]. */
+static bool words(long off, long lo, long hi, long *n)
+{
+	if (off % 8 || off / 8 < lo || off / 8 > hi)
+		return false;
+	*n = off / 8;
+	return true;
+}
+
 /* One libdw frame reduced to a row. */
 static struct cfi_row reduce(Dwarf_Frame *fr, bool signal)
 {
-	struct cfi_row r = { .kind = CFI_EXPR, .bp_off = CFI_BP_LOST, .ra_off = -8 };
+	struct cfi_row r = { .kind = CFI_EXPR, .bp8 = CFI_BP_LOST, .ra8 = 1 };
 	Dwarf_Op mem[3], *ops;
 	size_t n;
-	long off;
+	long off, w;
 
 	if (signal) {
 		r.kind = CFI_SIGNAL;
@@ -99,28 +108,28 @@ static struct cfi_row reduce(Dwarf_Frame *fr, bool signal)
 		r.kind = CFI_END;
 		return r;
 	}
-	if (!saved_at_cfa(ops, n, &off) || off < INT8_MIN || off > INT8_MAX)
+	if (!saved_at_cfa(ops, n, &off) || !words(-off, 0, 31, &w))
 		return r;
-	r.ra_off = (int8_t)off;
+	r.ra8 = (uint8_t)w;
 	if (dwarf_frame_register(fr, DW_REG_RBP, mem, &ops, &n) == 0) {
 		if (n == 0)
-			r.bp_off = CFI_BP_SAME;
-		else if (saved_at_cfa(ops, n, &off) && off > INT16_MIN && off < INT16_MAX)
-			r.bp_off = (int16_t)off;
+			r.bp8 = CFI_BP_SAME;
+		else if (saved_at_cfa(ops, n, &off) && words(off, INT8_MIN + 1, INT8_MAX - 1, &w))
+			r.bp8 = (int8_t)w;
 	}
 	if (dwarf_frame_cfa(fr, &ops, &n) != 0 || n != 1 || ops[0].atom != DW_OP_bregx ||
 	    (ops[0].number != DW_REG_RSP && ops[0].number != DW_REG_RBP) ||
-	    (int64_t)ops[0].number2 < INT32_MIN || (int64_t)ops[0].number2 > INT32_MAX)
+	    (int64_t)ops[0].number2 < INT16_MIN || (int64_t)ops[0].number2 > INT16_MAX)
 		return r;
 	r.kind = ops[0].number == DW_REG_RSP ? CFI_SP : CFI_BP;
-	r.cfa_off = (int32_t)ops[0].number2;
+	r.cfa_off = (int16_t)ops[0].number2;
 	return r;
 }
 
 /* The rows of one FDE's range [start, end). */
 static void walk_fde(Dwarf_CFI *cfi, uintptr_t start, uintptr_t end, struct row_vec *v)
 {
-	static const struct cfi_row none = { .kind = CFI_NONE, .bp_off = CFI_BP_SAME, .ra_off = -8 };
+	static const struct cfi_row none = { .kind = CFI_NONE, .bp8 = CFI_BP_SAME, .ra8 = 1 };
 	uintptr_t pc = start;
 
 	while (pc < end && !v->err) {
@@ -211,6 +220,27 @@ static int debug_frame_fdes(Elf *elf, struct kfde **out, size_t *count)
 	return n ? 0 : -ENOENT;
 }
 
+/* lookup[b]: the row covering the start of block b. */
+static int build_lookup(struct cfi_table *t)
+{
+	size_t r = 0;
+
+	if (!t->n)
+		return 0;
+	t->nblocks = ((size_t)t->rows[t->n - 1].pc >> CFI_BLOCK_SHIFT) + 1;
+	t->lookup = malloc((t->nblocks + 1) * sizeof(*t->lookup));
+	if (!t->lookup)
+		return -ENOMEM;
+	for (size_t b = 0; b <= t->nblocks; b++) {
+		uintptr_t at = (uintptr_t)b << CFI_BLOCK_SHIFT;
+
+		while (r + 1 < t->n && t->rows[r + 1].pc <= at)
+			r++;
+		t->lookup[b] = (uint32_t)r;
+	}
+	return 0;
+}
+
 int cfi_table_build(Elf *elf, struct cfi_table *out)
 {
 	struct row_vec v = { .t = out };
@@ -253,6 +283,8 @@ int cfi_table_build(Elf *elf, struct cfi_table *out)
 		if (rows)
 			out->rows = rows;
 	}
+	if (!err)
+		err = build_lookup(out);
 out:
 	if (dw)
 		dwarf_end(dw);
@@ -267,6 +299,8 @@ out:
 void cfi_table_free(struct cfi_table *t)
 {
 	free(t->rows);
+	free(t->lookup);
 	t->rows = NULL;
-	t->n = 0;
+	t->lookup = NULL;
+	t->n = t->nblocks = 0;
 }

@@ -18,23 +18,33 @@ enum cfi_kind {
 	CFI_EXPR,	/* a rule the rows cannot hold (DWARF expression): frame pointers */
 };
 
-/* bp_off values that are not offsets from the CFA. */
-#define CFI_BP_SAME INT16_MAX		/* rbp keeps its value */
-#define CFI_BP_LOST INT16_MIN		/* rbp is recovered by a rule not kept */
+/* bp8 values that are not offsets from the CFA. */
+#define CFI_BP_SAME INT8_MAX		/* rbp keeps its value */
+#define CFI_BP_LOST INT8_MIN		/* rbp is recovered by a rule not kept */
 
-/* One row: from pc (an offset from the table's base) to the next row's. */
+/* One row, 8 bytes: from pc (an offset from the table's base) to the next
+ * row's.  Offsets that do not fit (or are not multiples of 8 where kept
+ * in words) make the row CFI_EXPR. */
 struct cfi_row {
 	uint32_t pc;
-	int32_t cfa_off;
-	int16_t bp_off;		/* saved rbp at CFA + bp_off, or CFI_BP_* */
-	uint8_t kind;		/* enum cfi_kind */
-	int8_t ra_off;		/* the return address at CFA + ra_off */
+	int16_t cfa_off;	/* CFA = rsp or rbp + cfa_off */
+	int8_t bp8;		/* saved rbp at CFA + 8 * bp8, or CFI_BP_* */
+	uint8_t kind : 3;	/* enum cfi_kind */
+	uint8_t ra8 : 5;	/* the return address at CFA - 8 * ra8 */
 };
+
+/* The rows of a block of CFI_BLOCK bytes of code start at lookup[block]
+ * (as the kernel's ORC fast lookup): a binary search over a few rows. */
+#define CFI_BLOCK_SHIFT 8
+
+_Static_assert(sizeof(struct cfi_row) == 8, "struct cfi_row: 8 bytes");
 
 struct cfi_table {
 	uintptr_t base;		/* file address rows' pc are relative to */
 	struct cfi_row *rows;
 	size_t n;
+	uint32_t *lookup;	/* nblocks + 1 entries */
+	size_t nblocks;
 	size_t code_bytes;	/* bytes of code the FDEs cover */
 };
 
@@ -43,13 +53,25 @@ struct cfi_table {
 int cfi_table_build(Elf *elf, struct cfi_table *out);
 void cfi_table_free(struct cfi_table *t);
 
-/* The row covering file offset pc (relative to base), or NULL.  No
+/* The row covering offset pc (relative to base), or NULL.  No
  * allocation, no lock: for the hit path. */
-static inline const struct cfi_row *cfi_table_find(const struct cfi_row *rows, size_t n,
-						   uint32_t pc)
+static inline const struct cfi_row *cfi_table_find(const struct cfi_table *t, uintptr_t pc)
 {
-	size_t lo = 0, hi = n;
+	const struct cfi_row *rows = t->rows;
+	size_t lo, hi, block = pc >> CFI_BLOCK_SHIFT;
 
+	if (block >= t->nblocks)
+		return t->n && pc >= rows[t->n - 1].pc && pc <= UINT32_MAX ? &rows[t->n - 1] : NULL;
+	lo = t->lookup[block];
+	hi = t->lookup[block + 1] + 1;
+	if (hi > t->n)
+		hi = t->n;
+	/* a block has a few rows: a scan, one mispredicted branch */
+	if (hi - lo <= 16 && rows[lo].pc <= pc) {
+		while (lo + 1 < hi && rows[lo + 1].pc <= pc)
+			lo++;
+		return &rows[lo];
+	}
 	while (lo < hi) {
 		size_t mid = (lo + hi) / 2;
 
