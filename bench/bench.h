@@ -20,4 +20,8 @@ double jl_toggle_us(void);
 int bench_coverage(const char *object, bool json, bool list);
 void bench_coverage_preloaded(void);
 
+/* stack_bench.c */
+double bench_stack8(bool fp, const char **note);
+void bench_stack_tables(double *ms, double *libc_ms, double *bytes_per_kib, const char **note);
+
 #endif

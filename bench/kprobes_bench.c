@@ -940,6 +940,15 @@ static void print_text(const struct key *keys, int nkeys)
 		printf("jl_off - empty = %.2f ns   (target <= 0.5)\n", value("jl_off") - value("empty"));
 	if (!isnan(value("jl_on")) && !isnan(call))
 		printf("jl_on/call = %.2f   (target <= 3)\n", value("jl_on") / call);
+	for (int i = 0; i < nkeys; i++)
+		if (!strcmp(keys[i].name, "stack8") && !isnan(keys[i].v))
+			printf("stack8 = %.1f ns   (target <= 80)\n", keys[i].v);
+	for (int i = 0; i < nkeys; i++)
+		if (!strcmp(keys[i].name, "stack8_fp") && !isnan(keys[i].v))
+			printf("stack8_fp = %.1f ns   (stack8 within 2x of it)\n", keys[i].v);
+	for (int i = 0; i < nkeys; i++)
+		if (!strcmp(keys[i].name, "stack_tables_libc_ms") && !isnan(keys[i].v))
+			printf("stack_tables_libc_ms = %.1f   (target < 20)\n", keys[i].v);
 }
 
 static void print_json(const struct key *keys, int nkeys)
@@ -974,6 +983,9 @@ int main(int argc, char **argv)
 	double reg_ms = NAN, unreg_ms = NAN, toggle_us = NAN, same_reg_ms = NAN, same_unreg_ms = NAN;
 	const char *same_note = "not selected";
 	const char *toggle_note = "not selected";
+	double stack8 = NAN, stack8_fp = NAN, tables_ms = NAN, tables_libc_ms = NAN, stack_bytes = NAN;
+	const char *stack8_note = "not selected", *stack8_fp_note = "not selected";
+	const char *tables_note = "not selected";
 
 	for (int i = 1; i < argc; i++) {
 		if (!strcmp(argv[i], "--coverage") && i + 1 < argc) {
@@ -1006,6 +1018,19 @@ int main(int argc, char **argv)
 		toggle_note = isnan(toggle_us) ? "static_branch_enable failed" : NULL;
 	}
 
+	if (selected(only, "stack8")) {
+		stack8_note = NULL;
+		stack8 = bench_stack8(false, &stack8_note);
+	}
+	if (selected(only, "stack8_fp")) {
+		stack8_fp_note = NULL;
+		stack8_fp = bench_stack8(true, &stack8_fp_note);
+	}
+	if (selected(only, "stack_tables_ms") || selected(only, "stack_bytes")) {
+		tables_note = NULL;
+		bench_stack_tables(&tables_ms, &tables_libc_ms, &stack_bytes, &tables_note);
+	}
+
 	struct key keys[] = {
 		{ "call", value("call"), row("call")->note, true },
 		{ "int3", value("int3"), row("int3")->note, true },
@@ -1033,6 +1058,11 @@ int main(int argc, char **argv)
 		{ "agg_100k_unreg_ms", same_unreg_ms, same_note, false },
 		{ "detour_bytes", (double)arch_detour_bytes(), NULL, false },
 		{ "jl_toggle_us", toggle_us, toggle_note, false },
+		{ "stack8", stack8, stack8_note, false },
+		{ "stack8_fp", stack8_fp, stack8_fp_note, false },
+		{ "stack_tables_ms", tables_ms, tables_note, false },
+		{ "stack_tables_libc_ms", tables_libc_ms, tables_note, false },
+		{ "stack_bytes", stack_bytes, tables_note, false },
 	};
 	int nkeys = (int)(sizeof(keys) / sizeof(keys[0]));
 
