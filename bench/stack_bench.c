@@ -66,9 +66,6 @@ static int time_stack(struct kprobe *p, struct pt_regs *regs)
 		n = kprobes_stack(regs, ips, 8);
 	stack_ns[stack_rounds++] = (clock_ns() - t0) / STACK_K;
 	stack_depth = n;
-	if (getenv("KPBENCH_STACK_DEBUG") && stack_rounds == 1)
-		for (int i = 0; i < n; i++)
-			fprintf(stderr, "%d %#lx\n", i, ips[i]);
 	return 0;
 }
 

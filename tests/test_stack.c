@@ -691,3 +691,90 @@ Test(stack, gdb_threads)
 {
 	expect_gdb_stacks(thread_scenario, 2);
 }
+
+/* ---- hostile registers, bad arguments ---- */
+
+Test(stack, garbage_registers_never_fault)
+{
+	struct kprobe kp = { .addr = (void *)nf_leaf, .pre_handler = oracle_pre };
+	long page = sysconf(_SC_PAGESIZE);
+	char *none = mmap(NULL, 2 * page, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	unsigned long ips[16];
+	struct pt_regs regs;
+
+	cr_assert_neq(none, MAP_FAILED);
+	/* the tables exist once something is registered */
+	cr_assert_eq(register_kprobe(&kp), 0);
+	unregister_kprobe(&kp);
+	memset(&regs, 0, sizeof(regs));
+	/* a function entry (CFI: the return address at sp) with sp unreadable */
+	regs.ip = (unsigned long)nf_top;
+	regs.sp = (unsigned long)none + 64;
+	regs.bp = (unsigned long)none + 128;
+	cr_expect_eq(kprobes_stack(&regs, ips, 16), 1);
+	cr_expect_eq(ips[0], (unsigned long)nf_top);
+	/* code without CFI (frame pointers) and a wild rbp */
+	regs.ip = 0x1000;
+	regs.sp = (unsigned long)none;
+	regs.bp = (unsigned long)none + 8;
+	cr_expect_eq(kprobes_stack(&regs, ips, 16), 1);
+	/* non-canonical and misaligned values */
+	regs.ip = (unsigned long)nf_top;
+	regs.sp = 0x8000000000000000UL;
+	cr_expect_eq(kprobes_stack(&regs, ips, 16), 1);
+	regs.sp = 3;
+	cr_expect_geq(kprobes_stack(&regs, ips, 16), 1);
+	munmap(none, 2 * page);
+}
+
+Test(stack, bad_arguments)
+{
+	struct pt_regs regs = { .ip = (unsigned long)nf_top };
+	unsigned long ips[4];
+
+	cr_expect_eq(kprobes_stack(NULL, ips, 4), -EINVAL);
+	cr_expect_eq(kprobes_stack(&regs, NULL, 4), -EINVAL);
+	cr_expect_eq(kprobes_stack(&regs, ips, -1), -EINVAL);
+	cr_expect_eq(kprobes_stack(&regs, ips, 0), 0);
+}
+
+/* Without probes the same function walks the caller's own stack: from
+ * registers taken here (ip and sp at the same instruction) it reaches this
+ * function's caller and that one's. */
+static unsigned long here_ra;
+
+TEST_FN int stack_here(unsigned long *ips, int max)
+{
+	struct pt_regs regs = { 0 };
+
+	here_ra = (unsigned long)__builtin_return_address(0);
+	__asm__ volatile("lea 0(%%rip), %0\n\tmov %%rsp, %1\n\tmov %%rbp, %2"
+			 : "=r"(regs.ip), "=r"(regs.sp), "=r"(regs.bp));
+	return kprobes_stack(&regs, ips, max);
+}
+
+static unsigned long outer_ra;
+
+TEST_FN int stack_here_outer(unsigned long *ips, int max)
+{
+	int n;
+
+	outer_ra = (unsigned long)__builtin_return_address(0);
+	n = stack_here(ips, max);
+	BARRIER();
+	return n;
+}
+
+Test(stack, own_stack)
+{
+	struct kprobe kp = { .addr = (void *)nf_leaf, .pre_handler = oracle_pre };
+	unsigned long ips[64];
+	int n;
+
+	cr_assert_eq(register_kprobe(&kp), 0);
+	unregister_kprobe(&kp);
+	n = stack_here_outer(ips, 64);
+	cr_assert_gt(n, 3);
+	cr_expect_eq(ips[1], here_ra, "%#lx, not the caller's %#lx", ips[1], here_ra);
+	cr_expect_eq(ips[2], outer_ra, "%#lx, not the caller's %#lx", ips[2], outer_ra);
+}

@@ -5,14 +5,26 @@
 #include "arch/x86_64/xol.h"
 #include "core/internal.h"
 
-extern const char kp_load_nofault_insn[], kp_load_nofault_fixup[];
+#include <errno.h>
 
+/* The bounds of kp_extable (every kp_load_nofault() site); the linker
+ * defines them. */
+extern const struct kp_extable __start_kp_extable[] __attribute__((visibility("hidden")));
+extern const struct kp_extable __stop_kp_extable[] __attribute__((visibility("hidden")));
+
+/* The table holds one entry per inlined load: a handful, scanned. */
 bool arch_unwind_fixup(ucontext_t *uc)
 {
-	if ((uintptr_t)uc->uc_mcontext.gregs[REG_RIP] != (uintptr_t)kp_load_nofault_insn)
-		return false;
-	uc->uc_mcontext.gregs[REG_RIP] = (greg_t)(uintptr_t)kp_load_nofault_fixup;
-	return true;
+	uintptr_t ip = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
+
+	for (const struct kp_extable *e = __start_kp_extable; e < __stop_kp_extable; e++) {
+		if ((uintptr_t)&e->insn + (intptr_t)e->insn != ip)
+			continue;
+		uc->uc_mcontext.gregs[REG_RIP] = (greg_t)((uintptr_t)&e->resume + (intptr_t)e->resume);
+		uc->uc_mcontext.gregs[REG_RAX] = -EFAULT;
+		return true;
+	}
+	return false;
 }
 
 bool arch_unwind_map_ip(uintptr_t *ip)
