@@ -2,8 +2,9 @@
 # Installs the Debian 12 packages libkprobes needs to build and test.
 # As root it uses apt-get; otherwise it names what is missing and fails.
 set -e
-# The last four are the real programs tests/real/ probes, and objdump/readelf.
-PKGS="gcc make pkg-config libzydis-dev libelf-dev libdw-dev zlib1g-dev liblzma-dev libbz2-dev libcriterion-dev g++ gzip sqlite3 python3.11 binutils"
+# gzip, sqlite3, python3.11: the real programs tests/real/ probes; binutils:
+# objdump/readelf; gdb: the oracle of the stack tests.
+PKGS="gcc make pkg-config libzydis-dev libelf-dev libdw-dev zlib1g-dev liblzma-dev libbz2-dev libcriterion-dev g++ gzip sqlite3 python3.11 binutils gdb"
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
