@@ -224,10 +224,13 @@ static void expect_gdb_stacks(void (*scenario)(void), int min_stops)
 	munmap(oracle, sizeof(*oracle));
 }
 
-/* At a breakpoint the signal context's ip is past the int3, inside the
- * probed instruction; gdb unwinds a signal-interrupted frame from its
- * exact ip, so while it looks the context shows the probed address (and
- * so does the recorded stack's first entry). */
+/* A pre-handler's regs->ip is past the probed address (as after an int3);
+ * gdb shows the probed frame at the probed address: from a detour, which
+ * its unwind information describes so, and at a breakpoint, where the
+ * signal context's ip is past the int3, inside the probed instruction,
+ * while gdb unwinds an interrupted frame from its exact ip: the context
+ * shows the probed address while gdb looks.  The recorded stack's first
+ * entry is the probed address too. */
 static int oracle_pre(struct kprobe *p, struct pt_regs *regs)
 {
 	struct kp_thread *t = kp_thread_current();
@@ -239,10 +242,10 @@ static int oracle_pre(struct kprobe *p, struct pt_regs *regs)
 		uc->uc_mcontext.gregs[REG_RIP] = (greg_t)p->addr;
 	}
 	oracle_stop(regs);
-	if (ip) {
+	if (ip)
 		uc->uc_mcontext.gregs[REG_RIP] = ip;
+	if (oracle->nrec && oracle->rec[oracle->nrec - 1].ips[0] == (unsigned long)p->addr + 1)
 		oracle->rec[oracle->nrec - 1].ips[0] = (unsigned long)p->addr;
-	}
 	return 0;
 }
 

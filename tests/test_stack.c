@@ -352,6 +352,60 @@ Test(stack, gdb_c_chain_without_frame_pointers)
 	expect_gdb_stacks(chain_scenario, 2);
 }
 
+/* The same with jump-optimized entries: the handlers run from a detour. */
+static void chain_optimized_scenario(void)
+{
+	struct kprobe kp = { .addr = (void *)nf_leaf, .pre_handler = oracle_pre };
+	struct kretprobe mid = { .kp.addr = (void *)nf_mid };
+	struct kretprobe top = { .kp.addr = (void *)nf_top, .handler = oracle_ret };
+
+	kprobes_set_optimization(true);
+	if (register_kprobe(&kp) || register_kretprobe(&mid) || register_kretprobe(&top))
+		_exit(4);
+	if (!wait_opt(&kp, 3000) || !wait_opt(&mid.kp, 3000) || !wait_opt(&top.kp, 3000))
+		_exit(7);
+	nf_top(1);
+	unregister_kprobe(&kp);
+	unregister_kretprobe(&mid);
+	unregister_kretprobe(&top);
+}
+
+Test(stack, gdb_c_chain_optimized)
+{
+	expect_gdb_stacks(chain_optimized_scenario, 2);
+}
+
+/* backtrace() and _Unwind_Backtrace() inside an optimized probe's
+ * pre-handler go through the detour into the probed function's callers. */
+static int bt_pre(struct kprobe *p, struct pt_regs *regs)
+{
+	take_stacks(&res_outer, regs);
+	return 0;
+}
+
+Test(stack, backtrace_in_optimized_pre_handler)
+{
+	struct kprobe kp = { .addr = (void *)st_target, .pre_handler = bt_pre };
+
+	record_return_addresses();
+	kprobes_set_optimization(true);
+	memset(&res_outer, 0, sizeof(res_outer));
+	cr_assert_eq(register_kprobe(&kp), 0);
+	cr_assert(wait_opt(&kp, 3000), "the probe was not optimized");
+	cr_assert_eq(run_caller(), 5);
+	cr_assert_eq(res_outer.hits, 1);
+	cr_expect(has(res_outer.bt, res_outer.bt_n, target_ra[0]),
+		  "backtrace() misses the probed function's caller (%d frames)", res_outer.bt_n);
+	cr_expect(has(res_outer.uw, res_outer.uw_n, target_ra[0]),
+		  "_Unwind_Backtrace() misses it (%d frames)", res_outer.uw_n);
+	cr_expect(has(res_outer.uw, res_outer.uw_n, caller_ra),
+		  "_Unwind_Backtrace() misses the caller's caller");
+	cr_expect_eq(res_outer.ks[0], (unsigned long)st_target + 1);
+	cr_expect_eq(res_outer.ks[1], target_ra[0]);
+	cr_expect_eq(res_outer.ks[2], caller_ra);
+	unregister_kprobe(&kp);
+}
+
 /* The same chain without the return probe in the middle (gdb cannot see
  * the unwind information registered at run time for the return stubs:
  * this one checks the CFI tables alone). */

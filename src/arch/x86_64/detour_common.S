@@ -49,6 +49,9 @@
 	.set F_ERRNO, 168
 	.set F_PUSHF, 184
 	.set AC_FLAG, 0x40000
+/* Mid-function: the program's stack pointer is 128 (red zone) + 8 (R)
+ * above the entry's, FRAME + 8 + 128 above the frame. */
+	.set MID_CFA, FRAME + 8 + 128
 
 	.macro FUNC name
 	.text
@@ -57,6 +60,44 @@
 	.type \name, @function
 	.p2align 4
 \name:
+	.endm
+
+/* ---- unwind information ----
+ *
+ * Each routine here is described as a signal frame that stands for the
+ * probed code: its CFA is the program's stack pointer at the probe, and
+ * its "return address" the probed address itself (pp->addr, read through
+ * R, the detour's return address: the probepoint is at R + R_PP or
+ * R + R_PP_ENTRY).  As for a frame a signal interrupted, unwinders look
+ * the caller up at that address exactly, so a handler's backtrace goes on
+ * into the probed function and its callers (libgcc, gdb).  The callee-saved
+ * registers this code uses are described where they are kept.  In the
+ * epilogues the return address is undefined: an interrupt there ends the
+ * unwind (no handler runs there).
+ */
+
+/* DW_CFA_val_expression for the return address: R at CFA - \below. */
+	.macro CFI_RA_AT below, ppoff
+	.if \below < 128
+	.cfi_escape 0x16, 0x10, 8, 0x10, \below, 0x1c, 0x06, 0x23, \ppoff, 0x06, 0x06
+	.else
+	.cfi_escape 0x16, 0x10, 9, 0x10, (\below & 0x7f) | 0x80, \below >> 7, 0x1c, 0x06, 0x23, \ppoff, 0x06, 0x06
+	.endif
+	.endm
+
+/* The same with R in rcx (DW_OP_breg2, a two-byte sleb128 offset). */
+	.macro CFI_RA_IN_RCX ppoff
+	.cfi_escape 0x16, 0x10, 5, 0x72, (\ppoff & 0x7f) | 0x80, \ppoff >> 7, 0x06, 0x06
+	.endm
+
+/* An epilogue: unwinding stops inside it; the state after is the one before. */
+	.macro CFI_EPILOGUE_BEGIN
+	.cfi_remember_state
+	.cfi_undefined %rip
+	.endm
+
+	.macro CFI_EPILOGUE_END
+	.cfi_restore_state
 	.endm
 
 /* ---- prologues: the light part of the frame, flags at pt_regs.flags ---- */
@@ -73,15 +114,21 @@
  * (the program's value is kept). */
 	.macro PROLOGUE_MID
 	pushfq
+	.cfi_adjust_cfa_offset 8
 	lea -(FRAME - 8)(%rsp), %rsp
+	.cfi_adjust_cfa_offset FRAME - 8
 	SAVE_LIGHT
+	.cfi_offset %r12, 24 - MID_CFA
+	.cfi_offset %rbx, 40 - MID_CFA
 	mov F_PUSHF(%rsp), %rcx
 	mov %rcx, 144(%rsp)
 	testl $AC_FLAG, %ecx
 	jz 93f
 	pushfq
+	.cfi_adjust_cfa_offset 8
 	andl $~AC_FLAG, (%rsp)
 	popfq
+	.cfi_adjust_cfa_offset -8
 93:
 	.endm
 
@@ -219,6 +266,7 @@
 	.macro UP_REGS kind
 	.if \kind == 2
 	FILL_REGS
+	.cfi_offset %r13, 16 - MID_CFA
 	.else
 	ENTRY_UP
 	.endif
@@ -235,18 +283,34 @@
 	.endm
 
 	.macro OUT_LIGHT kind
+	CFI_EPILOGUE_BEGIN
 	.if \kind == 2
 	EPILOGUE_LIGHT
 	.else
 	ENTRY_OUT_LIGHT
 	.endif
+	CFI_EPILOGUE_END
 	.endm
 
 	.macro OUT_REGS kind
+	CFI_EPILOGUE_BEGIN
 	.if \kind == 2
 	EPILOGUE_REGS
 	.else
 	ENTRY_EPILOGUE_REGS \kind
+	.endif
+	CFI_EPILOGUE_END
+	.endm
+
+/* The unwind state where the slow path is entered (before any frame of
+ * this code's at a function entry; before pt_regs mid-function). */
+	.macro CFI_SLOW_ENTRY kind
+	.cfi_restore %r13
+	.if \kind != 2
+	.cfi_def_cfa %rsp, CUR_CFA_L
+	.cfi_restore %rbx
+	.cfi_restore %r12
+	CFI_RA_AT 8, R_PP_ENTRY
 	.endif
 	.endm
 
@@ -299,7 +363,8 @@
 	RESTORE_ALL \vrestore
 	OUT_REGS \kind
 
-70:	SLOW_SETUP \kind
+70:	CFI_SLOW_ENTRY \kind
+	SLOW_SETUP \kind
 	UP_REGS \kind
 	and $-16, %rsp
 	\vsave
@@ -314,8 +379,13 @@
 /* Mid-function. */
 	.macro COMMON name, vsave, vrestore
 FUNC \name
+	.cfi_startproc
+	.cfi_signal_frame
+	.cfi_def_cfa %rsp, 8 + 128
+	CFI_RA_AT (MID_CFA-FRAME), R_PP
 	PROLOGUE_MID
 	mov %rsp, %rbx
+	.cfi_def_cfa_register %rbx
 	and $-16, %rsp
 	testl $0x400, 144(%rbx)			/* DF */
 	jz 69f
@@ -325,6 +395,7 @@ FUNC \name
 	mov R_PP(%rax), %rax
 	mov PP_PROBES(%rax), %r12
 	LEVELS \name, 2, \vsave, \vrestore
+	.cfi_endproc
 	.size \name, . - \name
 	.endm
 
@@ -353,6 +424,7 @@ FUNC \name
  * slot above L. */
 	.set CUR_CONT, 0
 	.set CUR_SLOT, L_R + 8
+	.set CUR_CFA_L, L_R + 8
 
 /* The generic frame below L: G = %rsp; R pushed again (the return to the
  * detour), rbx and r12 for this code, a pad for the ABI's alignment. */
@@ -367,17 +439,27 @@ FUNC \name
  * (neither changes them).  DF is clear at a call, as the ABI says. */
 	.macro PUSH_LIGHT
 	push %rdi
+	.cfi_adjust_cfa_offset 8
 	push %rsi
+	.cfi_adjust_cfa_offset 8
 	push %rdx
+	.cfi_adjust_cfa_offset 8
 	push %rcx
+	.cfi_adjust_cfa_offset 8
 	push %r8
+	.cfi_adjust_cfa_offset 8
 	push %r9
+	.cfi_adjust_cfa_offset 8
 	push %r10
+	.cfi_adjust_cfa_offset 8
 	push %r11
+	.cfi_adjust_cfa_offset 8
 	push %rax
+	.cfi_adjust_cfa_offset 8
 	lahf
 	seto %al
 	push %rax
+	.cfi_adjust_cfa_offset 8
 	.endm
 
 /*
@@ -469,10 +551,18 @@ FUNC \name
 /* rcx = R: the generic frame; rbx = G (the light level needs no regs). */
 	.macro GENERIC_FRAME
 	push %rcx
+	.cfi_adjust_cfa_offset 8
+	CFI_RA_AT (CUR_CFA_L+8), R_PP_ENTRY
 	push %r12
+	.cfi_adjust_cfa_offset 8
+	.cfi_offset %r12, -(CUR_CFA_L + 16)
 	push %rbx
+	.cfi_adjust_cfa_offset 8
+	.cfi_offset %rbx, -(CUR_CFA_L + 24)
 	push %rcx				/* pad */
+	.cfi_adjust_cfa_offset 8
 	mov %rsp, %rbx
+	.cfi_def_cfa_register %rbx
 	.endm
 
 	.macro COPY_UP from, to
@@ -515,6 +605,8 @@ FUNC \name
 	mov %rax, 152(%rsp)			/* sp at the probe */
 	movq $0x2b, 160(%rsp)			/* ss */
 	mov %rsp, %rbx
+	.cfi_def_cfa %rbx, CUR_CFA_L + G_L + E_UP
+	.cfi_offset %r13, 16 - (CUR_CFA_L + G_L + E_UP)
 	.endm
 
 /* Stores only what a handler changed: the detour's pops then mostly read
@@ -683,6 +775,7 @@ FUNC \name
 	mov %r10, RZ_L + L_R10(%rsp)
 	mov %r11, RZ_L + L_R11(%rsp)
 	lea RZ_L(%rsp), %rsp			/* L */
+	.cfi_adjust_cfa_offset -RZ_L
 	.endm
 
 /*
@@ -697,15 +790,21 @@ FUNC \name
  */
 	.macro ENTRY_COMMON name, kind, vsave, vrestore, cont
 FUNC \name
+	.cfi_startproc
+	.cfi_signal_frame
+	.cfi_def_cfa %rsp, 8
+	CFI_RA_AT 8, R_PP_ENTRY
 	.set CUR_CONT, \cont
 	.if \cont
 	.set CUR_SLOT, C_R + 8
+	.set CUR_CFA_L, C_R + 8
 	RP_ENTRY_FAST
 	mov C_R(%rsp), %rcx
 	lea CEXIT_LEN(%rcx), %rdx
 	mov %rdx, C_CONT(%rsp)			/* the exit's continuation */
 	.else
 	.set CUR_SLOT, L_R + 8
+	.set CUR_CFA_L, L_R + 8
 	PUSH_LIGHT
 	mov L_R(%rsp), %rcx
 	.endif
@@ -722,17 +821,24 @@ FUNC \name
 	mov %rax, %rdx				/* the thread record */
 	call *KP_FAST_FN(%rdi)
 	CONT_OWN_LOADS 0
+	CFI_EPILOGUE_BEGIN
 	lea C_R(%rsp), %rsp
 	ret
+	CFI_EPILOGUE_END
 	.else
+	.cfi_remember_state
 	mov %rax, L_R(%rsp)			/* the thread record, for the exit */
+	CFI_RA_IN_RCX R_PP_ENTRY
 	mov %rax, %rdx
 	push %rcx
+	.cfi_adjust_cfa_offset 8
 	jmp *KP_FAST_FN(%rdi)
+	.cfi_restore_state
 	.endif
 68:
 	.if !\cont
 	mov %rax, L_R(%rsp)
+	CFI_RA_IN_RCX R_PP_ENTRY
 	.endif
 	GENERIC_FRAME
 	mov PP_PROBES(%rdx), %r12		/* rdx = the probepoint */
@@ -741,6 +847,7 @@ FUNC \name
 	.else
 	LEVELS \name, \kind, \vsave, \vrestore, EXIT_SKIP
 	.endif
+	.cfi_endproc
 	.size \name, . - \name
 	.set CUR_CONT, 0
 	.set CUR_SLOT, L_R + 8
