@@ -727,3 +727,89 @@ Test(stack, gdb_fuzz_libc_instruction_boundaries)
 {
 	expect_gdb_stacks(fuzz_scenario, 3);
 }
+
+/* ---- signals landing inside a detour ----
+ *
+ * The detour's own code (the exit that pops the light level, the copied
+ * instructions, the jump back) is described by generated unwind
+ * information: a program signal that lands there unwinds, with libgcc,
+ * into the probed function and its callers.  A thread runs the probed
+ * function in a loop while another one signals it; every sample whose
+ * interrupted ip is in the detour must reach the probed function's
+ * caller. */
+
+static uintptr_t storm_lo, storm_hi;
+static volatile long storm_in, storm_ok, storm_samples;
+static volatile int storm_stop;
+
+static void on_storm(int sig, siginfo_t *info, void *ctx)
+{
+	ucontext_t *uc = ctx;
+	uintptr_t ip = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
+	unsigned long buf[MAXF];
+	struct uw_state s = { buf, 0 };
+
+	storm_samples++;
+	if (ip < storm_lo || ip >= storm_hi)
+		return;
+	storm_in++;
+	_Unwind_Backtrace(uw_cb, &s);
+	if (has(buf, s.n, target_ra[0]) && has(buf, s.n, caller_ra))
+		storm_ok++;
+}
+
+static void *storm_kicker(void *arg)
+{
+	pthread_t t = *(pthread_t *)arg;
+	struct timespec ts = { 0, 20000 };
+
+	while (!__atomic_load_n(&storm_stop, __ATOMIC_ACQUIRE)) {
+		pthread_kill(t, SIGUSR2);
+		nanosleep(&ts, NULL);
+	}
+	return NULL;
+}
+
+static int empty_pre(struct kprobe *p, struct pt_regs *regs)
+{
+	return 0;
+}
+
+Test(stack, signals_inside_a_detour_unwind_into_the_probed_function)
+{
+	struct kprobe kp = { .addr = (void *)st_target, .pre_handler = empty_pre };
+	struct sigaction sa = { .sa_sigaction = on_storm, .sa_flags = SA_SIGINFO };
+	pthread_t self = pthread_self(), th;
+	struct kp_probepoint *pp;
+	struct timespec t0, t;
+
+	record_return_addresses();
+	sigaction(SIGUSR2, &sa, NULL);
+	kprobes_set_optimization(true);
+	cr_assert_eq(register_kprobe(&kp), 0);
+	cr_assert(wait_opt(&kp, 3000), "the probe was not optimized");
+	pthread_mutex_lock(&kp_registry_lock);
+	pp = kp_probepoint_lookup((uintptr_t)st_target);
+	storm_lo = pp && pp->ainsn.opt ? pp->ainsn.opt->detour : 0;
+	pthread_mutex_unlock(&kp_registry_lock);
+	cr_assert_neq(storm_lo, 0);
+	storm_hi = storm_lo + arch_detour_bytes();
+	cr_assert_eq(pthread_create(&th, NULL, storm_kicker, &self), 0);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	do {
+		for (int i = 0; i < 1000; i++)
+			run_caller();
+		clock_gettime(CLOCK_MONOTONIC, &t);
+	} while ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 < 1500 &&
+		 storm_in < 20);
+	__atomic_store_n(&storm_stop, 1, __ATOMIC_RELEASE);
+	pthread_join(th, NULL);
+	signal(SIGUSR2, SIG_IGN);
+	unregister_kprobe(&kp);
+	cr_log_info("%ld signals, %ld inside the detour", storm_samples, storm_in);
+	if (!storm_in)
+		cr_skip_test("no signal landed inside the detour in 1.5 s (%ld signals)", storm_samples);
+	cr_expect_eq(storm_ok, storm_in, "%ld of %ld samples in the detour did not unwind to the "
+		     "probed function's callers", storm_in - storm_ok, storm_in);
+}
+

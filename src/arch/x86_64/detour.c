@@ -26,6 +26,7 @@
 #include "arch/arch.h"
 #include "arch/x86_64/detour.h"
 #include "arch/x86_64/execmem.h"
+#include "arch/x86_64/unwind_detour.h"
 #include "arch/x86_64/writer.h"
 #include "core/internal.h"
 #include "os/linux/memory.h"
@@ -220,10 +221,40 @@ static int write_entry_exit(struct xw *w, bool flags_dead, bool cont)
 	return cont ? set_record_offset(w->buf + OFF_RET_ENTRY) : 0;
 }
 
+/* The pool holding unit d. */
+static uintptr_t pool_of(uintptr_t d)
+{
+	unsigned int n = __atomic_load_n(&arena.npools, __ATOMIC_ACQUIRE);
+
+	for (unsigned int i = 0; i < n; i++)
+		if (d >= arena.pools[i].base && d < arena.pools[i].base + EXEC_POOL_SIZE)
+			return arena.pools[i].base;
+	return 0;
+}
+
+/* Unwind information for the detour just written (unwind_detour.c). */
+static void describe(const struct kp_probepoint *pp, uintptr_t d, const uint8_t *code, bool cont,
+		     size_t jmp_off)
+{
+	const struct arch_opt *o = pp->ainsn.opt;
+	struct detour_layout l = {
+		.pool = pool_of(d), .pool_size = EXEC_POOL_SIZE, .unit = DETOUR_SIZE,
+		.d = d, .addr = pp->addr, .entry = o->entry, .cont = cont, .code = code,
+		.ret_off = o->entry ? OFF_RET_ENTRY : OFF_RET, .ncopied = o->ncopied,
+		.insn_off = o->insn_off, .insn_orig = o->insn_orig, .jmp_off = (uint8_t)jmp_off,
+		.copied_len = o->copied_len,
+	};
+
+	if (l.pool)
+		arch_detour_unwind_add(&l);
+}
+
 static int detour_write(struct kp_probepoint *pp, uintptr_t d, bool cont)
 {
 	struct arch_opt *o = pp->ainsn.opt;
 	uint8_t code[DETOUR_SIZE];
+	size_t jmp_off = 0;
+	int err;
 	uintptr_t common = common_for(o->entry, o->flags_dead, cont);
 	struct xw w;
 	bool last_ends = false;
@@ -249,13 +280,18 @@ static int detour_write(struct kp_probepoint *pp, uintptr_t d, bool cont)
 		emit_copied(&w, o->orig + at, o->copied_len - at, pp->addr + at);
 		last_ends = i == o->ncopied - 1 && o->copied_len < o->region_len;
 	}
-	if (!last_ends)
+	if (!last_ends) {
+		jmp_off = w.len;
 		xw_jmp(&w, pp->addr + o->copied_len);
+	}
 	if (w.err)
 		return -EINVAL;
 	memcpy(code + OFF_PP, &pp, sizeof(pp));
 	memcpy(code + OFF_COMMON, &common, sizeof(common));
-	return kp_mem_write(d, code, sizeof(code));
+	err = kp_mem_write(d, code, sizeof(code));
+	if (!err)
+		describe(pp, d, code, cont, jmp_off);
+	return err;
 }
 
 int arch_detour_build(struct kp_probepoint *pp)
@@ -313,6 +349,7 @@ void arch_detour_free(struct kp_probepoint *pp)
 
 	if (!o || !o->detour)
 		return;
+	arch_detour_unwind_remove(pool_of(o->detour), EXEC_POOL_SIZE, DETOUR_SIZE, o->detour);
 	exec_free(&arena, o->detour);
 	o->detour = 0;
 }

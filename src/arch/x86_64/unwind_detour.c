@@ -1,0 +1,317 @@
+/*
+ * Unwind information of the detour buffers, for libgcc's unwinder and for
+ * gdb.  A detour stands for the probed instructions: each of its frames is
+ * described as a signal frame whose "return address" is the address of
+ * the original instruction it is at (or about to run), and whose CFA is
+ * the program's stack pointer there, so unwinders continue in the probed
+ * function exactly as if the thread were at that instruction.
+ *
+ *   entry detour  D+0 call common      CFA = rsp, RA = addr
+ *                 D+5 (R - 1, only seen as a return address's call site:
+ *                      a handler entered by a jump returns to R)
+ *                 R   exit: light level (10 words) popped, then
+ *                     the copied instructions; a continuing exit runs
+ *                     with the stack pointer at the program's already
+ *   mid detour    D+0 lea -128(%rsp)    CFA = rsp, then rsp + 128
+ *                 R   lea 128(%rsp)     CFA = rsp
+ *   copies        each: RA = addr + its offset in the region; the jump
+ *                 back: RA = addr + the copied length
+ *
+ * libgcc's frame registry is given one table per pool of detours, with a
+ * fixed-size FDE for every unit (registered once, when the pool's first
+ * detour is built): a detour being written is one no thread runs, so its
+ * FDE is rewritten in place while the rest stays put (libgcc keeps
+ * pointers into the table).  gdb reads JIT objects once, when they are
+ * registered: each change re-registers the pool's object with the FDEs
+ * of its live detours.
+ */
+#include <dlfcn.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "arch/x86_64/execmem.h"
+#include "arch/x86_64/insn.h"
+#include "arch/x86_64/jitdebug.h"
+#include "arch/x86_64/unwind_detour.h"
+
+#define DW_CFA_advance_loc1 0x02
+#define DW_CFA_def_cfa_offset 0x0e
+#define DW_CFA_undefined 0x07
+#define DW_CFA_val_expression 0x16
+#define DW_OP_addr 0x03
+#define DW_REG_RA 16
+
+#define CIE_SIZE 24
+#define FDE_SIZE 176		/* fixed: length, CIE pointer, range, instructions */
+#define FDE_INSNS 25		/* the instructions' offset in an FDE */
+
+struct pool_unwind {
+	uintptr_t base;
+	size_t unit, units;
+	uint8_t *eh;		/* CIE, units FDEs, terminator */
+	bool *live;
+	struct kp_jit_object *jit;
+};
+
+static struct pool_unwind pools[EXEC_MAX_POOLS];
+static int npools;
+
+typedef void (*frame_fn_t)(void *);
+
+static frame_fn_t register_frame_fn(void)
+{
+	return (frame_fn_t)dlsym(RTLD_DEFAULT, "__register_frame");
+}
+
+static uint8_t *put32(uint8_t *p, uint32_t v)
+{
+	memcpy(p, &v, 4);
+	return p + 4;
+}
+
+static uint8_t *put64(uint8_t *p, uint64_t v)
+{
+	memcpy(p, &v, 8);
+	return p + 8;
+}
+
+/* CIE "zRS": absolute addresses, a signal frame; CFA = rsp. */
+static void put_cie(uint8_t *p)
+{
+	static const uint8_t body[] = {
+		0, 0, 0, 0, 1, 'z', 'R', 'S', 0, 1, 0x78, DW_REG_RA, 1, 0x00,
+		0x0c, 7, 0,		/* DW_CFA_def_cfa rsp, 0 */
+		0, 0, 0,		/* nops */
+	};
+
+	p = put32(p, sizeof(body));
+	memcpy(p, body, sizeof(body));
+}
+
+/* The FDE of unit u at p, with the instructions insns (n bytes, at most
+ * FDE_SIZE - FDE_INSNS), nops after. */
+static void put_fde(uint8_t *eh, uint8_t *p, uintptr_t start, size_t range, const uint8_t *insns,
+		    size_t n)
+{
+	uint8_t *q = put32(p, FDE_SIZE - 4);
+
+	q = put32(q, (uint32_t)(q - eh));
+	q = put64(q, start);
+	q = put64(q, range);
+	*q++ = 0;		/* augmentation data length */
+	memset(q, 0, FDE_SIZE - FDE_INSNS);
+	memcpy(q, insns, n);
+}
+
+/* ---- the instructions of one detour ---- */
+
+struct insns {
+	uint8_t b[FDE_SIZE - FDE_INSNS];
+	size_t n;
+	size_t loc;		/* offset in the detour the rows reached */
+	bool full;
+};
+
+static void emit(struct insns *s, const uint8_t *b, size_t n)
+{
+	if (s->full || s->n + n > sizeof(s->b)) {
+		s->full = true;
+		return;
+	}
+	memcpy(s->b + s->n, b, n);
+	s->n += n;
+}
+
+static void advance_to(struct insns *s, size_t loc)
+{
+	uint8_t b[2] = { DW_CFA_advance_loc1, (uint8_t)(loc - s->loc) };
+
+	if (loc > s->loc)
+		emit(s, b, 2);
+	s->loc = loc;
+}
+
+static void cfa_offset(struct insns *s, unsigned int off)
+{
+	uint8_t b[3] = { DW_CFA_def_cfa_offset, (uint8_t)(off | 0x80), (uint8_t)(off >> 7) };
+
+	if (off < 128) {
+		b[1] = (uint8_t)off;
+		emit(s, b, 2);
+	} else {
+		emit(s, b, 3);
+	}
+}
+
+/* The return address: the original instruction's address. */
+static void ra_is(struct insns *s, uintptr_t addr)
+{
+	uint8_t b[12] = { DW_CFA_val_expression, DW_REG_RA, 9, DW_OP_addr };
+
+	memcpy(b + 4, &addr, 8);
+	emit(s, b, sizeof(b));
+}
+
+/* Does the instruction at c pop a word off the stack (pop reg, or
+ * lea 8(%rsp),%rsp)? */
+static bool pops(const uint8_t *c, size_t len)
+{
+	static const uint8_t lea8[] = { 0x48, 0x8d, 0x64, 0x24, 0x08 };
+
+	if (len == 1 && c[0] >= 0x58 && c[0] <= 0x5f)
+		return true;
+	if (len == 2 && c[0] == 0x41 && c[1] >= 0x58 && c[1] <= 0x5f)
+		return true;
+	return len == sizeof(lea8) && !memcmp(c, lea8, sizeof(lea8));
+}
+
+/* The plain exit at R: the light level popped, word by word. */
+static void plain_exit(struct insns *s, const struct detour_layout *l)
+{
+	size_t end = l->ncopied ? l->insn_off[0] : l->jmp_off;
+	unsigned int off = 88;		/* L + 88: the program's stack pointer */
+
+	for (size_t at = l->ret_off; at < end && off;) {
+		int len = insn_length(l->code + at, end - at);
+
+		if (len <= 0)
+			break;
+		at += (size_t)len;
+		if (pops(l->code + at - len, (size_t)len)) {
+			off -= 8;
+			advance_to(s, at);
+			cfa_offset(s, off);
+		}
+	}
+}
+
+static void detour_insns(struct insns *s, const struct detour_layout *l)
+{
+	ra_is(s, l->addr);
+	if (l->entry) {
+		if (!l->cont) {
+			/* R - 1, as seen from a handler entered by a jump */
+			advance_to(s, l->ret_off - 1);
+			cfa_offset(s, 88);
+			advance_to(s, l->ret_off);
+			plain_exit(s, l);
+		}
+	} else {
+		advance_to(s, 5);		/* after lea -128(%rsp),%rsp */
+		cfa_offset(s, 128);
+		advance_to(s, l->ret_off + 8);	/* after lea 128(%rsp),%rsp */
+		cfa_offset(s, 0);
+	}
+	for (int i = 0; i < l->ncopied; i++) {
+		advance_to(s, l->insn_off[i]);
+		ra_is(s, l->addr + l->insn_orig[i]);
+	}
+	if (l->jmp_off) {
+		advance_to(s, l->jmp_off);
+		ra_is(s, l->addr + l->copied_len);
+	}
+}
+
+/* ---- the pools' tables ---- */
+
+static struct pool_unwind *pool_of(uintptr_t base, size_t size, size_t unit, bool create)
+{
+	static const uint8_t undefined[] = { DW_CFA_undefined, DW_REG_RA };
+	frame_fn_t reg;
+	struct pool_unwind *pu;
+
+	for (int i = 0; i < npools; i++)
+		if (pools[i].base == base)
+			return &pools[i];
+	if (!create || npools == EXEC_MAX_POOLS)
+		return NULL;
+	pu = &pools[npools];
+	pu->units = size / unit;
+	pu->eh = calloc(1, CIE_SIZE + pu->units * FDE_SIZE + 4);
+	pu->live = calloc(pu->units, sizeof(*pu->live));
+	if (!pu->eh || !pu->live) {
+		free(pu->eh);
+		free(pu->live);
+		return NULL;
+	}
+	pu->base = base;
+	pu->unit = unit;
+	put_cie(pu->eh);
+	for (size_t u = 0; u < pu->units; u++)
+		put_fde(pu->eh, pu->eh + CIE_SIZE + u * FDE_SIZE, base + u * unit, unit, undefined,
+			sizeof(undefined));
+	/* Registered for good: the pool's units are mapped for good too. */
+	reg = register_frame_fn();
+	if (reg)
+		reg(pu->eh);
+	npools++;
+	return pu;
+}
+
+/* gdb's copy: the CIE and the live units' FDEs, re-registered. */
+static void jit_refresh(struct pool_unwind *pu)
+{
+	size_t n = 0, at = CIE_SIZE;
+	uint8_t *img;
+
+	for (size_t u = 0; u < pu->units; u++)
+		n += pu->live[u];
+	kp_jit_unregister(pu->jit);
+	pu->jit = NULL;
+	if (!n || !(img = malloc(CIE_SIZE + n * FDE_SIZE)))
+		return;
+	memcpy(img, pu->eh, CIE_SIZE);
+	for (size_t u = 0; u < pu->units; u++) {
+		uint8_t *fde = img + at;
+
+		if (!pu->live[u])
+			continue;
+		memcpy(fde, pu->eh + CIE_SIZE + u * FDE_SIZE, FDE_SIZE);
+		put32(fde + 4, (uint32_t)(fde + 4 - img));	/* its CIE pointer here */
+		at += FDE_SIZE;
+	}
+	pu->jit = kp_jit_register("kprobes_detour", pu->base, pu->base + pu->units * pu->unit, img,
+				  at);
+	free(img);
+}
+
+void arch_detour_unwind_add(const struct detour_layout *l)
+{
+	struct pool_unwind *pu = pool_of(l->pool, l->pool_size, l->unit, true);
+	struct insns s = { .loc = 0 };
+	size_t u;
+
+	if (!pu)
+		return;
+	u = (l->d - l->pool) / l->unit;
+	detour_insns(&s, l);
+	if (s.full) {
+		static const uint8_t undefined[] = { DW_CFA_undefined, DW_REG_RA };
+
+		memcpy(s.b, undefined, sizeof(undefined));
+		s.n = sizeof(undefined);
+	}
+	/* No thread runs this unit: its FDE changes in place. */
+	memset(pu->eh + CIE_SIZE + u * FDE_SIZE + FDE_INSNS, 0, FDE_SIZE - FDE_INSNS);
+	memcpy(pu->eh + CIE_SIZE + u * FDE_SIZE + FDE_INSNS, s.b, s.n);
+	pu->live[u] = true;
+	jit_refresh(pu);
+}
+
+void arch_detour_unwind_remove(uintptr_t pool, uintptr_t pool_size, uintptr_t unit, uintptr_t d)
+{
+	static const uint8_t undefined[] = { DW_CFA_undefined, DW_REG_RA };
+	struct pool_unwind *pu = pool_of(pool, pool_size, unit, false);
+	size_t u;
+
+	if (!pu)
+		return;
+	u = (d - pool) / unit;
+	if (!pu->live[u])
+		return;
+	/* Freed once no thread can be inside (the census): rewritten too. */
+	memset(pu->eh + CIE_SIZE + u * FDE_SIZE + FDE_INSNS, 0, FDE_SIZE - FDE_INSNS);
+	memcpy(pu->eh + CIE_SIZE + u * FDE_SIZE + FDE_INSNS, undefined, sizeof(undefined));
+	pu->live[u] = false;
+	jit_refresh(pu);
+}

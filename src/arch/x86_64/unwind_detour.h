@@ -1,0 +1,33 @@
+/* Unwind information of the detour buffers (unwind_detour.c). */
+#ifndef KP_X86_UNWIND_DETOUR_H
+#define KP_X86_UNWIND_DETOUR_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+struct kp_probepoint;
+
+/* What the unwind information of one detour needs: where it is, in which
+ * pool of pool_size bytes of units of unit bytes, the probepoint, the
+ * detour's code, and its layout. */
+struct detour_layout {
+	uintptr_t pool, pool_size, unit;
+	uintptr_t d;
+	uintptr_t addr;			/* the probed address */
+	bool entry, cont;
+	const uint8_t *code;		/* the detour's bytes as written */
+	uint8_t ret_off;		/* R */
+	uint8_t ncopied;
+	const uint8_t *insn_off, *insn_orig;
+	uint8_t jmp_off;		/* the jump back (0: none) */
+	uint8_t copied_len;
+};
+
+/* Describes a detour just written (under the registry lock); a failure
+ * leaves it undescribed (unwinders stop there), nothing else. */
+void arch_detour_unwind_add(const struct detour_layout *l);
+/* The detour d of the pool is freed. */
+void arch_detour_unwind_remove(uintptr_t pool, uintptr_t pool_size, uintptr_t unit, uintptr_t d);
+
+#endif
