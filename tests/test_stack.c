@@ -36,6 +36,7 @@
 
 #include "core/internal.h"
 #include "core/stack.h"
+#include "arch/x86_64/xol.h"
 #include "os/linux/threads.h"
 #include "testutil.h"
 
@@ -813,3 +814,104 @@ Test(stack, signals_inside_a_detour_unwind_into_the_probed_function)
 		     "probed function's callers", storm_in - storm_ok, storm_in);
 }
 
+
+/* ---- signals landing inside an out-of-line slot ----
+ *
+ * A rep movsb of a megabyte runs in its slot long enough (it is
+ * interruptible) for signals to land there: libgcc unwinds through the
+ * slot's generated unwind information, kprobes_stack() from the
+ * interrupted registers maps the slot back to the probed instruction. */
+
+__asm__(".text\n"
+	".globl st_repmov\n"
+	".type st_repmov, @function\n"
+	"st_repmov:\n"
+	".cfi_startproc\n"
+	"mov %rdx, %rcx\n"
+	".globl st_repmov_insn\n"
+	"st_repmov_insn:\n"
+	"rep movsb\n"
+	"ret\n"
+	".cfi_endproc\n"
+	".size st_repmov, . - st_repmov\n");
+void st_repmov(void *dst, const void *src, size_t n);
+extern char st_repmov_insn[];
+
+static unsigned long rep_ra;
+
+TEST_FN void rep_caller(char *dst, const char *src, size_t n)
+{
+	rep_ra = (unsigned long)__builtin_return_address(0);
+	st_repmov(dst, src, n);
+	BARRIER();
+}
+
+static volatile long slot_in, slot_ok, slot_ks_ok, slot_samples;
+
+static void on_slot_storm(int sig, siginfo_t *info, void *ctx)
+{
+	ucontext_t *uc = ctx;
+	uintptr_t ip = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
+	unsigned long buf[MAXF], ks[MAXF];
+	struct uw_state s = { buf, 0 };
+	struct pt_regs regs = { 0 };
+	int n;
+
+	slot_samples++;
+	if (ip < storm_lo || ip >= storm_hi)
+		return;
+	slot_in++;
+	_Unwind_Backtrace(uw_cb, &s);
+	if (has(buf, s.n, rep_ra))
+		slot_ok++;
+	regs.ip = ip;
+	regs.sp = (unsigned long)uc->uc_mcontext.gregs[REG_RSP];
+	regs.bp = (unsigned long)uc->uc_mcontext.gregs[REG_RBP];
+	n = kprobes_stack(&regs, ks, MAXF);
+	if (n > 2 && ks[0] == (unsigned long)st_repmov_insn && has(ks, n, rep_ra))
+		slot_ks_ok++;
+}
+
+Test(stack, signals_inside_a_slot_unwind_into_the_probed_function)
+{
+	struct kprobe kp = { .addr = (void *)st_repmov_insn, .pre_handler = empty_pre };
+	struct sigaction sa = { .sa_sigaction = on_slot_storm, .sa_flags = SA_SIGINFO };
+	pthread_t self = pthread_self(), th;
+	struct kp_probepoint *pp;
+	size_t size = 1 << 20;
+	char *a = malloc(size), *b = malloc(size);
+	struct timespec t0, t;
+
+	cr_assert(a && b);
+	memset(b, 1, size);
+	sigaction(SIGUSR2, &sa, NULL);
+	kprobes_set_optimization(false);
+	cr_assert_eq(register_kprobe(&kp), 0);
+	pthread_mutex_lock(&kp_registry_lock);
+	pp = kp_probepoint_lookup((uintptr_t)st_repmov_insn);
+	storm_lo = pp && pp->ainsn.slot ? pp->ainsn.slot->code : 0;
+	pthread_mutex_unlock(&kp_registry_lock);
+	cr_assert_neq(storm_lo, 0);
+	storm_hi = storm_lo + XOL_SLOT_SIZE;
+	storm_stop = 0;
+	cr_assert_eq(pthread_create(&th, NULL, storm_kicker, &self), 0);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	do {
+		rep_caller(a, b, size);
+		clock_gettime(CLOCK_MONOTONIC, &t);
+	} while ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 < 1500 &&
+		 slot_in < 20);
+	__atomic_store_n(&storm_stop, 1, __ATOMIC_RELEASE);
+	pthread_join(th, NULL);
+	signal(SIGUSR2, SIG_IGN);
+	unregister_kprobe(&kp);
+	free(a);
+	free(b);
+	cr_log_info("%ld signals, %ld inside the slot", slot_samples, slot_in);
+	if (!slot_in)
+		cr_skip_test("no signal landed inside the slot in 1.5 s (%ld signals)", slot_samples);
+	cr_expect_eq(slot_ok, slot_in, "libgcc: %ld of %ld samples in the slot did not unwind to "
+		     "the probed function's caller", slot_in - slot_ok, slot_in);
+	cr_expect_eq(slot_ks_ok, slot_in, "kprobes_stack: %ld of %ld samples in the slot wrong",
+		     slot_in - slot_ks_ok, slot_in);
+}

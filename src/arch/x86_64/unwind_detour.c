@@ -22,8 +22,12 @@
  * detour is built): a detour being written is one no thread runs, so its
  * FDE is rewritten in place while the rest stays put (libgcc keeps
  * pointers into the table).  gdb reads JIT objects once, when they are
- * registered: each change re-registers the pool's object with the FDEs
- * of its live detours.
+ * registered: each live unit has its own, with its FDE (a constant cost
+ * per detour, where one object per pool would be rebuilt at each change).
+ *
+ * Out-of-line slots get the same kind of tables: in a slot, the original
+ * instruction's address until the copy ran, the next one's after (a
+ * call's target once its return address is pushed), CFA = rsp.
  */
 #include <dlfcn.h>
 #include <stdlib.h>
@@ -42,19 +46,26 @@
 #define DW_REG_RA 16
 
 #define CIE_SIZE 24
-#define FDE_SIZE 176		/* fixed: length, CIE pointer, range, instructions */
+#define FDE_MAX 176		/* fixed per set: length, CIE pointer, range, instructions */
 #define FDE_INSNS 25		/* the instructions' offset in an FDE */
 
 struct pool_unwind {
 	uintptr_t base;
 	size_t unit, units;
 	uint8_t *eh;		/* CIE, units FDEs, terminator */
-	bool *live;
-	struct kp_jit_object *jit;
+	struct kp_jit_object **jit;	/* per live unit, for debuggers */
 };
 
-static struct pool_unwind pools[EXEC_MAX_POOLS];
-static int npools;
+/* The pools of one arena (detours, out-of-line slots). */
+struct pool_set {
+	const char *name;	/* the JIT objects' symbol */
+	size_t fde_size;
+	struct pool_unwind pools[EXEC_MAX_POOLS];
+	int npools;
+};
+
+static struct pool_set detours = { .name = "kprobes_detour", .fde_size = FDE_MAX };
+static struct pool_set slots = { .name = "kprobes_slot", .fde_size = 96 };
 
 typedef void (*frame_fn_t)(void *);
 
@@ -88,25 +99,26 @@ static void put_cie(uint8_t *p)
 	memcpy(p, body, sizeof(body));
 }
 
-/* The FDE of unit u at p, with the instructions insns (n bytes, at most
- * FDE_SIZE - FDE_INSNS), nops after. */
-static void put_fde(uint8_t *eh, uint8_t *p, uintptr_t start, size_t range, const uint8_t *insns,
-		    size_t n)
+/* An FDE of fde_size bytes at p for [start, start + range), with the
+ * instructions insns (n bytes, at most fde_size - FDE_INSNS), nops after. */
+static void put_fde(uint8_t *eh, uint8_t *p, size_t fde_size, uintptr_t start, size_t range,
+		    const uint8_t *insns, size_t n)
 {
-	uint8_t *q = put32(p, FDE_SIZE - 4);
+	uint8_t *q = put32(p, (uint32_t)fde_size - 4);
 
 	q = put32(q, (uint32_t)(q - eh));
 	q = put64(q, start);
 	q = put64(q, range);
 	*q++ = 0;		/* augmentation data length */
-	memset(q, 0, FDE_SIZE - FDE_INSNS);
+	memset(q, 0, fde_size - FDE_INSNS);
 	memcpy(q, insns, n);
 }
 
 /* ---- the instructions of one detour ---- */
 
 struct insns {
-	uint8_t b[FDE_SIZE - FDE_INSNS];
+	uint8_t b[FDE_MAX - FDE_INSNS];
+	size_t cap;		/* bytes the set's FDEs hold */
 	size_t n;
 	size_t loc;		/* offset in the detour the rows reached */
 	bool full;
@@ -114,7 +126,7 @@ struct insns {
 
 static void emit(struct insns *s, const uint8_t *b, size_t n)
 {
-	if (s->full || s->n + n > sizeof(s->b)) {
+	if (s->full || s->n + n > s->cap) {
 		s->full = true;
 		return;
 	}
@@ -214,104 +226,136 @@ static void detour_insns(struct insns *s, const struct detour_layout *l)
 
 /* ---- the pools' tables ---- */
 
-static struct pool_unwind *pool_of(uintptr_t base, size_t size, size_t unit, bool create)
+static const uint8_t undefined[] = { DW_CFA_undefined, DW_REG_RA };
+
+static struct pool_unwind *pool_of(struct pool_set *set, uintptr_t base, size_t size, size_t unit,
+				   bool create)
 {
-	static const uint8_t undefined[] = { DW_CFA_undefined, DW_REG_RA };
+	size_t fs = set->fde_size;
 	frame_fn_t reg;
 	struct pool_unwind *pu;
 
-	for (int i = 0; i < npools; i++)
-		if (pools[i].base == base)
-			return &pools[i];
-	if (!create || npools == EXEC_MAX_POOLS)
+	for (int i = 0; i < set->npools; i++)
+		if (set->pools[i].base == base)
+			return &set->pools[i];
+	if (!create || set->npools == EXEC_MAX_POOLS)
 		return NULL;
-	pu = &pools[npools];
+	pu = &set->pools[set->npools];
 	pu->units = size / unit;
-	pu->eh = calloc(1, CIE_SIZE + pu->units * FDE_SIZE + 4);
-	pu->live = calloc(pu->units, sizeof(*pu->live));
-	if (!pu->eh || !pu->live) {
+	pu->eh = calloc(1, CIE_SIZE + pu->units * fs + 4);
+	pu->jit = calloc(pu->units, sizeof(*pu->jit));
+	if (!pu->eh || !pu->jit) {
 		free(pu->eh);
-		free(pu->live);
+		free(pu->jit);
+		pu->eh = NULL;
+		pu->jit = NULL;
 		return NULL;
 	}
 	pu->base = base;
 	pu->unit = unit;
 	put_cie(pu->eh);
 	for (size_t u = 0; u < pu->units; u++)
-		put_fde(pu->eh, pu->eh + CIE_SIZE + u * FDE_SIZE, base + u * unit, unit, undefined,
+		put_fde(pu->eh, pu->eh + CIE_SIZE + u * fs, fs, base + u * unit, unit, undefined,
 			sizeof(undefined));
 	/* Registered for good: the pool's units are mapped for good too. */
 	reg = register_frame_fn();
 	if (reg)
 		reg(pu->eh);
-	npools++;
+	set->npools++;
 	return pu;
 }
 
-/* gdb's copy: the CIE and the live units' FDEs, re-registered. */
-static void jit_refresh(struct pool_unwind *pu)
+/* gdb's copy of unit u: the CIE and its FDE. */
+static void jit_set(const struct pool_set *set, struct pool_unwind *pu, size_t u)
 {
-	size_t n = 0, at = CIE_SIZE;
-	uint8_t *img;
+	size_t fs = set->fde_size;
+	uint8_t img[CIE_SIZE + FDE_MAX];
 
-	for (size_t u = 0; u < pu->units; u++)
-		n += pu->live[u];
-	kp_jit_unregister(pu->jit);
-	pu->jit = NULL;
-	if (!n || !(img = malloc(CIE_SIZE + n * FDE_SIZE)))
-		return;
+	kp_jit_unregister(pu->jit[u]);
 	memcpy(img, pu->eh, CIE_SIZE);
-	for (size_t u = 0; u < pu->units; u++) {
-		uint8_t *fde = img + at;
+	memcpy(img + CIE_SIZE, pu->eh + CIE_SIZE + u * fs, fs);
+	put32(img + CIE_SIZE + 4, CIE_SIZE + 4);	/* its CIE pointer here */
+	pu->jit[u] = kp_jit_register(set->name, pu->base + u * pu->unit,
+				     pu->base + (u + 1) * pu->unit, img, CIE_SIZE + fs);
+}
 
-		if (!pu->live[u])
-			continue;
-		memcpy(fde, pu->eh + CIE_SIZE + u * FDE_SIZE, FDE_SIZE);
-		put32(fde + 4, (uint32_t)(fde + 4 - img));	/* its CIE pointer here */
-		at += FDE_SIZE;
+/* The unit's FDE gets the instructions s (no thread runs the unit: it
+ * changes in place). */
+static void unit_set(struct pool_set *set, uintptr_t pool, size_t pool_size, size_t unit,
+		     uintptr_t at, struct insns *s)
+{
+	struct pool_unwind *pu = pool_of(set, pool, pool_size, unit, true);
+	uint8_t *insns;
+	size_t u;
+
+	if (!pu)
+		return;
+	u = (at - pool) / unit;
+	if (s->full) {
+		memcpy(s->b, undefined, sizeof(undefined));
+		s->n = sizeof(undefined);
 	}
-	pu->jit = kp_jit_register("kprobes_detour", pu->base, pu->base + pu->units * pu->unit, img,
-				  at);
-	free(img);
+	insns = pu->eh + CIE_SIZE + u * set->fde_size + FDE_INSNS;
+	memset(insns, 0, set->fde_size - FDE_INSNS);
+	memcpy(insns, s->b, s->n);
+	jit_set(set, pu, u);
+}
+
+/* The unit is freed (once no thread can be inside): undefined again. */
+static void unit_clear(struct pool_set *set, uintptr_t pool, size_t pool_size, size_t unit,
+		       uintptr_t at)
+{
+	struct pool_unwind *pu = pool_of(set, pool, pool_size, unit, false);
+	uint8_t *insns;
+	size_t u;
+
+	if (!pu)
+		return;
+	u = (at - pool) / unit;
+	insns = pu->eh + CIE_SIZE + u * set->fde_size + FDE_INSNS;
+	memset(insns, 0, set->fde_size - FDE_INSNS);
+	memcpy(insns, undefined, sizeof(undefined));
+	kp_jit_unregister(pu->jit[u]);
+	pu->jit[u] = NULL;
 }
 
 void arch_detour_unwind_add(const struct detour_layout *l)
 {
-	struct pool_unwind *pu = pool_of(l->pool, l->pool_size, l->unit, true);
-	struct insns s = { .loc = 0 };
-	size_t u;
+	struct insns s = { .cap = detours.fde_size - FDE_INSNS };
 
-	if (!pu)
-		return;
-	u = (l->d - l->pool) / l->unit;
 	detour_insns(&s, l);
-	if (s.full) {
-		static const uint8_t undefined[] = { DW_CFA_undefined, DW_REG_RA };
-
-		memcpy(s.b, undefined, sizeof(undefined));
-		s.n = sizeof(undefined);
-	}
-	/* No thread runs this unit: its FDE changes in place. */
-	memset(pu->eh + CIE_SIZE + u * FDE_SIZE + FDE_INSNS, 0, FDE_SIZE - FDE_INSNS);
-	memcpy(pu->eh + CIE_SIZE + u * FDE_SIZE + FDE_INSNS, s.b, s.n);
-	pu->live[u] = true;
-	jit_refresh(pu);
+	unit_set(&detours, l->pool, l->pool_size, l->unit, l->d, &s);
 }
 
 void arch_detour_unwind_remove(uintptr_t pool, uintptr_t pool_size, uintptr_t unit, uintptr_t d)
 {
-	static const uint8_t undefined[] = { DW_CFA_undefined, DW_REG_RA };
-	struct pool_unwind *pu = pool_of(pool, pool_size, unit, false);
-	size_t u;
+	unit_clear(&detours, pool, pool_size, unit, d);
+}
 
-	if (!pu)
-		return;
-	u = (d - pool) / unit;
-	if (!pu->live[u])
-		return;
-	/* Freed once no thread can be inside (the census): rewritten too. */
-	memset(pu->eh + CIE_SIZE + u * FDE_SIZE + FDE_INSNS, 0, FDE_SIZE - FDE_INSNS);
-	memcpy(pu->eh + CIE_SIZE + u * FDE_SIZE + FDE_INSNS, undefined, sizeof(undefined));
-	pu->live[u] = false;
-	jit_refresh(pu);
+/* A slot's rows: from each row's offset, CFA = rsp + cfa and the return
+ * address ra (the original instruction's, or a call's target), or none. */
+void arch_xol_unwind_add(uintptr_t pool, uintptr_t pool_size, uintptr_t unit, uintptr_t slot,
+			 const struct unwind_row *rows, int n)
+{
+	static const uint8_t undef[] = { DW_CFA_undefined, DW_REG_RA };
+	struct insns s = { .cap = slots.fde_size - FDE_INSNS };
+	unsigned int cfa = 0;
+
+	for (int i = 0; i < n; i++) {
+		advance_to(&s, rows[i].off);
+		if (rows[i].cfa != cfa) {
+			cfa = rows[i].cfa;
+			cfa_offset(&s, cfa);
+		}
+		if (rows[i].ra)
+			ra_is(&s, rows[i].ra);
+		else
+			emit(&s, undef, sizeof(undef));
+	}
+	unit_set(&slots, pool, pool_size, unit, slot, &s);
+}
+
+void arch_xol_unwind_remove(uintptr_t pool, uintptr_t pool_size, uintptr_t unit, uintptr_t slot)
+{
+	unit_clear(&slots, pool, pool_size, unit, slot);
 }

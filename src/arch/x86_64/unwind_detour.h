@@ -1,4 +1,5 @@
-/* Unwind information of the detour buffers (unwind_detour.c). */
+/* Unwind information of the detour buffers and out-of-line slots
+ * (unwind_detour.c). */
 #ifndef KP_X86_UNWIND_DETOUR_H
 #define KP_X86_UNWIND_DETOUR_H
 
@@ -29,5 +30,19 @@ struct detour_layout {
 void arch_detour_unwind_add(const struct detour_layout *l);
 /* The detour d of the pool is freed. */
 void arch_detour_unwind_remove(uintptr_t pool, uintptr_t pool_size, uintptr_t unit, uintptr_t d);
+
+/* Out-of-line slots: from each row's offset in the slot, the CFA is rsp +
+ * cfa and the return address ra (the address of the original instruction
+ * the slot is at, or a call's target once its return address is pushed;
+ * 0: unknown, unwinding stops). */
+struct unwind_row {
+	uint8_t off;
+	uint8_t cfa;
+	uintptr_t ra;
+};
+
+void arch_xol_unwind_add(uintptr_t pool, uintptr_t pool_size, uintptr_t unit, uintptr_t slot,
+			 const struct unwind_row *rows, int n);
+void arch_xol_unwind_remove(uintptr_t pool, uintptr_t pool_size, uintptr_t unit, uintptr_t slot);
 
 #endif

@@ -9,6 +9,7 @@
 
 #include "arch/x86_64/detour.h"
 #include "arch/x86_64/execmem.h"
+#include "arch/x86_64/unwind_detour.h"
 #include "arch/x86_64/writer.h"
 #include "core/internal.h"
 #include "os/linux/memory.h"
@@ -159,6 +160,63 @@ static void emit_post(struct xw *w, struct xol_slot *s, const struct arch_insn *
 	}
 }
 
+/* The pool holding the slot at code. */
+static uintptr_t pool_of(uintptr_t code)
+{
+	unsigned int n = __atomic_load_n(&arena.npools, __ATOMIC_ACQUIRE);
+
+	for (unsigned int i = 0; i < n; i++)
+		if (code >= arena.pools[i].base && code < arena.pools[i].base + EXEC_POOL_SIZE)
+			return arena.pools[i].base;
+	return 0;
+}
+
+/* The rows of one part of a slot (boosted or post) at off: the original
+ * instruction until it ran, then the next one; a call's pushed return
+ * address makes it the target's entry (unknown for an indirect call). */
+static int part_rows(struct unwind_row *r, uint8_t off, const struct arch_insn *ai, uintptr_t addr)
+{
+	uint8_t buf[32];
+	struct xw w;
+	int n = 0;
+
+	r[n++] = (struct unwind_row){ off, 0, addr };
+	switch (ai->klass) {
+	case IC_PLAIN:
+	case IC_SYSCALL:
+		r[n++] = (struct unwind_row){ (uint8_t)(off + ai->len), 0, addr + ai->len };
+		break;
+	case IC_CALL_REL:
+	case IC_CALL_IND:
+		/* push %rax; mov $ret,%rax; xchg %rax,(%rsp) */
+		xw_init(&w, buf, sizeof(buf), 0);
+		xw_push_return(&w, addr + ai->len);
+		r[n++] = (struct unwind_row){ (uint8_t)(off + 1), 8, addr };
+		r[n++] = (struct unwind_row){ (uint8_t)(off + w.len), 0,
+					      ai->klass == IC_CALL_REL ? ai->target : 0 };
+		break;
+	default:
+		break;		/* branches leave the slot as they run */
+	}
+	return n;
+}
+
+/* Unwind information of the slot just written (unwind_detour.c). */
+static void describe(const struct xol_slot *s, const struct arch_insn *ai, uintptr_t addr)
+{
+	struct unwind_row rows[8];
+	uintptr_t pool = pool_of(s->code);
+	int n = 0;
+
+	if (!pool)
+		return;
+	if (s->boost_off != s->post_off)
+		n += part_rows(rows + n, s->boost_off, ai, addr);
+	if (s->post_off != XOL_NONE)
+		n += part_rows(rows + n, s->post_off, ai, addr);
+	arch_xol_unwind_add(pool, EXEC_POOL_SIZE, XOL_SLOT_SIZE, s->code, rows, n);
+}
+
 int xol_build(struct arch_insn *ai, uintptr_t addr, struct kp_probepoint *owner)
 {
 	uintptr_t want[3], lo, hi;
@@ -195,6 +253,7 @@ int xol_build(struct arch_insn *ai, uintptr_t addr, struct kp_probepoint *owner)
 		exec_free(&arena, s->code);
 		return err;
 	}
+	describe(s, ai, addr);
 	__atomic_store_n(&s->owner, owner, __ATOMIC_RELEASE);
 	ai->slot = s;
 	return 0;
@@ -262,6 +321,7 @@ static void slot_free(struct xol_slot *s)
 	struct kp_probepoint *pp = s->owner;
 
 	__atomic_store_n(&s->owner, NULL, __ATOMIC_RELEASE);
+	arch_xol_unwind_remove(pool_of(s->code), EXEC_POOL_SIZE, XOL_SLOT_SIZE, s->code);
 	exec_free(&arena, s->code);
 	if (pp) {
 		arch_detour_free(pp);
