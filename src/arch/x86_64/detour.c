@@ -241,7 +241,8 @@ static void describe(const struct kp_probepoint *pp, uintptr_t d, const uint8_t 
 		.pool = pool_of(d), .pool_size = EXEC_POOL_SIZE, .unit = DETOUR_SIZE,
 		.d = d, .addr = pp->addr, .entry = o->entry, .cont = cont, .code = code,
 		.ret_off = o->entry ? OFF_RET_ENTRY : OFF_RET, .ncopied = o->ncopied,
-		.insn_off = o->insn_off, .insn_orig = o->insn_orig, .jmp_off = (uint8_t)jmp_off,
+		.insn_off = o->insn_off, .insn_orig = o->insn_orig, .orig = o->orig,
+		.jmp_off = (uint8_t)jmp_off,
 		.copied_len = o->copied_len,
 	};
 

@@ -36,6 +36,7 @@
 #include "arch/x86_64/execmem.h"
 #include "arch/x86_64/insn.h"
 #include "arch/x86_64/jitdebug.h"
+#include "arch/x86_64/writer.h"
 #include "arch/x86_64/unwind_detour.h"
 
 #define DW_CFA_advance_loc1 0x02
@@ -197,6 +198,35 @@ static void plain_exit(struct insns *s, const struct detour_layout *l)
 	}
 }
 
+/* A call completing the region is emulated (detour.c): push %rax, mov
+ * $ret,%rax, xchg %rax,(%rsp), then a jump to the target.  One word more
+ * on the stack after the push; at the target's entry once the return
+ * address is in place (an indirect call's target is not known: the
+ * unwind stops there). */
+static void copied_call(struct insns *s, const struct detour_layout *l, int i)
+{
+	static const uint8_t undef[] = { DW_CFA_undefined, DW_REG_RA };
+	uintptr_t pc = l->addr + l->insn_orig[i];
+	struct arch_insn ai;
+	const char *why;
+	uint8_t buf[32];
+	struct xw w;
+
+	if (insn_analyze(&ai, pc, l->orig + l->insn_orig[i], l->copied_len - l->insn_orig[i], &why) ||
+	    (ai.klass != IC_CALL_REL && ai.klass != IC_CALL_IND))
+		return;
+	xw_init(&w, buf, sizeof(buf), 0);
+	xw_push_return(&w, pc + ai.len);
+	advance_to(s, l->insn_off[i] + 1u);
+	cfa_offset(s, 8);
+	advance_to(s, l->insn_off[i] + w.len);
+	cfa_offset(s, 0);
+	if (ai.klass == IC_CALL_REL)
+		ra_is(s, ai.target);
+	else
+		emit(s, undef, sizeof(undef));
+}
+
 static void detour_insns(struct insns *s, const struct detour_layout *l)
 {
 	ra_is(s, l->addr);
@@ -217,6 +247,7 @@ static void detour_insns(struct insns *s, const struct detour_layout *l)
 	for (int i = 0; i < l->ncopied; i++) {
 		advance_to(s, l->insn_off[i]);
 		ra_is(s, l->addr + l->insn_orig[i]);
+		copied_call(s, l, i);
 	}
 	if (l->jmp_off) {
 		advance_to(s, l->jmp_off);

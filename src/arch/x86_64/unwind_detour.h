@@ -21,6 +21,7 @@ struct detour_layout {
 	uint8_t ret_off;		/* R */
 	uint8_t ncopied;
 	const uint8_t *insn_off, *insn_orig;
+	const uint8_t *orig;		/* the region's original bytes */
 	uint8_t jmp_off;		/* the jump back (0: none) */
 	uint8_t copied_len;
 };
