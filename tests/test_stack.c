@@ -915,3 +915,63 @@ Test(stack, signals_inside_a_slot_unwind_into_the_probed_function)
 	cr_expect_eq(slot_ks_ok, slot_in, "kprobes_stack: %ld of %ld samples in the slot wrong",
 		     slot_in - slot_ks_ok, slot_in);
 }
+
+/* ---- the two table builders agree ----
+ *
+ * libdw's CFI evaluation cannot be linked into the agent (it links libdw
+ * statically); there the FDEs' programs are run by the library itself.
+ * Both must give the same rows, on Debian's libraries. */
+
+#include <fcntl.h>
+#include <gelf.h>
+#include "elf/cfi.h"
+
+static void expect_same_tables(const char *path)
+{
+	struct cfi_table a, b;
+	int fd = open(path, O_RDONLY | O_CLOEXEC);
+	size_t diffs = 0;
+	Elf *elf;
+
+	if (fd < 0) {
+		cr_log_warn("%s: not installed, not compared", path);
+		return;
+	}
+	elf_version(EV_CURRENT);
+	elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	cr_assert_not_null(elf);
+	cr_assert_eq(cfi_libdw_build(elf, &a), 0, "%s: libdw", path);
+	cr_assert_eq(cfi_interp_build(elf, &b), 0, "%s: interpreter", path);
+	cr_expect_eq(a.base, b.base, "%s: base", path);
+	cr_expect_eq(a.n, b.n, "%s: %zu rows by libdw, %zu by the interpreter", path, a.n, b.n);
+	cr_expect_eq(a.code_bytes, b.code_bytes, "%s: code bytes", path);
+	for (size_t i = 0; i < a.n && i < b.n; i++) {
+		const struct cfi_row *x = &a.rows[i], *y = &b.rows[i];
+
+		if (x->pc == y->pc && x->kind == y->kind && x->cfa_off == y->cfa_off &&
+		    x->bp8 == y->bp8 && x->ra8 == y->ra8)
+			continue;
+		if (diffs++ < 5)
+			cr_log_error("%s row %zu: libdw pc %#x kind %d cfa %d bp %d ra %d, interpreter "
+				     "pc %#x kind %d cfa %d bp %d ra %d", path, i, x->pc, x->kind,
+				     x->cfa_off, x->bp8, x->ra8, y->pc, y->kind, y->cfa_off, y->bp8,
+				     y->ra8);
+	}
+	cr_expect_eq(diffs, 0, "%s: %zu rows differ", path, diffs);
+	cfi_table_free(&a);
+	cfi_table_free(&b);
+	elf_end(elf);
+	close(fd);
+}
+
+Test(stack, interpreter_tables_equal_libdw_tables)
+{
+	Dl_info di;
+
+	cr_assert(dladdr((void *)printf, &di) && di.dli_fname);
+	expect_same_tables(di.dli_fname);
+	expect_same_tables("/lib/x86_64-linux-gnu/libstdc++.so.6");
+	expect_same_tables("/lib/x86_64-linux-gnu/libgcc_s.so.1");
+	expect_same_tables("/usr/lib/x86_64-linux-gnu/libpython3.11.so.1.0");
+	expect_same_tables("/proc/self/exe");
+}

@@ -49,8 +49,14 @@ struct cfi_table {
 };
 
 /* Builds the rows of elf's .eh_frame (or, without one, .debug_frame).
- * 0, -ENOENT when the object has no call-frame information, -ENOMEM. */
+ * 0, -ENOENT when the object has no call-frame information, -ENOMEM.
+ * With libdw's CFI evaluation when the process has it (libdw.so),
+ * otherwise by cfi_interp_build. */
 int cfi_table_build(Elf *elf, struct cfi_table *out);
+/* The two ways, for tests: libdw (-ENOSYS without it), and the FDEs'
+ * programs run here (.eh_frame only). */
+int cfi_libdw_build(Elf *elf, struct cfi_table *out);
+int cfi_interp_build(Elf *elf, struct cfi_table *out);
 void cfi_table_free(struct cfi_table *t);
 
 /* The row covering offset pc (relative to base), or NULL.  No
