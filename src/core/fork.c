@@ -8,8 +8,8 @@
  * handler, in the one order in which they nest, and released in parent and
  * child:
  *
- *   static keys -> registry -> blacklist -> symbol cache -> static-key
- *   object list -> loader -> program signal handlers
+ *   unwind tables -> static keys -> registry -> blacklist -> symbol cache
+ *   -> static-key object list -> loader -> program signal handlers
  *
  * The loader lock also keeps libkprobes' threads out of the dynamic
  * loader during the fork, whose own lock glibc does not reset in the
@@ -21,6 +21,7 @@
 
 #include "core/internal.h"
 #include "core/jump_label.h"
+#include "core/stack.h"
 #include "core/wprobe.h"
 #include "elf/symbols.h"
 #include "os/linux/loader.h"
@@ -28,6 +29,7 @@
 
 static void fork_prepare(void)
 {
+	kp_stack_fork_lock();
 	kp_jl_lock();
 	pthread_mutex_lock(&kp_registry_lock);
 	kp_blacklist_lock();
@@ -46,6 +48,7 @@ static void fork_parent(void)
 	kp_blacklist_unlock();
 	pthread_mutex_unlock(&kp_registry_lock);
 	kp_jl_unlock();
+	kp_stack_fork_unlock();
 }
 
 static void fork_child(void)
@@ -58,6 +61,7 @@ static void fork_child(void)
 	kp_wprobe_after_fork_child();
 	pthread_mutex_unlock(&kp_registry_lock);
 	kp_jl_unlock();
+	kp_stack_fork_unlock();
 	kp_optimizer_after_fork_child();
 }
 

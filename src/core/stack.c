@@ -230,6 +230,16 @@ int kp_stack_tables_update(void)
 	return 0;
 }
 
+void kp_stack_fork_lock(void)
+{
+	pthread_mutex_lock(&stack_lock);
+}
+
+void kp_stack_fork_unlock(void)
+{
+	pthread_mutex_unlock(&stack_lock);
+}
+
 void kp_stack_tables_stats(struct kp_stack_tables_stats *st)
 {
 	memset(st, 0, sizeof(*st));

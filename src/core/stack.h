@@ -10,6 +10,11 @@ int kp_stack_tables_update(void);
 /* After dlclose (os/linux/dl.c): the same, once tables exist. */
 void kp_stack_objects_changed(void);
 
+/* The tables' lock, held across fork() (src/core/fork.c): a child must not
+ * inherit it held by a thread that was building tables. */
+void kp_stack_fork_lock(void);
+void kp_stack_fork_unlock(void);
+
 struct kp_stack_tables_stats {
 	size_t objects, rows, table_bytes, code_bytes;
 };
