@@ -975,3 +975,50 @@ Test(stack, interpreter_tables_equal_libdw_tables)
 	expect_same_tables("/usr/lib/x86_64-linux-gnu/libpython3.11.so.1.0");
 	expect_same_tables("/proc/self/exe");
 }
+
+/* ---- objects loaded with dlopen (and gone with dlclose) ----
+ *
+ * libsqlite3 (not loaded by this program otherwise), dlopen'ed after the
+ * first registration, calls the program back from sqlite3_exec (no frame
+ * pointers in Debian's build): the next registration builds its tables,
+ * and the stack at the callback equals gdb's.  dlclose drops them. */
+
+NOFP int sql_row(void *arg, int n, char **values, char **names)
+{
+	__asm__ volatile("" : : "r"(values) : "memory");
+	return 0;
+}
+
+static void dlopen_scenario(void)
+{
+	struct kprobe first = { .addr = (void *)nf_leaf, .pre_handler = oracle_pre };
+	struct kprobe kp = { .addr = (void *)sql_row, .pre_handler = oracle_pre };
+	int (*open_db)(const char *, void **);
+	int (*exec)(void *, const char *, int (*)(void *, int, char **, char **), void *, char **);
+	int (*close_db)(void *);
+	void *h, *db = NULL;
+
+	kprobes_set_optimization(false);
+	if (register_kprobe(&first))	/* tables, before libsqlite3 is loaded */
+		_exit(4);
+	h = dlopen("libsqlite3.so.0", RTLD_NOW | RTLD_LOCAL);
+	if (!h)
+		_exit(8);
+	*(void **)&open_db = dlsym(h, "sqlite3_open");
+	*(void **)&exec = dlsym(h, "sqlite3_exec");
+	*(void **)&close_db = dlsym(h, "sqlite3_close");
+	if (!open_db || !exec || !close_db || register_kprobe(&kp))
+		_exit(9);
+	if (open_db(":memory:", &db) ||
+	    exec(db, "select 1 union all select 2", sql_row, NULL, NULL))
+		_exit(10);
+	close_db(db);
+	unregister_kprobe(&kp);
+	unregister_kprobe(&first);
+	dlclose(h);
+}
+
+Test(stack, gdb_dlopened_library)
+{
+	expect_gdb_stacks(dlopen_scenario, 2);
+}
