@@ -1022,3 +1022,87 @@ Test(stack, gdb_dlopened_library)
 {
 	expect_gdb_stacks(dlopen_scenario, 2);
 }
+
+/* ---- the vDSO ----
+ *
+ * A thread loops on clock_gettime (the vDSO's code) while another one
+ * signals it: from the registers of every sample interrupted inside the
+ * vDSO, kprobes_stack() goes through the vDSO's frame (its tables come
+ * from its image in memory) and libc's wrapper to the loop's caller. */
+
+#include <sys/auxv.h>
+
+static uintptr_t vdso_lo, vdso_hi;
+static volatile long vdso_in, vdso_ok, vdso_rows;
+static unsigned long vdso_loop_ra;
+
+static void on_vdso_storm(int sig, siginfo_t *info, void *ctx)
+{
+	ucontext_t *uc = ctx;
+	uintptr_t ip = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
+	struct pt_regs regs = { 0 };
+	unsigned long ks[MAXF];
+	int n;
+
+	if (ip < vdso_lo || ip >= vdso_hi)
+		return;
+	vdso_in++;
+	/* (a CFI row, not frame pointers: the vDSO has frame pointers too,
+	 * which would give the same stack) */
+	if (kp_stack_row_kind(ip) == CFI_SP || kp_stack_row_kind(ip) == CFI_BP)
+		vdso_rows++;
+	regs.ip = ip;
+	regs.sp = (unsigned long)uc->uc_mcontext.gregs[REG_RSP];
+	regs.bp = (unsigned long)uc->uc_mcontext.gregs[REG_RBP];
+	n = kprobes_stack(&regs, ks, MAXF);
+	if (has(ks, n, vdso_loop_ra))
+		vdso_ok++;
+}
+
+TEST_FN void vdso_loop(long ms)
+{
+	struct timespec t0, t;
+
+	vdso_loop_ra = (unsigned long)__builtin_return_address(0);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	do
+		clock_gettime(CLOCK_MONOTONIC, &t);
+	while (((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 < ms) &&
+	       vdso_in < 20);
+	BARRIER();
+}
+
+Test(stack, vdso_frames)
+{
+	struct kprobe kp = { .addr = (void *)nf_leaf, .pre_handler = empty_pre };
+	struct sigaction sa = { .sa_sigaction = on_vdso_storm, .sa_flags = SA_SIGINFO };
+	const ElfW(Ehdr) *eh = (const ElfW(Ehdr) *)getauxval(AT_SYSINFO_EHDR);
+	const ElfW(Phdr) *ph;
+	pthread_t self = pthread_self(), th;
+
+	if (!eh)
+		cr_skip_test("no vDSO");
+	ph = (const ElfW(Phdr) *)((const char *)eh + eh->e_phoff);
+	for (int i = 0; i < eh->e_phnum; i++)
+		if (ph[i].p_type == PT_LOAD) {
+			vdso_lo = (uintptr_t)eh;
+			vdso_hi = (uintptr_t)eh + ph[i].p_memsz;
+		}
+	cr_assert_neq(vdso_hi, 0);
+	cr_assert_eq(register_kprobe(&kp), 0);	/* the tables */
+	unregister_kprobe(&kp);
+	sigaction(SIGUSR2, &sa, NULL);
+	storm_stop = 0;
+	cr_assert_eq(pthread_create(&th, NULL, storm_kicker, &self), 0);
+	vdso_loop(1500);
+	__atomic_store_n(&storm_stop, 1, __ATOMIC_RELEASE);
+	pthread_join(th, NULL);
+	signal(SIGUSR2, SIG_IGN);
+	cr_log_info("%ld samples inside the vDSO", vdso_in);
+	if (!vdso_in)
+		cr_skip_test("no signal landed inside the vDSO in 1.5 s");
+	cr_expect_eq(vdso_ok, vdso_in, "%ld of %ld samples in the vDSO did not reach the caller",
+		     vdso_in - vdso_ok, vdso_in);
+	cr_expect_eq(vdso_rows, vdso_in, "%ld of %ld samples in the vDSO without a CFI row",
+		     vdso_in - vdso_rows, vdso_in);
+}

@@ -406,6 +406,26 @@ KP_EXPORT int kprobes_stack(const struct pt_regs *regs, unsigned long *ips, int 
 	return n;
 }
 
+/* For tests: the kind of row (enum cfi_kind) the tables have for pc, -1
+ * when no object's table covers it. */
+int kp_stack_row_kind(uintptr_t pc)
+{
+	struct kp_thread *t = kp_thread_current();
+	const struct stack_obj *last = NULL;
+	const struct stack_set *set;
+	const struct cfi_row *r;
+	int kind;
+
+	if (!t)
+		return -EAGAIN;
+	kp_read_enter(t);
+	set = __atomic_load_n(&current, __ATOMIC_ACQUIRE);
+	r = set ? row_of(set, &last, pc) : NULL;
+	kind = r ? r->kind : -1;
+	kp_read_exit(t);
+	return kind;
+}
+
 /* After dlclose: once tables exist, they follow the objects. */
 void kp_stack_objects_changed(void)
 {

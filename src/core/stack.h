@@ -3,6 +3,7 @@
 #define KP_CORE_STACK_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 /* Builds the tables of objects loaded since the last call, drops those of
  * unloaded ones.  Off the hit path, not from a handler.  0 or -ENOMEM. */
@@ -14,6 +15,9 @@ void kp_stack_objects_changed(void);
  * inherit it held by a thread that was building tables. */
 void kp_stack_fork_lock(void);
 void kp_stack_fork_unlock(void);
+
+/* For tests: the row kind (enum cfi_kind) for pc, -1 when none. */
+int kp_stack_row_kind(uintptr_t pc);
 
 struct kp_stack_tables_stats {
 	size_t objects, rows, table_bytes, code_bytes;
