@@ -32,6 +32,8 @@ struct jit_descriptor {
 KP_EXPORT struct jit_descriptor __jit_debug_descriptor = { 1, 0, NULL, NULL };
 
 /* The debugger's breakpoint: it must stay a real call. */
+void __jit_debug_register_code(void);
+
 KP_EXPORT __attribute__((noinline, used)) void __jit_debug_register_code(void)
 {
 	__asm__ volatile("" : : : "memory");
