@@ -8,7 +8,8 @@
 /* Builds the tables of objects loaded since the last call, drops those of
  * unloaded ones.  Off the hit path, not from a handler.  0 or -ENOMEM. */
 int kp_stack_tables_update(void);
-/* After dlclose (os/linux/dl.c): the same, once tables exist. */
+/* After dlclose (os/linux/dl.c) and, in the kprobe agent, after each
+ * dlopen (its loader hook): the same, once tables exist. */
 void kp_stack_objects_changed(void);
 
 /* The tables' lock, held across fork() (src/core/fork.c): a child must not

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include "agent.h"
+#include "core/stack.h"
 #include "elf/symbols.h"
 
 static struct kprobe hook;
@@ -29,6 +30,8 @@ static void on_objects_changed(void)
 
 	agent_own_begin();
 	agent_session_arm_deferred();
+	/* the new objects' unwind tables, before their code runs */
+	kp_stack_objects_changed();
 	agent_own_end();
 	errno = saved;
 }
