@@ -29,12 +29,17 @@ struct jit_descriptor {
 	struct jit_code_entry *first_entry;
 };
 
-KP_EXPORT struct jit_descriptor __jit_debug_descriptor = { 1, 0, NULL, NULL };
+/* Weak, as the protocol wants one descriptor per process: a program that
+ * also links another JIT's (LLVM's) shares it instead of failing to link,
+ * and in a process with several the first in the symbol scope is used by
+ * all (each user keeps its own lock: two of them registering at the same
+ * moment could tangle the list). */
+KP_EXPORT __attribute__((weak)) struct jit_descriptor __jit_debug_descriptor = { 1, 0, NULL, NULL };
 
 /* The debugger's breakpoint: it must stay a real call. */
 void __jit_debug_register_code(void);
 
-KP_EXPORT __attribute__((noinline, used)) void __jit_debug_register_code(void)
+KP_EXPORT __attribute__((weak, noinline, used)) void __jit_debug_register_code(void)
 {
 	__asm__ volatile("" : : : "memory");
 }
