@@ -39,9 +39,15 @@ NOFP void cxx_thrower(long x)
 
 static void (*volatile fp_thrower)(long) = cxx_thrower;
 
+static unsigned long mid_ra, top_ra;
+static volatile int recording;	// the return addresses, in a run without probes
+
 NOFP long cxx_middle(long x)
 {
 	Guard g{x};
+
+	if (recording)
+		mid_ra = (unsigned long)__builtin_return_address(0);
 
 	fp_thrower(x);
 	return x;
@@ -51,6 +57,8 @@ static long (*volatile fp_middle)(long) = cxx_middle;
 
 NOFP long cxx_top(long x)
 {
+	if (recording)
+		top_ra = (unsigned long)__builtin_return_address(0);
 	try {
 		return fp_middle(x);
 	} catch (const std::exception &) {
@@ -65,6 +73,15 @@ static int personality_pre(struct kprobe *p, struct pt_regs *regs)
 	if (personality_hits++ >= 2)
 		return 0;
 	return oracle_pre(p, regs);
+}
+
+// One call site for the recording run and the probed one.
+NOFP long cxx_run(long x)
+{
+	long r = cxx_top(x);
+
+	__asm__ volatile("" : "+r"(r));
+	return r;
 }
 
 static void exception_scenario(void)
@@ -92,4 +109,48 @@ Test(stack_cxx, gdb_exception_in_flight)
 {
 	// the destructor, the catch block, two calls of the personality routine
 	expect_gdb_stacks(exception_scenario, 4);
+}
+
+// Without gdb: at the destructor's probe, while the exception passes a
+// return-probed frame, kprobes_stack() shows cxx_middle's real return
+// address (its slot holds the stub) and the callers above.
+static unsigned long dtor_ips[64];
+static int dtor_n, leaf_hits;
+
+static int leaf_pre(struct kprobe *p, struct pt_regs *regs)
+{
+	if (leaf_hits++ == 0)
+		dtor_n = kprobes_stack(regs, dtor_ips, 64);
+	return 0;
+}
+
+static bool has_ip(unsigned long ip)
+{
+	for (int i = 0; i < dtor_n; i++)
+		if (dtor_ips[i] == ip)
+			return true;
+	return false;
+}
+
+Test(stack_cxx, destructor_during_unwinding_through_a_return_probed_frame)
+{
+	struct kprobe leaf = {};
+	struct kretprobe mid = {};
+
+	recording = 1;
+	cr_assert_eq(cxx_run(5), 18);
+	recording = 0;
+	leaf.addr = (kprobe_opcode_t *)cxx_leaf;
+	leaf.pre_handler = leaf_pre;
+	mid.kp.addr = (kprobe_opcode_t *)cxx_middle;
+	cr_assert_eq(register_kprobe(&leaf), 0);
+	cr_assert_eq(register_kretprobe(&mid), 0);
+	cr_assert_eq(cxx_run(5), 18);
+	unregister_kprobe(&leaf);
+	unregister_kretprobe(&mid);
+	cr_assert_eq(leaf_hits, 2, "the destructor and the catch block");
+	cr_assert_gt(dtor_n, 3);
+	cr_expect_eq(dtor_ips[0], (unsigned long)cxx_leaf + 1);
+	cr_expect(has_ip(mid_ra), "cxx_middle's real return address is missing (%d frames)", dtor_n);
+	cr_expect(has_ip(top_ra), "cxx_top's return address is missing (%d frames)", dtor_n);
 }
