@@ -543,6 +543,40 @@ Test(lang_errors, every_path_names_the_problem)
 		expect_error_has(cases[i].src, cases[i].words);
 }
 
+/* Hostile nesting ends in an error, not in a stack overflow of the
+ * parser or of the passes after it. */
+Test(lang_errors, deep_nesting_is_bounded)
+{
+	static const char *const unit[][3] = {
+		{ "BEGIN { @x = ", "(", "1" },
+		{ "BEGIN { @x = ", "-", "1" },
+		{ "BEGIN { @x = ", "!", "1" },
+		{ "BEGIN { @x = ", "1 ? 2 : ", "3" },
+		{ "BEGIN { @x = 1", " + 1", "" },
+		{ "BEGIN { $x = 1; $x", "++", "" },
+		{ "BEGIN { ", "if (1) { ", "" },
+		{ "BEGIN { if (1) { } ", "else if (1) { } ", "" },
+	};
+	size_t n = 100000, i, k;
+	char *src = malloc(n * 20 + 64);
+
+	cr_assert(src);
+	for (k = 0; k < sizeof(unit) / sizeof(unit[0]); k++) {
+		size_t o = 0, ul = strlen(unit[k][1]);
+		struct lang_error err;
+		void *img = NULL;
+		size_t len;
+
+		o += (size_t)sprintf(src, "%s", unit[k][0]);
+		for (i = 0; i < n; i++, o += ul)
+			memcpy(src + o, unit[k][1], ul);
+		sprintf(src + o, "%s; }", unit[k][2]);
+		cr_assert_eq(lang_compile(src, NULL, &img, &len, &err), -EINVAL, "case %zu", k);
+		cr_assert(strstr(err.msg, "nested too deeply"), "case %zu: %s", k, err.msg);
+	}
+	free(src);
+}
+
 Test(lang_errors, filename_and_multiline_positions)
 {
 	struct lang_compile_opts o = { .filename = "prog.bt" };

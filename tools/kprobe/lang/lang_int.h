@@ -42,6 +42,7 @@ struct node {
 	size_t slen;		/* string literal length */
 	int64_t ival;		/* integer literal, arg number, unroll count */
 	int post;		/* N_INCDEC: postfix */
+	int depth;		/* of the expression tree below, bounded */
 	struct lang_type type;	/* set by the checker */
 	struct lang_type cast;	/* N_CAST/N_DEREF target; ptr: deref size */
 	int map;		/* N_MAP / map calls: map index */

@@ -35,7 +35,13 @@ struct parser {
 	size_t slen;
 	int op;			/* T_OPASSIGN: the operator */
 	int probe_index;
+	int nest;		/* parser recursion */
 };
+
+/* Nesting and expression depth are bounded, so that neither the parser
+ * nor the passes after it recurse without limit on hostile input. */
+#define MAX_NEST 128
+#define MAX_DEPTH 256
 
 static const char *tok_name(enum tok t)
 {
@@ -355,6 +361,35 @@ static struct node *new_node(struct parser *ps, int kind, struct loc loc)
 	return n;
 }
 
+/* Sets n's depth from its operands; an error past MAX_DEPTH. */
+static int deepen(struct parser *ps, struct node *n)
+{
+	struct node *kids[3] = { n->a, n->b, n->c };
+	int d = 0, i;
+
+	for (i = 0; i < 3; i++)
+		if (kids[i] && kids[i]->depth > d)
+			d = kids[i]->depth;
+	for (i = 0; i < n->nargs; i++)
+		if (n->args[i]->depth > d)
+			d = n->args[i]->depth;
+	n->depth = d + 1;
+	if (n->depth > MAX_DEPTH) {
+		prog_error(ps->p, n->loc, "expression nested too deeply (more than %d levels)", MAX_DEPTH);
+		return -1;
+	}
+	return 0;
+}
+
+static int enter(struct parser *ps)
+{
+	if (++ps->nest > MAX_NEST) {
+		prog_error(ps->p, ps->loc, "program nested too deeply (more than %d levels)", MAX_NEST);
+		return -1;
+	}
+	return 0;
+}
+
 static struct loc span(struct loc a, struct loc b)
 {
 	struct loc l = a;
@@ -573,6 +608,8 @@ static struct node *parse_postfix(struct parser *ps)
 		m->post = 1;
 		m->a = n;
 		n = m;
+		if (deepen(ps, n))
+			return NULL;
 		if (next(ps))
 			return NULL;
 	}
@@ -587,7 +624,22 @@ static struct node *parse_postfix(struct parser *ps)
 	return n;
 }
 
+static struct node *parse_unary_in(struct parser *ps);
+
 static struct node *parse_unary(struct parser *ps)
+{
+	struct node *n;
+
+	if (enter(ps))
+		return NULL;
+	n = parse_unary_in(ps);
+	ps->nest--;
+	if (n && deepen(ps, n))
+		return NULL;
+	return n;
+}
+
+static struct node *parse_unary_in(struct parser *ps)
 {
 	struct loc l = ps->loc;
 	struct node *n, *a;
@@ -729,12 +781,29 @@ static struct node *parse_binary(struct parser *ps, int level, int in_pred)
 		n->b = r;
 		n->c = (struct node *)NULL;
 		n->ival = ((int64_t)oploc.col << 32) | (uint32_t)oploc.col_end;
+		if (deepen(ps, n))
+			return NULL;
 		l = n;
 	}
 	return l;
 }
 
+static struct node *parse_ternary_in(struct parser *ps, int in_pred);
+
 static struct node *parse_ternary(struct parser *ps, int in_pred)
+{
+	struct node *n;
+
+	if (enter(ps))
+		return NULL;
+	n = parse_ternary_in(ps, in_pred);
+	ps->nest--;
+	if (n && deepen(ps, n))
+		return NULL;
+	return n;
+}
+
+static struct node *parse_ternary_in(struct parser *ps, int in_pred)
 {
 	struct node *c = parse_binary(ps, 1, in_pred), *a, *b, *n;
 
@@ -765,7 +834,15 @@ static struct node *parse_ternary(struct parser *ps, int in_pred)
 
 static struct node *parse_expr(struct parser *ps)
 {
-	return parse_ternary(ps, 0);
+	struct node *n;
+
+	if (enter(ps))
+		return NULL;
+	n = parse_ternary(ps, 0);
+	ps->nest--;
+	if (n && deepen(ps, n))
+		return NULL;
+	return n;
 }
 
 static struct node *parse_paren_cond(struct parser *ps)
@@ -807,7 +884,10 @@ static struct node *parse_stmt(struct parser *ps)
 			if (next(ps))
 				return NULL;
 			if (ps->t == T_IDENT && !strcmp(ps->sval, "if")) {
+				if (enter(ps))
+					return NULL;
 				n->c = parse_stmt(ps);
+				ps->nest--;
 				if (!n->c)
 					return NULL;
 			} else {
@@ -907,7 +987,20 @@ static struct node *parse_block(struct parser *ps)
 }
 
 /* A probe's body ends with its '}': the next probe is scanned raw. */
+static struct node *parse_block_in(struct parser *ps, int top);
+
 static struct node *parse_block_at(struct parser *ps, int top)
+{
+	struct node *n;
+
+	if (enter(ps))
+		return NULL;
+	n = parse_block_in(ps, top);
+	ps->nest--;
+	return n;
+}
+
+static struct node *parse_block_in(struct parser *ps, int top)
 {
 	struct node *head = NULL, **tail = &head;
 
