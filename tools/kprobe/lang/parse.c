@@ -130,9 +130,23 @@ static void tok_finish(struct parser *ps, enum tok t)
 		ps->loc.col_end = ps->loc.col + 1;
 }
 
+/* The bytes a string literal at pos spans at most (to its closing quote,
+ * the line's end or the text's), so its buffer is no larger. */
+static size_t literal_span(const char *s)
+{
+	size_t i = 1;
+
+	while (s[i] && s[i] != '"' && s[i] != '\n') {
+		if (s[i] == '\\' && s[i + 1])
+			i++;
+		i++;
+	}
+	return i;
+}
+
 static int lex_string(struct parser *ps)
 {
-	char *buf = prog_alloc(ps->p, strlen(ps->s + ps->pos) + 1);
+	char *buf = prog_alloc(ps->p, literal_span(ps->s + ps->pos) + 1);
 	size_t n = 0;
 
 	if (!buf)
@@ -400,10 +414,17 @@ static struct loc span(struct loc a, struct loc b)
 }
 
 /* Appends n to the list args/nargs of parent. */
+#define MAX_ARGS 64
+
 static int add_arg(struct parser *ps, struct node *parent, struct node *n)
 {
-	struct node **v = prog_alloc(ps->p, sizeof(*v) * (size_t)(parent->nargs + 1));
+	struct node **v;
 
+	if (parent->nargs == MAX_ARGS) {
+		prog_error(ps->p, n->loc, "too many arguments (at most %d)", MAX_ARGS);
+		return -1;
+	}
+	v = prog_alloc(ps->p, sizeof(*v) * (size_t)(parent->nargs + 1));
 	if (!v)
 		return -1;
 	if (parent->nargs)
