@@ -429,6 +429,17 @@ Test(lang_errors, bpftrace_exact)
 		     "stdin:1:31-33: ERROR: Type mismatch for @x: trying to assign value of type 'sum' "
 		     "when map already contains a value of type 'count\n"
 		     "BEGIN { @x = count(); } END { @x = sum(1); }\n                              ~~\n");
+	expect_error("BEGIN { @x[\"a\", 1] = 1; @x[1, \"a\"] = 2; }",
+		     "stdin:1:25-35: ERROR: Argument mismatch for @x: trying to access with arguments: "
+		     "[unsigned int64, string[2]] when map expects arguments: [string[2], unsigned int64]\n"
+		     "BEGIN { @x[\"a\", 1] = 1; @x[1, \"a\"] = 2; }\n                        ~~~~~~~~~~\n");
+	expect_error("BEGIN { $s = \"a\"; $s = 1; }",
+		     "stdin:1:22-23: ERROR: Type mismatch for $s: trying to assign value of type 'int64' "
+		     "when variable already contains a value of type 'string[2]'\n"
+		     "BEGIN { $s = \"a\"; $s = 1; }\n                     ~\n");
+	expect_error("BEGIN { print(); }",
+		     "stdin:1:9-16: ERROR: print() requires at least one argument (0 provided)\n"
+		     "BEGIN { print(); }\n        ~~~~~~~\n");
 }
 
 Test(lang_errors, every_path_names_the_problem)

@@ -148,6 +148,11 @@ static int check_map_keys(struct checker *c, struct node *m, struct mapinfo *mi)
 		mi->key_known = 1;
 		mi->d.nkeys = (uint8_t)m->nargs;
 		memcpy(mi->d.keys, kt, sizeof(kt[0]) * (size_t)m->nargs);
+		/* as declared, for messages: strings keep their literal size */
+		memcpy(mi->decl, kt, sizeof(kt[0]) * (size_t)m->nargs);
+		for (i = 0; i < m->nargs; i++)
+			if (m->args[i]->type.kind == LANG_T_STR)
+				mi->decl[i] = m->args[i]->type;
 		return 0;
 	}
 	if (mi->d.nkeys != m->nargs || (m->nargs && memcmp(mi->d.keys, kt, sizeof(kt[0]) * (size_t)m->nargs))) {
@@ -157,7 +162,7 @@ static int check_map_keys(struct checker *c, struct node *m, struct mapinfo *mi)
 			if (m->args[i]->type.kind == LANG_T_STR)
 				kt[i] = m->args[i]->type;
 		key_list(kt, m->nargs, have, sizeof(have));
-		key_list(mi->d.keys, mi->d.nkeys, want, sizeof(want));
+		key_list(mi->decl, mi->d.nkeys, want, sizeof(want));
 		if (!m->nargs)
 			snprintf(have, sizeof(have), "[]");
 		prog_error(c->p, m->loc, "Argument mismatch for %s: trying to access with arguments: %s when map expects arguments: %s",
@@ -216,9 +221,10 @@ static int need_args(struct checker *c, struct node *n, int lo, int hi)
 		prog_error(c->p, n->loc, "%s() requires one argument (%d provided)", n->name, n->nargs);
 	else if (lo == hi)
 		prog_error(c->p, n->loc, "%s() requires %d arguments (%d provided)", n->name, lo, n->nargs);
+	else if (n->nargs < lo && lo == 1)
+		prog_error(c->p, n->loc, "%s() requires at least one argument (%d provided)", n->name, n->nargs);
 	else if (n->nargs < lo)
-		prog_error(c->p, n->loc, "%s() requires at least %d argument%s (%d provided)", n->name, lo,
-			   lo == 1 ? "" : "s", n->nargs);
+		prog_error(c->p, n->loc, "%s() requires at least %d arguments (%d provided)", n->name, lo, n->nargs);
 	else if (hi == 1)
 		prog_error(c->p, n->loc, "%s() takes up to one argument (%d provided)", n->name, n->nargs);
 	else
@@ -1114,6 +1120,7 @@ static int check_assign(struct checker *c, struct node *s)
 				v->type.size = LANG_STRLEN;
 			v->reg = -1;
 			v->off = -1;
+			v->decl = rhs->type;
 		} else if (v->type.kind != rhs->type.kind) {
 			char have[64], want[64];
 			struct loc eq = s->loc;
@@ -1121,7 +1128,7 @@ static int check_assign(struct checker *c, struct node *s)
 			eq.col = (int)(s->ival >> 32);
 			eq.col_end = (int)(uint32_t)s->ival;
 			type_name(&rhs->type, have, sizeof(have));
-			type_short(&v->type, want, sizeof(want));
+			type_short(&v->decl, want, sizeof(want));
 			prog_error(p, eq, "Type mismatch for $%s: trying to assign value of type '%s' when variable already contains a value of type '%s'",
 				   lhs->name, have, want);
 			return -1;

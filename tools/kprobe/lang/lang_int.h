@@ -70,6 +70,7 @@ struct probe {
 struct var {
 	char *name;
 	struct lang_type type;
+	struct lang_type decl;	/* as first assigned, for messages */
 	int reg;		/* integer variables */
 	int off;		/* others: scratch offset */
 	int probe;		/* scratch variables are per probe block */
@@ -78,6 +79,7 @@ struct var {
 struct mapinfo {
 	char *name;
 	struct lang_map_desc d;
+	struct lang_type decl[LANG_MAX_KEY_PARTS];	/* key types as first used */
 	int used_as_value;	/* read as an expression */
 	int key_known, val_known;
 	struct loc first;
