@@ -243,8 +243,10 @@ static int alu_op(int op, int sgn)
 	case OP_ADD: return LANG_OP_ADD;
 	case OP_SUB: return LANG_OP_SUB;
 	case OP_MUL: return LANG_OP_MUL;
-	case OP_DIV: return sgn ? LANG_OP_SDIV : LANG_OP_DIV;
-	case OP_MOD: return sgn ? LANG_OP_SMOD : LANG_OP_MOD;
+	/* bpftrace 0.17 divides unsigned whatever the operands' signs (it
+	 * warns about signed ones): -10 / 3 is 6148914691236517202 there */
+	case OP_DIV: return LANG_OP_DIV;
+	case OP_MOD: return LANG_OP_MOD;
 	case OP_AND: return LANG_OP_AND;
 	case OP_OR: return LANG_OP_OR;
 	case OP_XOR: return LANG_OP_XOR;
