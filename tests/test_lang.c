@@ -547,6 +547,7 @@ Test(lang_errors, every_path_names_the_problem)
 		{ "BEGIN { @x = printf; }", "Unknown identifier" },
 		{ "BEGIN { @a = 1 > \"a\"; }", "Type mismatch for '>'" },
 		{ "BEGIN { printf(\"%d\", ustack); }", "specifier expects a value of type integer" },
+		{ "BEGIN { @c = count(); printf(\"%d\", @c); }", "expects a value of type integer (count supplied)" },
 		{ "BEGIN { printf(\"\", 1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24,25,26,27,28,29,30,"
 		  "31,32,33,34,35,36,37,38,39,40,41,42,43,44,45,46,47,48,49,50,51,52,53,54,55,56,57,58,59,60,61,62,63,64,65); }",
 		  "too many arguments" },

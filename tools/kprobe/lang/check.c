@@ -822,6 +822,12 @@ static int check_printf(struct checker *c, struct node *n)
 			prog_error(c->p, a->loc, "printf: argument %d has no value", i);
 			return -1;
 		}
+		if (a->kind == N_MAP && a->cast.kind) {
+			/* an aggregate's value is not printable, as in bpftrace */
+			prog_error(c->p, n->loc, "printf: %%%c specifier expects a value of type %s (%s supplied)",
+				   k, k == 's' ? "string" : "integer", kind_names[c->p->maps[a->map].d.kind]);
+			return -1;
+		}
 		if (k != 's' && a->type.kind != LANG_T_INT) {
 			prog_error(c->p, n->loc, "printf: %%%c specifier expects a value of type integer (string supplied)", k);
 			return -1;
