@@ -867,6 +867,23 @@ Test(lang_vm, min_max_quirks_of_bpftrace)
 	env_free(e);
 }
 
+Test(lang_vm, extreme_values_stay_defined)
+{
+	struct env *e = compile("uprobe:a:f { @mn = min(arg0); @mx = max(arg0); @a = avg(arg0); @s = sum(arg0);"
+				" @d = arg0 / arg1; @m = arg0 % arg1; @n = -arg0; @sh = arg0 << 70; @h = hist(arg0); }");
+	static const uint64_t v[] = { 0x8000000000000000ull, 0x7fffffffffffffffull, 0xffffffffffffffffull, 0 };
+	unsigned i, j;
+
+	for (i = 0; i < 4; i++)
+		for (j = 0; j < 4; j++) {
+			e->regs.di = v[i];
+			e->regs.si = v[j];
+			run(e, 0);
+		}
+	cr_assert_eq(scalar(e, "@mx"), INT64_MAX);
+	env_free(e);
+}
+
 Test(lang_vm, latency_pattern_with_delete)
 {
 	struct env *e = compile("uprobe:a:f { @s[tid] = nsecs; }"

@@ -313,7 +313,7 @@ void lang_map_aggregate(const struct lang_image *img, void *region, unsigned m,
 	case LANG_M_MIN:
 		/* bpftrace keeps 0xffffffff - v and its maximum, an absent
 		 * entry reading 0: one is created only when that is >= 0 */
-		v = (int64_t)0xffffffff - v;
+		v = (int64_t)(0xffffffffull - (uint64_t)v);
 		/* fall through */
 	case LANG_M_MAX:
 		val = (int64_t *)lang_map_lookup(img, region, m, key, 0);
@@ -481,14 +481,15 @@ void lang_map_agg(const struct lang_image *img, unsigned m, const void *val, str
 	memcpy(v, val, d->val_size >= 16 ? 16 : 8);
 	switch (d->kind) {
 	case LANG_M_MIN:
-		out->value = (int64_t)0xffffffff - v[0];
+		out->value = (int64_t)(0xffffffffull - (uint64_t)v[0]);
 		out->has_value = 1;
 		break;
 	case LANG_M_AVG:
 	case LANG_M_STATS:
 		out->count = v[0];
 		out->sum = v[1];
-		out->value = v[0] ? v[1] / v[0] : 0;
+		/* the region may hold anything: no INT64_MIN / -1 */
+		out->value = !v[0] ? 0 : v[0] == -1 ? (int64_t)(0 - (uint64_t)v[1]) : v[1] / v[0];
 		out->has_value = v[0] != 0;
 		break;
 	case LANG_M_HIST:
