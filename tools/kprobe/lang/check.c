@@ -239,7 +239,7 @@ static int need_int_literal(struct checker *c, struct node *call, struct node *a
 		return 0;
 	}
 	if (a->kind == N_UNOP && a->op == OP_NEG && a->a->kind == N_INT) {
-		*out = -a->a->ival;
+		*out = (int64_t)(0 - (uint64_t)a->a->ival);
 		return 0;
 	}
 	prog_error(c->p, call->loc, "%s() expects an integer literal", call->name);
