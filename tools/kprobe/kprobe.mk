@@ -204,7 +204,16 @@ KP_LANG_DIR    := $(KP_DIR)/lang
 KP_LANG_SRC    := $(sort $(wildcard $(KP_LANG_DIR)/*.c))
 KP_LANG_RT_SRC := $(addprefix $(KP_LANG_DIR)/,verify.c vm.c maps.c nofault.c)
 
-$(B)/tests/test_lang: tests/test_lang.c $(KP_LANG_SRC:%.c=$(B)/kprobe-cli/%.o)
+# The interpreter as a runtime may build it, with direct calls to its
+# services and the hit path's code generation flags: compiled along with the
+# suite so that this variant keeps building (linked by nothing here).
+KP_LANG_DIRECT_VM := $(B)/kprobe-cli/lang-direct/vm.o
+$(KP_LANG_DIRECT_VM): $(KP_LANG_DIR)/vm.c $(wildcard $(KP_LANG_DIR)/*.h)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(BASE) $(KP_CFLAGS) -DLANG_DIRECT_OPS -mgeneral-regs-only -fno-jump-tables \
+		-minline-all-stringops -mstringop-strategy=rep_byte -c $< -o $@
+
+$(B)/tests/test_lang: tests/test_lang.c $(KP_LANG_SRC:%.c=$(B)/kprobe-cli/%.o) | $(KP_LANG_DIRECT_VM)
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(BASE) $(KP_CFLAGS) -Itests -o $@ $^ -lpthread -lcriterion
 
