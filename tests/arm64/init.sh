@@ -1,0 +1,49 @@
+#!/bin/sh
+# /init of the arm64 test guest (busybox sh): runs every Criterion binary in
+# /tests, prints each one's synthesis, the summary "N passed, N failed" and
+# the exit status between the markers tests/arm64/arm64.sh reads from the
+# console, then powers the machine off.  The counting follows
+# scripts/run-tests.sh: a binary fails when a test fails or crashes, when
+# it exits non-zero, and when it runs no test at all.
+export PATH=/bin:/sbin
+export LD_LIBRARY_PATH=/lib/aarch64-linux-gnu:/usr/lib/aarch64-linux-gnu
+mount -t proc proc /proc
+mount -t sysfs sysfs /sys
+mount -t devtmpfs devtmpfs /dev 2>/dev/null
+mkdir -p /dev/shm /dev/pts
+mount -t tmpfs tmpfs /dev/shm
+mount -t tmpfs tmpfs /tmp
+export TMPDIR=/tmp
+
+echo KPROBES-ARM64-BEGIN
+echo "kernel $(uname -r), $(grep -c ^processor /proc/cpuinfo) cpus," \
+	"features: $(sed -n 's/^Features[^:]*: //p' /proc/cpuinfo | head -n 1)"
+verbose=
+grep -q 'kp.verbose=1' /proc/cmdline && verbose=--verbose
+pass=0; fail=0; failed_bins=""
+for t in /tests/*; do
+	[ -x "$t" ] || continue
+	log=/tmp/out.log
+	timeout 600 "$t" $verbose --jobs 1 --timeout 120 >"$log" 2>&1 </dev/null; rc=$?
+	line=$(grep 'Synthesis:' "$log" | tail -n 1)
+	np=$(echo "$line" | sed -n 's/.*Passing: \([0-9]*\).*/\1/p')
+	nf=$(echo "$line" | sed -n 's/.*Failing: \([0-9]*\).*Crashing: \([0-9]*\).*/\1 \2/p')
+	nt=$(echo "$line" | sed -n 's/.*Tested: \([0-9]*\).*/\1/p')
+	np=${np:-0}; set -- $nf; nf=$(( ${1:-0} + ${2:-0} ))
+	[ $rc -ne 0 ] && [ $nf -eq 0 ] && nf=1
+	if [ $nf -eq 0 ] && [ "${nt:-0}" -eq 0 ]; then
+		nf=1
+		line="${line:-exit $rc, no synthesis} -- ran no test"
+	fi
+	pass=$((pass + np)); fail=$((fail + nf))
+	[ -n "$verbose" ] && grep -E '^\[(PASS|FAIL|SKIP)' "$log"
+	echo "$t: ${line:-exit $rc}"
+	if [ $nf -ne 0 ]; then
+		failed_bins="$failed_bins $t"
+		grep -v '^\[----\] *$' "$log" | tail -n 40
+	fi
+done
+echo "arm64: $pass passed, $fail failed"
+[ $fail -eq 0 ] && status=0 || { echo "failing:$failed_bins"; status=1; }
+echo "KPROBES-ARM64-END status=$status"
+poweroff -f

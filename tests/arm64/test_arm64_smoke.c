@@ -1,0 +1,289 @@
+/*
+ * What the arm64 port relies on in the machine it runs on, checked inside
+ * the qemu-system-aarch64 guest of `make check-arm64`:
+ *  - a BRK traps to SIGTRAP (TRAP_BRKPT) with the BRK's address, and the
+ *    handler resumes by setting the PC (the probe hit path);
+ *  - code rewritten through /proc/self/mem and cache maintenance runs as
+ *    written, also after it has run before (the reason qemu-user, which
+ *    keeps running its stale translation, cannot host the tests);
+ *  - membarrier's SYNC_CORE command (other threads' instruction streams);
+ *  - hardware breakpoints through perf (skipped when the kernel has none);
+ *  - pointer authentication and BTI as the emulator's -cpu max has them.
+ */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <linux/hw_breakpoint.h>
+#include <linux/membarrier.h>
+#include <linux/perf_event.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdint.h>
+#include <string.h>
+#include <sys/auxv.h>
+#include <sys/mman.h>
+#include <sys/syscall.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#ifndef __aarch64__
+#error "test_arm64_smoke is for arm64 only"
+#endif
+
+#ifndef PROT_BTI
+#define PROT_BTI 0x10
+#endif
+#ifndef HWCAP2_BTI
+#define HWCAP2_BTI (1 << 17)
+#endif
+
+/* A64 encodings the tests write. */
+#define A64_BRK(imm)	(0xd4200000u | ((uint32_t)(imm) << 5))
+#define A64_MOVZ_W0(v)	(0x52800000u | ((uint32_t)(v) << 5))
+#define A64_RET		0xd65f03c0u
+#define A64_BTI_C	0xd503245fu
+#define BRK_IMM		0x7ab
+
+typedef int (*int_fn)(void);
+
+/*
+ * Functions in the executable's own text (file-backed, mapped read-only),
+ * where probes go: "mov w0, #1; ret" and one for hardware breakpoints.
+ */
+__asm__(".text\n"
+	".balign 16\n"
+	".globl smoke_text_fn\n"
+	".type smoke_text_fn, %function\n"
+	"smoke_text_fn:\n"
+	"	mov w0, #1\n"
+	"	ret\n"
+	".size smoke_text_fn, .-smoke_text_fn\n"
+	".balign 16\n"
+	".globl smoke_hwbp_fn\n"
+	".type smoke_hwbp_fn, %function\n"
+	"smoke_hwbp_fn:\n"
+	"	mov w0, #3\n"
+	"	ret\n"
+	".size smoke_hwbp_fn, .-smoke_hwbp_fn\n");
+int smoke_text_fn(void);
+int smoke_hwbp_fn(void);
+
+/* Calls through a volatile pointer so that the compiler cannot fold it. */
+static int call(int_fn fn)
+{
+	int_fn volatile f = fn;
+
+	return f();
+}
+
+static void poke(void *addr, uint32_t insn)
+{
+	int fd = open("/proc/self/mem", O_RDWR | O_CLOEXEC);
+
+	cr_assert_geq(fd, 0, "open /proc/self/mem: %s", strerror(errno));
+	cr_assert_eq(pwrite(fd, &insn, 4, (off_t)(uintptr_t)addr), 4,
+		     "pwrite /proc/self/mem: %s", strerror(errno));
+	close(fd);
+	__builtin___clear_cache((char *)addr, (char *)addr + 4);
+}
+
+static volatile sig_atomic_t trap_count;
+static volatile uintptr_t trap_addr, trap_pc;
+static volatile int trap_code;
+static volatile uint32_t trap_insn;
+static uint32_t restore_insn;
+
+/*
+ * SIGTRAP as the probe hit path sees it: record, put the original
+ * instruction back (the test's stand-in for running it out of line) and
+ * resume at the same PC.
+ */
+static void on_trap(int sig, siginfo_t *si, void *uc_)
+{
+	ucontext_t *uc = uc_;
+
+	trap_count++;
+	trap_code = si->si_code;
+	trap_addr = (uintptr_t)si->si_addr;
+	trap_pc = uc->uc_mcontext.pc;
+	trap_insn = *(volatile uint32_t *)trap_pc;
+	if (restore_insn) {
+		poke((void *)trap_pc, restore_insn);
+		restore_insn = 0;
+	} else {
+		uc->uc_mcontext.pc += 4;
+	}
+}
+
+static void catch_signal(int sig, void (*fn)(int, siginfo_t *, void *))
+{
+	struct sigaction sa = { .sa_sigaction = fn, .sa_flags = SA_SIGINFO };
+
+	sigemptyset(&sa.sa_mask);
+	cr_assert_eq(sigaction(sig, &sa, NULL), 0);
+}
+
+Test(arm64_smoke, brk_raises_sigtrap_at_its_address)
+{
+	uintptr_t at;
+
+	catch_signal(SIGTRAP, on_trap);
+	__asm__ volatile("adr %0, 1f\n"
+			 "1: brk %1\n"
+			 : "=&r"(at) : "i"(BRK_IMM) : "memory");
+	cr_assert_eq(trap_count, 1);
+	cr_assert_eq(trap_code, TRAP_BRKPT, "si_code %d", trap_code);
+	cr_assert_eq(trap_addr, at, "si_addr %#lx, brk at %#lx",
+		     (unsigned long)trap_addr, (unsigned long)at);
+	cr_assert_eq(trap_pc, at);
+	cr_assert_eq(trap_insn, A64_BRK(BRK_IMM), "insn %#x", trap_insn);
+}
+
+/* An executable page already run once, rewritten, run again. */
+Test(arm64_smoke, rewritten_anonymous_code_runs_new_bytes)
+{
+	uint32_t *page = mmap(NULL, 4096, PROT_READ | PROT_WRITE,
+			      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+
+	cr_assert_neq(page, MAP_FAILED);
+	page[0] = A64_MOVZ_W0(10);
+	page[1] = A64_RET;
+	__builtin___clear_cache((char *)page, (char *)(page + 2));
+	cr_assert_eq(mprotect(page, 4096, PROT_READ | PROT_EXEC), 0);
+	for (int i = 0; i < 3; i++)
+		cr_assert_eq(call((int_fn)page), 10);
+	poke(page, A64_MOVZ_W0(20));
+	cr_assert_eq(call((int_fn)page), 20,
+		     "stale code ran after a write through /proc/self/mem");
+	munmap(page, 4096);
+}
+
+/* The probe's life cycle on the program's own text: BRK in, hit, out. */
+Test(arm64_smoke, brk_written_into_text_traps_then_original_runs)
+{
+	uint32_t orig = *(volatile uint32_t *)(void *)smoke_text_fn;
+
+	cr_assert_eq(orig, A64_MOVZ_W0(1), "unexpected code %#x", orig);
+	for (int i = 0; i < 3; i++)
+		cr_assert_eq(call(smoke_text_fn), 1);
+	catch_signal(SIGTRAP, on_trap);
+	poke((void *)smoke_text_fn, A64_BRK(BRK_IMM));
+	restore_insn = orig;
+	cr_assert_eq(call(smoke_text_fn), 1);
+	cr_assert_eq(trap_count, 1, "the BRK written into text did not trap");
+	cr_assert_eq(trap_pc, (uintptr_t)smoke_text_fn);
+	cr_assert_eq(trap_insn, A64_BRK(BRK_IMM));
+	cr_assert_eq(call(smoke_text_fn), 1);
+	cr_assert_eq(trap_count, 1, "the restored instruction still traps");
+	cr_assert_eq(*(volatile uint32_t *)(void *)smoke_text_fn, orig);
+}
+
+Test(arm64_smoke, membarrier_sync_core)
+{
+	long cmds = syscall(__NR_membarrier, MEMBARRIER_CMD_QUERY, 0, 0);
+
+	cr_assert_geq(cmds, 0, "membarrier: %s", strerror(errno));
+	cr_assert(cmds & MEMBARRIER_CMD_PRIVATE_EXPEDITED_SYNC_CORE,
+		  "no SYNC_CORE in %#lx", cmds);
+	cr_assert_eq(syscall(__NR_membarrier,
+			     MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED_SYNC_CORE, 0, 0), 0,
+		     "register: %s", strerror(errno));
+	cr_assert_eq(syscall(__NR_membarrier,
+			     MEMBARRIER_CMD_PRIVATE_EXPEDITED_SYNC_CORE, 0, 0), 0,
+		     "sync core: %s", strerror(errno));
+}
+
+/* An execute breakpoint counts each call (the kernel steps over it). */
+Test(arm64_smoke, perf_hardware_breakpoint_counts_calls)
+{
+	struct perf_event_attr attr = {
+		.type = PERF_TYPE_BREAKPOINT,
+		.size = sizeof(attr),
+		.bp_type = HW_BREAKPOINT_X,
+		.bp_addr = (uintptr_t)smoke_hwbp_fn,
+		.bp_len = 4,
+		.exclude_kernel = 1,
+		.exclude_hv = 1,
+	};
+	uint64_t count = 0;
+	int fd = syscall(__NR_perf_event_open, &attr, 0, -1, -1, 0);
+
+	if (fd < 0 && (errno == ENOENT || errno == ENODEV || errno == EOPNOTSUPP ||
+		       errno == ENOSPC))
+		cr_skip_test("no hardware breakpoint here: %s", strerror(errno));
+	cr_assert_geq(fd, 0, "perf_event_open: %s", strerror(errno));
+	for (int i = 0; i < 5; i++)
+		cr_assert_eq(call(smoke_hwbp_fn), 3);
+	cr_assert_eq(read(fd, &count, sizeof(count)), (ssize_t)sizeof(count));
+	cr_assert_eq(count, 5, "breakpoint counted %llu calls of 5",
+		     (unsigned long long)count);
+	close(fd);
+}
+
+/* PACIA/AUTIA sign and check a pointer; PACIASP/AUTIASP frame a call. */
+Test(arm64_smoke, pointer_authentication)
+{
+	uintptr_t p = (uintptr_t)&trap_count, signed_p, back, mod = 0x1234;
+	int r;
+
+	cr_assert(getauxval(AT_HWCAP) & HWCAP_PACA, "no PAC (HWCAP_PACA)");
+	__asm__ volatile(".arch armv8.3-a\n"
+			 "mov %0, %2\n"
+			 "pacia %0, %3\n"
+			 "mov %1, %0\n"
+			 "autia %1, %3\n"
+			 : "=&r"(signed_p), "=&r"(back) : "r"(p), "r"(mod));
+	cr_assert_neq(signed_p, p, "PACIA left the pointer unsigned");
+	cr_assert_eq(back, p, "AUTIA did not restore the pointer");
+	/* A frame as -mbranch-protection=standard compiles it. */
+	__asm__ volatile(".arch armv8.3-a\n"
+			 "stp x29, x30, [sp, #-16]!\n"
+			 "bl 1f\n"
+			 "b 2f\n"
+			 "1: bti c\n"
+			 "paciasp\n"
+			 "mov %w0, #42\n"
+			 "autiasp\n"
+			 "ret\n"
+			 "2: ldp x29, x30, [sp], #16\n"
+			 : "=&r"(r) : : "x30", "memory");
+	cr_assert_eq(r, 42);
+}
+
+static sigjmp_buf ill_env;
+static volatile int ill_code;
+
+static void on_ill(int sig, siginfo_t *si, void *uc)
+{
+	ill_code = si->si_code;
+	siglongjmp(ill_env, 1);
+}
+
+/*
+ * On a PROT_BTI page an indirect call must land on a BTI (or PACIASP):
+ * the port's out-of-line slots and detours must begin with one.
+ */
+Test(arm64_smoke, bti_guarded_page_needs_landing_pad)
+{
+	uint32_t *page = mmap(NULL, 4096, PROT_READ | PROT_WRITE,
+			      MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	volatile int r = -1;
+
+	cr_assert(getauxval(AT_HWCAP2) & HWCAP2_BTI, "no BTI (HWCAP2_BTI)");
+	cr_assert_neq(page, MAP_FAILED);
+	page[0] = A64_MOVZ_W0(5);
+	page[1] = A64_RET;
+	page[4] = A64_BTI_C;
+	page[5] = A64_MOVZ_W0(6);
+	page[6] = A64_RET;
+	__builtin___clear_cache((char *)page, (char *)(page + 8));
+	cr_assert_eq(mprotect(page, 4096, PROT_READ | PROT_EXEC | PROT_BTI), 0,
+		     "mprotect PROT_BTI: %s", strerror(errno));
+	catch_signal(SIGILL, on_ill);
+	if (sigsetjmp(ill_env, 1) == 0)
+		r = call((int_fn)page);
+	cr_assert_eq(r, -1, "an indirect call to a non-BTI instruction ran");
+	cr_assert_eq(ill_code, ILL_ILLOPC, "si_code %d", ill_code);
+	cr_assert_eq(call((int_fn)(page + 4)), 6);
+	munmap(page, 4096);
+}
