@@ -197,4 +197,4 @@ include tools/kprobe/kprobe.mk
 # Fuzzing, real programs, soak: each directory under tests/ brings its rules.
 include $(sort $(wildcard tests/*/*.mk))
 
--include $(shell find $(B) -name '*.d' 2>/dev/null)
+-include $(shell find $(B) -name '*.d' -type f 2>/dev/null)

@@ -92,6 +92,11 @@ cmd_sysroot() {
 	command -v $CROSS-gcc >/dev/null || die "$CROSS-gcc missing (scripts/install-deps.sh --arm64)"
 	mkdir -p "$W"
 	apt_index
+	# Nothing to do while the index is not newer than the sysroot.
+	if [ -f "$W/sysroot.stamp" ] && [ -z "$(find "$APTDIR/lists" -maxdepth 1 \
+		-name '*_Packages' -newer "$W/sysroot.stamp")" ]; then
+		return 0
+	fi
 	local kpkg pkgs
 	kpkg=$(kernel_pkg)
 	[ -n "$kpkg" ] || die "cannot resolve $KERNEL_META"
@@ -99,6 +104,7 @@ cmd_sysroot() {
 	local stamp=$W/sysroot.stamp list deb
 	list=$(download $pkgs)
 	if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$list" ]; then
+		touch "$stamp"
 		return 0
 	fi
 	echo "arm64: unpacking $(echo "$list" | wc -l) packages into $SYSROOT"

@@ -1,0 +1,42 @@
+# arm64 on this x86-64 machine: tests cross-built with gcc-aarch64-linux-gnu
+# against a sysroot unpacked from Debian's arm64 packages, run in
+# qemu-system-aarch64 booting Debian's arm64 kernel (tests/arm64/arm64.sh).
+#
+#   make check-arm64        every arm64 suite in the guest; the guest's
+#                           summary and exit status are the target's
+#   make check-arm64-quick  (in `make check`) the smoke suite in the guest;
+#                           skipped with a message when the packages cannot
+#                           be had, or with SKIP_ARM64=1
+.PHONY: check-arm64 check-arm64-quick arm64-sysroot
+
+A64       := $(B)/arm64
+A64_SYSROOT = $(abspath $(A64)/sysroot)
+A64_CC    := aarch64-linux-gnu-gcc
+A64_CFLAGS = --sysroot=$(A64_SYSROOT) -O2 -g -std=gnu11 -D_GNU_SOURCE $(WARN) \
+	-Wmissing-prototypes -fno-omit-frame-pointer
+# Criterion suites built for arm64; the library's suites join them once the
+# library builds for arm64.
+A64_SMOKE := $(A64)/tests/test_arm64_smoke
+A64_TESTS := $(patsubst tests/arm64/%.c,$(A64)/tests/%,$(sort $(wildcard tests/arm64/test_*.c)))
+
+$(A64)/tests/%: tests/arm64/%.c $(A64)/sysroot.stamp
+	@mkdir -p $(dir $@)
+	$(A64_CC) $(A64_CFLAGS) -o $@ $< -lcriterion
+
+# The sysroot's own script decides what is stale (new package versions)
+# and touches the stamp when it checked; the arm64 targets run it first.
+arm64-sysroot:
+	@sh scripts/install-deps.sh --arm64
+	@B=$(B) bash tests/arm64/arm64.sh sysroot
+
+$(A64)/sysroot.stamp:
+	@$(MAKE) --no-print-directory arm64-sysroot
+
+check-arm64: arm64-sysroot
+	@$(MAKE) --no-print-directory $(A64_TESTS)
+	@B=$(B) bash tests/arm64/arm64.sh run $(A64_TESTS)
+
+check-arm64-quick:
+	@B=$(B) A64_SMOKE=$(A64_SMOKE) MAKE="$(MAKE)" bash tests/arm64/quick.sh
+
+CHECK_EXTRA += check-arm64-quick
