@@ -45,14 +45,19 @@ apt_private() {
 		-o APT::Sandbox::User=root "$@"
 }
 
-# The package index, refreshed when missing or older than a day.
+# The package index, refreshed when older than a day (by our own stamp:
+# apt dates the lists by the mirror's Last-Modified).
 apt_index() {
 	mkdir -p "$APTDIR/lists/partial" "$APTDIR/cache/archives/partial"
 	[ -e "$APTDIR/status" ] || : >"$APTDIR/status"
-	if [ -z "$(find "$APTDIR/lists" -maxdepth 1 -name '*_Packages' -mtime -1 2>/dev/null)" ]; then
-		apt_private apt-get update >"$W/apt-update.log" 2>&1 ||
-			die "cannot fetch the arm64 package index (see $W/apt-update.log)"
+	if [ -z "$(find "$APTDIR/updated" -mtime -1 2>/dev/null)" ]; then
+		apt_private apt-get update >"$W/apt-update.log" 2>&1 &&
+			touch "$APTDIR/updated"
 	fi
+	# apt-get update can succeed having fetched nothing: what counts is
+	# an index to work from (a stale one does while the mirror is away).
+	[ -n "$(find "$APTDIR/lists" -maxdepth 1 -name '*_Packages*')" ] ||
+		die "cannot fetch the arm64 package index (see $W/apt-update.log)"
 }
 
 # Names of the packages RUN_PKGS need, recursively (real packages only).
@@ -93,12 +98,11 @@ cmd_sysroot() {
 	mkdir -p "$W"
 	apt_index
 	# Nothing to do while the index is not newer than the sysroot.
-	if [ -f "$W/sysroot.stamp" ] && [ -z "$(find "$APTDIR/lists" -maxdepth 1 \
-		-name '*_Packages' -newer "$W/sysroot.stamp")" ]; then
+	if [ -f "$W/sysroot.stamp" ] && [ "$W/sysroot.stamp" -nt "$APTDIR/updated" ]; then
 		return 0
 	fi
 	local kpkg pkgs
-	kpkg=$(kernel_pkg)
+	kpkg=$(kernel_pkg) || true
 	[ -n "$kpkg" ] || die "cannot resolve $KERNEL_META"
 	pkgs="$DEV_PKGS $(run_closure | tr '\n' ' ') $GUEST_PKGS $kpkg"
 	local stamp=$W/sysroot.stamp list deb
