@@ -3,12 +3,13 @@
 # As root it uses apt-get; otherwise it names what is missing and fails.
 set -e
 
-# `make check-arm64` needs more: the cross compiler, the emulator and cpio
+# `make check-arm64` needs more: the cross compilers (C and C++), the
+# emulator and cpio
 # (the arm64 libraries and kernel are unpacked from Debian packages into
 # build/arm64 by tests/arm64/arm64.sh, not installed).  Only the arm64
 # targets ask for them.
 arm64_deps() {
-    pkgs="gcc-aarch64-linux-gnu binutils-aarch64-linux-gnu qemu-system-arm cpio"
+    pkgs="gcc-aarch64-linux-gnu g++-aarch64-linux-gnu binutils-aarch64-linux-gnu qemu-system-arm cpio"
     missing=""
     for p in $pkgs; do
         dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

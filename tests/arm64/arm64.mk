@@ -17,11 +17,19 @@ A64_CFLAGS = --sysroot=$(A64_SYSROOT) -O2 -g -std=gnu11 -D_GNU_SOURCE $(WARN) \
 # Criterion suites built for arm64; the library's suites join them once the
 # library builds for arm64.
 A64_SMOKE := $(A64)/tests/test_arm64_smoke
-A64_TESTS := $(patsubst tests/arm64/%.c,$(A64)/tests/%,$(sort $(wildcard tests/arm64/test_*.c)))
+# Each is also built with ASan+UBSan (the cross compiler's libasan runs in
+# the guest as it does natively).
+A64_SRC   := $(sort $(wildcard tests/arm64/test_*.c))
+A64_TESTS := $(A64_SRC:tests/arm64/%.c=$(A64)/tests/%) \
+	$(A64_SRC:tests/arm64/%.c=$(A64)/tests-asan/%)
 
 $(A64)/tests/%: tests/arm64/%.c $(A64)/sysroot.stamp
 	@mkdir -p $(dir $@)
 	$(A64_CC) $(A64_CFLAGS) -o $@ $< -lcriterion
+
+$(A64)/tests-asan/%: tests/arm64/%.c $(A64)/sysroot.stamp
+	@mkdir -p $(dir $@)
+	$(A64_CC) $(A64_CFLAGS) -O1 $(SAN) -o $@ $< -lcriterion
 
 # The sysroot's own script decides what is stale (new package versions)
 # and touches the stamp when it checked; the arm64 targets run it first.

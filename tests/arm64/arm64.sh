@@ -28,8 +28,9 @@ CROSS=aarch64-linux-gnu
 # for cross-linking).
 DEV_PKGS="libc6-dev linux-libc-dev libcrypt-dev libcriterion-dev libelf-dev libdw-dev
 	zlib1g-dev liblzma-dev libbz2-dev libzstd-dev"
-# Run-time libraries: these and everything they depend on.
-RUN_PKGS="libc6 libgcc-s1 libcriterion3 libelf1 libdw1 zlib1g liblzma5 libbz2-1.0 libzstd1"
+# Run-time libraries: these and everything they depend on (libstdc++6 for
+# the sanitizer run-times, C++ programs and tests).
+RUN_PKGS="libc6 libgcc-s1 libstdc++6 libcriterion3 libelf1 libdw1 zlib1g liblzma5 libbz2-1.0 libzstd1"
 # The guest's userland and kernel (the metapackage names the current one).
 GUEST_PKGS="busybox-static"
 KERNEL_META=linux-image-arm64
@@ -129,9 +130,12 @@ cmd_sysroot() {
 	echo "$list" >"$stamp"
 }
 
-# The shared libraries a binary needs, recursively, as sysroot paths.
+# The shared libraries the binaries need, recursively, as absolute paths:
+# the sysroot's, then the cross compiler's own run-time libraries (libasan,
+# libubsan), which no arm64 package of the sysroot carries.
+CROSS_LIBDIR=/usr/$CROSS/lib
 needed_libs() {
-	local todo=("$@") seen=" " f lib p
+	local todo=("$@") seen=" " f lib p d
 	while [ ${#todo[@]} -gt 0 ]; do
 		f=${todo[0]}; todo=("${todo[@]:1}")
 		for lib in $($CROSS-readelf -d "$f" 2>/dev/null |
@@ -139,33 +143,35 @@ needed_libs() {
 			case $seen in *" $lib "*) continue ;; esac
 			seen="$seen$lib "
 			p=""
-			for d in lib/aarch64-linux-gnu usr/lib/aarch64-linux-gnu; do
-				[ -e "$SYSROOT/$d/$lib" ] && { p="$d/$lib"; break; }
+			for d in "$SYSROOT/lib/$CROSS" "$SYSROOT/usr/lib/$CROSS" "$CROSS_LIBDIR"; do
+				[ -e "$d/$lib" ] && { p="$d/$lib"; break; }
 			done
-			[ -n "$p" ] || die "$f needs $lib, not in the sysroot"
+			[ -n "$p" ] || die "$f needs $lib, found neither in the sysroot nor in $CROSS_LIBDIR"
 			echo "$p"
-			todo+=("$SYSROOT/$p")
+			todo+=("$p")
 		done
 	done
 }
 
-# The initramfs: busybox and its applet links, the binaries under /tests,
-# their libraries at their Debian paths, and init (tests/arm64/init.sh).
+# The initramfs: busybox and its applet links, the binaries under /tests
+# (or /tests-asan when built in a tests-asan directory), their libraries in
+# /usr/lib/aarch64-linux-gnu, and init (tests/arm64/init.sh).
 make_initramfs() {
-	local root=$W/initramfs out=$W/initramfs.cpio.gz bin lib
+	local root=$W/initramfs out=$W/initramfs.cpio.gz bin lib dir
 	rm -rf "$root"
-	mkdir -p "$root"/{bin,sbin,tests,proc,sys,dev,tmp,lib,usr/lib}
+	mkdir -p "$root"/{bin,sbin,tests,tests-asan,proc,sys,dev,tmp,lib,usr/lib/$CROSS}
 	cp "$SYSROOT/bin/busybox" "$root/bin/busybox"
 	for a in sh mount mkdir cat echo poweroff sleep date uname grep sed \
 		timeout ls head tail wc tr rm mktemp dmesg printf expr; do
 		ln -sf busybox "$root/bin/$a"
 	done
 	for bin in "$@"; do
-		cp "$bin" "$root/tests/"
+		dir=tests
+		[ "$(basename "$(dirname "$bin")")" = tests-asan ] && dir=tests-asan
+		cp "$bin" "$root/$dir/"
 	done
 	for lib in $(needed_libs "$@" | sort -u); do
-		mkdir -p "$root/$(dirname "$lib")"
-		cp -L "$SYSROOT/$lib" "$root/$lib"
+		cp -L "$lib" "$root/usr/lib/$CROSS/"
 	done
 	# The dynamic loader under the name in PT_INTERP.
 	cp -L "$SYSROOT/lib/aarch64-linux-gnu/ld-linux-aarch64.so.1" "$root/lib/"

@@ -1,12 +1,14 @@
 #!/bin/sh
 # /init of the arm64 test guest (busybox sh): runs every Criterion binary in
-# /tests, prints each one's synthesis, the summary "N passed, N failed" and
+# /tests and /tests-asan (sanitizer builds), prints each one's synthesis, the summary "N passed, N failed" and
 # the exit status between the markers tests/arm64/arm64.sh reads from the
 # console, then powers the machine off.  The counting follows
 # scripts/run-tests.sh: a binary fails when a test fails or crashes, when
 # it exits non-zero, and when it runs no test at all.
 export PATH=/bin:/sbin
-export LD_LIBRARY_PATH=/lib/aarch64-linux-gnu:/usr/lib/aarch64-linux-gnu
+export LD_LIBRARY_PATH=/usr/lib/aarch64-linux-gnu
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0
+export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 mount -t proc proc /proc
 mount -t sysfs sysfs /sys
 mount -t devtmpfs devtmpfs /dev 2>/dev/null
@@ -16,12 +18,13 @@ mount -t tmpfs tmpfs /tmp
 export TMPDIR=/tmp
 
 echo KPROBES-ARM64-BEGIN
+booted=$(cut -d' ' -f1 /proc/uptime)
 echo "kernel $(uname -r), $(grep -c ^processor /proc/cpuinfo) cpus," \
 	"features: $(sed -n 's/^Features[^:]*: //p' /proc/cpuinfo | head -n 1)"
 verbose=
 grep -q 'kp.verbose=1' /proc/cmdline && verbose=--verbose
 pass=0; fail=0; failed_bins=""
-for t in /tests/*; do
+for t in /tests/* /tests-asan/*; do
 	[ -x "$t" ] || continue
 	log=/tmp/out.log
 	timeout 600 "$t" $verbose --jobs 1 --timeout 120 >"$log" 2>&1 </dev/null; rc=$?
@@ -43,6 +46,7 @@ for t in /tests/*; do
 		grep -v '^\[----\] *$' "$log" | tail -n 40
 	fi
 done
+echo "guest: booted in ${booted} s, tests ran until $(cut -d' ' -f1 /proc/uptime) s"
 echo "arm64: $pass passed, $fail failed"
 [ $fail -eq 0 ] && status=0 || { echo "failing:$failed_bins"; status=1; }
 echo "KPROBES-ARM64-END status=$status"

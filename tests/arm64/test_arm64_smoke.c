@@ -8,7 +8,9 @@
  *    keeps running its stale translation, cannot host the tests);
  *  - membarrier's SYNC_CORE command (other threads' instruction streams);
  *  - hardware breakpoints through perf (skipped when the kernel has none);
- *  - pointer authentication and BTI as the emulator's -cpu max has them.
+ *  - pointer authentication and BTI as the emulator's -cpu max has them;
+ *  - a backtrace from the SIGTRAP handler crosses the signal frame into
+ *    the trapped function and its caller (handlers' backtraces).
  */
 #include <criterion/criterion.h>
 #include <errno.h>
@@ -18,6 +20,7 @@
 #include <linux/perf_event.h>
 #include <setjmp.h>
 #include <signal.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
 #include <sys/auxv.h>
@@ -25,6 +28,7 @@
 #include <sys/syscall.h>
 #include <ucontext.h>
 #include <unistd.h>
+#include <unwind.h>
 
 #ifndef __aarch64__
 #error "test_arm64_smoke is for arm64 only"
@@ -286,4 +290,57 @@ Test(arm64_smoke, bti_guarded_page_needs_landing_pad)
 	cr_assert_eq(ill_code, ILL_ILLOPC, "si_code %d", ill_code);
 	cr_assert_eq(call((int_fn)(page + 4)), 6);
 	munmap(page, 4096);
+}
+
+#define BT_MAX 64
+static volatile uintptr_t bt_ips[BT_MAX];
+static volatile int bt_n;
+static volatile uintptr_t bt_ret;
+
+static _Unwind_Reason_Code bt_frame(struct _Unwind_Context *ctx, void *arg)
+{
+	if (bt_n >= BT_MAX)
+		return _URC_END_OF_STACK;
+	bt_ips[bt_n++] = _Unwind_GetIP(ctx);
+	return _URC_NO_REASON;
+}
+
+static void on_trap_backtrace(int sig, siginfo_t *si, void *uc_)
+{
+	ucontext_t *uc = uc_;
+
+	trap_pc = uc->uc_mcontext.pc;
+	_Unwind_Backtrace(bt_frame, NULL);
+	uc->uc_mcontext.pc += 4;
+}
+
+__attribute__((noinline)) static int bt_target(void)
+{
+	bt_ret = (uintptr_t)__builtin_return_address(0);
+	__asm__ volatile("brk %0" : : "i"(BRK_IMM) : "memory");
+	return 7;
+}
+
+__attribute__((noinline)) static int bt_caller(void)
+{
+	return bt_target() + 1;
+}
+
+static bool bt_has(uintptr_t ip)
+{
+	for (int i = 0; i < bt_n; i++)
+		if (bt_ips[i] == ip)
+			return true;
+	return false;
+}
+
+Test(arm64_smoke, backtrace_from_trap_handler_crosses_signal_frame)
+{
+	catch_signal(SIGTRAP, on_trap_backtrace);
+	cr_assert_eq(bt_caller(), 8);
+	cr_assert_gt(bt_n, 2, "backtrace of %d frames", bt_n);
+	cr_assert(bt_has(trap_pc), "the trapped PC %#lx is not in the backtrace",
+		  (unsigned long)trap_pc);
+	cr_assert(bt_has(bt_ret), "the caller (%#lx) is not in the backtrace",
+		  (unsigned long)bt_ret);
 }
