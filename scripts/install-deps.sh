@@ -4,10 +4,9 @@
 set -e
 
 # `make check-arm64` needs more: the cross compilers (C and C++), the
-# emulator and cpio
-# (the arm64 libraries and kernel are unpacked from Debian packages into
-# build/arm64 by tests/arm64/arm64.sh, not installed).  Only the arm64
-# targets ask for them.
+# emulator and cpio (the arm64 libraries and kernel are unpacked from
+# Debian packages into build/arm64 by tests/arm64/arm64.sh, not
+# installed).  Only the arm64 targets ask for them (--arm64).
 arm64_deps() {
     pkgs="gcc-aarch64-linux-gnu g++-aarch64-linux-gnu binutils-aarch64-linux-gnu qemu-system-arm cpio"
     missing=""
