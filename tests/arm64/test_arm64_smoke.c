@@ -7,7 +7,9 @@
  *    written, also after it has run before (the reason qemu-user, which
  *    keeps running its stale translation, cannot host the tests);
  *  - membarrier's SYNC_CORE command (other threads' instruction streams);
- *  - hardware breakpoints through perf (skipped when the kernel has none);
+ *  - hardware breakpoints through perf (skipped when the kernel has none),
+ *    and how a write watchpoint's SIGTRAP (TRAP_PERF) arrives: before the
+ *    access, unlike x86-64;
  *  - pointer authentication and BTI as the emulator's -cpu max has them;
  *  - a backtrace from the SIGTRAP handler crosses the signal frame into
  *    the trapped function and its caller (handlers' backtraces).
@@ -24,6 +26,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <sys/auxv.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <ucontext.h>
@@ -49,6 +52,9 @@
 #define BRK_IMM		0x7ab
 
 typedef int (*int_fn)(void);
+
+/* Keeps a value alive across an asm barrier. */
+#define KEEP_VALUE(x) __asm__ volatile("" : : "r"(x) : "memory")
 
 /*
  * Functions in the executable's own text (file-backed, mapped read-only),
@@ -343,4 +349,87 @@ Test(arm64_smoke, backtrace_from_trap_handler_crosses_signal_frame)
 		  (unsigned long)trap_pc);
 	cr_assert(bt_has(bt_ret), "the caller (%#lx) is not in the backtrace",
 		  (unsigned long)bt_ret);
+}
+
+/* TRAP_PERF's siginfo fields, at their kernel offsets (glibc 2.36 does not
+ * name them): sig_data, then the event type. */
+#ifndef TRAP_PERF
+#define TRAP_PERF 6
+#endif
+#define WP_COOKIE 0x5eed00c0ffeeull
+
+static volatile uint32_t wp_var;
+static volatile int wp_hits, wp_code, wp_fd = -1;
+static volatile uint32_t wp_seen, wp_type;
+static volatile uint64_t wp_data;
+static volatile uintptr_t wp_pc;
+
+/*
+ * Records the trap and switches the watchpoint off: on arm64 the trap
+ * comes before the store, which runs again when the handler returns and
+ * would trap again for ever with the event still on.
+ */
+static void on_watch(int sig, siginfo_t *si, void *uc_)
+{
+	ucontext_t *uc = uc_;
+
+	wp_hits++;
+	ioctl(wp_fd, PERF_EVENT_IOC_DISABLE, 0);
+	wp_code = si->si_code;
+	wp_data = *(const uint64_t *)((const char *)si + 24);
+	wp_type = *(const uint32_t *)((const char *)si + 32);
+	wp_seen = wp_var;
+	wp_pc = uc->uc_mcontext.pc;
+}
+
+/*
+ * A write watchpoint with sigtrap, as watchpoint probes open them: reads do
+ * not trap; a write raises SIGTRAP (TRAP_PERF, our sig_data) *before* the
+ * store, with the PC at the store and the old value in memory (x86-64
+ * reports after the access). The kernel's own step over the access does
+ * not survive the signal: returning to the store with the event on traps
+ * again, so a watchpoint probe on arm64 must step the access itself.
+ */
+Test(arm64_smoke, perf_watchpoint_sigtrap_before_write)
+{
+	struct perf_event_attr attr = {
+		.type = PERF_TYPE_BREAKPOINT,
+		.size = sizeof(attr),
+		.bp_type = HW_BREAKPOINT_W,
+		.bp_addr = (uintptr_t)&wp_var,
+		.bp_len = HW_BREAKPOINT_LEN_4,
+		.sample_period = 1,
+		.remove_on_exec = 1,
+		.sigtrap = 1,
+		.sig_data = WP_COOKIE,
+		.exclude_kernel = 1,
+		.exclude_hv = 1,
+	};
+	uintptr_t store;
+	uint32_t r;
+	int fd;
+
+	wp_var = 5;
+	catch_signal(SIGTRAP, on_watch);
+	fd = syscall(__NR_perf_event_open, &attr, 0, -1, -1, 0);
+	if (fd < 0 && (errno == ENOENT || errno == ENODEV || errno == EOPNOTSUPP ||
+		       errno == ENOSPC))
+		cr_skip_test("no hardware watchpoint here: %s", strerror(errno));
+	cr_assert_geq(fd, 0, "perf_event_open: %s", strerror(errno));
+	wp_fd = fd;
+	r = wp_var;
+	KEEP_VALUE(r);
+	cr_assert_eq(wp_hits, 0, "a read hit a write watchpoint");
+	__asm__ volatile("adr %0, 1f\n"
+			 "1: str %w1, [%2]\n"
+			 : "=&r"(store) : "r"(41), "r"(&wp_var) : "memory");
+	cr_assert_eq(wp_hits, 1, "%d traps for one write", wp_hits);
+	cr_assert_eq(wp_code, TRAP_PERF, "si_code %d", wp_code);
+	cr_assert_eq(wp_data, WP_COOKIE, "sig_data %#llx", (unsigned long long)wp_data);
+	cr_assert_eq(wp_type, PERF_TYPE_BREAKPOINT, "type %u", wp_type);
+	cr_assert_eq(wp_pc, store, "trap at pc %#lx, the store at %#lx",
+		     (unsigned long)wp_pc, (unsigned long)store);
+	cr_assert_eq(wp_seen, 5, "the handler saw %u, not the old value", wp_seen);
+	cr_assert_eq(wp_var, 41, "the store did not run after the handler");
+	close(fd);
 }
