@@ -43,7 +43,8 @@ for t in /tests/* /tests-asan/*; do
 	echo "$t: ${line:-exit $rc}"
 	if [ $nf -ne 0 ]; then
 		failed_bins="$failed_bins $t"
-		grep -v '^\[----\] *$' "$log" | tail -n 40
+		# (a test's output cannot pass for the markers)
+		grep -v '^\[----\] *$' "$log" | tail -n 40 | sed 's/^KPROBES-ARM64-/ &/'
 	fi
 done
 echo "guest: booted in ${booted} s, tests ran until $(cut -d' ' -f1 /proc/uptime) s"
