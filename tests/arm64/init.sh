@@ -1,10 +1,10 @@
 #!/bin/sh
 # /init of the arm64 test guest (busybox sh): runs every Criterion binary in
-# /tests and /tests-asan (sanitizer builds), prints each one's synthesis, the summary "N passed, N failed" and
-# the exit status between the markers tests/arm64/arm64.sh reads from the
-# console, then powers the machine off.  The counting follows
-# scripts/run-tests.sh: a binary fails when a test fails or crashes, when
-# it exits non-zero, and when it runs no test at all.
+# /tests and /tests-asan (sanitizer builds), prints each one's synthesis,
+# the summary "N passed, N failed" and the exit status between the markers
+# tests/arm64/arm64.sh reads from the console, then powers the machine off.
+# The counting follows scripts/run-tests.sh: a binary fails when a test
+# fails or crashes, when it exits non-zero, and when it runs no test at all.
 export PATH=/bin:/sbin
 export LD_LIBRARY_PATH=/usr/lib/aarch64-linux-gnu
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0
