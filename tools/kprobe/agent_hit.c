@@ -304,7 +304,7 @@ static void count_lost(struct agent_session *s, int ring)
 /* Writes one event: nfixed leading values (the entry time of a return),
  * then the probe's arguments from vals[]. */
 static void emit(struct agent_probe *ap, uint16_t type, uint64_t time_ns,
-		 const uint64_t *fixed, int nfixed, const uint64_t *vals)
+		 const uint64_t *fixed, int nfixed, const uint64_t *vals, uint32_t faults)
 {
 	struct agent_session *s = ap->session;
 	int ring = thread_ring(s);
@@ -328,7 +328,7 @@ static void emit(struct agent_probe *ap, uint16_t type, uint64_t time_ns,
 	ev->type = type;
 	ev->nvals = (uint16_t)nvals;
 	ev->desc = ap->desc;
-	ev->reserved = 0;
+	ev->reserved = faults;
 	ev->time_ns = time_ns;
 	for (int i = 0; i < nfixed; i++)
 		ev->vals[i] = fixed[i];
@@ -340,7 +340,7 @@ static void emit(struct agent_probe *ap, uint16_t type, uint64_t time_ns,
 
 		if (ap->args[i].type != ARG_STRING)
 			continue;
-		n = read_string((uintptr_t)vals[i], p + 2);
+		n = faults & (1u << i) ? KPS_STR_FAULT : read_string((uintptr_t)vals[i], p + 2);
 		p[0] = (unsigned char)n;
 		p[1] = (unsigned char)(n >> 8);
 		p += 2 + (n == KPS_STR_FAULT ? 0 : n);
@@ -365,6 +365,114 @@ static inline uint64_t arg_value(const struct pt_regs *regs, uint8_t src)
 	};
 
 	return *(const uint64_t *)((const char *)regs + offsets[src]);
+}
+
+/* ---- fetch plans: program variables the tool located with DWARF ----
+ * The tool compiled each variable into a few steps (spec.h): a register or
+ * constant, additions, loads.  Loads go through process_vm_readv(), so a
+ * stale pointer makes the value a fault instead of a crash. */
+
+/* pt_regs offsets of DWARF registers 0..16 (x86-64 psABI numbering: rax,
+ * rdx, rcx, rbx, rsi, rdi, rbp, rsp, r8..r15, return address = ip). */
+static const uint8_t dwarf_reg_offsets[17] = {
+	offsetof(struct pt_regs, ax), offsetof(struct pt_regs, dx),
+	offsetof(struct pt_regs, cx), offsetof(struct pt_regs, bx),
+	offsetof(struct pt_regs, si), offsetof(struct pt_regs, di),
+	offsetof(struct pt_regs, bp), offsetof(struct pt_regs, sp),
+	offsetof(struct pt_regs, r8), offsetof(struct pt_regs, r9),
+	offsetof(struct pt_regs, r10), offsetof(struct pt_regs, r11),
+	offsetof(struct pt_regs, r12), offsetof(struct pt_regs, r13),
+	offsetof(struct pt_regs, r14), offsetof(struct pt_regs, r15),
+	offsetof(struct pt_regs, ip),
+};
+
+static bool load_nofault(uint64_t addr, uint8_t size, uint64_t *out)
+{
+	uint64_t v = 0;
+	struct iovec local = { &v, size };
+	struct iovec remote = { (void *)(uintptr_t)addr, size };
+
+	if (addr < 4096 || raw_syscall(SYS_process_vm_readv, tls_pid, (long)&local, 1,
+				       (long)&remote, 1, 0) != size)
+		return false;
+	*out = v;
+	return true;
+}
+
+static uint64_t binop(uint64_t x, uint64_t y, int64_t op)
+{
+	if (op == BINOP_ADD)
+		return x + y;
+	if (op == BINOP_SUB)
+		return x - y;
+	if (op == BINOP_MUL)
+		return x * y;
+	if (op == BINOP_AND)
+		return x & y;
+	if (op == BINOP_OR)
+		return x | y;
+	if (op == BINOP_XOR)
+		return x ^ y;
+	if (op == BINOP_SHL)
+		return y < 64 ? x << y : 0;
+	if (op == BINOP_SHR)
+		return y < 64 ? x >> y : 0;
+	return (uint64_t)((int64_t)x >> (y < 64 ? y : 63));
+}
+
+/* Runs an argument's fetch plan; false when a load faulted.  if-chains,
+ * not a switch: a jump table is an indirect branch the library cannot
+ * follow when it checks what a handler touches. */
+static bool run_plan(const struct pt_regs *regs, const struct spec_arg *a, uint64_t *out)
+{
+	/* spec.c checked that the plan stays within the stack and ends
+	 * with one value. */
+	uint64_t st[8];
+	int top = -1;
+
+	for (int i = 0; i < a->nops && i < SPEC_MAX_OPS; i++) {
+		const struct fetch_op *op = &a->ops[i];
+		uint64_t b;
+
+		if (op->kind == FETCH_REG) {
+			st[++top & 7] = *(const uint64_t *)((const char *)regs +
+				dwarf_reg_offsets[op->reg <= 16 ? op->reg : 16]);
+		} else if (op->kind == FETCH_CONST) {
+			st[++top & 7] = (uint64_t)op->k;
+		} else if (op->kind == FETCH_ADD) {
+			st[top & 7] += (uint64_t)op->k;
+		} else if (op->kind == FETCH_LOAD) {
+			if (!load_nofault(st[top & 7], op->size,
+					  &st[top & 7]))
+				return false;
+		} else {
+			b = st[top-- & 7];
+			st[top & 7] = binop(st[top & 7], b, op->k);
+		}
+	}
+	*out = st[top & 7];
+	return true;
+}
+
+/* The values of a probe's arguments at an entry hit; bit i of the result
+ * set when argument i could not be read. */
+static inline uint32_t entry_values(const struct agent_probe *ap, const struct pt_regs *regs,
+				    uint64_t *vals)
+{
+	uint32_t faults = 0;
+
+	for (int i = 0; i < ap->nargs; i++) {
+		uint8_t src = ap->args[i].src;
+
+		if (__builtin_expect(src < ARG_SRC_PLAN, 1)) {
+			vals[i] = arg_value(regs, src);
+		} else {
+			vals[i] = 0;
+			if (src != ARG_SRC_PLAN || !run_plan(regs, &ap->args[i], &vals[i]))
+				faults |= 1u << i;
+		}
+	}
+	return faults;
 }
 
 /* A time stamp and a duration.  With the TSC, no libc call is made (the
@@ -443,6 +551,7 @@ static inline __attribute__((always_inline)) int on_entry(struct kprobe *p, stru
 {
 	struct agent_probe *ap = container_of(p, struct agent_probe, u.kp);
 	uint64_t vals[SPEC_MAX_ARGS];
+	uint32_t faults;
 
 	if (silent(ap->session))
 		return 0;
@@ -450,9 +559,8 @@ static inline __attribute__((always_inline)) int on_entry(struct kprobe *p, stru
 		counter_add(ap->session, thread_ring(ap->session), ap->desc);
 		return 0;
 	}
-	for (int i = 0; i < ap->nargs; i++)
-		vals[i] = arg_value(regs, ap->args[i].src);
-	emit(ap, EV_ENTRY, stamp(tsc), NULL, 0, vals);
+	faults = entry_values(ap, regs, vals);
+	emit(ap, EV_ENTRY, stamp(tsc), NULL, 0, vals, faults);
 	return 0;
 }
 
@@ -490,6 +598,7 @@ void agent_watch_record(struct agent_session *s, uint32_t desc, uint64_t old_val
 /* What a return instance remembers from the entry. */
 struct return_data {
 	uint64_t entry_time;		/* stamp() */
+	uint64_t faults;		/* entry_values() */
 	uint64_t args[SPEC_MAX_ARGS];
 };
 
@@ -509,9 +618,8 @@ static inline __attribute__((always_inline)) int on_return_entry(struct kretprob
 		return 1;
 	if (ap->session->cfg.action == ACT_COUNT)
 		return 0;
-	for (int i = 0; i < ap->nargs; i++)
-		if (ap->args[i].src != ARG_SRC_RETVAL)
-			d->args[i] = arg_value(regs, ap->args[i].src);
+	/* retval's slot is filled at the return. */
+	d->faults = entry_values(ap, regs, d->args);
 	d->entry_time = stamp(tsc);
 	return 0;
 }
@@ -543,7 +651,7 @@ static inline __attribute__((always_inline)) int on_return(struct kretprobe_inst
 		for (int i = 0; i < ap->nargs; i++)
 			vals[i] = ap->args[i].src != ARG_SRC_RETVAL ? d->args[i] :
 				  ap->args[i].type == ARG_F64 ? xmm0 : regs_return_value(regs);
-		emit(ap, EV_RETURN, t, &d->entry_time, 1, vals);
+		emit(ap, EV_RETURN, t, &d->entry_time, 1, vals, (uint32_t)d->faults);
 		return 0;
 	case ACT_LOAD:		/* a module's session has no probes of ours */
 	case ACT_RUN:		/* a program's have handlers of their own */
@@ -648,15 +756,22 @@ static void vector_entry(uint64_t a1, uint64_t a2, uint64_t a3, uint64_t a4, uin
 
 	tls_vector_probe = NULL;
 	if (ap && ap->session->cfg.action == ACT_TRACE) {
+		uint32_t faults = 0;
+
 		for (int i = 0; i < ap->nargs; i++) {
 			uint8_t src = ap->args[i].src;
 
-			if (ap->args[i].type == ARG_F64)
+			/* Variables are read from a pt_regs, which a jprobe
+			 * entry has not: the tool never combines them. */
+			if (src > ARG_SRC_RETVAL) {
+				vals[i] = 0;
+				faults |= 1u << i;
+			} else if (ap->args[i].type == ARG_F64)
 				__builtin_memcpy(&vals[i], &fps[src], sizeof(vals[i]));
 			else
 				vals[i] = ints[src < SPEC_MAX_INT_ARG ? src : 0];
 		}
-		emit(ap, EV_ENTRY, stamp(ap->session->time_tsc), NULL, 0, vals);
+		emit(ap, EV_ENTRY, stamp(ap->session->time_tsc), NULL, 0, vals, faults);
 	}
 	jprobe_return();
 }
@@ -668,7 +783,7 @@ static bool reads_vector_args(const struct agent_probe *ap)
 	if (ap->tp || ap->is_return)
 		return false;
 	for (int i = 0; i < ap->nargs; i++)
-		if (ap->args[i].type == ARG_F64)
+		if (ap->args[i].type == ARG_F64 && ap->args[i].src < ARG_SRC_RETVAL)
 			return true;
 	return false;
 }
@@ -718,7 +833,7 @@ void agent_tp_handler(struct kprobes_tracepoint *tp, const uint64_t *args, void 
 	}
 	for (int i = 0; i < ap->nargs; i++)
 		vals[i] = tp_value(tp, args, &ap->args[i]);
-	emit(ap, EV_ENTRY, stamp(ap->session->time_tsc), NULL, 0, vals);
+	emit(ap, EV_ENTRY, stamp(ap->session->time_tsc), NULL, 0, vals, 0);
 }
 
 void agent_set_handlers(struct agent_probe *ap)

@@ -577,6 +577,12 @@ static int resolve_tracepoint(const struct probe_spec *s, int idx, struct resolv
 int agent_resolve(const struct probe_spec *s, int idx, struct resolve_list *out,
 		  char *deferred_path, size_t pathlen, char *err, size_t errlen)
 {
+	if (spec_has_vars(s)) {
+		/* The tool locates variables with DWARF and sends fetch plans. */
+		snprintf(err, errlen, "'%.200s': variables by name must be resolved by the kprobe tool",
+			 s->text);
+		return -EINVAL;
+	}
 	if (s->kind == SPEC_TRACEPOINT)
 		return resolve_tracepoint(s, idx, out, err, errlen);
 	if (s->object[0] && !agent_object_loaded(s->object)) {

@@ -17,7 +17,7 @@
 
 /* The commands that start a session come first (up to CMD_RUN). */
 enum cli_cmd { CMD_TRACE, CMD_COUNT, CMD_LATENCY, CMD_WATCH, CMD_LOAD, CMD_RUN, CMD_LIST,
-	       CMD_ENABLE, CMD_DISABLE, CMD_OPTIMIZE };
+	       CMD_ENABLE, CMD_DISABLE, CMD_OPTIMIZE, CMD_VARS };
 enum out_format { FMT_TEXT, FMT_JSON, FMT_CHROME };
 
 struct run_program;
@@ -35,7 +35,8 @@ struct cli_opts {
 	bool follow;			/* -f */
 	bool zeros;			/* -z: count shows probes with no hits */
 	bool optimize_on;		/* optimize on|off */
-	const char *list_object;	/* list OBJECT [GLOB]: functions, not probes */
+	const char *list_object;	/* list OBJECT [GLOB]: functions, not probes;
+					 * vars PROBE OBJECT */
 	const char *list_glob;
 	unsigned int watch_len;		/* watch: the variable's length, 0: not watch */
 	bool watch_rw;			/* watch --rw */

@@ -326,6 +326,7 @@ static bool decode(struct consumer *c, const struct copied *cp, struct trace_eve
 		return false;
 	ev->desc_id = e->desc;
 	ev->type = e->type;
+	ev->faults = e->reserved;
 	ev->time_ns = to_ns(c, e->time_ns);
 	ev->entry_ns = nfixed ? to_ns(c, e->vals[0]) : ev->time_ns;
 	ev->pid = (pid_t)(cp->owner >> 32);

@@ -13,6 +13,7 @@
 
 #include "attach.h"
 #include "cli.h"
+#include "dwarf_vars.h"
 #include "escape.h"
 #include "knobs.h"
 #include "launch.h"
@@ -115,6 +116,10 @@ int main(int argc, char **argv)
 		run_compile(&o);
 	if (o.pid)
 		cli_check_pid(o.pid);
+	if (o.cmd == CMD_VARS)
+		return dwarf_vars_list(&o);
+	if (o.cmd <= CMD_LATENCY)
+		dwarf_vars_resolve(&o);
 	if (cli_agent_path(agent, sizeof(agent)) &&
 	    (o.cmd <= CMD_RUN))
 		cli_die(EXIT_FAIL, "cannot find %s beside kprobe or in %s", AGENT_NAME,

@@ -14,7 +14,7 @@ static const char *const commands[] = {
 	[CMD_TRACE] = "trace", [CMD_COUNT] = "count", [CMD_LATENCY] = "latency",
 	[CMD_WATCH] = "watch", [CMD_LOAD] = "load", [CMD_RUN] = "run", [CMD_LIST] = "list",
 	[CMD_ENABLE] = "enable", [CMD_DISABLE] = "disable",
-	[CMD_OPTIMIZE] = "optimize",
+	[CMD_OPTIMIZE] = "optimize", [CMD_VARS] = "vars",
 };
 
 static const char *const long_options[] = {
@@ -45,12 +45,15 @@ void cli_usage(FILE *f)
 	      "       kprobe list    [-p PID] OBJECT|GLOB [GLOB]   (functions; or kprobe -l)\n"
 	      "       kprobe enable|disable   -p PID\n"
 	      "       kprobe optimize on|off  -p PID\n"
+	      "       kprobe vars    PROBE (OBJECT | -- COMMAND | -p PID)   (variables there)\n"
 	      "\n"
 	      "PROBE: [OBJECT:]SYMBOL[+OFFSET][%return] [ARG...] | [OBJECT:]0xADDRESS | FILE.c:LINE\n"
 	      "       | tp:PROVIDER:NAME [ARG...]   (a static tracepoint)\n"
 	      "VARIABLE: [OBJECT:]SYMBOL[+OFFSET][:LEN] | 0xADDRESS[:LEN]   LEN: 1 2 4 8 (8)\n"
 	      "ARG:   [NAME=]arg1..arg6|retval[:TYPE]   TYPE: u64 s64 x64 u32 s32 u16 s16 u8 s8\n"
 	      "       string f64 (argN:f64, arg1..arg8: the N-th floating-point argument)\n"
+	      "       | [NAME=]VAR[->FIELD|.FIELD|[N]]...[:TYPE] | *VAR | $params | $vars\n"
+	      "       (a program variable, from DWARF; NAME= needed outside a quoted PROBE)\n"
 	      "\n"
 	      "options:\n"
 	      "  -o, --output FILE          write the results to FILE\n"
@@ -411,6 +414,11 @@ static void parse_words(int argc, char **argv, int first, struct cli_opts *o,
 			*knob = a;
 		} else if (o->cmd == CMD_LIST && !o->list_glob) {
 			add_list_word(o, a);
+		} else if (o->cmd == CMD_VARS) {
+			if (o->nspecs && !o->list_object && !spec_token_is_arg(a))
+				o->list_object = a;
+			else
+				add_probe_word(o, a);
 		} else if (o->cmd >= CMD_LIST) {
 			bad("unexpected '%s' for %s", a, commands[o->cmd]);
 		} else if (o->cmd == CMD_WATCH) {
@@ -504,6 +512,13 @@ void cli_parse(int argc, char **argv, struct cli_opts *o)
 		    o->cmd == CMD_COUNT ? ACT_COUNT : o->cmd == CMD_LOAD ? ACT_LOAD :
 		    o->cmd == CMD_RUN ? ACT_RUN : ACT_LATENCY;
 	parse_words(argc, argv, 2, o, &knob);
+	if (o->cmd == CMD_VARS) {
+		if (o->nspecs != 1)
+			bad("vars takes one probe; see kprobe --help");
+		if (!!o->list_object + !!o->command + !!o->pid != 1)
+			bad("vars needs one of: an OBJECT, '--' COMMAND, -p PID");
+		return;
+	}
 	if (o->cmd == CMD_RUN) {
 		check_run_command(o);
 		return;

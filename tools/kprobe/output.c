@@ -66,10 +66,27 @@ static void decimal_value(FILE *f, enum arg_type t, uint64_t raw)
 		fprintf(f, "%" PRIu64, v);
 }
 
+static float f32_of(uint64_t bits)
+{
+	uint32_t low = (uint32_t)bits;
+	float x;
+
+	memcpy(&x, &low, sizeof(x));
+	return x;
+}
+
 static void text_value(FILE *f, const struct trace_event *ev, int i)
 {
 	const struct spec_arg *a = &ev->spec->args[i];
 
+	if (a->src == ARG_SRC_UNAVAIL) {
+		fputs("<optimized out>", f);
+		return;
+	}
+	if (ev->faults & (1u << i) && a->type != ARG_STRING) {
+		fputs("(fault)", f);
+		return;
+	}
 	if (spec_type_is_decimal(a->type)) {
 		decimal_value(f, a->type, ev->vals[i]);
 		return;
@@ -80,6 +97,9 @@ static void text_value(FILE *f, const struct trace_event *ev, int i)
 		break;
 	case ARG_F64:
 		fprintf(f, "%.17g", f64_of(ev->vals[i]));
+		break;
+	case ARG_F32:
+		fprintf(f, "%.9g", (double)f32_of(ev->vals[i]));
 		break;
 	case ARG_STRING:
 		if (!ev->str[i])
@@ -96,6 +116,12 @@ static void json_value(FILE *f, const struct trace_event *ev, int i)
 {
 	const struct spec_arg *a = &ev->spec->args[i];
 
+	/* Optimized out, or not readable: null. */
+	if (a->src == ARG_SRC_UNAVAIL || (ev->faults & (1u << i) && a->type != ARG_STRING)) {
+		fputs("null", f);
+		return;
+	}
+
 	if (spec_type_is_decimal(a->type)) {
 		decimal_value(f, a->type, ev->vals[i]);
 		return;
@@ -108,6 +134,12 @@ static void json_value(FILE *f, const struct trace_event *ev, int i)
 		/* JSON has no NaN or infinity. */
 		if (isfinite(f64_of(ev->vals[i])))
 			fprintf(f, "%.17g", f64_of(ev->vals[i]));
+		else
+			fputs("null", f);
+		break;
+	case ARG_F32:
+		if (isfinite(f32_of(ev->vals[i])))
+			fprintf(f, "%.9g", (double)f32_of(ev->vals[i]));
 		else
 			fputs("null", f);
 		break;

@@ -27,6 +27,7 @@ struct trace_event {
 	uint32_t textlen;
 	uint16_t prog_type;		/* EV_PROG: enum lang_event */
 	uint32_t prog_id;		/* EV_PROG: format or map number */
+	uint32_t faults;		/* bit i: argument i could not be read */
 };
 
 struct output {

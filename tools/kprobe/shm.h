@@ -146,7 +146,8 @@ struct kps_event {
 	uint16_t type;			/* enum kps_event_type */
 	uint16_t nvals;
 	uint32_t desc;
-	uint32_t reserved;
+	uint32_t reserved;		/* EV_ENTRY, EV_RETURN: bit i set when
+					 * argument i could not be read */
 	uint64_t time_ns;		/* CLOCK_MONOTONIC, or TSC (header) */
 	uint64_t vals[];
 };

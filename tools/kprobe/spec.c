@@ -11,7 +11,7 @@
 static const char *const type_names[] = {
 	[ARG_X64] = "x64", [ARG_U64] = "u64", [ARG_S64] = "s64", [ARG_STRING] = "string",
 	[ARG_F64] = "f64", [ARG_S32] = "s32", [ARG_U32] = "u32", [ARG_S16] = "s16",
-	[ARG_U16] = "u16", [ARG_S8] = "s8", [ARG_U8] = "u8",
+	[ARG_U16] = "u16", [ARG_S8] = "s8", [ARG_U8] = "u8", [ARG_F32] = "f32",
 };
 
 static const char *const source_exts[] = {
@@ -94,6 +94,55 @@ static int arg_source(const char *s, size_t len)
 	return -1;
 }
 
+/* A program variable expression: [*...]NAME followed by ->FIELD, .FIELD
+ * and [N]; or $params, $vars. */
+static bool is_var_expr(const char *s, size_t len)
+{
+	size_t i = 0;
+
+	if ((len == 7 && !strncmp(s, "$params", 7)) || (len == 5 && !strncmp(s, "$vars", 5)))
+		return true;
+	while (i < len && s[i] == '*')
+		i++;
+	if (i == len || !is_ident_start((unsigned char)s[i]))
+		return false;
+	while (i < len) {
+		if (isalnum((unsigned char)s[i]) || s[i] == '_') {
+			i++;
+		} else if (s[i] == '.' && i + 1 < len && is_ident_start((unsigned char)s[i + 1])) {
+			i++;
+		} else if (s[i] == '-' && i + 2 < len && s[i + 1] == '>' &&
+			   is_ident_start((unsigned char)s[i + 2])) {
+			i += 2;
+		} else if (s[i] == '[') {
+			size_t j = i + 1;
+
+			while (j < len && isdigit((unsigned char)s[j]))
+				j++;
+			if (j == i + 1 || j >= len || s[j] != ']')
+				return false;
+			i = j + 1;
+		} else {
+			return false;
+		}
+	}
+	return true;
+}
+
+/* An argument's name: an identifier, or for a variable the expression's
+ * own characters. */
+static bool is_arg_name(const char *s, size_t len)
+{
+	if (is_ident(s, len))
+		return true;
+	if (!len)
+		return false;
+	for (size_t i = 0; i < len; i++)
+		if (!isalnum((unsigned char)s[i]) && !strchr("_$.->[]*", s[i]))
+			return false;
+	return true;
+}
+
 bool spec_token_is_arg(const char *tok)
 {
 	const char *eq = strchr(tok, '=');
@@ -101,9 +150,99 @@ bool spec_token_is_arg(const char *tok)
 	const char *colon = strchr(src, ':');
 	size_t len = colon ? (size_t)(colon - src) : strlen(src);
 
-	if (eq && !is_ident(tok, (size_t)(eq - tok)))
+	if (eq && !is_arg_name(tok, (size_t)(eq - tok)))
 		return false;
-	return arg_source(src, len) >= 0;
+	if (arg_source(src, len) >= 0)
+		return true;
+	/* Without NAME=, a bare word is a probe (a symbol may look like a
+	 * variable), except $params and $vars. */
+	if (!eq)
+		return len && src[0] == '$' && is_var_expr(src, len);
+	return src[0] == '@' || is_var_expr(src, len);
+}
+
+/* Whether a plan keeps its stack within bounds and leaves one value:
+ * the agent runs it without checking. */
+static int plan_check(const struct spec_arg *a)
+{
+	int depth = 0;
+
+	for (int i = 0; i < a->nops; i++) {
+		switch (a->ops[i].kind) {
+		case FETCH_REG:
+		case FETCH_CONST:
+			if (++depth > SPEC_PLAN_DEPTH)
+				return -EINVAL;
+			break;
+		case FETCH_BINOP:
+			if (--depth < 1)
+				return -EINVAL;
+			break;
+		default:
+			if (depth < 1)
+				return -EINVAL;
+		}
+	}
+	return depth == 1 ? 0 : -EINVAL;
+}
+
+/* "@PLAN" (see spec.h) into a's ops; -EINVAL when malformed. */
+static int parse_plan(const char *p, size_t len, struct spec_arg *a)
+{
+	const char *end = p + len;
+
+	a->nops = 0;
+	if (len == 1 && *p == '-') {
+		a->src = ARG_SRC_UNAVAIL;
+		return 0;
+	}
+	a->src = ARG_SRC_PLAN;
+	while (p < end) {
+		struct fetch_op *op;
+		char c = *p++;
+		char *num_end;
+		long long k;
+
+		if (a->nops == SPEC_MAX_OPS || p >= end || !strchr("r#+-*o", c))
+			return -EINVAL;
+		errno = 0;
+		k = strtoll(p, &num_end, 10);
+		if (errno || num_end == p || num_end > end || (c != '#' && (*p == '-' || *p == '+')))
+			return -EINVAL;
+		p = num_end;
+		op = &a->ops[a->nops++];
+		memset(op, 0, sizeof(*op));
+		switch (c) {
+		case 'r':
+			if (k < 0 || k > 16)
+				return -EINVAL;
+			op->kind = FETCH_REG;
+			op->reg = (uint8_t)k;
+			break;
+		case '#':
+			op->kind = FETCH_CONST;
+			op->k = k;
+			break;
+		case 'o':
+			if (k < 0 || k >= BINOP_COUNT)
+				return -EINVAL;
+			op->kind = FETCH_BINOP;
+			op->k = k;
+			break;
+		case '+':
+		case '-':
+			op->kind = FETCH_ADD;
+			op->k = c == '-' ? -k : k;
+			break;
+		default:
+			if (k != 1 && k != 2 && k != 4 && k != 8)
+				return -EINVAL;
+			op->kind = FETCH_LOAD;
+			op->size = (uint8_t)k;
+			break;
+		}
+	}
+	return plan_check(a);
 }
 
 static int parse_type(const char *s, enum arg_type *t)
@@ -128,6 +267,41 @@ static bool f64_readable(const struct probe_spec *s, int source)
 	return s->kind == SPEC_SYMBOL && !s->offset && !s->is_return;
 }
 
+/* An ARG that names a program variable or carries a fetch plan. */
+static int add_var_arg(struct probe_spec *s, const char *tok, const char *src, size_t srclen,
+		       bool typed, enum arg_type type, char *err, size_t errlen)
+{
+	const char *eq = strchr(tok, '=');
+	struct spec_arg *a = &s->args[s->nargs];
+
+	memset(a, 0, sizeof(*a));
+	if (src[0] == '@') {
+		if (parse_plan(src + 1, srclen - 1, a))
+			return fail(err, errlen, "bad fetch plan in '%s'", tok);
+		if (!eq)
+			return fail(err, errlen, "a fetch plan needs a NAME=: '%s'", tok);
+	} else {
+		if (!is_var_expr(src, srclen))
+			return fail(err, errlen, "bad argument '%s' (expected arg1..arg6, retval or a "
+				    "variable: NAME, NAME->FIELD, NAME.FIELD, NAME[N], *NAME)", tok);
+		if (srclen >= SPEC_EXPR_MAX)
+			return fail(err, errlen, "expression too long in '%s'", tok);
+		a->src = ARG_SRC_VAR;
+		snprintf(a->expr, sizeof(a->expr), "%.*s", (int)srclen, src);
+	}
+	if (s->kind == SPEC_TRACEPOINT)
+		return fail(err, errlen, "'%s': a tracepoint's arguments are arg1.. or its own names",
+			    tok);
+	if (!eq && srclen >= SPEC_NAME_MAX)
+		return fail(err, errlen, "'%s' is too long to name the value: give NAME=", tok);
+	snprintf(a->name, sizeof(a->name), "%.*s", (int)(eq ? (size_t)(eq - tok) : srclen),
+		 eq ? tok : src);
+	a->type = (uint8_t)type;
+	a->typed = typed;
+	s->nargs++;
+	return 0;
+}
+
 int spec_add_arg(struct probe_spec *s, const char *tok, char *err, size_t errlen)
 {
 	const char *eq = strchr(tok, '=');
@@ -141,16 +315,20 @@ int spec_add_arg(struct probe_spec *s, const char *tok, char *err, size_t errlen
 	if (s->nargs == SPEC_MAX_ARGS)
 		return fail(err, errlen, "too many arguments for one probe (at most %d): '%s'",
 			    SPEC_MAX_ARGS, tok);
-	if (eq && !is_ident(tok, (size_t)(eq - tok)))
+	if (eq && !is_arg_name(tok, (size_t)(eq - tok)))
 		return fail(err, errlen, "bad argument name in '%s'", tok);
 	if (eq && (size_t)(eq - tok) >= SPEC_NAME_MAX)
 		return fail(err, errlen, "argument name too long in '%s'", tok);
-	source = arg_source(src, srclen);
-	if (source < 0)
-		return fail(err, errlen, "bad argument '%s' (expected arg1..arg6 or retval)", tok);
 	if (colon && parse_type(colon + 1, &type))
 		return fail(err, errlen, "bad type in '%s' (expected u64, s64, x64, u32, s32, u16, s16, "
-			    "u8, s8, f64 or string)", tok);
+			    "u8, s8, f64, f32 or string)", tok);
+	source = arg_source(src, srclen);
+	if (source < 0)
+		return add_var_arg(s, tok, src, srclen, colon != NULL, type, err, errlen);
+	if (eq && !is_ident(tok, (size_t)(eq - tok)))
+		return fail(err, errlen, "bad argument name in '%s'", tok);
+	if (type == ARG_F32)
+		return fail(err, errlen, "'%s': f32 is for variables; argN and retval take f64", tok);
 	if (source == 100) {
 		long n = strtol(src + 3, NULL, 10);
 		long max = type == ARG_F64 ? SPEC_MAX_FP_ARG : SPEC_MAX_INT_ARG;
@@ -166,12 +344,14 @@ int spec_add_arg(struct probe_spec *s, const char *tok, char *err, size_t errlen
 		return fail(err, errlen, "'%s': argN:f64 is read at a function's entry (a SYMBOL "
 			    "without +OFFSET or %%return) or from a tracepoint", tok);
 	a = &s->args[s->nargs++];
+	memset(a, 0, sizeof(*a));
 	if (eq)
 		snprintf(a->name, sizeof(a->name), "%.*s", (int)(eq - tok), tok);
 	else
 		snprintf(a->name, sizeof(a->name), "%.*s", (int)srclen, src);
 	a->src = (uint8_t)source;
 	a->type = (uint8_t)type;
+	a->typed = colon != NULL;
 	return 0;
 }
 
@@ -400,15 +580,48 @@ int spec_format(struct probe_spec *s)
 	for (int i = 0; i < s->nargs; i++) {
 		const struct spec_arg *a = &s->args[i];
 
-		if (a->src == ARG_SRC_RETVAL)
+		if (a->src == ARG_SRC_RETVAL) {
 			PUT(" %s=retval:%s", a->name, spec_type_name(a->type));
-		else
+		} else if (a->src == ARG_SRC_VAR) {
+			PUT(" %s=%s", a->name, a->expr);
+			if (a->typed)
+				PUT(":%s", spec_type_name(a->type));
+		} else if (a->src == ARG_SRC_UNAVAIL) {
+			PUT(" %s=@-:%s", a->name, spec_type_name(a->type));
+		} else if (a->src == ARG_SRC_PLAN) {
+			PUT(" %s=@", a->name);
+			for (int k = 0; k < a->nops; k++) {
+				const struct fetch_op *op = &a->ops[k];
+
+				if (op->kind == FETCH_REG)
+					PUT("r%u", op->reg);
+				else if (op->kind == FETCH_CONST)
+					PUT("#%lld", (long long)op->k);
+				else if (op->kind == FETCH_ADD && op->k < 0)
+					PUT("-%llu", 0ull - (unsigned long long)op->k);
+				else if (op->kind == FETCH_ADD)
+					PUT("+%lld", (long long)op->k);
+				else if (op->kind == FETCH_BINOP)
+					PUT("o%lld", (long long)op->k);
+				else
+					PUT("*%u", op->size);
+			}
+			PUT(":%s", spec_type_name(a->type));
+		} else
 			PUT(" %s=arg%u:%s", a->name, a->src + 1u, spec_type_name(a->type));
 	}
 #undef PUT
 	/* A cut text would lose arguments, and the agent would read back a
 	 * probe different from the one asked for. */
 	return p < end ? 0 : -ENAMETOOLONG;
+}
+
+bool spec_has_vars(const struct probe_spec *s)
+{
+	for (int i = 0; i < s->nargs; i++)
+		if (s->args[i].src == ARG_SRC_VAR)
+			return true;
+	return false;
 }
 
 bool spec_is_glob(const struct probe_spec *s)

@@ -8,9 +8,25 @@
  *                                 argument; none given: all, by name)
  *
  * ARG is [NAME=]arg1..arg6|retval[:TYPE], TYPE one of u64 s64 x64 u32 s32 u16
- * s16 u8 s8 f64 string; argN:f64 (arg1..arg8) is the N-th floating-point
+ * s16 u8 s8 f64 f32 string; argN:f64 (arg1..arg8) is the N-th floating-point
  * argument, at a function's entry (SYMBOL without +OFFSET or %return) or of
- * a tracepoint; retval:f64 the floating-point return value. */
+ * a tracepoint; retval:f64 the floating-point return value.
+ *
+ * ARG may also name a variable of the program (DWARF): [NAME=]EXPR[:TYPE],
+ * EXPR a parameter or variable visible at the probe point followed by
+ * ->FIELD, .FIELD, [N], or preceded by *; "$params" and "$vars" stand for all
+ * of them.  As a separate command-line word it needs NAME= (a bare word is
+ * a new probe); in a quoted "PROBE ARG..." it does not.  The tool resolves
+ * each EXPR into a fetch plan (dwarf_vars.c), which the agent receives as
+ * NAME=@PLAN:TYPE, PLAN a sequence of
+ *   rN    push the value of DWARF register N (0..16)
+ *   #K    push the constant K
+ *   +K -K add K to the top
+ *   *S    replace the top by the S bytes (1, 2, 4, 8) at that address
+ *   oC    pop b, pop a, push a OP b: C 0 +, 1 -, 2 *, 3 &, 4 |, 5 ^, 6 <<,
+ *         7 >> (logical), 8 >> (arithmetic)
+ * on a stack of at most SPEC_PLAN_DEPTH values, the result on top; or "@-":
+ * optimized out at this point. */
 #ifndef KPROBE_SPEC_H
 #define KPROBE_SPEC_H
 
@@ -34,6 +50,7 @@ enum spec_kind {
 enum arg_type {
 	ARG_X64, ARG_U64, ARG_S64, ARG_STRING, ARG_F64,
 	ARG_S32, ARG_U32, ARG_S16, ARG_U16, ARG_S8, ARG_U8,
+	ARG_F32,	/* a float's bits in the low 32 bits */
 };
 
 /* Where an argument's value comes from: 0..5 for arg1..arg6, the integer
@@ -41,13 +58,45 @@ enum arg_type {
  * the floating-point arguments (xmm0..xmm7), which the SysV ABI numbers
  * apart from the integer ones. */
 #define ARG_SRC_RETVAL 8
+#define ARG_SRC_PLAN 9		/* ops[]: a fetch plan */
+#define ARG_SRC_VAR 10		/* expr[]: a DWARF expression, not resolved yet */
+#define ARG_SRC_UNAVAIL 11	/* optimized out at this probe point */
 #define SPEC_MAX_INT_ARG 6
 #define SPEC_MAX_FP_ARG 8
 
+#define SPEC_EXPR_MAX 64
+#define SPEC_MAX_OPS 12
+#define SPEC_PLAN_DEPTH 4
+
+/* One step of a fetch plan, run on the hit path (agent_hit.c). */
+enum fetch_kind {
+	FETCH_REG = 1,		/* value = DWARF register reg */
+	FETCH_CONST,		/* value = k */
+	FETCH_ADD,		/* value += k */
+	FETCH_LOAD,		/* value = the size bytes at value (fault-safe) */
+	FETCH_BINOP,		/* k: enum fetch_binop */
+};
+
+enum fetch_binop {
+	BINOP_ADD, BINOP_SUB, BINOP_MUL, BINOP_AND, BINOP_OR, BINOP_XOR, BINOP_SHL, BINOP_SHR,
+	BINOP_SAR, BINOP_COUNT
+};
+
+struct fetch_op {
+	uint8_t kind;		/* enum fetch_kind */
+	uint8_t size;		/* FETCH_LOAD: 1, 2, 4 or 8 */
+	uint8_t reg;		/* FETCH_REG: 0..16 */
+	int64_t k;
+};
+
 struct spec_arg {
 	char name[SPEC_NAME_MAX];
-	uint8_t src;		/* argN - 1, or ARG_SRC_RETVAL */
+	uint8_t src;		/* argN - 1, ARG_SRC_RETVAL, ARG_SRC_PLAN... */
 	uint8_t type;		/* enum arg_type */
+	uint8_t typed;		/* the user gave :TYPE */
+	uint8_t nops;		/* ARG_SRC_PLAN */
+	struct fetch_op ops[SPEC_MAX_OPS];
+	char expr[SPEC_EXPR_MAX];	/* ARG_SRC_VAR */
 };
 
 struct probe_spec {
@@ -82,6 +131,9 @@ int spec_parse(const char *text, struct probe_spec *s, char *err, size_t errlen)
 int spec_format(struct probe_spec *s);
 /* The error for a probe whose text does not fit; returns -EINVAL. */
 int spec_too_long(const struct probe_spec *s, char *err, size_t errlen);
+
+/* Whether the spec has ARGs naming program variables (ARG_SRC_VAR). */
+bool spec_has_vars(const struct probe_spec *s);
 
 /* Whether the symbol part is a glob (matches a set of functions). */
 bool spec_is_glob(const struct probe_spec *s);

@@ -1,0 +1,73 @@
+/* A program whose variables the DWARF tests read by name (built at -O0 and
+ * -O2 by tools/kprobe/kprobe.mk).  The lines marked "probe:" are where the
+ * tests compare what kprobe prints with what gdb prints. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+struct header {
+	int len;
+	unsigned short flags;
+	char tag[8];
+};
+
+struct request {
+	const char *name;
+	struct header hdr;
+	double weight;
+	long vals[4];
+	enum { REQ_GET = 1, REQ_PUT = 7 } kind;
+};
+
+/* Keeps the compiler from knowing the values at -O2. */
+volatile int sink;
+
+static inline __attribute__((always_inline)) int scale(int x, int k)
+{
+	return x * k + 1;
+}
+
+__attribute__((noinline)) int parse_header(struct request *req, int len, double w)
+{
+	int total = len * 3;
+	long sum = req->vals[1] + req->vals[2];
+
+	sink = total + (int)sum;	/* probe: parse_header */
+	req->weight = w * 2;
+	return total + (int)sum + scale(len, 2);
+}
+
+__attribute__((noinline)) long accumulate(const long *v, int n, float f)
+{
+	long acc = 0;
+
+	for (int i = 0; i < n; i++) {
+		acc += v[i] * scale(i, n);
+		sink = (int)acc;	/* probe: accumulate */
+	}
+	return acc + (long)f;
+}
+
+int main(int argc, char **argv)
+{
+	int rounds = argc > 1 ? atoi(argv[1]) : 3;
+	struct request *req = calloc(1, sizeof(*req));
+	long total = 0;
+
+	if (!req)
+		return 1;
+	req->name = "GET /index.html";
+	req->hdr.len = 42;
+	req->hdr.flags = 0x8001;
+	strcpy(req->hdr.tag, "hdr");
+	req->kind = REQ_PUT;
+	for (int i = 0; i < 4; i++)
+		req->vals[i] = (i + 1) * -10;
+	for (int r = 0; r < rounds; r++) {
+		total += parse_header(req, r + 5, 1.5 + r);
+		total += accumulate(req->vals, 3, 0.25f);
+	}
+	printf("%ld %d\n", total, sink);
+	free(req);
+	return 0;
+}

@@ -1,0 +1,1255 @@
+/* Program variables by name: the tool reads the object's DWARF (where the
+ * file is on disk), finds the probe points, and compiles each variable
+ * access into a fetch plan (spec.h) for the agent, which runs it on the hit
+ * path with no DWARF work there (docs/design.md, "Variables by name").
+ *
+ * A point is a function's entry (after its prologue, where the parameters
+ * have their homes, as perf probe and gdb place it), FUNC+OFFSET,
+ * FILE:LINE (the lowest address of the line in each function), or a
+ * %return probe (the parameters as they were at the entry).  At each point
+ * the variables are those of the scopes around it, innermost first; their
+ * locations come from the location lists at that address. */
+#include "dwarf_vars.h"
+
+#include <ctype.h>
+#include <dwarf.h>
+#include <elfutils/libdw.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <fnmatch.h>
+#include <gelf.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "debug_file.h"
+
+#define MAX_POINTS 64
+#define MAX_SCOPE_VARS 128
+
+/* The object a probe's variables are looked up in. */
+struct dbg {
+	char path[PATH_MAX];		/* the object (the probe names it so) */
+	char name[256];			/* as the agent knows it: its file name */
+	int fd, dfd;			/* the object, its separate debug file */
+	Elf *elf, *delf;
+	Dwarf *dw;
+	Dwarf_CFI *cfi;			/* .eh_frame of the object */
+};
+
+struct point {
+	Dwarf_Addr pc;
+	Dwarf_Die cu;
+};
+
+/* A variable visible at a point. */
+struct var {
+	const char *name;
+	Dwarf_Die die;
+	Dwarf_Die fn;			/* its function (for DW_AT_frame_base) */
+};
+
+/* An access being compiled: the plan so far yields either the value
+ * itself or the address where it is in memory. */
+struct access {
+	struct spec_arg *a;
+	bool in_memory;
+	bool unavailable;		/* optimized out here */
+	Dwarf_Die type;			/* no type: void */
+	bool has_type;
+	char why[160];			/* unavailable because */
+};
+
+static __attribute__((noreturn, format(printf, 1, 2))) void bad(const char *fmt, ...)
+{
+	char msg[1536];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(msg, sizeof(msg), fmt, ap);
+	va_end(ap);
+	cli_die(EXIT_BAD, "%s", msg);
+}
+
+/* ---- the object ---- */
+
+static bool exe_on_path(const char *cmd, char *out, size_t outlen)
+{
+	const char *path = getenv("PATH");
+	char dirs[4096];
+	char *save = NULL;
+
+	if (strchr(cmd, '/')) {
+		snprintf(out, outlen, "%s", cmd);
+		return access(out, R_OK) == 0;
+	}
+	snprintf(dirs, sizeof(dirs), "%s", path ? path : "/usr/local/bin:/usr/bin:/bin");
+	for (char *d = strtok_r(dirs, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
+		snprintf(out, outlen, "%s/%s", *d ? d : ".", cmd);
+		if (access(out, X_OK) == 0)
+			return true;
+	}
+	return false;
+}
+
+/* A loaded object of process pid whose path or file name is want. */
+static bool object_of_pid(pid_t pid, const char *want, char *out, size_t outlen)
+{
+	char maps[64], line[PATH_MAX + 128];
+	bool found = false;
+	FILE *f;
+
+	snprintf(maps, sizeof(maps), "/proc/%d/maps", (int)pid);
+	f = fopen(maps, "re");
+	if (!f)
+		return false;
+	while (!found && fgets(line, sizeof(line), f)) {
+		char *path = strchr(line, '/');
+		const char *base;
+
+		if (!path)
+			continue;
+		path[strcspn(path, "\n")] = '\0';
+		base = strrchr(path, '/') + 1;
+		if (!strcmp(path, want) || !strcmp(base, want)) {
+			snprintf(out, outlen, "%s", path);
+			found = true;
+		}
+	}
+	fclose(f);
+	return found;
+}
+
+/* Where a library named only by its file name would be found. */
+static bool library_on_disk(const char *name, char *out, size_t outlen)
+{
+	static const char *const dirs[] = {
+		"/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib64", "/usr/lib64",
+		"/lib", "/usr/lib", "/usr/local/lib",
+	};
+	const char *ld = getenv("LD_LIBRARY_PATH");
+
+	if (ld) {
+		char buf[4096], *save = NULL;
+
+		snprintf(buf, sizeof(buf), "%s", ld);
+		for (char *d = strtok_r(buf, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
+			snprintf(out, outlen, "%s/%s", d, name);
+			if (access(out, R_OK) == 0)
+				return true;
+		}
+	}
+	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++) {
+		snprintf(out, outlen, "%s/%s", dirs[i], name);
+		if (access(out, R_OK) == 0)
+			return true;
+	}
+	return false;
+}
+
+/* The file on disk of the object a probe names (or the main executable). */
+static void object_path(const struct cli_opts *o, const struct probe_spec *s, char *out,
+			size_t outlen)
+{
+	char exe[PATH_MAX];
+	const char *want = s->object;
+
+	if (o->pid) {
+		snprintf(exe, sizeof(exe), "/proc/%d/exe", (int)o->pid);
+		if (!want[0] || (!strchr(want, '/') && !object_of_pid(o->pid, want, out, outlen))) {
+			ssize_t n = readlink(exe, out, outlen - 1);
+
+			if (n <= 0)
+				cli_die(EXIT_FAIL, "cannot read %s: %s", exe, strerror(errno));
+			out[n] = '\0';
+			if (want[0] && strcmp(strrchr(out, '/') + 1, want))
+				bad("no object '%s' is loaded in process %d", want, (int)o->pid);
+		} else if (strchr(want, '/')) {
+			snprintf(out, outlen, "%s", want);
+		}
+		return;
+	}
+	if (o->command && !exe_on_path(o->command[0], exe, sizeof(exe)))
+		bad("cannot find the command '%s'", o->command[0]);
+	if (!want[0]) {
+		if (!o->command)
+			bad("give the object whose variables to read");
+		snprintf(out, outlen, "%s", exe);
+	} else if (strchr(want, '/')) {
+		snprintf(out, outlen, "%s", want);
+	} else if (o->command && !strcmp(strrchr(exe, '/') ? strrchr(exe, '/') + 1 : exe, want)) {
+		snprintf(out, outlen, "%s", exe);
+	} else if (!library_on_disk(want, out, outlen)) {
+		bad("cannot find the object '%s' on disk to read its debug information", want);
+	}
+}
+
+static void dbg_close(struct dbg *d)
+{
+	if (d->dw)
+		dwarf_end(d->dw);
+	if (d->delf)
+		elf_end(d->delf);
+	if (d->elf)
+		elf_end(d->elf);
+	if (d->dfd >= 0)
+		close(d->dfd);
+	if (d->fd >= 0)
+		close(d->fd);
+	memset(d, 0, sizeof(*d));
+	d->fd = d->dfd = -1;
+}
+
+static void dbg_open(struct dbg *d, const char *path)
+{
+	char dpath[PATH_MAX];
+	const char *base;
+
+	memset(d, 0, sizeof(*d));
+	d->fd = d->dfd = -1;
+	snprintf(d->path, sizeof(d->path), "%s", path);
+	base = strrchr(path, '/');
+	snprintf(d->name, sizeof(d->name), "%s", base ? base + 1 : path);
+	elf_version(EV_CURRENT);
+	d->fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (d->fd < 0)
+		cli_die(EXIT_FAIL, "cannot open %s: %s", path, strerror(errno));
+	d->elf = elf_begin(d->fd, ELF_C_READ_MMAP, NULL);
+	if (!d->elf || elf_kind(d->elf) != ELF_K_ELF)
+		bad("%s is not an ELF object", path);
+	d->dw = dwarf_begin_elf(d->elf, DWARF_C_READ, NULL);
+	if (!d->dw && debug_file_find(d->elf, path, dpath, sizeof(dpath)) == 0) {
+		d->dfd = open(dpath, O_RDONLY | O_CLOEXEC);
+		if (d->dfd >= 0)
+			d->delf = elf_begin(d->dfd, ELF_C_READ_MMAP, NULL);
+		if (d->delf)
+			d->dw = dwarf_begin_elf(d->delf, DWARF_C_READ, NULL);
+	}
+	if (!d->dw)
+		bad("%s has no debug information (none in the file, under /usr/lib/debug/.build-id "
+		    "or through .gnu_debuglink): variables cannot be named", path);
+	d->cfi = dwarf_getcfi_elf(d->elf);
+}
+
+/* ---- probe points ---- */
+
+/* The address after a function's prologue: the first line-table row of
+ * the function flagged prologue_end, else the second line's address, else
+ * the entry itself. */
+static Dwarf_Addr after_prologue(Dwarf_Die *cu, Dwarf_Addr entry, Dwarf_Addr end)
+{
+	Dwarf_Lines *lines;
+	size_t n;
+	Dwarf_Addr second = 0;
+	int first_line = -1;
+
+	if (dwarf_getsrclines(cu, &lines, &n))
+		return entry;
+	for (size_t i = 0; i < n; i++) {
+		Dwarf_Line *l = dwarf_onesrcline(lines, i);
+		Dwarf_Addr a;
+		bool pe = false;
+		int ln;
+
+		if (!l || dwarf_lineaddr(l, &a) || a < entry || a >= end)
+			continue;
+		dwarf_lineprologueend(l, &pe);
+		if (pe && a > entry)
+			return a;
+		dwarf_lineno(l, &ln);
+		if (a == entry && first_line < 0)
+			first_line = ln;
+		else if (a > entry && ln != first_line && first_line >= 0 && (!second || a < second))
+			second = a;
+	}
+	return second ? second : entry;
+}
+
+static void add_point(struct point *pts, int *n, Dwarf_Addr pc, Dwarf_Die *cu)
+{
+	for (int i = 0; i < *n; i++)
+		if (pts[i].pc == pc)
+			return;
+	if (*n == MAX_POINTS)
+		bad("more than %d points for one probe with variables", MAX_POINTS);
+	pts[*n].pc = pc;
+	pts[*n].cu = *cu;
+	(*n)++;
+}
+
+struct fn_query {
+	const struct probe_spec *s;
+	struct point *pts;
+	int *n;
+	Dwarf_Die *cu;
+};
+
+static int offer_function(Dwarf_Die *fn, void *arg)
+{
+	struct fn_query *q = arg;
+	const char *name = dwarf_diename(fn);
+	Dwarf_Addr entry, low, high;
+
+	if (!name || fnmatch(q->s->symbol, name, 0) || dwarf_entrypc(fn, &entry))
+		return DWARF_CB_OK;
+	if (dwarf_lowpc(fn, &low) || dwarf_highpc(fn, &high))
+		high = entry + 1;
+	if (q->s->offset)
+		add_point(q->pts, q->n, entry + q->s->offset, q->cu);
+	else if (q->s->is_return)
+		add_point(q->pts, q->n, entry, q->cu);
+	else
+		add_point(q->pts, q->n, after_prologue(q->cu, entry, high), q->cu);
+	return DWARF_CB_OK;
+}
+
+/* The CU whose ranges hold pc. */
+static bool cu_of(struct dbg *d, Dwarf_Addr pc, Dwarf_Die *cu)
+{
+	return dwarf_addrdie(d->dw, pc, cu) != NULL;
+}
+
+/* FILE:LINE: the lowest address of the line in each function it is in. */
+static void line_points(struct dbg *d, const struct probe_spec *s, struct point *pts, int *n)
+{
+	Dwarf_Line **srcs = NULL;
+	size_t nsrcs = 0;
+	Dwarf_Addr best[MAX_POINTS];
+	Dwarf_Off fns[MAX_POINTS];
+	int nfn = 0;
+
+	if (dwarf_getsrc_file(d->dw, s->symbol, (int)s->line, 0, &srcs, &nsrcs) || !nsrcs)
+		bad("no code for %s:%u in the debug information of %s", s->symbol, s->line, d->path);
+	for (size_t i = 0; i < nsrcs; i++) {
+		Dwarf_Addr a;
+		Dwarf_Die cu, *scopes = NULL;
+		Dwarf_Off fn = 0;
+		bool stmt = false;
+		int k, ns;
+
+		if (dwarf_lineaddr(srcs[i], &a) || !cu_of(d, a, &cu))
+			continue;
+		dwarf_linebeginstatement(srcs[i], &stmt);
+		if (!stmt)
+			continue;
+		ns = dwarf_getscopes(&cu, a, &scopes);
+		for (k = 0; k < ns; k++)
+			if (dwarf_tag(&scopes[k]) == DW_TAG_subprogram ||
+			    dwarf_tag(&scopes[k]) == DW_TAG_inlined_subroutine) {
+				fn = dwarf_dieoffset(&scopes[k]);
+				break;
+			}
+		free(scopes);
+		for (k = 0; k < nfn && fns[k] != fn; k++)
+			;
+		if (k == nfn) {
+			if (nfn == MAX_POINTS)
+				break;
+			fns[nfn] = fn;
+			best[nfn++] = a;
+		} else if (a < best[k]) {
+			best[k] = a;
+		}
+	}
+	free(srcs);
+	for (int k = 0; k < nfn; k++) {
+		Dwarf_Die cu;
+
+		if (cu_of(d, best[k], &cu))
+			add_point(pts, n, best[k], &cu);
+	}
+}
+
+static void find_points(struct dbg *d, const struct probe_spec *s, struct point *pts, int *n)
+{
+	*n = 0;
+	if (s->kind == SPEC_LINE) {
+		line_points(d, s, pts, n);
+	} else if (s->kind == SPEC_ADDRESS) {
+		Dwarf_Die cu;
+
+		if (cu_of(d, s->address, &cu))
+			add_point(pts, n, s->address, &cu);
+	} else if (s->kind == SPEC_SYMBOL) {
+		Dwarf_Off off = 0, next;
+		size_t hsize;
+
+		while (!dwarf_nextcu(d->dw, off, &next, &hsize, NULL, NULL, NULL)) {
+			Dwarf_Die cu;
+			struct fn_query q = { s, pts, n, &cu };
+
+			if (dwarf_offdie(d->dw, off + hsize, &cu))
+				dwarf_getfuncs(&cu, offer_function, &q, 0);
+			off = next;
+		}
+	} else {
+		bad("'%s': a tracepoint's arguments are arg1.. or its own names", s->text);
+	}
+	if (!*n)
+		bad("'%s': no such function or line in the debug information of %s", s->text, d->path);
+}
+
+/* ---- variables at a point ---- */
+
+static bool is_var_tag(int tag)
+{
+	return tag == DW_TAG_formal_parameter || tag == DW_TAG_variable;
+}
+
+/* The variables visible at pc, innermost scope first (a name shadowed by
+ * an inner one is left out).  Returns how many; *scopes_out to free. */
+static int vars_at(struct point *p, struct var *out, int max, Dwarf_Die **scopes_out,
+		   bool params_only)
+{
+	Dwarf_Die *scopes = NULL;
+	int ns = dwarf_getscopes(&p->cu, p->pc, &scopes), n = 0;
+	int fn_scope = -1;
+
+	*scopes_out = scopes;
+	for (int k = 0; k < ns; k++) {
+		int tag = dwarf_tag(&scopes[k]);
+
+		if (tag == DW_TAG_subprogram || tag == DW_TAG_inlined_subroutine) {
+			fn_scope = k;
+			break;
+		}
+	}
+	if (fn_scope < 0)
+		return 0;
+	for (int k = params_only ? fn_scope : 0; k <= fn_scope; k++) {
+		Dwarf_Die child;
+
+		if (dwarf_child(&scopes[k], &child))
+			continue;
+		do {
+			const char *name = dwarf_diename(&child);
+			bool dup = false;
+
+			if (!is_var_tag(dwarf_tag(&child)) || !name)
+				continue;
+			if (params_only && dwarf_tag(&child) != DW_TAG_formal_parameter)
+				continue;
+			for (int i = 0; i < n && !dup; i++)
+				dup = !strcmp(out[i].name, name);
+			if (dup || n == max)
+				continue;
+			out[n].name = name;
+			out[n].die = child;
+			out[n].fn = scopes[fn_scope];
+			n++;
+		} while (!dwarf_siblingof(&child, &child));
+	}
+	/* Parameters first, in declaration order, as gdb lists them. */
+	return n;
+}
+
+/* ---- types ---- */
+
+static bool type_of(Dwarf_Die *die, Dwarf_Die *type)
+{
+	Dwarf_Attribute attr;
+
+	return dwarf_attr_integrate(die, DW_AT_type, &attr) && dwarf_formref_die(&attr, type);
+}
+
+/* Past typedefs and qualifiers; false for void. */
+static bool strip(Dwarf_Die *t, Dwarf_Die *out)
+{
+	Dwarf_Die cur = *t;
+
+	for (int guard = 0; guard < 32; guard++) {
+		int tag = dwarf_tag(&cur);
+
+		if (tag != DW_TAG_typedef && tag != DW_TAG_const_type &&
+		    tag != DW_TAG_volatile_type && tag != DW_TAG_restrict_type &&
+		    tag != DW_TAG_atomic_type) {
+			*out = cur;
+			return true;
+		}
+		if (!type_of(&cur, &cur))
+			return false;
+	}
+	return false;
+}
+
+static void type_name(Dwarf_Die *t, bool has, char *buf, size_t len)
+{
+	char inner[160];
+	Dwarf_Die sub;
+	const char *name = has ? dwarf_diename(t) : NULL;
+	int tag = has ? dwarf_tag(t) : 0;
+	Dwarf_Word count;
+
+	if (!has) {
+		snprintf(buf, len, "void");
+		return;
+	}
+	switch (tag) {
+	case DW_TAG_pointer_type:
+	case DW_TAG_reference_type:
+	case DW_TAG_const_type:
+	case DW_TAG_volatile_type:
+	case DW_TAG_array_type: {
+		bool hs = type_of(t, &sub);
+
+		type_name(&sub, hs, inner, sizeof(inner));
+		if (tag == DW_TAG_pointer_type) {
+			snprintf(buf, len, "%s *", inner);
+		} else if (tag == DW_TAG_reference_type) {
+			snprintf(buf, len, "%s &", inner);
+		} else if (tag == DW_TAG_const_type) {
+			snprintf(buf, len, "const %s", inner);
+		} else if (tag == DW_TAG_volatile_type) {
+			snprintf(buf, len, "volatile %s", inner);
+		} else {
+			Dwarf_Die r;
+			Dwarf_Attribute a;
+
+			count = 0;
+			if (!dwarf_child(t, &r) && dwarf_tag(&r) == DW_TAG_subrange_type) {
+				if (dwarf_attr_integrate(&r, DW_AT_count, &a))
+					dwarf_formudata(&a, &count);
+				else if (dwarf_attr_integrate(&r, DW_AT_upper_bound, &a) &&
+					 !dwarf_formudata(&a, &count))
+					count++;
+			}
+			snprintf(buf, len, "%.140s[%llu]", inner, (unsigned long long)count);
+		}
+		return;
+	}
+	case DW_TAG_structure_type:
+		snprintf(buf, len, "struct %s", name ? name : "<anonymous>");
+		return;
+	case DW_TAG_union_type:
+		snprintf(buf, len, "union %s", name ? name : "<anonymous>");
+		return;
+	case DW_TAG_enumeration_type:
+		snprintf(buf, len, "enum %s", name ? name : "<anonymous>");
+		return;
+	case DW_TAG_class_type:
+		snprintf(buf, len, "class %s", name ? name : "<anonymous>");
+		return;
+	default:
+		snprintf(buf, len, "%s", name ? name : "?");
+	}
+}
+
+static Dwarf_Word type_size(Dwarf_Die *t)
+{
+	Dwarf_Word sz;
+
+	return dwarf_aggregate_size(t, &sz) ? 0 : sz;
+}
+
+/* Whether the stripped type is a character (for char * and char[]). */
+static bool is_char_type(Dwarf_Die *t)
+{
+	Dwarf_Attribute a;
+	Dwarf_Word enc;
+
+	if (dwarf_tag(t) != DW_TAG_base_type || type_size(t) != 1 ||
+	    !dwarf_attr_integrate(t, DW_AT_encoding, &a) || dwarf_formudata(&a, &enc))
+		return false;
+	return enc == DW_ATE_signed_char || enc == DW_ATE_unsigned_char;
+}
+
+static enum arg_type int_type(Dwarf_Word size, bool sign)
+{
+	switch (size) {
+	case 1: return sign ? ARG_S8 : ARG_U8;
+	case 2: return sign ? ARG_S16 : ARG_U16;
+	case 4: return sign ? ARG_S32 : ARG_U32;
+	default: return sign ? ARG_S64 : ARG_U64;
+	}
+}
+
+/* ---- fetch plans ---- */
+
+static void put_op(struct access *x, enum fetch_kind kind, uint8_t reg, int64_t k, uint8_t size)
+{
+	struct fetch_op *op;
+
+	if (x->a->nops == SPEC_MAX_OPS)
+		bad("'%s' needs more than %d steps to fetch", x->a->name, SPEC_MAX_OPS);
+	/* Fold additions. */
+	if (kind == FETCH_ADD && x->a->nops &&
+	    (x->a->ops[x->a->nops - 1].kind == FETCH_ADD ||
+	     x->a->ops[x->a->nops - 1].kind == FETCH_CONST)) {
+		x->a->ops[x->a->nops - 1].k += k;
+		return;
+	}
+	if (kind == FETCH_ADD && !k)
+		return;
+	op = &x->a->ops[x->a->nops++];
+	memset(op, 0, sizeof(*op));
+	op->kind = (uint8_t)kind;
+	op->reg = reg;
+	op->k = k;
+	op->size = size;
+}
+
+static void unavailable(struct access *x, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+static void unavailable(struct access *x, const char *fmt, ...)
+{
+	va_list ap;
+
+	x->unavailable = true;
+	va_start(ap, fmt);
+	vsnprintf(x->why, sizeof(x->why), fmt, ap);
+	va_end(ap);
+}
+
+/* A general register's value (DWARF 0..16); false for vector registers. */
+static bool op_reg(struct access *x, unsigned int reg)
+{
+	if (reg > 16) {
+		unavailable(x, "in a vector register (DWARF register %u) here", reg);
+		return false;
+	}
+	put_op(x, FETCH_REG, (uint8_t)reg, 0, 0);
+	return true;
+}
+
+/* The CFA at pc from the object's call frame information. */
+static bool plan_cfa(struct dbg *d, Dwarf_Addr pc, struct access *x)
+{
+	Dwarf_Frame *frame = NULL;
+	Dwarf_Op *ops;
+	size_t nops;
+	bool ok = false;
+
+	if (!d->cfi || dwarf_cfi_addrframe(d->cfi, pc, &frame) ||
+	    dwarf_frame_cfa(frame, &ops, &nops)) {
+		unavailable(x, "no call frame information at 0x%llx", (unsigned long long)pc);
+		free(frame);
+		return false;
+	}
+	if (nops == 1 && ops[0].atom >= DW_OP_breg0 && ops[0].atom <= DW_OP_breg16) {
+		ok = op_reg(x, ops[0].atom - DW_OP_breg0);
+		put_op(x, FETCH_ADD, 0, (int64_t)ops[0].number, 0);
+	} else if (nops == 1 && ops[0].atom == DW_OP_bregx) {
+		ok = op_reg(x, (unsigned int)ops[0].number);
+		put_op(x, FETCH_ADD, 0, (int64_t)ops[0].number2, 0);
+	} else {
+		unavailable(x, "a frame address the tool cannot compute");
+	}
+	free(frame);
+	return ok;
+}
+
+static bool plan_expr(struct dbg *d, Dwarf_Addr pc, Dwarf_Die *fn, Dwarf_Op *ops, size_t n,
+		      struct access *x, int depth);
+
+/* DW_OP_fbreg: the function's frame base, itself a location. */
+static bool plan_frame_base(struct dbg *d, Dwarf_Addr pc, Dwarf_Die *fn, struct access *x,
+			    int depth)
+{
+	Dwarf_Attribute attr;
+	Dwarf_Op *ops;
+	size_t n;
+	struct access base = *x;
+
+	if (depth > 2 || !dwarf_attr_integrate(fn, DW_AT_frame_base, &attr) ||
+	    dwarf_getlocation_addr(&attr, pc, &ops, &n, 1) != 1) {
+		unavailable(x, "no frame base here");
+		return false;
+	}
+	base.in_memory = false;
+	if (!plan_expr(d, pc, fn, ops, n, &base, depth + 1)) {
+		*x = base;
+		return false;
+	}
+	/* DW_OP_reg6 as a frame base means the register's value. */
+	*x = base;
+	x->in_memory = false;
+	return true;
+}
+
+/* DWARF's binary operators that a plan has. */
+static int binop_of(unsigned int atom)
+{
+	switch (atom) {
+	case DW_OP_plus: return BINOP_ADD;
+	case DW_OP_minus: return BINOP_SUB;
+	case DW_OP_mul: return BINOP_MUL;
+	case DW_OP_and: return BINOP_AND;
+	case DW_OP_or: return BINOP_OR;
+	case DW_OP_xor: return BINOP_XOR;
+	case DW_OP_shl: return BINOP_SHL;
+	case DW_OP_shr: return BINOP_SHR;
+	case DW_OP_shra: return BINOP_SAR;
+	default: return -1;
+	}
+}
+
+static bool is_const_op(unsigned int atom)
+{
+	return atom == DW_OP_const1u || atom == DW_OP_const2u || atom == DW_OP_const4u ||
+	       atom == DW_OP_const8u || atom == DW_OP_constu || atom == DW_OP_const1s ||
+	       atom == DW_OP_const2s || atom == DW_OP_const4s || atom == DW_OP_const8s ||
+	       atom == DW_OP_consts;
+}
+
+/* Compiles a location expression into plan steps: DWARF's stack machine
+ * maps onto the plan's (registers, constants, the frame base and CFA,
+ * arithmetic, loads, DW_OP_stack_value); a value wholly in one register is
+ * that register.  What has no equivalent (values known only at the entry,
+ * static storage, several pieces) makes the value unavailable, saying why. */
+static bool plan_expr(struct dbg *d, Dwarf_Addr pc, Dwarf_Die *fn, Dwarf_Op *ops, size_t n,
+		      struct access *x, int depth)
+{
+	int sp = 0;
+
+	x->in_memory = true;
+	if (n && ((ops[0].atom >= DW_OP_reg0 && ops[0].atom <= DW_OP_reg31) ||
+		  ops[0].atom == DW_OP_regx)) {
+		if (n > 1 && !(n == 2 && ops[1].atom == DW_OP_piece))
+			goto unsupported;
+		x->in_memory = false;
+		return op_reg(x, ops[0].atom == DW_OP_regx ? (unsigned int)ops[0].number :
+							     (unsigned int)(ops[0].atom - DW_OP_reg0));
+	}
+	for (size_t i = 0; i < n; i++) {
+		unsigned int atom = ops[i].atom;
+		int bop = binop_of(atom);
+
+		if (atom >= DW_OP_breg0 && atom <= DW_OP_breg31) {
+			if (!op_reg(x, atom - DW_OP_breg0))
+				return false;
+			put_op(x, FETCH_ADD, 0, (int64_t)ops[i].number, 0);
+			sp++;
+		} else if (atom == DW_OP_bregx) {
+			if (!op_reg(x, (unsigned int)ops[i].number))
+				return false;
+			put_op(x, FETCH_ADD, 0, (int64_t)ops[i].number2, 0);
+			sp++;
+		} else if (atom == DW_OP_fbreg) {
+			if (!plan_frame_base(d, pc, fn, x, depth))
+				return false;
+			x->in_memory = true;
+			put_op(x, FETCH_ADD, 0, (int64_t)ops[i].number, 0);
+			sp++;
+		} else if (atom == DW_OP_call_frame_cfa) {
+			if (!plan_cfa(d, pc, x))
+				return false;
+			sp++;
+		} else if (atom >= DW_OP_lit0 && atom <= DW_OP_lit31) {
+			put_op(x, FETCH_CONST, 0, atom - DW_OP_lit0, 0);
+			sp++;
+		} else if (is_const_op(atom)) {
+			put_op(x, FETCH_CONST, 0, (int64_t)ops[i].number, 0);
+			sp++;
+		} else if (atom == DW_OP_plus_uconst && sp >= 1) {
+			put_op(x, FETCH_ADD, 0, (int64_t)ops[i].number, 0);
+		} else if ((atom == DW_OP_neg || atom == DW_OP_not) && sp >= 1) {
+			put_op(x, FETCH_CONST, 0, -1, 0);
+			put_op(x, FETCH_BINOP, 0, atom == DW_OP_neg ? BINOP_MUL : BINOP_XOR, 0);
+			if (sp + 1 > SPEC_PLAN_DEPTH)
+				goto unsupported;
+		} else if (bop >= 0 && sp >= 2) {
+			put_op(x, FETCH_BINOP, 0, bop, 0);
+			sp--;
+		} else if (atom == DW_OP_deref && sp >= 1) {
+			put_op(x, FETCH_LOAD, 0, 0, 8);
+		} else if (atom == DW_OP_deref_size && sp >= 1 &&
+			   (ops[i].number == 1 || ops[i].number == 2 || ops[i].number == 4 ||
+			    ops[i].number == 8)) {
+			put_op(x, FETCH_LOAD, 0, 0, (uint8_t)ops[i].number);
+		} else if (atom == DW_OP_stack_value && sp == 1 && i + 1 == n) {
+			x->in_memory = false;
+			return true;
+		} else if (atom == DW_OP_piece && i + 1 == n && sp == 1) {
+			break;
+		} else if (atom == DW_OP_entry_value || atom == DW_OP_GNU_entry_value) {
+			unavailable(x, "only its value at the function's entry is known here");
+			return false;
+		} else if (atom == DW_OP_addr) {
+			unavailable(x, "a static variable (not supported yet)");
+			return false;
+		} else {
+			unavailable(x, "a location the tool cannot compute (DW_OP 0x%x)", atom);
+			return false;
+		}
+		if (sp > SPEC_PLAN_DEPTH)
+			goto unsupported;
+	}
+	if (sp != 1)
+		goto unsupported;
+	return true;
+unsupported:
+	unavailable(x, "a location the tool cannot compute");
+	return false;
+}
+
+/* The variable's location at pc into x (register value or address). */
+static void plan_var(struct dbg *d, struct point *p, struct var *v, struct access *x)
+{
+	Dwarf_Attribute attr;
+	Dwarf_Op *ops;
+	size_t n;
+	int rc;
+
+	x->has_type = type_of(&v->die, &x->type);
+	if (dwarf_attr_integrate(&v->die, DW_AT_const_value, &attr)) {
+		Dwarf_Sword sv;
+
+		if (dwarf_formsdata(&attr, &sv)) {
+			unavailable(x, "a constant the tool cannot read");
+			return;
+		}
+		put_op(x, FETCH_CONST, 0, (int64_t)sv, 0);
+		x->in_memory = false;
+		return;
+	}
+	if (!dwarf_attr_integrate(&v->die, DW_AT_location, &attr)) {
+		unavailable(x, "optimized out");
+		return;
+	}
+	rc = dwarf_getlocation_addr(&attr, p->pc, &ops, &n, 1);
+	if (rc <= 0) {
+		unavailable(x, "optimized out at this point");
+		return;
+	}
+	plan_expr(d, p->pc, &v->fn, ops, n, x, 0);
+}
+
+/* Turns an address plan into the value plan of the pointer there. */
+static void materialize(struct access *x, uint8_t size)
+{
+	if (x->in_memory)
+		put_op(x, FETCH_LOAD, 0, 0, size);
+	x->in_memory = false;
+}
+
+static bool find_member(Dwarf_Die *st, const char *name, size_t len, Dwarf_Die *m)
+{
+	if (dwarf_child(st, m))
+		return false;
+	do {
+		const char *mn = dwarf_diename(m);
+
+		if (dwarf_tag(m) == DW_TAG_member && mn && strlen(mn) == len &&
+		    !strncmp(mn, name, len))
+			return true;
+	} while (!dwarf_siblingof(m, m));
+	return false;
+}
+
+static void step_field(struct access *x, const char *expr, const char *f, size_t len, bool arrow)
+{
+	Dwarf_Die t, m;
+	Dwarf_Attribute a;
+	Dwarf_Word off = 0;
+	char tn[256];
+
+	if (!x->has_type || !strip(&x->type, &t))
+		bad("'%s': %.*s is not a struct (type void)", expr, (int)(f - expr) - (arrow ? 2 : 1),
+		    expr);
+	if (arrow) {
+		type_name(&x->type, true, tn, sizeof(tn));
+		if (dwarf_tag(&t) != DW_TAG_pointer_type)
+			bad("'%s': '->%.*s' needs a pointer to a struct, not %s", expr, (int)len, f, tn);
+		materialize(x, 8);
+		x->in_memory = true;
+		x->has_type = type_of(&t, &x->type);
+		if (!x->has_type || !strip(&x->type, &t))
+			bad("'%s': '->%.*s' needs a pointer to a struct, not %s", expr, (int)len, f,
+			    tn);
+	}
+	type_name(&t, true, tn, sizeof(tn));
+	if (dwarf_tag(&t) != DW_TAG_structure_type && dwarf_tag(&t) != DW_TAG_union_type &&
+	    dwarf_tag(&t) != DW_TAG_class_type)
+		bad("'%s': '%s%.*s': not a struct or union (type %s)", expr, arrow ? "->" : ".",
+		    (int)len, f, tn);
+	if (!find_member(&t, f, len, &m))
+		bad("'%s': %s has no field '%.*s'", expr, tn, (int)len, f);
+	if (dwarf_attr_integrate(&m, DW_AT_bit_size, &a) ||
+	    dwarf_attr_integrate(&m, DW_AT_data_bit_offset, &a))
+		bad("'%s': field '%.*s' is a bit-field (not supported)", expr, (int)len, f);
+	if (dwarf_attr_integrate(&m, DW_AT_data_member_location, &a) && dwarf_formudata(&a, &off))
+		bad("'%s': field '%.*s' has a computed location (not supported)", expr, (int)len, f);
+	if (!x->in_memory)
+		bad("'%s': the struct is held in registers here: its fields cannot be read", expr);
+	put_op(x, FETCH_ADD, 0, (int64_t)off, 0);
+	x->has_type = type_of(&m, &x->type);
+}
+
+static void step_index(struct access *x, const char *expr, unsigned long idx)
+{
+	Dwarf_Die t, elem;
+	char tn[256];
+	Dwarf_Word esz;
+
+	type_name(&x->type, x->has_type, tn, sizeof(tn));
+	if (!x->has_type || !strip(&x->type, &t) ||
+	    (dwarf_tag(&t) != DW_TAG_array_type && dwarf_tag(&t) != DW_TAG_pointer_type))
+		bad("'%s': [%lu] needs an array or a pointer, not %s", expr, idx, tn);
+	if (!type_of(&t, &elem) || !(esz = type_size(&elem)))
+		bad("'%s': cannot index %s (element size unknown)", expr, tn);
+	if (dwarf_tag(&t) == DW_TAG_pointer_type)
+		materialize(x, 8);
+	else if (!x->in_memory)
+		bad("'%s': the array is held in registers here", expr);
+	put_op(x, FETCH_ADD, 0, (int64_t)(idx * esz), 0);
+	x->in_memory = true;
+	x->type = elem;
+}
+
+static void step_deref(struct access *x, const char *expr)
+{
+	Dwarf_Die t;
+	char tn[256];
+
+	type_name(&x->type, x->has_type, tn, sizeof(tn));
+	if (!x->has_type || !strip(&x->type, &t) || dwarf_tag(&t) != DW_TAG_pointer_type)
+		bad("'%s': * needs a pointer, not %s", expr, tn);
+	materialize(x, 8);
+	x->in_memory = true;
+	x->has_type = type_of(&t, &x->type);
+	if (!x->has_type)
+		bad("'%s': cannot read through a void *: give a field or a cast type", expr);
+}
+
+/* The value's final load and its type, from DWARF unless given. */
+static void finish(struct access *x, const char *expr, bool report)
+{
+	struct spec_arg *a = x->a;
+	Dwarf_Die t;
+	Dwarf_Attribute at;
+	Dwarf_Word enc = 0, size;
+	enum arg_type type = ARG_X64;
+	char tn[256];
+	int tag;
+
+	if (!x->has_type || !strip(&x->type, &t))
+		bad("'%s' has no type (void)", expr);
+	tag = dwarf_tag(&t);
+	size = type_size(&t);
+	type_name(&x->type, true, tn, sizeof(tn));
+	if (tag == DW_TAG_array_type) {
+		Dwarf_Die elem, se;
+
+		if (!x->in_memory)
+			bad("'%s': the array is held in registers here", expr);
+		if (type_of(&t, &elem) && strip(&elem, &se) && is_char_type(&se))
+			type = ARG_STRING;
+		else if (report)
+			bad("'%s' is an array (%s): name an element with [N]", expr, tn);
+		else
+			type = ARG_X64;	/* $vars: the array's address */
+		x->in_memory = false;
+	} else if (tag == DW_TAG_structure_type || tag == DW_TAG_union_type ||
+		   tag == DW_TAG_class_type) {
+		if (report)
+			bad("'%s' is a %s: name a field with . or ->", expr, tn);
+		if (!x->in_memory)
+			unavailable(x, "a %s held in registers", tn);
+		x->in_memory = false;	/* $vars: the struct's address */
+	} else {
+		if (tag == DW_TAG_pointer_type || tag == DW_TAG_reference_type) {
+			Dwarf_Die pt, ps;
+
+			size = 8;
+			if (tag == DW_TAG_pointer_type && type_of(&t, &pt) && strip(&pt, &ps) &&
+			    is_char_type(&ps))
+				type = ARG_STRING;
+		} else if (tag == DW_TAG_base_type) {
+			if (dwarf_attr_integrate(&t, DW_AT_encoding, &at))
+				dwarf_formudata(&at, &enc);
+			if (enc == DW_ATE_float)
+				type = size == 4 ? ARG_F32 : ARG_F64;
+			else
+				type = int_type(size, enc == DW_ATE_signed ||
+						      enc == DW_ATE_signed_char);
+			if (size > 8 || (enc == DW_ATE_float && size != 4 && size != 8))
+				unavailable(x, "a %s (%llu bytes) is not supported", tn,
+					    (unsigned long long)size);
+		} else if (tag == DW_TAG_enumeration_type) {
+			Dwarf_Die ut, us;
+
+			enc = DW_ATE_unsigned;
+			if (type_of(&t, &ut) && strip(&ut, &us) &&
+			    dwarf_attr_integrate(&us, DW_AT_encoding, &at))
+				dwarf_formudata(&at, &enc);
+			type = int_type(size, enc == DW_ATE_signed);
+		}
+		if (x->in_memory && !x->unavailable) {
+			if (size != 1 && size != 2 && size != 4 && size != 8)
+				unavailable(x, "%llu-byte values are not supported",
+					    (unsigned long long)size);
+			else
+				put_op(x, FETCH_LOAD, 0, 0, (uint8_t)size);
+		}
+		x->in_memory = false;
+	}
+	if (!a->typed)
+		a->type = (uint8_t)type;
+	if (x->unavailable) {
+		a->src = ARG_SRC_UNAVAIL;
+		a->nops = 0;
+	} else {
+		a->src = ARG_SRC_PLAN;
+	}
+}
+
+/* Compiles one expression (NAME, ->F, .F, [N], leading *) into a. */
+static void compile_expr(struct dbg *d, struct point *p, struct var *vars, int nvars,
+			 struct spec_arg *a, const char *where)
+{
+	const char *expr = a->expr, *c = expr;
+	struct access x = { .a = a };
+	int stars = 0, vi;
+	size_t len;
+
+	while (*c == '*') {
+		stars++;
+		c++;
+	}
+	len = strcspn(c, ".-[");
+	for (vi = 0; vi < nvars; vi++)
+		if (strlen(vars[vi].name) == len && !strncmp(vars[vi].name, c, len))
+			break;
+	if (vi == nvars) {
+		char avail[1024] = "";
+		size_t o = 0;
+
+		for (int i = 0; i < nvars && o < sizeof(avail) - 1; i++)
+			o += (size_t)snprintf(avail + o, sizeof(avail) - o, "%s%s", i ? ", " : "",
+					      vars[i].name);
+		bad("no variable '%.*s' at %s (available: %s)", (int)len, c, where,
+		    nvars ? avail : "none");
+	}
+	a->nops = 0;
+	plan_var(d, p, &vars[vi], &x);
+	c += len;
+	while (*c && !x.unavailable) {
+		if (*c == '.' || *c == '-') {
+			bool arrow = *c == '-';
+			const char *f = c + (arrow ? 2 : 1);
+			size_t fl = strcspn(f, ".-[");
+
+			step_field(&x, expr, f, fl, arrow);
+			c = f + fl;
+		} else {
+			char *end;
+			unsigned long idx = strtoul(c + 1, &end, 10);
+
+			step_index(&x, expr, idx);
+			c = end + 1;
+		}
+	}
+	while (stars-- && !x.unavailable)
+		step_deref(&x, expr);
+	if (x.unavailable && !x.has_type)
+		x.has_type = type_of(&vars[vi].die, &x.type);
+	finish(&x, expr, true);
+}
+
+/* $params / $vars: one argument per variable, as many as fit. */
+static int expand_all(struct dbg *d, struct point *p, struct var *vars, int nvars,
+		      struct spec_arg *out, int room, bool quiet)
+{
+	int n = 0;
+
+	for (int i = 0; i < nvars && n < room; i++) {
+		struct spec_arg *a = &out[n];
+		struct access x = { .a = a };
+
+		memset(a, 0, sizeof(*a));
+		snprintf(a->name, sizeof(a->name), "%s", vars[i].name);
+		snprintf(a->expr, sizeof(a->expr), "%s", vars[i].name);
+		plan_var(d, p, &vars[i], &x);
+		if (x.unavailable && !x.has_type)
+			x.has_type = type_of(&vars[i].die, &x.type);
+		if (!x.has_type)
+			continue;
+		finish(&x, a->expr, false);
+		n++;
+	}
+	(void)quiet;
+	return n;
+}
+
+/* The name of a point for messages: FUNC+0xOFF. */
+static void point_name(struct point *p, char *buf, size_t len)
+{
+	Dwarf_Die *scopes = NULL;
+	int ns = dwarf_getscopes(&p->cu, p->pc, &scopes);
+
+	snprintf(buf, len, "0x%llx", (unsigned long long)p->pc);
+	for (int k = 0; k < ns; k++) {
+		Dwarf_Addr entry;
+
+		if (dwarf_tag(&scopes[k]) == DW_TAG_subprogram && dwarf_diename(&scopes[k]) &&
+		    !dwarf_entrypc(&scopes[k], &entry)) {
+			snprintf(buf, len, "%s+0x%llx", dwarf_diename(&scopes[k]),
+				 (unsigned long long)(p->pc - entry));
+			break;
+		}
+	}
+	free(scopes);
+}
+
+/* The probe s at point p, with its variables compiled, into out. */
+static void resolve_at(struct dbg *d, const struct probe_spec *s, struct point *p,
+		       struct probe_spec *out)
+{
+	struct var vars[MAX_SCOPE_VARS];
+	struct spec_arg args[SPEC_MAX_ARGS];
+	Dwarf_Die *scopes = NULL;
+	char where[300], err[600];
+	int nvars, nargs = 0;
+
+	point_name(p, where, sizeof(where));
+	nvars = vars_at(p, vars, MAX_SCOPE_VARS, &scopes, false);
+	for (int i = 0; i < s->nargs; i++) {
+		const struct spec_arg *in = &s->args[i];
+		bool all = in->src == ARG_SRC_VAR &&
+			   (!strcmp(in->expr, "$params") || !strcmp(in->expr, "$vars"));
+
+		if (all) {
+			struct var pv[MAX_SCOPE_VARS];
+			Dwarf_Die *ps = NULL;
+			bool params = !strcmp(in->expr, "$params");
+			int np = params ? vars_at(p, pv, MAX_SCOPE_VARS, &ps, true) : nvars;
+
+			nargs += expand_all(d, p, params ? pv : vars, np, &args[nargs],
+					    SPEC_MAX_ARGS - nargs, false);
+			free(ps);
+			continue;
+		}
+		if (nargs == SPEC_MAX_ARGS)
+			bad("'%s': more than %d arguments", s->text, SPEC_MAX_ARGS);
+		args[nargs] = *in;
+		if (in->src == ARG_SRC_VAR) {
+			compile_expr(d, p, vars, nvars, &args[nargs], where);
+		} else if (in->type == ARG_F64 && in->src < ARG_SRC_RETVAL) {
+			bad("'%s': argN:f64 cannot be combined with variables by name", s->text);
+		}
+		nargs++;
+	}
+	free(scopes);
+	*out = *s;
+	out->kind = SPEC_ADDRESS;
+	out->address = p->pc;
+	out->offset = 0;
+	out->line = 0;
+	snprintf(out->object, sizeof(out->object), "%s", d->name);
+	out->symbol[0] = '\0';
+	out->nargs = nargs;
+	memcpy(out->args, args, sizeof(args));
+	if (s->is_return) {
+		/* Read at the entry: the return probe's entry handler. */
+		char sym[320];
+
+		snprintf(sym, sizeof(sym), "%s", where);
+		*strchr(sym, '+') = '\0';
+		out->kind = SPEC_SYMBOL;
+		snprintf(out->symbol, sizeof(out->symbol), "%.255s", sym);
+		out->address = 0;
+	}
+	if (spec_format(out) && spec_too_long(out, err, sizeof(err)))
+		bad("%s", err);
+}
+
+void dwarf_vars_resolve(struct cli_opts *o)
+{
+	int nspecs = o->nspecs;
+
+	for (int i = 0; i < nspecs; i++) {
+		struct probe_spec orig = o->specs[i];
+		struct point pts[MAX_POINTS];
+		char path[PATH_MAX];
+		struct dbg d;
+		int n;
+
+		if (!spec_has_vars(&orig))
+			continue;
+		object_path(o, &orig, path, sizeof(path));
+		dbg_open(&d, path);
+		find_points(&d, &orig, pts, &n);
+		if (orig.is_return && n > 1)
+			n = 1;
+		for (int k = 0; k < n; k++) {
+			struct probe_spec *out = k ? &o->specs[o->nspecs] : &o->specs[i];
+
+			if (k && o->nspecs == KPROBE_MAX_SPECS)
+				bad("too many probe points (at most %d)", KPROBE_MAX_SPECS);
+			resolve_at(&d, &orig, &pts[k], out);
+			if (getenv("KPROBE_DEBUG_PLANS"))
+				fprintf(stderr, "kprobe: %s\n", out->text);
+			if (k)
+				o->nspecs++;
+		}
+		dbg_close(&d);
+	}
+}
+
+/* ---- kprobe vars ---- */
+
+static void list_point(struct dbg *d, struct point *p, FILE *f)
+{
+	struct var vars[MAX_SCOPE_VARS];
+	Dwarf_Die *scopes = NULL;
+	char where[300];
+	int nvars;
+	Dwarf_Line *line = dwarf_getsrc_die(&p->cu, p->pc);
+
+	point_name(p, where, sizeof(where));
+	fprintf(f, "%s", where);
+	if (line) {
+		const char *file = dwarf_linesrc(line, NULL, NULL);
+		int ln = 0;
+
+		dwarf_lineno(line, &ln);
+		if (file)
+			fprintf(f, " (%s:%d)", strrchr(file, '/') ? strrchr(file, '/') + 1 : file, ln);
+	}
+	fprintf(f, " [%s]\n", d->name);
+	nvars = vars_at(p, vars, MAX_SCOPE_VARS, &scopes, false);
+	for (int i = 0; i < nvars; i++) {
+		struct spec_arg a = { 0 };
+		struct access x = { .a = &a };
+		char tn[256];
+
+		plan_var(d, p, &vars[i], &x);
+		type_name(&x.type, type_of(&vars[i].die, &x.type), tn, sizeof(tn));
+		fprintf(f, "\t%-24s %s%s%s%s\n", tn, vars[i].name,
+			dwarf_tag(&vars[i].die) == DW_TAG_formal_parameter ? " (parameter)" : "",
+			x.unavailable ? ": " : "", x.unavailable ? x.why : "");
+	}
+	free(scopes);
+}
+
+int dwarf_vars_list(struct cli_opts *o)
+{
+	for (int i = 0; i < o->nspecs; i++) {
+		struct probe_spec *s = &o->specs[i];
+		struct point pts[MAX_POINTS];
+		char path[PATH_MAX];
+		struct dbg d;
+		int n;
+
+		if (o->list_object) {
+			struct probe_spec tmp = *s;
+
+			snprintf(tmp.object, sizeof(tmp.object), "%s", o->list_object);
+			if (!s->object[0])
+				s = &tmp;
+			object_path(o, s, path, sizeof(path));
+		} else {
+			object_path(o, s, path, sizeof(path));
+		}
+		dbg_open(&d, path);
+		find_points(&d, s, pts, &n);
+		for (int k = 0; k < n; k++)
+			list_point(&d, &pts[k], stdout);
+		dbg_close(&d);
+	}
+	return 0;
+}
