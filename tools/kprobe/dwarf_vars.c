@@ -313,55 +313,83 @@ static bool cu_of(struct dbg *d, Dwarf_Addr pc, Dwarf_Die *cu)
 	return dwarf_addrdie(d->dw, pc, cu) != NULL;
 }
 
-/* FILE:LINE: the lowest address of the line in each function it is in. */
+/* Whether a line table's file name is the FILE a probe gives: the same
+ * path, or one that ends with "/FILE". */
+static bool same_source(const char *have, const char *want)
+{
+	size_t hl = strlen(have), wl = strlen(want);
+
+	return !strcmp(have, want) ||
+	       (hl > wl && have[hl - wl - 1] == '/' && !strcmp(have + hl - wl, want));
+}
+
+/* The function scope (out-of-line or inlined copy) holding pc, by DIE
+ * offset; 0 when none. */
+static Dwarf_Off function_at(Dwarf_Die *cu, Dwarf_Addr pc)
+{
+	Dwarf_Die *scopes = NULL;
+	int ns = dwarf_getscopes(cu, pc, &scopes);
+	Dwarf_Off fn = 0;
+
+	for (int k = 0; k < ns; k++)
+		if (dwarf_tag(&scopes[k]) == DW_TAG_subprogram ||
+		    dwarf_tag(&scopes[k]) == DW_TAG_inlined_subroutine) {
+			fn = dwarf_dieoffset(&scopes[k]);
+			break;
+		}
+	free(scopes);
+	return fn;
+}
+
+/* FILE:LINE: the lowest statement address of the line in each function
+ * (or inlined copy) it is in. */
 static void line_points(struct dbg *d, const struct probe_spec *s, struct point *pts, int *n)
 {
-	Dwarf_Line **srcs = NULL;
-	size_t nsrcs = 0;
 	Dwarf_Addr best[MAX_POINTS];
-	Dwarf_Off fns[MAX_POINTS];
+	Dwarf_Off fns[MAX_POINTS], off = 0, next;
+	Dwarf_Die cus[MAX_POINTS];
+	size_t hsize;
 	int nfn = 0;
 
-	if (dwarf_getsrc_file(d->dw, s->symbol, (int)s->line, 0, &srcs, &nsrcs) || !nsrcs)
-		bad("no code for %s:%u in the debug information of %s", s->symbol, s->line, d->path);
-	for (size_t i = 0; i < nsrcs; i++) {
-		Dwarf_Addr a;
-		Dwarf_Die cu, *scopes = NULL;
-		Dwarf_Off fn = 0;
-		bool stmt = false;
-		int k, ns;
+	while (!dwarf_nextcu(d->dw, off, &next, &hsize, NULL, NULL, NULL)) {
+		Dwarf_Die cu;
+		Dwarf_Lines *lines;
+		size_t nl;
 
-		if (dwarf_lineaddr(srcs[i], &a) || !cu_of(d, a, &cu))
-			continue;
-		dwarf_linebeginstatement(srcs[i], &stmt);
-		if (!stmt)
-			continue;
-		ns = dwarf_getscopes(&cu, a, &scopes);
-		for (k = 0; k < ns; k++)
-			if (dwarf_tag(&scopes[k]) == DW_TAG_subprogram ||
-			    dwarf_tag(&scopes[k]) == DW_TAG_inlined_subroutine) {
-				fn = dwarf_dieoffset(&scopes[k]);
-				break;
+		if (!dwarf_offdie(d->dw, off + hsize, &cu) || dwarf_getsrclines(&cu, &lines, &nl))
+			nl = 0;
+		off = next;
+		for (size_t i = 0; i < nl; i++) {
+			Dwarf_Line *l = dwarf_onesrcline(lines, i);
+			const char *file = l ? dwarf_linesrc(l, NULL, NULL) : NULL;
+			bool stmt = false, end = false;
+			Dwarf_Addr a;
+			Dwarf_Off fn;
+			int ln = 0, k;
+
+			if (!file || dwarf_lineno(l, &ln) || ln != (int)s->line ||
+			    !same_source(file, s->symbol) || dwarf_lineaddr(l, &a))
+				continue;
+			dwarf_linebeginstatement(l, &stmt);
+			dwarf_lineendsequence(l, &end);
+			if (!stmt || end)
+				continue;
+			fn = function_at(&cu, a);
+			for (k = 0; k < nfn && fns[k] != fn; k++)
+				;
+			if (k == nfn) {
+				if (nfn == MAX_POINTS)
+					bad("'%s': more than %d places", s->text, MAX_POINTS);
+				fns[nfn] = fn;
+				cus[nfn] = cu;
+				best[nfn++] = a;
+			} else if (a < best[k]) {
+				best[k] = a;
 			}
-		free(scopes);
-		for (k = 0; k < nfn && fns[k] != fn; k++)
-			;
-		if (k == nfn) {
-			if (nfn == MAX_POINTS)
-				break;
-			fns[nfn] = fn;
-			best[nfn++] = a;
-		} else if (a < best[k]) {
-			best[k] = a;
 		}
 	}
-	free(srcs);
-	for (int k = 0; k < nfn; k++) {
-		Dwarf_Die cu;
-
-		if (cu_of(d, best[k], &cu))
-			add_point(pts, n, best[k], &cu);
-	}
+	for (int k = 0; k < nfn; k++)
+		add_point(pts, n, best[k], &cus[k]);
 }
 
 static void find_points(struct dbg *d, const struct probe_spec *s, struct point *pts, int *n)

@@ -1,0 +1,150 @@
+#!/bin/sh
+# Program variables by name compared with gdb (the oracle): for each build
+# of tests/cli/cli_dwarf.c (gcc -O0/-O2, clang -O0/-O2 when installed),
+# kprobe trace prints parameters, locals, struct fields behind pointers,
+# array elements, strings and doubles at two source lines, and gdb prints
+# the same expressions at the same lines on the same input.  Then bad
+# input: an unknown variable and a field of a non-struct exit 2 with one
+# line.  Usage: run-dwarf.sh BUILD_DIR
+set -u
+B=${1:-build}
+KPROBE=$B/kprobe
+SRC=tests/cli/cli_dwarf.c
+OUT=$B/tests/dwarf
+mkdir -p "$OUT"
+fail=0
+checked=0
+
+if ! command -v gdb >/dev/null 2>&1; then
+	echo "dwarf-vars: SKIP: gdb is not installed (it is the oracle)"
+	exit 0
+fi
+if ! command -v jq >/dev/null 2>&1; then
+	echo "dwarf-vars: SKIP: jq is not installed (it reads kprobe's JSON)"
+	exit 0
+fi
+
+L1=$(grep -n 'probe: parse_header' $SRC | cut -d: -f1)
+L2=$(grep -n 'probe: accumulate' $SRC | cut -d: -f1)
+# EXPR:KIND, KIND d (integer), f (floating point) or s (string).
+P1="len:d total:d sum:d req->hdr.len:d req->hdr.flags:d req->vals[1]:d req->vals[3]:d w:f req->weight:f req->name:s req->hdr.tag:s *req->name:c"
+P2="i:d n:d acc:d v[2]:d *v:d f:f"
+
+# gdb's value of each EXPR at the first stop at FILE:LINE, one a line.
+gdb_values() {
+	prog=$1 line=$2 exprs=$3
+	set --
+	for e in $exprs; do
+		x=${e%:*}
+		case ${e##*:} in
+		d) set -- "$@" -ex "print $x" ;;
+		c) set -- "$@" -ex "print/d $x" ;;
+		f) set -- "$@" -ex "print $x" ;;
+		s) set -- "$@" -ex "printf \"=%s\\n\", $x" ;;
+		esac
+	done
+	timeout 60 gdb -nx -q -batch -ex "break cli_dwarf.c:$line" -ex "run 2" "$@" "$prog" \
+		</dev/null 2>/dev/null | sed -n 's/^\$[0-9]* = //p; s/^=//p'
+}
+
+# kprobe's value of each EXPR in the first event, one a line ("null" when
+# it says optimized out).
+kprobe_values() {
+	prog=$1 line=$2 exprs=$3
+	set --
+	args= k=0
+	for e in $exprs; do
+		args="$args ${e%:*}"
+		k=$((k + 1))
+		# A probe takes at most 8 arguments: several probes, one line.
+		if [ $k -eq 6 ]; then
+			set -- "$@" "cli_dwarf.c:$line$args"
+			args= k=0
+		fi
+	done
+	[ -n "$args" ] && set -- "$@" "cli_dwarf.c:$line$args"
+	timeout 60 "$KPROBE" trace --format json -o "$OUT/trace.json" "$@" -- "$prog" 2 \
+		2>"$OUT/err" >/dev/null || { cat "$OUT/err" >&2; return 1; }
+	for e in $exprs; do
+		jq -r --arg k "${e%:*}" 'select(.args | has($k)) | .args[$k] | tostring' \
+			"$OUT/trace.json" | head -1
+	done
+}
+
+# Why kprobe cannot read NAME at the line (kprobe vars), or nothing.
+why_unavailable() {
+	"$KPROBE" vars "cli_dwarf.c:$2" "$1" 2>/dev/null |
+		sed -n "s/^\t.* $3\( (parameter)\)\{0,1\}: //p" | head -1
+}
+
+compare_point() {
+	prog=$1 tag=$2 line=$3 exprs=$4
+	gdb_values "$prog" "$line" "$exprs" >"$OUT/gdb.txt"
+	kprobe_values "$prog" "$line" "$exprs" >"$OUT/kp.txt" || {
+		echo "FAIL $tag:$line: kprobe trace failed"
+		fail=1
+		return
+	}
+	n=0
+	for e in $exprs; do
+		n=$((n + 1))
+		want=$(sed -n "${n}p" "$OUT/gdb.txt")
+		got=$(sed -n "${n}p" "$OUT/kp.txt")
+		[ "$got" = null ] && got="<optimized out>"
+		checked=$((checked + 1))
+		if [ "$want" = "$got" ]; then
+			continue
+		fi
+		why=$(why_unavailable "$prog" "$line" "${e%:*}")
+		case "$got:$why" in
+		"<optimized out>:in a vector register"*|"<optimized out>:only its value at the function's entry"*)
+			# gdb reads vector registers and evaluates entry values
+			# through the caller's call-site information; the agent
+			# reads neither at a line (docs/kprobe.1, BUGS).
+			echo "KNOWN GAP $tag:$line ${e%:*}: gdb '$want', kprobe: $why" ;;
+		*)
+			echo "FAIL $tag:$line ${e%:*}: gdb '$want', kprobe '$got'"
+			fail=1 ;;
+		esac
+	done
+}
+
+for cc in gcc clang; do
+	if ! command -v $cc >/dev/null 2>&1; then
+		echo "dwarf-vars: $cc not installed: its builds are not checked"
+		continue
+	fi
+	for opt in O0 O2; do
+		prog=$OUT/cli_dwarf-$cc-$opt
+		$cc -$opt -g -o "$prog" $SRC || { echo "FAIL: cannot build $prog"; fail=1; continue; }
+		compare_point "$prog" "$cc-$opt" "$L1" "$P1"
+		compare_point "$prog" "$cc-$opt" "$L2" "$P2"
+	done
+done
+
+# Bad input: one line, exit 2.
+prog=$OUT/cli_dwarf-gcc-O0
+"$KPROBE" trace "cli_dwarf.c:$L1 nosuch" -- "$prog" 1 >/dev/null 2>"$OUT/err"
+rc=$?
+if [ $rc -ne 2 ] || ! grep -q "no variable 'nosuch'.*available: .*total" "$OUT/err"; then
+	echo "FAIL unknown variable: exit $rc, $(cat "$OUT/err")"
+	fail=1
+fi
+"$KPROBE" trace "cli_dwarf.c:$L1 len.x" -- "$prog" 1 >/dev/null 2>"$OUT/err"
+rc=$?
+if [ $rc -ne 2 ] || ! grep -q "not a struct" "$OUT/err"; then
+	echo "FAIL field of a non-struct: exit $rc, $(cat "$OUT/err")"
+	fail=1
+fi
+"$KPROBE" trace "cli_dwarf.c:$L1 req->nosuch" -- "$prog" 1 >/dev/null 2>"$OUT/err"
+rc=$?
+if [ $rc -ne 2 ] || ! grep -q "has no field 'nosuch'" "$OUT/err"; then
+	echo "FAIL unknown field: exit $rc, $(cat "$OUT/err")"
+	fail=1
+fi
+
+if [ $fail -ne 0 ]; then
+	echo "dwarf-vars: FAILED"
+	exit 1
+fi
+echo "dwarf-vars: OK ($checked values compared with gdb)"
