@@ -27,6 +27,12 @@ static inline __attribute__((always_inline)) int scale(int x, int k)
 	return x * k + 1;
 }
 
+/* Inlined at -O2, out of line at -O0: its calls are counted the same. */
+static inline long mix(long a, long b)
+{
+	return (a ^ (b << 3)) + sink;
+}
+
 __attribute__((noinline)) int parse_header(struct request *req, int len, double w)
 {
 	int total = len * 3;
@@ -67,6 +73,10 @@ int main(int argc, char **argv)
 		total += parse_header(req, r + 5, 1.5 + r);
 		total += accumulate(req->vals, 3, 0.25f);
 	}
+	for (int r = 0; r < rounds * 7; r++)
+		total = mix(total, r);
+	if (rounds > 2)
+		total = mix(total, mix(rounds, total));
 	printf("%ld %d\n", total, sink);
 	free(req);
 	return 0;

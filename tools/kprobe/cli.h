@@ -35,6 +35,7 @@ struct cli_opts {
 	bool follow;			/* -f */
 	bool zeros;			/* -z: count shows probes with no hits */
 	bool optimize_on;		/* optimize on|off */
+	bool no_inlines;		/* --no-inlines: not the inlined copies */
 	const char *list_object;	/* list OBJECT [GLOB]: functions, not probes;
 					 * vars PROBE OBJECT */
 	const char *list_glob;

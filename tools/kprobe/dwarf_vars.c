@@ -27,6 +27,7 @@
 
 #include "cli.h"
 #include "debug_file.h"
+#include "elf_file.h"
 
 #define MAX_POINTS 64
 #define MAX_SCOPE_VARS 128
@@ -44,6 +45,7 @@ struct dbg {
 struct point {
 	Dwarf_Addr pc;
 	Dwarf_Die cu;
+	char inlined_of[SPEC_NAME_MAX * 2];	/* an inlined copy of this function */
 };
 
 /* A variable visible at a point. */
@@ -151,9 +153,10 @@ static bool library_on_disk(const char *name, char *out, size_t outlen)
 	return false;
 }
 
-/* The file on disk of the object a probe names (or the main executable). */
-static void object_path(const struct cli_opts *o, const struct probe_spec *s, char *out,
-			size_t outlen)
+/* The file on disk of the object a probe names (or the main executable):
+ * 0, or -ENOENT with a one-line reason in err. */
+static int find_object_path(const struct cli_opts *o, const struct probe_spec *s, char *out,
+			    size_t outlen, char *err, size_t errlen)
 {
 	char exe[PATH_MAX];
 	const char *want = s->object;
@@ -163,29 +166,50 @@ static void object_path(const struct cli_opts *o, const struct probe_spec *s, ch
 		if (!want[0] || (!strchr(want, '/') && !object_of_pid(o->pid, want, out, outlen))) {
 			ssize_t n = readlink(exe, out, outlen - 1);
 
-			if (n <= 0)
-				cli_die(EXIT_FAIL, "cannot read %s: %s", exe, strerror(errno));
+			if (n <= 0) {
+				snprintf(err, errlen, "cannot read %s: %s", exe, strerror(errno));
+				return -ENOENT;
+			}
 			out[n] = '\0';
-			if (want[0] && strcmp(strrchr(out, '/') + 1, want))
-				bad("no object '%s' is loaded in process %d", want, (int)o->pid);
+			if (want[0] && strcmp(strrchr(out, '/') + 1, want)) {
+				snprintf(err, errlen, "no object '%s' is loaded in process %d", want,
+					 (int)o->pid);
+				return -ENOENT;
+			}
 		} else if (strchr(want, '/')) {
 			snprintf(out, outlen, "%s", want);
 		}
-		return;
+		return 0;
 	}
-	if (o->command && !exe_on_path(o->command[0], exe, sizeof(exe)))
-		bad("cannot find the command '%s'", o->command[0]);
+	if (o->command && !exe_on_path(o->command[0], exe, sizeof(exe))) {
+		snprintf(err, errlen, "cannot find the command '%s'", o->command[0]);
+		return -ENOENT;
+	}
 	if (!want[0]) {
-		if (!o->command)
-			bad("give the object whose variables to read");
+		if (!o->command) {
+			snprintf(err, errlen, "give the object whose variables to read");
+			return -ENOENT;
+		}
 		snprintf(out, outlen, "%s", exe);
 	} else if (strchr(want, '/')) {
 		snprintf(out, outlen, "%s", want);
 	} else if (o->command && !strcmp(strrchr(exe, '/') ? strrchr(exe, '/') + 1 : exe, want)) {
 		snprintf(out, outlen, "%s", exe);
 	} else if (!library_on_disk(want, out, outlen)) {
-		bad("cannot find the object '%s' on disk to read its debug information", want);
+		snprintf(err, errlen, "cannot find the object '%s' on disk to read its debug "
+			 "information", want);
+		return -ENOENT;
 	}
+	return 0;
+}
+
+static void object_path(const struct cli_opts *o, const struct probe_spec *s, char *out,
+			size_t outlen)
+{
+	char err[PATH_MAX + 128];
+
+	if (find_object_path(o, s, out, outlen, err, sizeof(err)))
+		bad("%s", err);
 }
 
 static void dbg_close(struct dbg *d)
@@ -204,7 +228,9 @@ static void dbg_close(struct dbg *d)
 	d->fd = d->dfd = -1;
 }
 
-static void dbg_open(struct dbg *d, const char *path)
+/* Opens the object and its DWARF: 0, -ENOENT (no such file or not ELF)
+ * or -ENODATA (no debug information anywhere). */
+static int dbg_try_open(struct dbg *d, const char *path)
 {
 	char dpath[PATH_MAX];
 	const char *base;
@@ -217,10 +243,10 @@ static void dbg_open(struct dbg *d, const char *path)
 	elf_version(EV_CURRENT);
 	d->fd = open(path, O_RDONLY | O_CLOEXEC);
 	if (d->fd < 0)
-		cli_die(EXIT_FAIL, "cannot open %s: %s", path, strerror(errno));
+		return -ENOENT;
 	d->elf = elf_begin(d->fd, ELF_C_READ_MMAP, NULL);
 	if (!d->elf || elf_kind(d->elf) != ELF_K_ELF)
-		bad("%s is not an ELF object", path);
+		return -ENOENT;
 	d->dw = dwarf_begin_elf(d->elf, DWARF_C_READ, NULL);
 	if (!d->dw && debug_file_find(d->elf, path, dpath, sizeof(dpath)) == 0) {
 		d->dfd = open(dpath, O_RDONLY | O_CLOEXEC);
@@ -230,9 +256,20 @@ static void dbg_open(struct dbg *d, const char *path)
 			d->dw = dwarf_begin_elf(d->delf, DWARF_C_READ, NULL);
 	}
 	if (!d->dw)
+		return -ENODATA;
+	d->cfi = dwarf_getcfi_elf(d->elf);
+	return 0;
+}
+
+static void dbg_open(struct dbg *d, const char *path)
+{
+	int rc = dbg_try_open(d, path);
+
+	if (rc == -ENOENT)
+		bad("cannot read %s as an ELF object", path);
+	if (rc)
 		bad("%s has no debug information (none in the file, under /usr/lib/debug/.build-id "
 		    "or through .gnu_debuglink): variables cannot be named", path);
-	d->cfi = dwarf_getcfi_elf(d->elf);
 }
 
 /* ---- probe points ---- */
@@ -269,16 +306,88 @@ static Dwarf_Addr after_prologue(Dwarf_Die *cu, Dwarf_Addr entry, Dwarf_Addr end
 	return second ? second : entry;
 }
 
-static void add_point(struct point *pts, int *n, Dwarf_Addr pc, Dwarf_Die *cu)
+static struct point *add_point(struct point *pts, int *n, Dwarf_Addr pc, Dwarf_Die *cu)
 {
 	for (int i = 0; i < *n; i++)
 		if (pts[i].pc == pc)
-			return;
+			return NULL;
 	if (*n == MAX_POINTS)
 		bad("more than %d points for one probe with variables", MAX_POINTS);
+	memset(&pts[*n], 0, sizeof(pts[*n]));
 	pts[*n].pc = pc;
 	pts[*n].cu = *cu;
-	(*n)++;
+	return &pts[(*n)++];
+}
+
+/* ---- inlined copies ---- */
+
+/* The address where an inlined copy starts: DW_AT_entry_pc, else its
+ * lowest address. */
+static bool inline_entry(Dwarf_Die *die, Dwarf_Addr *pc)
+{
+	Dwarf_Addr base, start, end;
+	ptrdiff_t off;
+
+	if (!dwarf_entrypc(die, pc))
+		return true;
+	off = dwarf_ranges(die, 0, &base, &start, &end);
+	if (off <= 0)
+		return false;
+	*pc = start;
+	for (; off > 0; off = dwarf_ranges(die, off, &base, &start, &end))
+		if (start < *pc)
+			*pc = start;
+	return true;
+}
+
+struct inl_walk {
+	const char *glob;
+	Dwarf_Die *cu;
+	struct point *pts;
+	int *n;
+	int max;
+};
+
+/* Every DW_TAG_inlined_subroutine under die whose function matches. */
+static void walk_inlines(Dwarf_Die *die, struct inl_walk *w, int depth)
+{
+	Dwarf_Die child;
+
+	if (depth > 64 || dwarf_child(die, &child))
+		return;
+	do {
+		int tag = dwarf_tag(&child);
+		const char *name;
+		Dwarf_Addr pc;
+
+		if (tag == DW_TAG_inlined_subroutine && (name = dwarf_diename(&child)) &&
+		    !fnmatch(w->glob, name, 0) && inline_entry(&child, &pc) && *w->n < w->max) {
+			struct point *p = add_point(w->pts, w->n, pc, w->cu);
+
+			if (p)
+				snprintf(p->inlined_of, sizeof(p->inlined_of), "%s", name);
+		}
+		if (tag == DW_TAG_subprogram || tag == DW_TAG_inlined_subroutine ||
+		    tag == DW_TAG_lexical_block || tag == DW_TAG_namespace ||
+		    tag == DW_TAG_class_type || tag == DW_TAG_structure_type)
+			walk_inlines(&child, w, depth + 1);
+	} while (!dwarf_siblingof(&child, &child));
+}
+
+/* The inlined copies of the functions matching glob, added to pts. */
+static void inline_points(struct dbg *d, const char *glob, struct point *pts, int *n)
+{
+	Dwarf_Off off = 0, next;
+	size_t hsize;
+
+	while (!dwarf_nextcu(d->dw, off, &next, &hsize, NULL, NULL, NULL)) {
+		Dwarf_Die cu;
+		struct inl_walk w = { glob, &cu, pts, n, MAX_POINTS };
+
+		if (dwarf_offdie(d->dw, off + hsize, &cu))
+			walk_inlines(&cu, &w, 0);
+		off = next;
+	}
 }
 
 struct fn_query {
@@ -392,7 +501,8 @@ static void line_points(struct dbg *d, const struct probe_spec *s, struct point 
 		add_point(pts, n, best[k], &cus[k]);
 }
 
-static void find_points(struct dbg *d, const struct probe_spec *s, struct point *pts, int *n)
+static void find_points(struct dbg *d, const struct probe_spec *s, struct point *pts, int *n,
+			bool inlines)
 {
 	*n = 0;
 	if (s->kind == SPEC_LINE) {
@@ -414,6 +524,8 @@ static void find_points(struct dbg *d, const struct probe_spec *s, struct point 
 				dwarf_getfuncs(&cu, offer_function, &q, 0);
 			off = next;
 		}
+		if (inlines && !s->offset && !s->is_return)
+			inline_points(d, s->symbol, pts, n);
 	} else {
 		bad("'%s': a tracepoint's arguments are arg1.. or its own names", s->text);
 	}
@@ -1103,24 +1215,36 @@ static int expand_all(struct dbg *d, struct point *p, struct var *vars, int nvar
 	return n;
 }
 
-/* The name of a point for messages: FUNC+0xOFF. */
+struct pc_query {
+	Dwarf_Addr pc;
+	Dwarf_Die fn;
+	bool found;
+};
+
+static int offer_containing(Dwarf_Die *fn, void *arg)
+{
+	struct pc_query *q = arg;
+
+	if (dwarf_haspc(fn, q->pc) == 1 && dwarf_diename(fn)) {
+		q->fn = *fn;
+		q->found = true;
+		return DWARF_CB_ABORT;
+	}
+	return DWARF_CB_OK;
+}
+
+/* The name of a point for messages: FUNC+0xOFF, FUNC the out-of-line
+ * function whose code holds it (the caller, for an inlined copy). */
 static void point_name(struct point *p, char *buf, size_t len)
 {
-	Dwarf_Die *scopes = NULL;
-	int ns = dwarf_getscopes(&p->cu, p->pc, &scopes);
+	struct pc_query q = { .pc = p->pc };
+	Dwarf_Addr entry;
 
 	snprintf(buf, len, "0x%llx", (unsigned long long)p->pc);
-	for (int k = 0; k < ns; k++) {
-		Dwarf_Addr entry;
-
-		if (dwarf_tag(&scopes[k]) == DW_TAG_subprogram && dwarf_diename(&scopes[k]) &&
-		    !dwarf_entrypc(&scopes[k], &entry)) {
-			snprintf(buf, len, "%s+0x%llx", dwarf_diename(&scopes[k]),
-				 (unsigned long long)(p->pc - entry));
-			break;
-		}
-	}
-	free(scopes);
+	dwarf_getfuncs(&p->cu, offer_containing, &q, 0);
+	if (q.found && !dwarf_entrypc(&q.fn, &entry))
+		snprintf(buf, len, "%s+0x%llx", dwarf_diename(&q.fn),
+			 (unsigned long long)(p->pc - entry));
 }
 
 /* The probe s at point p, with its variables compiled, into out. */
@@ -1171,6 +1295,7 @@ static void resolve_at(struct dbg *d, const struct probe_spec *s, struct point *
 	out->symbol[0] = '\0';
 	out->nargs = nargs;
 	memcpy(out->args, args, sizeof(args));
+	snprintf(out->inlined_of, sizeof(out->inlined_of), "%s", p->inlined_of);
 	if (s->is_return) {
 		/* Read at the entry: the return probe's entry handler. */
 		char sym[320];
@@ -1200,7 +1325,7 @@ void dwarf_vars_resolve(struct cli_opts *o)
 			continue;
 		object_path(o, &orig, path, sizeof(path));
 		dbg_open(&d, path);
-		find_points(&d, &orig, pts, &n);
+		find_points(&d, &orig, pts, &n, !o->no_inlines);
 		if (orig.is_return && n > 1)
 			n = 1;
 		for (int k = 0; k < n; k++) {
@@ -1215,6 +1340,85 @@ void dwarf_vars_resolve(struct cli_opts *o)
 				o->nspecs++;
 		}
 		dbg_close(&d);
+	}
+}
+
+/* ---- inlined copies of probes without variables ---- */
+
+struct glob_count {
+	const char *glob;
+	int n;
+};
+
+static int count_match(const char *name, void *arg)
+{
+	struct glob_count *g = arg;
+
+	g->n += !fnmatch(g->glob, name, 0);
+	return 0;
+}
+
+/* A function probe also probes the inlined copies DWARF records: each
+ * becomes OBJECT:0xADDRESS with the function's name as inlined_of.  argN
+ * means nothing in an inlined copy (no calling convention there): such
+ * probes keep the out-of-line copy only. */
+static void expand_inlines(struct cli_opts *o, int i)
+{
+	struct probe_spec orig = o->specs[i];
+	struct point pts[MAX_POINTS];
+	char path[PATH_MAX], err[PATH_MAX + 128];
+	struct glob_count g = { orig.symbol, 0 };
+	struct dbg d;
+	int n = 0, first;
+
+	if (find_object_path(o, &orig, path, sizeof(path), err, sizeof(err)) ||
+	    dbg_try_open(&d, path)) {
+		if (d.fd >= 0 || d.dfd >= 0)
+			dbg_close(&d);
+		return;
+	}
+	inline_points(&d, orig.symbol, pts, &n);
+	if (n && orig.nargs) {
+		cli_warn("'%s': its %d inlined cop%s not probed: arguments there are read by "
+			 "variable name, not argN", orig.text, n, n == 1 ? "y is" : "ies are");
+		n = 0;
+	}
+	/* No out-of-line copy to resolve: the first inlined one takes the
+	 * probe's own slot. */
+	elf_file_foreach_function(path, count_match, &g);
+	first = g.n ? 0 : 1;
+	for (int k = 0; k < n; k++) {
+		struct probe_spec *out = k == 0 && first ? &o->specs[i] : &o->specs[o->nspecs];
+		char serr[600];
+
+		if (out != &o->specs[i] && o->nspecs == KPROBE_MAX_SPECS)
+			bad("too many probe points with inlined copies (at most %d): "
+			    "--no-inlines leaves them out", KPROBE_MAX_SPECS);
+		*out = orig;
+		out->kind = SPEC_ADDRESS;
+		out->address = pts[k].pc;
+		out->symbol[0] = '\0';
+		snprintf(out->object, sizeof(out->object), "%s", d.name);
+		snprintf(out->inlined_of, sizeof(out->inlined_of), "%s", pts[k].inlined_of);
+		if (spec_format(out) && spec_too_long(out, serr, sizeof(serr)))
+			bad("%s", serr);
+		if (out != &o->specs[i])
+			o->nspecs++;
+	}
+	dbg_close(&d);
+}
+
+void dwarf_inlines_resolve(struct cli_opts *o)
+{
+	int nspecs = o->nspecs;
+
+	if (o->no_inlines)
+		return;
+	for (int i = 0; i < nspecs; i++) {
+		const struct probe_spec *s = &o->specs[i];
+
+		if (s->kind == SPEC_SYMBOL && !s->offset && !s->is_return && !spec_has_vars(s))
+			expand_inlines(o, i);
 	}
 }
 
@@ -1238,7 +1442,10 @@ static void list_point(struct dbg *d, struct point *p, FILE *f)
 		if (file)
 			fprintf(f, " (%s:%d)", strrchr(file, '/') ? strrchr(file, '/') + 1 : file, ln);
 	}
-	fprintf(f, " [%s]\n", d->name);
+	fprintf(f, " [%s]", d->name);
+	if (p->inlined_of[0])
+		fprintf(f, " inlined copy of %s", p->inlined_of);
+	fputc('\n', f);
 	nvars = vars_at(p, vars, MAX_SCOPE_VARS, &scopes, false);
 	for (int i = 0; i < nvars; i++) {
 		struct spec_arg a = { 0 };
@@ -1274,7 +1481,7 @@ int dwarf_vars_list(struct cli_opts *o)
 			object_path(o, s, path, sizeof(path));
 		}
 		dbg_open(&d, path);
-		find_points(&d, s, pts, &n);
+		find_points(&d, s, pts, &n, !o->no_inlines);
 		for (int k = 0; k < n; k++)
 			list_point(&d, &pts[k], stdout);
 		dbg_close(&d);

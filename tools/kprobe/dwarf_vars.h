@@ -13,6 +13,11 @@ struct cli_opts;
  * one line for an unknown variable, a field of a non-struct and the like. */
 void dwarf_vars_resolve(struct cli_opts *o);
 
+/* Adds a probe for each inlined copy (DWARF) of the functions the
+ * probes without variables name, in their object or the main executable,
+ * unless --no-inlines.  Objects without DWARF add nothing. */
+void dwarf_inlines_resolve(struct cli_opts *o);
+
 /* kprobe vars: prints the variables at each point of o's probes; returns
  * the exit status. */
 int dwarf_vars_list(struct cli_opts *o);

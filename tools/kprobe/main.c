@@ -118,8 +118,10 @@ int main(int argc, char **argv)
 		cli_check_pid(o.pid);
 	if (o.cmd == CMD_VARS)
 		return dwarf_vars_list(&o);
-	if (o.cmd <= CMD_LATENCY)
+	if (o.cmd <= CMD_LATENCY) {
+		dwarf_inlines_resolve(&o);
 		dwarf_vars_resolve(&o);
+	}
 	if (cli_agent_path(agent, sizeof(agent)) &&
 	    (o.cmd <= CMD_RUN))
 		cli_die(EXIT_FAIL, "cannot find %s beside kprobe or in %s", AGENT_NAME,

@@ -19,7 +19,7 @@ static const char *const commands[] = {
 
 static const char *const long_options[] = {
 	"--output", "--format", "--duration", "--pid", "--follow", "--zeros", "--help",
-	"--version", "--rw", "--count", "--stack", "--map-keys",
+	"--version", "--rw", "--count", "--stack", "--map-keys", "--no-inlines",
 };
 
 #ifndef KPROBE_VERSION
@@ -64,6 +64,7 @@ void cli_usage(FILE *f)
 	      "  -z, --zeros                count: also list the probes with no hits\n"
 	      "      --rw                   watch: reads too, not only writes\n"
 	      "      --count                watch: accesses per instruction, not each one\n"
+	      "      --no-inlines           not the inlined copies of a function (DWARF)\n"
 	      "  -e 'PROGRAM'               run: the program (bpftrace's language)\n"
 	      "  -c 'COMMAND'               run: the command, split at spaces as bpftrace does\n"
 	      "      --map-keys N           run: room for N keys per map (default 4096)\n"
@@ -395,6 +396,8 @@ static void parse_words(int argc, char **argv, int first, struct cli_opts *o,
 			o->action = ACT_COUNT;
 		} else if (o->cmd == CMD_WATCH && !strcmp(a, "--stack")) {
 			bad("watch --stack is not available yet");
+		} else if (!strcmp(a, "--no-inlines")) {
+			o->no_inlines = true;
 		} else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
 			cli_usage(stdout);
 			exit(0);

@@ -51,6 +51,7 @@ void output_end_trace(struct output *o);
 /* Totals gathered from the session memory at the end. */
 struct count_row {
 	const struct kps_desc *desc;
+	const char *inlined_of;		/* an inlined copy of this function, or NULL */
 	uint64_t hits, missed;
 };
 

@@ -34,7 +34,15 @@ static void count_line(FILE *f, const struct count_row *r, int w, bool pid)
 
 	if (pid)
 		fprintf(f, "%7u  ", (unsigned int)d->pid);
-	text_field_to(f, d->name, sizeof(d->name), w);
+	if (r->inlined_of) {
+		char name[300];
+
+		snprintf(name, sizeof(name), "%s (inlined in %.*s)", r->inlined_of,
+			 (int)strnlen(d->name, sizeof(d->name)), d->name);
+		text_field_to(f, name, strlen(name), w);
+	} else {
+		text_field_to(f, d->name, sizeof(d->name), w);
+	}
 	fprintf(f, "  0x%016" PRIx64 "  ", d->addr);
 	text_field_to(f, d->object, sizeof(d->object), 20);
 	fprintf(f, " %12" PRIu64 " %10" PRIu64 "\n", r->hits, r->missed);
@@ -50,8 +58,12 @@ static void counts_text(FILE *f, const struct count_row *rows, int n, uint64_t l
 	for (int i = 0; i < n; i++) {
 		const struct kps_desc *d = rows[i].desc;
 
-		if ((int)text_field_width(d->name, sizeof(d->name)) > w)
-			w = (int)text_field_width(d->name, sizeof(d->name));
+		int dw = (int)text_field_width(d->name, sizeof(d->name));
+
+		if (rows[i].inlined_of)
+			dw += (int)strlen(rows[i].inlined_of) + (int)strlen(" (inlined in )");
+		if (dw > w)
+			w = dw;
 	}
 	if (pid)
 		fprintf(f, "%7s  ", "PID");
@@ -86,6 +98,10 @@ static void counts_json(FILE *f, const struct count_row *rows, int n, uint64_t l
 		const struct kps_desc *d = rows[i].desc;
 
 		fputs(i ? ",{\"probe\":" : "{\"probe\":", f);
+		if (rows[i].inlined_of) {
+			json_string(f, rows[i].inlined_of, strlen(rows[i].inlined_of));
+			fputs(",\"inlined_in\":", f);
+		}
 		json_string(f, d->name, strnlen(d->name, sizeof(d->name)));
 		fprintf(f, ",\"address\":\"0x%" PRIx64 "\",\"object\":", d->addr);
 		json_string(f, d->object, strnlen(d->object, sizeof(d->object)));

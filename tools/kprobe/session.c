@@ -405,6 +405,8 @@ static void report_counts(struct session *s)
 		r->desc = consumer_desc(&s->cons, id);
 		if (!r->desc)
 			continue;
+		if (r->desc->spec < s->opts->nspecs && s->opts->specs[r->desc->spec].inlined_of[0])
+			r->inlined_of = s->opts->specs[r->desc->spec].inlined_of;
 		r->missed = __atomic_load_n(&s->map.desc[id].missed, __ATOMIC_RELAXED);
 		r->hits = hits_of(s, id, nrings);
 		nrows++;

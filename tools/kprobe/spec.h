@@ -111,6 +111,9 @@ struct probe_spec {
 	int nargs;
 	struct spec_arg args[SPEC_MAX_ARGS];
 	char text[SPEC_TEXT_MAX];	/* canonical text, as the agent receives it */
+	/* The tool's own note, not sent: this probe is an inlined copy of
+	 * that function (at OBJECT:0xADDRESS, which names its caller). */
+	char inlined_of[SPEC_NAME_MAX * 2];
 };
 
 /* Whether a command-line token is an ARG rather than the start of a probe. */
