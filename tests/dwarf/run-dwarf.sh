@@ -1,5 +1,7 @@
 #!/bin/sh
-# Program variables by name compared with gdb (the oracle): for each build
+# Program variables by name compared with gdb (the oracle), inlined
+# copies counted, and SDT probes (ours with a semaphore, libstdc++'s,
+# python3.11's against bpftrace): for each build
 # of tests/cli/cli_dwarf.c (gcc -O0/-O2, clang -O0/-O2 when installed),
 # kprobe trace prints parameters, locals, struct fields behind pointers,
 # array elements, strings and doubles at two source lines, and gdb prints
@@ -182,6 +184,77 @@ rc=$?
 if [ $rc -ne 2 ] || ! grep -q "has no field 'nosuch'" "$OUT/err"; then
 	echo "FAIL unknown field: exit $rc, $(cat "$OUT/err")"
 	fail=1
+fi
+
+# ---- SDT probes (USDT) ----
+
+# Our own probe, guarded by a semaphore: the program sees it raised only
+# while probed, and every operand form (register, memory, constant) reads.
+prog=$OUT/cli_usdt
+gcc -O2 -o "$prog" tests/cli/cli_usdt.c || { echo "FAIL: cannot build $prog"; fail=1; }
+out=$("$prog" 6)
+[ "$out" = "enabled=0 of 6" ] || { echo "FAIL usdt: unprobed run says '$out'"; fail=1; }
+out=$(timeout 60 "$KPROBE" trace --format json -o "$OUT/usdt.json" usdt:demo:req -- "$prog" 6 2>&1)
+got=$(jq -r 'select(.args) | "\(.probe) \(.args.arg0) \(.args.arg1) \(.args.arg2)"' "$OUT/usdt.json" |
+      tr '\n' ';')
+want="usdt:demo:req 1000 0 7;usdt:demo:req 1001 -1 7;usdt:demo:req 1002 -2 7;usdt:demo:req 1003 -3 7;usdt:demo:req 1004 -4 7;usdt:demo:req 1005 -5 7;"
+if [ "$out" != "enabled=6 of 6" ] || [ "$got" != "$want" ]; then
+	echo "FAIL usdt:demo:req: program '$out', events '$got'"
+	fail=1
+fi
+"$KPROBE" trace "usdt:demo:req arg3" -- "$prog" 1 >/dev/null 2>"$OUT/err"
+rc=$?
+if [ $rc -ne 2 ] || ! grep -q "has 3 arguments" "$OUT/err"; then
+	echo "FAIL usdt arg3 of 3: exit $rc, $(cat "$OUT/err")"
+	fail=1
+fi
+"$KPROBE" trace "usdt:demo:nosuch" -- "$prog" 1 >/dev/null 2>"$OUT/err"
+[ $? -eq 2 ] || { echo "FAIL usdt:demo:nosuch: $(cat "$OUT/err")"; fail=1; }
+
+# libstdc++'s throw and catch: once per exception.
+if command -v g++ >/dev/null 2>&1; then
+	printf '%s\n' '#include <stdexcept>' '#include <cstdio>' \
+		'int main() { int c = 0; for (int i = 0; i < 5; i++) { try { throw std::runtime_error("x"); }' \
+		'catch (const std::exception &) { c++; } } std::printf("%d\n", c); }' >"$OUT/throw.cpp"
+	g++ -O2 -o "$OUT/throw" "$OUT/throw.cpp"
+	timeout 60 "$KPROBE" count --format json -o "$OUT/count.json" usdt:libstdcxx:throw \
+		usdt:libstdcxx:catch -- "$OUT/throw" >/dev/null 2>"$OUT/err"
+	got=$(jq -r '[.probes[] | "\(.probe)=\(.hits)"] | sort | join(" ")' "$OUT/count.json" 2>/dev/null)
+	if [ "$got" != "usdt:libstdcxx:catch=5 usdt:libstdcxx:throw=5" ]; then
+		echo "FAIL libstdc++ throw/catch: '$got' $(cat "$OUT/err")"
+		fail=1
+	fi
+else
+	echo "dwarf-vars: g++ not installed: libstdc++'s SDT probes not checked"
+fi
+
+# python3.11's function__entry: name, file and line, as bpftrace reads them
+# (when it can run here), else the three generator starts of the script.
+PY=/usr/bin/python3.11
+if [ -x $PY ] && readelf -n $PY 2>/dev/null | grep -q function__entry; then
+	timeout 60 "$KPROBE" trace --format json -o "$OUT/py.json" \
+		'usdt:python:function__entry file=arg0:string fn=arg1:string line=arg2' \
+		-- $PY tests/dwarf/usdt.py >/dev/null 2>"$OUT/err"
+	jq -r 'select(.args) | "\(.args.file) \(.args.fn) \(.args.line)"' "$OUT/py.json" \
+		>"$OUT/py-kprobe.txt" 2>/dev/null
+	mine=$(grep -c "/tests/dwarf/usdt.py gen 5\$" "$OUT/py-kprobe.txt")
+	[ "$mine" = 3 ] || { echo "FAIL python function__entry: $mine of 3 gen starts; $(cat "$OUT/err")"; fail=1; }
+	if command -v bpftrace >/dev/null 2>&1 &&
+	   timeout 60 bpftrace -e "usdt:$PY:python:function__entry { printf(\"%s %s %d\\n\", str(arg0), str(arg1), arg2); }" \
+		-c "$PY tests/dwarf/usdt.py" >"$OUT/py-bpftrace.raw" 2>/dev/null; then
+		grep -v '^Attaching\|^done$\|^$' "$OUT/py-bpftrace.raw" >"$OUT/py-bpftrace.txt"
+		if ! cmp -s "$OUT/py-bpftrace.txt" "$OUT/py-kprobe.txt"; then
+			echo "FAIL python function__entry differs from bpftrace's:"
+			diff "$OUT/py-bpftrace.txt" "$OUT/py-kprobe.txt" | head -10
+			fail=1
+		else
+			echo "dwarf-vars: python3.11 function__entry: $(wc -l <"$OUT/py-kprobe.txt") events, as bpftrace"
+		fi
+	else
+		echo "dwarf-vars: bpftrace cannot run here: python's events checked without it"
+	fi
+else
+	echo "dwarf-vars: $PY with SDT notes not installed: its probes not checked"
 fi
 
 if [ $fail -ne 0 ]; then

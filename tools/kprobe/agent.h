@@ -36,6 +36,10 @@ struct agent_probe {
 	uint16_t spec;			/* index of its spec in the config */
 	bool at_function_entry;		/* run: a function's first instruction */
 	uint32_t prog_probe;		/* run: the program's probe it runs */
+	/* An SDT probe's 16-bit semaphore, raised while the probe is armed
+	 * (so the program evaluates the probe's arguments), or 0. */
+	uintptr_t semaphore;
+	bool sem_raised;
 	uint8_t nargs;
 	uint8_t nstrings;
 	struct spec_arg args[SPEC_MAX_ARGS];

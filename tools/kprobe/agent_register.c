@@ -104,6 +104,7 @@ static struct agent_probe *probe_new(struct agent_session *s, const struct resol
 	ap->spec = (uint16_t)r->spec;
 	ap->is_return = spec->is_return;
 	ap->nargs = (uint8_t)spec->nargs;
+	ap->semaphore = r->semaphore;
 	memcpy(ap->args, spec->args, sizeof(ap->args));
 	d = &s->map.desc[id];
 	d->args[0] = '\0';
@@ -161,6 +162,27 @@ static int register_some(struct agent_probe **v, int n, bool returns)
 	return rc;
 }
 
+/* An SDT semaphore counts the tracers that want the probe: the program
+ * computes the probe's arguments only while it is non-zero.  It lives in
+ * the object's writable .probes section; one that is gone (unloaded) is
+ * left alone. */
+static void semaphore_raise(struct agent_probe *ap)
+{
+	if (!ap->semaphore || ap->sem_raised)
+		return;
+	__atomic_fetch_add((uint16_t *)ap->semaphore, 1, __ATOMIC_RELAXED);
+	ap->sem_raised = true;
+}
+
+static void semaphore_lower(struct agent_probe *ap)
+{
+	if (!ap->sem_raised)
+		return;
+	ap->sem_raised = false;
+	if (!(ap->u.kp.flags & KPROBE_FLAG_GONE))
+		__atomic_fetch_sub((uint16_t *)ap->semaphore, 1, __ATOMIC_RELAXED);
+}
+
 /* Unregisters v[0..n) (NULL slots skipped), returns first. */
 void agent_unregister_probes(struct agent_probe **v, int n)
 {
@@ -174,6 +196,7 @@ void agent_unregister_probes(struct agent_probe **v, int n)
 		for (i = done; i < n && nr < BATCH && nk < BATCH; i++) {
 			if (!v[i])
 				continue;
+			semaphore_lower(v[i]);
 			if (v[i]->tp) {
 				kprobes_tracepoint_detach(v[i]->tp, agent_tp_handler, v[i]);
 			} else if (v[i]->is_return) {
@@ -395,8 +418,10 @@ int agent_register_points(struct agent_session *s, const struct resolve_list *pt
 			probe_drop(returns[i]);
 		goto out;
 	}
-	for (int i = 0; i < kept_e; i++)
+	for (int i = 0; i < kept_e; i++) {
+		semaphore_raise(entries[i]);
 		s->probes[s->nprobes++] = entries[i];
+	}
 	for (int i = 0; i < kept_r; i++)
 		s->probes[s->nprobes++] = returns[i];
 	for (int i = 0; i < nt; i++)

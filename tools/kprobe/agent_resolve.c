@@ -427,6 +427,8 @@ static int resolve_address(const struct probe_spec *s, int idx, struct resolve_l
 			return -ENOENT;
 		}
 		r.addr += q.bias;
+		if (s->semaphore)
+			r.semaphore = s->semaphore + q.bias;
 	}
 	if (ksym_object_of(r.addr, &sym)) {
 		snprintf(err, errlen, "address 0x%lx is not in the code of any loaded object",
@@ -458,6 +460,10 @@ static int check_deferred(const struct probe_spec *s, const char *path, char *er
 	uint64_t value;
 	int rc;
 
+	/* An address in it (the tool read it from the file: an SDT probe,
+	 * a variable's point) waits for it as it is. */
+	if (s->kind == SPEC_ADDRESS)
+		return 0;
 	if (s->kind != SPEC_SYMBOL) {
 		snprintf(err, errlen, "object '%s' is not loaded: only symbols can wait for it",
 			 s->object);
@@ -577,10 +583,10 @@ static int resolve_tracepoint(const struct probe_spec *s, int idx, struct resolv
 int agent_resolve(const struct probe_spec *s, int idx, struct resolve_list *out,
 		  char *deferred_path, size_t pathlen, char *err, size_t errlen)
 {
-	if (spec_has_vars(s)) {
+	if (spec_has_vars(s) || s->kind == SPEC_USDT) {
 		/* The tool locates variables with DWARF and sends fetch plans. */
-		snprintf(err, errlen, "'%.200s': variables by name must be resolved by the kprobe tool",
-			 s->text);
+		snprintf(err, errlen, "'%.200s': variables by name and SDT probes must be resolved "
+			 "by the kprobe tool", s->text);
 		return -EINVAL;
 	}
 	if (s->kind == SPEC_TRACEPOINT)
@@ -589,7 +595,8 @@ int agent_resolve(const struct probe_spec *s, int idx, struct resolve_list *out,
 		int rc;
 
 		if (!find_on_disk(s->object, deferred_path, pathlen)) {
-			if (s->kind != SPEC_SYMBOL || !may_load_later(s->object))
+			if ((s->kind != SPEC_SYMBOL && s->kind != SPEC_ADDRESS) ||
+			    !may_load_later(s->object))
 				return unknown_object(s->object, err, errlen);
 			/* Nothing to check its symbols against yet. */
 			str_copy(deferred_path, pathlen, s->object);
@@ -606,6 +613,7 @@ int agent_resolve(const struct probe_spec *s, int idx, struct resolve_list *out,
 	case SPEC_LINE:
 		return agent_resolve_line(s, idx, out, err, errlen);
 	case SPEC_TRACEPOINT:
+	case SPEC_USDT:
 		break;
 	}
 	return -EINVAL;

@@ -18,6 +18,7 @@ struct resolved {
 	int refused;
 	const char *why;
 	size_t sym_size;	/* st_size of a glob's matched symbol */
+	uintptr_t semaphore;	/* run-time address of the probe's semaphore, or 0 */
 	char name[120];
 	char object[64];
 };

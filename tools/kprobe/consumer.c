@@ -205,7 +205,11 @@ const struct kps_desc *consumer_desc(struct consumer *c, uint64_t id)
 		free(d);
 		return NULL;
 	}
-	if (provisional_name(d))
+	/* A probe the tool resolved to an address under a name of its own
+	 * (an SDT probe) is shown by that name. */
+	if (d->spec < c->opts->nspecs && c->opts->specs[d->spec].label[0])
+		snprintf(d->name, sizeof(d->name), "%s", c->opts->specs[d->spec].label);
+	else if (provisional_name(d))
 		d->ready = 0;
 	c->descs[id] = d;
 	return d;

@@ -79,7 +79,7 @@ static __attribute__((noreturn, format(printf, 1, 2))) void bad(const char *fmt,
 
 /* ---- the object ---- */
 
-static bool exe_on_path(const char *cmd, char *out, size_t outlen)
+bool cli_exe_on_path(const char *cmd, char *out, size_t outlen)
 {
 	const char *path = getenv("PATH");
 	char dirs[4096];
@@ -127,7 +127,7 @@ static bool object_of_pid(pid_t pid, const char *want, char *out, size_t outlen)
 }
 
 /* Where a library named only by its file name would be found. */
-static bool library_on_disk(const char *name, char *out, size_t outlen)
+bool cli_library_on_disk(const char *name, char *out, size_t outlen)
 {
 	static const char *const dirs[] = {
 		"/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib64", "/usr/lib64",
@@ -155,8 +155,8 @@ static bool library_on_disk(const char *name, char *out, size_t outlen)
 
 /* The file on disk of the object a probe names (or the main executable):
  * 0, or -ENOENT with a one-line reason in err. */
-static int find_object_path(const struct cli_opts *o, const struct probe_spec *s, char *out,
-			    size_t outlen, char *err, size_t errlen)
+int cli_object_path(const struct cli_opts *o, const struct probe_spec *s, char *out,
+		    size_t outlen, char *err, size_t errlen)
 {
 	char exe[PATH_MAX];
 	const char *want = s->object;
@@ -181,7 +181,7 @@ static int find_object_path(const struct cli_opts *o, const struct probe_spec *s
 		}
 		return 0;
 	}
-	if (o->command && !exe_on_path(o->command[0], exe, sizeof(exe))) {
+	if (o->command && !cli_exe_on_path(o->command[0], exe, sizeof(exe))) {
 		snprintf(err, errlen, "cannot find the command '%s'", o->command[0]);
 		return -ENOENT;
 	}
@@ -195,7 +195,7 @@ static int find_object_path(const struct cli_opts *o, const struct probe_spec *s
 		snprintf(out, outlen, "%s", want);
 	} else if (o->command && !strcmp(strrchr(exe, '/') ? strrchr(exe, '/') + 1 : exe, want)) {
 		snprintf(out, outlen, "%s", exe);
-	} else if (!library_on_disk(want, out, outlen)) {
+	} else if (!cli_library_on_disk(want, out, outlen)) {
 		snprintf(err, errlen, "cannot find the object '%s' on disk to read its debug "
 			 "information", want);
 		return -ENOENT;
@@ -203,12 +203,23 @@ static int find_object_path(const struct cli_opts *o, const struct probe_spec *s
 	return 0;
 }
 
+void cli_spec_object(char *out, size_t outlen, const char *path)
+{
+	const char *base = strrchr(path, '/');
+
+	base = base ? base + 1 : path;
+	/* "usdt:..." and "tp:..." would read back as those kinds of probe. */
+	if (!strcmp(base, "usdt") || !strcmp(base, "tp"))
+		base = path;
+	snprintf(out, outlen, "%s", base);
+}
+
 static void object_path(const struct cli_opts *o, const struct probe_spec *s, char *out,
 			size_t outlen)
 {
 	char err[PATH_MAX + 128];
 
-	if (find_object_path(o, s, out, outlen, err, sizeof(err)))
+	if (cli_object_path(o, s, out, outlen, err, sizeof(err)))
 		bad("%s", err);
 }
 
@@ -1291,7 +1302,7 @@ static void resolve_at(struct dbg *d, const struct probe_spec *s, struct point *
 	out->address = p->pc;
 	out->offset = 0;
 	out->line = 0;
-	snprintf(out->object, sizeof(out->object), "%s", d->name);
+	cli_spec_object(out->object, sizeof(out->object), d->path);
 	out->symbol[0] = '\0';
 	out->nargs = nargs;
 	memcpy(out->args, args, sizeof(args));
@@ -1371,7 +1382,7 @@ static void expand_inlines(struct cli_opts *o, int i)
 	struct dbg d;
 	int n = 0, first;
 
-	if (find_object_path(o, &orig, path, sizeof(path), err, sizeof(err)) ||
+	if (cli_object_path(o, &orig, path, sizeof(path), err, sizeof(err)) ||
 	    dbg_try_open(&d, path)) {
 		if (d.fd >= 0 || d.dfd >= 0)
 			dbg_close(&d);
@@ -1398,7 +1409,7 @@ static void expand_inlines(struct cli_opts *o, int i)
 		out->kind = SPEC_ADDRESS;
 		out->address = pts[k].pc;
 		out->symbol[0] = '\0';
-		snprintf(out->object, sizeof(out->object), "%s", d.name);
+		cli_spec_object(out->object, sizeof(out->object), d.path);
 		snprintf(out->inlined_of, sizeof(out->inlined_of), "%s", pts[k].inlined_of);
 		if (spec_format(out) && spec_too_long(out, serr, sizeof(serr)))
 			bad("%s", serr);

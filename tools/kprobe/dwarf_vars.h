@@ -5,7 +5,23 @@
 
 #include <stddef.h>
 
+#include <stdbool.h>
+
+#include "spec.h"
+
 struct cli_opts;
+
+/* The file on disk of the object a probe names (or the main executable,
+ * of -p PID or of the command): 0, or -ENOENT with one line in err. */
+int cli_object_path(const struct cli_opts *o, const struct probe_spec *s, char *out,
+		    size_t outlen, char *err, size_t errlen);
+/* How a probe the tool makes names the object at path: its file name, or
+ * the path when the name would read back as something else. */
+void cli_spec_object(char *out, size_t outlen, const char *path);
+/* Where the loader would find a library named by its file name. */
+bool cli_library_on_disk(const char *name, char *out, size_t outlen);
+/* A command's executable, searched on PATH as execvp() does. */
+bool cli_exe_on_path(const char *cmd, char *out, size_t outlen);
 
 /* Replaces every probe of o whose ARGs name program variables by one probe
  * per resolved point ("OBJECT:0xVADDR" with fetch plans, appended to

@@ -14,6 +14,7 @@
 #include "attach.h"
 #include "cli.h"
 #include "dwarf_vars.h"
+#include "usdt.h"
 #include "escape.h"
 #include "knobs.h"
 #include "launch.h"
@@ -119,6 +120,7 @@ int main(int argc, char **argv)
 	if (o.cmd == CMD_VARS)
 		return dwarf_vars_list(&o);
 	if (o.cmd <= CMD_LATENCY) {
+		usdt_resolve(&o);
 		dwarf_inlines_resolve(&o);
 		dwarf_vars_resolve(&o);
 	}

@@ -292,6 +292,9 @@ static int add_var_arg(struct probe_spec *s, const char *tok, const char *src, s
 	if (s->kind == SPEC_TRACEPOINT)
 		return fail(err, errlen, "'%s': a tracepoint's arguments are arg1.. or its own names",
 			    tok);
+	if (s->kind == SPEC_USDT && src[0] != '@' &&
+	    (strncmp(src, "arg", 3) || arg_source(src, srclen) != 100))
+		return fail(err, errlen, "'%s': an SDT probe's arguments are arg0, arg1, ...", tok);
 	if (!eq && srclen >= SPEC_NAME_MAX)
 		return fail(err, errlen, "'%s' is too long to name the value: give NAME=", tok);
 	snprintf(a->name, sizeof(a->name), "%.*s", (int)(eq ? (size_t)(eq - tok) : srclen),
@@ -323,7 +326,7 @@ int spec_add_arg(struct probe_spec *s, const char *tok, char *err, size_t errlen
 		return fail(err, errlen, "bad type in '%s' (expected u64, s64, x64, u32, s32, u16, s16, "
 			    "u8, s8, f64, f32 or string)", tok);
 	source = arg_source(src, srclen);
-	if (source < 0)
+	if (source < 0 || (source == 100 && s->kind == SPEC_USDT))
 		return add_var_arg(s, tok, src, srclen, colon != NULL, type, err, errlen);
 	if (eq && !is_ident(tok, (size_t)(eq - tok)))
 		return fail(err, errlen, "bad argument name in '%s'", tok);
@@ -474,6 +477,32 @@ static int parse_tracepoint(const char *tok, struct probe_spec *s, char *err, si
 	return 0;
 }
 
+/* "usdt:[OBJECT:]PROVIDER:NAME": names or globs of them. */
+static int parse_usdt(const char *tok, struct probe_spec *s, char *err, size_t errlen)
+{
+	const char *rest = tok + 5, *last = strrchr(rest, ':'), *mid;
+
+	if (!last || last == rest || !last[1])
+		return fail(err, errlen, "bad SDT probe '%s' (expected usdt:[OBJECT:]PROVIDER:NAME)",
+			    tok);
+	for (mid = last - 1; mid > rest && *mid != ':'; mid--)
+		;
+	if (*mid == ':') {
+		if ((size_t)(mid - rest) >= sizeof(s->object))
+			return fail(err, errlen, "object name too long in probe '%s'", tok);
+		snprintf(s->object, sizeof(s->object), "%.*s", (int)(mid - rest), rest);
+		rest = mid + 1;
+	}
+	for (const char *p = rest; *p; p++)
+		if (p != last && !isalnum((unsigned char)*p) && !strchr("_*?[]!-^.", *p))
+			return fail(err, errlen, "bad character '%c' in SDT probe '%s'", *p, tok);
+	if (strlen(rest) >= sizeof(s->symbol) || last == rest)
+		return fail(err, errlen, "bad SDT probe '%s'", tok);
+	s->kind = SPEC_USDT;
+	snprintf(s->symbol, sizeof(s->symbol), "%s", rest);
+	return 0;
+}
+
 int spec_parse_location(const char *tok, struct probe_spec *s, char *err, size_t errlen)
 {
 	char buf[SPEC_TEXT_MAX];
@@ -490,12 +519,28 @@ int spec_parse_location(const char *tok, struct probe_spec *s, char *err, size_t
 		return fail(err, errlen, "bad probe '%s'", tok);
 	snprintf(buf, sizeof(buf), "%s", tok);
 	pct = strchr(buf, '%');
+	if (pct && !strncmp(pct, "%sem=0x", 7)) {
+		char *end;
+
+		errno = 0;
+		s->semaphore = strtoull(pct + 7, &end, 16);
+		if (*end || errno || end == pct + 7 || !s->semaphore)
+			return fail(err, errlen, "bad semaphore in probe '%s'", tok);
+		*pct = '\0';
+		pct = NULL;
+	}
 	if (pct) {
 		if (strcmp(pct, "%return"))
 			return fail(err, errlen, "bad suffix '%s' in probe '%s' (only %%return)",
 				    pct, tok);
 		*pct = '\0';
 		s->is_return = true;
+	}
+	if (!strncmp(buf, "usdt:", 5)) {
+		if (s->is_return)
+			return fail(err, errlen, "%%return needs a function, not an SDT probe: '%s'",
+				    tok);
+		return parse_usdt(buf, s, err, errlen);
 	}
 	if (!strncmp(buf, "tp:", 3)) {
 		if (s->is_return)
@@ -521,6 +566,8 @@ int spec_parse_location(const char *tok, struct probe_spec *s, char *err, size_t
 	rc = parse_symbol(sym, s, tok, err, errlen);
 	if (rc)
 		return rc;
+	if (s->semaphore && s->kind != SPEC_ADDRESS)
+		return fail(err, errlen, "%%sem= goes with an OBJECT:0xADDRESS: '%s'", tok);
 	if (s->is_return && (s->offset || s->kind == SPEC_ADDRESS))
 		return fail(err, errlen, "%%return needs a function entry: '%s'", tok);
 	return 0;
@@ -574,7 +621,14 @@ int spec_format(struct probe_spec *s)
 	case SPEC_TRACEPOINT:
 		PUT("tp:%s", s->symbol);
 		break;
+	case SPEC_USDT:
+		/* usdt:OBJECT:PROVIDER:NAME, the object after the prefix. */
+		p = s->text;
+		PUT("usdt:%s%s%s", s->object, s->object[0] ? ":" : "", s->symbol);
+		break;
 	}
+	if (s->semaphore)
+		PUT("%%sem=0x%lx", (unsigned long)s->semaphore);
 	if (s->is_return)
 		PUT("%%return");
 	for (int i = 0; i < s->nargs; i++) {
@@ -626,6 +680,6 @@ bool spec_has_vars(const struct probe_spec *s)
 
 bool spec_is_glob(const struct probe_spec *s)
 {
-	return (s->kind == SPEC_SYMBOL || s->kind == SPEC_TRACEPOINT) &&
+	return (s->kind == SPEC_SYMBOL || s->kind == SPEC_TRACEPOINT || s->kind == SPEC_USDT) &&
 	       strpbrk(s->symbol, "*?[") != NULL;
 }

@@ -6,6 +6,13 @@
  *   FILE.c:LINE [ARG...]
  *   tp:PROVIDER:NAME [ARG...]     a static tracepoint (argN: its N-th
  *                                 argument; none given: all, by name)
+ *   usdt:[OBJECT:]PROVIDER:NAME [ARG...]   a SystemTap SDT probe (arg0..:
+ *                                 its operands; none given: all); the tool
+ *                                 turns it into OBJECT:0xADDRESS%sem=0xS
+ *
+ * OBJECT:0xADDRESS may carry %sem=0xVADDR: a 16-bit semaphore (an SDT
+ * probe's) at that link-time address of OBJECT, raised while the probe is
+ * armed.
  *
  * ARG is [NAME=]arg1..arg6|retval[:TYPE], TYPE one of u64 s64 x64 u32 s32 u16
  * s16 u8 s8 f64 f32 string; argN:f64 (arg1..arg8) is the N-th floating-point
@@ -43,6 +50,7 @@ enum spec_kind {
 	SPEC_ADDRESS,	/* 0xADDRESS: absolute, or an ELF vaddr of OBJECT */
 	SPEC_LINE,	/* FILE:LINE */
 	SPEC_TRACEPOINT,	/* tp:PROVIDER:NAME, either may be a glob */
+	SPEC_USDT,	/* usdt:[OBJECT:]PROVIDER:NAME, resolved by the tool */
 };
 
 /* f64: a tracepoint's float or double argument.  The narrower integers
@@ -106,6 +114,7 @@ struct probe_spec {
 				 * SPEC_TRACEPOINT: "provider:name" */
 	unsigned long offset;	/* SPEC_SYMBOL: +OFFSET */
 	uintptr_t address;	/* SPEC_ADDRESS */
+	uintptr_t semaphore;	/* SPEC_ADDRESS: %sem=, 0: none */
 	unsigned int line;	/* SPEC_LINE */
 	bool is_return;		/* %return */
 	int nargs;
@@ -114,6 +123,9 @@ struct probe_spec {
 	/* The tool's own note, not sent: this probe is an inlined copy of
 	 * that function (at OBJECT:0xADDRESS, which names its caller). */
 	char inlined_of[SPEC_NAME_MAX * 2];
+	/* The tool's own note, not sent: the name to show this probe by
+	 * instead of the agent's ("usdt:PROVIDER:NAME"). */
+	char label[120];
 };
 
 /* Whether a command-line token is an ARG rather than the start of a probe. */

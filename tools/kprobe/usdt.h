@@ -1,0 +1,48 @@
+/* SystemTap SDT probes (USDT): the .note.stapsdt notes of an ELF object,
+ * their operands compiled into fetch plans, and usdt: PROBEs resolved into
+ * OBJECT:0xADDRESS%sem=0xS probes the agent arms as it arms any address. */
+#ifndef KPROBE_USDT_H
+#define KPROBE_USDT_H
+
+#include <stdint.h>
+#include <stdio.h>
+
+#include "spec.h"
+
+struct cli_opts;
+
+#define USDT_MAX_ARGS 12
+
+struct usdt_probe {
+	char provider[64];
+	char name[64];
+	uint64_t pc;		/* link-time address of the probe's nop */
+	uint64_t semaphore;	/* link-time address of its semaphore, 0: none */
+	char args[256];		/* the operand specs, "8@%rdi -4@-20(%rbp)" */
+};
+
+/* Calls fn for each SDT probe of the object at path (addresses adjusted
+ * for prelinking through .stapsdt.base); stops when fn returns non-zero
+ * and returns that.  0, or -errno when the file cannot be read. */
+int usdt_foreach(const char *path, int (*fn)(const struct usdt_probe *p, void *arg), void *arg);
+
+/* How many operands the probe has. */
+int usdt_nargs(const struct usdt_probe *p);
+
+/* Compiles operand index of p (in the object at path, for rip-relative
+ * symbols) into a's fetch plan and, unless a->typed, its type from the
+ * operand's size and sign.  0, or -EINVAL with one line in err. */
+int usdt_arg_plan(const char *path, const struct usdt_probe *p, int index, struct spec_arg *a,
+		  char *err, size_t errlen);
+
+/* Replaces each usdt: probe of o by one OBJECT:0xADDRESS probe per
+ * matching SDT probe, in the object it names, else in the main executable
+ * and the libraries it loads; exits with EXIT_BAD and one line when none
+ * matches or an operand cannot be read. */
+void usdt_resolve(struct cli_opts *o);
+
+/* Prints the SDT probes of the object at path, one "usdt:OBJ:PROV:NAME"
+ * line each with its operands; returns how many. */
+int usdt_list(const char *path, FILE *f);
+
+#endif
