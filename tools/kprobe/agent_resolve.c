@@ -460,8 +460,8 @@ static int check_deferred(const struct probe_spec *s, const char *path, char *er
 	uint64_t value;
 	int rc;
 
-	/* An address in it (the tool read it from the file: an SDT probe,
-	 * a variable's point) waits for it as it is. */
+	/* An address in a file found on disk (the tool read it there: an
+	 * SDT probe, a variable's point) waits for it as it is. */
 	if (s->kind == SPEC_ADDRESS)
 		return 0;
 	if (s->kind != SPEC_SYMBOL) {
@@ -595,8 +595,7 @@ int agent_resolve(const struct probe_spec *s, int idx, struct resolve_list *out,
 		int rc;
 
 		if (!find_on_disk(s->object, deferred_path, pathlen)) {
-			if ((s->kind != SPEC_SYMBOL && s->kind != SPEC_ADDRESS) ||
-			    !may_load_later(s->object))
+			if (s->kind != SPEC_SYMBOL || !may_load_later(s->object))
 				return unknown_object(s->object, err, errlen);
 			/* Nothing to check its symbols against yet. */
 			str_copy(deferred_path, pathlen, s->object);

@@ -208,8 +208,10 @@ void cli_spec_object(char *out, size_t outlen, const char *path)
 	const char *base = strrchr(path, '/');
 
 	base = base ? base + 1 : path;
-	/* "usdt:..." and "tp:..." would read back as those kinds of probe. */
-	if (!strcmp(base, "usdt") || !strcmp(base, "tp"))
+	/* "usdt:..." and "tp:..." would read back as those kinds of probe;
+	 * and an object the program may dlopen() later from anywhere is
+	 * found by the agent only by its path. */
+	if (path[0] == '/' && strlen(path) < outlen)
 		base = path;
 	snprintf(out, outlen, "%s", base);
 }
