@@ -354,14 +354,15 @@ static bool inline_entry(Dwarf_Die *die, Dwarf_Addr *pc)
 }
 
 struct inl_walk {
-	const char *glob;
+	const char *const *globs;	/* one list of points per glob */
+	int nglobs;
 	Dwarf_Die *cu;
-	struct point *pts;
+	struct point (*pts)[MAX_POINTS];
 	int *n;
-	int max;
 };
 
-/* Every DW_TAG_inlined_subroutine under die whose function matches. */
+/* Every DW_TAG_inlined_subroutine under die whose function matches one
+ * of the globs, added to that glob's points. */
 static void walk_inlines(Dwarf_Die *die, struct inl_walk *w, int depth)
 {
 	Dwarf_Die child;
@@ -374,11 +375,16 @@ static void walk_inlines(Dwarf_Die *die, struct inl_walk *w, int depth)
 		Dwarf_Addr pc;
 
 		if (tag == DW_TAG_inlined_subroutine && (name = dwarf_diename(&child)) &&
-		    !fnmatch(w->glob, name, 0) && inline_entry(&child, &pc) && *w->n < w->max) {
-			struct point *p = add_point(w->pts, w->n, pc, w->cu);
+		    inline_entry(&child, &pc)) {
+			for (int g = 0; g < w->nglobs; g++) {
+				struct point *p;
 
-			if (p)
-				snprintf(p->inlined_of, sizeof(p->inlined_of), "%s", name);
+				if (fnmatch(w->globs[g], name, 0) || w->n[g] == MAX_POINTS)
+					continue;
+				p = add_point(w->pts[g], &w->n[g], pc, w->cu);
+				if (p)
+					snprintf(p->inlined_of, sizeof(p->inlined_of), "%s", name);
+			}
 		}
 		if (tag == DW_TAG_subprogram || tag == DW_TAG_inlined_subroutine ||
 		    tag == DW_TAG_lexical_block || tag == DW_TAG_namespace ||
@@ -387,15 +393,17 @@ static void walk_inlines(Dwarf_Die *die, struct inl_walk *w, int depth)
 	} while (!dwarf_siblingof(&child, &child));
 }
 
-/* The inlined copies of the functions matching glob, added to pts. */
-static void inline_points(struct dbg *d, const char *glob, struct point *pts, int *n)
+/* The inlined copies of the functions matching each glob, added to that
+ * glob's points: one walk over the object's DWARF for all of them. */
+static void inline_points(struct dbg *d, const char *const *globs, int nglobs,
+			  struct point (*pts)[MAX_POINTS], int *n)
 {
 	Dwarf_Off off = 0, next;
 	size_t hsize;
 
 	while (!dwarf_nextcu(d->dw, off, &next, &hsize, NULL, NULL, NULL)) {
 		Dwarf_Die cu;
-		struct inl_walk w = { glob, &cu, pts, n, MAX_POINTS };
+		struct inl_walk w = { globs, nglobs, &cu, pts, n };
 
 		if (dwarf_offdie(d->dw, off + hsize, &cu))
 			walk_inlines(&cu, &w, 0);
@@ -537,8 +545,11 @@ static void find_points(struct dbg *d, const struct probe_spec *s, struct point 
 				dwarf_getfuncs(&cu, offer_function, &q, 0);
 			off = next;
 		}
-		if (inlines && !s->offset && !s->is_return)
-			inline_points(d, s->symbol, pts, n);
+		if (inlines && !s->offset && !s->is_return) {
+			const char *glob = s->symbol;
+
+			inline_points(d, &glob, 1, (struct point (*)[MAX_POINTS])pts, n);
+		}
 	} else {
 		bad("'%s': a tracepoint's arguments are arg1.. or its own names", s->text);
 	}
@@ -1371,31 +1382,21 @@ static int count_match(const char *name, void *arg)
 	return 0;
 }
 
-/* A function probe also probes the inlined copies DWARF records: each
- * becomes OBJECT:0xADDRESS with the function's name as inlined_of.  argN
- * means nothing in an inlined copy (no calling convention there): such
- * probes keep the out-of-line copy only. */
-static void expand_inlines(struct cli_opts *o, int i)
+/* Probe i's inlined copies (n points) as OBJECT:0xADDRESS probes. */
+static void add_inline_probes(struct cli_opts *o, int i, const char *path, struct point *pts,
+			      int n)
 {
 	struct probe_spec orig = o->specs[i];
-	struct point pts[MAX_POINTS];
-	char path[PATH_MAX], err[PATH_MAX + 128];
 	struct glob_count g = { orig.symbol, 0 };
-	struct dbg d;
-	int n = 0, first;
+	int first;
 
-	if (cli_object_path(o, &orig, path, sizeof(path), err, sizeof(err)) ||
-	    dbg_try_open(&d, path)) {
-		if (d.fd >= 0 || d.dfd >= 0)
-			dbg_close(&d);
-		return;
-	}
-	inline_points(&d, orig.symbol, pts, &n);
 	if (n && orig.nargs) {
 		cli_warn("'%s': its %d inlined cop%s not probed: arguments there are read by "
 			 "variable name, not argN", orig.text, n, n == 1 ? "y is" : "ies are");
-		n = 0;
+		return;
 	}
+	if (!n)
+		return;
 	/* No out-of-line copy to resolve: the first inlined one takes the
 	 * probe's own slot. */
 	elf_file_foreach_function(path, count_match, &g);
@@ -1411,28 +1412,74 @@ static void expand_inlines(struct cli_opts *o, int i)
 		out->kind = SPEC_ADDRESS;
 		out->address = pts[k].pc;
 		out->symbol[0] = '\0';
-		cli_spec_object(out->object, sizeof(out->object), d.path);
+		cli_spec_object(out->object, sizeof(out->object), path);
 		snprintf(out->inlined_of, sizeof(out->inlined_of), "%s", pts[k].inlined_of);
 		if (spec_format(out) && spec_too_long(out, serr, sizeof(serr)))
 			bad("%s", serr);
 		if (out != &o->specs[i])
 			o->nspecs++;
 	}
-	dbg_close(&d);
 }
 
+static bool wants_inlines(const struct probe_spec *s)
+{
+	return s->kind == SPEC_SYMBOL && !s->offset && !s->is_return && !spec_has_vars(s);
+}
+
+/* A function probe also probes the inlined copies DWARF records: each
+ * becomes OBJECT:0xADDRESS with the function's name as inlined_of.  argN
+ * means nothing in an inlined copy (no calling convention there): such
+ * probes keep the out-of-line copy only.  The probes on one object share
+ * one walk over its DWARF. */
 void dwarf_inlines_resolve(struct cli_opts *o)
 {
 	int nspecs = o->nspecs;
+	char (*paths)[PATH_MAX];
+	bool *done;
 
 	if (o->no_inlines)
 		return;
+	paths = calloc((size_t)nspecs + 1, PATH_MAX);
+	done = calloc((size_t)nspecs + 1, sizeof(*done));
+	if (!paths || !done)
+		cli_die(EXIT_FAIL, "out of memory");
 	for (int i = 0; i < nspecs; i++) {
-		const struct probe_spec *s = &o->specs[i];
+		char err[PATH_MAX + 128];
 
-		if (s->kind == SPEC_SYMBOL && !s->offset && !s->is_return && !spec_has_vars(s))
-			expand_inlines(o, i);
+		done[i] = !wants_inlines(&o->specs[i]) ||
+			  cli_object_path(o, &o->specs[i], paths[i], PATH_MAX, err, sizeof(err));
 	}
+	for (int i = 0; i < nspecs; i++) {
+		const char *globs[KPROBE_MAX_SPECS];
+		int idx[KPROBE_MAX_SPECS], ng = 0, *n;
+		struct point (*pts)[MAX_POINTS];
+		struct dbg d;
+
+		if (done[i])
+			continue;
+		for (int j = i; j < nspecs; j++)
+			if (!done[j] && !strcmp(paths[j], paths[i])) {
+				done[j] = true;
+				idx[ng] = j;
+				globs[ng++] = o->specs[j].symbol;
+			}
+		if (dbg_try_open(&d, paths[i])) {
+			dbg_close(&d);
+			continue;
+		}
+		pts = calloc((size_t)ng, sizeof(*pts));
+		n = calloc((size_t)ng, sizeof(*n));
+		if (!pts || !n)
+			cli_die(EXIT_FAIL, "out of memory");
+		inline_points(&d, globs, ng, pts, n);
+		for (int g = 0; g < ng; g++)
+			add_inline_probes(o, idx[g], paths[i], pts[g], n[g]);
+		free(pts);
+		free(n);
+		dbg_close(&d);
+	}
+	free(paths);
+	free(done);
 }
 
 /* ---- kprobe vars ---- */

@@ -120,6 +120,9 @@ int main(int argc, char **argv)
 	if (o.cmd == CMD_VARS)
 		return dwarf_vars_list(&o);
 	if (o.cmd <= CMD_LATENCY) {
+		/* Reading debug information takes a moment: a stop signal
+		 * then ends the session cleanly as it would later. */
+		session_catch_signals();
 		usdt_resolve(&o);
 		dwarf_inlines_resolve(&o);
 		dwarf_vars_resolve(&o);
