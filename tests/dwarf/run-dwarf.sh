@@ -185,13 +185,22 @@ if [ $rc -ne 2 ] || ! grep -q "has no field 'nosuch'" "$OUT/err"; then
 	echo "FAIL unknown field: exit $rc, $(cat "$OUT/err")"
 	fail=1
 fi
+# Loads through bad pointers (unmapped, kernel, non-canonical) are faults
+# in the output, not crashes of the program.
+out=$("$KPROBE" trace "cli_dwarf.c:$L1 a=@#4096*8:u64 b=@#-140737488355328*8:u64 c=@#9223372036854775807*4:s32 len" \
+	-o "$OUT/fault.txt" -- "$prog" 1 2>&1)
+rc=$?
+if [ $rc -ne 0 ] || ! grep -q 'a=(fault) b=(fault) c=(fault) len=5' "$OUT/fault.txt"; then
+	echo "FAIL faulting loads: exit $rc, $out, $(cat "$OUT/fault.txt")"
+	fail=1
+fi
 
 # ---- SDT probes (USDT) ----
 
 # Our own probe, guarded by a semaphore: the program sees it raised only
 # while probed, and every operand form (register, memory, constant) reads.
 prog=$OUT/cli_usdt
-gcc -O2 -o "$prog" tests/cli/cli_usdt.c || { echo "FAIL: cannot build $prog"; fail=1; }
+gcc -O2 -Itools/kprobe -o "$prog" tests/cli/cli_usdt.c || { echo "FAIL: cannot build $prog"; fail=1; }
 out=$("$prog" 6)
 [ "$out" = "enabled=0 of 6" ] || { echo "FAIL usdt: unprobed run says '$out'"; fail=1; }
 out=$(timeout 60 "$KPROBE" trace --format json -o "$OUT/usdt.json" usdt:demo:req -- "$prog" 6 2>&1)

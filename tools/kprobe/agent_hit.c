@@ -14,6 +14,8 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "arch/x86_64/unwind.h"
+#include "os/linux/memory.h"
 
 #define container_of(p, type, member) ((type *)((char *)(p) - offsetof(type, member)))
 #define TLS __attribute__((tls_model("initial-exec")))
@@ -368,9 +370,10 @@ static inline uint64_t arg_value(const struct pt_regs *regs, uint8_t src)
 }
 
 /* ---- fetch plans: program variables the tool located with DWARF ----
- * The tool compiled each variable into a few steps (spec.h): a register or
- * constant, additions, loads.  Loads go through process_vm_readv(), so a
- * stale pointer makes the value a fault instead of a crash. */
+ * The tool compiled each variable into a few steps (spec.h): registers,
+ * constants, arithmetic, loads.  Loads are plain loads whose fault the
+ * library catches (kp_load_nofault), so a stale pointer makes the value a
+ * fault instead of a crash. */
 
 /* pt_regs offsets of DWARF registers 0..16 (x86-64 psABI numbering: rax,
  * rdx, rcx, rbx, rsi, rdi, rbp, rsp, r8..r15, return address = ip). */
@@ -386,14 +389,21 @@ static const uint8_t dwarf_reg_offsets[17] = {
 	offsetof(struct pt_regs, ip),
 };
 
+/* A load the library's fault handler catches: no system call, unless the
+ * program may have blocked the fault signals (then process_vm_readv, made
+ * here without libc so that the handler touches no vector register). */
 static bool load_nofault(uint64_t addr, uint8_t size, uint64_t *out)
 {
 	uint64_t v = 0;
 	struct iovec local = { &v, size };
 	struct iovec remote = { (void *)(uintptr_t)addr, size };
 
-	if (addr < 4096 || raw_syscall(SYS_process_vm_readv, tls_pid, (long)&local, 1,
-				       (long)&remote, 1, 0) != size)
+	if (addr < 4096)
+		return false;
+	if (__builtin_expect(kp_load_nofault_usable(), 1))
+		return kp_load_nofault_sized((uintptr_t)addr, size, out) == 0;
+	if (raw_syscall(SYS_process_vm_readv, tls_pid, (long)&local, 1, (long)&remote, 1, 0) !=
+	    size)
 		return false;
 	*out = v;
 	return true;
@@ -423,7 +433,31 @@ static uint64_t binop(uint64_t x, uint64_t y, int64_t op)
 /* Runs an argument's fetch plan; false when a load faulted.  if-chains,
  * not a switch: a jump table is an indirect branch the library cannot
  * follow when it checks what a handler touches. */
+static bool run_plan_stack(const struct pt_regs *regs, const struct spec_arg *a, uint64_t *out);
+
+static inline uint64_t dwarf_reg(const struct pt_regs *regs, uint8_t reg)
+{
+	return *(const uint64_t *)((const char *)regs + dwarf_reg_offsets[reg <= 16 ? reg : 16]);
+}
+
 static bool run_plan(const struct pt_regs *regs, const struct spec_arg *a, uint64_t *out)
+{
+	const struct fetch_op *ops = a->ops;
+
+	/* The shapes most variables compile to, without the interpreter: a
+	 * register, and a slot or field at register + offset. */
+	if (a->nops == 1 && ops[0].kind == FETCH_REG) {
+		*out = dwarf_reg(regs, ops[0].reg);
+		return true;
+	}
+	if (a->nops == 3 && ops[0].kind == FETCH_REG && ops[1].kind == FETCH_ADD &&
+	    ops[2].kind == FETCH_LOAD)
+		return load_nofault(dwarf_reg(regs, ops[0].reg) + (uint64_t)ops[1].k, ops[2].size,
+				    out);
+	return run_plan_stack(regs, a, out);
+}
+
+static bool run_plan_stack(const struct pt_regs *regs, const struct spec_arg *a, uint64_t *out)
 {
 	/* spec.c checked that the plan stays within the stack and ends
 	 * with one value. */

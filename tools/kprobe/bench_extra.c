@@ -15,6 +15,11 @@
  *   prog_latency   the tid-keyed entry/return latency pattern, per call
  *   (whole ns per call, probe included: compare prog_count and
  *   prog_filter with probe_ns (`o`), prog_latency with ro_ns (`ro`))
+ *   var_fetch      what fetching two variables by fetch plan adds to a
+ *                  trace event (a register and a field behind a pointer,
+ *                  as the tool compiles `p->hdr.len n`), over two argN
+ *   usdt           ns per hit of `kprobe count` on an SDT probe site in
+ *                  optimized code, next to count on a function entry
  *
  * Usage: kprobe-bench-extra [--json].  Medians of several runs. */
 #include <fcntl.h>
@@ -30,6 +35,7 @@
 
 #include "agent.h"
 #include "lang/lang.h"
+#include "sdt_probe.h"
 #include "spec.h"
 
 #define CALLS 2000000
@@ -39,6 +45,32 @@ __attribute__((noinline, noclone, used)) long bench_target(long a, long b)
 {
 	__asm__ volatile("" ::: "memory");
 	return a + b;
+}
+
+struct bench_hdr {
+	long pad;
+	int len;
+};
+
+/* Takes a pointer: the field behind it is what var_fetch reads. */
+__attribute__((noinline, noclone, used)) long bench_struct(struct bench_hdr *h, long b)
+{
+	__asm__ volatile("" ::: "memory");
+	return h->len + b;
+}
+
+__attribute__((section(".probes"), used)) volatile unsigned short bench_sdt_semaphore;
+
+/* An SDT probe site inside a loop of optimized code. */
+__attribute__((noinline, noclone, used)) long bench_sdt(long n)
+{
+	long sum = 0;
+
+	for (long i = 0; i < n; i++) {
+		SDT_PROBE3(kprobe_bench, site, bench_sdt_semaphore, "r", i, "r", sum, "n", 1);
+		sum += i;
+	}
+	return sum;
 }
 
 static double now_s(void)
@@ -71,11 +103,15 @@ static uint64_t ring_backlog(void)
 	return n;
 }
 
-/* ns per call of bench_target, median of RUNS.  With chunk > 0 the calls
- * come in bursts of chunk that fit in a ring, each timed on its own after
- * the reader has emptied the ring: an event's cost without loss. */
-static double ns_per_call(long chunk)
+/* ns per call of bench_target (or bench_struct), median of RUNS.  With
+ * chunk > 0 the calls come in bursts of chunk that fit in a ring, each
+ * timed on its own after the reader has emptied the ring: an event's cost
+ * without loss. */
+enum bench_fn { FN_TARGET, FN_STRUCT };
+
+static double ns_per_call_of(long chunk, enum bench_fn fn)
 {
+	static struct bench_hdr hdr = { 0, 42 };
 	double v[RUNS];
 	long sum = 0;
 
@@ -89,8 +125,12 @@ static double ns_per_call(long chunk)
 			while (chunk && ring_backlog())
 				sched_yield();
 			t0 = now_s();
-			for (long i = 0; i < n; i++)
-				sum += bench_target(i, 1);
+			if (fn == FN_STRUCT)
+				for (long i = 0; i < n; i++)
+					sum += bench_struct(&hdr, i);
+			else
+				for (long i = 0; i < n; i++)
+					sum += bench_target(i, 1);
 			busy += now_s() - t0;
 			done += n;
 		}
@@ -100,6 +140,39 @@ static double ns_per_call(long chunk)
 		puts("");
 	qsort(v, RUNS, sizeof(v[0]), cmp_double);
 	return v[RUNS / 2];
+}
+
+static double ns_per_call(long chunk)
+{
+	return ns_per_call_of(chunk, FN_TARGET);
+}
+
+/* ns per pass of bench_sdt's loop, median of RUNS. */
+static double ns_per_sdt_hit(void)
+{
+	double v[RUNS];
+	long sum = 0;
+
+	for (int r = 0; r < RUNS; r++) {
+		double t0 = now_s();
+
+		sum += bench_sdt(CALLS);
+		v[r] = (now_s() - t0) * 1e9 / CALLS;
+	}
+	if (sum == 42)
+		puts("");
+	qsort(v, RUNS, sizeof(v[0]), cmp_double);
+	return v[RUNS / 2];
+}
+
+/* The address of bench_sdt's probe site: the one site this program's
+ * SDT_PROBE3 listed. */
+extern const uintptr_t __start_sdt_sites[] __attribute__((weak, visibility("hidden")));
+extern const uintptr_t __stop_sdt_sites[] __attribute__((weak, visibility("hidden")));
+
+static uintptr_t sdt_site(void)
+{
+	return (uintptr_t)__start_sdt_sites != (uintptr_t)__stop_sdt_sites ? __start_sdt_sites[0] : 0;
 }
 
 static void make_shm_sized(size_t size)
@@ -266,6 +339,7 @@ int main(int argc, char **argv)
 	struct kretprobe rp = { .kp.symbol_name = "bench_target", .handler = empty_return,
 				.maxactive = 64 };
 	double call, probe, count, trace, rate, ret, pcount, pfilter, phist, plat;
+	double trace_args, trace_vars, sdt_call, sdt;
 	pthread_t th;
 
 	make_shm();
@@ -305,9 +379,30 @@ int main(int argc, char **argv)
 		if (lost() != lost_before)
 			rate = 0;	/* not loss-free: no rate to claim */
 	}
+	agent_session_stop();
+
+	/* var_fetch: the same event with its two values fetched by plan (a
+	 * register; a 4-byte field behind the pointer in rdi), against two
+	 * plain argN, on the same function. */
+	start("trace", "bench_struct a=arg1:u64 b=arg2:u64");
+	trace_args = ns_per_call_of(4096, FN_STRUCT);
+	agent_session_stop();
+	start("trace", "bench_struct len=@r5+8*4:s32 b=@r4:u64");
+	trace_vars = ns_per_call_of(4096, FN_STRUCT);
 	__atomic_store_n(&reading, 0, __ATOMIC_RELEASE);
 	pthread_join(th, NULL);
 	agent_session_stop();
+
+	/* usdt: count on the SDT site in bench_sdt's loop. */
+	sdt_call = ns_per_sdt_hit();
+	{
+		char spec[64];
+
+		snprintf(spec, sizeof(spec), "0x%lx", (unsigned long)sdt_site());
+		start("count", spec);
+		sdt = ns_per_sdt_hit() - sdt_call;
+		agent_session_stop();
+	}
 
 	if (register_kretprobe(&rp)) {
 		fprintf(stderr, "kprobe-bench-extra: cannot return-probe bench_target\n");
@@ -336,8 +431,10 @@ int main(int argc, char **argv)
 	if (json) {
 		printf("{\"call\":%.2f,\"probe_ns\":%.2f,\"count_extra\":%.2f,\"trace_extra\":%.2f,"
 		       "\"events_per_s\":%.0f,\"ro_ns\":%.2f,\"prog_count\":%.2f,"
-		       "\"prog_filter\":%.2f,\"prog_hist\":%.2f,\"prog_latency\":%.2f}\n", call,
-		       probe, count - probe, trace - probe, rate, ret, pcount, pfilter, phist, plat);
+		       "\"prog_filter\":%.2f,\"prog_hist\":%.2f,\"prog_latency\":%.2f,"
+		       "\"var_fetch\":%.2f,\"usdt\":%.2f,\"count_entry\":%.2f}\n", call,
+		       probe, count - probe, trace - probe, rate, ret, pcount, pfilter, phist, plat,
+		       trace_vars - trace_args, sdt, count - call);
 		return 0;
 	}
 	printf("call            %8.2f ns\n", call);
@@ -350,5 +447,9 @@ int main(int argc, char **argv)
 	printf("prog_filter     %8.2f ns   %.2fx o  (target <= 1.3x)\n", pfilter, pfilter / probe);
 	printf("prog_hist       %8.2f ns   %.2fx o\n", phist, phist / probe);
 	printf("prog_latency    %8.2f ns   %.2fx ro (target <= 2x)\n", plat, plat / ret);
+	printf("var_fetch       %8.2f ns   (trace, 2 vars by plan %.2f ns - 2 argN %.2f ns)\n",
+	       trace_vars - trace_args, trace_vars, trace_args);
+	printf("usdt            %8.2f ns   (count on an SDT site; count on an entry: %.2f ns)\n",
+	       sdt, count - call);
 	return 0;
 }

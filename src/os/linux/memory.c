@@ -1,6 +1,8 @@
 /* Code patching through /proc/self/mem, core serialization with membarrier,
  * and executable pages placed near the code they serve. */
 #include "os/linux/memory.h"
+#include "arch/x86_64/unwind.h"
+#include "os/linux/signals.h"
 #include "os/linux/sys.h"
 
 #include <errno.h>
@@ -172,6 +174,20 @@ int kp_mem_read_nofault(uintptr_t addr, void *buf, size_t len)
 	if (kp_syscall6(SYS_process_vm_readv, mem_pid(), (long)&local, 1, (long)&remote, 1, 0) == (long)len)
 		return 0;
 	return -EFAULT;
+}
+
+int kp_read_small_nofault(uintptr_t addr, unsigned int size, uint64_t *out)
+{
+	uint64_t v = 0;
+
+	if (size != 1 && size != 2 && size != 4 && size != 8)
+		return -EFAULT;
+	if (kp_load_nofault_usable())
+		return kp_load_nofault_sized(addr, size, out);
+	if (kp_mem_read_nofault(addr, &v, size))
+		return -EFAULT;
+	*out = v;
+	return 0;
 }
 
 /* One line of /proc/self/maps: start, end and permissions. */

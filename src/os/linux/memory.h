@@ -29,6 +29,35 @@ void kp_mem_release(void);
 /* Reads len bytes at addr without faulting; 0 or -EFAULT. */
 int kp_mem_read_nofault(uintptr_t addr, void *buf, size_t len);
 
+/* The size (1, 2, 4 or 8) bytes at addr, zero-extended into *out, for a
+ * handler on the hit path: a plain load whose fault the library's fault
+ * handler catches (kp_load_nofault_sized(), arch/x86_64/unwind.h: no
+ * system call) when kp_load_nofault_usable(), else kp_mem_read_nofault().
+ * 0 or -EFAULT.  Async-signal-safe. */
+int kp_read_small_nofault(uintptr_t addr, unsigned int size, uint64_t *out);
+
+/* Whether a caught load may be used now: a blocked synchronous fault
+ * signal would kill the process instead of reaching the library. */
+extern bool kp_nofault_loads_ok;
+extern __thread int kp_fault_masked_depth __attribute__((tls_model("initial-exec")));
+extern __thread int kp_thread_mask_state __attribute__((tls_model("initial-exec")));
+int kp_thread_mask_refresh(void);
+
+/* The library's fault handler catches a fault here, and it will be
+ * delivered: neither the thread's mask nor a running handler's blocks the
+ * fault signals (a thread's first call reads its mask: one system call). */
+static inline bool kp_load_nofault_usable(void)
+{
+	int state = kp_thread_mask_state;
+
+	if (!__atomic_load_n(&kp_nofault_loads_ok, __ATOMIC_ACQUIRE) || kp_fault_masked_depth)
+		return false;
+	if (__builtin_expect(!state, 0))
+		state = kp_thread_mask_refresh();
+	return state == 1;	/* KP_MASK_CLEAR */
+}
+
+
 /* Maps size bytes (a multiple of the page size) of read+exec anonymous
  * memory somewhere in [lo, hi); returns the address or 0. */
 uintptr_t kp_map_exec_near(uintptr_t lo, uintptr_t hi, size_t size);

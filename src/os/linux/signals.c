@@ -102,10 +102,55 @@ static const struct sigaction *prog_current(int sig)
 	return &prog[sig].act[i % RING];
 }
 
+/* When a caught load (kp_load_nofault_sized(), arch/x86_64/unwind.h) may
+ * be used instead of a system call: a blocked synchronous fault signal
+ * would kill the process rather than reach the library's handler.
+ * (os/linux/memory.h, kp_load_nofault_usable().)
+ *
+ * Whether the library's fault handler owns SIGSEGV and SIGBUS: one flag,
+ * one load for a handler. */
+bool kp_nofault_loads_ok;
+/* > 0 while this thread runs a program signal handler whose mask blocks
+ * SIGSEGV or SIGBUS (a handler left by longjmp keeps it raised: the
+ * thread then stays on the system-call path, never the unsafe one). */
+__thread int kp_fault_masked_depth __attribute__((tls_model("initial-exec")));
+/* This thread's own mask: KP_MASK_UNKNOWN until first asked (a new thread
+ * inherits its creator's mask), then whether it blocks SIGSEGV or SIGBUS,
+ * kept current by the interposed sigprocmask() and pthread_sigmask(). */
+__thread int kp_thread_mask_state __attribute__((tls_model("initial-exec")));
+
+static void update_nofault_loads(void)
+{
+	bool ok = __atomic_load_n(&prog[SIGSEGV].owned, __ATOMIC_ACQUIRE) &&
+		  __atomic_load_n(&prog[SIGBUS].owned, __ATOMIC_ACQUIRE);
+
+	__atomic_store_n(&kp_nofault_loads_ok, ok, __ATOMIC_RELEASE);
+}
+
 /* SIGTRAP must stay deliverable everywhere: never let a mask block it. */
 static void strip_trap(sigset_t *set)
 {
 	set_del(set, SIGTRAP);
+}
+
+static bool blocks_faults(const sigset_t *set)
+{
+	return sigismember(set, SIGSEGV) == 1 || sigismember(set, SIGBUS) == 1;
+}
+
+static long raw_sigmask(int how, const sigset_t *set, sigset_t *old);
+
+/* Reads this thread's mask (one system call) into kp_thread_mask_state;
+ * async-signal-safe.  Returns the state. */
+int kp_thread_mask_refresh(void)
+{
+	sigset_t cur;
+	int state = KP_MASK_UNKNOWN;
+
+	if (!raw_sigmask(SIG_BLOCK, NULL, &cur))
+		state = blocks_faults(&cur) ? KP_MASK_BLOCKS_FAULTS : KP_MASK_CLEAR;
+	kp_thread_mask_state = state;
+	return state;
 }
 
 static void prog_publish(int sig, const struct sigaction *act)
@@ -146,6 +191,7 @@ int kp_sig_own(int sig, kp_sig_handler_t fn, int extra_flags, bool block_others)
 	if (!prog[sig].wrapped)
 		prog_publish(sig, &old);
 	__atomic_store_n(&prog[sig].owned, true, __ATOMIC_RELEASE);
+	update_nofault_loads();
 	pthread_mutex_unlock(&prog_lock);
 	return 0;
 }
@@ -220,8 +266,11 @@ static void call_program_handler(int sig, const struct sigaction *a,
 		dfl.sa_handler = SIG_DFL;
 		prog_publish(sig, &dfl);
 	}
+	bool masked = blocks_faults(&mask);
+
 	/* Recorded before any census signal can get in (ours block it). */
 	kp_sigframe_push(uc);
+	kp_fault_masked_depth += masked;
 	raw_sigmask(SIG_SETMASK, &mask, &old);
 	if (a->sa_flags & SA_SIGINFO)
 		a->sa_sigaction(sig, info, uc);
@@ -229,6 +278,7 @@ static void call_program_handler(int sig, const struct sigaction *a,
 		a->sa_handler(sig);
 	kp_sigframe_pop();
 	raw_sigmask(SIG_SETMASK, &old, NULL);
+	kp_fault_masked_depth -= masked;
 }
 
 /* Lets the census signal in again, unless the program itself blocks it
@@ -252,6 +302,7 @@ static void census_unblock(int sig, const struct sigaction *a, const ucontext_t 
 static void frame_wrapper(int sig, siginfo_t *info, void *ctx)
 {
 	struct sigaction a = *prog_current(sig);
+	bool masked;
 
 	if (a.sa_flags & SA_RESETHAND) {
 		struct sigaction dfl;
@@ -267,10 +318,14 @@ static void frame_wrapper(int sig, siginfo_t *info, void *ctx)
 	 * frame is recorded before a census can ask where the thread is. */
 	kp_sigframe_push(ctx);
 	census_unblock(sig, &a, ctx);
+	/* The kernel delivered it with the handler's mask. */
+	masked = blocks_faults(&a.sa_mask);
+	kp_fault_masked_depth += masked;
 	if (a.sa_flags & SA_SIGINFO)
 		a.sa_sigaction(sig, info, ctx);
 	else
 		a.sa_handler(sig);
+	kp_fault_masked_depth -= masked;
 	kp_sigframe_pop();
 }
 
@@ -403,12 +458,19 @@ static int filtered_mask(sigmask_fn fn, int how, const sigset_t *set, sigset_t *
 {
 	sigset_t copy;
 
+	int ret;
+
 	if (set && how != SIG_UNBLOCK) {
 		copy = *set;
 		strip_trap(&copy);
 		set = &copy;
 	}
-	return fn(how, set, old);
+	/* Unknown during the change: a handler meanwhile asks again. */
+	kp_thread_mask_state = KP_MASK_UNKNOWN;
+	ret = fn(how, set, old);
+	if (set)
+		kp_thread_mask_refresh();
+	return ret;
 }
 
 KP_EXPORT int sigprocmask(int how, const sigset_t *set, sigset_t *old)

@@ -26,6 +26,15 @@ int kp_sig_own(int sig, kp_sig_handler_t fn, int extra_flags, bool block_others)
  * registers of uc (a core dump shows them). Async-signal-safe. */
 void kp_sig_forward(int sig, siginfo_t *info, void *uc);
 
+/* kp_thread_mask_state: whether this thread's signal mask blocks SIGSEGV
+ * or SIGBUS, for kp_load_nofault() (os/linux/memory.h). */
+#define KP_MASK_UNKNOWN 0
+#define KP_MASK_CLEAR 1
+#define KP_MASK_BLOCKS_FAULTS 2
+extern __thread int kp_thread_mask_state __attribute__((tls_model("initial-exec")));
+/* Reads the thread's mask into kp_thread_mask_state and returns it. */
+int kp_thread_mask_refresh(void);
+
 /* Whether sig is currently handled by the library. */
 bool kp_sig_is_owned(int sig);
 
