@@ -220,6 +220,23 @@ fi
 "$KPROBE" trace "usdt:demo:nosuch" -- "$prog" 1 >/dev/null 2>"$OUT/err"
 [ $? -eq 2 ] || { echo "FAIL usdt:demo:nosuch: $(cat "$OUT/err")"; fail=1; }
 
+# kprobe list and kprobe vars show SDT probes and their operands.
+"$KPROBE" list "$prog" | grep -qx "usdt:$prog:demo:req" ||
+	{ echo "FAIL kprobe list $prog: no usdt:$prog:demo:req"; fail=1; }
+"$KPROBE" vars usdt:demo:req "$prog" >"$OUT/vars.txt" 2>&1
+if ! grep -q '(semaphore)' "$OUT/vars.txt" || ! grep -q '^	arg1	s32 ' "$OUT/vars.txt" ||
+   ! grep -q '^	arg2	s32      -4@\$7' "$OUT/vars.txt"; then
+	echo "FAIL kprobe vars usdt:demo:req: $(cat "$OUT/vars.txt")"
+	fail=1
+fi
+# ... and variables with their types at a line.
+"$KPROBE" vars "cli_dwarf.c:$L1" "$OUT/cli_dwarf-gcc-O0" >"$OUT/vars.txt" 2>&1
+if ! grep -q '^	struct request \* *req (parameter)$' "$OUT/vars.txt" ||
+   ! grep -q '^	double  *w (parameter)$' "$OUT/vars.txt" || ! grep -q '^	long int  *sum$' "$OUT/vars.txt"; then
+	echo "FAIL kprobe vars cli_dwarf.c:$L1: $(cat "$OUT/vars.txt")"
+	fail=1
+fi
+
 # libstdc++'s throw and catch: once per exception.
 if command -v g++ >/dev/null 2>&1; then
 	printf '%s\n' '#include <stdexcept>' '#include <cstdio>' \

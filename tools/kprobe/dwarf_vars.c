@@ -28,6 +28,7 @@
 #include "cli.h"
 #include "debug_file.h"
 #include "elf_file.h"
+#include "usdt.h"
 
 #define MAX_POINTS 64
 #define MAX_SCOPE_VARS 128
@@ -1530,6 +1531,14 @@ int dwarf_vars_list(struct cli_opts *o)
 		struct dbg d;
 		int n;
 
+		if (s->kind == SPEC_USDT) {
+			struct probe_spec tmp = *s;
+
+			if (o->list_object && !s->object[0])
+				snprintf(tmp.object, sizeof(tmp.object), "%s", o->list_object);
+			usdt_vars(o, &tmp);
+			continue;
+		}
 		if (o->list_object) {
 			struct probe_spec tmp = *s;
 

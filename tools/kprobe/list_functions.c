@@ -1,7 +1,8 @@
 /* `kprobe list OBJECT [GLOB]` and `kprobe list -p PID [OBJECT] GLOB`: the
  * functions a probe can name, as `perf probe -F` and `bpftrace -l` list
  * them.  Read from the files on disk, so nothing is loaded into a process;
- * each line is a probe location ("OBJECT:FUNCTION") as a PROBE takes it. */
+ * each line is a probe location ("OBJECT:FUNCTION", then the SDT probes as
+ * "usdt:OBJECT:PROVIDER:NAME") as a PROBE takes it. */
 #include "list_functions.h"
 
 #include <errno.h>
@@ -14,6 +15,7 @@
 
 #include "elf_file.h"
 #include "escape.h"
+#include "usdt.h"
 
 #define AGENT_FILE "libkprobe-agent.so"
 
@@ -55,6 +57,30 @@ static int by_name(const void *a, const void *b)
 	return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
+struct sdt_print {
+	const char *label, *glob;
+	int printed;
+};
+
+/* "usdt:label:provider:name" for an SDT probe whose "provider:name" or
+ * name matches the glob. */
+static int print_sdt(const struct usdt_probe *p, void *arg)
+{
+	struct sdt_print *sp = arg;
+	char full[160];
+
+	snprintf(full, sizeof(full), "%s:%s", p->provider, p->name);
+	if (sp->glob && fnmatch(sp->glob, full, 0) && fnmatch(sp->glob, p->name, 0))
+		return 0;
+	fputs("usdt:", stdout);
+	text_escape_to(stdout, sp->label, strlen(sp->label));
+	putchar(':');
+	text_escape_to(stdout, full, strlen(full));
+	putchar('\n');
+	sp->printed++;
+	return 0;
+}
+
 /* Prints "label:function" for the file's matching functions, sorted, each
  * once (a name in both symbol tables, or aliased, appears once); returns
  * how many, or -errno. */
@@ -81,6 +107,13 @@ static int print_functions(const char *path, const char *label, const char *glob
 	for (size_t i = 0; i < l.n; i++)
 		free(l.v[i]);
 	free(l.v);
+	if (rc >= 0) {
+		/* Then its SDT probes, as usdt: PROBEs name them. */
+		struct sdt_print sp = { label, glob, 0 };
+
+		usdt_foreach(path, print_sdt, &sp);
+		printed += sp.printed;
+	}
 	return rc < 0 ? rc : printed;
 }
 

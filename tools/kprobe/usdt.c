@@ -518,6 +518,52 @@ void usdt_resolve(struct cli_opts *o)
 	}
 }
 
+/* kprobe vars usdt:...: each matching SDT probe with its operands. */
+int usdt_vars(const struct cli_opts *o, const struct probe_spec *s)
+{
+	char (*paths)[PATH_MAX] = calloc(64, PATH_MAX);
+	struct usdt_probe *found = calloc(256, sizeof(*found));
+	char glob[256], *colon;
+	int npaths, total = 0;
+
+	if (!paths || !found)
+		cli_die(EXIT_FAIL, "out of memory");
+	npaths = candidate_objects(o, s, paths, 64);
+	snprintf(glob, sizeof(glob), "%s", s->symbol);
+	colon = strchr(glob, ':');
+	if (!colon)
+		cli_die(EXIT_BAD, "bad SDT probe '%s'", s->text);
+	*colon = '\0';
+	for (int k = 0; k < npaths; k++) {
+		struct match m = { glob, colon + 1, found, 0, 256 };
+
+		usdt_foreach(paths[k], collect, &m);
+		for (int j = 0; j < m.n; j++) {
+			int n = usdt_nargs(&found[j]);
+
+			printf("usdt:%s:%s at 0x%llx [%s]%s\n", found[j].provider, found[j].name,
+			       (unsigned long long)found[j].pc, paths[k],
+			       found[j].semaphore ? " (semaphore)" : "");
+			for (int i = 0; i < n; i++) {
+				struct spec_arg a = { 0 };
+				char err[300], buf[256], *v[USDT_MAX_ARGS];
+
+				split_args(&found[j], buf, v, USDT_MAX_ARGS);
+				if (usdt_arg_plan(paths[k], &found[j], i, &a, err, sizeof(err)))
+					printf("\targ%d\t%-8s %s: cannot be read\n", i, "?", v[i]);
+				else
+					printf("\targ%d\t%-8s %s\n", i, spec_type_name(a.type), v[i]);
+			}
+			total++;
+		}
+	}
+	free(paths);
+	free(found);
+	if (!total)
+		cli_die(EXIT_BAD, "no SDT probe matches '%s'", s->text);
+	return 0;
+}
+
 static int print_probe(const struct usdt_probe *p, void *arg)
 {
 	void **v = arg;

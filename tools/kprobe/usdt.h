@@ -41,6 +41,10 @@ int usdt_arg_plan(const char *path, const struct usdt_probe *p, int index, struc
  * matches or an operand cannot be read. */
 void usdt_resolve(struct cli_opts *o);
 
+/* kprobe vars usdt:...: prints each matching SDT probe and its operands
+ * (arg0.., type, operand spec); returns the exit status. */
+int usdt_vars(const struct cli_opts *o, const struct probe_spec *s);
+
 /* Prints the SDT probes of the object at path, one "usdt:OBJ:PROV:NAME"
  * line each with its operands; returns how many. */
 int usdt_list(const char *path, FILE *f);
