@@ -499,7 +499,7 @@ void usdt_resolve(struct cli_opts *o)
 				out->symbol[0] = '\0';
 				cli_spec_object(out->object, sizeof(out->object), paths[k]);
 				probe_args(o, &orig, paths[k], &found[j], out);
-				snprintf(out->label, sizeof(out->label), "usdt:%.60s:%.60s", found[j].provider,
+				snprintf(out->label, sizeof(out->label), "usdt:%.50s:%.50s", found[j].provider,
 					 found[j].name);
 				if (spec_format(out) && spec_too_long(out, err, sizeof(err)))
 					cli_die(EXIT_BAD, "%s", err);
