@@ -21,6 +21,8 @@ struct request {
 
 /* Keeps the compiler from knowing the values at -O2. */
 volatile int sink;
+/* A file-scope static, read by name at the probed lines. */
+static long header_calls;
 
 static inline __attribute__((always_inline)) int scale(int x, int k)
 {
@@ -38,9 +40,10 @@ __attribute__((noinline)) int parse_header(struct request *req, int len, double 
 	int total = len * 3;
 	long sum = req->vals[1] + req->vals[2];
 
+	header_calls++;
 	sink = total + (int)sum;	/* probe: parse_header */
 	req->weight = w * 2;
-	return total + (int)sum + scale(len, 2);
+	return total + (int)sum + scale(len, 2) + (int)(header_calls & 1);
 }
 
 __attribute__((noinline)) long accumulate(const long *v, int n, float f)

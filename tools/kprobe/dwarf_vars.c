@@ -807,8 +807,8 @@ static bool plan_cfa(struct dbg *d, Dwarf_Addr pc, struct access *x)
 	return ok;
 }
 
-static bool plan_expr(struct dbg *d, Dwarf_Addr pc, Dwarf_Die *fn, Dwarf_Op *ops, size_t n,
-		      struct access *x, int depth);
+static bool plan_expr(struct dbg *d, Dwarf_Addr pc, Dwarf_Die *fn, Dwarf_Attribute *attr,
+		      Dwarf_Op *ops, size_t n, struct access *x, int depth);
 
 /* DW_OP_fbreg: the function's frame base, itself a location. */
 static bool plan_frame_base(struct dbg *d, Dwarf_Addr pc, Dwarf_Die *fn, struct access *x,
@@ -825,7 +825,7 @@ static bool plan_frame_base(struct dbg *d, Dwarf_Addr pc, Dwarf_Die *fn, struct 
 		return false;
 	}
 	base.in_memory = false;
-	if (!plan_expr(d, pc, fn, ops, n, &base, depth + 1)) {
+	if (!plan_expr(d, pc, fn, &attr, ops, n, &base, depth + 1)) {
 		*x = base;
 		return false;
 	}
@@ -865,8 +865,8 @@ static bool is_const_op(unsigned int atom)
  * arithmetic, loads, DW_OP_stack_value); a value wholly in one register is
  * that register.  What has no equivalent (values known only at the entry,
  * static storage, several pieces) makes the value unavailable, saying why. */
-static bool plan_expr(struct dbg *d, Dwarf_Addr pc, Dwarf_Die *fn, Dwarf_Op *ops, size_t n,
-		      struct access *x, int depth)
+static bool plan_expr(struct dbg *d, Dwarf_Addr pc, Dwarf_Die *fn, Dwarf_Attribute *attr,
+		      Dwarf_Op *ops, size_t n, struct access *x, int depth)
 {
 	int sp = 0;
 
@@ -933,9 +933,23 @@ static bool plan_expr(struct dbg *d, Dwarf_Addr pc, Dwarf_Die *fn, Dwarf_Op *ops
 		} else if (atom == DW_OP_entry_value || atom == DW_OP_GNU_entry_value) {
 			unavailable(x, "only its value at the function's entry is known here");
 			return false;
-		} else if (atom == DW_OP_addr) {
-			unavailable(x, "a static variable (not supported yet)");
-			return false;
+		} else if (atom == DW_OP_addr || atom == DW_OP_addrx || atom == DW_OP_GNU_addr_index) {
+			/* Static storage, at a link-time address (DWARF 5: an
+			 * index into .debug_addr): relative to the probe's own
+			 * (a pre_handler's ip is the probe's address + 1), so
+			 * the load bias cancels out. */
+			Dwarf_Attribute aa;
+			Dwarf_Addr addr = ops[i].number;
+
+			if (atom != DW_OP_addr &&
+			    (dwarf_getlocation_attr(attr, &ops[i], &aa) || dwarf_formaddr(&aa, &addr))) {
+				unavailable(x, "an address the tool cannot read");
+				return false;
+			}
+			if (!op_reg(x, 16))
+				return false;
+			put_op(x, FETCH_ADD, 0, (int64_t)(addr - pc - 1), 0);
+			sp++;
 		} else {
 			unavailable(x, "a location the tool cannot compute (DW_OP 0x%x)", atom);
 			return false;
@@ -980,7 +994,7 @@ static void plan_var(struct dbg *d, struct point *p, struct var *v, struct acces
 		unavailable(x, "optimized out at this point");
 		return;
 	}
-	plan_expr(d, p->pc, &v->fn, ops, n, x, 0);
+	plan_expr(d, p->pc, &v->fn, &attr, ops, n, x, 0);
 }
 
 /* Turns an address plan into the value plan of the pointer there. */
@@ -1162,6 +1176,35 @@ static void finish(struct access *x, const char *expr, bool report)
 	}
 }
 
+/* A variable of the CU itself (file-scope static or global) named
+ * name[0..len), into v. */
+static bool cu_variable(struct point *p, const char *name, size_t len, struct var *v)
+{
+	Dwarf_Die child;
+
+	if (dwarf_child(&p->cu, &child))
+		return false;
+	do {
+		const char *n = dwarf_diename(&child);
+
+		if (dwarf_tag(&child) == DW_TAG_variable && n && strlen(n) == len &&
+		    !strncmp(n, name, len)) {
+			Dwarf_Attribute a;
+
+			/* A declaration: the definition (with the location)
+			 * comes later in the CU, or in another. */
+			if (dwarf_attr_integrate(&child, DW_AT_declaration, &a) &&
+			    !dwarf_attr(&child, DW_AT_location, &a))
+				continue;
+			v->name = n;
+			v->die = child;
+			v->fn = p->cu;
+			return true;
+		}
+	} while (!dwarf_siblingof(&child, &child));
+	return false;
+}
+
 /* Compiles one expression (NAME, ->F, .F, [N], leading *) into a. */
 static void compile_expr(struct dbg *d, struct point *p, struct var *vars, int nvars,
 			 struct spec_arg *a, const char *where)
@@ -1179,7 +1222,8 @@ static void compile_expr(struct dbg *d, struct point *p, struct var *vars, int n
 	for (vi = 0; vi < nvars; vi++)
 		if (strlen(vars[vi].name) == len && !strncmp(vars[vi].name, c, len))
 			break;
-	if (vi == nvars) {
+	/* Else a static or global variable of the CU, in the spare slot. */
+	if (vi == nvars && (nvars == MAX_SCOPE_VARS || !cu_variable(p, c, len, &vars[nvars]))) {
 		char avail[1024] = "";
 		size_t o = 0;
 
