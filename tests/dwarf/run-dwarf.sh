@@ -195,6 +195,18 @@ if [ $rc -ne 0 ] || ! grep -q 'a=(fault) b=(fault) c=(fault) len=5' "$OUT/fault.
 	fail=1
 fi
 
+# ---- C++ names: demangled, qualified, overloads by signature or glob ----
+if command -v g++ >/dev/null 2>&1; then
+	g++ -O2 -g -o "$OUT/cli_cxx" tests/cli/cli_cxx.cpp
+	timeout 60 "$KPROBE" count --format json -o "$OUT/count.json" 'demo::Widget::resize(int)' \
+		'demo::Widget::resize(double)' 'demo::twice*' -- "$OUT/cli_cxx" 4 >/dev/null 2>"$OUT/err"
+	got=$(jq -r '[.probes[] | "\(.probe)=\(.hits)"] | sort | join(";")' "$OUT/count.json" 2>/dev/null)
+	want="demo::Widget::resize(double)=8;demo::Widget::resize(int)=4;double demo::twice<double>(double)=4;int demo::twice<int>(int)=4"
+	[ "$got" = "$want" ] || { echo "FAIL C++ names: '$got' $(cat "$OUT/err")"; fail=1; }
+else
+	echo "dwarf-vars: g++ not installed: C++ names not checked"
+fi
+
 # ---- SDT probes (USDT) ----
 
 # Our own probe, guarded by a semaphore: the program sees it raised only

@@ -79,7 +79,7 @@ $(B)/kprobe-cli/%.o: %.c
 		-MMD -MP -c $< -o $@
 
 $(B)/kprobe: $(KP_CLI_OBJ)
-	$(CC) -o $@ $^ -ldw -lelf -lrt
+	$(CC) -o $@ $^ -ldw -lelf -lrt -lstdc++
 
 # What count and trace add per hit in the target (not part of `all`):
 #   make kprobe-bench-extra

@@ -13,6 +13,7 @@
 
 #include "attach.h"
 #include "cli.h"
+#include "cxx_names.h"
 #include "dwarf_vars.h"
 #include "usdt.h"
 #include "escape.h"
@@ -124,6 +125,7 @@ int main(int argc, char **argv)
 		 * then ends the session cleanly as it would later. */
 		session_catch_signals();
 		usdt_resolve(&o);
+		cxx_names_resolve(&o);
 		dwarf_inlines_resolve(&o);
 		dwarf_vars_resolve(&o);
 	}

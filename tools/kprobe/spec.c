@@ -415,7 +415,7 @@ static const char *object_colon(const char *tok)
 
 static bool valid_symbol_char(int c)
 {
-	return isalnum(c) || strchr("_.$@:<>~,*?[]!-^", c);
+	return isalnum(c) || strchr("_.$@:<>~,*?[]!-^()&", c);
 }
 
 static int parse_symbol(const char *sym, struct probe_spec *s, const char *tok,

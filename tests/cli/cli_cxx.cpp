@@ -1,0 +1,33 @@
+// C++ names for the probe tests: a namespace, a class, overloads, a
+// template; each called a known number of times.
+#include <cstdio>
+#include <cstdlib>
+
+namespace demo {
+
+struct Widget {
+	long size = 0;
+	__attribute__((noinline)) void resize(int n) { size += n; }
+	__attribute__((noinline)) void resize(double f) { size += (long)(f * 2); }
+	__attribute__((noinline)) long area() const { return size * size; }
+};
+
+template <typename T> __attribute__((noinline)) T twice(T v) { return v + v; }
+
+} // namespace demo
+
+int main(int argc, char **argv)
+{
+	int rounds = argc > 1 ? atoi(argv[1]) : 3;
+	demo::Widget w;
+	long total = 0;
+
+	for (int i = 0; i < rounds; i++) {
+		w.resize(i);		// rounds calls
+		w.resize(0.5);		// rounds calls
+		w.resize(1.5);
+		total += w.area() + demo::twice(i) + (long)demo::twice(0.25);
+	}
+	std::printf("%ld\n", total);
+	return 0;
+}
