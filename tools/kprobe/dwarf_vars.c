@@ -1446,6 +1446,14 @@ static void add_inline_probes(struct cli_opts *o, int i, const char *path, struc
 	 * probe's own slot. */
 	elf_file_foreach_function(path, count_match, &g);
 	first = g.n ? 0 : 1;
+	/* A wide glob can have more copies than a session has probes: the
+	 * probe still works, on its out-of-line copies, and says so. */
+	if (g.n && (o->nspecs + n > KPROBE_MAX_SPECS || n == MAX_POINTS)) {
+		cli_warn("'%s': its inlined copies are not probed: %s%d of them (at most %d probes; "
+			 "--no-inlines says not to look)", orig.text, n == MAX_POINTS ? "at least " : "",
+			 n, KPROBE_MAX_SPECS);
+		return;
+	}
 	for (int k = 0; k < n; k++) {
 		struct probe_spec *out = k == 0 && first ? &o->specs[i] : &o->specs[o->nspecs];
 		char serr[600];
