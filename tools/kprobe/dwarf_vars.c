@@ -1403,8 +1403,6 @@ void dwarf_vars_resolve(struct cli_opts *o)
 			if (k && o->nspecs == KPROBE_MAX_SPECS)
 				bad("too many probe points (at most %d)", KPROBE_MAX_SPECS);
 			resolve_at(&d, &orig, &pts[k], out);
-			if (getenv("KPROBE_DEBUG_PLANS"))
-				fprintf(stderr, "kprobe: %s\n", out->text);
 			if (k)
 				o->nspecs++;
 		}
