@@ -499,7 +499,7 @@ static int parse_usdt(const char *tok, struct probe_spec *s, char *err, size_t e
 	if (strlen(rest) >= sizeof(s->symbol) || last == rest)
 		return fail(err, errlen, "bad SDT probe '%s'", tok);
 	s->kind = SPEC_USDT;
-	snprintf(s->symbol, sizeof(s->symbol), "%s", rest);
+	memcpy(s->symbol, rest, strlen(rest) + 1);
 	return 0;
 }
 
