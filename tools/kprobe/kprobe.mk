@@ -42,6 +42,12 @@ $(KP_LANG_RT_SRC:%.c=$(B)/kprobe-agent/%.o) $(B)/kprobe-agent/$(KP_DIR)/agent_pr
 	KP_CFLAGS += -mgeneral-regs-only -fno-jump-tables -minline-all-stringops \
 		     -mstringop-strategy=unrolled_loop -DLANG_DIRECT_OPS
 
+# The hit path's handlers (agent_hit.c) likewise: a fetch plan's if-chains
+# must not become a jump table, nor neighbouring stores a vector move, or
+# every optimized hit would save the vector state (vector_entry, which
+# takes doubles, rules out -mgeneral-regs-only here).
+$(B)/kprobe-agent/$(KP_DIR)/agent_hit.o: KP_CFLAGS += -fno-jump-tables -fno-tree-vectorize
+
 # Agent code goes to the library's kprobes_text section, so libkprobes'
 # blacklist keeps every probe out of the handlers and the agent.
 $(B)/kprobe-agent/%.o: %.c
