@@ -1414,6 +1414,39 @@ Test(cli, attach_keeps_blocking_waits)
 	}
 }
 
+/* Python's main thread between short sleeps, attached to again and again:
+ * the injected call's answer is on the thread's stack, which the thread
+ * took back before the tool could read it, and the tool never learnt that
+ * the agent had loaded. */
+Test(cli, attach_to_python_between_sleeps)
+{
+	static const char py[] = "/usr/bin/python3.11";
+	struct bg b;
+	struct run r;
+	char *out;
+	int st;
+
+	if (access(py, X_OK)) {
+		cr_skip_test("%s is not installed", py);
+		return;
+	}
+	bg_start_prog(&b, py, "-c 'import time\nprint(\"started\", flush=True)\n"
+		      "for i in range(100):\n  sum(range(10000)); time.sleep(0.1)\n"
+		      "print(\"done\")'");
+	usleep(300000);		/* early in its loop, as a user would attach */
+	for (int i = 0; i < 2; i++) {
+		run(&r, "%s count /usr/bin/python3.11:PyObject_Free --format json -d 2 -p %d",
+		    kprobe, (int)b.pid);
+		cr_assert_eq(r.status, 0, "attach %d: %s", i, r.err);
+	}
+	cr_assert_eq(waitpid(b.pid, &st, 0), b.pid);
+	out = slurp(b.out);
+	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0, "status %#x, output '%s'", st, out);
+	cr_assert_str_eq(out, "started\ndone\n");
+	free(out);
+	unlink(b.out);
+}
+
 /* The tool killed while the target is inside the injected dlopen (kept
  * waiting by a constructor that holds the loader lock): the hijacked
  * thread finishes the call and goes on by itself. */

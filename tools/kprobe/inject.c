@@ -293,7 +293,6 @@ int inject_agent(pid_t pid, const char *agent, bool stopped, struct tracee_set *
 	req.flags = ld.flags;
 	req.path = real;
 	restarting = agent_start_function(pid, real, &req);
-	req.stopped = stopped;
 	tid = pick_thread(&ts);
 	if (!tid) {
 		tracee_release(&ts);
@@ -305,6 +304,8 @@ int inject_agent(pid_t pid, const char *agent, bool stopped, struct tracee_set *
 	rc = inject_call_dlopen(&ts, tid, &req, LOAD_TIMEOUT_MS, &res);
 	if (stopped)
 		*keep = ts;	/* the agent's threads, running traced */
+	else
+		tracee_release(&ts);	/* the agent's threads run on their own */
 	if (rc == -ETIMEDOUT) {
 		snprintf(err, errlen, "process %d is still loading the agent after %d s (a library "
 			 "constructor or a lock it waits for); it goes on unharmed, try again later",

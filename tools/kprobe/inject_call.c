@@ -37,10 +37,12 @@
  * r12 the saved general registers, r13 the answer, r14 dlerror (or 0),
  * r15 1 for XRSTOR, 0 for FXRSTOR, rbp the nonce; rsp 16-aligned.
  * The answer is { nonce, handle, dlerror string }, the nonce stored last;
- * then the stub sleeps answer.pause if it is not zero (in a stopped
- * process, where it gives the tool the time to stop the thread before it
- * leaves the stub: the program must not run a single instruction before it
- * is continued; the tool then ends the pause, see end_pause()).  The pause is ppoll, not nanosleep: nanosleep forgets the
+ * then the stub sleeps answer.pause if it is not zero.  The pause keeps
+ * the thread in the stub until the tool has read the answer: the answer
+ * lives on the thread's stack, which the program takes back as soon as the
+ * thread goes on; in a stopped process it also keeps the program from
+ * running a single instruction before it is continued.  The tool ends the
+ * pause, see end_pause(); a tool that died leaves it to run out.  The pause is ppoll, not nanosleep: nanosleep forgets the
  * restart of an interrupted sleep the thread goes back to. */
 extern const unsigned char inject_stub_start[], inject_stub_end[];
 __asm__(".pushsection .rodata\n"
@@ -58,13 +60,13 @@ __asm__(".pushsection .rodata\n"
 	"	call *%r14\n"
 	"	mov %rax, 16(%r13)\n"
 	"1:	mov %rbp, (%r13)\n"
-	"	mov 24(%r13), %rax\n"		/* ppoll(NULL, 0, &answer.pause, NULL) */
+	"	mov 24(%r13), %rax\n"		/* ppoll(NULL, 0, &answer.pause, &answer.mask) */
 	"	or 32(%r13), %rax\n"
 	"	jz 4f\n"
 	"	xor %edi, %edi\n"
 	"	xor %esi, %esi\n"
 	"	lea 24(%r13), %rdx\n"
-	"	xor %r10d, %r10d\n"
+	"	lea 48(%r13), %r10\n"		/* every signal blocked meanwhile */
 	"	mov $8, %r8d\n"
 	"	mov $271, %eax\n"
 	"	syscall\n"
@@ -108,7 +110,12 @@ struct answer {
 	uint64_t nonce, handle, why;
 	int64_t pause_sec, pause_nsec;		/* a struct timespec */
 	uint64_t rfbm;				/* XRSTOR's EDX:EAX */
+	uint64_t mask;				/* the pause's signal mask: all */
 };
+
+/* The offsets the stub's assembly uses. */
+_Static_assert(offsetof(struct answer, pause_sec) == 24 && offsetof(struct answer, rfbm) == 40 &&
+	       offsetof(struct answer, mask) == 48, "the stub's answer layout");
 
 /* AMX tile state: with XFD armed (a thread that never asked for AMX), an
  * XRSTOR that names it faults and the kernel kills the thread; it is only
@@ -118,7 +125,7 @@ struct answer {
 
 /* Long enough for a tool slowed down by a loaded machine; the tool cuts
  * it short once it holds the thread. */
-#define STOPPED_PAUSE_S		5
+#define PAUSE_S		5
 
 #define ERESTARTSYS		512
 #define ERESTARTNOINTR		513
@@ -290,7 +297,7 @@ struct block {
 };
 
 static int build_block(struct block *b, const struct user_regs_struct *resume,
-		       const void *vec, size_t veclen, const char *file, bool stopped)
+		       const void *vec, size_t veclen, const char *file)
 {
 	size_t plen = strlen(file) + 1;
 	uint64_t top = resume->rsp - RED_ZONE;		/* just past rip's slot */
@@ -312,7 +319,7 @@ static int build_block(struct block *b, const struct user_regs_struct *resume,
 	memcpy(b->buf + (b->path - b->base), file, plen);
 	memcpy(b->buf + (b->xstate - b->base), vec, veclen);
 	{
-		struct answer a = { .pause_sec = stopped ? STOPPED_PAUSE_S : 0, .rfbm = ~0ull };
+		struct answer a = { .pause_sec = PAUSE_S, .rfbm = ~0ull, .mask = ~0ull };
 		uint64_t bv = 0;
 
 		if (veclen >= XSTATE_BV_OFF + 8) {
@@ -357,8 +364,6 @@ static int wait_answer(struct tracee_set *keep, pid_t pid, pid_t tid, const stru
 	for (int waited = 0; waited <= timeout_ms; waited += 1) {
 		int rc;
 
-		if (keep)
-			tracee_service(keep);
 		rc = mem_io(pid, b->answer, &a, sizeof(a), false);
 		/* The answer first: the thread may have ended since. */
 		if (!rc && a.nonce == nonce) {
@@ -370,6 +375,8 @@ static int wait_answer(struct tracee_set *keep, pid_t pid, pid_t tid, const stru
 		}
 		if (rc == -ESRCH || access(task, F_OK))
 			return -ESRCH;
+		if (keep)
+			tracee_service(keep);
 		poll(NULL, 0, 1);
 	}
 	return -ETIMEDOUT;
@@ -397,13 +404,14 @@ static void end_pause(struct tracee_set *ts, pid_t tid, const struct block *b)
 	}
 }
 
-/* A stopped process: the program's other threads go back to their group
- * stop at once; the hijacked thread runs traced, with the threads the
- * agent starts, and is stopped again (and left in the group stop) in the
- * stub's pause, before it can run a single program instruction.  It
- * finishes the stub when the process is continued.  ts keeps the agent's
- * threads, running. */
-static int call_in_stopped_process(struct tracee_set *ts, pid_t tid, const struct block *b,
+/* The program's other threads go on at once (back to their group stop in
+ * a stopped process); the hijacked thread runs traced, with the threads the
+ * agent starts, and is held again in the stub's pause once it has
+ * answered, then let go to finish the stub (in a stopped process: when the
+ * process is continued, left in the group stop).  The answer is read
+ * before any stop of the thread is serviced, so a signal that cuts the
+ * pause short comes after it.  ts keeps the agent's threads, running. */
+static int call_traced(struct tracee_set *ts, pid_t tid, const struct block *b,
 				   uint64_t nonce, int timeout_ms, struct inject_result *res)
 {
 	pid_t pid = ts->pid;
@@ -445,7 +453,7 @@ int inject_call_dlopen(struct tracee_set *ts, pid_t tid, const struct inject_req
 	resume_registers(&resume);
 	rc = read_vector_state(tid, &vec, &veclen, &xsave);
 	if (!rc)
-		rc = build_block(&b, &resume, vec, veclen, req->path, req->stopped);
+		rc = build_block(&b, &resume, vec, veclen, req->path);
 	free(vec);
 	if (!rc)
 		rc = mem_io(pid, req->stub, (void *)inject_stub_start, stub_len(), true);
@@ -472,11 +480,7 @@ int inject_call_dlopen(struct tracee_set *ts, pid_t tid, const struct inject_req
 	r.eflags &= ~0x500ull;		/* DF and TF clear, as the ABI wants */
 	if (ptrace(PTRACE_SETREGS, tid, 0, &r))
 		return -errno;
-	if (!req->stopped) {
-		/* From here the thread restores itself: let everything run (a
-		 * constructor may need a lock another thread holds). */
-		tracee_release(ts);
-		return wait_answer(NULL, pid, tid, &b, nonce, timeout_ms, res);
-	}
-	return call_in_stopped_process(ts, tid, &b, nonce, timeout_ms, res);
+	/* From here the thread restores itself; every other thread runs (a
+	 * constructor may need a lock another thread holds). */
+	return call_traced(ts, tid, &b, nonce, timeout_ms, res);
 }

@@ -22,7 +22,6 @@ struct inject_request {
 	uint64_t dlerror;	/* 0 when unknown */
 	uint64_t flags;		/* dlopen's mode */
 	const char *path;	/* the object to load */
-	bool stopped;		/* the process is stopped (SIGSTOP, job control) */
 };
 
 struct inject_result {
@@ -33,13 +32,14 @@ struct inject_result {
 /* Redirects the held thread tid of ts into the stub, which calls
  * dlopen(path, flags) (and dlerror() if it fails), restores every register,
  * the vector state and an interrupted system call, and jumps back to where
- * the thread was.  Then releases all of ts and waits at most timeout_ms
- * for the stub's answer.  0 with *res filled, -ETIMEDOUT (the thread still
- * finishes on its own), -ESRCH (the thread or process went away), or
- * -errno before the thread was touched.  In a stopped process (req->stopped)
- * the program's threads stay stopped and ts keeps the agent's threads
- * running under ptrace: service them with tracee_service() while the agent
- * must answer, and tracee_release() them at the end. */
+ * the thread was.  Then lets the other threads of ts go (in a stopped
+ * process: back to their group stop), runs tid traced until the stub has
+ * answered and lets it go too, waiting at most timeout_ms for the answer.
+ * 0 with *res filled, -ETIMEDOUT (the thread still finishes on its own),
+ * -ESRCH (the thread or process went away), or -errno before the thread was
+ * touched.  ts keeps the threads the agent started, running under ptrace:
+ * service them with tracee_service() while the agent must answer (a
+ * stopped process), or tracee_release() them. */
 int inject_call_dlopen(struct tracee_set *ts, pid_t tid, const struct inject_request *req,
 		       int timeout_ms, struct inject_result *res);
 
