@@ -164,6 +164,20 @@ unsigned long kretprobe_find_ret_addr(unsigned long addr, unsigned long slot);
  * -EINVAL (bad arguments), -EAGAIN (no per-thread record left). */
 int kprobes_stack(const struct pt_regs *regs, unsigned long *ips, int max);
 
+/* ---- Reading memory that may not be there ---- */
+
+/* Copies len bytes from src to dst and returns 0, or returns -EFAULT when
+ * any byte of either range cannot be accessed (unmapped, PROT_NONE, past
+ * the end of a file mapping, a non-canonical or kernel address); dst may
+ * then hold part of the copy.  Never kills the process: the fault is
+ * caught by the library's SIGSEGV/SIGBUS handler and never reaches the
+ * program's own.  Async-signal-safe, no lock, no allocation; usable from
+ * any thread and in handlers.  A read of 1, 2, 4 or 8 bytes is a single
+ * load, no system call; only where a fault could not reach the library's
+ * handler (a thread that blocks SIGSEGV or SIGBUS, a program handler that
+ * blocks them) it reads through process_vm_readv(2) instead. */
+long kprobes_read_nofault(void *dst, const void *src, size_t len);
+
 /* ---- Jprobes ---- */
 
 /* A jprobe's entry is a function with the probed function's prototype; it

@@ -5,6 +5,7 @@
 #define KP_X86_UNWIND_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <ucontext.h>
 
@@ -75,8 +76,14 @@ static inline __attribute__((always_inline)) int kp_load_nofault_sized(uintptr_t
 	return (int)err;
 }
 
+/* memcpy(dst, src, len) that returns 0, or -EFAULT when a byte of either
+ * side faults (dst may then hold part of the copy); nofault.S.  Like
+ * kp_load_nofault(), only where kp_load_nofault_usable() (os/linux/memory.h). */
+long kp_copy_nofault(void *dst, const void *src, size_t len);
+
 /* Called first by the library's SIGSEGV/SIGBUS handler: a fault on one of
- * kp_load_nofault's loads resumes after it with -EFAULT (true). */
+ * kp_load_nofault's loads or kp_copy_nofault's resumes after it with
+ * -EFAULT (true). */
 bool arch_unwind_fixup(ucontext_t *uc);
 
 /* An ip inside an out-of-line slot or a detour's copied instructions
