@@ -14,6 +14,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <kprobes.h>
+
 #include "lang/lang.h"
 
 /* ---- harness ---- */
@@ -36,9 +38,11 @@ struct env {
 
 static struct env *cur;
 
+/* As the agent reads: the library's fault-safe copy. */
 static int t_read(void *dst, uintptr_t src, size_t len, void *arg)
 {
-	return lang_read_nofault(dst, src, len, arg);
+	(void)arg;
+	return (int)kprobes_read_nofault(dst, (const void *)src, len);
 }
 
 static uint64_t t_get(int src, void *arg)
@@ -169,25 +173,6 @@ static const struct lang_ops ops = {
 	t_read, t_get, t_comm, t_ustack, t_emit, t_signal, t_override,
 };
 
-static void on_fault(int sig, siginfo_t *si, void *uc)
-{
-	if (lang_fault_fixup(uc))
-		return;
-	signal(sig, SIG_DFL);
-	raise(sig);
-}
-
-static void install_fault_handler(void)
-{
-	struct sigaction sa;
-
-	memset(&sa, 0, sizeof(sa));
-	sa.sa_sigaction = on_fault;
-	sa.sa_flags = SA_SIGINFO | SA_NODEFER;
-	sigaction(SIGSEGV, &sa, NULL);
-	sigaction(SIGBUS, &sa, NULL);
-}
-
 static struct env *compile_with(const char *src, int nparams, char **params, uint32_t keys)
 {
 	struct lang_compile_opts o = { .filename = "stdin", .nparams = nparams, .params = params,
@@ -212,7 +197,6 @@ static struct env *compile_with(const char *src, int nparams, char **params, uin
 	e->tid = 100;
 	e->pid = 99;
 	e->nsecs = 1000;
-	install_fault_handler();
 	cur = e;
 	return e;
 }
@@ -1545,7 +1529,6 @@ Test(lang_fuzz, verifier_on_mutated_images, .timeout = 120)
 	size_t i, len;
 	int round, ran = 0, tried = 0;
 
-	install_fault_handler();
 	for (i = 0; i < sizeof(corpus) / sizeof(corpus[0]); i++) {
 		void *img = compile_corpus(i, &len);
 		uint64_t *copy = malloc(len + 8);
@@ -1603,7 +1586,6 @@ Test(lang_fuzz, compiler_on_random_and_mutated_programs, .timeout = 120)
 	int round, accepted = 0;
 	size_t i;
 
-	install_fault_handler();
 	for (round = 0; round < 6000; round++) {
 		struct lang_error err;
 		void *img = NULL;

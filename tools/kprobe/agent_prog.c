@@ -21,9 +21,9 @@
  *                  the probe save the vector state), else the vDSO
  *   elapsed        nsecs since the session started
  *   comm           the thread's name, read once per thread and session
- *   read           process_vm_readv(2): fault-safe; one system call reads up
- *                  to 64 bytes (a string's 8-byte pieces come from it), and
- *                  a probe that reads no memory makes none
+ *   read           kprobes_read_nofault(): a load whose fault the library's
+ *                  SIGSEGV/SIGBUS handler turns into -EFAULT, no system
+ *                  call (a bad pointer costs a signal delivery)
  *   ustack         frame pointers, each frame read as above
  *   emit           the thread's ring of the session memory, no system call
  *   signal         tgkill(2) to the thread that hit the probe: the one call
@@ -41,7 +41,6 @@
 #include <string.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
-#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -91,11 +90,6 @@ struct prog_run {
 	struct agent_probe *ap;		/* NULL for BEGIN, END, interval */
 	bool at_entry;			/* a function's first instruction */
 	bool override;			/* override() was called */
-	/* What the last system call read of the target's memory: the
-	 * interpreter reads strings 8 bytes at a time, one call serves them. */
-	uint64_t cache_base;
-	uint32_t cache_len;
-	uint8_t cache[64];
 };
 
 static __thread pid_t tls_pid TLS, tls_tid TLS;
@@ -149,48 +143,12 @@ static void thread_ids(const struct agent_prog *p)
 
 /* ---- the services ---- */
 
-/* Reads what is left of src's page and of the next one, up to the cache's
- * size, in one call (a transfer stops at the first iovec that faults, so
- * the bytes before an unmapped page still arrive). */
-static void fill_cache(struct prog_run *run, uint64_t src)
-{
-	uint64_t page_end = (src | 4095) + 1;
-	uint64_t first = page_end - src < sizeof(run->cache) ? page_end - src : sizeof(run->cache);
-	struct iovec local = { run->cache, sizeof(run->cache) };
-	struct iovec remote[2] = {
-		{ (void *)src, first },
-		{ (void *)page_end, sizeof(run->cache) - first },
-	};
-	long n;
-
-	n = raw_syscall6(SYS_process_vm_readv, tls_pid, (long)&local, 1, (long)remote,
-			 first < sizeof(run->cache) ? 2 : 1, 0);
-	run->cache_base = src;
-	run->cache_len = n > 0 ? (uint32_t)n : 0;
-}
-
+/* libkprobes' fault-safe copy: a load (or a `rep movsb`) whose fault the
+ * library's SIGSEGV handler turns into -EFAULT; no system call. */
 int lang_ext_read(void *dst, uintptr_t src, size_t len, void *arg)
 {
-	struct prog_run *run = arg;
-	struct iovec local = { dst, len }, remote = { (void *)src, len };
-
-	if (!len)
-		return 0;
-	if (src < 4096 || src + len < src)
-		return -EFAULT;
-	thread_ids(run->prog);
-	if (len <= sizeof(run->cache)) {
-		if (!(src >= run->cache_base && src + len <= run->cache_base + run->cache_len))
-			fill_cache(run, src);
-		if (src < run->cache_base || src + len > run->cache_base + run->cache_len)
-			return -EFAULT;
-		memcpy(dst, run->cache + (src - run->cache_base), len);
-		return 0;
-	}
-	if (raw_syscall6(SYS_process_vm_readv, tls_pid, (long)&local, 1, (long)&remote, 1, 0) !=
-	    (long)len)
-		return -EFAULT;
-	return 0;
+	(void)arg;
+	return kprobes_read_nofault(dst, (const void *)src, len) ? -EFAULT : 0;
 }
 
 uint64_t lang_ext_get(int src, void *arg)
@@ -321,7 +279,7 @@ static const struct lang_ops prog_ops = {
 static int run_probe(struct agent_prog *p, struct agent_probe *ap, unsigned probe,
 		     struct pt_regs *regs, uint64_t func, bool at_entry)
 {
-	struct prog_run run;	/* the cache is left as it is: cache_len says */
+	struct prog_run run;
 	struct lang_ctx ctx = {
 		.regs = regs,
 		.probe_id = ap ? PROBE_ID_DESC | ap->desc : probe,
@@ -335,8 +293,6 @@ static int run_probe(struct agent_prog *p, struct agent_probe *ap, unsigned prob
 	run.ap = ap;
 	run.at_entry = at_entry;
 	run.override = false;
-	run.cache_base = 0;
-	run.cache_len = 0;
 	lang_run(&p->img, probe, &ctx);
 	return run.override;
 }

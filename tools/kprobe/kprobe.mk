@@ -13,7 +13,7 @@ KP_SHARED    := $(addprefix $(KP_DIR)/,spec.c proto.c nearmatch.c elf_file.c)
 # The probe-program language (its rules below): all of it in the CLI, the
 # runtime half (verifier, interpreter, maps) in the agent.
 KP_LANG_SRC    := $(sort $(wildcard $(KP_DIR)/lang/*.c))
-KP_LANG_RT_SRC := $(addprefix $(KP_DIR)/lang/,verify.c vm.c maps.c nofault.c)
+KP_LANG_RT_SRC := $(addprefix $(KP_DIR)/lang/,verify.c vm.c maps.c)
 KP_AGENT_SRC := $(sort $(wildcard $(KP_DIR)/agent*.c)) $(KP_SHARED) $(KP_LANG_RT_SRC)
 KP_CLI_SRC   := $(filter-out $(KP_DIR)/agent% $(KP_DIR)/bench_extra.c,$(sort $(wildcard $(KP_DIR)/*.c))) \
 		$(KP_LANG_SRC)
@@ -203,12 +203,12 @@ $(B)/tests-asan/test_ctl: $(KP_CTL_TEST_DEP)
 
 # ---- the probe-program language (tools/kprobe/lang/) ----
 # The tool links all of it (compiler, verifier, map reading, formatting);
-# the agent links the runtime half: verifier, interpreter, maps, the
-# fault-safe copy.  tests/test_lang.c links the whole language, plain and
-# with the sanitizers.
+# the agent links the runtime half: verifier, interpreter, maps (its
+# memory reads are libkprobes' kprobes_read_nofault()).  tests/test_lang.c
+# links the whole language and the library, plain and with the sanitizers.
 KP_LANG_DIR    := $(KP_DIR)/lang
 KP_LANG_SRC    := $(sort $(wildcard $(KP_LANG_DIR)/*.c))
-KP_LANG_RT_SRC := $(addprefix $(KP_LANG_DIR)/,verify.c vm.c maps.c nofault.c)
+KP_LANG_RT_SRC := $(addprefix $(KP_LANG_DIR)/,verify.c vm.c maps.c)
 
 # The interpreter as a runtime may build it, with direct calls to its
 # services and the hit path's code generation flags: compiled along with the
@@ -219,10 +219,10 @@ $(KP_LANG_DIRECT_VM): $(KP_LANG_DIR)/vm.c $(wildcard $(KP_LANG_DIR)/*.h)
 	$(CC) $(CFLAGS) $(BASE) $(KP_CFLAGS) -DLANG_DIRECT_OPS -mgeneral-regs-only -fno-jump-tables \
 		-minline-all-stringops -mstringop-strategy=rep_byte -c $< -o $@
 
-$(B)/tests/test_lang: tests/test_lang.c $(KP_LANG_SRC:%.c=$(B)/kprobe-cli/%.o) | $(KP_LANG_DIRECT_VM)
+$(B)/tests/test_lang: tests/test_lang.c $(KP_LANG_SRC:%.c=$(B)/kprobe-cli/%.o) $(B)/libkprobes.a | $(KP_LANG_DIRECT_VM)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(BASE) $(KP_CFLAGS) -Itests -o $@ $^ -lpthread -lcriterion
+	$(CC) $(CFLAGS) $(BASE) $(KP_CFLAGS) -Itests -o $@ $^ $(LIBS) -lcriterion
 
-$(B)/tests-asan/test_lang: tests/test_lang.c $(KP_LANG_SRC:%.c=$(B)/kprobe-cli-asan/%.o)
+$(B)/tests-asan/test_lang: tests/test_lang.c $(KP_LANG_SRC:%.c=$(B)/kprobe-cli-asan/%.o) $(B)/libkprobes-asan.a
 	@mkdir -p $(dir $@)
-	$(CC) -O1 -g $(BASE) $(SAN) $(KP_CFLAGS) -Itests -o $@ $^ -lpthread -lcriterion
+	$(CC) -O1 -g $(BASE) $(SAN) $(KP_CFLAGS) -Itests -o $@ $^ $(LIBS) -lcriterion

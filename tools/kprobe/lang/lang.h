@@ -15,9 +15,9 @@
  * verifier has checked every operand, forward jumps are free and every
  * backward jump spends one unit of a per-run budget.  Memory of the target
  * is read only through ops->read, a fault-safe copy the caller provides
- * (lang_read_nofault is one; see below).  All a run needs lives in its own
- * stack frame (registers and a scratch area of at most LANG_MAX_STACK
- * bytes) and in the shared map region.
+ * (the agent's is libkprobes' kprobes_read_nofault()).  All a run needs
+ * lives in its own stack frame (registers and a scratch area of at most
+ * LANG_MAX_STACK bytes) and in the shared map region.
  *
  * ---- The image ----
  * All integers little-endian, all references offsets (never pointers):
@@ -419,13 +419,6 @@ int lang_ext_ustack(const struct pt_regs *regs, uint64_t *pcs, int max, void *ar
 int lang_ext_emit(int type, uint32_t id, const void *data, size_t len, void *arg);
 int lang_ext_signal(int sig, void *arg);
 int lang_ext_override(struct pt_regs *regs, uint64_t v, void *arg);
-
-/* A fault-safe copy usable as ops->read: a copy loop whose faults are
- * recovered by lang_fault_fixup(), which a SIGSEGV/SIGBUS handler calls
- * first with its ucontext; it returns true when the fault was one of
- * ours (the copy then returns -EFAULT).  No system call. */
-int lang_read_nofault(void *dst, uintptr_t src, size_t len, void *arg);
-bool lang_fault_fixup(void *ucontext);
 
 /* ---- Formatting (tool side) ---- */
 struct lang_fmt_ops {
