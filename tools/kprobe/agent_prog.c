@@ -92,7 +92,22 @@ struct prog_run {
 	bool override;			/* override() was called */
 };
 
+/* The slot a thread's last keyed count went to (a thread counting by its
+ * own tid hits the same one every time): valid while the session's
+ * generation, the map and the key are the same and the slot's word still
+ * reads as it did, which a delete, a clear or a new key in the slot
+ * changes.  Saves the hash and the probe of the table. */
+struct slot_cache {
+	unsigned int gen;
+	unsigned int map;
+	uint64_t key;
+	const uint64_t *word;
+	uint64_t w;
+	int64_t *val;
+};
+
 static __thread pid_t tls_pid TLS, tls_tid TLS;
+static __thread struct slot_cache tls_slot TLS;
 static __thread unsigned int tls_ids_gen TLS, tls_comm_gen TLS;
 static __thread char tls_comm[LANG_COMM_LEN] TLS;
 
@@ -363,6 +378,31 @@ static int prog_entry(struct kprobe *kp, struct pt_regs *regs)
 			 ap->at_function_entry) ? 1 : 0;
 }
 
+/* The value of an 8-byte key in map m, created if need be, through the
+ * thread's slot cache. */
+static inline __attribute__((always_inline)) int64_t *cached_slot(const struct agent_prog *p,
+								  unsigned int m, uint64_t key)
+{
+	struct slot_cache *c = &tls_slot;
+	uint8_t *val;
+
+	if (__builtin_expect(c->gen == p->gen && c->map == m && c->key == key && c->word &&
+			     __atomic_load_n(c->word, __ATOMIC_ACQUIRE) == c->w, 1))
+		return c->val;
+	val = lang_map_lookup(&p->img, p->region, m, &key, 1);
+	if (!val)
+		return NULL;
+	c->gen = p->gen;
+	c->map = m;
+	c->key = key;
+	c->word = lang_map_val_word(&p->img, m, val);
+	c->w = __atomic_load_n(c->word, __ATOMIC_ACQUIRE);
+	c->val = (int64_t *)val;
+	if (!lang_map_word_live(c->w))
+		c->word = NULL;	/* deleted already: look it up next time */
+	return c->val;
+}
+
 /* The aggregation forms (@x = count(), @[src] = count(), @x = hist(src)),
  * at an entry or a return, run here, calling only the map code: this handler and everything it
  * calls are built so that libkprobes can prove they leave the vector
@@ -381,7 +421,7 @@ static inline __attribute__((always_inline)) int prog_fast(struct agent_probe *a
 	    !fast_value(p, ap, d, regs, &x))
 		return 0;
 	if (d->fast == LANG_FAST_COUNT_KEY) {
-		val = (int64_t *)lang_map_lookup(&p->img, p->region, d->fast_map, &x, 1);
+		val = cached_slot(p, d->fast_map, x);
 		if (val)
 			__atomic_fetch_add(val, 1, __ATOMIC_RELAXED);
 		return 0;

@@ -18,6 +18,22 @@ struct map_hdr {
 };
 
 uint64_t lang_key_hash(const void *key, size_t len);
+
+/* The word of the slot whose value lang_map_lookup returned: while it
+ * reads the same (state, generation, hash), the slot holds the same key,
+ * so a caller may keep the value's address and check the word instead of
+ * looking the key up again. */
+static inline const uint64_t *lang_map_val_word(const struct lang_image *img, unsigned m,
+						const uint8_t *val)
+{
+	return (const uint64_t *)(val - 8 - ((img->maps[m].key_size + 7u) & ~7u));
+}
+
+/* Whether a slot's word says it holds a live key (maps.c's ST_LIVE). */
+static inline bool lang_map_word_live(uint64_t w)
+{
+	return (w & 3) == 2;
+}
 uint8_t *lang_map_lookup(const struct lang_image *img, void *region, unsigned m,
 			 const void *key, int create);
 int lang_map_delete(const struct lang_image *img, void *region, unsigned m, const void *key);
