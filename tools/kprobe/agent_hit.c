@@ -9,7 +9,6 @@
 #include <signal.h>
 #include <stddef.h>
 #include <sys/syscall.h>
-#include <sys/uio.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -228,27 +227,25 @@ static inline void hist_add(struct agent_session *s, int ring, uint64_t ns)
 }
 
 /* Copies up to KPS_STR_MAX bytes of a NUL-terminated string at addr into
- * dst without faulting; returns its length or KPS_STR_FAULT.  The remote
- * range is split at the page boundary because process_vm_readv() never
- * transfers part of one iovec. */
+ * dst without faulting (kprobes_read_nofault: no system call); returns its
+ * length or KPS_STR_FAULT.  The page holding addr is read first, the next
+ * one only when the string goes on into it, so a string that ends just
+ * before an unreadable page is still read whole. */
 static uint16_t read_string(uintptr_t addr, unsigned char *dst)
 {
 	uintptr_t page_end = (addr | 4095) + 1;
 	size_t first = page_end - addr < KPS_STR_MAX ? page_end - addr : KPS_STR_MAX;
-	struct iovec local = { dst, KPS_STR_MAX };
-	struct iovec remote[2] = {
-		{ (void *)addr, first },
-		{ (void *)page_end, KPS_STR_MAX - first },
-	};
-	long n;
+	size_t n = first, i;
 
-	if (addr < 4096)
+	if (addr < 4096 || kprobes_read_nofault(dst, (const void *)addr, first))
 		return KPS_STR_FAULT;
-	n = raw_syscall(SYS_process_vm_readv, tls_pid, (long)&local, 1, (long)remote,
-			first < KPS_STR_MAX ? 2 : 1, 0);
-	if (n <= 0)
-		return KPS_STR_FAULT;
-	for (long i = 0; i < n; i++)
+	for (i = 0; i < first; i++)
+		if (!dst[i])
+			return (uint16_t)i;
+	if (first < KPS_STR_MAX &&
+	    !kprobes_read_nofault(dst + first, (const void *)page_end, KPS_STR_MAX - first))
+		n = KPS_STR_MAX;
+	for (; i < n; i++)
 		if (!dst[i])
 			return (uint16_t)i;
 	return (uint16_t)n;
