@@ -684,6 +684,31 @@ Test(lang_compile, fast_forms_recognised)
 	env_free(e);
 }
 
+Test(lang_compile, latency_forms_recognised)
+{
+	struct env *e = compile(
+		"uprobe:a:f { @s[tid] = nsecs; }"
+		" uretprobe:a:f /@s[tid]/ { @ns = hist(nsecs - @s[tid]); delete(@s[tid]); }"
+		/* not the pattern: another key, another map, not nsecs, more */
+		" uretprobe:a:g /@s[tid]/ { @ns = hist(nsecs - @s[pid]); delete(@s[tid]); }"
+		" uretprobe:a:h /@s[tid]/ { @ns = hist(nsecs - @s[tid]); delete(@t[tid]); }"
+		" uretprobe:a:i /@s[tid]/ { @ns = hist(elapsed - @s[tid]); delete(@s[tid]); }"
+		" uretprobe:a:j /@s[tid]/ { @ns = hist(nsecs - @s[tid]); delete(@s[tid]); @n = count(); }"
+		" uprobe:a:k { @t[tid] = elapsed; }"
+		" uprobe:a:l { @s[tid] = nsecs; @n = count(); }");
+
+	cr_assert_eq(e->img.probes[0].fast, LANG_FAST_STORE_KEY);
+	cr_assert_eq(e->img.probes[0].fast_src, LANG_SRC_TID);
+	cr_assert_eq(e->img.probes[0].fast_src2, LANG_SRC_NSECS);
+	cr_assert_eq(e->img.probes[0].fast_map, map_index(e, "@s"));
+	cr_assert_eq(e->img.probes[1].fast, LANG_FAST_DELTA_HIST);
+	cr_assert_eq(e->img.probes[1].fast_map, map_index(e, "@ns"));
+	cr_assert_eq(e->img.probes[1].fast_map2, map_index(e, "@s"));
+	for (unsigned i = 2; i < 8; i++)
+		cr_assert_eq(e->img.probes[i].fast, LANG_FAST_NONE, "probe %u", i);
+	env_free(e);
+}
+
 Test(lang_compile, map_keys_option)
 {
 	struct env *e = compile_with("uprobe:a:f { @[arg0] = count(); }", 0, NULL, 3);
@@ -754,6 +779,59 @@ Test(lang_vm, fast_paths_match_interpreter)
 	/* arg0 is unsigned: -1 compares above 5, as in bpftrace; then 7, 8,
 	 * 1000, 2^20, 2^31, 2^40, INT64_MAX */
 	cr_assert_eq(scalar(e, "@c"), 8);
+	env_free(e);
+}
+
+/* The latency pattern's fast forms (probes 0, 1) against the same program
+ * interpreted (probes 2, 3: an extra statement keeps them off the fast
+ * forms): entries overwritten before their return, returns without an
+ * entry, several threads interleaved. */
+Test(lang_vm, latency_fast_forms_match_interpreter)
+{
+	struct env *e = compile(
+		"uprobe:a:f { @s[tid] = nsecs; }"
+		" uretprobe:a:f /@s[tid]/ { @h = hist(nsecs - @s[tid]); delete(@s[tid]); }"
+		" uprobe:a:g { @t[tid] = nsecs; $x = 1; }"
+		" uretprobe:a:g /@t[tid]/ { @g = hist(nsecs - @t[tid]); delete(@t[tid]); $y = 1; }");
+	static const struct { int probe; uint64_t tid, nsecs; } steps[] = {
+		{ 1, 5, 100 },		/* a return without an entry */
+		{ 0, 5, 1000 }, { 1, 5, 1003 },
+		{ 0, 6, 2000 }, { 0, 7, 2001 }, { 1, 6, 2100 }, { 1, 7, 4001 },
+		{ 0, 5, 5000 }, { 0, 5, 5500 }, { 1, 5, 5501 },	/* overwritten */
+		{ 1, 5, 6000 },		/* deleted already */
+		{ 0, 8, 7000 }, { 1, 8, 7000 + (1 << 20) },
+		{ 0, 9, 9000 },		/* left live */
+	};
+	unsigned i, nb, nb2;
+	size_t p1 = 0, p2 = 0;
+	const void *k1, *v1, *k2, *v2;
+	const uint64_t *b1, *b2;
+
+	cr_assert_eq(e->img.probes[0].fast, LANG_FAST_STORE_KEY);
+	cr_assert_eq(e->img.probes[1].fast, LANG_FAST_DELTA_HIST);
+	cr_assert_eq(e->img.probes[2].fast, LANG_FAST_NONE);
+	cr_assert_eq(e->img.probes[3].fast, LANG_FAST_NONE);
+	for (i = 0; i < sizeof(steps) / sizeof(steps[0]); i++) {
+		e->tid = steps[i].tid;
+		e->nsecs = steps[i].nsecs;
+		run(e, (unsigned)steps[i].probe);
+		run(e, (unsigned)steps[i].probe + 2);
+	}
+	cr_assert(lang_map_next(&e->img, e->region, (unsigned)map_index(e, "@h"), &p1, &k1, &v1));
+	cr_assert(lang_map_next(&e->img, e->region, (unsigned)map_index(e, "@g"), &p2, &k2, &v2));
+	b1 = lang_map_buckets(&e->img, (unsigned)map_index(e, "@h"), v1, &nb);
+	b2 = lang_map_buckets(&e->img, (unsigned)map_index(e, "@g"), v2, &nb2);
+	cr_assert_eq(nb, nb2);
+	cr_assert_eq(memcmp(b1, b2, 8 * nb), 0);
+	cr_assert_eq(b1[2], 1);		/* 1 */
+	cr_assert_eq(b1[3], 1);		/* 3 */
+	cr_assert_eq(b1[8], 1);		/* 100 */
+	cr_assert_eq(b1[12], 1);	/* 2000 */
+	cr_assert_eq(b1[22], 1);	/* 2^20 */
+	cr_assert_eq(map_count(e, "@s"), 1);
+	cr_assert_eq(map_count(e, "@t"), 1);
+	cr_assert_eq(map_val(e, "@s", 9), 9000);
+	cr_assert_eq(map_val(e, "@t", 9), 9000);
 	env_free(e);
 }
 
@@ -1467,6 +1545,16 @@ Test(lang_verify, rejects_bad_descriptors)
 	pd[0].fast = LANG_FAST_PRED_ONLY;
 	pd[0].fast_cmp = LANG_OP_ADD;
 	cr_assert_eq(load_copy(img, len, why), -EINVAL);
+	pd[0].fast = LANG_FAST_DELTA_HIST;
+	pd[0].fast_src = LANG_SRC_TID;
+	pd[0].fast_src2 = LANG_SRC_NSECS;
+	pd[0].fast_map2 = 200;
+	cr_assert_eq(load_copy(img, len, why), -EINVAL, "start map out of range");
+	pd[0].fast_map2 = 0;
+	cr_assert_eq(load_copy(img, len, why), -EINVAL, "start map not an integer map");
+	pd[0].fast = LANG_FAST_STORE_KEY;
+	cr_assert_eq(load_copy(img, len, why), -EINVAL, "store form on a hist map");
+	pd[0].fast = LANG_FAST_PRED_ONLY;
 	pd[0].fast_cmp = LANG_OP_GT;
 	pd[0].ncode = 0;
 	cr_assert_eq(load_copy(img, len, why), -EINVAL);

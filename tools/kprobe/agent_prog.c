@@ -136,13 +136,17 @@ static uint64_t mono_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
+/* nsecs from the TSC: only where p->tick_q32 says it is invariant. */
+static inline uint64_t tsc_nsecs(const struct agent_prog *p)
+{
+	return p->start_ns + (uint64_t)(((unsigned __int128)(__builtin_ia32_rdtsc() -
+							      p->start_tsc) *
+					 p->tick_q32) >> 32);
+}
+
 static inline uint64_t prog_nsecs(const struct agent_prog *p)
 {
-	if (p->tick_q32)
-		return p->start_ns + (uint64_t)(((unsigned __int128)(__builtin_ia32_rdtsc() -
-								      p->start_tsc) *
-						 p->tick_q32) >> 32);
-	return mono_ns();
+	return p->tick_q32 ? tsc_nsecs(p) : mono_ns();
 }
 
 /* pid and tid, asked once per thread and session (a fork changes both:
@@ -342,7 +346,7 @@ static inline __attribute__((always_inline)) bool fast_value(const struct agent_
 	} else if (d->fast_src == LANG_SRC_UID) {
 		*x = p->uid;
 	} else if (d->fast_src == LANG_SRC_NSECS && p->tick_q32) {
-		*x = prog_nsecs(p);
+		*x = tsc_nsecs(p);
 	} else if (d->fast_src == LANG_SRC_PROBE && ap) {
 		*x = PROBE_ID_DESC | ap->desc;
 	} else if (d->fast_src == LANG_SRC_FUNC && ap) {
@@ -378,18 +382,31 @@ static int prog_entry(struct kprobe *kp, struct pt_regs *regs)
 			 ap->at_function_entry) ? 1 : 0;
 }
 
-/* The value of an 8-byte key in map m, created if need be, through the
- * thread's slot cache. */
+/* The value of an 8-byte key in map m (created if need be when create),
+ * through the thread's slot cache.  A slot this thread saw deleted, and
+ * nobody has taken since, is given back to the key in place (the
+ * latency pattern deletes and re-creates the same key on every call). */
 static inline __attribute__((always_inline)) int64_t *cached_slot(const struct agent_prog *p,
-								  unsigned int m, uint64_t key)
+								  unsigned int m, uint64_t key,
+								  bool create)
 {
 	struct slot_cache *c = &tls_slot;
 	uint8_t *val;
+	uint64_t w;
 
-	if (__builtin_expect(c->gen == p->gen && c->map == m && c->key == key && c->word &&
-			     __atomic_load_n(c->word, __ATOMIC_ACQUIRE) == c->w, 1))
-		return c->val;
-	val = lang_map_lookup(&p->img, p->region, m, &key, 1);
+	if (__builtin_expect(c->gen == p->gen && c->map == m && c->key == key && c->word, 1)) {
+		w = __atomic_load_n(c->word, __ATOMIC_ACQUIRE);
+		if (__builtin_expect(w == c->w, 1))
+			return c->val;
+		if (create && w == lang_map_word_deleted(c->w) &&
+		    lang_map_revive(&p->img, p->region, m, (uint8_t *)c->val, w, &key)) {
+			c->w = __atomic_load_n(c->word, __ATOMIC_ACQUIRE);
+			if (!lang_map_word_live(c->w))
+				c->word = NULL;
+			return c->val;
+		}
+	}
+	val = lang_map_lookup(&p->img, p->region, m, &key, create);
 	if (!val)
 		return NULL;
 	c->gen = p->gen;
@@ -403,8 +420,28 @@ static inline __attribute__((always_inline)) int64_t *cached_slot(const struct a
 	return c->val;
 }
 
-/* The aggregation forms (@x = count(), @[src] = count(), @x = hist(src)),
- * at an entry or a return, run here, calling only the map code: this handler and everything it
+/* The latency pattern's return half: the start value, if any, becomes a
+ * hist sample of now - start, and the entry is deleted. */
+static inline __attribute__((always_inline)) void delta_hist(const struct agent_prog *p,
+							     const struct lang_probe_desc *d,
+							     uint64_t key, uint64_t now)
+{
+	int64_t *val = cached_slot(p, d->fast_map2, key, false), start, *hist;
+
+	start = val ? __atomic_load_n(val, __ATOMIC_RELAXED) : 0;
+	if (!start)
+		return;	/* the filter is false */
+	hist = (int64_t *)lang_map_lookup(&p->img, p->region, d->fast_map, NULL, 1);
+	if (hist)
+		__atomic_fetch_add(&hist[lang_hist_index((int64_t)(now - (uint64_t)start))], 1,
+				   __ATOMIC_RELAXED);
+	lang_map_delete_val(&p->img, p->region, d->fast_map2, (uint8_t *)val);
+}
+
+/* The aggregation forms (@x = count(), @[src] = count(), @x = hist(src))
+ * and the latency pattern's halves (@s[src] = nsecs; /@s[src]/ { @h =
+ * hist(nsecs - @s[src]); delete(@s[src]); }), at an entry or a return,
+ * run here, calling only the map code: this handler and everything it
  * calls are built so that libkprobes can prove they leave the vector
  * registers alone, and the probe skips saving them.  Otherwise the same
  * as lang_run's own fast path. */
@@ -421,9 +458,19 @@ static inline __attribute__((always_inline)) int prog_fast(struct agent_probe *a
 	    !fast_value(p, ap, d, regs, &x))
 		return 0;
 	if (d->fast == LANG_FAST_COUNT_KEY) {
-		val = cached_slot(p, d->fast_map, x);
+		val = cached_slot(p, d->fast_map, x, true);
 		if (val)
 			__atomic_fetch_add(val, 1, __ATOMIC_RELAXED);
+		return 0;
+	}
+	if (d->fast == LANG_FAST_STORE_KEY) {
+		val = cached_slot(p, d->fast_map, x, true);
+		if (val)
+			__atomic_store_n(val, (int64_t)tsc_nsecs(p), __ATOMIC_RELAXED);
+		return 0;
+	}
+	if (d->fast == LANG_FAST_DELTA_HIST) {
+		delta_hist(p, d, x, tsc_nsecs(p));
 		return 0;
 	}
 	val = (int64_t *)lang_map_lookup(&p->img, p->region, d->fast_map, NULL, 1);
@@ -455,7 +502,12 @@ static bool probe_is_fast(const struct agent_prog *p, uint32_t i)
 	uint64_t x;
 
 	if (d->fast != LANG_FAST_COUNT_KEYLESS && d->fast != LANG_FAST_COUNT_KEY &&
-	    d->fast != LANG_FAST_HIST)
+	    d->fast != LANG_FAST_HIST && d->fast != LANG_FAST_STORE_KEY &&
+	    d->fast != LANG_FAST_DELTA_HIST)
+		return false;
+	/* the second source of the latency forms is nsecs, from the TSC */
+	if ((d->fast == LANG_FAST_STORE_KEY || d->fast == LANG_FAST_DELTA_HIST) &&
+	    (d->fast_src2 != LANG_SRC_NSECS || !p->tick_q32))
 		return false;
 	if (d->fast_src == LANG_SRC_TID || d->fast_src == LANG_SRC_PID)
 		return true;

@@ -740,10 +740,66 @@ static int fast_src_of(struct node *n, uint8_t *src, uint8_t *arg)
 	}
 }
 
+/* n is @m[src]: an integer map with one 8-byte key, read by a fast
+ * source. */
+static int keyed_int_map(struct gen *g, struct node *n, uint8_t *src, uint8_t *arg)
+{
+	const struct mapinfo *mi;
+
+	if (n->kind != N_MAP || n->nargs != 1)
+		return 0;
+	mi = &g->p->maps[n->map];
+	return mi->d.kind == LANG_M_INT && mi->d.nkeys == 1 && mi->d.key_size == 8 &&
+	       fast_src_of(n->args[0], src, arg);
+}
+
+/* n is @m[src] with the same map and source. */
+static int same_keyed_map(struct gen *g, struct node *n, int map, uint8_t src, uint8_t arg)
+{
+	uint8_t s2, a2;
+
+	return n && keyed_int_map(g, n, &s2, &a2) && n->map == map && s2 == src && a2 == arg;
+}
+
+/* The latency pattern's return half:
+ *   /@s[K]/ { @h = hist(nsecs - @s[K]); delete(@s[K]); } */
+static void find_delta_hist(struct gen *g, struct probe *pr, struct lang_probe_desc *d)
+{
+	struct node *pred = pr->pred, *s1 = pr->body, *s2, *h, *call, *sub, *del;
+	uint8_t src, arg, vsrc, varg;
+
+	if (!keyed_int_map(g, pred, &src, &arg) || !s1 || !(s2 = s1->next) || s2->next ||
+	    s1->kind != S_ASSIGN || s1->op || s2->kind != S_EXPR)
+		return;
+	h = s1->a;
+	call = s1->b;
+	del = s2->a;
+	if (h->kind != N_MAP || h->nargs || g->p->maps[h->map].d.kind != LANG_M_HIST ||
+	    call->kind != N_CALL || strcmp(call->name, "hist") || call->nargs != 1)
+		return;
+	sub = call->args[0];
+	if (sub->kind != N_BINOP || sub->op != OP_SUB || !fast_src_of(sub->a, &vsrc, &varg) ||
+	    vsrc != LANG_SRC_NSECS || !same_keyed_map(g, sub->b, pred->map, src, arg))
+		return;
+	if (del->kind != N_CALL || strcmp(del->name, "delete") || del->nargs != 1 ||
+	    !same_keyed_map(g, del->args[0], pred->map, src, arg))
+		return;
+	d->fast = LANG_FAST_DELTA_HIST;
+	d->fast_map = (uint8_t)h->map;
+	d->fast_map2 = (uint8_t)pred->map;
+	d->fast_src = src;
+	d->fast_arg = arg;
+	d->fast_src2 = vsrc;
+}
+
 static void find_fast(struct gen *g, struct probe *pr, struct lang_probe_desc *d)
 {
 	struct node *s = pr->body, *pred = pr->pred;
 
+	if (pred && pred->kind == N_MAP) {
+		find_delta_hist(g, pr, d);
+		return;
+	}
 	if (pred) {
 		uint8_t src, arg;
 		int op;
@@ -759,8 +815,23 @@ static void find_fast(struct gen *g, struct probe *pr, struct lang_probe_desc *d
 		}
 		return;
 	}
-	if (!s || s->next || s->kind != S_ASSIGN || s->op || s->a->kind != N_MAP ||
-	    s->b->kind != N_CALL)
+	if (!s || s->next || s->kind != S_ASSIGN || s->op || s->a->kind != N_MAP)
+		return;
+	{
+		uint8_t src, arg, vsrc, varg;
+
+		/* @s[K] = nsecs, the latency pattern's entry half */
+		if (keyed_int_map(g, s->a, &src, &arg) && fast_src_of(s->b, &vsrc, &varg) &&
+		    vsrc == LANG_SRC_NSECS) {
+			d->fast = LANG_FAST_STORE_KEY;
+			d->fast_map = (uint8_t)s->a->map;
+			d->fast_src = src;
+			d->fast_arg = arg;
+			d->fast_src2 = vsrc;
+			return;
+		}
+	}
+	if (s->b->kind != N_CALL)
 		return;
 	{
 		struct node *m = s->a, *call = s->b;

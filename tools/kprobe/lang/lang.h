@@ -99,7 +99,9 @@ enum lang_probe_kind {
 struct lang_probe_desc {
 	uint8_t kind;		/* enum lang_probe_kind */
 	uint8_t fast;		/* enum lang_fast: a specialised form */
-	uint16_t reserved;
+	uint8_t fast_map2;	/* LANG_FAST_DELTA_HIST: the map of start values */
+	uint8_t fast_src2;	/* LANG_FAST_STORE_KEY, _DELTA_HIST: the value's
+				 * source (never LANG_SRC_ARG) */
 	uint32_t target;	/* pool: OBJ as written ("libc", a path...), or "" */
 	uint32_t func;		/* pool: FUNC, may hold glob characters; "" */
 	uint32_t provider;	/* pool: usdt provider, else "" */
@@ -124,6 +126,12 @@ enum lang_fast {
 	LANG_FAST_COUNT_KEY,		/* @[src] = count()  (src: tid/pid/cpu/argN...) */
 	LANG_FAST_HIST,			/* @x = hist(src) */
 	LANG_FAST_PRED_ONLY,		/* /src CMP imm/ { ...interpreted... } */
+	/* The two halves of the latency pattern, map2 an integer map keyed by
+	 * src, map a keyless hist:
+	 *   @map2[src] = src2
+	 *   /@map2[src]/ { @map = hist(src2 - @map2[src]); delete(@map2[src]); } */
+	LANG_FAST_STORE_KEY,
+	LANG_FAST_DELTA_HIST,
 };
 
 /* Sources a fast form reads. */

@@ -236,11 +236,31 @@ uint8_t *lang_map_lookup(const struct lang_image *img, void *region, unsigned m,
 int lang_map_delete(const struct lang_image *img, void *region, unsigned m, const void *key)
 {
 	uint8_t *val = lang_map_lookup(img, region, m, key, 0);
-	struct map_hdr *mh = map_at(img, region, m);
-	uint64_t *word, w;
 
 	if (!val)
 		return -ENOENT;
+	return lang_map_delete_val(img, region, m, val);
+}
+
+uint8_t *lang_map_revive(const struct lang_image *img, void *region, unsigned m, uint8_t *val,
+			 uint64_t dead_w, const void *key)
+{
+	uint8_t *slot = (uint8_t *)lang_map_val_word(img, m, val);
+	int r;
+
+	if (w_state(dead_w) != ST_DEAD || !img->maps[m].nkeys)
+		return NULL;
+	r = claim(img, m, map_at(img, region, m), slot, dead_w, w_tag(dead_w), key);
+	if (r < 0)
+		drop(map_at(img, region, m));
+	return r > 0 ? val : NULL;
+}
+
+int lang_map_delete_val(const struct lang_image *img, void *region, unsigned m, uint8_t *val)
+{
+	struct map_hdr *mh = map_at(img, region, m);
+	uint64_t *word, w;
+
 	word = (uint64_t *)(val - 8 - ((img->maps[m].key_size + 7u) & ~7u));
 	if (!img->maps[m].nkeys) {
 		w = ST_LIVE;

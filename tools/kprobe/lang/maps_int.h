@@ -34,9 +34,25 @@ static inline bool lang_map_word_live(uint64_t w)
 {
 	return (w & 3) == 2;
 }
+
+/* The word of a live slot w once its key is deleted (maps.c's ST_DEAD,
+ * same generation). */
+static inline uint64_t lang_map_word_deleted(uint64_t w)
+{
+	return (w & ~3ull) | 3;
+}
 uint8_t *lang_map_lookup(const struct lang_image *img, void *region, unsigned m,
 			 const void *key, int create);
 int lang_map_delete(const struct lang_image *img, void *region, unsigned m, const void *key);
+/* Deletes the entry whose value lang_map_lookup returned as val. */
+int lang_map_delete_val(const struct lang_image *img, void *region, unsigned m, uint8_t *val);
+/* Gives the slot of val, deleted while its word read dead_w (state
+ * deleted, the generation of the delete), back to key, which must be the
+ * key it held (a thread re-creating the entry it deleted): no hashing, no
+ * probing.  val on success, with the value zeroed; NULL when the slot
+ * changed meanwhile (look the key up then) or the map is full. */
+uint8_t *lang_map_revive(const struct lang_image *img, void *region, unsigned m, uint8_t *val,
+			 uint64_t dead_w, const void *key);
 void lang_map_aggregate(const struct lang_image *img, void *region, unsigned m,
 			const void *key, int64_t v);
 int64_t lang_map_read_int(const struct lang_image *img, unsigned m, const void *val);

@@ -311,6 +311,20 @@ static int check_jumps(struct vctx *v, const struct lang_probe_desc *p, unsigned
 	return 0;
 }
 
+/* The map of the latency pattern's start values: integers by one 8-byte
+ * key. */
+static bool keyed_int_map(const struct lang_map_desc *d)
+{
+	return d->kind == LANG_M_INT && d->nkeys == 1 && d->key_size == 8;
+}
+
+/* A second source of a fast form: a context value, never an argument
+ * (fast_arg is the first source's). */
+static bool fast_value_src(uint8_t src)
+{
+	return src && src <= LANG_SRC_PROBE && src != LANG_SRC_ARG;
+}
+
 static int check_fast(struct vctx *v, const struct lang_probe_desc *p, unsigned i)
 {
 	const struct lang_image *img = v->img;
@@ -318,7 +332,7 @@ static int check_fast(struct vctx *v, const struct lang_probe_desc *p, unsigned 
 
 	if (p->fast == LANG_FAST_NONE)
 		return 0;
-	if (p->fast > LANG_FAST_PRED_ONLY || p->fast_src > LANG_SRC_PROBE || p->fast_arg > 5 ||
+	if (p->fast > LANG_FAST_DELTA_HIST || p->fast_src > LANG_SRC_PROBE || p->fast_arg > 5 ||
 	    (p->fast != LANG_FAST_COUNT_KEYLESS && !p->fast_src))
 		return bad(v, "probe %u: bad fast form", i);
 	if (p->fast == LANG_FAST_PRED_ONLY)
@@ -335,6 +349,13 @@ static int check_fast(struct vctx *v, const struct lang_probe_desc *p, unsigned 
 		       0 : bad(v, "probe %u: fast map mismatch", i);
 	case LANG_FAST_HIST:
 		return d->kind == LANG_M_HIST && !d->nkeys ? 0 : bad(v, "probe %u: fast map mismatch", i);
+	case LANG_FAST_STORE_KEY:
+		return keyed_int_map(d) && fast_value_src(p->fast_src2) ?
+		       0 : bad(v, "probe %u: fast map mismatch", i);
+	case LANG_FAST_DELTA_HIST:
+		return d->kind == LANG_M_HIST && !d->nkeys && p->fast_map2 < img->hdr->nmaps &&
+		       keyed_int_map(&img->maps[p->fast_map2]) && fast_value_src(p->fast_src2) ?
+		       0 : bad(v, "probe %u: fast map mismatch", i);
 	default:
 		return bad(v, "probe %u: bad fast form", i);
 	}

@@ -156,6 +156,27 @@ static int run_fast(const struct lang_image *img, const struct lang_probe_desc *
 		return 1;
 	case LANG_FAST_PRED_ONLY:
 		return !lang_fast_pred(p, x);	/* false: nothing more to do */
+	case LANG_FAST_STORE_KEY:
+		val = (int64_t *)lang_map_lookup(img, c->maps, p->fast_map, &x, 1);
+		if (val)
+			__atomic_store_n(val, (int64_t)ctx_value(c, p->fast_src2, 0), __ATOMIC_RELAXED);
+		return 1;
+	case LANG_FAST_DELTA_HIST: {
+		int64_t start, *hist;
+
+		val = (int64_t *)lang_map_lookup(img, c->maps, p->fast_map2, &x, 0);
+		start = val ? __atomic_load_n(val, __ATOMIC_RELAXED) : 0;
+		if (!start)
+			return 1;	/* the filter is false */
+		hist = (int64_t *)lang_map_lookup(img, c->maps, p->fast_map, NULL, 1);
+		if (hist) {
+			int64_t d = (int64_t)(ctx_value(c, p->fast_src2, 0) - (uint64_t)start);
+
+			__atomic_fetch_add(&hist[lang_hist_index(d)], 1, __ATOMIC_RELAXED);
+		}
+		lang_map_delete_val(img, c->maps, p->fast_map2, (uint8_t *)val);
+		return 1;
+	}
 	default:
 		return 0;
 	}
