@@ -376,6 +376,28 @@ Test(load, run_latency_eight_threads)
 	cr_assert_null(strstr(r.out, "@s["), "%s", r.out);
 }
 
+/* The latency pattern exactly as written (the agent runs it without the
+ * interpreter, each thread reusing the slot it deleted): eight threads,
+ * then a recursion, where only the innermost return finds its entry (the
+ * entries overwrote each other, the outer returns find it deleted). */
+Test(load, run_latency_pattern_fast_form)
+{
+	struct run r;
+
+	run(&r, "%s run -o /dev/stdout -e 'uprobe:%s:run_value { @s[tid] = nsecs; } "
+	    "uretprobe:%s:run_value /@s[tid]/ { @ns = hist(nsecs - @s[tid]); delete(@s[tid]); }' "
+	    "-c '%s threads 8 1000'", kprobe, run_target, run_target, run_target);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert_eq(hist_total(r.out, "@ns: \n"), 8000, "%s", r.out);
+	cr_assert_null(strstr(r.out, "@s["), "%s", r.out);
+	run(&r, "%s run -o /dev/stdout -e 'uprobe:%s:run_recurse { @s[tid] = nsecs; } "
+	    "uretprobe:%s:run_recurse /@s[tid]/ { @ns = hist(nsecs - @s[tid]); delete(@s[tid]); }' "
+	    "-c '%s recurse 5'", kprobe, run_target, run_target, run_target);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert_eq(hist_total(r.out, "@ns: \n"), 1, "%s", r.out);
+	cr_assert_null(strstr(r.out, "@s["), "%s", r.out);
+}
+
 /* comm, ustack through a recursion, usym of func. */
 Test(load, run_comm_ustack_usym)
 {
