@@ -398,6 +398,44 @@ Test(load, run_latency_pattern_fast_form)
 	cr_assert_null(strstr(r.out, "@s["), "%s", r.out);
 }
 
+/* The loader's cache as `ldconfig -p` lists it: the 64-bit libc.so.6. */
+static bool ldconfig_libc(char *path, size_t len)
+{
+	FILE *f = popen("/sbin/ldconfig -p 2>/dev/null", "r");
+	char line[1024];
+	bool found = false;
+
+	if (!f)
+		return false;
+	while (!found && fgets(line, sizeof(line), f)) {
+		char *arrow = strstr(line, " => ");
+
+		if (!strstr(line, "\tlibc.so.6 (libc6,x86-64") || !arrow)
+			continue;
+		arrow[4 + strcspn(arrow + 4, "\n")] = '\0';
+		snprintf(path, len, "%s", arrow + 4);
+		found = true;
+	}
+	pclose(f);
+	return found;
+}
+
+/* `probe` names a short library name's object as bpftrace prints it:
+ * the path the loader's cache gives. */
+Test(load, run_probe_names_short_library_by_its_path)
+{
+	struct run r;
+	char libc[512], want[600];
+
+	if (!ldconfig_libc(libc, sizeof(libc)))
+		cr_skip_test("ldconfig -p lists no 64-bit libc.so.6 here");
+	run(&r, "%s run -o /dev/stdout -e 'uprobe:libc:exit { @[probe] = count(); }' -c '%s calls 1'",
+	    kprobe, run_target);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	snprintf(want, sizeof(want), "@[uprobe:%s:exit]: 1\n", libc);
+	cr_assert(strstr(r.out, want), "want %s in %s", want, r.out);
+}
+
 /* comm, ustack through a recursion, usym of func. */
 Test(load, run_comm_ustack_usym)
 {

@@ -16,6 +16,7 @@
 #include <time.h>
 
 #include "lang/lang.h"
+#include "ldcache.h"
 #include "session.h"
 #include "symbolize.h"
 
@@ -32,6 +33,9 @@ struct run_program {
 	bool sym_ready;
 	bool exited;			/* exit() was called */
 	int nspecial;			/* BEGIN, END and interval probes */
+	/* the last object named by `probe`, and how bpftrace prints it */
+	char obj_written[256];
+	char obj_printed[4096];
 };
 
 /* ---- compiling ---- */
@@ -168,8 +172,22 @@ static int fmt_sym(uint64_t addr, int with_offset, char *out, size_t outlen, voi
 
 /* The agent's probe ids: PROBE_ID_DESC | descriptor for a uprobe point
  * (bpftrace names the function a glob matched: "uprobe:OBJ:name", OBJ as
- * written), else the program's probe number. */
+ * printed_object() says), else the program's probe number. */
 #define PROBE_ID_DESC (1ull << 32)
+
+/* The object of a probe as bpftrace prints it: a short library name
+ * ("libc") as the loader's cache resolves it, a path as written. */
+static const char *printed_object(struct run_program *p, const char *obj)
+{
+	if (strchr(obj, '/'))
+		return obj;
+	if (strcmp(p->obj_written, obj)) {
+		snprintf(p->obj_written, sizeof(p->obj_written), "%s", obj);
+		if (ldcache_find("/etc/ld.so.cache", obj, p->obj_printed, sizeof(p->obj_printed)))
+			snprintf(p->obj_printed, sizeof(p->obj_printed), "%s", obj);
+	}
+	return p->obj_printed;
+}
 
 static int fmt_probe_name(uint64_t id, char *out, size_t outlen, void *arg)
 {
@@ -189,7 +207,8 @@ static int fmt_probe_name(uint64_t id, char *out, size_t outlen, void *arg)
 		return -1;
 	spec = &p->session->opts->specs[d->spec];
 	pct = strstr(d->name, "%return");
-	snprintf(out, outlen, "%s:%s:%.*s", spec->is_return ? "uretprobe" : "uprobe", spec->object,
+	snprintf(out, outlen, "%s:%s:%.*s", spec->is_return ? "uretprobe" : "uprobe",
+		 printed_object(p, spec->object),
 		 (int)(pct ? pct - d->name : (long)strlen(d->name)), d->name);
 	return 0;
 }
