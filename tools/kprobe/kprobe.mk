@@ -170,7 +170,7 @@ install-kprobe: $(B)/kprobe $(B)/libkprobe-agent.so
 # own cli_die/cli_warn/cli_now_ns stand in for main.c), plain and with the
 # sanitizers like every suite.
 KP_READER_SRC := $(addprefix $(KP_DIR)/,session.c consumer.c output.c output_summary.c \
-		   spec.c proto.c ctl_client.c escape.c run.c symbolize.c elf_file.c) \
+		   spec.c proto.c ctl_client.c escape.c run.c ldcache.c symbolize.c elf_file.c) \
 		   $(KP_LANG_SRC)
 KP_READER_ASAN_OBJ := $(KP_READER_SRC:%.c=$(B)/kprobe-cli-asan/%.o)
 
