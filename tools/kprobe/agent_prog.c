@@ -92,11 +92,11 @@ struct prog_run {
 	bool override;			/* override() was called */
 };
 
-/* The slot a thread's last keyed count went to (a thread counting by its
- * own tid hits the same one every time): valid while the session's
- * generation, the map and the key are the same and the slot's word still
- * reads as it did, which a delete, a clear or a new key in the slot
- * changes.  Saves the hash and the probe of the table. */
+/* The slot a thread's last keyed fast form went to (a thread counting or
+ * timing by its own tid hits the same one every time): valid while the
+ * session's generation, the map and the key are the same and the slot's
+ * word still reads as it did, which a delete, a clear or a new key in the
+ * slot changes.  Saves the hash and the probe of the table. */
 struct slot_cache {
 	unsigned int gen;
 	unsigned int map;
