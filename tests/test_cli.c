@@ -409,6 +409,30 @@ Test(cli, count_exact)
 	cr_assert_eq(json_num(count_entry(r.err, "target_add"), "hits"), 1000, "%s", r.err);
 }
 
+/* OBJECT as a path relative to the current directory, in PROBE syntax and
+ * in a program, launched and attached: it names that file. */
+Test(cli, object_by_relative_path)
+{
+	struct run r;
+	struct bg b;
+
+	run(&r, "cd %s && %s count tests/cli/cli_target:target_add --format json -- "
+	    "tests/cli/cli_target calls 100", build_dir, kprobe);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert_eq(json_num(count_entry(r.err, "target_add"), "hits"), 100, "%s", r.err);
+	run(&r, "cd %s && %s run -e 'uprobe:tests/cli/cli_target:target_add { @c = count(); }' "
+	    "-- tests/cli/cli_target calls 100", build_dir, kprobe);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert(strstr(r.err, "@c: 100\n"), "%s", r.err);
+	bg_start(&b, "loop");
+	usleep(100000);
+	run(&r, "cd %s && %s count tests/cli/cli_target:target_add --format json -d 0.3 -p %d",
+	    build_dir, kprobe, (int)b.pid);
+	bg_stop(&b);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert_gt(json_num(count_entry(r.out, "target_add"), "hits"), 0, "%s", r.out);
+}
+
 Test(cli, count_exact_across_threads)
 {
 	struct run r;

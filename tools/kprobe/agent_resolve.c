@@ -580,9 +580,28 @@ static int resolve_tracepoint(const struct probe_spec *s, int idx, struct resolv
 	return 0;
 }
 
-int agent_resolve(const struct probe_spec *s, int idx, struct resolve_list *out,
+/* A relative OBJECT path names a file from this process's directory (the
+ * tool's, for a command it launched): the symbol tables know objects by
+ * absolute path or file name.  s, or *buf with the path made absolute. */
+static const struct probe_spec *absolute_object(const struct probe_spec *s,
+						struct probe_spec *buf)
+{
+	char path[PATH_MAX];
+
+	if (!strchr(s->object, '/') || s->object[0] == '/' || !realpath(s->object, path) ||
+	    strlen(path) >= sizeof(buf->object))
+		return s;
+	*buf = *s;
+	memcpy(buf->object, path, strlen(path) + 1);
+	return buf;
+}
+
+int agent_resolve(const struct probe_spec *spec, int idx, struct resolve_list *out,
 		  char *deferred_path, size_t pathlen, char *err, size_t errlen)
 {
+	struct probe_spec abs;
+	const struct probe_spec *s = absolute_object(spec, &abs);
+
 	if (spec_has_vars(s) || s->kind == SPEC_USDT) {
 		/* The tool locates variables with DWARF and sends fetch plans. */
 		snprintf(err, errlen, "'%.200s': variables by name and SDT probes must be resolved "

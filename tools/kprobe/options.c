@@ -462,6 +462,23 @@ static void check_run_command(struct cli_opts *o)
 		bad("run does not follow children (-f FORMAT is the output format)");
 }
 
+/* An OBJECT given by a path relative to our directory names that file
+ * (as the shell and bpftrace take it), wherever the target runs and
+ * whatever the tool compares it with: made absolute when it exists. */
+static void absolute_object(struct probe_spec *s)
+{
+	char path[PATH_MAX], err[600];
+
+	if (!strchr(s->object, '/') || s->object[0] == '/' || !realpath(s->object, path))
+		return;
+	if (strlen(path) >= sizeof(s->object))
+		bad("the path of '%s' is too long (at most %zu characters)", s->object,
+		    sizeof(s->object) - 1);
+	memcpy(s->object, path, strlen(path) + 1);
+	if (spec_format(s) && spec_too_long(s, err, sizeof(err)))
+		bad("%s", err);
+}
+
 static void check_probe_command(struct cli_opts *o)
 {
 	char err[600];
@@ -480,6 +497,8 @@ static void check_probe_command(struct cli_opts *o)
 		for (int i = 0; i < o->nspecs; i++)
 			if (o->specs[i].nargs)
 				bad("count records no arguments: '%s'", o->specs[i].text);
+	for (int i = 0; i < o->nspecs; i++)
+		absolute_object(&o->specs[i]);
 	if (o->cmd == CMD_LATENCY) {
 		struct probe_spec *s = &o->specs[0];
 
