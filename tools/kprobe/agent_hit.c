@@ -303,13 +303,14 @@ static void count_lost(struct agent_session *s, int ring)
 /* Writes one event: nfixed leading values (the entry time of a return),
  * then the probe's arguments from vals[]. */
 static void emit(struct agent_probe *ap, uint16_t type, uint64_t time_ns,
-		 const uint64_t *fixed, int nfixed, const uint64_t *vals, uint32_t faults)
+		 const uint64_t *fixed, int nfixed, const uint64_t *vals, uint32_t faults,
+		 const uint64_t *stack, int nstack)
 {
 	struct agent_session *s = ap->session;
 	int ring = thread_ring(s);
 	uint32_t nvals = (uint32_t)nfixed + ap->nargs;
 	uint32_t max = (uint32_t)(sizeof(struct kps_event) + 8 * nvals +
-				  ap->nstrings * (2 + KPS_STR_MAX) + 7) & ~7u;
+				  ap->nstrings * (2 + KPS_STR_MAX) + 7 + 8 * nstack) & ~7u;
 	struct kps_event *ev;
 	unsigned char *p;
 	uint64_t head;
@@ -345,6 +346,11 @@ static void emit(struct agent_probe *ap, uint16_t type, uint64_t time_ns,
 		p += 2 + (n == KPS_STR_FAULT ? 0 : n);
 	}
 	len = (uint32_t)(p - (unsigned char *)ev + 7) & ~7u;
+	/* The stack ends the record: its last nstack words (shm.h). */
+	for (int i = 0; i < nstack; i++)
+		((uint64_t *)((unsigned char *)ev + len))[i] = stack[i];
+	len += 8 * (uint32_t)nstack;
+	ev->reserved = faults | (uint32_t)nstack << KPS_STACK_SHIFT;
 	ev->size = len;
 	ring_commit(s, ring, head, len);
 }
@@ -591,17 +597,18 @@ static inline __attribute__((always_inline)) int on_entry(struct kprobe *p, stru
 		return 0;
 	}
 	faults = entry_values(ap, regs, vals);
-	emit(ap, EV_ENTRY, stamp(tsc), NULL, 0, vals, faults);
+	emit(ap, EV_ENTRY, stamp(tsc), NULL, 0, vals, faults, NULL, 0);
 	return 0;
 }
 
 void agent_watch_record(struct agent_session *s, uint32_t desc, uint64_t old_value,
-			uint64_t new_value)
+			uint64_t new_value, const struct pt_regs *regs)
 {
-	const uint32_t len = sizeof(struct kps_event) + 2 * 8;
+	uint64_t ips[KPS_STACK_MAX];
 	struct kps_event *ev;
 	uint64_t head;
-	int ring;
+	uint32_t len;
+	int ring, n;
 
 	if (silent(s))
 		return;
@@ -610,6 +617,8 @@ void agent_watch_record(struct agent_session *s, uint32_t desc, uint64_t old_val
 		counter_add(s, ring, desc);
 		return;
 	}
+	n = agent_stack_capture(s, regs, ips);
+	len = (uint32_t)(sizeof(struct kps_event) + 2 * 8 + 8 * n);
 	ev = ring < 0 ? NULL : ring_reserve(s, ring, len, &head);
 	if (!ev) {
 		count_lost(s, ring);
@@ -618,10 +627,12 @@ void agent_watch_record(struct agent_session *s, uint32_t desc, uint64_t old_val
 	ev->type = EV_ENTRY;
 	ev->nvals = 2;
 	ev->desc = desc;
-	ev->reserved = 0;
+	ev->reserved = (uint32_t)n << KPS_STACK_SHIFT;
 	ev->time_ns = stamp(s->time_tsc);
 	ev->vals[0] = old_value;
 	ev->vals[1] = new_value;
+	for (int i = 0; i < n; i++)
+		ev->vals[2 + i] = ips[i];
 	ev->size = len;
 	ring_commit(s, ring, head, len);
 }
@@ -682,7 +693,7 @@ static inline __attribute__((always_inline)) int on_return(struct kretprobe_inst
 		for (int i = 0; i < ap->nargs; i++)
 			vals[i] = ap->args[i].src != ARG_SRC_RETVAL ? d->args[i] :
 				  ap->args[i].type == ARG_F64 ? xmm0 : regs_return_value(regs);
-		emit(ap, EV_RETURN, t, &d->entry_time, 1, vals, (uint32_t)d->faults);
+		emit(ap, EV_RETURN, t, &d->entry_time, 1, vals, (uint32_t)d->faults, NULL, 0);
 		return 0;
 	case ACT_LOAD:		/* a module's session has no probes of ours */
 	case ACT_RUN:		/* a program's have handlers of their own */
@@ -802,7 +813,7 @@ static void vector_entry(uint64_t a1, uint64_t a2, uint64_t a3, uint64_t a4, uin
 			else
 				vals[i] = ints[src < SPEC_MAX_INT_ARG ? src : 0];
 		}
-		emit(ap, EV_ENTRY, stamp(ap->session->time_tsc), NULL, 0, vals, faults);
+		emit(ap, EV_ENTRY, stamp(ap->session->time_tsc), NULL, 0, vals, faults, NULL, 0);
 	}
 	jprobe_return();
 }
@@ -864,7 +875,91 @@ void agent_tp_handler(struct kprobes_tracepoint *tp, const uint64_t *args, void 
 	}
 	for (int i = 0; i < ap->nargs; i++)
 		vals[i] = tp_value(tp, args, &ap->args[i]);
-	emit(ap, EV_ENTRY, stamp(ap->session->time_tsc), NULL, 0, vals, 0);
+	emit(ap, EV_ENTRY, stamp(ap->session->time_tsc), NULL, 0, vals, 0, NULL, 0);
+}
+
+/* ---- with the hit's stack: trace --stack, count --stacks ----
+ * Handlers of their own, so that those without stacks stay as cheap as
+ * the analysis of what they touch can prove them. */
+
+/* Counts a hit at desc under its stack (count --stacks); at, when not 0,
+ * the probed address (a breakpoint's pt_regs are past it). */
+static void count_stack(struct agent_session *s, uint32_t desc, const struct pt_regs *regs,
+			uint64_t at)
+{
+	uint64_t ips[KPS_STACK_MAX];
+	int ring = thread_ring(s), n = agent_stack_capture(s, regs, ips);
+
+	if (n && at)
+		ips[0] = at;
+	counter_add(s, ring, desc);
+	if (!agent_stack_count(s, ring, desc, ips, n))
+		count_lost(s, ring);
+}
+
+static int entry_stack(struct kprobe *p, struct pt_regs *regs)
+{
+	struct agent_probe *ap = container_of(p, struct agent_probe, u.kp);
+	struct agent_session *s = ap->session;
+	uint64_t vals[SPEC_MAX_ARGS], ips[KPS_STACK_MAX];
+	uint32_t faults;
+	int n;
+
+	if (silent(s))
+		return 0;
+	if (s->cfg.action == ACT_COUNT) {
+		count_stack(s, ap->desc, regs, (uint64_t)(uintptr_t)ap->u.kp.addr);
+		return 0;
+	}
+	faults = entry_values(ap, regs, vals);
+	n = agent_stack_capture(s, regs, ips);
+	/* the probed address, where a breakpoint's pt_regs are past it */
+	if (n)
+		ips[0] = (uint64_t)(uintptr_t)ap->u.kp.addr;
+	emit(ap, EV_ENTRY, stamp(s->time_tsc), NULL, 0, vals, faults, ips, n);
+	return 0;
+}
+
+static int return_entry_stack(struct kretprobe_instance *ri, struct pt_regs *regs)
+{
+	struct agent_probe *ap = container_of(ri->rp, struct agent_probe, u.rp);
+
+	return on_return_entry(ri, regs, ap->session->time_tsc);
+}
+
+/* At the return: the stack of the caller the function returns to. */
+static int return_stack(struct kretprobe_instance *ri, struct pt_regs *regs)
+{
+	struct agent_probe *ap = container_of(ri->rp, struct agent_probe, u.rp);
+	struct return_data *d = (struct return_data *)ri->data;
+	struct agent_session *s = ap->session;
+	uint64_t t, vals[SPEC_MAX_ARGS], ips[KPS_STACK_MAX];
+	int n;
+
+	if (silent(s))
+		return 0;
+	if (s->cfg.action == ACT_COUNT) {
+		count_stack(s, ap->desc, regs, 0);
+		return 0;
+	}
+	t = stamp(s->time_tsc);
+	for (int i = 0; i < ap->nargs; i++)
+		vals[i] = ap->args[i].src != ARG_SRC_RETVAL ? d->args[i] : regs_return_value(regs);
+	n = agent_stack_capture(s, regs, ips);
+	emit(ap, EV_RETURN, t, &d->entry_time, 1, vals, (uint32_t)d->faults, ips, n);
+	return 0;
+}
+
+/* Whether the probe records stacks with the handlers above: trace and
+ * count sessions with stacks, for probes whose handlers see pt_regs (not
+ * tracepoints, nor the jprobe path of floating-point arguments, nor
+ * retval:f64). */
+static bool with_stack_handlers(const struct agent_probe *ap)
+{
+	const struct session_config *cfg = &ap->session->cfg;
+
+	return cfg->stack_depth && (cfg->action == ACT_TRACE || cfg->action == ACT_COUNT) &&
+	       !ap->tp && !reads_vector_args(ap) && !returns_f64(ap);
 }
 
 void agent_set_handlers(struct agent_probe *ap)
@@ -873,6 +968,16 @@ void agent_set_handlers(struct agent_probe *ap)
 
 	if (ap->session->cfg.action == ACT_RUN) {
 		agent_prog_set_handlers(ap);
+		return;
+	}
+	if (with_stack_handlers(ap)) {
+		if (ap->is_return) {
+			ap->u.rp.entry_handler = return_entry_stack;
+			ap->u.rp.handler = return_stack;
+			ap->u.rp.data_size = agent_return_data_size(ap);
+		} else {
+			ap->u.kp.pre_handler = entry_stack;
+		}
 		return;
 	}
 	if (ap->is_return) {

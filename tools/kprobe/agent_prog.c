@@ -24,7 +24,7 @@
  *   read           kprobes_read_nofault(): a load whose fault the library's
  *                  SIGSEGV/SIGBUS handler turns into -EFAULT, no system
  *                  call (a bad pointer costs a signal delivery)
- *   ustack         frame pointers, each frame read as above
+ *   ustack         kprobes_stack(): call-frame information
  *   emit           the thread's ring of the session memory, no system call
  *   signal         tgkill(2) to the thread that hit the probe: the one call
  *                  that sending a signal takes
@@ -209,30 +209,26 @@ void lang_ext_comm(char *out, void *arg)
 	memcpy(out, tls_comm, LANG_COMM_LEN);
 }
 
-/* Return addresses by frame pointers, as bpftrace shows them (the
- * kernel's walk): the probed address, then the chain from bp.  At a
- * function's entry bp is still the caller's frame, so the caller itself
- * (its return address is on top of the stack) is not listed, exactly as
- * bpftrace's uprobe stacks leave it out. */
+/* Return addresses from the library's unwinder (call-frame information,
+ * frame pointers only where an object has none), listed as bpftrace lists
+ * a uprobe's stack: the probed address first (a breakpoint's pt_regs may
+ * already be past it), then each caller.  Unlike bpftrace's frame-pointer
+ * walk, the immediate caller of a function entered is there too, and
+ * binaries built without frame pointers unwind in full. */
 int lang_ext_ustack(const struct pt_regs *regs, uint64_t *pcs, int max, void *arg)
 {
 	struct prog_run *run = arg;
-	uint64_t bp, frame[2];
-	int n = 0;
+	int n;
 
 	if (!regs || max <= 0)
 		return 0;
-	pcs[n++] = run->ap && run->ap->u.kp.addr && !run->ap->is_return ?
-			   (uint64_t)(uintptr_t)run->ap->u.kp.addr : regs->ip;
-	bp = regs->bp;
-	while (n < max && bp && !(bp & 7)) {
-		if (lang_ext_read(frame, bp, sizeof(frame), arg) || !frame[1])
-			break;
-		pcs[n++] = frame[1];
-		if (frame[0] <= bp)	/* frames go up the stack */
-			break;
-		bp = frame[0];
+	n = kprobes_stack(regs, (unsigned long *)pcs, max);
+	if (n <= 0) {
+		pcs[0] = regs->ip;
+		n = 1;
 	}
+	if (run->ap && run->ap->u.kp.addr && !run->ap->is_return)
+		pcs[0] = (uint64_t)(uintptr_t)run->ap->u.kp.addr;
 	return n;
 }
 

@@ -295,7 +295,9 @@ void agent_session_wait_go(void)
 	struct agent_session *s = agent_session;
 	struct timespec ms = { 0, 1000000 };
 
-	if (!s || s->cfg.action != ACT_RUN || s->follower)
+	/* a program's, or one with stacks: the tool reads the command's
+	 * mappings before it can end */
+	if (!s || (s->cfg.action != ACT_RUN && !s->cfg.stack_depth) || s->follower)
 		return;
 	for (int i = 0; i < 2000 && !__atomic_load_n(&s->map.hdr->go, __ATOMIC_ACQUIRE); i++)
 		nanosleep(&ms, NULL);

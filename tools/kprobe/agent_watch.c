@@ -124,7 +124,7 @@ static void on_access(struct wprobe *wp, struct pt_regs *regs)
 		return;		/* the agent's, not the program's */
 	now = read_value(wp->addr, w->len);
 	old = __atomic_exchange_n(&w->last, now, __ATOMIC_ACQ_REL);
-	agent_watch_record(w->s, ip_desc(w, regs->ip), old, now);
+	agent_watch_record(w->s, ip_desc(w, regs->ip), old, now, regs);
 }
 
 /* ---- naming the accessing instructions ---- */

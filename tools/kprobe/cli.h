@@ -18,7 +18,7 @@
 /* The commands that start a session come first (up to CMD_RUN). */
 enum cli_cmd { CMD_TRACE, CMD_COUNT, CMD_LATENCY, CMD_WATCH, CMD_LOAD, CMD_RUN, CMD_LIST,
 	       CMD_ENABLE, CMD_DISABLE, CMD_OPTIMIZE, CMD_VARS };
-enum out_format { FMT_TEXT, FMT_JSON, FMT_CHROME };
+enum out_format { FMT_TEXT, FMT_JSON, FMT_CHROME, FMT_FOLDED };
 
 struct run_program;
 
@@ -41,6 +41,12 @@ struct cli_opts {
 	const char *list_glob;
 	unsigned int watch_len;		/* watch: the variable's length, 0: not watch */
 	bool watch_rw;			/* watch --rw */
+	/* trace/watch --stack[=N], count --stacks[=N]: frames kept per hit
+	 * (0: no stacks); stack_count: count per distinct stack; lines:
+	 * FILE:LINE after each frame (--lines) */
+	unsigned int stack_depth;
+	bool stack_count;
+	bool lines;
 	const char *module;		/* load: the module's absolute path */
 	char **modargs;			/* its ARGs (argv entries) */
 	int nmodargs;

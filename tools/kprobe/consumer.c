@@ -306,6 +306,23 @@ static bool decode_prog(struct consumer *c, const struct copied *cp, struct trac
 	return true;
 }
 
+/* The stack at the record's end (shm.h): no more frames than asked for,
+ * and not overlapping what came before (p). */
+static bool decode_stack(const struct consumer *c, const struct kps_event *e,
+			 const unsigned char *p, struct trace_event *ev)
+{
+	const unsigned char *end = (const unsigned char *)e + e->size;
+	uint32_t n = e->reserved >> KPS_STACK_SHIFT;
+
+	if (!n)
+		return true;
+	if (n > c->opts->stack_depth || (size_t)(end - p) < 8 * (size_t)n)
+		return false;
+	ev->stack = (const uint64_t *)(const void *)(end - 8 * (size_t)n);
+	ev->nstack = n;
+	return true;
+}
+
 /* Fills ev from a copied record (its size checked by copy_ring); false if
  * it does not make sense. */
 static bool decode(struct consumer *c, const struct copied *cp, struct trace_event *ev)
@@ -330,7 +347,7 @@ static bool decode(struct consumer *c, const struct copied *cp, struct trace_eve
 		return false;
 	ev->desc_id = e->desc;
 	ev->type = e->type;
-	ev->faults = e->reserved;
+	ev->faults = e->reserved & ((1u << KPS_STACK_SHIFT) - 1);
 	ev->time_ns = to_ns(c, e->time_ns);
 	ev->entry_ns = nfixed ? to_ns(c, e->vals[0]) : ev->time_ns;
 	ev->pid = (pid_t)(cp->owner >> 32);
@@ -354,7 +371,7 @@ static bool decode(struct consumer *c, const struct copied *cp, struct trace_eve
 		ev->strlen[i] = n;
 		p += n;
 	}
-	return true;
+	return decode_stack(c, e, p, ev);
 }
 
 static int by_time(const void *a, const void *b)

@@ -84,6 +84,7 @@ $(B)/kprobe-cli/%.o: %.c
 		-DKPROBE_VERSION='"$(VERSION)"' \
 		-MMD -MP -c $< -o $@
 
+# libdw: FILE:LINE of stack frames; libstdc++: __cxa_demangle for C++ names.
 $(B)/kprobe: $(KP_CLI_OBJ)
 	$(CC) -o $@ $^ -ldw -lelf -lrt -lstdc++
 
@@ -170,7 +171,8 @@ install-kprobe: $(B)/kprobe $(B)/libkprobe-agent.so
 # own cli_die/cli_warn/cli_now_ns stand in for main.c), plain and with the
 # sanitizers like every suite.
 KP_READER_SRC := $(addprefix $(KP_DIR)/,session.c consumer.c output.c output_summary.c \
-		   spec.c proto.c ctl_client.c escape.c run.c ldcache.c symbolize.c elf_file.c) \
+		   spec.c proto.c ctl_client.c escape.c run.c ldcache.c symbolize.c elf_file.c \
+		   stacks.c) \
 		   $(KP_LANG_SRC)
 KP_READER_ASAN_OBJ := $(KP_READER_SRC:%.c=$(B)/kprobe-cli-asan/%.o)
 
@@ -180,11 +182,11 @@ $(B)/kprobe-cli-asan/%.o: %.c
 
 $(B)/tests/test_cli_shm_fuzz: tests/test_cli_shm_fuzz.c $(KP_READER_SRC:%.c=$(B)/kprobe-cli/%.o)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(BASE) $(KP_CFLAGS) -Itests -o $@ $^ -lpthread -lcriterion -lelf
+	$(CC) $(CFLAGS) $(BASE) $(KP_CFLAGS) -Itests -o $@ $^ -lpthread -lcriterion -ldw -lelf -lstdc++
 
 $(B)/tests-asan/test_cli_shm_fuzz: tests/test_cli_shm_fuzz.c $(KP_READER_ASAN_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) -O1 -g $(BASE) $(SAN) $(KP_CFLAGS) -Itests -o $@ $^ -lpthread -lcriterion -lelf
+	$(CC) -O1 -g $(BASE) $(SAN) $(KP_CFLAGS) -Itests -o $@ $^ -lpthread -lcriterion -ldw -lelf -lstdc++
 
 # ---- the control-channel client against fake agents (tests/test_ctl.c) ----
 # It links the client's own sources rather than the library.

@@ -15,6 +15,7 @@
 #include "elf_file.h"
 #include "launch.h"
 #include "run.h"
+#include "stacks.h"
 
 /* How long an agent may take to show up before we call it missing. */
 #define AGENT_APPEAR_NS (10ull * 1000000000ull)
@@ -242,6 +243,10 @@ int launch_run(struct session *s, const char *agent)
 		run_attached(s);
 		session_pump(s);
 		fflush(s->out.f);
+		__atomic_store_n(&s->map.hdr->go, 1, __ATOMIC_RELEASE);
+	} else if (o->stack_depth) {
+		/* The command's objects, read while it lives: main() waits. */
+		stacks_attached(s);
 		__atomic_store_n(&s->map.hdr->go, 1, __ATOMIC_RELEASE);
 	}
 	while (!session_stop_signal && !(deadline && cli_now_ns() >= deadline) &&

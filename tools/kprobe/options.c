@@ -19,7 +19,8 @@ static const char *const commands[] = {
 
 static const char *const long_options[] = {
 	"--output", "--format", "--duration", "--pid", "--follow", "--zeros", "--help",
-	"--version", "--rw", "--count", "--stack", "--map-keys", "--no-inlines",
+	"--version", "--rw", "--count", "--stack", "--map-keys", "--no-inlines", "--stacks",
+	"--lines",
 };
 
 #ifndef KPROBE_VERSION
@@ -157,7 +158,25 @@ static enum out_format parse_format(const char *s)
 		return FMT_JSON;
 	if (!strcmp(s, "chrome"))
 		return FMT_CHROME;
-	bad("bad format '%s' (text, json or chrome)", s);
+	if (!strcmp(s, "folded"))
+		return FMT_FOLDED;
+	bad("bad format '%s' (text, json, chrome or folded)", s);
+}
+
+/* --stack, --stacks: KPS_STACK_DEFAULT frames; --stack=N: N. */
+static unsigned int parse_stack_depth(const char *arg)
+{
+	const char *eq = strchr(arg, '=');
+	char *end;
+	unsigned long v;
+
+	if (!eq)
+		return KPS_STACK_DEFAULT;
+	errno = 0;
+	v = strtoul(eq + 1, &end, 10);
+	if (errno || *end || !v || v > KPS_STACK_MAX || eq[1] == '-' || !eq[1])
+		bad("bad stack depth '%s' (1 to %d frames)", eq + 1, KPS_STACK_MAX);
+	return (unsigned int)v;
 }
 
 static void unknown_option(const char *arg)
@@ -394,8 +413,14 @@ static void parse_words(int argc, char **argv, int first, struct cli_opts *o,
 			o->watch_rw = true;
 		} else if (o->cmd == CMD_WATCH && !strcmp(a, "--count")) {
 			o->action = ACT_COUNT;
-		} else if (o->cmd == CMD_WATCH && !strcmp(a, "--stack")) {
-			bad("watch --stack is not available yet");
+		} else if ((o->cmd == CMD_WATCH || o->cmd == CMD_TRACE) &&
+			   is_option(a, 0, "--stack")) {
+			o->stack_depth = parse_stack_depth(a);
+		} else if (o->cmd == CMD_COUNT && is_option(a, 0, "--stacks")) {
+			o->stack_depth = parse_stack_depth(a);
+			o->stack_count = true;
+		} else if (o->cmd <= CMD_WATCH && !strcmp(a, "--lines")) {
+			o->lines = true;
 		} else if (!strcmp(a, "--no-inlines")) {
 			o->no_inlines = true;
 		} else if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
@@ -440,8 +465,8 @@ static void check_load_command(struct cli_opts *o)
 		bad("give a command after '--' or a process with -p PID");
 	if (o->command && o->pid)
 		bad("give either a command after '--' or -p PID, not both");
-	if (o->format == FMT_CHROME)
-		bad("--format chrome is for trace only");
+	if (o->format == FMT_CHROME || o->format == FMT_FOLDED)
+		bad("--format %s is not for load", o->format == FMT_CHROME ? "chrome" : "folded");
 	if (o->zeros)
 		bad("-z (--zeros) is for count only");
 }
@@ -454,7 +479,7 @@ static void check_run_command(struct cli_opts *o)
 		bad("give a command after '--' or with -c, or a process with -p PID");
 	if (o->command && o->pid)
 		bad("give either a command or -p PID, not both");
-	if (o->format == FMT_CHROME)
+	if (o->format == FMT_CHROME || o->format == FMT_FOLDED)
 		bad("run prints text or json (bpftrace's formats)");
 	if (o->zeros)
 		bad("-z (--zeros) is for count only");
@@ -491,6 +516,12 @@ static void check_probe_command(struct cli_opts *o)
 		bad("give either a command after '--' or -p PID, not both");
 	if (o->format == FMT_CHROME && o->cmd != CMD_TRACE)
 		bad("--format chrome is for trace only");
+	if (o->format == FMT_FOLDED && !o->stack_count)
+		bad("--format folded is for count --stacks only");
+	if (o->stack_depth && !o->stack_count && o->action == ACT_COUNT)
+		bad("watch --count --stack: use one of them");
+	if (o->lines && !o->stack_depth)
+		bad("--lines needs --stack (or count --stacks)");
 	if (o->zeros && o->action != ACT_COUNT)
 		bad("-z (--zeros) is for count only");
 	if (o->cmd == CMD_COUNT)

@@ -1,6 +1,7 @@
 /* Trace events in text, JSON Lines and Chrome Trace Event format. */
 #include "output.h"
 #include "consumer.h"
+#include "stacks.h"
 
 #include <inttypes.h>
 
@@ -186,6 +187,7 @@ static void text_event(struct output *o, const struct trace_event *ev)
 		text_value(f, ev, i);
 	}
 	fputc('\n', f);
+	stacks_print_text(f, ev);
 }
 
 static void json_event(struct output *o, const struct trace_event *ev)
@@ -197,6 +199,10 @@ static void json_event(struct output *o, const struct trace_event *ev)
 	json_string(f, ev->desc->name, strnlen(ev->desc->name, sizeof(ev->desc->name)));
 	fprintf(f, ",\"address\":\"0x%" PRIx64 "\",\"args\":", ev->desc->addr);
 	json_args(f, ev);
+	if (ev->nstack) {
+		fputs(",\"stack\":", f);
+		stacks_print_json(f, ev);
+	}
 	fputs("}\n", f);
 }
 
@@ -244,6 +250,10 @@ static void chrome_record(struct output *o, const struct trace_event *ev, char p
 	if (with_args) {
 		fputs(",\"args\":", f);
 		json_args(f, ev);
+	}
+	if (with_args && ev->nstack) {
+		fputs(",\"stack\":", f);
+		stacks_print_json(f, ev);
 	}
 	fputc('}', f);
 }
@@ -295,6 +305,7 @@ void output_event(struct output *o, const struct trace_event *ev)
 	}
 	switch (o->format) {
 	case FMT_TEXT:
+	case FMT_FOLDED:	/* count only: no events */
 		text_event(o, ev);
 		break;
 	case FMT_JSON:

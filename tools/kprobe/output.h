@@ -22,6 +22,8 @@ struct trace_event {
 	uint64_t vals[SPEC_MAX_ARGS];
 	const unsigned char *str[SPEC_MAX_ARGS];	/* :string args, NULL: fault */
 	uint16_t strlen[SPEC_MAX_ARGS];
+	const uint64_t *stack;		/* --stack: nstack frames, innermost first */
+	uint32_t nstack;
 	const unsigned char *text;	/* EV_TEXT: a module's line (no desc);
 					 * EV_PROG: the event's data */
 	uint32_t textlen;

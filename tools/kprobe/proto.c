@@ -43,6 +43,9 @@ char *config_format(const struct session_config *cfg)
 	if (cfg->watch_len)
 		p += snprintf(p, cap - (size_t)(p - buf), "watch %u %s\n", cfg->watch_len,
 			 cfg->watch_rw ? "rw" : "w");
+	if (cfg->stack_depth)
+		p += snprintf(p, cap - (size_t)(p - buf), "%s %u\n",
+			      cfg->stack_count ? "stacks" : "stack", cfg->stack_depth);
 	if (cfg->module)
 		p += snprintf(p, cap - (size_t)(p - buf), "module %s\n", cfg->module);
 	for (int i = 0; i < cfg->nmodargs; i++)
@@ -147,6 +150,18 @@ static int config_line(char *line, struct session_config *cfg, char *err, size_t
 		}
 		cfg->watch_len = len;
 		cfg->watch_rw = !strcmp(type, "rw");
+		return 0;
+	}
+	if (!strcmp(line, "stack") || !strcmp(line, "stacks")) {
+		char *end;
+		unsigned long n = strtoul(val, &end, 10);
+
+		if (*end || !n || n > KPS_STACK_MAX || val[0] == '-') {
+			snprintf(err, errlen, "bad %s item '%.40s'", line, val);
+			return -EINVAL;
+		}
+		cfg->stack_depth = (unsigned int)n;
+		cfg->stack_count = !strcmp(line, "stacks");
 		return 0;
 	}
 	if (!strcmp(line, "probe")) {

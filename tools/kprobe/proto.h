@@ -34,6 +34,10 @@
  *   shm fd:N|passed / action trace|count|latency|load / follow 0|1 / probe SPEC
  *   / watch LEN w|rw   (a watch session: SPEC is the variable, watched
  *                       by a watchpoint probe instead of probed)
+ *   / stack N          (trace, watch: each event carries the hit's stack,
+ *                       at most N frames)
+ *   / stacks N         (count: hits counted per distinct stack of at most
+ *                       N frames, in per-thread tables: stacks.h)
  *   module PATH / modarg ARG      (load: the module and its ARGs, in order)
  *   program IMAGE REGION          (run: the sizes of the program image and
  *                                 its map region in the session memory)
@@ -64,6 +68,8 @@ struct session_config {
 	struct probe_spec *specs;	/* nspecs entries, malloc'd */
 	unsigned int watch_len;		/* 0: not a watch session */
 	bool watch_rw;			/* reads too */
+	unsigned int stack_depth;	/* frames kept per hit, 0: no stacks */
+	bool stack_count;		/* count: per distinct stack (stacks.h) */
 	char *module;			/* load: the module's path, malloc'd */
 	int nmodargs;
 	char **modargs;			/* its ARGs, malloc'd */

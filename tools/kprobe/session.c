@@ -1,6 +1,7 @@
 /* The CLI's session: shared memory, output, event pump and final report. */
 #include "session.h"
 #include "run.h"
+#include "stacks.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -261,6 +262,7 @@ int session_close(struct session *s)
 	session_handed_over(s);
 	ctl_close(&s->ctl);
 	consumer_free(&s->cons);
+	stacks_free();
 	if (s->out.f)
 		e = close_output(s->out.f);
 	s->out.f = NULL;
@@ -284,6 +286,8 @@ char *session_config(const struct session *s)
 		.specs = s->opts->specs,
 		.watch_len = s->opts->watch_len,
 		.watch_rw = s->opts->watch_rw,
+		.stack_depth = s->opts->stack_depth,
+		.stack_count = s->opts->stack_count,
 		.module = (char *)s->opts->module,
 		.nmodargs = s->opts->nmodargs,
 		.modargs = s->opts->modargs,
@@ -346,6 +350,8 @@ bool session_pump(struct session *s)
 {
 	size_t n = 0;
 
+	if (s->opts->stack_depth)
+		stacks_pump(s);
 	if (s->opts->action == ACT_TRACE || s->opts->action == ACT_LOAD ||
 	    s->opts->action == ACT_RUN)
 		n = consumer_drain(&s->cons, &s->out);
@@ -470,6 +476,8 @@ void session_show_failed_lines(struct session *s)
 
 void session_report(struct session *s)
 {
+	if (s->opts->stack_depth)
+		stacks_pump(s);
 	switch (s->opts->action) {
 	case ACT_LOAD:
 	case ACT_TRACE:
@@ -483,7 +491,10 @@ void session_report(struct session *s)
 		report_trace_loss(s);
 		break;
 	case ACT_COUNT:
-		report_counts(s);
+		if (s->out.format != FMT_FOLDED)
+			report_counts(s);
+		if (s->opts->stack_count)
+			stacks_report_counts(s);
 		break;
 	case ACT_LATENCY:
 		report_latency(s);

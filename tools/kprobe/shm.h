@@ -131,7 +131,10 @@ enum kps_event_type { EV_PAD = 1, EV_ENTRY, EV_RETURN, EV_TEXT, EV_PROG };
 /* One event in a ring, 8-byte aligned.  vals[] holds the argument values
  * in the order of the probe's ARGs; a return event starts with the entry
  * time.  Then, for each :string argument in order, a 16-bit length (or
- * KPS_STR_FAULT) and that many bytes.
+ * KPS_STR_FAULT) and that many bytes.  With stacks (config "stack N"),
+ * reserved's bits from KPS_STACK_SHIFT up hold the number of frames (at
+ * most N) and the record's last that many 8-byte words are their
+ * addresses, innermost first.
  *
  * An EV_TEXT record is a line a loaded module printed (kprobe_printk):
  * desc and nvals 0, reserved the line's length in bytes, the bytes after
@@ -146,16 +149,21 @@ struct kps_event {
 	uint16_t type;			/* enum kps_event_type */
 	uint16_t nvals;
 	uint32_t desc;
-	uint32_t reserved;		/* EV_ENTRY, EV_RETURN: bit i set when
+	uint32_t reserved;		/* EV_ENTRY, EV_RETURN: frames of the
+					 * stack << KPS_STACK_SHIFT, and bit i
+					 * (i < KPS_STACK_SHIFT) set when
 					 * argument i could not be read */
 	uint64_t time_ns;		/* CLOCK_MONOTONIC, or TSC (header) */
 	uint64_t vals[];
 };
 
+#define KPS_STACK_SHIFT	16		/* reserved: faults below, frames above */
 #define KPS_STR_FAULT	0xffff
 #define KPS_STR_MAX	128		/* bytes of a string argument kept */
 #define KPS_TEXT_MAX	1024		/* bytes of an EV_TEXT line */
 #define KPS_PROG_DATA_MAX	8192		/* bytes of an EV_PROG record's data */
+#define KPS_STACK_MAX		127		/* frames of a stack kept per hit */
+#define KPS_STACK_DEFAULT	32
 
 /* ---- layout ---- */
 

@@ -192,13 +192,12 @@ static const struct sym_mapping *mapping_of(const struct symbolizer *z, uint64_t
 	return NULL;
 }
 
-int symbolizer_lookup(struct symbolizer *z, uint64_t addr, char *name, size_t len,
-		      uint64_t *offset)
+int symbolizer_locate(struct symbolizer *z, uint64_t addr, struct sym_location *loc)
 {
 	const struct sym_mapping *m = mapping_of(z, addr);
 	const struct sym_entry *s;
-	uint64_t vaddr;
 
+	memset(loc, 0, sizeof(*loc));
 	if (!m) {
 		symbolizer_refresh(z);
 		m = mapping_of(z, addr);
@@ -206,13 +205,26 @@ int symbolizer_lookup(struct symbolizer *z, uint64_t addr, char *name, size_t le
 	if (!m)
 		return -ENOENT;
 	object_read(m->obj);
-	if (!file_vaddr(m->obj, addr - m->start + m->offset, &vaddr))
+	loc->path = m->obj->path;
+	if (!file_vaddr(m->obj, addr - m->start + m->offset, &loc->vaddr))
 		return -ENOENT;
-	s = symbol_at(m->obj, vaddr);
-	if (!s)
+	s = symbol_at(m->obj, loc->vaddr);
+	if (s) {
+		loc->name = s->name;
+		loc->offset = loc->vaddr - s->value;
+	}
+	return 0;
+}
+
+int symbolizer_lookup(struct symbolizer *z, uint64_t addr, char *name, size_t len,
+		      uint64_t *offset)
+{
+	struct sym_location loc;
+
+	if (symbolizer_locate(z, addr, &loc) || !loc.name)
 		return -ENOENT;
-	snprintf(name, len, "%s", s->name);
-	*offset = vaddr - s->value;
+	snprintf(name, len, "%s", loc.name);
+	*offset = loc.offset;
 	return 0;
 }
 

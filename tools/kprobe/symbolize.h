@@ -31,6 +31,16 @@ void symbolizer_refresh(struct symbolizer *z);
  * -ENOENT. */
 int symbolizer_lookup(struct symbolizer *z, uint64_t addr, char *name, size_t len,
 		      uint64_t *offset);
+/* Where addr is: its object's path, its link-time address there and, when
+ * a function symbol covers it, the function (name NULL otherwise).  The
+ * strings live as long as z.  0, or -ENOENT outside every known object. */
+struct sym_location {
+	const char *path;
+	uint64_t vaddr;
+	const char *name;
+	uint64_t offset;
+};
+int symbolizer_locate(struct symbolizer *z, uint64_t addr, struct sym_location *loc);
 void symbolizer_free(struct symbolizer *z);
 
 #endif

@@ -1,0 +1,390 @@
+/* Stacks on the tool's side (see stacks.h).
+ *
+ * Demangling: __cxa_demangle() of libstdc++, the C++ ABI's own demangler,
+ * present wherever g++ and any C++ program are; it runs here in the tool,
+ * never in the target.  Lines: libdw on the object's file (the tool reads
+ * files, the target is not touched). */
+#include "stacks.h"
+
+#include <dwarf.h>
+#include <elfutils/libdw.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "consumer.h"
+#include "escape.h"
+#include "session.h"
+#include "stack_table.h"
+#include "symbolize.h"
+
+char *__cxa_demangle(const char *mangled, char *buf, size_t *len, int *status);
+
+#define REFRESH_NS 50000000ull
+
+struct line_object {
+	char *path;
+	int fd;
+	Dwarf *dw;			/* NULL: no DWARF */
+};
+
+static struct {
+	bool ready, lines;
+	struct symbolizer sym;
+	char exe[PATH_MAX];
+	unsigned long long refreshed;
+	struct line_object *objs;
+	size_t nobjs;
+} st;
+
+void stacks_attached(struct session *s)
+{
+	char link[64];
+	ssize_t n;
+
+	if (st.ready || !s->target)
+		return;
+	st.ready = true;
+	st.lines = s->opts->lines;
+	symbolizer_init(&st.sym, s->target);
+	snprintf(link, sizeof(link), "/proc/%d/exe", (int)s->target);
+	n = readlink(link, st.exe, sizeof(st.exe) - 1);
+	st.exe[n > 0 ? n : 0] = '\0';
+	symbolizer_refresh(&st.sym);
+	st.refreshed = cli_now_ns();
+}
+
+void stacks_pump(struct session *s)
+{
+	unsigned long long now;
+
+	if (!st.ready) {
+		stacks_attached(s);
+		return;
+	}
+	now = cli_now_ns();
+	if (now - st.refreshed >= REFRESH_NS) {
+		symbolizer_refresh(&st.sym);
+		st.refreshed = now;
+	}
+}
+
+static Dwarf *dwarf_of(const char *path)
+{
+	struct line_object *v;
+
+	for (size_t i = 0; i < st.nobjs; i++)
+		if (!strcmp(st.objs[i].path, path))
+			return st.objs[i].dw;
+	v = realloc(st.objs, (st.nobjs + 1) * sizeof(*v));
+	if (!v)
+		return NULL;
+	st.objs = v;
+	v = &st.objs[st.nobjs];
+	v->path = strdup(path);
+	if (!v->path)
+		return NULL;
+	v->fd = open(path, O_RDONLY | O_CLOEXEC);
+	v->dw = v->fd >= 0 ? dwarf_begin(v->fd, DWARF_C_READ) : NULL;
+	st.nobjs++;
+	return v->dw;
+}
+
+/* " FILE:LINE" of vaddr in the object at path, or nothing. */
+static void line_of(const char *path, uint64_t vaddr, char *out, size_t len)
+{
+	Dwarf *dw = dwarf_of(path);
+	Dwarf_Die cu;
+	Dwarf_Line *line;
+	const char *file, *base;
+	int lineno;
+
+	out[0] = '\0';
+	if (!dw || !dwarf_addrdie(dw, vaddr, &cu) || !(line = dwarf_getsrc_die(&cu, vaddr)))
+		return;
+	file = dwarf_linesrc(line, NULL, NULL);
+	if (!file || dwarf_lineno(line, &lineno) || lineno <= 0)
+		return;
+	base = strrchr(file, '/');
+	snprintf(out, len, " %s:%d", base ? base + 1 : file, lineno);
+}
+
+static const char *base_name(const char *path)
+{
+	const char *b = strrchr(path, '/');
+
+	return b ? b + 1 : path;
+}
+
+void stacks_frame(uint64_t ip, bool innermost, bool with_offset, char *out, size_t len)
+{
+	/* A return address is named by the call before it: the call may be
+	 * a function's last instruction (a noreturn callee). */
+	uint64_t at = innermost || !ip ? ip : ip - 1;
+	struct sym_location loc;
+	char *demangled = NULL, object[PATH_MAX + 4] = "", where[PATH_MAX + 16] = "";
+	const char *name;
+	int status = -1;
+
+	if (!st.ready || symbolizer_locate(&st.sym, at, &loc)) {
+		snprintf(out, len, "0x%" PRIx64, ip);
+		return;
+	}
+	if (strcmp(loc.path, st.exe))
+		snprintf(object, sizeof(object), " [%s]", base_name(loc.path));
+	if (st.lines && with_offset)
+		line_of(loc.path, loc.vaddr, where, sizeof(where));
+	if (!loc.name) {
+		/* no symbol: the object's own address, the same in every run */
+		snprintf(out, len, "%s+0x%" PRIx64 "%s", base_name(loc.path), loc.vaddr + (ip - at),
+			 where);
+		return;
+	}
+	if (loc.name[0] == '_' && loc.name[1] == 'Z')
+		demangled = __cxa_demangle(loc.name, NULL, NULL, &status);
+	name = demangled && !status ? demangled : loc.name;
+	if (with_offset)
+		snprintf(out, len, "%s+0x%" PRIx64 "%s%s", name, loc.offset + (ip - at), object,
+			 where);
+	else
+		snprintf(out, len, "%s", name);
+	free(demangled);
+}
+
+void stacks_print_text(FILE *f, const struct trace_event *ev)
+{
+	char frame[PATH_MAX + 1024];
+
+	for (uint32_t i = 0; i < ev->nstack; i++) {
+		stacks_frame(ev->stack[i], i == 0, true, frame, sizeof(frame));
+		fprintf(f, "        %s\n", frame);
+	}
+}
+
+void stacks_print_json(FILE *f, const struct trace_event *ev)
+{
+	char frame[PATH_MAX + 1024];
+
+	fputc('[', f);
+	for (uint32_t i = 0; i < ev->nstack; i++) {
+		stacks_frame(ev->stack[i], i == 0, true, frame, sizeof(frame));
+		if (i)
+			fputc(',', f);
+		json_string(f, frame, strlen(frame));
+	}
+	fputc(']', f);
+}
+
+/* ---- count --stacks ---- */
+
+struct stack_total {
+	uint32_t desc, depth;
+	uint64_t count;
+	const uint64_t *ips;		/* depth frames (the tool's copy) */
+	char *folded;			/* folded: "outer;...;inner" */
+};
+
+static int by_stack(const void *a, const void *b)
+{
+	const struct stack_total *x = a, *y = b;
+
+	if (x->desc != y->desc)
+		return x->desc < y->desc ? -1 : 1;
+	if (x->depth != y->depth)
+		return x->depth < y->depth ? -1 : 1;
+	for (uint32_t i = 0; i < x->depth; i++)
+		if (x->ips[i] != y->ips[i])
+			return x->ips[i] < y->ips[i] ? -1 : 1;
+	return 0;
+}
+
+static int by_count(const void *a, const void *b)
+{
+	const struct stack_total *x = a, *y = b;
+
+	if (x->count != y->count)
+		return x->count < y->count ? -1 : 1;
+	return by_stack(a, b);
+}
+
+static int by_folded(const void *a, const void *b)
+{
+	const struct stack_total *x = a, *y = b;
+
+	return strcmp(x->folded, y->folded);
+}
+
+/* Checked copies of the valid entries of one ring's table appended to v
+ * (ips into frames); the target may have written anything there. */
+static size_t collect_ring(struct session *s, uint32_t ring, struct stack_total *v, size_t n,
+			   uint64_t *frames)
+{
+	unsigned int depth = s->opts->stack_depth;
+	uint32_t stride = kps_stack_stride(depth), slots = kps_stack_slots(depth);
+	const unsigned char *table = s->map.ring_data + (size_t)ring * KPS_RING_BYTES;
+
+	for (uint32_t k = 0; k < slots; k++) {
+		const struct kps_stack_entry *e = (const void *)(table + (size_t)k * stride);
+		struct stack_total *t = &v[n];
+		uint64_t *ips = frames + n * (size_t)depth;
+
+		if (!__atomic_load_n(&e->hash, __ATOMIC_ACQUIRE))
+			continue;
+		t->desc = __atomic_load_n(&e->desc, __ATOMIC_RELAXED);
+		t->depth = __atomic_load_n(&e->depth, __ATOMIC_RELAXED);
+		t->count = __atomic_load_n(&e->count, __ATOMIC_RELAXED);
+		if (t->depth > depth || !t->count || !consumer_desc(&s->cons, t->desc))
+			continue;
+		for (uint32_t i = 0; i < t->depth; i++)
+			ips[i] = __atomic_load_n(&e->ips[i], __ATOMIC_RELAXED);
+		t->ips = ips;
+		t->folded = NULL;
+		n++;
+	}
+	return n;
+}
+
+/* Same stack of the same probe point in several threads' tables: one. */
+static size_t merge_same(struct stack_total *v, size_t n)
+{
+	size_t out = 0;
+
+	if (n > 1)
+		qsort(v, n, sizeof(*v), by_stack);
+	for (size_t i = 0; i < n; i++) {
+		if (out && !by_stack(&v[out - 1], &v[i])) {
+			v[out - 1].count += v[i].count;
+			continue;
+		}
+		v[out++] = v[i];
+	}
+	return out;
+}
+
+/* "outer;...;inner", function names only (flame-graph tools merge by
+ * name); NULL when out of memory. */
+static char *fold(const struct stack_total *t)
+{
+	char frame[PATH_MAX + 1024], *buf = NULL;
+	size_t len = 0;
+	FILE *m = open_memstream(&buf, &len);
+
+	if (!m)
+		return NULL;
+	for (uint32_t i = t->depth; i-- > 0;) {
+		stacks_frame(t->ips[i], i == 0, false, frame, sizeof(frame));
+		/* ';' separates frames and a space ends the stack: neither may
+		 * appear in a frame */
+		for (char *c = frame; *c; c++)
+			if (*c == ';')
+				*c = ':';
+		fprintf(m, "%s%s", i + 1 == t->depth ? "" : ";", frame);
+	}
+	if (fclose(m)) {
+		free(buf);
+		return NULL;
+	}
+	return buf;
+}
+
+static void print_folded(FILE *f, struct stack_total *v, size_t n)
+{
+	size_t k = 0;
+
+	for (size_t i = 0; i < n; i++) {
+		v[i].folded = fold(&v[i]);
+		if (v[i].folded)
+			v[k++] = v[i];
+	}
+	if (k > 1)
+		qsort(v, k, sizeof(*v), by_folded);
+	for (size_t i = 0; i < k;) {
+		uint64_t count = 0;
+		size_t j = i;
+
+		/* distinct addresses, same names: one line */
+		for (; j < k && !strcmp(v[j].folded, v[i].folded); j++)
+			count += v[j].count;
+		fprintf(f, "%s %" PRIu64 "\n", v[i].folded, count);
+		i = j;
+	}
+	for (size_t i = 0; i < k; i++)
+		free(v[i].folded);
+}
+
+/* bpftrace's @[ustack]: count map, least first. */
+static void print_text(FILE *f, struct session *s, struct stack_total *v, size_t n)
+{
+	char frame[PATH_MAX + 1024];
+
+	if (n > 1)
+		qsort(v, n, sizeof(*v), by_count);
+	if (n)
+		fputc('\n', f);
+	for (size_t i = 0; i < n; i++) {
+		const struct kps_desc *d = consumer_desc(&s->cons, v[i].desc);
+
+		fputs("@[", f);
+		text_field_to(f, d->name, sizeof(d->name), 0);
+		fputs(",\n", f);
+		for (uint32_t k = 0; k < v[i].depth; k++) {
+			stacks_frame(v[i].ips[k], k == 0, true, frame, sizeof(frame));
+			fprintf(f, "    %s\n", frame);
+		}
+		fprintf(f, "]: %" PRIu64 "\n", v[i].count);
+	}
+}
+
+void stacks_report_counts(struct session *s)
+{
+	unsigned int depth = s->opts->stack_depth;
+	uint32_t nrings = consumer_rings_claimed(&s->cons), slots = kps_stack_slots(depth);
+	size_t cap = 0, n = 0;
+	struct stack_total *v;
+	uint64_t *frames, lost, ringless;
+
+	for (uint32_t r = 0; r < nrings; r++)
+		if (__atomic_load_n(&s->map.rings[r].used, __ATOMIC_ACQUIRE))
+			cap += slots;
+	v = calloc(cap ? cap : 1, sizeof(*v));
+	frames = calloc(cap ? cap * depth : 1, sizeof(*frames));
+	if (!v || !frames)
+		cli_die(EXIT_FAIL, "out of memory");
+	for (uint32_t r = 0; r < nrings; r++)
+		if (__atomic_load_n(&s->map.rings[r].used, __ATOMIC_ACQUIRE))
+			n = collect_ring(s, r, v, n, frames);
+	n = merge_same(v, n);
+	if (s->out.format == FMT_FOLDED)
+		print_folded(s->out.f, v, n);
+	else
+		print_text(s->out.f, s, v, n);
+	free(frames);
+	free(v);
+	lost = consumer_lost_full(&s->cons);
+	ringless = consumer_lost_ringless(&s->cons);
+	if (lost)
+		cli_warn("%" PRIu64 " hits not counted by stack (a thread's table of %u stacks "
+			 "was full)", lost, (unsigned int)slots);
+	if (ringless)
+		cli_warn("%" PRIu64 " hits not counted by stack (threads beyond the session's "
+			 "%u rings had no table)", ringless, (unsigned int)s->cons.nrings);
+}
+
+void stacks_free(void)
+{
+	for (size_t i = 0; i < st.nobjs; i++) {
+		if (st.objs[i].dw)
+			dwarf_end(st.objs[i].dw);
+		if (st.objs[i].fd >= 0)
+			close(st.objs[i].fd);
+		free(st.objs[i].path);
+	}
+	free(st.objs);
+	if (st.ready)
+		symbolizer_free(&st.sym);
+	memset(&st, 0, sizeof(st));
+}
