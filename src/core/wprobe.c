@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "core/internal.h"
+#include "core/stack.h"
 #include "core/wprobe.h"
 #include "elf/symbols.h"
 #include "os/linux/hwbreak.h"
@@ -168,6 +169,8 @@ KP_EXPORT int register_wprobe(struct wprobe *wp)
 		err = resolve(wp, &addr);
 	if (err)
 		return err;
+	/* unwind tables for kprobes_stack() in its handler, as for kprobes */
+	kp_stack_tables_update();
 	pthread_mutex_lock(&kp_registry_lock);
 	if (wp->__state == KP_WSTATE_REGISTERED)
 		err = -EINVAL;
