@@ -161,6 +161,23 @@ Test(cli_watch, trace_old_and_new)
 	}
 }
 
+/* --stack: each access with the stack the library's unwinder finds from
+ * the trap, through main (CFI) into libc's start and _start. */
+Test(cli_watch, stack_of_each_access)
+{
+	struct run r;
+	char out[64];
+
+	out_file(out, sizeof(out));
+	run(&r, "%s watch half:2 --stack --format json -o %s -- %s sizes", kprobe, out, prog);
+	read_results(&r, out);
+	skip_without_watchpoints(&r);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_expect_eq(count_lines(r.out, "\"stack\":[\"main+0x"), 5, "%s", r.out);
+	cr_expect_eq(count_lines(r.out, "__libc_start_main+0x"), 5, "%s", r.out);
+	cr_expect_eq(count_lines(r.out, "\"_start+0x"), 5, "%s", r.out);
+}
+
 Test(cli_watch, reads_with_rw)
 {
 	struct run r;
@@ -264,7 +281,8 @@ Test(cli_watch, bad_input)
 		{ "watch watched:3", "bad length '3'" },
 		{ "watch 'watch*'", "watch takes a variable" },
 		{ "watch watched extra", "watch takes one variable" },
-		{ "watch --stack watched", "--stack" },
+		{ "watch --stack=0 watched", "bad stack depth '0'" },
+		{ "watch --count --stack watched", "use one of them" },
 		{ "watch", "watch needs a variable" },
 	};
 	struct run r;

@@ -2,7 +2,7 @@
 # built without frame pointers, as distribution binaries are.
 $(B)/tests/cli/cli_stack: tests/cli/cli_stack.c
 	@mkdir -p $(dir $@)
-	$(CC) -O2 -g -fomit-frame-pointer -std=gnu11 -Wall -o $@ $<
+	$(CC) -O2 -g -fomit-frame-pointer -std=gnu11 -Wall -o $@ $< -lpthread
 
 $(B)/tests/cli/cli_stack_cxx: tests/cli/cli_stack_cxx.cpp
 	@mkdir -p $(dir $@)

@@ -1,0 +1,312 @@
+/* End-to-end tests of stacks in the CLI: trace --stack, count --stacks
+ * (text and folded), --lines, C++ names, ustack in programs and watch
+ * --stack, on programs built without frame pointers (tests/cli/cli_stack,
+ * cli_stack_cxx), with gdb as the oracle where it can run. */
+#include <criterion/criterion.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static char kprobe[PATH_MAX + 16];
+static char prog[PATH_MAX + 32];
+static char prog_cxx[PATH_MAX + 32];
+static char source[PATH_MAX + 32];
+
+static void init_paths(void)
+{
+	char dir[PATH_MAX];
+	ssize_t n = readlink("/proc/self/exe", dir, sizeof(dir) - 1);
+
+	cr_assert(n > 0);
+	dir[n] = '\0';
+	for (int i = 0; i < 2; i++)	/* build/tests/test_cli_stack -> build */
+		*strrchr(dir, '/') = '\0';
+	snprintf(kprobe, sizeof(kprobe), "%s/kprobe", dir);
+	snprintf(prog, sizeof(prog), "%s/tests/cli/cli_stack", dir);
+	snprintf(prog_cxx, sizeof(prog_cxx), "%s/tests/cli/cli_stack_cxx", dir);
+	*strrchr(dir, '/') = '\0';	/* the tree */
+	snprintf(source, sizeof(source), "%s/tests/cli/cli_stack.c", dir);
+}
+
+TestSuite(cli_stack, .init = init_paths, .timeout = 60);
+
+struct run {
+	int status;
+	char out[1 << 17];
+	char err[4096];
+};
+
+/* Runs kprobe SUB -o FILE ARGS...: the results from FILE (the command's
+ * own output discarded), stderr through a file. */
+static void run(struct run *r, const char *sub, const char *fmt, ...)
+{
+	char cmd[4096], full[PATH_MAX + 4096 + 200], errfile[] = "/tmp/kpstack-errXXXXXX";
+	char outfile[] = "/tmp/kpstack-outXXXXXX";
+	int efd = mkstemp(errfile), ofd = mkstemp(outfile), st;
+	size_t n;
+	va_list ap;
+	FILE *f;
+
+	cr_assert(efd >= 0 && ofd >= 0);
+	close(efd);
+	close(ofd);
+	va_start(ap, fmt);
+	vsnprintf(cmd, sizeof(cmd), fmt, ap);
+	va_end(ap);
+	snprintf(full, sizeof(full), "%s %s -o %s %s >/dev/null 2>%s", kprobe, sub, outfile, cmd,
+		 errfile);
+	st = system(full);
+	r->status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+	f = fopen(outfile, "r");
+	n = f ? fread(r->out, 1, sizeof(r->out) - 1, f) : 0;
+	r->out[n] = '\0';
+	if (f)
+		fclose(f);
+	f = fopen(errfile, "r");
+	n = f ? fread(r->err, 1, sizeof(r->err) - 1, f) : 0;
+	r->err[n] = '\0';
+	if (f)
+		fclose(f);
+	unlink(outfile);
+	unlink(errfile);
+}
+
+static int count_of(const char *s, const char *needle)
+{
+	int n = 0;
+
+	for (const char *p = s; (p = strstr(p, needle)); p++)
+		n++;
+	return n;
+}
+
+/* The line of the source that holds marker. */
+static int line_of(const char *marker)
+{
+	char line[512];
+	FILE *f = fopen(source, "r");
+	int n = 0, found = 0;
+
+	cr_assert(f, "cannot read %s", source);
+	while (!found && fgets(line, sizeof(line), f)) {
+		n++;
+		if (strstr(line, marker))
+			found = n;
+	}
+	fclose(f);
+	cr_assert(found, "no %s in %s", marker, source);
+	return found;
+}
+
+/* Each traced event's stack (JSON Lines) as one string of frame names
+ * joined by '|', offsets cut: "stack_leaf|stack_mid|...". */
+static int stacks_of(const char *json, char stacks[][512], int max)
+{
+	int n = 0;
+
+	for (const char *p = json; n < max && (p = strstr(p, "\"stack\":[")); n++) {
+		char *o = stacks[n];
+
+		p += 9;
+		o[0] = '\0';
+		while (*p == '"') {
+			const char *end = strchr(p + 1, '"'), *plus = strstr(p + 1, "+0x");
+			size_t len = (size_t)((plus && plus < end ? plus : end) - (p + 1));
+
+			cr_assert(end);
+			snprintf(o + strlen(o), 512 - strlen(o), "%s%.*s", o[0] ? "|" : "", (int)len,
+				 p + 1);
+			p = end + 1;
+			if (*p == ',')
+				p++;
+		}
+	}
+	return n;
+}
+
+Test(cli_stack, trace_chain_without_frame_pointers)
+{
+	static const char top[] = "stack_leaf|stack_mid|stack_top|stack_run|main|";
+	static const char side[] = "stack_leaf|stack_side|stack_run|main|";
+	char stacks[16][512];
+	struct run r;
+	int n, ntop = 0, nside = 0;
+
+	run(&r, "trace", "--stack --format json stack_leaf -- %s 3 2", prog);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	n = stacks_of(r.out, stacks, 16);
+	cr_assert_eq(n, 5, "%s", r.out);
+	for (int i = 0; i < n; i++) {
+		/* every frame up to main, then libc's start and _start */
+		ntop += !strncmp(stacks[i], top, strlen(top));
+		nside += !strncmp(stacks[i], side, strlen(side));
+		cr_expect(strstr(stacks[i], "|_start"), "%s", stacks[i]);
+	}
+	cr_expect_eq(ntop, 3, "%s", r.out);
+	cr_expect_eq(nside, 2, "%s", r.out);
+	/* the probed address itself first */
+	cr_expect_eq(count_of(r.out, "\"stack\":[\"stack_leaf+0x0\","), 5, "%s", r.out);
+}
+
+Test(cli_stack, trace_text_depth_and_lines)
+{
+	char want[128];
+	struct run r;
+
+	run(&r, "trace", "--stack=3 --lines stack_leaf -- %s 1 0", prog);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	snprintf(want, sizeof(want), "\n        stack_leaf+0x0 cli_stack.c:%d\n",
+		 line_of("LINE_LEAF"));
+	cr_expect(strstr(r.out, want), "%s", r.out);
+	snprintf(want, sizeof(want), " cli_stack.c:%d\n", line_of("LINE_MID"));
+	cr_expect(strstr(r.out, "        stack_mid+0x") && strstr(r.out, want), "%s", r.out);
+	snprintf(want, sizeof(want), " cli_stack.c:%d\n", line_of("LINE_TOP"));
+	cr_expect(strstr(r.out, "        stack_top+0x") && strstr(r.out, want), "%s", r.out);
+	/* three frames, no more */
+	cr_expect_eq(count_of(r.out, "\n        "), 3, "%s", r.out);
+}
+
+/* gdb's bt at a breakpoint on the same function: the same functions,
+ * files and lines, frame by frame, up to main. */
+Test(cli_stack, same_as_gdb)
+{
+	char cmd[PATH_MAX + 256], line[1024], gdb_frames[2048] = "", ours[2048] = "";
+	const char *p;
+	struct run r;
+	FILE *g;
+
+	if (system("gdb --version >/dev/null 2>&1"))
+		cr_skip_test("gdb is not installed: no oracle");
+	snprintf(cmd, sizeof(cmd), "gdb -batch -nx -ex 'break stack_leaf' -ex run -ex bt "
+		 "%s 1 0 2>/dev/null", prog);
+	g = popen(cmd, "r");
+	cr_assert(g);
+	while (fgets(line, sizeof(line), g)) {
+		char fn[256], file[256];
+		int ln;
+		const char *in = strstr(line, " in "), *at = strstr(line, ") at ");
+
+		if (line[0] != '#' || !at)
+			continue;
+		if (sscanf(in ? in + 4 : strchr(line, ' ') + 2, "%255s", fn) != 1 ||
+		    sscanf(at + 5, "%255[^:]:%d", file, &ln) != 2)
+			continue;
+		snprintf(gdb_frames + strlen(gdb_frames), sizeof(gdb_frames) - strlen(gdb_frames),
+			 "%s %s:%d\n", fn, strrchr(file, '/') ? strrchr(file, '/') + 1 : file, ln);
+	}
+	pclose(g);
+	if (!strstr(gdb_frames, "main "))
+		cr_skip_test("gdb could not run the program here: no oracle");
+	run(&r, "trace", "--stack --lines stack_leaf -- %s 1 0", prog);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	/* ours: "        NAME+0xOFF FILE:LINE" up to main */
+	for (p = strstr(r.out, "\n        "); p; p = strstr(p, "\n        ")) {
+		char fn[256], where[256];
+
+		p += 9;
+		if (sscanf(p, "%255[^+]+0x%*x %255s", fn, where) != 2)
+			break;
+		snprintf(ours + strlen(ours), sizeof(ours) - strlen(ours), "%s %s\n", fn, where);
+		if (!strcmp(fn, "main"))
+			break;
+	}
+	cr_expect_str_eq(ours, gdb_frames, "ours:\n%sgdb:\n%s", ours, gdb_frames);
+}
+
+Test(cli_stack, count_folded_exact_per_chain_across_threads)
+{
+	struct run r;
+	const char *a, *b;
+
+	run(&r, "count", "--stacks --format folded stack_leaf -- %s 7 4 3", prog);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	/* threads start in libc's thread start (no symbols in Debian's libc):
+	 * its frames first, then ours */
+	a = strstr(r.out, ";stack_run;stack_top;stack_mid;stack_leaf 21\n");
+	b = strstr(r.out, ";stack_run;stack_side;stack_leaf 12\n");
+	cr_expect(a && b, "%s", r.out);
+	cr_expect_eq(count_of(r.out, "\n"), 2, "%s", r.out);
+	cr_expect_eq(count_of(r.out, " "), 2, "%s", r.out);
+}
+
+Test(cli_stack, count_text_as_bpftrace_maps)
+{
+	struct run r;
+
+	run(&r, "count", "--stacks=4 stack_leaf -- %s 5 2", prog);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	/* the totals as count prints them, then one map entry per stack */
+	cr_expect(strstr(r.out, "stack_leaf  "), "%s", r.out);
+	cr_expect(strstr(r.out, "@[stack_leaf,\n    stack_leaf+0x0\n    stack_side+0x"), "%s",
+		  r.out);
+	cr_expect(strstr(r.out, "    stack_run+0x"), "%s", r.out);
+	cr_expect(strstr(r.out, "\n]: 2\n@[stack_leaf,\n    stack_leaf+0x0\n    stack_mid+0x"),
+		  "%s", r.out);
+	cr_expect(strstr(r.out, "    stack_top+0x"), "%s", r.out);
+	cr_expect(strstr(r.out, "\n]: 5\n"), "%s", r.out);
+}
+
+Test(cli_stack, cxx_names_demangled)
+{
+	struct run r;
+
+	run(&r, "trace", "--stack _ZN6shapes4leafEi -- %s", prog_cxx);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_expect(strstr(r.out, "\n        shapes::leaf(int)+0x0\n"
+				"        shapes::Circle::area(int) const+0x"), "%s", r.out);
+	cr_expect(strstr(r.out, "\n        int shapes::measure<shapes::Circle>(shapes::Circle "
+				"const&, int)+0x"), "%s", r.out);
+	cr_expect(strstr(r.out, "\n        main+0x"), "%s", r.out);
+}
+
+Test(cli_stack, chrome_carries_the_stack)
+{
+	struct run r;
+
+	run(&r, "trace", "--stack=2 --format chrome stack_leaf -- %s 1 0", prog);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_expect(strstr(r.out, "\"stack\":[\"stack_leaf+0x0\",\"stack_mid+0x"), "%s", r.out);
+}
+
+/* ustack in a program, on a function whose callers keep no frame
+ * pointer: every caller listed, in bpftrace's format. */
+Test(cli_stack, ustack_without_frame_pointers)
+{
+	char cmd[PATH_MAX * 2 + 256];
+	struct run r;
+
+	snprintf(cmd, sizeof(cmd), "-e 'uprobe:%s:stack_leaf { @[ustack(5)] = count(); }' "
+		 "-c '%s 4 0'", prog, prog);
+	run(&r, "run", "%s", cmd);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_expect(strstr(r.out, "@[\n    stack_leaf+0\n    stack_mid+"), "%s", r.out);
+	cr_expect(strstr(r.out, "\n    stack_top+"), "%s", r.out);
+	cr_expect(strstr(r.out, "\n    stack_run+"), "%s", r.out);
+	cr_expect(strstr(r.out, "\n    main+"), "%s", r.out);
+	cr_expect(strstr(r.out, "]: 4\n"), "%s", r.out);
+}
+
+Test(cli_stack, bad_input)
+{
+	static const char *const bad[][3] = {
+		{ "trace", "--stack=0 stack_leaf", "bad stack depth '0'" },
+		{ "trace", "--stack=1000 stack_leaf", "bad stack depth '1000'" },
+		{ "trace", "--stack=x stack_leaf", "bad stack depth 'x'" },
+		{ "count", "--format folded stack_leaf", "--format folded is for count --stacks" },
+		{ "count", "--stacks --format json stack_leaf", "text or folded" },
+		{ "trace", "--lines stack_leaf", "--lines needs --stack" },
+		{ "latency", "--stack stack_leaf", "unknown option '--stack'" },
+	};
+	struct run r;
+
+	for (unsigned int i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		run(&r, bad[i][0], "%s -- %s", bad[i][1], prog);
+		cr_expect_eq(r.status, 2, "%s: status %d", bad[i][1], r.status);
+		cr_expect(strstr(r.err, bad[i][2]), "%s: %s", bad[i][1], r.err);
+		cr_expect_eq(count_of(r.err, "\n"), 1, "%s: %s", bad[i][1], r.err);
+	}
+}
