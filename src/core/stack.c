@@ -256,6 +256,13 @@ void kp_stack_tables_stats(struct kp_stack_tables_stats *st)
 
 /* ---- unwinding (the hit path) ---- */
 
+/* No vector code: a handler calling kprobes_stack() stays one that
+ * libkprobes' analysis can prove leaves vector state alone, so an
+ * optimized probe need not save it (the compiler would otherwise copy
+ * the registers into a frame with SSE). */
+#pragma GCC push_options
+#pragma GCC optimize("no-tree-vectorize", "no-tree-slp-vectorize")
+
 /* Registers of the frame being unwound; exact: ip is where the thread is
  * (frame 0, or interrupted by a signal), not a return address. */
 struct frame {
@@ -405,6 +412,8 @@ KP_EXPORT int kprobes_stack(const struct pt_regs *regs, unsigned long *ips, int 
 	kp_read_exit(t);
 	return n;
 }
+
+#pragma GCC pop_options
 
 /* For tests: the kind of row (enum cfi_kind) the tables have for pc, -1
  * when no object's table covers it. */
