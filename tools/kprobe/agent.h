@@ -143,12 +143,11 @@ void agent_watch_record(struct agent_session *s, uint32_t desc, uint64_t old_val
 /* agent_stacks.c, on the hit path.  capture: the stack at regs into ips
  * (room for cfg.stack_depth frames), its frame count (0 without stacks or
  * when none can be had).  count: one more hit of this stack at desc in
- * ring's table (stack_table.h); false when it is full (the caller counts
- * the loss). */
+ * the session's table (stack_table.h); false when it is full (the caller
+ * counts the loss). */
 int agent_stack_capture(const struct agent_session *s, const struct pt_regs *regs,
 			uint64_t *ips);
-bool agent_stack_count(struct agent_session *s, int ring, uint32_t desc, const uint64_t *ips,
-		       int n);
+bool agent_stack_count(struct agent_session *s, uint32_t desc, const uint64_t *ips, int n);
 
 /* agent_module.c: `kprobe load`: dlopens the session's module and calls
  * its init (0, or a negative errno with err set), and its exit once. */

@@ -893,7 +893,7 @@ static void count_stack(struct agent_session *s, uint32_t desc, const struct pt_
 	if (n && at)
 		ips[0] = at;
 	counter_add(s, ring, desc);
-	if (!agent_stack_count(s, ring, desc, ips, n))
+	if (!agent_stack_count(s, desc, ips, n))
 		count_lost(s, ring);
 }
 

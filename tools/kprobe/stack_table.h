@@ -1,19 +1,27 @@
 /* Hits counted per distinct stack (count --stacks): the layout both sides
  * of the session memory agree on.
  *
- * A count session's rings carry no events, so each ring's data area holds
- * its thread's table instead: open addressing over fixed-size entries,
- * written only by the ring's owner (no lock, no atomic read-modify-write),
- * published entry by entry (the hash stored last, with release order) so
- * that the tool can read while the thread runs.  A thread that exits
- * leaves its table to the next thread that takes its ring, which goes on
- * counting in it.  A stack that finds no free entry within
- * KPS_STACK_PROBES slots is dropped and counted in the ring's lost; a
- * thread without a ring counts in the header's ringless_lost.
+ * A count session's rings carry no events, so their data area (sparse:
+ * only touched pages cost memory) holds one table shared by every thread
+ * of the target, lock-free:
+ *
+ *   next     entries handed out so far (fetch-and-add)
+ *   index    KPS_STACK_SLOTS words, open addressing by the stack's hash:
+ *            0 free, else the hash's high half and the entry number + 1,
+ *            set once by compare-and-swap
+ *   entries  appended in the order stacks first appear (so they fill
+ *            pages densely), each written whole before the index names it
+ *            and never changed after, but for its count (atomic add)
+ *
+ * A thread meeting a new stack takes an entry, fills it, and publishes it
+ * in a free slot; if another thread published the same stack first, it
+ * counts there and its own entry stays unused (count 0, skipped).  A stack
+ * that finds no free slot within KPS_STACK_PROBES, or no entry left, is
+ * dropped and counted (the ring's lost, or ringless_lost).
  *
  * The entry size follows from the depth the tool asked for (config
- * "stacks N"); the tool computes it itself, never reads it back, and
- * checks every entry (depth, descriptor) before use. */
+ * "stacks N"); the tool computes the layout itself, never reads it back,
+ * and checks every entry (depth, descriptor) before use. */
 #ifndef KPROBE_STACK_TABLE_H
 #define KPROBE_STACK_TABLE_H
 
@@ -22,23 +30,35 @@
 #include "shm.h"
 
 struct kps_stack_entry {
-	uint64_t hash;			/* 0: free; set last */
-	uint64_t count;			/* hits of this stack */
+	uint64_t count;			/* hits of this stack; 0: unused */
+	uint64_t hash;
 	uint32_t desc;			/* the probe point hit */
 	uint32_t depth;			/* frames in ips[] */
 	uint64_t ips[];			/* innermost first */
 };
 
+#define KPS_STACK_SLOTS		(1u << 20)	/* index words (8 MiB) */
+#define KPS_STACK_ENTRIES	(1u << 19)	/* at most half the slots used */
 #define KPS_STACK_PROBES	64	/* slots looked at before a stack is dropped */
+#define KPS_STACK_INDEX_OFF	64	/* after the next counter's cache line */
 
 static inline uint32_t kps_stack_stride(unsigned int depth)
 {
 	return (uint32_t)(sizeof(struct kps_stack_entry) + 8u * depth);
 }
 
-static inline uint32_t kps_stack_slots(unsigned int depth)
+static inline size_t kps_stack_entries_off(void)
 {
-	return KPS_RING_BYTES / kps_stack_stride(depth);
+	return KPS_STACK_INDEX_OFF + (size_t)KPS_STACK_SLOTS * 8;
+}
+
+/* Entries that fit in the rings' area at this depth. */
+static inline uint32_t kps_stack_max_entries(unsigned int depth)
+{
+	size_t fit = ((size_t)KPS_RINGS * KPS_RING_BYTES - kps_stack_entries_off()) /
+		     kps_stack_stride(depth);
+
+	return fit < KPS_STACK_ENTRIES ? (uint32_t)fit : KPS_STACK_ENTRIES;
 }
 
 static inline uint64_t kps_stack_hash(uint32_t desc, const uint64_t *ips, unsigned int n)
@@ -50,7 +70,7 @@ static inline uint64_t kps_stack_hash(uint32_t desc, const uint64_t *ips, unsign
 		h *= 0xff51afd7ed558ccdull;
 		h ^= h >> 29;
 	}
-	return h ? h : 1;
+	return h;
 }
 
 #endif

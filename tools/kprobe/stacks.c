@@ -218,26 +218,24 @@ static int by_folded(const void *a, const void *b)
 	return strcmp(x->folded, y->folded);
 }
 
-/* Checked copies of the valid entries of one ring's table appended to v
- * (ips into frames); the target may have written anything there. */
-static size_t collect_ring(struct session *s, uint32_t ring, struct stack_total *v, size_t n,
-			   uint64_t *frames)
+/* Checked copies of the table's entries in use (ips into frames); the
+ * target may have written anything there. */
+static size_t collect(struct session *s, struct stack_total *v, uint64_t *frames, size_t max)
 {
 	unsigned int depth = s->opts->stack_depth;
-	uint32_t stride = kps_stack_stride(depth), slots = kps_stack_slots(depth);
-	const unsigned char *table = s->map.ring_data + (size_t)ring * KPS_RING_BYTES;
+	uint32_t stride = kps_stack_stride(depth);
+	const unsigned char *entries = s->map.ring_data + kps_stack_entries_off();
+	size_t n = 0;
 
-	for (uint32_t k = 0; k < slots; k++) {
-		const struct kps_stack_entry *e = (const void *)(table + (size_t)k * stride);
+	for (size_t k = 0; k < max; k++) {
+		const struct kps_stack_entry *e = (const void *)(entries + k * stride);
 		struct stack_total *t = &v[n];
 		uint64_t *ips = frames + n * (size_t)depth;
 
-		if (!__atomic_load_n(&e->hash, __ATOMIC_ACQUIRE))
-			continue;
+		t->count = __atomic_load_n(&e->count, __ATOMIC_ACQUIRE);
 		t->desc = __atomic_load_n(&e->desc, __ATOMIC_RELAXED);
 		t->depth = __atomic_load_n(&e->depth, __ATOMIC_RELAXED);
-		t->count = __atomic_load_n(&e->count, __ATOMIC_RELAXED);
-		if (t->depth > depth || !t->count || !consumer_desc(&s->cons, t->desc))
+		if (!t->count || t->depth > depth || !consumer_desc(&s->cons, t->desc))
 			continue;
 		for (uint32_t i = 0; i < t->depth; i++)
 			ips[i] = __atomic_load_n(&e->ips[i], __ATOMIC_RELAXED);
@@ -248,7 +246,7 @@ static size_t collect_ring(struct session *s, uint32_t ring, struct stack_total 
 	return n;
 }
 
-/* Same stack of the same probe point in several threads' tables: one. */
+/* The same stack twice (the target may write anything): one. */
 static size_t merge_same(struct stack_total *v, size_t n)
 {
 	size_t out = 0;
@@ -342,22 +340,20 @@ static void print_text(FILE *f, struct session *s, struct stack_total *v, size_t
 void stacks_report_counts(struct session *s)
 {
 	unsigned int depth = s->opts->stack_depth;
-	uint32_t nrings = consumer_rings_claimed(&s->cons), slots = kps_stack_slots(depth);
-	size_t cap = 0, n = 0;
+	uint64_t used = __atomic_load_n((const uint64_t *)(const void *)s->map.ring_data,
+					__ATOMIC_ACQUIRE);
+	uint32_t max = kps_stack_max_entries(depth);
+	size_t n;
 	struct stack_total *v;
 	uint64_t *frames, lost, ringless;
 
-	for (uint32_t r = 0; r < nrings; r++)
-		if (__atomic_load_n(&s->map.rings[r].used, __ATOMIC_ACQUIRE))
-			cap += slots;
-	v = calloc(cap ? cap : 1, sizeof(*v));
-	frames = calloc(cap ? cap * depth : 1, sizeof(*frames));
+	if (used > max)
+		used = max;
+	v = calloc(used ? used : 1, sizeof(*v));
+	frames = calloc(used ? used * depth : 1, sizeof(*frames));
 	if (!v || !frames)
 		cli_die(EXIT_FAIL, "out of memory");
-	for (uint32_t r = 0; r < nrings; r++)
-		if (__atomic_load_n(&s->map.rings[r].used, __ATOMIC_ACQUIRE))
-			n = collect_ring(s, r, v, n, frames);
-	n = merge_same(v, n);
+	n = merge_same(v, collect(s, v, frames, used));
 	if (s->out.format == FMT_FOLDED)
 		print_folded(s->out.f, v, n);
 	else
@@ -366,12 +362,9 @@ void stacks_report_counts(struct session *s)
 	free(v);
 	lost = consumer_lost_full(&s->cons);
 	ringless = consumer_lost_ringless(&s->cons);
-	if (lost)
-		cli_warn("%" PRIu64 " hits not counted by stack (a thread's table of %u stacks "
-			 "was full)", lost, (unsigned int)slots);
-	if (ringless)
-		cli_warn("%" PRIu64 " hits not counted by stack (threads beyond the session's "
-			 "%u rings had no table)", ringless, (unsigned int)s->cons.nrings);
+	if (lost + ringless)
+		cli_warn("%" PRIu64 " hits not counted by stack (the table of %u stacks was full)",
+			 lost + ringless, (unsigned int)max);
 }
 
 void stacks_free(void)
