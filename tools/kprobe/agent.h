@@ -140,13 +140,22 @@ void agent_watch_stop(struct agent_session *s);
 void agent_watch_record(struct agent_session *s, uint32_t desc, uint64_t old_value,
 			uint64_t new_value, const struct pt_regs *regs);
 
-/* agent_stacks.c, on the hit path.  capture: the stack at regs into ips
+/* On the hit path.  capture: the stack at regs into ips
  * (room for cfg.stack_depth frames), its frame count (0 without stacks or
- * when none can be had).  count: one more hit of this stack at desc in
+ * when none can be had).  count (agent_stacks.c): one more hit of this stack at desc in
  * the session's table (stack_table.h); false when it is full (the caller
  * counts the loss). */
-int agent_stack_capture(const struct agent_session *s, const struct pt_regs *regs,
-			uint64_t *ips);
+static inline __attribute__((always_inline)) int
+agent_stack_capture(const struct agent_session *s, const struct pt_regs *regs, uint64_t *ips)
+{
+	/* inline: libkprobes' analysis of what a handler touches follows
+	 * calls only so deep, and kprobes_stack() is deep already */
+	int n = regs && s->cfg.stack_depth ?
+		kprobes_stack(regs, (unsigned long *)ips, (int)s->cfg.stack_depth) : 0;
+
+	return n > 0 ? n : 0;
+}
+
 bool agent_stack_count(struct agent_session *s, uint32_t desc, const uint64_t *ips, int n);
 
 /* agent_module.c: `kprobe load`: dlopens the session's module and calls

@@ -884,8 +884,10 @@ void agent_tp_handler(struct kprobes_tracepoint *tp, const uint64_t *args, void 
 
 /* Counts a hit at desc under its stack (count --stacks); at, when not 0,
  * the probed address (a breakpoint's pt_regs are past it). */
-static void count_stack(struct agent_session *s, uint32_t desc, const struct pt_regs *regs,
-			uint64_t at)
+static inline __attribute__((always_inline)) void count_stack(struct agent_session *s,
+							     uint32_t desc,
+							     const struct pt_regs *regs,
+							     uint64_t at)
 {
 	uint64_t ips[KPS_STACK_MAX];
 	int ring = thread_ring(s), n = agent_stack_capture(s, regs, ips);
@@ -897,7 +899,8 @@ static void count_stack(struct agent_session *s, uint32_t desc, const struct pt_
 		count_lost(s, ring);
 }
 
-static int entry_stack(struct kprobe *p, struct pt_regs *regs)
+static inline __attribute__((always_inline)) int on_entry_stack(struct kprobe *p,
+								 struct pt_regs *regs, bool tsc)
 {
 	struct agent_probe *ap = container_of(p, struct agent_probe, u.kp);
 	struct agent_session *s = ap->session;
@@ -916,19 +919,13 @@ static int entry_stack(struct kprobe *p, struct pt_regs *regs)
 	/* the probed address, where a breakpoint's pt_regs are past it */
 	if (n)
 		ips[0] = (uint64_t)(uintptr_t)ap->u.kp.addr;
-	emit(ap, EV_ENTRY, stamp(s->time_tsc), NULL, 0, vals, faults, ips, n);
+	emit(ap, EV_ENTRY, stamp(tsc), NULL, 0, vals, faults, ips, n);
 	return 0;
 }
 
-static int return_entry_stack(struct kretprobe_instance *ri, struct pt_regs *regs)
-{
-	struct agent_probe *ap = container_of(ri->rp, struct agent_probe, u.rp);
-
-	return on_return_entry(ri, regs, ap->session->time_tsc);
-}
-
 /* At the return: the stack of the caller the function returns to. */
-static int return_stack(struct kretprobe_instance *ri, struct pt_regs *regs)
+static inline __attribute__((always_inline)) int on_return_stack(struct kretprobe_instance *ri,
+								 struct pt_regs *regs, bool tsc)
 {
 	struct agent_probe *ap = container_of(ri->rp, struct agent_probe, u.rp);
 	struct return_data *d = (struct return_data *)ri->data;
@@ -942,12 +939,34 @@ static int return_stack(struct kretprobe_instance *ri, struct pt_regs *regs)
 		count_stack(s, ap->desc, regs, 0);
 		return 0;
 	}
-	t = stamp(s->time_tsc);
+	t = stamp(tsc);
 	for (int i = 0; i < ap->nargs; i++)
 		vals[i] = ap->args[i].src != ARG_SRC_RETVAL ? d->args[i] : regs_return_value(regs);
 	n = agent_stack_capture(s, regs, ips);
 	emit(ap, EV_RETURN, t, &d->entry_time, 1, vals, (uint32_t)d->faults, ips, n);
 	return 0;
+}
+
+/* One of each per clock, as the handlers without stacks: with the TSC
+ * they make no call that the handler analysis cannot follow. */
+static int entry_stack_tsc(struct kprobe *p, struct pt_regs *regs)
+{
+	return on_entry_stack(p, regs, true);
+}
+
+static int entry_stack_clock(struct kprobe *p, struct pt_regs *regs)
+{
+	return on_entry_stack(p, regs, false);
+}
+
+static int return_stack_tsc(struct kretprobe_instance *ri, struct pt_regs *regs)
+{
+	return on_return_stack(ri, regs, true);
+}
+
+static int return_stack_clock(struct kretprobe_instance *ri, struct pt_regs *regs)
+{
+	return on_return_stack(ri, regs, false);
 }
 
 /* Whether the probe records stacks with the handlers above: trace and
@@ -972,11 +991,11 @@ void agent_set_handlers(struct agent_probe *ap)
 	}
 	if (with_stack_handlers(ap)) {
 		if (ap->is_return) {
-			ap->u.rp.entry_handler = return_entry_stack;
-			ap->u.rp.handler = return_stack;
+			ap->u.rp.entry_handler = tsc ? return_entry_tsc : return_entry_clock;
+			ap->u.rp.handler = tsc ? return_stack_tsc : return_stack_clock;
 			ap->u.rp.data_size = agent_return_data_size(ap);
 		} else {
-			ap->u.kp.pre_handler = entry_stack;
+			ap->u.kp.pre_handler = tsc ? entry_stack_tsc : entry_stack_clock;
 		}
 		return;
 	}

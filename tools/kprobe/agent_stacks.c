@@ -5,17 +5,6 @@
 #include "agent.h"
 #include "stack_table.h"
 
-int agent_stack_capture(const struct agent_session *s, const struct pt_regs *regs,
-			uint64_t *ips)
-{
-	int n;
-
-	if (!regs || !s->cfg.stack_depth)
-		return 0;
-	n = kprobes_stack(regs, (unsigned long *)ips, (int)s->cfg.stack_depth);
-	return n > 0 ? n : 0;
-}
-
 static struct kps_stack_entry *entry_at(const struct agent_session *s, uint32_t id)
 {
 	return (struct kps_stack_entry *)(s->map.ring_data + kps_stack_entries_off() +
