@@ -152,6 +152,31 @@ Test(cli_stack, trace_chain_without_frame_pointers)
 	cr_expect_eq(count_of(r.out, "\"stack\":[\"stack_leaf+0x0\","), 5, "%s", r.out);
 }
 
+/* At a return probe, the stack of the caller returned to; a frame in the
+ * middle whose function is return-probed too shows its real caller, not
+ * the library's trampoline. */
+Test(cli_stack, return_probes_in_the_middle)
+{
+	static const char leaf[] = "stack_mid|stack_top|stack_run|main|";
+	static const char mid[] = "stack_top|stack_run|main|";
+	char stacks[16][512];
+	struct run r;
+	int n, nleaf = 0, nmid = 0;
+
+	run(&r, "trace", "--stack --format json 'stack_leaf%%return' 'stack_mid%%return' "
+	    "-- %s 2 0", prog);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	n = stacks_of(r.out, stacks, 16);
+	cr_assert_eq(n, 4, "%s", r.out);
+	for (int i = 0; i < n; i++) {
+		nleaf += !strncmp(stacks[i], leaf, strlen(leaf));
+		nmid += !strncmp(stacks[i], mid, strlen(mid));
+		cr_expect(strstr(stacks[i], "|_start"), "%s", stacks[i]);
+	}
+	cr_expect_eq(nleaf, 2, "%s", r.out);
+	cr_expect_eq(nmid, 2, "%s", r.out);
+}
+
 Test(cli_stack, trace_text_depth_and_lines)
 {
 	char want[128];
