@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "session.h"
+#include "stack_table.h"
 
 /* ---- what main.c provides to the CLI ---- */
 
@@ -559,6 +560,111 @@ Test(shm_fuzz, load_lines_hostile)
 		cr_assert(printable(line), "a control character in '%s'", line);
 		cr_assert_leq(strlen(line), 64);
 	}
+	sess.out.f = NULL;
+	fclose(mem);
+	free(text);
+}
+
+/* count --stacks: a table of valid entries among hostile ones (depths past
+ * the session's, unknown descriptors, counts of zero), a hostile entry
+ * count: only the valid stacks are printed, merged, with their counts. */
+Test(shm_fuzz, count_stacks_hostile_table)
+{
+	const uint32_t depth = 4, stride = kps_stack_stride(depth);
+	unsigned char *entries;
+	char *text = NULL;
+	size_t len = 0;
+	FILE *mem;
+
+	open_session(ACT_COUNT, FMT_FOLDED);
+	opts.stack_depth = depth;
+	opts.stack_count = true;
+	publish_descs();
+	mem = open_memstream(&text, &len);
+	cr_assert(mem);
+	fclose(sess.out.f);
+	sess.out.f = mem;
+	entries = sess.map.ring_data + kps_stack_entries_off();
+	for (uint32_t i = 0; i < 64; i++) {
+		static const uint32_t bad_desc[] = { 2, KPS_MAX_PROBES, UINT32_MAX };
+		static const uint32_t bad_depth[] = { 5, 1000, UINT32_MAX };
+		struct kps_stack_entry *e = (void *)(entries + (size_t)i * stride);
+
+		/* every fourth an unknown descriptor, every third a depth past
+		 * the session's, every fifth unused */
+		e->desc = i % 4 ? 0 : bad_desc[i % 3];
+		e->depth = i % 3 ? 2 : bad_depth[i % 3];
+		e->count = i % 5 ? 10 : 0;
+		e->ips[0] = 0x1000;
+		e->ips[1] = i % 2 ? 0x2000 : 0x3000;
+	}
+	*(uint64_t *)(void *)sess.map.ring_data = UINT64_MAX;
+	session_report(&sess);
+	fflush(mem);
+	{
+		uint64_t odd = 0, even = 0;
+		char want[128];
+
+		for (uint32_t i = 0; i < 64; i++)
+			if (i % 4 && i % 3 && i % 5)
+				*(i % 2 ? &odd : &even) += 10;
+		snprintf(want, sizeof(want), "0x2000;0x1000 %lu\n", (unsigned long)odd);
+		cr_expect(strstr(text, want), "%s not in:\n%s", want, text);
+		snprintf(want, sizeof(want), "0x3000;0x1000 %lu\n", (unsigned long)even);
+		cr_expect(strstr(text, want), "%s not in:\n%s", want, text);
+		/* the two valid stacks, nothing else */
+		cr_expect(strchr(text, '\n') && strchr(strchr(text, '\n') + 1, '\n') &&
+			  !strchr(strchr(strchr(text, '\n') + 1, '\n') + 1, '\n'), "%s", text);
+	}
+	for (char *line = text, *nl; line && *line; line = nl + 1) {
+		nl = strchr(line, '\n');
+		cr_assert(nl, "an unterminated line");
+		*nl = '\0';
+		cr_assert(printable(line), "a control character in '%s'", line);
+	}
+	sess.out.f = NULL;
+	fclose(mem);
+	free(text);
+}
+
+/* trace --stack: records whose frame count is past the depth asked for or
+ * past the record are dropped; valid ones print their frames. */
+Test(shm_fuzz, trace_stacks_hostile_counts)
+{
+	struct writer w = { 0, 0 };
+	char *text = NULL;
+	size_t len = 0;
+	FILE *mem;
+
+	open_session(ACT_TRACE, FMT_JSON);
+	opts.stack_depth = 3;
+	publish_descs();
+	mem = open_memstream(&text, &len);
+	cr_assert(mem);
+	fclose(sess.out.f);
+	sess.out.f = mem;
+	claim(0, 9);
+	for (int i = 0; i < 4; i++) {
+		/* a return event (no strings): entry time, retval, frames */
+		static const uint32_t frames[] = { 2, 4, 0xffffffff, 3 };
+		uint32_t n = i == 3 ? 40 : frames[i];
+		uint32_t room = i == 3 ? 3 : n > 8 ? 1 : n;
+		struct kps_event *ev = reserve(&w, (uint32_t)sizeof(*ev) + 16 + 8 * room);
+
+		ev->type = EV_RETURN;
+		ev->nvals = 2;
+		ev->desc = 1;
+		ev->time_ns = 100 + (uint64_t)i;
+		ev->vals[0] = 90;
+		ev->vals[1] = (uint64_t)i;
+		ev->reserved = i == 2 ? 0xffffffffu : n << KPS_STACK_SHIFT;
+		for (uint32_t k = 0; k < room; k++)
+			ev->vals[2 + k] = 0xa000 + k;
+	}
+	commit(&w);
+	cr_assert_eq(drain_all(5), 1);
+	fflush(mem);
+	cr_expect(strstr(text, "\"stack\":[\"0xa000\",\"0xa001\"]}"), "%s", text);
 	sess.out.f = NULL;
 	fclose(mem);
 	free(text);
