@@ -275,6 +275,21 @@ Test(cli_stack, count_text_as_bpftrace_maps)
 	cr_expect(strstr(r.out, "\n]: 5\n"), "%s", r.out);
 }
 
+Test(cli_stack, count_json_has_the_stacks)
+{
+	struct run r;
+
+	run(&r, "count", "--stacks=4 --format json stack_leaf -- %s 3 2", prog);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_expect(strstr(r.out, "\"hits\":5,"), "%s", r.out);
+	/* most hits first */
+	cr_expect(strstr(r.out, ",\"stacks\":[{\"probe\":\"stack_leaf\",\"stack\":[\"stack_leaf+0x0\","
+				"\"stack_mid+0x"), "%s", r.out);
+	cr_expect(strstr(r.out, "\"],\"count\":3},{\"probe\":\"stack_leaf\",\"stack\":[\"stack_leaf+0x0\","
+				"\"stack_side+0x"), "%s", r.out);
+	cr_expect(strstr(r.out, "\"],\"count\":2}]}\n"), "%s", r.out);
+}
+
 Test(cli_stack, cxx_names_demangled)
 {
 	struct run r;
@@ -322,7 +337,6 @@ Test(cli_stack, bad_input)
 		{ "trace", "--stack=1000 stack_leaf", "bad stack depth '1000'" },
 		{ "trace", "--stack=x stack_leaf", "bad stack depth 'x'" },
 		{ "count", "--format folded stack_leaf", "--format folded is for count --stacks" },
-		{ "count", "--stacks --format json stack_leaf", "text or folded" },
 		{ "trace", "--lines stack_leaf", "--lines needs --stack" },
 		{ "latency", "--stack stack_leaf", "unknown option '--stack'" },
 	};

@@ -521,8 +521,6 @@ static void check_probe_command(struct cli_opts *o)
 		bad("--format chrome is for trace only");
 	if (o->format == FMT_FOLDED && !o->stack_count)
 		bad("--format folded is for count --stacks only");
-	if (o->stack_count && o->format == FMT_JSON)
-		bad("count --stacks prints text or folded, not json");
 	if (o->stack_depth && !o->stack_count && o->action == ACT_COUNT)
 		bad("watch --count --stack: use one of them");
 	if (o->lines && !o->stack_depth)

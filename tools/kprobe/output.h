@@ -43,6 +43,9 @@ struct output {
 	unsigned long nevents;
 	/* chrome: entry descs paired with a return desc of the same function */
 	const struct kps_map *map;
+	/* count JSON: more members of the object (",\"NAME\":..."), or NULL */
+	void (*counts_json_more)(void *arg, FILE *f);
+	void *counts_json_more_arg;
 };
 
 void output_begin(struct output *o);

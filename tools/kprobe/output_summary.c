@@ -91,8 +91,11 @@ static void counts_text(FILE *f, const struct count_row *rows, int n, uint64_t l
 		fprintf(f, "lost: %" PRIu64 "\n", lost);
 }
 
-static void counts_json(FILE *f, const struct count_row *rows, int n, uint64_t lost)
+static void counts_json(const struct output *o, const struct count_row *rows, int n,
+			uint64_t lost)
 {
+	FILE *f = o->f;
+
 	fputs("{\"probes\":[", f);
 	for (int i = 0; i < n; i++) {
 		const struct kps_desc *d = rows[i].desc;
@@ -108,13 +111,16 @@ static void counts_json(FILE *f, const struct count_row *rows, int n, uint64_t l
 		fprintf(f, ",\"hits\":%" PRIu64 ",\"missed\":%" PRIu64 "}", rows[i].hits,
 			rows[i].missed);
 	}
-	fprintf(f, "],\"lost\":%" PRIu64 "}\n", lost);
+	fprintf(f, "],\"lost\":%" PRIu64, lost);
+	if (o->counts_json_more)
+		o->counts_json_more(o->counts_json_more_arg, f);
+	fputs("}\n", f);
 }
 
 void output_counts(struct output *o, const struct count_row *rows, int n, uint64_t lost)
 {
 	if (o->format == FMT_JSON)
-		counts_json(o->f, rows, n, lost);
+		counts_json(o, rows, n, lost);
 	else
 		counts_text(o->f, rows, n, lost, o->zeros);
 	fflush(o->f);

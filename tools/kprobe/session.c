@@ -491,6 +491,8 @@ void session_report(struct session *s)
 		report_trace_loss(s);
 		break;
 	case ACT_COUNT:
+		if (s->opts->stack_count)
+			stacks_before_counts(s);
 		if (s->out.format != FMT_FOLDED)
 			report_counts(s);
 		if (s->opts->stack_count)

@@ -337,34 +337,89 @@ static void print_text(FILE *f, struct session *s, struct stack_total *v, size_t
 	}
 }
 
-void stacks_report_counts(struct session *s)
+/* The valid stacks of the table, merged (v and *frames malloc'd). */
+static size_t gather(struct session *s, struct stack_total **vp, uint64_t **frames)
 {
 	unsigned int depth = s->opts->stack_depth;
 	uint64_t used = __atomic_load_n((const uint64_t *)(const void *)s->map.ring_data,
 					__ATOMIC_ACQUIRE);
 	uint32_t max = kps_stack_max_entries(depth);
-	size_t n;
-	struct stack_total *v;
-	uint64_t *frames, lost, ringless;
 
 	if (used > max)
 		used = max;
-	v = calloc(used ? used : 1, sizeof(*v));
-	frames = calloc(used ? used * depth : 1, sizeof(*frames));
-	if (!v || !frames)
+	*vp = calloc(used ? used : 1, sizeof(**vp));
+	*frames = calloc(used ? used * depth : 1, sizeof(**frames));
+	if (!*vp || !*frames)
 		cli_die(EXIT_FAIL, "out of memory");
-	n = merge_same(v, collect(s, v, frames, used));
+	return merge_same(*vp, collect(s, *vp, *frames, used));
+}
+
+static void warn_lost(struct session *s)
+{
+	uint64_t lost = consumer_lost_full(&s->cons), ringless = consumer_lost_ringless(&s->cons);
+
+	if (lost + ringless)
+		cli_warn("%" PRIu64 " hits not counted by stack (the table of %u stacks was full)",
+			 lost + ringless, (unsigned int)kps_stack_max_entries(s->opts->stack_depth));
+}
+
+/* JSON: ,"stacks":[{"probe":"...","stack":["inner+0x0",...],"count":N},...]
+ * most hits first. */
+static void stacks_json(void *arg, FILE *f)
+{
+	struct session *s = arg;
+	char frame[PATH_MAX + 1024];
+	struct stack_total *v;
+	uint64_t *frames;
+	size_t n = gather(s, &v, &frames);
+
+	if (n > 1)
+		qsort(v, n, sizeof(*v), by_count);
+	fputs(",\"stacks\":[", f);
+	for (size_t i = n; i-- > 0;) {
+		const struct kps_desc *d = consumer_desc(&s->cons, v[i].desc);
+
+		fputs(i + 1 == n ? "{\"probe\":" : ",{\"probe\":", f);
+		json_string(f, d->name, strnlen(d->name, sizeof(d->name)));
+		fputs(",\"stack\":[", f);
+		for (uint32_t k = 0; k < v[i].depth; k++) {
+			stacks_frame(v[i].ips[k], k == 0, true, frame, sizeof(frame));
+			if (k)
+				fputc(',', f);
+			json_string(f, frame, strlen(frame));
+		}
+		fprintf(f, "],\"count\":%" PRIu64 "}", v[i].count);
+	}
+	fputc(']', f);
+	free(frames);
+	free(v);
+	warn_lost(s);
+}
+
+void stacks_before_counts(struct session *s)
+{
+	if (s->opts->stack_count && s->out.format == FMT_JSON) {
+		s->out.counts_json_more = stacks_json;
+		s->out.counts_json_more_arg = s;
+	}
+}
+
+void stacks_report_counts(struct session *s)
+{
+	struct stack_total *v;
+	uint64_t *frames;
+	size_t n;
+
+	if (s->out.format == FMT_JSON)
+		return;		/* part of the count object (stacks_json) */
+	n = gather(s, &v, &frames);
 	if (s->out.format == FMT_FOLDED)
 		print_folded(s->out.f, v, n);
 	else
 		print_text(s->out.f, s, v, n);
 	free(frames);
 	free(v);
-	lost = consumer_lost_full(&s->cons);
-	ringless = consumer_lost_ringless(&s->cons);
-	if (lost + ringless)
-		cli_warn("%" PRIu64 " hits not counted by stack (the table of %u stacks was full)",
-			 lost + ringless, (unsigned int)max);
+	warn_lost(s);
 }
 
 void stacks_free(void)

@@ -26,10 +26,14 @@ void stacks_frame(uint64_t ip, bool innermost, bool with_offset, char *out, size
 void stacks_print_text(FILE *f, const struct trace_event *ev);
 void stacks_print_json(FILE *f, const struct trace_event *ev);
 
-/* count --stacks: the per-stack totals of every thread's table, in the
+/* count --stacks: the per-stack totals of the target's table, in the
  * output's format (text: bpftrace's map style; folded: one line per
- * stack).  The stacks dropped are reported on stderr. */
+ * stack; JSON: see stacks_before_counts).  The hits not counted by stack
+ * are reported on stderr. */
 void stacks_report_counts(struct session *s);
+/* Before the count report: with --format json, the stacks become the
+ * count object's "stacks" member. */
+void stacks_before_counts(struct session *s);
 
 void stacks_free(void);
 
