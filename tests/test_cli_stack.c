@@ -4,6 +4,7 @@
  * cli_stack_cxx), with gdb as the oracle where it can run. */
 #include <criterion/criterion.h>
 #include <limits.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -256,6 +257,30 @@ Test(cli_stack, count_folded_exact_per_chain_across_threads)
 	cr_expect(a && b, "%s", r.out);
 	cr_expect_eq(count_of(r.out, "\n"), 2, "%s", r.out);
 	cr_expect_eq(count_of(r.out, " "), 2, "%s", r.out);
+}
+
+/* Attached to a running process: the target's mappings are read when the
+ * tool arms it, the table is read when it detaches. */
+Test(cli_stack, count_attached)
+{
+	struct run r;
+	pid_t pid = fork();
+	char *line;
+
+	cr_assert(pid >= 0);
+	if (pid == 0) {
+		execl(prog, prog, "2000000000", "0", (char *)NULL);
+		_exit(127);
+	}
+	usleep(200000);
+	run(&r, "count", "--stacks --format folded stack_leaf -p %d -d 0.3", (int)pid);
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	line = strstr(r.out, ";main;stack_run;stack_top;stack_mid;stack_leaf ");
+	cr_assert(line, "%s", r.out);
+	cr_expect_gt(strtol(strchr(line, ' ') + 1, NULL, 10), 0, "%s", r.out);
+	cr_expect_eq(count_of(r.out, "\n"), 1, "%s", r.out);
 }
 
 Test(cli_stack, count_text_as_bpftrace_maps)
