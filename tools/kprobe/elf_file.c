@@ -4,6 +4,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <gelf.h>
+#include <stdio.h>
 #include <libelf.h>
 #include <string.h>
 #include <unistd.h>
@@ -244,4 +245,54 @@ int elf_file_loads(const char *path, struct elf_load *out, int max)
 	}
 	elf_handle_close(&h);
 	return found;
+}
+
+/* The build ID note of the file, in its bytes; its length or 0. */
+static size_t build_id(Elf *elf, unsigned char *out, size_t max)
+{
+	Elf_Scn *scn = NULL;
+	GElf_Shdr shdr;
+
+	while ((scn = elf_nextscn(elf, scn))) {
+		Elf_Data *data;
+		GElf_Nhdr nh;
+		size_t off = 0, name_off, desc_off;
+
+		if (!gelf_getshdr(scn, &shdr) || shdr.sh_type != SHT_NOTE ||
+		    !(data = elf_getdata(scn, NULL)))
+			continue;
+		while ((off = gelf_getnote(data, off, &nh, &name_off, &desc_off)) > 0) {
+			if (nh.n_type != NT_GNU_BUILD_ID || nh.n_namesz != 4 ||
+			    memcmp((const char *)data->d_buf + name_off, "GNU", 4) ||
+			    !nh.n_descsz || nh.n_descsz > max)
+				continue;
+			memcpy(out, (const char *)data->d_buf + desc_off, nh.n_descsz);
+			return nh.n_descsz;
+		}
+	}
+	return 0;
+}
+
+int elf_file_debug_path(const char *path, char *out, size_t len)
+{
+	static const char hex[] = "0123456789abcdef";
+	unsigned char id[64];
+	struct elf_handle h;
+	size_t n, pos;
+	int rc = elf_handle_open(path, &h);
+
+	if (rc)
+		return rc;
+	n = build_id(h.elf, id, sizeof(id));
+	elf_handle_close(&h);
+	if (n < 2 || len < sizeof("/usr/lib/debug/.build-id/xx/.debug") + 2 * n)
+		return -ENOENT;
+	pos = (size_t)snprintf(out, len, "/usr/lib/debug/.build-id/%c%c/", hex[id[0] >> 4],
+			       hex[id[0] & 15]);
+	for (size_t i = 1; i < n; i++) {
+		out[pos++] = hex[id[i] >> 4];
+		out[pos++] = hex[id[i] & 15];
+	}
+	snprintf(out + pos, len - pos, ".debug");
+	return access(out, R_OK) ? -ENOENT : 0;
 }

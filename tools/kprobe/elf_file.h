@@ -3,6 +3,7 @@
 #define KPROBE_ELF_FILE_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 /* The link-time address (st_value) of the defined function name in the
@@ -34,5 +35,10 @@ struct elf_load {
 	uint64_t offset, vaddr, filesz;
 };
 int elf_file_loads(const char *path, struct elf_load *out, int max);
+
+/* The separate debug file of the file, found by its build ID under
+ * /usr/lib/debug/.build-id/ (Debian's -dbg and -dbgsym packages): 0 with
+ * its path in out, or -ENOENT (-errno when the file cannot be read). */
+int elf_file_debug_path(const char *path, char *out, size_t len);
 
 #endif

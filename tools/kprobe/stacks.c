@@ -2,8 +2,9 @@
  *
  * Demangling: __cxa_demangle() of libstdc++, the C++ ABI's own demangler,
  * present wherever g++ and any C++ program are; it runs here in the tool,
- * never in the target.  Lines: libdw on the object's file (the tool reads
- * files, the target is not touched). */
+ * never in the target.  Lines: libdw on the object's file, or on its
+ * separate debug file found by build ID (the tool reads files, the target
+ * is not touched). */
 #include "stacks.h"
 
 #include <dwarf.h>
@@ -17,6 +18,7 @@
 #include <unistd.h>
 
 #include "consumer.h"
+#include "elf_file.h"
 #include "escape.h"
 #include "session.h"
 #include "stack_table.h"
@@ -75,6 +77,7 @@ void stacks_pump(struct session *s)
 
 static Dwarf *dwarf_of(const char *path)
 {
+	char debug[PATH_MAX];
 	struct line_object *v;
 
 	for (size_t i = 0; i < st.nobjs; i++)
@@ -90,6 +93,13 @@ static Dwarf *dwarf_of(const char *path)
 		return NULL;
 	v->fd = open(path, O_RDONLY | O_CLOEXEC);
 	v->dw = v->fd >= 0 ? dwarf_begin(v->fd, DWARF_C_READ) : NULL;
+	if (!v->dw && !elf_file_debug_path(path, debug, sizeof(debug))) {
+		/* stripped: its separate debug file, same addresses */
+		if (v->fd >= 0)
+			close(v->fd);
+		v->fd = open(debug, O_RDONLY | O_CLOEXEC);
+		v->dw = v->fd >= 0 ? dwarf_begin(v->fd, DWARF_C_READ) : NULL;
+	}
 	st.nobjs++;
 	return v->dw;
 }
@@ -140,7 +150,7 @@ void stacks_frame(uint64_t ip, bool innermost, bool with_offset, char *out, size
 		line_of(loc.path, loc.vaddr, where, sizeof(where));
 	if (!loc.name) {
 		/* no symbol: the object's own address, the same in every run */
-		snprintf(out, len, "%s+0x%" PRIx64 "%s", base_name(loc.path), loc.vaddr + (ip - at),
+		snprintf(out, len, "[%s]+0x%" PRIx64 "%s", base_name(loc.path), loc.vaddr + (ip - at),
 			 where);
 		return;
 	}

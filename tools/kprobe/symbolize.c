@@ -136,6 +136,7 @@ static int by_value(const void *a, const void *b)
 
 static void object_read(struct sym_object *o)
 {
+	char debug[PATH_MAX];
 	int n;
 
 	if (o->read)
@@ -144,6 +145,10 @@ static void object_read(struct sym_object *o)
 	n = elf_file_loads(o->path, o->loads, MAX_LOADS);
 	o->nloads = n > 0 ? n : 0;
 	elf_file_foreach_function_range(o->path, add_symbol, o);
+	/* A stripped object's local functions, from its debug file when one
+	 * is installed (the addresses are the same). */
+	if (!elf_file_debug_path(o->path, debug, sizeof(debug)))
+		elf_file_foreach_function_range(debug, add_symbol, o);
 	if (o->nsyms > 1)
 		qsort(o->syms, o->nsyms, sizeof(*o->syms), by_value);
 }
