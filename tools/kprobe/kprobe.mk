@@ -94,6 +94,12 @@ $(B)/kprobe: $(KP_CLI_OBJ)
 kprobe-bench-extra: $(B)/kprobe-bench-extra
 	$(B)/kprobe-bench-extra
 
+# A count by stack against a plain count on a jq run (skips without jq):
+#   make kprobe-bench-stacks
+.PHONY: kprobe-bench-stacks
+kprobe-bench-stacks: $(B)/kprobe $(B)/libkprobe-agent.so
+	bench/kprobe_stacks_jq.sh $(B)
+
 # The compiler half of the language too: the prog_* rows compile their
 # programs in the process.
 KP_LANG_TOOL_OBJ = $(patsubst %.c,$(B)/kprobe-cli/%.o,$(filter-out $(KP_LANG_RT_SRC),$(KP_LANG_SRC)))
