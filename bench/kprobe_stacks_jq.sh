@@ -3,8 +3,9 @@
 # probed while jq filters a generated 2.4 MB JSON document, run under
 #   kprobe count 'libjq.so.1:jv_*'
 #   kprobe count --stacks[=DEPTH] --format folded 'libjq.so.1:jv_*'
-# Prints the best of REPS runs of each (wall seconds), the hits, the
-# distinct stacks, and the ratio.  Skips, saying so, without jq.
+# Prints the best of REPS runs of each (wall seconds, and CPU seconds of
+# the tool and jq together), the hits, the distinct stacks, and the
+# ratios.  Skips, saying so, without jq or GNU time.
 #
 #   bench/kprobe_stacks_jq.sh [BUILD_DIR [REPS [DEPTH]]]
 set -eu
@@ -26,26 +27,34 @@ json.dump(doc, open(sys.argv[1], "w"))
 PY
 filter='[.[] | select(.v > 0.5) | {id, s: (.tags|length), t: (.nested.y|add)}] | length'
 
-# best wall time of REPS runs of "$@"
+# best wall time and best CPU time (user + system, the tool and the
+# command: on a loaded machine the steadier figure) of REPS runs of "$@",
+# as "WALL CPU"
 best() {
-	b=
+	bw=999999
+	bc=999999
 	for _ in $(seq "$REPS"); do
-		s=$(date +%s.%N)
-		"$@" >/dev/null
-		e=$(date +%s.%N)
-		b=$(echo "$s $e ${b:-999999}" | awk '{ t = $2 - $1; print (t < $3 ? t : $3) }')
+		/usr/bin/env time -o "$tmp/time" -f "%e %U %S" "$@" >/dev/null 2>&1
+		t=$(tail -1 "$tmp/time")
+		bw=$(echo "$t $bw" | awk '{ print ($1 < $4 ? $1 : $4) }')
+		bc=$(echo "$t $bc" | awk '{ c = $2 + $3; print (c < $4 ? c : $4) }')
 	done
-	echo "$b"
+	echo "$bw $bc"
 }
 
-jq_s=$(best jq "$filter" "$tmp/doc.json")
-count_s=$(best "$B/kprobe" count -o "$tmp/count" 'libjq.so.1:jv_*' -- jq "$filter" "$tmp/doc.json")
-stacks_s=$(best "$B/kprobe" count --stacks="$DEPTH" --format folded -o "$tmp/folded" \
+if ! /usr/bin/env time -f "%e" true >/dev/null 2>&1; then
+	echo "kprobe_stacks_jq: skipped (needs GNU time)"
+	exit 0
+fi
+jq_t=$(best jq "$filter" "$tmp/doc.json")
+count_t=$(best "$B/kprobe" count -o "$tmp/count" 'libjq.so.1:jv_*' -- jq "$filter" "$tmp/doc.json")
+stacks_t=$(best "$B/kprobe" count --stacks="$DEPTH" --format folded -o "$tmp/folded" \
 	'libjq.so.1:jv_*' -- jq "$filter" "$tmp/doc.json")
 hits=$(awk 'NR > 1 { s += $4 } END { print s }' "$tmp/count")
 stacked=$(awk '{ s += $NF } END { print s }' "$tmp/folded")
 lines=$(wc -l < "$tmp/folded")
-echo "jq alone:             ${jq_s} s"
-echo "count:                ${count_s} s  (${hits} hits)"
-echo "count --stacks=$DEPTH:    ${stacks_s} s  (${stacked} hits, ${lines} folded stacks)"
-echo "$stacks_s $count_s" | awk '{ printf "ratio stacks/count:   %.2f\n", $1 / $2 }'
+echo "                      wall s   cpu s   (best of $REPS)"
+echo "jq alone:             $jq_t"
+echo "count:                $count_t  (${hits} hits)"
+echo "count --stacks=$DEPTH:    $stacks_t  (${stacked} hits, ${lines} folded stacks)"
+echo "$stacks_t $count_t" | awk '{ printf "ratio stacks/count:   %.2f wall, %.2f cpu\n", $1 / $3, $2 / $4 }'
