@@ -140,7 +140,6 @@ static int check_map_keys(struct checker *c, struct node *m, struct mapinfo *mi)
 			return -1;
 		}
 		kt[i] = storage_of(&m->args[i]->type);
-		kt[i].is_signed = m->args[i]->type.kind == LANG_T_INT ? 0 : kt[i].is_signed;
 		if (m->args[i]->type.kind == LANG_T_STR)
 			kt[i].size = LANG_STRLEN;
 	}
@@ -150,17 +149,27 @@ static int check_map_keys(struct checker *c, struct node *m, struct mapinfo *mi)
 		memcpy(mi->d.keys, kt, sizeof(kt[0]) * (size_t)m->nargs);
 		/* as declared, for messages: strings keep their literal size */
 		memcpy(mi->decl, kt, sizeof(kt[0]) * (size_t)m->nargs);
+		/* bpftrace's messages name every integer key part unsigned */
 		for (i = 0; i < m->nargs; i++)
 			if (m->args[i]->type.kind == LANG_T_STR)
 				mi->decl[i] = m->args[i]->type;
+			else if (kt[i].kind == LANG_T_INT)
+				mi->decl[i].is_signed = 0;
 		return 0;
 	}
+	/* an integer key part prints with the sign of its first use, as
+	 * bpftrace's; a use of the other sign is the same key */
+	for (i = 0; i < m->nargs && i < mi->d.nkeys; i++)
+		if (kt[i].kind == LANG_T_INT && mi->d.keys[i].kind == LANG_T_INT)
+			kt[i].is_signed = mi->d.keys[i].is_signed;
 	if (mi->d.nkeys != m->nargs || (m->nargs && memcmp(mi->d.keys, kt, sizeof(kt[0]) * (size_t)m->nargs))) {
 		char have[256], want[256];
 
 		for (i = 0; i < m->nargs; i++)
 			if (m->args[i]->type.kind == LANG_T_STR)
 				kt[i] = m->args[i]->type;
+			else if (kt[i].kind == LANG_T_INT)
+				kt[i].is_signed = 0;
 		key_list(kt, m->nargs, have, sizeof(have));
 		key_list(mi->decl, mi->d.nkeys, want, sizeof(want));
 		if (!m->nargs)
