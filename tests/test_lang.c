@@ -461,7 +461,10 @@ Test(lang_errors, every_path_names_the_problem)
 		{ "BEGIN { }}", "unexpected }, expecting {" },
 		{ "kprobe:do_sys_open { }", "kprobe probes are not supported" },
 		{ "tracepoint:a:b { }", "tracepoint probes are not supported" },
-		{ "usdt:/bin/ls:p:n { }", "usdt probes are not supported yet" },
+		{ "usdt:/bin/ls:p:n { @x = retval; }", "retval builtin can only be used" },
+		{ "usdt:/bin/ls:p:n { override(1); }", "override() can only be used" },
+		{ "usdt:/bin/ls:p:n { @x = arg8; }", "doesn't support arg8" },
+		{ "usdt:/bin/ls:p:n, uprobe:/bin/ls:f { @x = arg6; }", "doesn't support arg6" },
 		{ "foo:bar { }", "Invalid probe type: foo" },
 		{ "uprobe:/bin/ls { }", "Invalid probe" },
 		{ "uprobe:/bin/ls:main+zz { }", "invalid offset" },
@@ -632,6 +635,48 @@ Test(lang_compile, probes_as_written)
 	cr_assert_eq(p[6].interval_ns, 2000000000ull);
 	cr_assert_eq(p[7].kind, LANG_P_URETPROBE);
 	cr_assert_str_eq(lang_image_str(&e->img, p[7].target), "libz");
+	env_free(e);
+}
+
+/* usdt probes: OBJ, PROVIDER (or none), NAME in the image; arg0.. come
+ * from the values the runtime fetched (ctx.argv), signed 64-bit as
+ * bpftrace types them, 0 past the operands the site has. */
+Test(lang_vm, usdt_args_from_fetched_operands)
+{
+	struct env *e = compile("usdt:/bin/py:python:function__entry { @[arg0] = sum(arg7); @n = count(); }\n"
+				"U:/bin/py:gc__start /arg1 < 0/ { @neg = count(); }");
+	const struct lang_probe_desc *p = e->img.probes;
+	uint64_t argv[8] = { (uint64_t)-5, 0, 0, 0, 0, 0, 0, 40 };
+	int64_t key = -5;
+	int found;
+
+	cr_assert_eq(e->img.hdr->nprobes, 2);
+	cr_assert_eq(p[0].kind, LANG_P_USDT);
+	cr_assert_str_eq(lang_image_str(&e->img, p[0].target), "/bin/py");
+	cr_assert_str_eq(lang_image_str(&e->img, p[0].provider), "python");
+	cr_assert_str_eq(lang_image_str(&e->img, p[0].func), "function__entry");
+	cr_assert_str_eq(lang_image_str(&e->img, p[1].provider), "");
+	cr_assert_str_eq(lang_image_str(&e->img, p[1].func), "gc__start");
+	cr_assert(e->img.maps[map_index(e, "@")].keys[0].is_signed);
+	/* the registers are not the arguments */
+	e->regs.di = 1;
+	e->regs.si = (uint64_t)-1;
+	e->ctx.argv = argv;
+	e->ctx.nargv = 8;
+	cr_assert_eq(run(e, 0), 0);
+	cr_assert_eq(run(e, 1), 0);
+	cr_assert_eq(map_int(e, "@", &key, &found), 40);
+	cr_assert(found);
+	map_int(e, "@neg", NULL, &found);
+	cr_assert(!found);
+	argv[1] = (uint64_t)-3;
+	e->ctx.nargv = 1;	/* a site with one operand: arg1.. read 0 */
+	cr_assert_eq(run(e, 1), 0);
+	map_int(e, "@neg", NULL, &found);
+	cr_assert(!found);
+	e->ctx.nargv = 2;
+	cr_assert_eq(run(e, 1), 0);
+	cr_assert_eq(scalar(e, "@neg"), 1);
 	env_free(e);
 }
 

@@ -8,6 +8,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "sdt_probe.h"	/* SDT probe sites without <sys/sdt.h> */
+
 #define PROBED __attribute__((noinline, noclone, used))
 
 volatile long run_sink;
@@ -77,6 +79,29 @@ static void on_usr1(int sig)
 	got_signal++;
 }
 
+/* sdt N: N rounds of two SDT probes, demo:req (operands 1000 + i in a
+ * register, -(i % 3) in memory, the constant 7), which fires only while
+ * its semaphore is raised, and demo:name (a string, i, 0) always; prints
+ * how many rounds found the semaphore raised. */
+__attribute__((section(".probes"), used)) volatile unsigned short run_req_semaphore;
+
+static void run_sdt(long n)
+{
+	static const char *const names[] = { "alpha", "beta", "gamma" };
+	long enabled = 0;
+
+	for (long i = 0; i < n; i++) {
+		int neg = (int)-(i % 3);
+
+		if (run_req_semaphore) {
+			enabled++;
+			SDT_PROBE3(demo, req, run_req_semaphore, "r", 1000 + i, "m", neg, "n", 7);
+		}
+		SDT_PROBE3(demo, name, 0, "r", names[i % 3], "r", i, "n", 0);
+	}
+	printf("sdt enabled %ld of %ld\n", enabled, n);
+}
+
 int main(int argc, char **argv)
 {
 	const char *mode = argc > 1 ? argv[1] : "";
@@ -125,7 +150,11 @@ int main(int argc, char **argv)
 		}
 		return 0;
 	}
+	if (!strcmp(mode, "sdt")) {
+		run_sdt(a);
+		return 0;
+	}
 	fputs("usage: run_target calls N | names | threads T N | recurse N | check | signal |"
-	      " ticks N MS\n", stderr);
+	      " ticks N MS | sdt N\n", stderr);
 	return 64;
 }

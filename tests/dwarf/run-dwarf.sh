@@ -291,6 +291,26 @@ if [ -x $PY ] && readelf -n $PY 2>/dev/null | grep -q function__entry; then
 	else
 		echo "dwarf-vars: bpftrace cannot run here: python's events checked without it"
 	fi
+	# The same probe in a program: kprobe run's output (-o) byte for byte
+	# as bpftrace's for the same program, or the three gen starts.
+	prog="usdt:$PY:python:function__entry { printf(\"%s %s %d\\n\", str(arg0), str(arg1), arg2); @n = count(); }"
+	timeout 60 "$KPROBE" run -o "$OUT/py-run.txt" -e "$prog" -c "$PY tests/dwarf/usdt.py" \
+		>/dev/null 2>"$OUT/err"
+	mine=$(grep -c "/tests/dwarf/usdt.py gen 5\$" "$OUT/py-run.txt")
+	[ "$mine" = 3 ] || { echo "FAIL kprobe run python function__entry: $mine of 3 gen starts; $(cat "$OUT/err")"; fail=1; }
+	if command -v bpftrace >/dev/null 2>&1 &&
+	   timeout 60 bpftrace -o "$OUT/py-run-bpftrace.txt" -e "$prog" -c "$PY tests/dwarf/usdt.py" \
+		>/dev/null 2>&1 && [ -s "$OUT/py-run-bpftrace.txt" ]; then
+		if ! cmp -s "$OUT/py-run-bpftrace.txt" "$OUT/py-run.txt"; then
+			echo "FAIL kprobe run python function__entry differs from bpftrace's:"
+			diff "$OUT/py-run-bpftrace.txt" "$OUT/py-run.txt" | head -10
+			fail=1
+		else
+			echo "dwarf-vars: python3.11 function__entry in a program: as bpftrace prints it"
+		fi
+	else
+		echo "dwarf-vars: bpftrace cannot run here: python's program output not compared"
+	fi
 else
 	echo "dwarf-vars: $PY with SDT notes not installed: its probes not checked"
 fi

@@ -89,6 +89,9 @@ void agent_hit_after_fork(bool follow);
 /* Sets the probe's handlers (and return instance data size) for its
  * session's action and clock (agent_hit.c). */
 void agent_set_handlers(struct agent_probe *ap);
+/* Runs an argument's fetch plan at a hit (fault-safe loads, no call the
+ * handler analysis cannot follow); false when a load faulted. */
+bool agent_run_plan(const struct pt_regs *regs, const struct spec_arg *a, uint64_t *out);
 /* Whether a hit of the calling thread is not the program's (the agent's
  * own threads, a forked child that is not followed). */
 bool agent_hit_silent(struct agent_session *s);

@@ -491,6 +491,11 @@ static bool run_plan_stack(const struct pt_regs *regs, const struct spec_arg *a,
 	return true;
 }
 
+bool agent_run_plan(const struct pt_regs *regs, const struct spec_arg *a, uint64_t *out)
+{
+	return run_plan(regs, a, out);
+}
+
 /* The values of a probe's arguments at an entry hit; bit i of the result
  * set when argument i could not be read. */
 static inline uint32_t entry_values(const struct agent_probe *ap, const struct pt_regs *regs,

@@ -291,9 +291,46 @@ static const struct lang_ops prog_ops = {
  * marks skip the interpreter: the aggregations in prog_fast_*, a false
  * filter in filter_false(). */
 
+/* An SDT operand's value as bpftrace gives it: the operand's size
+ * sign- or zero-extended to 64 bits.  if-chains: no jump table. */
+static inline __attribute__((always_inline)) uint64_t sdt_extend(uint8_t type, uint64_t v)
+{
+	if (type == ARG_S32)
+		return (uint64_t)(int64_t)(int32_t)v;
+	if (type == ARG_U32)
+		return (uint32_t)v;
+	if (type == ARG_S16)
+		return (uint64_t)(int64_t)(int16_t)v;
+	if (type == ARG_U16)
+		return (uint16_t)v;
+	if (type == ARG_S8)
+		return (uint64_t)(int64_t)(int8_t)v;
+	if (type == ARG_U8)
+		return (uint8_t)v;
+	return v;
+}
+
+/* arg0.. of a usdt probe's hit: each operand's fetch plan (0 when a load
+ * faults or the operand is unavailable, as a failed read in bpftrace). */
+_Static_assert(LANG_MAX_USDT_ARGS == SPEC_MAX_ARGS, "a usdt probe's arguments are its spec's");
+
+static void sdt_args(const struct agent_probe *ap, const struct pt_regs *regs, uint64_t *argv)
+{
+	for (int i = 0; i < ap->nargs && i < SPEC_MAX_ARGS; i++) {
+		const struct spec_arg *a = &ap->args[i];
+
+		argv[i] = 0;
+		if (a->src == ARG_SRC_PLAN && agent_run_plan(regs, a, &argv[i]))
+			argv[i] = sdt_extend(a->type, argv[i]);
+		else
+			argv[i] = 0;
+	}
+}
+
 static int run_probe(struct agent_prog *p, struct agent_probe *ap, unsigned probe,
 		     struct pt_regs *regs, uint64_t func, bool at_entry)
 {
+	uint64_t argv[SPEC_MAX_ARGS];
 	struct prog_run run;
 	struct lang_ctx ctx = {
 		.regs = regs,
@@ -304,6 +341,11 @@ static int run_probe(struct agent_prog *p, struct agent_probe *ap, unsigned prob
 		.arg = &run,
 	};
 
+	if (ap && p->img.probes[probe].kind == LANG_P_USDT) {
+		sdt_args(ap, regs, argv);
+		ctx.argv = argv;
+		ctx.nargv = ap->nargs;
+	}
 	run.prog = p;
 	run.ap = ap;
 	run.at_entry = at_entry;
@@ -542,7 +584,9 @@ void agent_prog_set_handlers(struct agent_probe *ap)
 		ap->u.rp.data_size = 0;
 		return;
 	}
-	ap->at_function_entry = !ap->session->cfg.specs[ap->spec].offset;
+	/* an SDT site is inside a function, never its entry */
+	ap->at_function_entry = !ap->session->cfg.specs[ap->spec].offset &&
+				p->img.probes[ap->prog_probe].kind != LANG_P_USDT;
 	ap->u.kp.pre_handler = probe_is_fast(p, ap->prog_probe) ? prog_fast_entry : prog_entry;
 	if (p->uses_override[ap->prog_probe])
 		ap->u.kp.post_handler = prog_post;
@@ -682,6 +726,25 @@ static bool spec_matches(const struct probe_spec *s, const struct lang_image *im
 	       s->is_return == (d->kind == LANG_P_URETPROBE);
 }
 
+/* The n sites of a usdt probe, from spec first on: addresses whose
+ * arguments are fetch plans (the SDT operands, arg0..), the first alone
+ * marked.  spec.c verified each plan as it parsed the config. */
+static bool usdt_sites_match(const struct session_config *cfg, int first, int n)
+{
+	if (n <= 0 || n > cfg->nspecs - first)
+		return false;
+	for (int k = first; k < first + n; k++) {
+		const struct probe_spec *s = &cfg->specs[k];
+
+		if (s->kind != SPEC_ADDRESS || s->is_return || (k > first && s->usdt_sites))
+			return false;
+		for (int a = 0; a < s->nargs; a++)
+			if (s->args[a].src != ARG_SRC_PLAN && s->args[a].src != ARG_SRC_UNAVAIL)
+				return false;
+	}
+	return true;
+}
+
 static bool code_has_override(const struct lang_image *img, const struct lang_probe_desc *d)
 {
 	for (uint32_t k = 0; k < d->ncode; k++)
@@ -713,9 +776,20 @@ static int map_specs(struct agent_prog *p, struct session_config *cfg, struct ag
 				(struct interval){ p, i, d->interval_ns, 0, false };
 			continue;
 		}
+		if (d->kind == LANG_P_USDT) {
+			int n = spec < cfg->nspecs ? cfg->specs[spec].usdt_sites : 0;
+
+			if (!usdt_sites_match(cfg, spec, n))
+				return agent_fail(f, 1, -EPROTO, "the session's probes are not the "
+						  "program's");
+			while (n--)
+				p->probe_of_spec[spec++] = i;
+			continue;
+		}
 		if (d->kind != LANG_P_UPROBE && d->kind != LANG_P_URETPROBE)
 			continue;
-		if (spec >= cfg->nspecs || !spec_matches(&cfg->specs[spec], img, d))
+		if (spec >= cfg->nspecs || cfg->specs[spec].usdt_sites ||
+		    !spec_matches(&cfg->specs[spec], img, d))
 			return agent_fail(f, 1, -EPROTO, "the session's probes are not the "
 					  "program's");
 		p->probe_of_spec[spec++] = i;

@@ -25,7 +25,7 @@ const char *action_name(enum kps_action a)
 
 char *config_format(const struct session_config *cfg)
 {
-	size_t cap = 256 + (size_t)cfg->nspecs * (SPEC_TEXT_MAX + 8);
+	size_t cap = 256 + (size_t)cfg->nspecs * (SPEC_TEXT_MAX + 24);
 	char *buf, *p;
 
 	if (cfg->module)
@@ -38,8 +38,12 @@ char *config_format(const struct session_config *cfg)
 		return NULL;
 	p += snprintf(p, cap, "shm %s\naction %s\nfollow %d\n", cfg->shm,
 		      action_name(cfg->action), cfg->follow ? 1 : 0);
-	for (int i = 0; i < cfg->nspecs; i++)
+	for (int i = 0; i < cfg->nspecs; i++) {
+		if (cfg->specs[i].usdt_sites)
+			p += snprintf(p, cap - (size_t)(p - buf), "usdt %u\n",
+				      (unsigned)cfg->specs[i].usdt_sites);
 		p += snprintf(p, cap - (size_t)(p - buf), "probe %s\n", cfg->specs[i].text);
+	}
 	if (cfg->watch_len)
 		p += snprintf(p, cap - (size_t)(p - buf), "watch %u %s\n", cfg->watch_len,
 			 cfg->watch_rw ? "rw" : "w");
@@ -115,9 +119,28 @@ static int config_program_line(const char *val, struct session_config *cfg, char
 	return 0;
 }
 
+/* "usdt N": the next probe line is the first of the N sites of one usdt
+ * probe of the program (the agent checks N against the probes that
+ * follow). */
+static int config_usdt_line(const char *val, struct session_config *cfg, char *err,
+			    size_t errlen)
+{
+	unsigned int n;
+	int end = 0;
+
+	if (sscanf(val, "%u%n", &n, &end) != 1 || val[end] || !n || n > KPROBE_MAX_SPECS ||
+	    cfg->nspecs == KPROBE_MAX_SPECS || cfg->specs[cfg->nspecs].usdt_sites) {
+		snprintf(err, errlen, "bad usdt item '%.64s'", val);
+		return -EINVAL;
+	}
+	cfg->specs[cfg->nspecs].usdt_sites = (uint16_t)n;
+	return 0;
+}
+
 static int config_line(char *line, struct session_config *cfg, char *err, size_t errlen)
 {
 	char *val = strchr(line, ' ');
+	int rc;
 
 	if (!val) {
 		snprintf(err, errlen, "bad config line '%s'", line);
@@ -165,12 +188,20 @@ static int config_line(char *line, struct session_config *cfg, char *err, size_t
 		return 0;
 	}
 	if (!strcmp(line, "probe")) {
+		uint16_t sites;
+
 		if (cfg->nspecs == KPROBE_MAX_SPECS) {
 			snprintf(err, errlen, "too many probes (at most %d)", KPROBE_MAX_SPECS);
 			return -EINVAL;
 		}
-		return spec_parse(val, &cfg->specs[cfg->nspecs++], err, errlen);
+		/* spec_parse starts from a clean spec: keep the "usdt N" mark */
+		sites = cfg->specs[cfg->nspecs].usdt_sites;
+		rc = spec_parse(val, &cfg->specs[cfg->nspecs], err, errlen);
+		cfg->specs[cfg->nspecs++].usdt_sites = sites;
+		return rc;
 	}
+	if (!strcmp(line, "usdt"))
+		return config_usdt_line(val, cfg, err, errlen);
 	if (!strcmp(line, "program"))
 		return config_program_line(val, cfg, err, errlen);
 	if (!strcmp(line, "module") || !strcmp(line, "modarg"))

@@ -19,6 +19,7 @@
 #include "ldcache.h"
 #include "session.h"
 #include "symbolize.h"
+#include "usdt.h"
 
 #define PROGRAM_MAX	(1u << 20)	/* bytes of source text */
 #define LINE_MAX_OUT	16384		/* a formatted printf line */
@@ -84,13 +85,43 @@ static void probe_to_spec(const struct lang_image *img, const struct lang_probe_
 	spec_format(s);
 }
 
-/* The probe specs in image order: the agent derives the same list from
- * the image it verified and refuses a config that disagrees. */
+/* A usdt probe of the image: its sites, each with every operand of its
+ * SDT note as arg0.. (the fetch plans the agent runs at a hit), appended
+ * to o's specs, the first marked with their number. */
+static void usdt_probe_specs(struct cli_opts *o, const struct lang_image *img,
+			     const struct lang_probe_desc *d)
+{
+	const char *obj = lang_image_str(img, d->target);
+	const char *prov = lang_image_str(img, d->provider);
+	const char *name = lang_image_str(img, d->func);
+	struct probe_spec s;
+	int n;
+
+	memset(&s, 0, sizeof(s));
+	s.kind = SPEC_USDT;
+	if (strlen(obj) >= sizeof(s.object) ||
+	    (size_t)snprintf(s.symbol, sizeof(s.symbol), "%s:%s", prov[0] ? prov : "*",
+			     name) >= sizeof(s.symbol) || strchr(name, ':') || strchr(prov, ':'))
+		cli_die(EXIT_BAD, "cannot probe '%s'", lang_image_str(img, d->text));
+	snprintf(s.object, sizeof(s.object), "%s", obj);
+	spec_format(&s);
+	n = usdt_sites(o, &s, true, &o->specs[o->nspecs], KPROBE_MAX_SPECS - o->nspecs);
+	o->specs[o->nspecs].usdt_sites = (uint16_t)n;
+	o->nspecs += n;
+}
+
+/* The probe specs in image order (a usdt probe's sites together): the
+ * agent derives the same list from the image it verified and refuses a
+ * config that disagrees. */
 static void collect_specs(struct cli_opts *o, struct run_program *p)
 {
 	for (uint32_t i = 0; i < p->img.hdr->nprobes; i++) {
 		const struct lang_probe_desc *d = &p->img.probes[i];
 
+		if (d->kind == LANG_P_USDT) {
+			usdt_probe_specs(o, &p->img, d);
+			continue;
+		}
 		if (d->kind != LANG_P_UPROBE && d->kind != LANG_P_URETPROBE) {
 			p->nspecial++;
 			continue;
@@ -206,6 +237,11 @@ static int fmt_probe_name(uint64_t id, char *out, size_t outlen, void *arg)
 	if (!d)
 		return -1;
 	spec = &p->session->opts->specs[d->spec];
+	if (spec->usdt_sites || !strncmp(spec->label, "usdt:", 5)) {
+		/* an SDT site: "usdt:OBJ:PROVIDER:NAME" */
+		snprintf(out, outlen, "usdt:%s:%s", printed_object(p, spec->object), spec->label + 5);
+		return 0;
+	}
 	pct = strstr(d->name, "%return");
 	snprintf(out, outlen, "%s:%s:%.*s", spec->is_return ? "uretprobe" : "uprobe",
 		 printed_object(p, spec->object),

@@ -126,6 +126,10 @@ struct probe_spec {
 	/* The tool's own note, not sent: the name to show this probe by
 	 * instead of the agent's ("usdt:PROVIDER:NAME"). */
 	char label[120];
+	/* kprobe run: this spec is the first of the N sites of one usdt probe
+	 * of the program (the config says so in a "usdt N" line before it);
+	 * 0 for every other spec. */
+	uint16_t usdt_sites;
 };
 
 /* Whether a command-line token is an ARG rather than the start of a probe. */

@@ -427,14 +427,15 @@ static int candidate_objects(const struct cli_opts *o, const struct probe_spec *
 	return n;
 }
 
-/* One PROBE's ARGs at SDT probe p: arg0.. as asked, or all operands. */
+/* One PROBE's ARGs at SDT probe p: arg0.. as asked, or all operands
+ * (when all, or tracing with none asked). */
 static void probe_args(const struct cli_opts *o, const struct probe_spec *orig, const char *path,
-		       const struct usdt_probe *p, struct probe_spec *out)
+		       const struct usdt_probe *p, bool all, struct probe_spec *out)
 {
 	char err[300];
 
 	out->nargs = 0;
-	if (!orig->nargs && o->action == ACT_TRACE) {
+	if (!orig->nargs && (all || o->action == ACT_TRACE)) {
 		int n = usdt_nargs(p);
 
 		if (n > SPEC_MAX_ARGS)
@@ -460,62 +461,78 @@ static void probe_args(const struct cli_opts *o, const struct probe_spec *orig, 
 	}
 }
 
+int usdt_sites(const struct cli_opts *o, const struct probe_spec *orig, bool all_args,
+	       struct probe_spec *out, int max)
+{
+	char (*paths)[PATH_MAX];
+	char glob[256], *colon;
+	struct usdt_probe found[256];
+	int npaths, total = 0;
+
+	paths = calloc(64, PATH_MAX);
+	if (!paths)
+		cli_die(EXIT_FAIL, "out of memory");
+	npaths = candidate_objects(o, orig, paths, 64);
+	snprintf(glob, sizeof(glob), "%s", orig->symbol);
+	colon = strchr(glob, ':');
+	if (!colon)
+		cli_die(EXIT_BAD, "bad SDT probe '%s'", orig->text);
+	*colon = '\0';
+	for (int k = 0; k < npaths; k++) {
+		struct match m = { glob, colon + 1, found, 0, 256 };
+		if (usdt_foreach(paths[k], collect, &m) == -E2BIG)
+			cli_die(EXIT_BAD, "'%s' matches more than 256 SDT probes", orig->text);
+		for (int j = 0; j < m.n; j++) {
+			struct probe_spec *s = &out[total];
+			char err[600];
+
+			if (total == max)
+				cli_die(EXIT_BAD, "too many probes (at most %d)", KPROBE_MAX_SPECS);
+			*s = *orig;
+			s->kind = SPEC_ADDRESS;
+			s->address = found[j].pc;
+			s->semaphore = found[j].semaphore;
+			s->symbol[0] = '\0';
+			cli_spec_object(s->object, sizeof(s->object), paths[k]);
+			probe_args(o, orig, paths[k], &found[j], all_args, s);
+			snprintf(s->label, sizeof(s->label), "usdt:%.50s:%.50s", found[j].provider,
+				 found[j].name);
+			if (spec_format(s) && spec_too_long(s, err, sizeof(err)))
+				cli_die(EXIT_BAD, "%s", err);
+			total++;
+		}
+		/* A named object, or the first one with matches. */
+		if (total)
+			break;
+	}
+	free(paths);
+	if (!total)
+		cli_die(EXIT_BAD, "no SDT probe matches '%s'%s", orig->text,
+			orig->object[0] ? "" : " in the program or the libraries it loads");
+	return total;
+}
+
 void usdt_resolve(struct cli_opts *o)
 {
 	int nspecs = o->nspecs;
+	struct probe_spec *sites = calloc(KPROBE_MAX_SPECS, sizeof(*sites));
 
+	if (!sites)
+		cli_die(EXIT_FAIL, "out of memory");
 	for (int i = 0; i < nspecs; i++) {
-		struct probe_spec orig = o->specs[i];
-		char (*paths)[PATH_MAX];
-		char glob[256], *colon;
-		struct usdt_probe found[256];
-		int npaths, total = 0;
+		int n;
 
-		if (orig.kind != SPEC_USDT)
+		if (o->specs[i].kind != SPEC_USDT)
 			continue;
-		paths = calloc(64, PATH_MAX);
-		if (!paths)
-			cli_die(EXIT_FAIL, "out of memory");
-		npaths = candidate_objects(o, &orig, paths, 64);
-		snprintf(glob, sizeof(glob), "%s", orig.symbol);
-		colon = strchr(glob, ':');
-		if (!colon)
-			cli_die(EXIT_BAD, "bad SDT probe '%s'", orig.text);
-		*colon = '\0';
-		for (int k = 0; k < npaths; k++) {
-			struct match m = { glob, colon + 1, found, 0, 256 };
-			if (usdt_foreach(paths[k], collect, &m) == -E2BIG)
-				cli_die(EXIT_BAD, "'%s' matches more than 256 SDT probes", orig.text);
-			for (int j = 0; j < m.n; j++) {
-				struct probe_spec *out = total ? &o->specs[o->nspecs] : &o->specs[i];
-				char err[600];
-
-				if (total && o->nspecs == KPROBE_MAX_SPECS)
-					cli_die(EXIT_BAD, "too many probes (at most %d)", KPROBE_MAX_SPECS);
-				*out = orig;
-				out->kind = SPEC_ADDRESS;
-				out->address = found[j].pc;
-				out->semaphore = found[j].semaphore;
-				out->symbol[0] = '\0';
-				cli_spec_object(out->object, sizeof(out->object), paths[k]);
-				probe_args(o, &orig, paths[k], &found[j], out);
-				snprintf(out->label, sizeof(out->label), "usdt:%.50s:%.50s", found[j].provider,
-					 found[j].name);
-				if (spec_format(out) && spec_too_long(out, err, sizeof(err)))
-					cli_die(EXIT_BAD, "%s", err);
-				if (total++)
-					o->nspecs++;
-			}
-			/* A named object, or the first one with matches. */
-			if (total)
-				break;
-		}
-		free(paths);
-		if (!total)
-			cli_die(EXIT_BAD, "no SDT probe matches '%s'%s%s", orig.text,
-				orig.object[0] ? "" : " in the program or the libraries it loads",
-				"");
+		/* the first site replaces the spec, the others go at the end */
+		n = usdt_sites(o, &o->specs[i], false, sites, KPROBE_MAX_SPECS);
+		if (o->nspecs + n - 1 > KPROBE_MAX_SPECS)
+			cli_die(EXIT_BAD, "too many probes (at most %d)", KPROBE_MAX_SPECS);
+		o->specs[i] = sites[0];
+		for (int j = 1; j < n; j++)
+			o->specs[o->nspecs++] = sites[j];
 	}
+	free(sites);
 }
 
 /* kprobe vars usdt:...: each matching SDT probe with its operands. */

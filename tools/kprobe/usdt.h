@@ -4,6 +4,7 @@
 #ifndef KPROBE_USDT_H
 #define KPROBE_USDT_H
 
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 
@@ -34,6 +35,15 @@ int usdt_nargs(const struct usdt_probe *p);
  * operand's size and sign.  0, or -EINVAL with one line in err. */
 int usdt_arg_plan(const char *path, const struct usdt_probe *p, int index, struct spec_arg *a,
 		  char *err, size_t errlen);
+
+/* The sites of the usdt: spec s: one OBJECT:0xADDRESS%sem= spec per
+ * matching SDT probe, in the object s names, else in the first of the
+ * main executable and the libraries it loads that has any, written to out
+ * (at most max), with s's ARGs or, when all_args, every operand as
+ * arg0.. (fetch plans).  Returns how many; exits with EXIT_BAD and one
+ * line when none matches or an operand cannot be read. */
+int usdt_sites(const struct cli_opts *o, const struct probe_spec *s, bool all_args,
+	       struct probe_spec *out, int max);
 
 /* Replaces each usdt: probe of o by one OBJECT:0xADDRESS probe per
  * matching SDT probe, in the object it names, else in the main executable

@@ -22,6 +22,7 @@ struct checker {
 
 static const struct lang_type T_I64 = { LANG_T_INT, 1, 8 };
 static const struct lang_type T_U64 = { LANG_T_INT, 0, 8 };
+static const struct lang_type T_S64 = { LANG_T_INT, 1, 8 };
 
 static void type_name(const struct lang_type *t, char *out, size_t n)
 {
@@ -398,7 +399,7 @@ static int check_map_read(struct checker *c, struct node *n)
 }
 
 static int probe_kinds_allow(struct checker *c, struct node *n, int uprobe_ok, int uret_ok,
-			     const char *what)
+			     int usdt_ok, const char *what)
 {
 	struct probe *pr = c->pr;
 	int i;
@@ -406,12 +407,22 @@ static int probe_kinds_allow(struct checker *c, struct node *n, int uprobe_ok, i
 	for (i = 0; i < pr->natt; i++) {
 		int k = pr->att[i].kind;
 
-		if ((k == LANG_P_UPROBE && uprobe_ok) || (k == LANG_P_URETPROBE && uret_ok))
+		if ((k == LANG_P_UPROBE && uprobe_ok) || (k == LANG_P_URETPROBE && uret_ok) ||
+		    (k == LANG_P_USDT && usdt_ok))
 			continue;
 		prog_error(c->p, n->loc, "%s", what);
 		return -1;
 	}
 	return 0;
+}
+
+/* Whether every attach point of pr is a usdt probe. */
+static bool only_usdt(const struct probe *pr)
+{
+	for (int i = 0; i < pr->natt; i++)
+		if (pr->att[i].kind != LANG_P_USDT)
+			return false;
+	return true;
 }
 
 static int check_builtin(struct checker *c, struct node *n)
@@ -460,15 +471,17 @@ static int check_builtin(struct checker *c, struct node *n)
 
 		if (*e)
 			goto unknown;
-		if (k > 5) {
+		if (probe_kinds_allow(c, n, 1, 0, 1, "The arg builtins can only be used with 'kprobes', 'uprobes' and 'usdt' probes"))
+			return -1;
+		/* usdt: the SDT operands the agent fetched, signed 64-bit
+		 * as bpftrace types them; uprobes: the argument registers */
+		if (k > (only_usdt(c->pr) ? LANG_MAX_USDT_ARGS - 1 : 5)) {
 			prog_error(c->p, n->loc, "x86_64 doesn't support %s", n->name);
 			return -1;
 		}
-		if (probe_kinds_allow(c, n, 1, 0, "The arg builtins can only be used with 'kprobes', 'uprobes' and 'usdt' probes"))
-			return -1;
 		n->op = B_ARG;
 		n->ival = k;
-		n->type = T_U64;
+		n->type = only_usdt(c->pr) ? T_S64 : T_U64;
 		return 0;
 	}
 	for (i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
@@ -481,7 +494,7 @@ static int check_builtin(struct checker *c, struct node *n)
 			n->type.size = LANG_COMM_LEN;
 			return 0;
 		case B_FUNC:
-			if (probe_kinds_allow(c, n, 1, 1, "The func builtin can not be used with 'BEGIN', 'END' or 'interval' probes"))
+			if (probe_kinds_allow(c, n, 1, 1, 1, "The func builtin can not be used with 'BEGIN', 'END' or 'interval' probes"))
 				return -1;
 			n->type.kind = LANG_T_USYM;
 			n->type.size = 8;
@@ -497,7 +510,7 @@ static int check_builtin(struct checker *c, struct node *n)
 			n->type.size = 8 + 8 * LANG_USTACK_MAX;
 			return 0;
 		case B_RETVAL:
-			if (probe_kinds_allow(c, n, 0, 1, "The retval builtin can only be used with 'kretprobe' and 'uretprobe' and 'kfunc' probes"))
+			if (probe_kinds_allow(c, n, 0, 1, 0, "The retval builtin can only be used with 'kretprobe' and 'uretprobe' and 'kfunc' probes"))
 				return -1;
 			/* fall through */
 		default:
@@ -918,7 +931,7 @@ static int check_call(struct checker *c, struct node *n, int as_stmt)
 
 		if (need_args(c, n, 1, 1))
 			return -1;
-		if (probe_kinds_allow(c, n, 1, 1, "signal can only be used with uprobe and uretprobe probes"))
+		if (probe_kinds_allow(c, n, 1, 1, 1, "signal can only be used with uprobe and uretprobe probes"))
 			return -1;
 		if (n->args[0]->kind == N_STR) {
 			for (i = 0; i < sizeof(sigs) / sizeof(sigs[0]); i++)
@@ -948,7 +961,7 @@ static int check_call(struct checker *c, struct node *n, int as_stmt)
 	if (!strcmp(f, "override")) {
 		if (need_args(c, n, 1, 1))
 			return -1;
-		if (probe_kinds_allow(c, n, 1, 0, "override() can only be used with uprobe probes at a function entry"))
+		if (probe_kinds_allow(c, n, 1, 0, 0, "override() can only be used with uprobe probes at a function entry"))
 			return -1;
 		for (k = 0; k < c->pr->natt; k++)
 			if (c->pr->att[k].offset) {
@@ -1222,8 +1235,11 @@ static int check_attach(struct checker *c, struct attach *a)
 {
 	switch (a->kind) {
 	case LANG_P_USDT:
-		prog_error(c->p, a->loc, "usdt probes are not supported yet");
-		return -1;
+		if (!*a->func) {
+			prog_error(c->p, a->loc, "invalid probe: %s", a->text);
+			return -1;
+		}
+		return 0;
 	case 0: {
 		static const char *const known[] = {
 			"kprobe", "kretprobe", "tracepoint", "rawtracepoint", "profile", "software",

@@ -64,6 +64,7 @@
 #define LANG_STRLEN		64	/* bpftrace's default string size */
 #define LANG_COMM_LEN		16
 #define LANG_USTACK_MAX		32	/* frames kept by ustack */
+#define LANG_MAX_USDT_ARGS	8	/* arg0..arg7 of a usdt probe */
 #define LANG_DEFAULT_MAP_KEYS	4096	/* bpftrace's default limit */
 /* hist(): bpftrace 0.17's buckets: negative, 0, 1, [2,4) ... [2^30,2^31),
  * and [2^31, ...) labelled "[2G, 4G)" as bpftrace's 32-bit log2 does. */
@@ -92,7 +93,8 @@ enum lang_probe_kind {
 	LANG_P_END,
 	LANG_P_UPROBE,
 	LANG_P_URETPROBE,
-	LANG_P_USDT,		/* parsed; the checker refuses it for now */
+	LANG_P_USDT,		/* target OBJ, provider, func NAME; the tool
+				 * resolves it to the SDT sites */
 	LANG_P_INTERVAL,
 };
 
@@ -380,6 +382,10 @@ struct lang_ctx {
 	struct pt_regs *regs;
 	uint64_t probe_id;	/* what `probe` prints (tool-side lookup) */
 	uint64_t func_addr;	/* what `func` prints: the function's address */
+	/* usdt probes: arg0.. are these values (the SDT operands the agent
+	 * fetched), not the registers; NULL elsewhere. */
+	const uint64_t *argv;
+	unsigned int nargv;
 	void *maps;		/* the region (lang_maps_init'ed) */
 	const struct lang_ops *ops;
 	void *arg;

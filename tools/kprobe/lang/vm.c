@@ -72,7 +72,10 @@ static uint64_t arg_of(const struct pt_regs *r, unsigned n)
 static uint64_t ctx_value(const struct lang_ctx *c, unsigned src, unsigned arg)
 {
 	switch (src) {
-	case LANG_SRC_ARG: return arg_of(c->regs, arg);
+	case LANG_SRC_ARG:
+		if (c->argv)
+			return arg < c->nargv ? c->argv[arg] : 0;
+		return arg_of(c->regs, arg);
 	case LANG_SRC_RETVAL: return c->regs ? c->regs->ax : 0;
 	case LANG_SRC_FUNC: return c->func_addr;
 	case LANG_SRC_PROBE: return c->probe_id;
