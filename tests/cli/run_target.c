@@ -79,13 +79,13 @@ static void on_usr1(int sig)
 	got_signal++;
 }
 
-/* sdt N: N rounds of two SDT probes, demo:req (operands 1000 + i in a
+/* sdt N [MS]: N rounds, MS apart, of two SDT probes, demo:req (operands 1000 + i in a
  * register, -(i % 3) in memory, the constant 7), which fires only while
  * its semaphore is raised, and demo:name (a string, i, 0) always; prints
  * how many rounds found the semaphore raised. */
 __attribute__((section(".probes"), used)) volatile unsigned short run_req_semaphore;
 
-static void run_sdt(long n)
+static void run_sdt(long n, long ms)
 {
 	static const char *const names[] = { "alpha", "beta", "gamma" };
 	long enabled = 0;
@@ -98,6 +98,11 @@ static void run_sdt(long n)
 			SDT_PROBE3(demo, req, run_req_semaphore, "r", 1000 + i, "m", neg, "n", 7);
 		}
 		SDT_PROBE3(demo, name, 0, "r", names[i % 3], "r", i, "n", 0);
+		if (ms) {
+			struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+
+			nanosleep(&ts, NULL);
+		}
 	}
 	printf("sdt enabled %ld of %ld\n", enabled, n);
 }
@@ -151,10 +156,10 @@ int main(int argc, char **argv)
 		return 0;
 	}
 	if (!strcmp(mode, "sdt")) {
-		run_sdt(a);
+		run_sdt(a, b);
 		return 0;
 	}
 	fputs("usage: run_target calls N | names | threads T N | recurse N | check | signal |"
-	      " ticks N MS | sdt N\n", stderr);
+	      " ticks N MS | sdt N [MS]\n", stderr);
 	return 64;
 }
