@@ -1415,6 +1415,7 @@ static const char *const corpus[] = {
 	"BEGIN { @x = 1; print(@x); clear(@x); time(); exit(); } END { printf(\"bye %s\\n\", comm); }",
 	"interval:ms:10 { @v = avg(5); @m = min(3); @M = max(4); @st = stats(1); zero(@v); }",
 	"uprobe:a:f { @p[probe, func] = count(); @u = usym(arg0); signal(9); override(0); @str = str(arg0, 5); }",
+	"usdt:a:p:n /arg7 < 0/ { @[arg0, str(arg1)] = sum(arg2); } usdt:a:n { @c[arg3] = count(); }",
 };
 
 static void *compile_corpus(size_t i, size_t *len)

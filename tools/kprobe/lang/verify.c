@@ -333,7 +333,7 @@ static int check_fast(struct vctx *v, const struct lang_probe_desc *p, unsigned 
 
 	if (p->fast == LANG_FAST_NONE)
 		return 0;
-	if (p->fast > LANG_FAST_DELTA_HIST || p->fast_src > LANG_SRC_PROBE || p->fast_arg > 5 ||
+	if (p->fast > LANG_FAST_DELTA_HIST || p->fast_src > LANG_SRC_PROBE || p->fast_arg >= LANG_MAX_USDT_ARGS ||
 	    (p->fast != LANG_FAST_COUNT_KEYLESS && !p->fast_src))
 		return bad(v, "probe %u: bad fast form", i);
 	if (p->fast == LANG_FAST_PRED_ONLY)
