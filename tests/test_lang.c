@@ -680,6 +680,80 @@ Test(lang_vm, usdt_args_from_fetched_operands)
 	env_free(e);
 }
 
+/* A debug-information reader for args->NAME: "n" is the second
+ * parameter, an int; "p" the first, a pointer. */
+static int stub_param(const char *obj, const char *func, const char *name, int *index,
+		      struct lang_type *type, char *why, size_t whylen, void *arg)
+{
+	(void)arg;
+	cr_assert_str_eq(obj, "/bin/x");
+	cr_assert_str_eq(func, "f");
+	if (!strcmp(name, "n") || !strcmp(name, "p")) {
+		*index = name[0] == 'n' ? 1 : 0;
+		*type = (struct lang_type){ LANG_T_INT, name[0] == 'n', name[0] == 'n' ? 4 : 8 };
+		return 0;
+	}
+	snprintf(why, whylen, "f has no parameter %s (it has: p, n)", name);
+	return -1;
+}
+
+Test(lang_vm, args_fields_from_debug_information)
+{
+	struct lang_compile_opts o = { .filename = "stdin", .param = stub_param };
+	const char *src = "uprobe:/bin/x:f /args->n < 0/ { @[args.n] = sum(args->p); }";
+	struct lang_error err;
+	struct env *e = calloc(1, sizeof(*e));
+	char why[256];
+	int64_t key = -1;
+	int found;
+
+	cr_assert(e);
+	cr_assert_eq(lang_compile(src, &o, &e->image, &e->len, &err), 0, "%s", err.text);
+	cr_assert_eq(lang_image_load(&e->img, e->image, e->len, why, sizeof(why)), 0, "%s", why);
+	e->region = calloc(1, e->img.region_size);
+	cr_assert(e->region);
+	cr_assert_eq(lang_maps_init(&e->img, e->region, e->img.region_size), 0);
+	e->ctx.regs = &e->regs;
+	e->ctx.maps = e->region;
+	e->ctx.ops = &ops;
+	e->ctx.arg = e;
+	cur = e;
+	/* an int in the low half of its register: garbage above is ignored */
+	e->regs.si = 0x12345678ffffffffull;
+	e->regs.di = 40;
+	cr_assert_eq(run(e, 0), 0);
+	e->regs.si = 0xabcdef0000000005ull;
+	cr_assert_eq(run(e, 0), 0);
+	cr_assert_eq(map_int(e, "@", &key, &found), 40);
+	cr_assert(found);
+	cr_assert_eq(map_count(e, "@"), 1);
+	env_free(e);
+}
+
+Test(lang_errors, args_fields)
+{
+	struct lang_compile_opts o = { .filename = "stdin", .param = stub_param };
+	static const struct { const char *src, *words; } cases[] = {
+		{ "uprobe:/bin/x:f { @ = args->q; }", "f has no parameter q (it has: p, n)" },
+		{ "uprobe:/bin/x:f* { @ = args->n; }", "wildcard" },
+		{ "uretprobe:/bin/x:f { @ = args->n; }", "only be used with uprobe probes at a function entry" },
+		{ "uprobe:/bin/x:f+4 { @ = args->n; }", "function entry" },
+		{ "uprobe:/bin/x:f { @ = args->; }", "expecting identifier" },
+		{ "uprobe:/bin/x:f { @ = args; }", "args" },
+	};
+	struct lang_error err;
+	void *img = NULL;
+	size_t len;
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		cr_assert_eq(lang_compile(cases[i].src, &o, &img, &len, &err), -EINVAL, "%s", cases[i].src);
+		cr_assert(strstr(err.msg, cases[i].words), "%s: %s", cases[i].src, err.msg);
+	}
+	/* without a debug-information reader */
+	cr_assert_eq(lang_compile("uprobe:/bin/x:f { @ = args->n; }", NULL, &img, &len, &err), -EINVAL);
+	cr_assert(strstr(err.msg, "args"), "%s", err.msg);
+}
+
 Test(lang_compile, map_descriptors)
 {
 	struct env *e = compile("uprobe:a:f { @c[tid] = count(); @h = hist(arg0); @l[comm] = lhist(arg1, 0, 100, 10);"

@@ -1607,3 +1607,108 @@ int dwarf_vars_list(struct cli_opts *o)
 	}
 	return 0;
 }
+
+/* ---- parameters by position, for args->NAME in programs ---- */
+
+struct param_query {
+	const char *func;
+	Dwarf_Die fn;
+	bool found;
+};
+
+static int offer_defined(Dwarf_Die *fn, void *arg)
+{
+	struct param_query *q = arg;
+	const char *name = dwarf_diename(fn);
+	Dwarf_Addr entry;
+
+	if (!name || strcmp(name, q->func) || dwarf_entrypc(fn, &entry))
+		return DWARF_CB_OK;
+	q->fn = *fn;
+	q->found = true;
+	return DWARF_CB_ABORT;
+}
+
+/* The type of a parameter as a program sees it: an integer of its size
+ * and sign; a pointer, enum or bool as such.  false for others. */
+static bool param_type(Dwarf_Die *param, int *size, bool *is_signed)
+{
+	Dwarf_Die t;
+	Dwarf_Attribute a;
+	Dwarf_Word enc = 0;
+	int tag;
+
+	if (!type_of(param, &t) || !strip(&t, &t))
+		return false;
+	tag = dwarf_tag(&t);
+	if (tag == DW_TAG_pointer_type || tag == DW_TAG_reference_type) {
+		*size = 8;
+		*is_signed = false;
+		return true;
+	}
+	if (tag != DW_TAG_base_type && tag != DW_TAG_enumeration_type)
+		return false;
+	*size = (int)type_size(&t);
+	if (tag == DW_TAG_base_type &&
+	    (!dwarf_attr_integrate(&t, DW_AT_encoding, &a) || dwarf_formudata(&a, &enc) ||
+	     enc == DW_ATE_float || enc == DW_ATE_complex_float))
+		return false;
+	*is_signed = enc == DW_ATE_signed || enc == DW_ATE_signed_char;
+	return *size == 1 || *size == 2 || *size == 4 || *size == 8;
+}
+
+int dwarf_param(const char *path, const char *func, const char *name, int *index, int *size,
+		bool *is_signed, char *why, size_t whylen)
+{
+	struct param_query q = { func, { 0 }, false };
+	char have[160] = "";
+	Dwarf_Off off = 0, next;
+	size_t hsize, used = 0;
+	Dwarf_Die child;
+	struct dbg d;
+	int k = 0, rc = -1;
+
+	if (dbg_try_open(&d, path)) {
+		snprintf(why, whylen, "%s has no debug information: args cannot be named", path);
+		dbg_close(&d);
+		return -1;
+	}
+	while (!q.found && !dwarf_nextcu(d.dw, off, &next, &hsize, NULL, NULL, NULL)) {
+		Dwarf_Die cu;
+
+		if (dwarf_offdie(d.dw, off + hsize, &cu))
+			dwarf_getfuncs(&cu, offer_defined, &q, 0);
+		off = next;
+	}
+	if (!q.found) {
+		snprintf(why, whylen, "no function %s in the debug information of %s", func, path);
+		goto out;
+	}
+	if (!dwarf_child(&q.fn, &child)) {
+		do {
+			const char *pn = dwarf_diename(&child);
+
+			if (dwarf_tag(&child) != DW_TAG_formal_parameter)
+				continue;
+			if (pn && !strcmp(pn, name)) {
+				*index = k;
+				if (!param_type(&child, size, is_signed)) {
+					snprintf(why, whylen, "args->%s: only integer, enum and pointer "
+						 "parameters are supported", name);
+					goto out;
+				}
+				rc = 0;
+				goto out;
+			}
+			if (used < sizeof(have))
+				used += (size_t)snprintf(have + used, sizeof(have) - used, "%s%s",
+							 k ? ", " : "", pn ? pn : "?");
+			k++;
+		} while (!dwarf_siblingof(&child, &child));
+	}
+	snprintf(why, whylen, "%s has no parameter %s (it has: %s)", func, name,
+		 have[0] ? have : "none");
+out:
+	dbg_close(&d);
+	return rc;
+}

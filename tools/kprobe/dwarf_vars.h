@@ -38,4 +38,12 @@ void dwarf_inlines_resolve(struct cli_opts *o);
  * the exit status. */
 int dwarf_vars_list(struct cli_opts *o);
 
+/* args->NAME in a program: the position of parameter name of the
+ * function func defined in the object at path (0 the first) and its size
+ * and sign (pointers unsigned 64-bit).  0, or -1 with one line in why
+ * (no debug information, no such function or parameter, with the names
+ * it has, or a type that is not an integer, enum or pointer). */
+int dwarf_param(const char *path, const char *func, const char *name, int *index, int *size,
+		bool *is_signed, char *why, size_t whylen);
+
 #endif

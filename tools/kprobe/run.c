@@ -10,11 +10,13 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <limits.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
+#include "dwarf_vars.h"
 #include "lang/lang.h"
 #include "ldcache.h"
 #include "session.h"
@@ -132,6 +134,32 @@ static void collect_specs(struct cli_opts *o, struct run_program *p)
 	}
 }
 
+/* args->NAME: the parameter's position and type from the debug
+ * information of the object the probe names (on disk, as the tool finds
+ * it for variables by name). */
+static int param_of(const char *obj, const char *func, const char *name, int *index,
+		    struct lang_type *type, char *why, size_t whylen, void *arg)
+{
+	const struct cli_opts *o = arg;
+	struct probe_spec s;
+	char path[PATH_MAX];
+	int size = 0;
+	bool sign = false;
+
+	memset(&s, 0, sizeof(s));
+	s.kind = SPEC_SYMBOL;
+	snprintf(s.object, sizeof(s.object), "%s", obj);
+	snprintf(s.symbol, sizeof(s.symbol), "%s", func);
+	if (cli_object_path(o, &s, path, sizeof(path), why, whylen))
+		return -1;
+	if (dwarf_param(path, func, name, index, &size, &sign, why, whylen))
+		return -1;
+	type->kind = LANG_T_INT;
+	type->size = (uint16_t)size;
+	type->is_signed = sign;
+	return 0;
+}
+
 void run_compile(struct cli_opts *o)
 {
 	struct lang_compile_opts copts = {
@@ -139,6 +167,8 @@ void run_compile(struct cli_opts *o)
 		.nparams = o->nparams,
 		.params = o->params,
 		.map_keys = o->map_keys,
+		.param = param_of,
+		.param_arg = o,
 	};
 	char *text = o->prog_file ? read_program_file(o->prog_file) : strdup(o->prog_text);
 	struct run_program *p = calloc(1, sizeof(*p));

@@ -425,6 +425,58 @@ static bool only_usdt(const struct probe *pr)
 	return true;
 }
 
+/* args->NAME: the parameter of the function every attach point of the
+ * probe names (uprobes at a function's entry, no glob), read from its
+ * argument register as bpftrace does, typed from DWARF. */
+static int check_args_field(struct checker *c, struct node *n)
+{
+	const struct lang_compile_opts *o = c->p->opts;
+	struct probe *pr = c->pr;
+	struct lang_type t = { 0 }, t1;
+	int index = -1, i1;
+	char why[200];
+
+	for (int i = 0; i < pr->natt; i++) {
+		const struct attach *a = &pr->att[i];
+
+		if (a->kind != LANG_P_UPROBE || a->offset) {
+			prog_error(c->p, n->loc, "The args builtin can only be used with uprobe probes at a function entry");
+			return -1;
+		}
+		if (strpbrk(a->func, "*?[")) {
+			prog_error(c->p, n->loc, "args is not supported with a wildcard probe (%s)", a->text);
+			return -1;
+		}
+		if (!o || !o->param) {
+			prog_error(c->p, n->loc, "args: no debug information reader");
+			return -1;
+		}
+		why[0] = '\0';
+		if (o->param(a->target, a->func, n->name, &i1, &t1, why, sizeof(why), o->param_arg)) {
+			prog_error(c->p, n->loc, "%s", why[0] ? why : "unknown parameter");
+			return -1;
+		}
+		if (i1 < 0 || i1 > 5 || t1.kind != LANG_T_INT ||
+		    (t1.size != 1 && t1.size != 2 && t1.size != 4 && t1.size != 8)) {
+			prog_error(c->p, n->loc, "args->%s is not an integer or pointer in one of the first six parameters",
+				   n->name);
+			return -1;
+		}
+		if (index >= 0 && (i1 != index || memcmp(&t1, &t, sizeof(t)))) {
+			prog_error(c->p, n->loc, "args->%s differs between the probes of this block", n->name);
+			return -1;
+		}
+		index = i1;
+		t = t1;
+	}
+	n->op = B_ARG;
+	n->post = 2;
+	n->ival = index;
+	n->cast = t;		/* codegen narrows the register to it */
+	n->type = t;
+	return 0;
+}
+
 static int check_builtin(struct checker *c, struct node *n)
 {
 	static const struct { const char *name; int b; } names[] = {
@@ -440,6 +492,8 @@ static int check_builtin(struct checker *c, struct node *n)
 	};
 	size_t i;
 
+	if (n->op == -2 || n->post == 2)	/* args->NAME (post: after the first pass) */
+		return check_args_field(c, n);
 	if (n->op == -1) {	/* $N */
 		struct prog *p = c->p;
 		const char *v;

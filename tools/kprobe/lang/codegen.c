@@ -204,6 +204,8 @@ static int ctx_src(int builtin)
 	}
 }
 
+static int narrow(struct gen *g, int reg, const struct lang_type *t);
+
 static int gen_builtin(struct gen *g, struct node *n, struct val *v)
 {
 	if (n->op == B_COMM) {
@@ -221,7 +223,10 @@ static int gen_builtin(struct gen *g, struct node *n, struct val *v)
 	v->reg = tmp_reg(g, n->loc);
 	if (v->reg < 0)
 		return -1;
-	return emit(g, LANG_OP_CTX, v->reg, 0, 0, (uint32_t)ctx_src(n->op), n->op == B_ARG ? n->ival : 0) < 0 ? -1 : 0;
+	if (emit(g, LANG_OP_CTX, v->reg, 0, 0, (uint32_t)ctx_src(n->op), n->op == B_ARG ? n->ival : 0) < 0)
+		return -1;
+	/* args->NAME of a narrower type: the register's low bits */
+	return n->op == B_ARG && n->cast.kind == LANG_T_INT ? narrow(g, v->reg, &n->cast) : 0;
 }
 
 static int gen_string_lit(struct gen *g, const char *s, size_t len, struct loc l, struct val *v)
@@ -732,6 +737,8 @@ static int fast_src_of(struct node *n, uint8_t *src, uint8_t *arg)
 	switch (n->op) {
 	case B_PID: case B_TID: case B_UID: case B_CPU: case B_NSECS: case B_ELAPSED:
 	case B_RETVAL: case B_FUNC: case B_PROBE: case B_ARG:
+		if (n->op == B_ARG && n->cast.kind == LANG_T_INT && n->cast.size < 8)
+			return 0;	/* args->NAME narrowed: the interpreter's */
 		*src = (uint8_t)ctx_src(n->op);
 		*arg = n->op == B_ARG ? (uint8_t)n->ival : 0;
 		return 1;

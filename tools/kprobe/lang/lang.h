@@ -261,6 +261,14 @@ struct lang_compile_opts {
 	int nparams;		/* positional parameters $1..$nparams */
 	char *const *params;
 	uint32_t map_keys;	/* 0: LANG_DEFAULT_MAP_KEYS */
+	/* args->NAME in a uprobe on OBJ:FUNC: the parameter's position
+	 * (0..5, the argument register bpftrace reads it from) and its
+	 * integer type (pointers: unsigned 64-bit), from the object's debug
+	 * information; 0, or -1 with a one-line reason in why.  NULL: args
+	 * is refused. */
+	int (*param)(const char *obj, const char *func, const char *name, int *index,
+		     struct lang_type *type, char *why, size_t whylen, void *arg);
+	void *param_arg;
 };
 
 /* An error as bpftrace prints it:

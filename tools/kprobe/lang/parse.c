@@ -18,7 +18,7 @@ enum tok {
 	T_COMMA, T_SEMI, T_QUESTION, T_COLON, T_DIV,
 	T_PLUS, T_MINUS, T_STAR, T_MOD, T_AMP, T_PIPE, T_CARET, T_TILDE, T_BANG,
 	T_SHL, T_SHR, T_EQ, T_NE, T_LT, T_LE, T_GT, T_GE, T_LAND, T_LOR,
-	T_ASSIGN, T_OPASSIGN, T_INC, T_DEC, T_BAD,
+	T_ASSIGN, T_OPASSIGN, T_INC, T_DEC, T_ARROW, T_DOT, T_BAD,
 };
 
 struct parser {
@@ -56,7 +56,8 @@ static const char *tok_name(enum tok t)
 		[T_BANG] = "!", [T_SHL] = "<<", [T_SHR] = ">>", [T_EQ] = "==",
 		[T_NE] = "!=", [T_LT] = "<", [T_LE] = "<=", [T_GT] = ">", [T_GE] = ">=",
 		[T_LAND] = "&&", [T_LOR] = "||", [T_ASSIGN] = "=", [T_OPASSIGN] = "compound assignment",
-		[T_INC] = "++", [T_DEC] = "--", [T_BAD] = "character",
+		[T_INC] = "++", [T_DEC] = "--", [T_ARROW] = "->", [T_DOT] = ".",
+		[T_BAD] = "character",
 	};
 	return names[t];
 }
@@ -277,7 +278,7 @@ static const struct punct puncts[] = {
 	{ "|=", T_OPASSIGN, OP_OR }, { "^=", T_OPASSIGN, OP_XOR },
 	{ "<<", T_SHL, 0 }, { ">>", T_SHR, 0 }, { "==", T_EQ, 0 }, { "!=", T_NE, 0 },
 	{ "<=", T_LE, 0 }, { ">=", T_GE, 0 }, { "&&", T_LAND, 0 }, { "||", T_LOR, 0 },
-	{ "++", T_INC, 0 }, { "--", T_DEC, 0 },
+	{ "++", T_INC, 0 }, { "--", T_DEC, 0 }, { "->", T_ARROW, 0 }, { ".", T_DOT, 0 },
 	{ "{", T_LBRACE, 0 }, { "}", T_RBRACE, 0 }, { "(", T_LPAREN, 0 }, { ")", T_RPAREN, 0 },
 	{ "[", T_LBRACKET, 0 }, { "]", T_RBRACKET, 0 }, { ",", T_COMMA, 0 }, { ";", T_SEMI, 0 },
 	{ "?", T_QUESTION, 0 }, { ":", T_COLON, 0 }, { "/", T_DIV, 0 }, { "+", T_PLUS, 0 },
@@ -545,6 +546,23 @@ static struct node *parse_map(struct parser *ps)
 	return n;
 }
 
+/* args->NAME (bpftrace 0.17's form) or args.NAME: a parameter of the
+ * probed function by name, resolved by the checker from DWARF.  n is the
+ * "args" identifier; it becomes an N_BUILTIN with op -2 and the name. */
+static struct node *parse_args_field(struct parser *ps, struct node *n)
+{
+	if (next(ps))	/* -> or . */
+		return NULL;
+	if (ps->t != T_IDENT) {
+		unexpected(ps, "identifier");
+		return NULL;
+	}
+	n->op = -2;
+	n->name = ps->sval;
+	n->loc = span(n->loc, ps->loc);
+	return next(ps) ? NULL : n;
+}
+
 static struct node *parse_primary(struct parser *ps)
 {
 	struct node *n;
@@ -590,6 +608,8 @@ static struct node *parse_primary(struct parser *ps)
 			n->slen = (size_t)n->loc.col_end;	/* end of the name */
 			return parse_call_args(ps, n);
 		}
+		if (!strcmp(n->name, "args") && (ps->t == T_ARROW || ps->t == T_DOT))
+			return parse_args_field(ps, n);
 		return n;
 	case T_LPAREN: {
 		struct loc l = ps->loc;
