@@ -8,7 +8,9 @@
 # must still print NAME.out (programs it cannot run, such as override(),
 # have a NAME.nooracle).  NAME.stdout, when present,
 # lists lines the target itself must print (what override() and signal()
-# change).  The target's path is written @TARGET@ in programs and outputs.
+# change).  NAME.builds lists other builds of the target (gcc optimization
+# levels, e.g. "O0 O2", built with -g) the program must print NAME.out on
+# too.  The target's path is written @TARGET@ in programs and outputs.
 #
 #   B=build bash tests/run/run-programs.sh            run every program
 #   B=build bash tests/run/run-programs.sh NAME...    run some
@@ -100,6 +102,22 @@ for n in "${names[@]}"; do
 			fi
 		done < "$PROGS/$n.stdout"
 	fi
+	for opt in $(cat "$PROGS/$n.builds" 2> /dev/null); do
+		other="$TMP/run_target-$opt"
+		[ -x "$other" ] || gcc "-$opt" -g -std=gnu11 -fno-omit-frame-pointer \
+			-I"$HERE/../../tools/kprobe" -o "$other" "$HERE/../cli/run_target.c" -lpthread
+		sed "s|@TARGET@|$other|g" "$PROGS/$n.bt" > "$TMP/$n-$opt.bt"
+		# shellcheck disable=SC2086
+		timeout 60 "$KPROBE" run $flags -o "$TMP/$n-$opt.kp" "$TMP/$n-$opt.bt" $params \
+			-c "$other $args" > /dev/null 2> "$TMP/$n-$opt.stderr"
+		sed -i "s|$other|@TARGET@|g" "$TMP/$n-$opt.kp" 2> /dev/null
+		if ! cmp -s "$TMP/$n-$opt.kp" "$PROGS/$n.out"; then
+			echo "FAIL $n on the target built -$opt:"
+			cat "$TMP/$n-$opt.stderr"
+			diff "$PROGS/$n.out" "$TMP/$n-$opt.kp" | head -20
+			ok=0
+		fi
+	done
 	if [ $oracle = 1 ] && [ ! -f "$PROGS/$n.nooracle" ]; then
 		# shellcheck disable=SC2086
 		timeout 120 bpftrace --unsafe $flags -o "$TMP/$n.bpf" "$TMP/$n.bt" $params \
