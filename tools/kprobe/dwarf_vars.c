@@ -1629,9 +1629,16 @@ static int offer_defined(Dwarf_Die *fn, void *arg)
 	return DWARF_CB_ABORT;
 }
 
-/* The type of a parameter as a program sees it: an integer of its size
- * and sign; a pointer, enum or bool as such.  false for others. */
-static bool param_type(Dwarf_Die *param, int *size, bool *is_signed)
+/* How the SysV ABI passes a parameter, as far as args->NAME cares. */
+enum param_class {
+	PARAM_INT,	/* in the next integer register: size and sign set */
+	PARAM_FLOAT,	/* in a vector register: takes no integer one */
+	PARAM_OTHER,	/* a struct or union by value, a wide integer... */
+};
+
+/* The class of a parameter and, for PARAM_INT, its size and sign
+ * (pointers, references, enums and bools are integers). */
+static enum param_class param_type(Dwarf_Die *param, int *size, bool *is_signed)
 {
 	Dwarf_Die t;
 	Dwarf_Attribute a;
@@ -1639,22 +1646,24 @@ static bool param_type(Dwarf_Die *param, int *size, bool *is_signed)
 	int tag;
 
 	if (!type_of(param, &t) || !strip(&t, &t))
-		return false;
+		return PARAM_OTHER;
 	tag = dwarf_tag(&t);
-	if (tag == DW_TAG_pointer_type || tag == DW_TAG_reference_type) {
+	if (tag == DW_TAG_pointer_type || tag == DW_TAG_reference_type ||
+	    tag == DW_TAG_rvalue_reference_type) {
 		*size = 8;
 		*is_signed = false;
-		return true;
+		return PARAM_INT;
 	}
 	if (tag != DW_TAG_base_type && tag != DW_TAG_enumeration_type)
-		return false;
+		return PARAM_OTHER;
 	*size = (int)type_size(&t);
 	if (tag == DW_TAG_base_type &&
-	    (!dwarf_attr_integrate(&t, DW_AT_encoding, &a) || dwarf_formudata(&a, &enc) ||
-	     enc == DW_ATE_float || enc == DW_ATE_complex_float))
-		return false;
+	    (!dwarf_attr_integrate(&t, DW_AT_encoding, &a) || dwarf_formudata(&a, &enc)))
+		return PARAM_OTHER;
+	if (tag == DW_TAG_base_type && (enc == DW_ATE_float || enc == DW_ATE_complex_float))
+		return *size <= 8 ? PARAM_FLOAT : PARAM_OTHER;
 	*is_signed = enc == DW_ATE_signed || enc == DW_ATE_signed_char;
-	return *size == 1 || *size == 2 || *size == 4 || *size == 8;
+	return *size == 1 || *size == 2 || *size == 4 || *size == 8 ? PARAM_INT : PARAM_OTHER;
 }
 
 int dwarf_param(const char *path, const char *func, const char *name, int *index, int *size,
@@ -1665,8 +1674,9 @@ int dwarf_param(const char *path, const char *func, const char *name, int *index
 	Dwarf_Off off = 0, next;
 	size_t hsize, used = 0;
 	Dwarf_Die child;
+	const char *blocked = NULL;
 	struct dbg d;
-	int k = 0, rc = -1;
+	int k = 0, nint = 0, rc = -1;
 
 	if (dbg_try_open(&d, path)) {
 		snprintf(why, whylen, "%s has no debug information: args cannot be named", path);
@@ -1688,18 +1698,29 @@ int dwarf_param(const char *path, const char *func, const char *name, int *index
 		do {
 			const char *pn = dwarf_diename(&child);
 
+			enum param_class cls;
+
 			if (dwarf_tag(&child) != DW_TAG_formal_parameter)
 				continue;
+			cls = param_type(&child, size, is_signed);
 			if (pn && !strcmp(pn, name)) {
-				*index = k;
-				if (!param_type(&child, size, is_signed)) {
+				*index = nint;
+				if (cls != PARAM_INT)
 					snprintf(why, whylen, "args->%s: only integer, enum and pointer "
 						 "parameters are supported", name);
-					goto out;
-				}
-				rc = 0;
+				else if (blocked)
+					snprintf(why, whylen, "args->%s: %s, before it, is passed by "
+						 "value as a struct or union: its register is not known",
+						 name, blocked);
+				else
+					rc = 0;
 				goto out;
 			}
+			/* the integer registers the earlier ones take */
+			if (cls == PARAM_INT)
+				nint++;
+			else if (cls == PARAM_OTHER && !blocked)
+				blocked = pn ? pn : "a parameter";
 			if (used < sizeof(have))
 				used += (size_t)snprintf(have + used, sizeof(have) - used, "%s%s",
 							 k ? ", " : "", pn ? pn : "?");
