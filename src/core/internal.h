@@ -109,6 +109,9 @@ void kp_fork_init(void);
 void kp_blacklist_lock(void);
 void kp_blacklist_unlock(void);
 void kp_optimizer_flush(void);
+/* The thread id of the process's optimizer thread (0: none yet); its
+ * libc calls are the library's, not the program's. */
+extern pid_t kp_optimizer_tid;
 void kp_optimizer_region_conflicts(uintptr_t addr);
 /* Ends the optimizer thread (the next request starts a new one): for an
  * agent leaving a process it was injected into.  Takes kp_registry_lock. */

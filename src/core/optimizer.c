@@ -16,6 +16,7 @@
 
 #include "core/internal.h"
 #include "os/linux/memory.h"
+#include "os/linux/sys.h"
 #include "elf/sections.h"
 #include "elf/symbols.h"
 #include "os/linux/threads.h"
@@ -26,6 +27,7 @@
 static struct kp_probepoint *queue;
 static pthread_cond_t kick = PTHREAD_COND_INITIALIZER;
 static pid_t thread_pid;
+pid_t kp_optimizer_tid;
 
 int kp_function_bounds(uintptr_t addr, uintptr_t *start, size_t *size)
 {
@@ -339,6 +341,9 @@ static void *optimizer_main(void *arg)
 	sigset_t census;
 	pid_t me;
 
+	/* Before any call a probe could be on: whoever looks for it by id
+	 * (without a system call) finds it from its very first hit. */
+	__atomic_store_n(&kp_optimizer_tid, kp_gettid(), __ATOMIC_RELEASE);
 	/* Probes hit by this thread's own libc calls run no handlers: from
 	 * its first call on (getpid() included), or a probe on getpid() or
 	 * sigemptyset() would count this thread's call as the program's. */

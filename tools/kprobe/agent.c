@@ -112,6 +112,7 @@ __attribute__((constructor)) static void agent_init(void)
 	/* Without it libkprobes refuses every probe (it cannot decode). */
 	agent_private_load(err, sizeof(err));
 	blacklist_unsafe_functions();
+	agent_hit_init();
 	pthread_atfork(NULL, NULL, after_fork_child);
 	if (env) {
 		char *config = strdup(env);

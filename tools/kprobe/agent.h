@@ -65,6 +65,8 @@ struct agent_session {
 	bool follower;			/* an exec'd child joining a running session */
 	bool time_tsc;			/* events stamped with the TSC */
 	uint64_t tick_ns_q32;		/* ns per TSC tick << 32, for latency */
+	uint64_t wait_ticks;		/* how long a writer waits for ring space */
+	bool stalled;			/* a wait timed out: the reader is gone */
 	struct agent_probe **probes;
 	int nprobes, cap;
 	struct agent_deferred *deferred;
@@ -84,6 +86,10 @@ bool agent_on_own_thread(void);
  * dlopen hook). */
 void agent_own_begin(void);
 void agent_own_end(void);
+/* Learns how the light handlers find the thread's id (the agent's
+ * constructor calls it); agent_hit_light_ok() says whether they can. */
+void agent_hit_init(void);
+bool agent_hit_light_ok(void);
 /* After fork: forget cached rings; be quiet unless following. */
 void agent_hit_after_fork(bool follow);
 /* Sets the probe's handlers (and return instance data size) for its

@@ -5,6 +5,7 @@
  * no system call except on a thread's first hit (claiming its ring) and for
  * reading :string arguments without faulting. */
 #include <errno.h>
+#include <pthread.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stddef.h>
@@ -12,22 +13,20 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "agent.h"
+#include "agent_hit.h"
 #include "arch/x86_64/unwind.h"
 #include "os/linux/memory.h"
 
-#define container_of(p, type, member) ((type *)((char *)(p) - offsetof(type, member)))
-#define TLS __attribute__((tls_model("initial-exec")))
-
 /* The calling thread's ring in the session of generation tls_gen. */
-static __thread int tls_ring TLS = -1;
-static __thread unsigned int tls_gen TLS;
-static __thread pid_t tls_pid TLS;
-/* > 0 while the thread runs agent code (its own thread, or a program
- * thread arming probes): hits there are the agent's, not the program's. */
-static __thread int tls_agent_depth TLS;
-/* A forked child of a session that does not follow forks. */
-static bool quiet;
+__thread struct hit_thread agent_tls_hit TLS = { .ring = -1 };
+#define tls_ring (agent_tls_hit.ring)
+#define tls_gen (agent_tls_hit.gen)
+#define tls_pid (agent_tls_hit.pid)
+#define tls_agent_depth (agent_tls_hit.agent_depth)
+#define quiet agent_hit_quiet
+bool agent_hit_quiet;
+long agent_tid_offset = -1;
+pid_t agent_hit_pid;
 
 static long raw_syscall(long n, long a, long b, long c, long d, long e, long f)
 {
@@ -68,25 +67,60 @@ void agent_hit_after_fork(bool follow)
 	tls_ring = -1;
 	tls_gen = 0;
 	tls_pid = 0;
+	agent_hit_pid = (pid_t)raw_syscall(SYS_getpid, 0, 0, 0, 0, 0, 0);
 	if (!follow)
 		__atomic_store_n(&quiet, true, __ATOMIC_RELAXED);
+}
+
+static void *check_tid_offsets(void *arg)
+{
+	long *cand = arg;
+	pid_t tid = (pid_t)raw_syscall(SYS_gettid, 0, 0, 0, 0, 0, 0);
+	const char *tp = __builtin_thread_pointer();
+
+	agent_mark_own_thread();
+	for (int i = 0; cand[i] != -1; i++)
+		if (cand[i] >= 0 && *(const pid_t *)(tp + cand[i]) != tid)
+			cand[i] = -2;
+	return NULL;
+}
+
+/* Finds where the thread library keeps a thread's id: the words of this
+ * thread's control block that hold its id, less those that do not hold a
+ * second thread's. */
+void agent_hit_init(void)
+{
+	const char *tp = __builtin_thread_pointer();
+	pid_t tid = (pid_t)raw_syscall(SYS_gettid, 0, 0, 0, 0, 0, 0);
+	long cand[9];
+	int n = 0;
+	pthread_t t;
+
+	agent_hit_pid = (pid_t)raw_syscall(SYS_getpid, 0, 0, 0, 0, 0, 0);
+	/* glibc's struct pthread is larger than this; its tid is well inside. */
+	for (long off = 16; off < 1024 && n < 8; off += 4)
+		if (*(const pid_t *)(tp + off) == tid)
+			cand[n++] = off;
+	cand[n] = -1;
+	if (!n || pthread_create(&t, NULL, check_tid_offsets, cand))
+		return;
+	pthread_join(t, NULL);
+	for (int i = 0; i < n; i++)
+		if (cand[i] >= 0) {
+			agent_tid_offset = cand[i];
+			return;
+		}
+}
+
+bool agent_hit_light_ok(void)
+{
+	return agent_tid_offset >= 0;
 }
 
 static bool owner_is_dead(uint64_t owner)
 {
 	return raw_syscall(SYS_tgkill, (long)(owner >> 32), (long)(uint32_t)owner, 0, 0, 0, 0) ==
 	       -ESRCH;
-}
-
-/* Tells the CLI how far to look for claimed rings. */
-static void raise_rings_hint(struct agent_session *s, int ring)
-{
-	uint32_t hint = __atomic_load_n(&s->map.hdr->rings_hint, __ATOMIC_RELAXED);
-
-	while (hint < (uint32_t)ring + 1 &&
-	       !__atomic_compare_exchange_n(&s->map.hdr->rings_hint, &hint, (uint32_t)ring + 1,
-					    true, __ATOMIC_RELEASE, __ATOMIC_RELAXED))
-		;
 }
 
 /* Ring i for me, if it is free (pass 0) or its owner died and all its
@@ -199,20 +233,6 @@ static inline uint64_t now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-static inline void counter_add(struct agent_session *s, int ring, uint32_t desc)
-{
-	uint64_t *c;
-
-	if (ring >= 0) {
-		/* Only this thread writes its row: a plain add suffices. */
-		c = &s->map.counters[(size_t)ring * KPS_MAX_PROBES + desc];
-		__atomic_store_n(c, __atomic_load_n(c, __ATOMIC_RELAXED) + 1, __ATOMIC_RELAXED);
-	} else {
-		c = &s->map.counters[(size_t)KPS_RINGS * KPS_MAX_PROBES + desc];
-		__atomic_fetch_add(c, 1, __ATOMIC_RELAXED);
-	}
-}
-
 static inline void hist_add(struct agent_session *s, int ring, uint64_t ns)
 {
 	uint64_t *c;
@@ -249,55 +269,6 @@ static uint16_t read_string(uintptr_t addr, unsigned char *dst)
 		if (!dst[i])
 			return (uint16_t)i;
 	return (uint16_t)n;
-}
-
-/* Reserves len bytes (a multiple of 8) in ring r, writing a padding record
- * first when the record would wrap; NULL when the ring is full. */
-static void *ring_reserve(struct agent_session *s, int ring, uint32_t len, uint64_t *head_out)
-{
-	struct kps_ring *r = &s->map.rings[ring];
-	unsigned char *data = s->map.ring_data + (size_t)ring * KPS_RING_BYTES;
-	uint64_t head = __atomic_load_n(&r->head, __ATOMIC_RELAXED);
-	uint64_t tail = r->tail_seen;
-	uint32_t pos = (uint32_t)(head & (KPS_RING_BYTES - 1));
-	uint32_t room = KPS_RING_BYTES - pos;
-	uint64_t need = len <= room ? len : room + len;
-
-	if (head + need - tail > KPS_RING_BYTES) {
-		tail = __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE);
-		r->tail_seen = tail;
-		if (head + need - tail > KPS_RING_BYTES)
-			return NULL;
-	}
-	if (len > room) {
-		struct kps_event *pad = (struct kps_event *)(data + pos);
-
-		pad->size = room;
-		pad->type = EV_PAD;
-		head += room;
-		pos = 0;
-	}
-	*head_out = head;
-	/* Own the next lines before they are needed: the reader's core had
-	 * them last, and waiting for that transfer is most of an event's cost. */
-	__asm__ volatile("prefetchw %0" : : "m"(data[(pos + 256) & (KPS_RING_BYTES - 1)]));
-	return data + pos;
-}
-
-static inline void ring_commit(struct agent_session *s, int ring, uint64_t head, uint32_t len)
-{
-	__atomic_store_n(&s->map.rings[ring].head, head + len, __ATOMIC_RELEASE);
-}
-
-static void count_lost(struct agent_session *s, int ring)
-{
-	if (ring >= 0) {
-		uint64_t *l = &s->map.rings[ring].lost;
-
-		__atomic_store_n(l, __atomic_load_n(l, __ATOMIC_RELAXED) + 1, __ATOMIC_RELAXED);
-	} else {
-		__atomic_fetch_add(&s->map.hdr->ringless_lost, 1, __ATOMIC_RELAXED);
-	}
 }
 
 /* Writes one event: nfixed leading values (the entry time of a return),
@@ -353,23 +324,6 @@ static void emit(struct agent_probe *ap, uint16_t type, uint64_t time_ns,
 	ev->reserved = faults | (uint32_t)nstack << KPS_STACK_SHIFT;
 	ev->size = len;
 	ring_commit(s, ring, head, len);
-}
-
-/* arg1..arg6 and retval straight from the registers: no call, so the
- * handler stays one that libkprobes can prove leaves vector state alone
- * (an optimized probe then skips saving it). */
-static inline uint64_t arg_value(const struct pt_regs *regs, uint8_t src)
-{
-	/* A table of offsets, not a switch: a jump table is an indirect
-	 * branch, which the library cannot follow. */
-	static const uint8_t offsets[ARG_SRC_RETVAL + 1] = {
-		offsetof(struct pt_regs, di), offsetof(struct pt_regs, si),
-		offsetof(struct pt_regs, dx), offsetof(struct pt_regs, cx),
-		offsetof(struct pt_regs, r8), offsetof(struct pt_regs, r9),
-		[ARG_SRC_RETVAL] = offsetof(struct pt_regs, ax),
-	};
-
-	return *(const uint64_t *)((const char *)regs + offsets[src]);
 }
 
 /* ---- fetch plans: program variables the tool located with DWARF ----
@@ -694,11 +648,17 @@ static inline __attribute__((always_inline)) int on_return(struct kretprobe_inst
 		counter_add(s, ring, ap->desc);
 		return 0;
 	case ACT_TRACE:
+	case ACT_RECORD:
 		t = stamp(tsc);
 		for (int i = 0; i < ap->nargs; i++)
 			vals[i] = ap->args[i].src != ARG_SRC_RETVAL ? d->args[i] :
 				  ap->args[i].type == ARG_F64 ? xmm0 : regs_return_value(regs);
-		emit(ap, EV_RETURN, t, &d->entry_time, 1, vals, (uint32_t)d->faults, NULL, 0);
+		/* A recorded return pairs with its entry by the call stack. */
+		if (s->cfg.action == ACT_RECORD)
+			emit(ap, EV_RETURN, t, NULL, 0, vals, (uint32_t)d->faults, NULL, 0);
+		else
+			emit(ap, EV_RETURN, t, &d->entry_time, 1, vals, (uint32_t)d->faults, NULL,
+			     0);
 		return 0;
 	case ACT_LOAD:		/* a module's session has no probes of ours */
 	case ACT_RUN:		/* a program's have handlers of their own */
@@ -802,7 +762,7 @@ static void vector_entry(uint64_t a1, uint64_t a2, uint64_t a3, uint64_t a4, uin
 	uint64_t vals[SPEC_MAX_ARGS];
 
 	tls_vector_probe = NULL;
-	if (ap && ap->session->cfg.action == ACT_TRACE) {
+	if (ap && (ap->session->cfg.action == ACT_TRACE || ap->session->cfg.action == ACT_RECORD)) {
 		uint32_t faults = 0;
 
 		for (int i = 0; i < ap->nargs; i++) {
@@ -874,7 +834,7 @@ void agent_tp_handler(struct kprobes_tracepoint *tp, const uint64_t *args, void 
 
 	if (silent(ap->session))
 		return;
-	if (ap->session->cfg.action != ACT_TRACE) {
+	if (ap->session->cfg.action != ACT_TRACE && ap->session->cfg.action != ACT_RECORD) {
 		counter_add(ap->session, thread_ring(ap->session), ap->desc);
 		return;
 	}
@@ -1004,6 +964,8 @@ void agent_set_handlers(struct agent_probe *ap)
 		}
 		return;
 	}
+	if (agent_set_light_handlers(ap))
+		return;
 	if (ap->is_return) {
 		ap->u.rp.entry_handler = tsc ? return_entry_tsc : return_entry_clock;
 		if (returns_f64(ap))

@@ -120,6 +120,8 @@ static void setup_clock(struct agent_session *s)
 	struct timespec ts;
 	uint64_t ns, tsc;
 
+	/* A full ring is waited for a few seconds at most (any TSC rate). */
+	s->wait_ticks = 8000000000ull;
 	if (!h->time_tsc)
 		return;
 	clock_gettime(CLOCK_MONOTONIC, &ts);

@@ -234,3 +234,9 @@ $(B)/tests/test_lang: tests/test_lang.c $(KP_LANG_SRC:%.c=$(B)/kprobe-cli/%.o) $
 $(B)/tests-asan/test_lang: tests/test_lang.c $(KP_LANG_SRC:%.c=$(B)/kprobe-cli-asan/%.o) $(B)/libkprobes-asan.a
 	@mkdir -p $(dir $@)
 	$(CC) -O1 -g $(BASE) $(SAN) $(KP_CFLAGS) -Itests -o $@ $^ $(LIBS) -lcriterion
+
+# The light handlers never read %rsi (the pt_regs pointer) nor write r8-r11:
+# the library's handler analysis sees that, and optimized probes and return
+# probes then save the least (agent_hit_light.c).
+$(B)/kprobe-agent/$(KP_DIR)/agent_hit_light.o: KP_CFLAGS += -ffixed-rsi -ffixed-r8 -ffixed-r9 -ffixed-r10 -ffixed-r11 \
+	-fno-tree-loop-distribute-patterns

@@ -15,12 +15,12 @@
 
 static const char *const action_names[] = {
 	[ACT_TRACE] = "trace", [ACT_COUNT] = "count", [ACT_LATENCY] = "latency",
-	[ACT_LOAD] = "load", [ACT_RUN] = "run",
+	[ACT_LOAD] = "load", [ACT_RUN] = "run", [ACT_RECORD] = "record",
 };
 
 const char *action_name(enum kps_action a)
 {
-	return a >= ACT_TRACE && a <= ACT_RUN ? action_names[a] : "?";
+	return a >= ACT_TRACE && a <= ACT_RECORD ? action_names[a] : "?";
 }
 
 char *config_format(const struct session_config *cfg)
@@ -63,7 +63,7 @@ char *config_format(const struct session_config *cfg)
 
 static int parse_action(const char *s, enum kps_action *a)
 {
-	for (int i = ACT_TRACE; i <= ACT_RUN; i++)
+	for (int i = ACT_TRACE; i <= ACT_RECORD; i++)
 		if (!strcmp(s, action_names[i])) {
 			*a = (enum kps_action)i;
 			return 0;

@@ -22,7 +22,9 @@
  *   descriptors  one per resolved probe point (name, address, object)
  *   rings        one single-producer ring per thread of the target, claimed
  *                on the thread's first hit; events go there without locks or
- *                system calls, and a full ring drops and counts
+ *                system calls; a writer that finds its ring full waits
+ *                (spinning, a few seconds at most) for the reader, or, when
+ *                the header says drop, drops and counts
  *   counters     hits per probe point, one row per ring (plain increments by
  *                the ring's owner) plus one shared row for ringless threads
  *   histograms   log2 latency buckets, one row per ring plus a shared row
@@ -65,7 +67,7 @@ enum kps_status {
 	KPS_FAILED,		/* error[] says why; nothing is armed */
 };
 
-enum kps_action { ACT_TRACE = 1, ACT_COUNT, ACT_LATENCY, ACT_LOAD, ACT_RUN };
+enum kps_action { ACT_TRACE = 1, ACT_COUNT, ACT_LATENCY, ACT_LOAD, ACT_RUN, ACT_RECORD };
 
 struct kps_header {
 	uint64_t magic;
@@ -77,7 +79,9 @@ struct kps_header {
 	uint64_t ndesc;			/* descriptors handed out (atomic) */
 	uint64_t ringless_lost;		/* events of threads that found no ring */
 	uint32_t rings_hint;		/* rings claimed so far: highest index + 1 */
-	uint32_t pad_hint;
+	/* Written by the CLI only: 1 when a full ring drops events (--drop,
+	 * or the CLI stopped reading); 0: the writer waits, bounded. */
+	uint32_t drop;
 	uint64_t skipped;		/* glob matches libkprobes refused */
 	char skip_example[160];		/* "name: reason" of the first one */
 	int32_t agent_pid;

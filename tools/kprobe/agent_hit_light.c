@@ -1,0 +1,217 @@
+/* The light handlers: what `count` and `record` need at a hit and no more.
+ *
+ * None reads its pt_regs unless it records arguments, none makes a system
+ * call, writes through %fs or writes r8-r11, and everything they call is
+ * inlined or takes one argument: the library's handler analysis, which
+ * counts any read of %rsi (where pt_regs arrives) as a read of pt_regs,
+ * then lets an optimized probe save only the light level, and a return
+ * probe without an entry handler take the assembly fast paths.  This file
+ * is compiled with %rsi and r8-r11 reserved (kprobe.mk) so the compiler
+ * never picks them. */
+#include <pthread.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include "agent_hit.h"
+
+/* A thread's first hit in a session, on the light path: its id from its
+ * control block, and a free ring if there is one (a thread without one
+ * counts in the shared row; an exited thread's ring is taken back only by
+ * the full path, which can ask the kernel whether its owner is gone). */
+static __attribute__((noinline)) void first_hit_light(struct agent_session *s)
+{
+	struct hit_thread *t = self();
+	pid_t tid;
+	uint64_t me;
+
+	t->gen = s->gen;
+	t->ring = -1;
+	if (agent_tid_offset < 0)
+		return;
+	tid = *(volatile const pid_t *)((const char *)__builtin_thread_pointer() + agent_tid_offset);
+	t->pid = agent_hit_pid;
+	if (tid == __atomic_load_n(&kp_optimizer_tid, __ATOMIC_ACQUIRE)) {
+		t->agent_depth = 1 << 20;
+		return;
+	}
+	me = (uint64_t)(uint32_t)agent_hit_pid << 32 | (uint32_t)tid;
+	for (uint32_t i = 0; i < s->nrings; i++) {
+		struct kps_ring *r = &s->map.rings[i];
+		uint64_t owner = 0;
+
+		if (__atomic_load_n(&r->owner, __ATOMIC_RELAXED) ||
+		    !__atomic_compare_exchange_n(&r->owner, &owner, me, false, __ATOMIC_ACQ_REL,
+						 __ATOMIC_RELAXED))
+			continue;
+		__atomic_store_n(&r->used, 1, __ATOMIC_RELEASE);
+		raise_rings_hint(s, (int)i);
+		t->ring = (int)i;
+		return;
+	}
+}
+
+/* The thread's state for a hit in s, or NULL when the hit is not the
+ * program's (agent code, a fork child of a session that does not follow). */
+static inline __attribute__((always_inline)) struct hit_thread *light_thread(
+	struct agent_session *s)
+{
+	struct hit_thread *t = self();
+
+	if (__builtin_expect(t->gen != s->gen, 0))
+		first_hit_light(s);
+	if (t->agent_depth > 0 || __atomic_load_n(&agent_hit_quiet, __ATOMIC_RELAXED))
+		return NULL;
+	return t;
+}
+
+/* ---- light handlers: what count and record need, and no more ----
+ * None reads its pt_regs unless it records arguments, none makes a system
+ * call or writes through %fs, so an optimized probe saves the fewest
+ * registers for them, and a return probe without an entry handler takes
+ * the library's assembly fast paths. */
+
+static int count_entry(struct kprobe *p, struct pt_regs *regs)
+{
+	struct agent_probe *ap = container_of(p, struct agent_probe, u.kp);
+	struct hit_thread *t = light_thread(ap->session);
+
+	(void)regs;
+	if (t)
+		counter_add(ap->session, t->ring, ap->desc);
+	return 0;
+}
+
+static int count_return(struct kretprobe_instance *ri, struct pt_regs *regs)
+{
+	struct agent_probe *ap = container_of(ri->rp, struct agent_probe, u.rp);
+	struct hit_thread *t = light_thread(ap->session);
+
+	(void)regs;
+	if (t)
+		counter_add(ap->session, t->ring, ap->desc);
+	return 0;
+}
+
+/* One recorded event: its time, the probe and n values; the call stack
+ * (not an entry time) pairs a return with its entry. */
+static inline __attribute__((always_inline)) void record_put(struct agent_probe *ap,
+							      struct hit_thread *t,
+							      uint16_t type, uint64_t time,
+							      const uint64_t *vals, int n)
+{
+	struct agent_session *s = ap->session;
+	uint32_t len = (uint32_t)(sizeof(struct kps_event) + 8 * (unsigned int)n);
+	struct kps_event *ev;
+	uint64_t head;
+
+	if (t->ring < 0) {
+		count_lost(s, -1);
+		return;
+	}
+	ev = ring_reserve(s, t->ring, len, &head);
+	if (!ev) {
+		count_lost(s, t->ring);
+		return;
+	}
+	ev->size = len;
+	ev->type = type;
+	ev->nvals = (uint16_t)n;
+	ev->desc = ap->desc;
+	ev->reserved = 0;
+	ev->time_ns = time;
+	for (int i = 0; i < n; i++)
+		ev->vals[i] = vals[i];
+	ring_commit(s, t->ring, head, len);
+}
+
+static int record_entry(struct kprobe *p, struct pt_regs *regs)
+{
+	uint64_t now = __builtin_ia32_rdtsc();
+	struct agent_probe *ap = container_of(p, struct agent_probe, u.kp);
+	struct hit_thread *t = light_thread(ap->session);
+
+	(void)regs;
+	if (t)
+		record_put(ap, t, EV_ENTRY, now, NULL, 0);
+	return 0;
+}
+
+static int record_return(struct kretprobe_instance *ri, struct pt_regs *regs)
+{
+	uint64_t now = __builtin_ia32_rdtsc();
+	struct agent_probe *ap = container_of(ri->rp, struct agent_probe, u.rp);
+	struct hit_thread *t = light_thread(ap->session);
+
+	(void)regs;
+	if (t)
+		record_put(ap, t, EV_RETURN, now, NULL, 0);
+	return 0;
+}
+
+/* The same with integer arguments (or return values), read from pt_regs. */
+static int record_entry_args(struct kprobe *p, struct pt_regs *regs)
+{
+	uint64_t now = __builtin_ia32_rdtsc(), vals[SPEC_MAX_ARGS];
+	struct agent_probe *ap = container_of(p, struct agent_probe, u.kp);
+	struct hit_thread *t = light_thread(ap->session);
+
+	if (!t)
+		return 0;
+	for (int i = 0; i < ap->nargs; i++)
+		vals[i] = arg_value(regs, ap->args[i].src);
+	record_put(ap, t, EV_ENTRY, now, vals, ap->nargs);
+	return 0;
+}
+
+static int record_return_args(struct kretprobe_instance *ri, struct pt_regs *regs)
+{
+	uint64_t now = __builtin_ia32_rdtsc(), vals[SPEC_MAX_ARGS];
+	struct agent_probe *ap = container_of(ri->rp, struct agent_probe, u.rp);
+	struct hit_thread *t = light_thread(ap->session);
+
+	if (!t)
+		return 0;
+	for (int i = 0; i < ap->nargs; i++)
+		vals[i] = regs->ax;
+	record_put(ap, t, EV_RETURN, now, vals, ap->nargs);
+	return 0;
+}
+
+/* Whether a recorded probe's arguments are all integers the light
+ * handlers can read: at entry from the argument registers, at a return
+ * the return value (the entry's arguments need an entry handler). */
+static bool record_light(const struct agent_probe *ap)
+{
+	if (!ap->session->time_tsc || !agent_hit_light_ok() || ap->tp)
+		return false;
+	for (int i = 0; i < ap->nargs; i++) {
+		const struct spec_arg *a = &ap->args[i];
+
+		if (a->type == ARG_STRING || a->type == ARG_F64)
+			return false;
+		if (ap->is_return ? a->src != ARG_SRC_RETVAL : a->src >= SPEC_MAX_INT_ARG)
+			return false;
+	}
+	return true;
+}
+
+/* Count and record get the light handlers when they can; a return probe
+ * then has no entry handler (nothing to keep from the entry). */
+bool agent_set_light_handlers(struct agent_probe *ap)
+{
+	enum kps_action act = ap->session->cfg.action;
+
+	if (ap->tp || (act != ACT_COUNT && !(act == ACT_RECORD && record_light(ap))))
+		return false;
+	if (ap->is_return) {
+		ap->u.rp.entry_handler = NULL;
+		ap->u.rp.handler = act == ACT_COUNT ? count_return :
+				   ap->nargs ? record_return_args : record_return;
+		ap->u.rp.data_size = 0;
+	} else {
+		ap->u.kp.pre_handler = act == ACT_COUNT ? count_entry :
+				       ap->nargs ? record_entry_args : record_entry;
+	}
+	return true;
+}
+
