@@ -252,9 +252,12 @@ int attach_run(struct session *s, const char *agent)
 		poll(NULL, 0, busy ? 1 : 10);
 	}
 	/* Leave the process running unprobed; the agent ends its threads. */
-	if (alive)
+	if (alive) {
+		/* No thread may wait for ring space we no longer read. */
+		session_stop_reading(s);
 		ctl_request(&s->ctl, "DISARM\n", NULL, status, sizeof(status), 10000,
 			    keep_agent_running, NULL);
+	}
 	/* A process still stopped takes the agent's threads back into its
 	 * group stop: first let them finish leaving (the control thread and
 	 * the optimizer end after DISARM), or the next attach would find a

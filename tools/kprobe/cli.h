@@ -15,9 +15,17 @@
 #define EXIT_FAIL	1	/* any other failure */
 #define EXIT_BAD	2	/* a bad probe, option, PID or usage */
 
-/* The commands that start a session come first (up to CMD_RUN). */
-enum cli_cmd { CMD_TRACE, CMD_COUNT, CMD_LATENCY, CMD_WATCH, CMD_LOAD, CMD_RUN, CMD_LIST,
-	       CMD_ENABLE, CMD_DISABLE, CMD_OPTIMIZE, CMD_VARS };
+/* The commands that start a session come first (up to CMD_RECORD). */
+enum cli_cmd { CMD_TRACE, CMD_COUNT, CMD_LATENCY, CMD_WATCH, CMD_LOAD, CMD_RUN, CMD_RECORD,
+	       CMD_LIST, CMD_ENABLE, CMD_DISABLE, CMD_OPTIMIZE, CMD_VARS, CMD_REPORT, CMD_REPLAY,
+	       CMD_DUMP };
+/* The commands that start a session: trace, count, latency, watch, load,
+ * run, record. */
+#define CMD_PROBES(c) ((c) <= CMD_RECORD)
+/* The commands that read a recording: report, replay, dump. */
+#define CMD_READS_DATA(c) ((c) >= CMD_REPORT)
+#define CLI_MAX_OBJECTS 32
+enum report_sort { SORT_TOTAL, SORT_SELF, SORT_CALLS };
 enum out_format { FMT_TEXT, FMT_JSON, FMT_CHROME, FMT_FOLDED };
 
 struct run_program;
@@ -59,6 +67,14 @@ struct cli_opts {
 	int nparams;
 	uint32_t map_keys;		/* --map-keys, 0: the default */
 	struct run_program *prog;
+	bool drop;			/* --drop: a full ring drops, counted */
+	/* record: -F OBJECT... (every function of each), the data directory
+	 * (-o, default kprobe.data); report, replay, dump: the directory read */
+	const char *objects[CLI_MAX_OBJECTS];
+	int nobjects;
+	const char *data_dir;
+	enum report_sort sort;		/* report --sort */
+	bool format_given;
 };
 
 /* Prints "kprobe: MESSAGE" on stderr and exits with status. */

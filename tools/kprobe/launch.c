@@ -153,6 +153,7 @@ static void disarm(struct session *s)
 {
 	char status[256];
 
+	session_stop_reading(s);
 	if (s->ctl.fd >= 0)
 		ctl_request(&s->ctl, "DISARM\n", NULL, status, sizeof(status), 5000, NULL, NULL);
 	ctl_close(&s->ctl);

@@ -21,6 +21,8 @@
 #include "launch.h"
 #include "list_functions.h"
 #include "run.h"
+#include "recdata.h"
+#include "record.h"
 #include "session.h"
 
 #ifndef KPROBE_AGENT_INSTALL_DIR
@@ -130,13 +132,17 @@ int main(int argc, char **argv)
 		dwarf_vars_resolve(&o);
 	}
 	if (cli_agent_path(agent, sizeof(agent)) &&
-	    (o.cmd <= CMD_RUN))
+	    CMD_PROBES(o.cmd))
 		cli_die(EXIT_FAIL, "cannot find %s beside kprobe or in %s", AGENT_NAME,
 			KPROBE_AGENT_INSTALL_DIR);
 	if (o.cmd == CMD_LIST && o.list_object)
 		return list_functions_run(&o);
-	if (o.cmd > CMD_RUN)
+	if (CMD_READS_DATA(o.cmd))
+		return recdata_run(&o);
+	if (!CMD_PROBES(o.cmd))
 		return knobs_run(&o);
+	if (o.cmd == CMD_RECORD)
+		record_expand_objects(&o);
 	session_catch_signals();
 	session_open(&s, &o);
 	if (o.command)

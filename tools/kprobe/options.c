@@ -12,15 +12,16 @@
 
 static const char *const commands[] = {
 	[CMD_TRACE] = "trace", [CMD_COUNT] = "count", [CMD_LATENCY] = "latency",
-	[CMD_WATCH] = "watch", [CMD_LOAD] = "load", [CMD_RUN] = "run", [CMD_LIST] = "list",
-	[CMD_ENABLE] = "enable", [CMD_DISABLE] = "disable",
-	[CMD_OPTIMIZE] = "optimize", [CMD_VARS] = "vars",
+	[CMD_WATCH] = "watch", [CMD_LOAD] = "load", [CMD_RUN] = "run", [CMD_RECORD] = "record",
+	[CMD_LIST] = "list", [CMD_ENABLE] = "enable", [CMD_DISABLE] = "disable",
+	[CMD_OPTIMIZE] = "optimize", [CMD_VARS] = "vars", [CMD_REPORT] = "report",
+	[CMD_REPLAY] = "replay", [CMD_DUMP] = "dump",
 };
 
 static const char *const long_options[] = {
 	"--output", "--format", "--duration", "--pid", "--follow", "--zeros", "--help",
 	"--version", "--rw", "--count", "--stack", "--map-keys", "--no-inlines", "--stacks",
-	"--lines",
+	"--lines", "--drop", "--sort",
 };
 
 #ifndef KPROBE_VERSION
@@ -42,6 +43,10 @@ void cli_usage(FILE *f)
 	      "       kprobe run     [OPTIONS] -e 'PROGRAM' [ARG...] (-- COMMAND [ARG...] | -c 'COMMAND' | -p PID)\n"
 	      "       kprobe run     [OPTIONS] FILE.bt [ARG...]      (-- COMMAND [ARG...] | -c 'COMMAND' | -p PID)\n"
 	      "       kprobe load    [OPTIONS] MODULE.so [ARG...]  (-- COMMAND [ARG...] | -p PID)\n"
+	      "       kprobe record  [-o DIR] [-F OBJECT]... [PROBE...]  (-- COMMAND [ARG...] | -p PID)\n"
+	      "       kprobe report  [--sort total|self|calls] [DIR]\n"
+	      "       kprobe replay  [DIR]\n"
+	      "       kprobe dump    --format chrome|json [-o FILE] [DIR]\n"
 	      "       kprobe list    -p PID\n"
 	      "       kprobe list    [-p PID] OBJECT|GLOB [GLOB]   (functions; or kprobe -l)\n"
 	      "       kprobe enable|disable   -p PID\n"
@@ -57,7 +62,12 @@ void cli_usage(FILE *f)
 	      "       (a program variable, from DWARF; NAME= needed outside a quoted PROBE)\n"
 	      "\n"
 	      "options:\n"
-	      "  -o, --output FILE          write the results to FILE\n"
+	      "  -o, --output FILE          write the results to FILE (record: DIR, default\n"
+	      "                             kprobe.data)\n"
+	      "  -F OBJECT                  record: every function of OBJECT (main: the program)\n"
+	      "      --drop                 a full buffer drops events (counted) instead of\n"
+	      "                             making the target wait\n"
+	      "      --sort total|self|calls   report's order\n"
 	      "      --format text|json|chrome|folded   (folded: count --stacks)\n"
 	      "  -d, --duration SECONDS     stop probing after SECONDS\n"
 	      "  -p, --pid PID              attach to a running process\n"
@@ -180,6 +190,17 @@ static unsigned int parse_stack_depth(const char *arg)
 	if (errno || *end || !v || v > KPS_STACK_MAX || eq[1] == '-' || !eq[1])
 		bad("bad stack depth '%s' (1 to %d frames)", eq + 1, KPS_STACK_MAX);
 	return (unsigned int)v;
+}
+
+static enum report_sort parse_sort(const char *s)
+{
+	if (!strcmp(s, "total"))
+		return SORT_TOTAL;
+	if (!strcmp(s, "self"))
+		return SORT_SELF;
+	if (!strcmp(s, "calls"))
+		return SORT_CALLS;
+	bad("bad sort key '%s' (total, self or calls)", s);
 }
 
 static void unknown_option(const char *arg)
@@ -397,6 +418,7 @@ static void parse_words(int argc, char **argv, int first, struct cli_opts *o,
 			o->format = parse_format(option_value(argc, argv, &i, "-f"));
 		} else if (is_option(a, 0, "--format")) {
 			o->format = parse_format(option_value(argc, argv, &i, "--format"));
+			o->format_given = true;
 		} else if (is_option(a, 'd', "--duration")) {
 			o->duration = parse_duration(option_value(argc, argv, &i, "-d"));
 		} else if (is_option(a, 'p', "--pid")) {
@@ -410,6 +432,16 @@ static void parse_words(int argc, char **argv, int first, struct cli_opts *o,
 			o->pid = pid;
 		} else if (!strcmp(a, "-f") || !strcmp(a, "--follow")) {
 			o->follow = true;
+		} else if (!strcmp(a, "--drop")) {
+			o->drop = true;
+		} else if (is_option(a, 0, "--sort")) {
+			o->sort = parse_sort(option_value(argc, argv, &i, "--sort"));
+		} else if (is_option(a, 'F', "--function-object")) {
+			if (o->cmd != CMD_RECORD)
+				bad("-F is for record only");
+			if (o->nobjects == CLI_MAX_OBJECTS)
+				bad("too many -F objects (at most %d)", CLI_MAX_OBJECTS);
+			o->objects[o->nobjects++] = option_value(argc, argv, &i, "-F");
 		} else if (!strcmp(a, "-z") || !strcmp(a, "--zeros")) {
 			o->zeros = true;
 		} else if (o->cmd == CMD_WATCH && !strcmp(a, "--rw")) {
@@ -437,6 +469,10 @@ static void parse_words(int argc, char **argv, int first, struct cli_opts *o,
 			add_run_word(o, argv, i);
 		} else if (a[0] == '-' && a[1]) {
 			unknown_option(a);
+		} else if (CMD_READS_DATA(o->cmd)) {
+			if (o->data_dir)
+				bad("unexpected '%s' for %s", a, commands[o->cmd]);
+			o->data_dir = a;
 		} else if (o->cmd == CMD_LOAD) {
 			add_module_word(o, argv, i);
 		} else if (o->cmd == CMD_RUN) {
@@ -450,7 +486,7 @@ static void parse_words(int argc, char **argv, int first, struct cli_opts *o,
 				o->list_object = a;
 			else
 				add_probe_word(o, a);
-		} else if (o->cmd >= CMD_LIST) {
+		} else if (!CMD_PROBES(o->cmd)) {
 			bad("unexpected '%s' for %s", a, commands[o->cmd]);
 		} else if (o->cmd == CMD_WATCH) {
 			add_watch_word(o, a);
@@ -507,10 +543,18 @@ static void absolute_object(struct probe_spec *s)
 		bad("%s", err);
 }
 
+static void check_record(struct cli_opts *o);
+
 static void check_probe_command(struct cli_opts *o)
 {
 	char err[600];
 
+	if (o->cmd == CMD_RECORD) {
+		check_record(o);
+		return;
+	}
+	if (o->drop && o->cmd == CMD_COUNT)
+		bad("--drop is for trace, latency and record");
 	if (!o->nspecs)
 		bad("%s needs at least one probe; see kprobe --help", commands[o->cmd]);
 	if (!o->command && !o->pid)
@@ -547,6 +591,46 @@ static void check_probe_command(struct cli_opts *o)
 	}
 }
 
+static void check_target(const struct cli_opts *o)
+{
+	if (!o->command && !o->pid)
+		bad("give a command after '--' or a process with -p PID");
+	if (o->command && o->pid)
+		bad("give either a command after '--' or -p PID, not both");
+}
+
+/* record: -o names the directory; -F OBJECT (or no probe: the program)
+ * becomes the entry and return probes of every function of OBJECT. */
+static void check_record(struct cli_opts *o)
+{
+	check_target(o);
+	if (o->format_given || o->zeros || o->duration < 0)
+		bad("record takes no --format or -z (kprobe dump converts a recording)");
+	o->data_dir = o->outfile ? o->outfile : "kprobe.data";
+	o->outfile = NULL;
+	if (!o->nspecs && !o->nobjects)
+		o->objects[o->nobjects++] = "main";
+	for (int i = 0; i < o->nspecs; i++)
+		if (o->specs[i].kind == SPEC_TRACEPOINT && o->specs[i].is_return)
+			bad("a tracepoint has no return: '%s'", o->specs[i].text);
+}
+
+/* report, replay, dump: a recording's directory. */
+static void check_data_command(struct cli_opts *o)
+{
+	if (o->pid || o->command || o->nspecs || o->follow || o->duration > 0 || o->zeros ||
+	    o->drop)
+		bad("%s reads a recording: kprobe %s [OPTIONS] [DIR]", commands[o->cmd],
+		    commands[o->cmd]);
+	if (o->cmd == CMD_DUMP &&
+	    (!o->format_given || (o->format != FMT_CHROME && o->format != FMT_JSON)))
+		bad("dump needs --format chrome or --format json");
+	if (o->cmd != CMD_DUMP && (o->format_given || o->outfile))
+		bad("%s writes text to standard output", commands[o->cmd]);
+	if (!o->data_dir)
+		o->data_dir = "kprobe.data";
+}
+
 void cli_parse(int argc, char **argv, struct cli_opts *o)
 {
 	const char *knob = NULL;
@@ -566,7 +650,7 @@ void cli_parse(int argc, char **argv, struct cli_opts *o)
 									   parse_command(argv[1]);
 	o->action = o->cmd == CMD_TRACE || o->cmd == CMD_WATCH ? ACT_TRACE :
 		    o->cmd == CMD_COUNT ? ACT_COUNT : o->cmd == CMD_LOAD ? ACT_LOAD :
-		    o->cmd == CMD_RUN ? ACT_RUN : ACT_LATENCY;
+		    o->cmd == CMD_RUN ? ACT_RUN : o->cmd == CMD_RECORD ? ACT_RECORD : ACT_LATENCY;
 	parse_words(argc, argv, 2, o, &knob);
 	if (o->cmd == CMD_VARS) {
 		if (o->nspecs != 1)
@@ -585,8 +669,12 @@ void cli_parse(int argc, char **argv, struct cli_opts *o)
 	}
 	if (o->cmd == CMD_WATCH)
 		finish_watch(o);
-	if (o->cmd <= CMD_WATCH) {
+	if (CMD_PROBES(o->cmd)) {
 		check_probe_command(o);
+		return;
+	}
+	if (CMD_READS_DATA(o->cmd)) {
+		check_data_command(o);
 		return;
 	}
 	if (o->command)

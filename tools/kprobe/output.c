@@ -316,3 +316,13 @@ void output_event(struct output *o, const struct trace_event *ev)
 		break;
 	}
 }
+
+void output_value_text(FILE *f, const struct trace_event *ev, int i)
+{
+	text_value(f, ev, i);
+}
+
+void output_value_json(FILE *f, const struct trace_event *ev, int i)
+{
+	json_value(f, ev, i);
+}

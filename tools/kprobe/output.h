@@ -66,5 +66,8 @@ void output_latency(struct output *o, const char *function, const uint64_t *buck
 
 /* Writes s as a JSON string (with quotes). */
 void json_string(FILE *f, const char *s, size_t len);
+/* Argument i of ev as text (trace's format) or as a JSON value. */
+void output_value_text(FILE *f, const struct trace_event *ev, int i);
+void output_value_json(FILE *f, const struct trace_event *ev, int i);
 
 #endif

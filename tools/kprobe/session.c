@@ -2,6 +2,7 @@
 #include "session.h"
 #include "run.h"
 #include "stacks.h"
+#include "record.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -197,6 +198,9 @@ void session_open(struct session *s, struct cli_opts *o)
 	s->map_size = o->prog ? kps_total_size(run_image_len(o->prog), run_region_len(o->prog)) :
 				kps_size();
 	create_shm(s);
+	s->map.hdr->drop = o->drop;
+	if (o->action == ACT_RECORD)
+		record_open(s);
 	if (o->prog)
 		run_setup(s);
 	s->out.map = &s->map;
@@ -355,6 +359,8 @@ bool session_pump(struct session *s)
 	if (s->opts->action == ACT_TRACE || s->opts->action == ACT_LOAD ||
 	    s->opts->action == ACT_RUN)
 		n = consumer_drain(&s->cons, &s->out);
+	else if (s->opts->action == ACT_RECORD)
+		n = record_drain(s);
 	/* Nobody reads any more (kprobe trace ... | head), or the disk is
 	 * full: stop probing. */
 	if (ferror(s->out.f)) {
@@ -457,8 +463,9 @@ static void report_trace_loss(struct session *s)
 	uint64_t ringless = consumer_lost_ringless(&s->cons);
 
 	if (full)
-		cli_warn("lost %lu events (a ring was full: the tool did not keep up)",
-			 (unsigned long)full);
+		cli_warn("lost %lu events (a ring was full%s)", (unsigned long)full,
+			 s->opts->drop ? " and --drop was given" :
+					 ": the tool stopped reading it");
 	if (ringless)
 		cli_warn("lost %lu events (threads beyond the session's %u rings had none; "
 			 "KPROBE_RINGS sets up to %d)", (unsigned long)ringless,
@@ -472,6 +479,11 @@ void session_show_failed_lines(struct session *s)
 {
 	if (s->opts->action == ACT_LOAD)
 		consumer_drain_all(&s->cons, &s->out);
+}
+
+void session_stop_reading(struct session *s)
+{
+	__atomic_store_n(&s->map.hdr->drop, 1, __ATOMIC_RELEASE);
 }
 
 void session_report(struct session *s)
@@ -500,6 +512,9 @@ void session_report(struct session *s)
 		break;
 	case ACT_LATENCY:
 		report_latency(s);
+		break;
+	case ACT_RECORD:
+		record_finish(s);
 		break;
 	}
 	if (ferror(s->out.f) && !s->out_errno)

@@ -71,6 +71,9 @@ bool session_pump(struct session *s);
 /* The number of rings a session has: KPROBE_RINGS from the environment
  * (1..KPS_RINGS), else KPS_RINGS; exits on a bad value. */
 uint32_t session_ring_count(void);
+/* The target's threads stop waiting for ring space (the CLI is about to
+ * stop reading): full rings drop from now on. */
+void session_stop_reading(struct session *s);
 /* Writes what the run ends with: the trace's end, the counts or the
  * latency histogram. */
 void session_report(struct session *s);
