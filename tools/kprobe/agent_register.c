@@ -20,6 +20,10 @@
  * the default; huge globs get fewer to bound memory. */
 #define MAXACTIVE_FEW	256
 #define MAXACTIVE_MANY	32
+/* record keeps every return it can: deep recursion needs many instances
+ * (an entry that finds none is recorded without its return). */
+#define MAXACTIVE_RECORD_FEW	4096
+#define MAXACTIVE_RECORD_MANY	256
 
 int agent_fail(struct agent_fail *f, int kind, int rc, const char *fmt, ...)
 {
@@ -360,6 +364,9 @@ int agent_register_points(struct agent_session *s, const struct resolve_list *pt
 	struct agent_probe **tps = calloc((size_t)pts->n + 1, sizeof(*tps));
 	int ne = 0, nr = 0, nt = 0, rc = 0, kept_e, kept_r;
 	int maxactive = pts->n > 64 ? MAXACTIVE_MANY : MAXACTIVE_FEW;
+
+	if (s->cfg.action == ACT_RECORD)
+		maxactive = pts->n > 64 ? MAXACTIVE_RECORD_MANY : MAXACTIVE_RECORD_FEW;
 
 	if (!entries || !returns || !tps || probes_reserve(s, pts->n)) {
 		rc = agent_fail(f, 1, -ENOMEM, "out of memory");

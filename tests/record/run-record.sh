@@ -1,0 +1,159 @@
+#!/bin/bash
+# kprobe record / report / replay / dump end to end on programs whose calls
+# are known exactly (tests/cli/cli_record.c, cli_record_cxx.cpp), uftrace as
+# an oracle for the call graph when it is installed, and count's calls made
+# by a library's constructor.  Run by `make check` (tests/record/record.mk).
+set -u
+B=${B:-build}
+K=$B/kprobe
+P=$B/tests/cli
+CHECK="python3 tests/record/check_record.py"
+T=$(mktemp -d /tmp/kprobe-record-test.XXXXXX)
+trap 'rm -rf "$T"' EXIT
+fails=0
+n=0
+
+ok() { n=$((n + 1)); echo "ok $n - $1"; }
+fail() { n=$((n + 1)); fails=$((fails + 1)); echo "not ok $n - $1"; }
+# expect NAME EXPECTED ACTUAL
+expect() { if [ "$2" = "$3" ]; then ok "$1"; else fail "$1: expected '$2', got '$3'"; fi; }
+
+# The counts line of one function: ENTRIES RETURNS UNMATCHED MAXDEPTH THREADS PIDS
+row() { awk -v f="$2" '$1 == f { $1 = ""; sub(/^ /, ""); print }' "$1"; }
+
+# record_json DIR ARGS...: records, dumps JSON Lines and the counts.
+record_json() {
+	local d=$1
+	shift
+	if ! "$K" record -o "$T/$d" "$@" >"$T/$d.out" 2>"$T/$d.err"; then
+		echo "# record failed:"; sed 's/^/#   /' "$T/$d.err"
+		return 1
+	fi
+	"$K" dump --format json "$T/$d" >"$T/$d.json" 2>>"$T/$d.err" &&
+		$CHECK counts "$T/$d.json" >"$T/$d.counts"
+}
+
+# 1. Deep recursion: 501 nested calls, each entry with its return.
+if record_json rec -- "$P/cli_record" recurse 500; then
+	expect "recursion: rec's entries, returns, unmatched, depth" "501 501 0 501 1 1" \
+		"$(row "$T/rec.counts" rec)"
+	expect "recursion: main entered and returned once" "1 1 0 0 1 1" \
+		"$(row "$T/rec.counts" main)"
+	# report's Total time of main is replay's duration on main's closing line.
+	rep=$("$K" report "$T/rec" | awk '$NF == "main" { print $1, $2 }')
+	rpl=$("$K" replay "$T/rec" | awk '/\} \/\* main \*\// { print $1, $2 }')
+	expect "recursion: report's total of main equals replay's" "$rpl" "$rep"
+	calls=$("$K" report --sort calls "$T/rec" | awk 'NR == 3 { print $(NF-1), $NF }')
+	expect "recursion: report --sort calls puts rec first" "501 rec" "$calls"
+	if "$K" dump --format chrome "$T/rec" >"$T/rec.chrome" &&
+	   b=$($CHECK chrome "$T/rec.chrome"); then
+		expect "recursion: Chrome trace parses, every B closed by its E" 502 "$b"
+	else
+		fail "recursion: Chrome trace"
+	fi
+else
+	fail "recursion: record"
+fi
+
+# 2. Threads: every thread in its own file, all its calls.
+if record_json thr -F main -- "$P/cli_record" threads 4 2000; then
+	expect "threads: leaf's calls on 4 threads" "8000 8000 0 1 4 1" "$(row "$T/thr.counts" leaf)"
+	files=$(ls "$T/thr" | grep -c '\.dat$')
+	expect "threads: one file per thread (main + 4)" 5 "$files"
+else
+	fail "threads: record"
+fi
+
+# 3. longjmp: middle and inner never return; closed when outer returns.
+if record_json lj -- "$P/cli_record" longjmp 100; then
+	expect "longjmp: outer returns every time" "100 100 0 1 1 1" "$(row "$T/lj.counts" outer)"
+	expect "longjmp: middle closed unmatched" "100 100 100 2 1 1" "$(row "$T/lj.counts" middle)"
+	expect "longjmp: inner closed unmatched" "100 100 100 3 1 1" "$(row "$T/lj.counts" inner)"
+	"$K" dump --format chrome "$T/lj" >"$T/lj.chrome" && b=$($CHECK chrome "$T/lj.chrome") ||
+		b=bad
+	expect "longjmp: Chrome trace pairs every B with an E" 301 "$b"
+else
+	fail "longjmp: record"
+fi
+
+# 4. C++ exceptions: thrower and middle unwound, catcher returns.
+if record_json cxx -- "$P/cli_record_cxx" 100; then
+	# (names as the symbol table has them: mangled)
+	expect "exceptions: catcher returns every time" "100 100 0 1 1 1" \
+		"$(row "$T/cxx.counts" _Z7catcheri)"
+	expect "exceptions: middle closed unmatched" "100 100 100 2 1 1" \
+		"$(row "$T/cxx.counts" _Z6middlei)"
+	expect "exceptions: thrower closed unmatched" "100 100 100 3 1 1" \
+		"$(row "$T/cxx.counts" _Z7throweri)"
+else
+	fail "exceptions: record"
+fi
+
+# 5. fork with -f: the child's calls too, in its own file.
+if record_json fork -f -- "$P/cli_record" fork 300; then
+	expect "fork -f: leaf in parent and child" "600 600 0 1 2 2" "$(row "$T/fork.counts" leaf)"
+else
+	fail "fork: record"
+fi
+
+# 6. A thread that exits inside a call: closed at its last event, marked.
+if record_json exit -- "$P/cli_record" exit_in_call; then
+	expect "thread exit mid-call: stay closed unmatched" "1 1 1 1 1 1" \
+		"$(row "$T/exit.counts" stay)"
+else
+	fail "exit mid-call: record"
+fi
+
+# 7. Seconds of recursion at full speed: nothing lost, every call there.
+N=${KPROBE_RECORD_FIB_N:-300}
+if "$K" record -o "$T/big" fib 'fib%return' -- "$P/cli_record" fib "$N" >"$T/big.out" \
+	2>"$T/big.err"; then
+	lost=$(awk '/^lost_/ { s += $2 } END { print s + 0 }' "$T/big/info")
+	expect "full speed: no event lost" 0 "$lost"
+	calls=$("$K" report --sort calls "$T/big" | awk '$NF == "fib" { print $(NF-1) }')
+	expect "full speed: every call of fib recorded" $((N * 21891)) "$calls"
+else
+	fail "full speed: record"; sed 's/^/#   /' "$T/big.err"
+fi
+
+# 8. uftrace as the oracle of the call graph (same replay format).
+if command -v uftrace >/dev/null 2>&1 &&
+   timeout 60 uftrace record --no-libcall -d "$T/uft" -P rec -P main "$P/cli_record" recurse 30 \
+	>/dev/null 2>&1; then
+	graph() { awk -F'|' '{ n = $2; sub(/^ /, "", n); print n }' |
+		sed -E 's/;? *\/\*.*//; s/\(\)//; s/ *=.*//' | grep -E '^ *(\} *$|main|rec)' |
+		sed -E 's/ +$//'; }
+	uftrace replay -d "$T/uft" 2>/dev/null | grep -v '^#' | graph >"$T/uft.graph"
+	if "$K" record -o "$T/kg" main 'main%return' rec 'rec%return' -- \
+		"$P/cli_record" recurse 30 >/dev/null 2>&1; then
+		"$K" replay "$T/kg" | grep -v '^#' | graph >"$T/kg.graph"
+		if [ -s "$T/uft.graph" ] && cmp -s "$T/uft.graph" "$T/kg.graph"; then
+			ok "uftrace oracle: same call graph for recurse 30"
+		else
+			fail "uftrace oracle: call graphs differ"
+			diff "$T/uft.graph" "$T/kg.graph" | head -10 | sed 's/^/#   /'
+		fi
+	else
+		fail "uftrace oracle: kprobe record"
+	fi
+else
+	echo "# skipped: uftrace oracle (uftrace not installed or cannot run here)"
+fi
+
+# 9. Calls made by a library's constructor are counted (uprobes count 2).
+hits=$("$K" count ctor_helper -- "$P/cli_ctor" 2>/dev/null | awk '$1 == "ctor_helper" { print $(NF-1) }')
+expect "constructor: ctor_helper counted in the constructor and in main" 2 "$hits"
+
+# 10. Bad input: one line, status 2 or 1.
+"$K" report "$T/nonexistent" >/dev/null 2>"$T/bad.err"
+expect "report of a missing directory fails with 1" 1 $?
+"$K" dump "$T/rec" >/dev/null 2>&1
+expect "dump without --format fails with 2" 2 $?
+printf 'garbage' >"$T/rec/$(ls "$T/rec" | grep -m1 '\.dat$')"
+"$K" replay "$T/rec" >/dev/null 2>"$T/corrupt.err"
+expect "replay of a corrupt thread file exits 0" 0 $?
+grep -q "make no sense" "$T/corrupt.err" && ok "replay warns about the corrupt file" ||
+	fail "replay warns about the corrupt file"
+
+echo "# record: $((n - fails))/$n passed"
+[ "$fails" -eq 0 ]
