@@ -143,6 +143,10 @@ bench: lib
 	@echo
 	@echo "kprobe tool, in the target on top of the probe (count_extra, trace_extra):"
 	$(B)/kprobe-bench-extra
+	@$(MAKE) --no-print-directory $(B)/kprobe $(B)/libkprobe-agent.so $(B)/tests/cli/cli_record
+	@echo
+	@echo "kprobe tool, whole runs on fib(20) x N (cli_count, cli_count_ret, record_fib, uftrace_fib):"
+	python3 bench/cli_bench.py $(B)
 
 BENCH_SRC := $(filter-out bench/coverage_preload.c,$(sort $(wildcard bench/*.c bench/*.S)))
 

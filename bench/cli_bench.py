@@ -1,0 +1,97 @@
+#!/usr/bin/env python3
+"""The kprobe tool on a fib workload (`make bench`): what count and record
+cost per hit or event in a whole run, against the unprobed run and uftrace.
+
+  cli_count      ns per hit of `kprobe count fib`
+  cli_count_ret  ns per call of `kprobe count fib 'fib%return'`
+  record_fib     ns per event of `kprobe record fib 'fib%return'`
+  record_lost    events that record lost (must be 0)
+  uftrace_fib    ns per event of `uftrace record -P fib` (null: not installed)
+
+Each is the best of RUNS whole runs of fib(20) x N minus the best of the
+same command on fib(20) x 1 (start-up, arming, the end: fixed costs), less
+the same difference unprobed, divided by the calls (21891 per fib(20)) or
+events (two per call).
+Usage: cli_bench.py BUILD_DIR [--json]"""
+import json
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+
+RUNS = 3
+N = int(os.environ.get("KPROBE_BENCH_FIB_N", "500"))
+CALLS = (N - 1) * 21891
+
+
+def best(cmd, cwd=None):
+    t = None
+    for _ in range(RUNS):
+        start = time.monotonic()
+        subprocess.run(cmd, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                       check=True)
+        d = time.monotonic() - start
+        t = d if t is None else min(t, d)
+    return t
+
+
+def marginal(cmd_of):
+    """Seconds the N - 1 extra fib(20) cost under cmd_of(n)."""
+    return best(cmd_of(N)) - best(cmd_of(1))
+
+
+def main():
+    build = sys.argv[1]
+    as_json = "--json" in sys.argv
+    kprobe = os.path.join(build, "kprobe")
+    def prog(n):
+        return [os.path.join(build, "tests/cli/cli_record"), "fib", str(n)]
+
+    tmp = tempfile.mkdtemp(prefix="kprobe-bench-")
+    try:
+        base = marginal(prog)
+        count = marginal(lambda n: [kprobe, "count", "fib", "--"] + prog(n))
+        count_ret = marginal(lambda n: [kprobe, "count", "fib", "fib%return", "--"] + prog(n))
+        data = os.path.join(tmp, "kprobe.data")
+        record = marginal(lambda n: [kprobe, "record", "-o", data, "fib", "fib%return", "--"]
+                          + prog(n))
+        lost = 0
+        with open(os.path.join(data, "info")) as f:
+            for line in f:
+                key, val = line.split()[:2]
+                if key.startswith("lost_"):
+                    lost += int(val)
+        shutil.rmtree(data)
+        uftrace = None
+        if shutil.which("uftrace"):
+            udata = os.path.join(tmp, "uftrace.data")
+            try:
+                uftrace = marginal(lambda n: ["uftrace", "record", "--no-libcall", "-d", udata,
+                                              "-P", "fib"] + prog(n))
+            except subprocess.CalledProcessError:
+                uftrace = None
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    rows = {
+        "fib_calls": CALLS,
+        "unprobed_s": round(base, 4),
+        "cli_count": round((count - base) * 1e9 / CALLS, 2),
+        "cli_count_ret": round((count_ret - base) * 1e9 / CALLS, 2),
+        "record_fib": round((record - base) * 1e9 / (2 * CALLS), 2),
+        "record_lost": lost,
+        "uftrace_fib": None if uftrace is None else round((uftrace - base) * 1e9 / (2 * CALLS), 2),
+    }
+    if as_json:
+        print(json.dumps(rows))
+        return
+    for k, v in rows.items():
+        print("%-14s %s" % (k, "null" if v is None else v))
+    if rows["uftrace_fib"]:
+        print("record_fib/uftrace_fib = %.2f   (target <= 0.25)" %
+              (rows["record_fib"] / rows["uftrace_fib"]))
+
+
+if __name__ == "__main__":
+    main()
