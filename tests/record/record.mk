@@ -20,7 +20,7 @@ $(B)/tests/cli/libcli_ctor.so: tests/cli/cli_ctor_lib.c
 $(B)/tests/cli/cli_ctor: tests/cli/cli_ctor.c $(B)/tests/cli/libcli_ctor.so
 	$(CC) -O1 -g -o $@ $< -L$(B)/tests/cli -lcli_ctor -Wl,-rpath,'$$ORIGIN'
 
-record-check: $(B)/kprobe $(B)/libkprobe-agent.so $(KP_REC_PROGS)
+record-check: $(B)/kprobe $(B)/libkprobe-agent.so $(B)/libkprobe-audit.so $(KP_REC_PROGS)
 	B=$(B) bash tests/record/run-record.sh
 
 CHECK_EXTRA += record-check

@@ -16,7 +16,12 @@
 #include <string.h>
 #include <unistd.h>
 
+extern char **environ;
+
 #include "agent.h"
+
+/* glibc: sets the calling thread's ctype table pointers from its locale. */
+extern void __ctype_init(void);
 
 /* Status of a launched command whose probes could not be armed; the CLI
  * reads the reason from the session memory, not from this. */
@@ -30,6 +35,7 @@ bool agent_injected(void)
 {
 	return injected;
 }
+static bool is_follower;
 
 const char *agent_self_basename(void)
 {
@@ -67,20 +73,24 @@ static void restore_environment(void)
 	else
 		unsetenv("LD_PRELOAD");
 	unsetenv(KPROBE_ENV_PRELOAD);
+	before = getenv(KPROBE_ENV_AUDIT);
+	if (before && *before)
+		setenv("LD_AUDIT", before, 1);
+	else
+		unsetenv("LD_AUDIT");
+	unsetenv(KPROBE_ENV_AUDIT);
 	unsetenv(KPROBE_ENV_CONFIG);
 }
 
-static void start_from_environment(const char *config)
+/* Arms the session of a launched command.  follower: an exec'd child of a
+ * session that follows forks and execs, which joins it, best effort (the
+ * first agent of such a session sets KPROBE_ENV_FOLLOWER for them). */
+static void start_from_environment(const char *config, bool follower)
 {
-	/* Set by the first agent of a session that follows forks and execs:
-	 * an exec'd child joins the running session, best effort. */
-	bool follower = getenv(KPROBE_ENV_FOLLOWER) != NULL;
 	char err[KPS_MSG];
 	int kind = 1;
 
 	follow_forks = strstr(config, "\nfollow 1\n") != NULL;
-	if (!follow_forks)
-		restore_environment();
 	if (agent_session_start(config, -1, follower, err, sizeof(err), &kind)) {
 		if (follower)
 			return;
@@ -88,7 +98,17 @@ static void start_from_environment(const char *config)
 		 * command run without its probes. */
 		_exit(AGENT_FAILED_EXIT);
 	}
-	if (follow_forks && !follower)
+	is_follower = follower;
+}
+
+/* The environment the command's children get: without -f, the one the
+ * command was given; with it, ours, saying that a session runs.  Only
+ * once libc has set up the environment (the constructor). */
+static void fix_environment(void)
+{
+	if (!follow_forks)
+		restore_environment();
+	else if (!is_follower)
 		setenv(KPROBE_ENV_FOLLOWER, "1", 1);
 	agent_session_wait_go();
 }
@@ -101,26 +121,35 @@ static void blacklist_unsafe_functions(void)
 	__kprobes_blacklist_add((const void *)__errno_location);
 }
 
-__attribute__((constructor)) static void agent_init(void)
+/* Starts the agent once: from the audit module (early), before any
+ * constructor of the program's libraries runs, or from our constructor.
+ * config: the session's, or NULL (injected: the CLI sends it later). */
+static void agent_start(const char *config, bool follower, bool early)
 {
-	const char *env = getenv(KPROBE_ENV_CONFIG);
-
+	static bool started;
 	char err[KPS_MSG];
 
+	if (started)
+		return;
+	started = true;
 	agent_own_begin();
 	find_self();
 	/* Without it libkprobes refuses every probe (it cannot decode). */
 	agent_private_load(err, sizeof(err));
+	/* Before the program's initializers, a dlopen() (the decoder's, just
+	 * now) leaves this thread's libc ctype pointers unset: set them. */
+	if (early)
+		__ctype_init();
 	blacklist_unsafe_functions();
 	agent_hit_init();
 	pthread_atfork(NULL, NULL, after_fork_child);
-	if (env) {
-		char *config = strdup(env);
+	if (config) {
+		char *copy = strdup(config);
 
-		if (!config)
+		if (!copy)
 			_exit(AGENT_FAILED_EXIT);
-		start_from_environment(config);
-		free(config);
+		start_from_environment(copy, follower);
+		free(copy);
 	} else {
 		/* Injected: not first in symbol lookup. */
 		injected = true;
@@ -146,4 +175,40 @@ AGENT_EXPORT long kprobe_agent_start(const char *unused, long unused_flags)
 	rc = agent_server_start();
 	agent_own_end();
 	return rc ? 0 : 1;
+}
+
+static bool started_early;
+
+/* Called by libkprobe-audit.so once the program is loaded and relocated
+ * and before any initializer runs, with the session config, whether this
+ * is a follower, and the environment.  libc has not run its initializer
+ * yet: its environment pointer is still unset, and the first dlopen()
+ * (the decoder's) runs that initializer with what libc has then.  So the
+ * environment goes in first; the program's name, which libc takes from
+ * the arguments it does not have yet, is set by the constructor. */
+AGENT_EXPORT void kprobe_agent_early_start(const char *config, int follower, char **envp);
+AGENT_EXPORT void kprobe_agent_early_start(const char *config, int follower, char **envp)
+{
+	if (!environ)
+		environ = envp;
+	started_early = true;
+	agent_start(config, follower != 0, true);
+}
+
+/* glibc passes the program's arguments to constructors. */
+__attribute__((constructor)) static void agent_init(int argc, char **argv, char **envp)
+{
+	const char *config = getenv(KPROBE_ENV_CONFIG);
+
+	(void)envp;
+	if (started_early && argc > 0 && argv && argv[0] &&
+	    (!program_invocation_name || !*program_invocation_name)) {
+		const char *slash = strrchr(argv[0], '/');
+
+		program_invocation_name = argv[0];
+		program_invocation_short_name = (char *)(slash ? slash + 1 : argv[0]);
+	}
+	agent_start(config, getenv(KPROBE_ENV_FOLLOWER) != NULL, false);
+	if (config)
+		fix_environment();
 }

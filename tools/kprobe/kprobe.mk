@@ -15,7 +15,7 @@ KP_SHARED    := $(addprefix $(KP_DIR)/,spec.c proto.c nearmatch.c elf_file.c)
 KP_LANG_SRC    := $(sort $(wildcard $(KP_DIR)/lang/*.c))
 KP_LANG_RT_SRC := $(addprefix $(KP_DIR)/lang/,verify.c vm.c maps.c)
 KP_AGENT_SRC := $(sort $(wildcard $(KP_DIR)/agent*.c)) $(KP_SHARED) $(KP_LANG_RT_SRC)
-KP_CLI_SRC   := $(filter-out $(KP_DIR)/agent% $(KP_DIR)/bench_extra.c,$(sort $(wildcard $(KP_DIR)/*.c))) \
+KP_CLI_SRC   := $(filter-out $(KP_DIR)/agent% $(KP_DIR)/bench_extra.c $(KP_DIR)/audit.c,$(sort $(wildcard $(KP_DIR)/*.c))) \
 		$(KP_LANG_SRC)
 KP_AGENT_OBJ := $(KP_AGENT_SRC:%.c=$(B)/kprobe-agent/%.o)
 KP_CLI_OBJ   := $(KP_CLI_SRC:%.c=$(B)/kprobe-cli/%.o)
@@ -31,7 +31,7 @@ $(B)/examples/%.so: examples/modules/%.c include/kprobes.h include/kprobes/modul
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(BASE) -shared -fPIC -o $@ $<
 
-all: $(B)/kprobe $(B)/libkprobe-agent.so $(KP_MODULES)
+all: $(B)/kprobe $(B)/libkprobe-agent.so $(B)/libkprobe-audit.so $(KP_MODULES)
 
 # The language's runtime and the program handlers run on the hit path:
 # built so that libkprobes' handler analysis can follow them (no vector
@@ -47,6 +47,13 @@ $(KP_LANG_RT_SRC:%.c=$(B)/kprobe-agent/%.o) $(B)/kprobe-agent/$(KP_DIR)/agent_pr
 # every optimized hit would save the vector state (vector_entry, which
 # takes doubles, rules out -mgeneral-regs-only here).
 $(B)/kprobe-agent/$(KP_DIR)/agent_hit.o: KP_CFLAGS += -fno-jump-tables -fno-tree-vectorize
+
+# The loader audit module that starts the agent before any constructor of
+# a launched command's libraries (audit.c); the CLI finds it beside the
+# agent.
+$(B)/libkprobe-audit.so: $(KP_DIR)/audit.c
+	@mkdir -p $(dir $@)
+	$(CC) -O2 -g -Wall -Wextra -fPIC -shared -o $@ $<
 
 # Agent code goes to the library's kprobes_text section, so libkprobes'
 # blacklist keeps every probe out of the handlers and the agent.
@@ -159,17 +166,18 @@ $(B)/tests/cli/libslowctor.so: tests/cli/slow_ctor.c
 	@mkdir -p $(dir $@)
 	$(CC) -O1 -g -shared -fPIC -o $@ $<
 
-$(B)/tests/test_cli $(B)/tests-asan/test_cli: $(B)/kprobe $(B)/libkprobe-agent.so $(KP_TEST_PROGS) \
+$(B)/tests/test_cli $(B)/tests-asan/test_cli: $(B)/kprobe $(B)/libkprobe-agent.so $(B)/libkprobe-audit.so $(KP_TEST_PROGS) \
 	$(KP_MODULES)
 
 # `make install` also installs the tool, its agent and its man page.
 .PHONY: install-kprobe
 install: install-kprobe
-install-kprobe: $(B)/kprobe $(B)/libkprobe-agent.so
+install-kprobe: $(B)/kprobe $(B)/libkprobe-agent.so $(B)/libkprobe-audit.so
 	install -d $(DESTDIR)$(PREFIX)/bin $(DESTDIR)$(KP_AGENT_INSTALL_DIR) \
 	           $(DESTDIR)$(PREFIX)/share/man/man1
 	install -m 755 $(B)/kprobe $(DESTDIR)$(PREFIX)/bin/
 	install -m 755 $(B)/libkprobe-agent.so $(DESTDIR)$(KP_AGENT_INSTALL_DIR)/
+	install -m 755 $(B)/libkprobe-audit.so $(DESTDIR)$(KP_AGENT_INSTALL_DIR)/
 	install -m 644 docs/kprobe.1 $(DESTDIR)$(PREFIX)/share/man/man1/
 
 # ---- the CLI's reading side under hostile session memory ----

@@ -57,6 +57,33 @@ static void check_command(const char *cmd)
 	/* Not ELF (a script): its interpreter is what gets the agent. */
 }
 
+/* LD_AUDIT gets the audit module beside the agent (which starts the agent
+ * before any library's constructor runs), ahead of the command's own;
+ * without the module the agent starts from its constructor. */
+static void set_audit(const char *agent)
+{
+	const char *before = getenv("LD_AUDIT");
+	const char *slash = strrchr(agent, '/');
+	char *audit;
+
+	unsetenv(KPROBE_ENV_AUDIT);
+	if (!slash || asprintf(&audit, "%.*s/libkprobe-audit.so", (int)(slash - agent), agent) < 0)
+		return;
+	if (access(audit, R_OK)) {
+		free(audit);
+		return;
+	}
+	if (before && *before) {
+		char *both;
+
+		setenv(KPROBE_ENV_AUDIT, before, 1);
+		if (asprintf(&both, "%s:%s", audit, before) < 0)
+			_exit(127);
+		audit = both;
+	}
+	setenv("LD_AUDIT", audit, 1);
+}
+
 static void child_exec(struct session *s, const char *agent, const char *config, int errfd)
 {
 	const char *before = getenv("LD_PRELOAD");
@@ -72,6 +99,7 @@ static void child_exec(struct session *s, const char *agent, const char *config,
 		preload = (char *)agent;
 	}
 	setenv("LD_PRELOAD", preload, 1);
+	set_audit(agent);
 	setenv(KPROBE_ENV_CONFIG, config, 1);
 	unsetenv(KPROBE_ENV_FOLLOWER);
 	/* The command must not inherit our handlers' effect or our mask. */

@@ -52,13 +52,17 @@ typedef void (*register_frame_fn)(void *);
 
 /* libgcc's frame registry, the one every unwinder of the process uses.
  * The dlopen() (once per process) stays outside the loader lock, which is a
- * leaf: a dlopen() may run the kprobe agent's hook, which registers probes. */
+ * leaf: a dlopen() may run the kprobe agent's hook, which registers probes.
+ * RTLD_LOCAL: the process has one libgcc_s either way, and a dlopen()
+ * that added to the global scope before the program's initializers ran
+ * (the kprobe agent may arm that early) would break the loader's list of
+ * initializers. */
 static register_frame_fn frame_fn(const char *name)
 {
-	void *fn = dlsym(RTLD_DEFAULT, name);
+	void *fn = dlsym(RTLD_DEFAULT, name), *h;
 
-	if (!fn && dlopen("libgcc_s.so.1", RTLD_NOW | RTLD_GLOBAL | RTLD_NODELETE))
-		fn = dlsym(RTLD_DEFAULT, name);
+	if (!fn && (h = dlopen("libgcc_s.so.1", RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE)))
+		fn = dlsym(h, name);
 	return (register_frame_fn)fn;
 }
 
