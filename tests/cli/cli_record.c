@@ -3,6 +3,7 @@
  *
  *   recurse DEPTH      rec() nested DEPTH + 1 deep, once
  *   threads T N        T threads, each calling leaf() N times
+ *   seqthreads T N     the same, one thread after another
  *   longjmp N          N times: outer() -> middle() -> inner(), which
  *                      longjmps back to outer(): middle and inner never return
  *   fork N             leaf() N times in the parent, then N times in a child
@@ -108,6 +109,14 @@ int main(int argc, char **argv)
 			pthread_create(&tids[i], NULL, thread_main, NULL);
 		for (long i = 0; i < t && i < 64; i++)
 			pthread_join(tids[i], NULL);
+	} else if (!strcmp(argv[1], "seqthreads") && argc > 3) {
+		pthread_t tid;
+
+		per_thread = atol(argv[3]);
+		for (long i = 0; i < n; i++) {
+			pthread_create(&tid, NULL, thread_main, NULL);
+			pthread_join(tid, NULL);
+		}
 	} else if (!strcmp(argv[1], "longjmp")) {
 		int jumped = 0;
 

@@ -64,6 +64,17 @@ else
 	fail "threads: record"
 fi
 
+# 2b. More threads than buffers, one after another: each waits for the
+# buffer of an exited one rather than lose its calls.
+if KPROBE_RINGS=3 record_json seq -- "$P/cli_record" seqthreads 12 500; then
+	expect "threads beyond the buffers: every call of leaf" "6000 6000 0 1 12 1" \
+		"$(row "$T/seq.counts" leaf)"
+	lost=$(awk '/^lost_/ { s += $2 } END { print s + 0 }' "$T/seq/info")
+	expect "threads beyond the buffers: nothing lost" 0 "$lost"
+else
+	fail "threads beyond the buffers: record"
+fi
+
 # 3. longjmp: middle and inner never return; closed when outer returns.
 if record_json lj -- "$P/cli_record" longjmp 100; then
 	expect "longjmp: outer returns every time" "100 100 0 1 1 1" "$(row "$T/lj.counts" outer)"
@@ -114,6 +125,16 @@ if "$K" record -o "$T/big" fib 'fib%return' -- "$P/cli_record" fib "$N" >"$T/big
 	expect "full speed: every call of fib recorded" $((N * 21891)) "$calls"
 else
 	fail "full speed: record"; sed 's/^/#   /' "$T/big.err"
+fi
+
+# 7b. trace at full speed, to a file, loses nothing and says nothing of it.
+if "$K" trace fib 'fib%return' -o "$T/trace.txt" -- "$P/cli_record" fib 20 >/dev/null \
+	2>"$T/trace.err"; then
+	expect "trace at full speed: every event written" $((2 * 20 * 21891)) \
+		"$(grep -c ' fib' "$T/trace.txt")"
+	expect "trace at full speed: no loss reported" "" "$(grep lost "$T/trace.err")"
+else
+	fail "trace at full speed"
 fi
 
 # 8. uftrace as the oracle of the call graph (same replay format).

@@ -67,6 +67,7 @@ struct agent_session {
 	uint64_t tick_ns_q32;		/* ns per TSC tick << 32, for latency */
 	uint64_t wait_ticks;		/* how long a writer waits for ring space */
 	bool stalled;			/* a wait timed out: the reader is gone */
+	bool rings_exhausted;		/* a wait for a free ring timed out */
 	struct agent_probe **probes;
 	int nprobes, cap;
 	struct agent_deferred *deferred;

@@ -14,10 +14,54 @@
 
 #include "agent_hit.h"
 
+/* A free ring taken for me, or -1. */
+HIT_INLINE int take_free_ring(struct agent_session *s, uint64_t me)
+{
+	for (uint32_t i = 0; i < s->nrings; i++) {
+		struct kps_ring *r = &s->map.rings[i];
+		uint64_t owner = 0;
+
+		if (__atomic_load_n(&r->owner, __ATOMIC_RELAXED) ||
+		    !__atomic_compare_exchange_n(&r->owner, &owner, me, false, __ATOMIC_ACQ_REL,
+						 __ATOMIC_RELAXED))
+			continue;
+		__atomic_store_n(&r->used, 1, __ATOMIC_RELEASE);
+		raise_rings_hint(s, (int)i);
+		return (int)i;
+	}
+	return -1;
+}
+
+/* Every ring is taken: the reader frees those of exited threads once it
+ * has read them (record.c).  Waits for one as ring_wait() waits for space;
+ * a wait that runs out means every ring is a live thread's, and no thread
+ * of the session waits again. */
+HIT_INLINE int wait_free_ring(struct agent_session *s, uint64_t me)
+{
+	uint64_t start;
+	int ring;
+
+	if (__atomic_load_n(&s->map.hdr->drop, __ATOMIC_RELAXED) ||
+	    __atomic_load_n(&s->stalled, __ATOMIC_RELAXED) ||
+	    __atomic_load_n(&s->rings_exhausted, __ATOMIC_RELAXED))
+		return -1;
+	start = __builtin_ia32_rdtsc();
+	do {
+		for (int i = 0; i < 1024; i++)
+			__builtin_ia32_pause();
+		ring = take_free_ring(s, me);
+		if (ring >= 0)
+			return ring;
+	} while (__builtin_ia32_rdtsc() - start < s->wait_ticks &&
+		 !__atomic_load_n(&s->map.hdr->drop, __ATOMIC_RELAXED));
+	__atomic_store_n(&s->rings_exhausted, true, __ATOMIC_RELAXED);
+	return -1;
+}
+
 /* A thread's first hit in a session, on the light path: its id from its
- * control block, and a free ring if there is one (a thread without one
- * counts in the shared row; an exited thread's ring is taken back only by
- * the full path, which can ask the kernel whether its owner is gone). */
+ * control block, and a free ring if there is one (a counting thread
+ * without one counts in the shared row; a recording one waits for the
+ * reader to free one). */
 static __attribute__((noinline)) void first_hit_light(struct agent_session *s)
 {
 	struct hit_thread *t = self();
@@ -35,19 +79,11 @@ static __attribute__((noinline)) void first_hit_light(struct agent_session *s)
 		return;
 	}
 	me = (uint64_t)(uint32_t)agent_hit_pid << 32 | (uint32_t)tid;
-	for (uint32_t i = 0; i < s->nrings; i++) {
-		struct kps_ring *r = &s->map.rings[i];
-		uint64_t owner = 0;
-
-		if (__atomic_load_n(&r->owner, __ATOMIC_RELAXED) ||
-		    !__atomic_compare_exchange_n(&r->owner, &owner, me, false, __ATOMIC_ACQ_REL,
-						 __ATOMIC_RELAXED))
-			continue;
-		__atomic_store_n(&r->used, 1, __ATOMIC_RELEASE);
-		raise_rings_hint(s, (int)i);
-		t->ring = (int)i;
-		return;
-	}
+	t->ring = take_free_ring(s, me);
+	/* A recorded thread waits for the reader to free the ring of an
+	 * exited thread rather than lose its events. */
+	if (t->ring < 0 && s->cfg.action == ACT_RECORD)
+		t->ring = wait_free_ring(s, me);
 }
 
 /* The thread's state for a hit in s, or NULL when the hit is not the
