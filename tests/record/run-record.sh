@@ -162,7 +162,7 @@ else
 fi
 
 # 9. Calls made by a library's constructor are counted (uprobes count 2).
-hits=$("$K" count ctor_helper -- "$P/cli_ctor" 2>/dev/null | awk '$1 == "ctor_helper" { print $(NF-1) }')
+hits=$("$K" count ctor_helper -o /dev/stdout -- "$P/cli_ctor" 2>/dev/null | awk '$1 == "ctor_helper" { print $(NF-1) }')
 expect "constructor: ctor_helper counted in the constructor and in main" 2 "$hits"
 
 # 10. Bad input: one line, status 2 or 1.

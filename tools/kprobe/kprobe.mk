@@ -184,7 +184,7 @@ install-kprobe: $(B)/kprobe $(B)/libkprobe-agent.so $(B)/libkprobe-audit.so
 # tests/test_cli_shm_fuzz.c links the CLI code that reads the session (its
 # own cli_die/cli_warn/cli_now_ns stand in for main.c), plain and with the
 # sanitizers like every suite.
-KP_READER_SRC := $(addprefix $(KP_DIR)/,session.c consumer.c output.c output_summary.c \
+KP_READER_SRC := $(addprefix $(KP_DIR)/,session.c consumer.c record.c output.c output_summary.c \
 		   spec.c proto.c ctl_client.c escape.c run.c ldcache.c symbolize.c elf_file.c \
 		   stacks.c) \
 		   $(KP_LANG_SRC)
