@@ -196,11 +196,16 @@ AGENT_EXPORT void kprobe_agent_early_start(const char *config, int follower, cha
 }
 
 /* glibc passes the program's arguments to constructors. */
+/* glibc passes the program's arguments to constructors.  Everything here
+ * is the agent's: with the probes armed early, its libc calls (getenv,
+ * setenv, ...) must not count as the program's. */
 __attribute__((constructor)) static void agent_init(int argc, char **argv, char **envp)
 {
-	const char *config = getenv(KPROBE_ENV_CONFIG);
+	const char *config;
 
 	(void)envp;
+	agent_own_begin();
+	config = getenv(KPROBE_ENV_CONFIG);
 	if (started_early && argc > 0 && argv && argv[0] &&
 	    (!program_invocation_name || !*program_invocation_name)) {
 		const char *slash = strrchr(argv[0], '/');
@@ -211,4 +216,5 @@ __attribute__((constructor)) static void agent_init(int argc, char **argv, char 
 	agent_start(config, getenv(KPROBE_ENV_FOLLOWER) != NULL, false);
 	if (config)
 		fix_environment();
+	agent_own_end();
 }
