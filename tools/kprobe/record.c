@@ -335,13 +335,13 @@ static void write_descs(struct session *s)
 
 void record_finish(struct session *s)
 {
-	uint64_t full, ringless;
+	uint64_t full, after, ringless;
 	FILE *f;
 
 	while (drain_round(s))
 		;
 	write_descs(s);
-	full = consumer_lost_full(&s->cons);
+	session_split_losses(s, &full, &after);
 	ringless = consumer_lost_ringless(&s->cons);
 	f = create_text("info");
 	fprintf(f, "kprobe-record %d\n", RECORD_VERSION);
@@ -351,6 +351,7 @@ void record_finish(struct session *s)
 	fprintf(f, "ns_per_tick %.17g\n", tick_rate(s));
 	fprintf(f, "lost_full %lu\n", (unsigned long)full);
 	fprintf(f, "lost_ringless %lu\n", (unsigned long)ringless);
+	fprintf(f, "after_end %lu\n", (unsigned long)after);
 	fprintf(f, "corrupt %lu\n", (unsigned long)rec.corrupt);
 	fprintf(f, "bytes %lu\n", (unsigned long)rec.bytes);
 	close_text(f, "info");
@@ -358,9 +359,13 @@ void record_finish(struct session *s)
 	free(rec.files);
 	rec.files = NULL;
 	close(rec.dirfd);
+	if (after)
+		cli_warn("discarded %lu events that came after the end of recording",
+			 (unsigned long)after);
 	if (full)
 		cli_warn("lost %lu events (a buffer was full%s)", (unsigned long)full,
-			 s->opts->drop ? " and --drop was given" : ": the tool stopped reading");
+			 s->opts->drop ? " and --drop was given" :
+					 ": the tool did not read it for seconds");
 	if (ringless)
 		cli_warn("lost %lu events (threads beyond the session's %u buffers had none)",
 			 (unsigned long)ringless, (unsigned int)s->cons.nrings);

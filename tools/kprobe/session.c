@@ -459,13 +459,17 @@ static void report_latency(struct session *s)
 /* Why events were lost, each cause apart. */
 static void report_trace_loss(struct session *s)
 {
-	uint64_t full = consumer_lost_full(&s->cons);
+	uint64_t full, after;
 	uint64_t ringless = consumer_lost_ringless(&s->cons);
 
+	session_split_losses(s, &full, &after);
+	if (after)
+		cli_warn("discarded %lu events that came after the end of probing",
+			 (unsigned long)after);
 	if (full)
 		cli_warn("lost %lu events (a ring was full%s)", (unsigned long)full,
 			 s->opts->drop ? " and --drop was given" :
-					 ": the tool stopped reading it");
+					 ": the tool did not read it for seconds");
 	if (ringless)
 		cli_warn("lost %lu events (threads beyond the session's %u rings had none; "
 			 "KPROBE_RINGS sets up to %d)", (unsigned long)ringless,
@@ -484,6 +488,17 @@ void session_show_failed_lines(struct session *s)
 void session_stop_reading(struct session *s)
 {
 	__atomic_store_n(&s->map.hdr->drop, 1, __ATOMIC_RELEASE);
+	if (!s->stopped_reading)
+		s->lost_at_stop = consumer_lost_full(&s->cons);
+	s->stopped_reading = true;
+}
+
+void session_split_losses(const struct session *s, uint64_t *during, uint64_t *after)
+{
+	uint64_t full = consumer_lost_full(&s->cons);
+
+	*during = s->stopped_reading && s->lost_at_stop < full ? s->lost_at_stop : full;
+	*after = full - *during;
 }
 
 void session_report(struct session *s)

@@ -22,6 +22,10 @@ struct session {
 	struct ctl ctl;
 	int out_errno;			/* why writing the output failed */
 	pid_t target;
+	/* Ring-full losses when the tool stopped reading (the rest came after
+	 * the end of probing: -d, a signal, detaching), and whether it did. */
+	uint64_t lost_at_stop;
+	bool stopped_reading;
 	/* the registration progress line */
 	bool progress_shown, progress_newline;
 	uint64_t progress_done;
@@ -74,6 +78,9 @@ uint32_t session_ring_count(void);
 /* The target's threads stop waiting for ring space (the CLI is about to
  * stop reading): full rings drop from now on. */
 void session_stop_reading(struct session *s);
+/* Ring-full losses while the tool was reading, and those after it stopped
+ * (events that came after the end of probing, not kept). */
+void session_split_losses(const struct session *s, uint64_t *during, uint64_t *after);
 /* Writes what the run ends with: the trace's end, the counts or the
  * latency histogram. */
 void session_report(struct session *s);
