@@ -2804,6 +2804,71 @@ Test(optimize, kretprobe_fast_entry, .init = setup)
 	unregister_kretprobe(&rp);
 }
 
+/* A light kprobe and a return probe without an entry handler on one
+ * function (a tool counting or recording its entry and return): the return
+ * probe's set-up runs the kprobe's handler first, still on the fast path;
+ * both run once per call, and the pair follows the kprobe's changes. */
+Test(optimize, kretprobe_fast_entry_after_light_kprobe, .init = setup)
+{
+	struct kretprobe rp;
+	struct kprobe kp;
+
+	memset(&rp, 0, sizeof(rp));
+	memset(&kp, 0, sizeof(kp));
+	kp.addr = (kprobe_opcode_t *)opt_normal;
+	kp.pre_handler = count_pre;
+	rp.kp.addr = (kprobe_opcode_t *)opt_normal;
+	rp.handler = rp_ret;
+	rp_returns = rp_bad = 0;
+	count_hits = 0;
+	cr_assert_eq(register_kprobe(&kp), 0);
+	cr_assert_eq(register_kretprobe(&rp), 0);
+	cr_assert(wait_opt(&rp.kp, true, 2000), "not optimized");
+	cr_assert_eq(fast_of(&rp.kp), &rp.kp, "no fast path for the pair");
+	for (long i = 0; i < 20000; i++) {
+		rp_expect = NORMAL(i, 5);
+		cr_assert_eq(call_normal(i, 5), rp_expect);
+	}
+	cr_assert_eq(count_hits, 20000);
+	cr_assert_eq(rp_returns, 20000);
+	cr_assert_eq(rp_bad, 0);
+
+	/* The kprobe disabled: no pair (the handler loop skips it). */
+	cr_assert_eq(disable_kprobe(&kp), 0);
+	cr_assert_null(fast_of(&rp.kp));
+	for (long i = 0; i < 1000; i++) {
+		rp_expect = NORMAL(i, 5);
+		cr_assert_eq(call_normal(i, 5), rp_expect);
+	}
+	cr_assert_eq(count_hits, 20000);
+	cr_assert_eq(rp_returns, 21000);
+	cr_assert_eq(enable_kprobe(&kp), 0);
+	cr_assert_eq(fast_of(&rp.kp), &rp.kp);
+	for (long i = 0; i < 1000; i++) {
+		rp_expect = NORMAL(i, 5);
+		cr_assert_eq(call_normal(i, 5), rp_expect);
+	}
+	cr_assert_eq(count_hits, 21000);
+	cr_assert_eq(rp_returns, 22000);
+	cr_assert_eq(rp_bad, 0);
+	cr_assert_eq(rp.nmissed, 0);
+	unregister_kretprobe(&rp);
+	unregister_kprobe(&kp);
+
+	/* A kprobe that needs its pt_regs: no pair. */
+	memset(&rp, 0, sizeof(rp));
+	memset(&kp, 0, sizeof(kp));
+	kp.addr = (kprobe_opcode_t *)opt_normal;
+	kp.pre_handler = light_pre;
+	rp.kp.addr = (kprobe_opcode_t *)opt_normal;
+	rp.handler = rp_ret;
+	cr_assert_eq(register_kprobe(&kp), 0);
+	cr_assert_eq(register_kretprobe(&rp), 0);
+	cr_assert_null(fast_of(&rp.kp));
+	unregister_kretprobe(&rp);
+	unregister_kprobe(&kp);
+}
+
 /* ---- return probes whose function is called from the instance's stub ---- */
 
 /* The first bytes of an entry detour's exit, after its call (D+6): the

@@ -83,6 +83,15 @@ enum kp_opt_state { OPT_NONE, OPT_QUEUED, OPT_PREPARED, OPT_OPTIMIZED };
  * registered. */
 #define kp_probe_fast_fn(p) (*(void **)&(p)->__reserved[1])
 int kp_kretprobe_entry_fast(struct kprobe *p, void *ret_slot, struct kp_thread *t);
+/* An enabled kprobe whose pre-handler needs the light level only: the
+ * fast function of a probepoint's single probe, or run by the return
+ * probe after it (kp_kretprobe_entry_fast). */
+static inline bool kp_probe_light_entry(struct kprobe *p)
+{
+	return p->__type == KP_TYPE_KPROBE && !(p->flags & KPROBE_FLAG_DISABLED) &&
+	       !p->post_handler && kp_probe_fast_fn(p) &&
+	       kp_probe_fast_fn(p) == (void *)p->pre_handler;
+}
 /* A return probe's slot in the threads' instance caches (kretprobe.c),
  * kept in the probe for the entry's fast path. */
 #define kp_probe_ri_slot(p) (*(uint8_t *)&(p)->__reserved[2])

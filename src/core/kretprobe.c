@@ -444,11 +444,29 @@ static __attribute__((noinline)) int entry_fast_slow(struct kretprobe *rp, struc
  * return probe without an entry handler: no struct pt_regs is built, and
  * where the detour allows, the function is called from the instance's
  * stub so that its return stays predicted. */
+/* The probepoint's first probe, when this return probe follows a light
+ * kprobe (the registry's pair, pp_update_fast): its pre-handler runs
+ * first, as the handler loop would run it; non-zero stops the hit there.
+ * Checked again here: the list may have changed since the detour read
+ * the fast probe (a probe added meanwhile misses this hit, as with any
+ * fast probe). */
+static __attribute__((noinline)) bool run_entry_probe(struct kprobe *first)
+{
+	if (!kp_probe_light_entry(first))
+		return false;
+	return first->pre_handler(first, NULL) != 0;
+}
+
 int kp_kretprobe_entry_fast(struct kprobe *p, void *ret_slot, struct kp_thread *t)
 {
 	struct kretprobe *rp = container_of(p, struct kretprobe, kp);
 	uintptr_t slot = (uintptr_t)ret_slot;
 	struct kp_ri *top = t->ri_top, *ri;
+	struct kprobe *first = __atomic_load_n(
+		&((struct kp_probepoint *)p->__pp)->probes, __ATOMIC_ACQUIRE);
+
+	if (__builtin_expect(first != p, 0) && run_entry_probe(first))
+		return 0;
 
 	/* The common case, kept short: no frame of this thread's at or below
 	 * this one (left by a longjmp, or another return probe's on this

@@ -283,12 +283,22 @@ static uint8_t probe_needs(const struct kprobe *p, enum kp_type type)
 static void pp_update_fast(struct kp_probepoint *pp)
 {
 	struct kprobe *p = pp->probes, *fast = NULL;
+	bool pair = false;
 
-	if (p && !p->__next && !(p->flags & KPROBE_FLAG_DISABLED) && kp_probe_fast_fn(p))
+	if (p && !p->__next && !(p->flags & KPROBE_FLAG_DISABLED) && kp_probe_fast_fn(p)) {
 		fast = p;
+	} else if (p && p->__next && !p->__next->__next && kp_probe_light_entry(p) &&
+		   !(p->__next->flags & KPROBE_FLAG_DISABLED) &&
+		   kp_probe_fast_fn(p->__next) == (void *)kp_kretprobe_entry_fast) {
+		/* A light kprobe and a return probe without an entry handler
+		 * (count or record a function's entry and return): the return
+		 * probe's C set-up runs the kprobe's handler first. */
+		fast = p->__next;
+		pair = true;
+	}
 	__atomic_store_n(&pp->fast, fast, __ATOMIC_RELEASE);
 	__atomic_store_n(&pp->rfast,
-			 fast && kp_probe_fast_fn(fast) == (void *)kp_kretprobe_entry_fast &&
+			 fast && !pair && kp_probe_fast_fn(fast) == (void *)kp_kretprobe_entry_fast &&
 					 kp_membarrier_ok ? fast : NULL,
 			 __ATOMIC_RELEASE);
 }
