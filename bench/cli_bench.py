@@ -8,13 +8,15 @@ cost per hit or event in a whole run, against the unprobed run and uftrace.
   record_lost    events that record lost (must be 0)
   uftrace_fib    ns per event of `uftrace record -P fib` (null: not installed)
 
-Each is the best of RUNS whole runs of fib(20) x N minus the best of the
+Each (and its _cpu twin, from user + system time of the tool and the
+command, steadier on a loaded machine) is the best of RUNS whole runs of fib(20) x N minus the best of the
 same command on fib(20) x 1 (start-up, arming, the end: fixed costs), less
 the same difference unprobed, divided by the calls (21891 per fib(20)) or
 events (two per call).
 Usage: cli_bench.py BUILD_DIR [--json]"""
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -26,20 +28,29 @@ N = int(os.environ.get("KPROBE_BENCH_FIB_N", "500"))
 CALLS = (N - 1) * 21891
 
 
+def cpu_of_children():
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
 def best(cmd, cwd=None):
-    t = None
+    """The best wall time of RUNS runs, and the best CPU time (user and
+    system, the tool and the command together)."""
+    t = c = None
     for _ in range(RUNS):
-        start = time.monotonic()
+        start, cpu = time.monotonic(), cpu_of_children()
         subprocess.run(cmd, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                        check=True)
-        d = time.monotonic() - start
+        d, dc = time.monotonic() - start, cpu_of_children() - cpu
         t = d if t is None else min(t, d)
-    return t
+        c = dc if c is None else min(c, dc)
+    return t, c
 
 
 def marginal(cmd_of):
-    """Seconds the N - 1 extra fib(20) cost under cmd_of(n)."""
-    return best(cmd_of(N)) - best(cmd_of(1))
+    """Seconds (wall, CPU) the N - 1 extra fib(20) cost under cmd_of(n)."""
+    (wn, cn), (w1, c1) = best(cmd_of(N)), best(cmd_of(1))
+    return wn - w1, cn - c1
 
 
 def main():
@@ -74,14 +85,22 @@ def main():
                 uftrace = None
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+    def per(t, n, i):
+        return round((t[i] - base[i]) * 1e9 / n, 2)
+
     rows = {
         "fib_calls": CALLS,
-        "unprobed_s": round(base, 4),
-        "cli_count": round((count - base) * 1e9 / CALLS, 2),
-        "cli_count_ret": round((count_ret - base) * 1e9 / CALLS, 2),
-        "record_fib": round((record - base) * 1e9 / (2 * CALLS), 2),
+        "unprobed_s": round(base[0], 4),
+        "cli_count": per(count, CALLS, 0),
+        "cli_count_ret": per(count_ret, CALLS, 0),
+        "record_fib": per(record, 2 * CALLS, 0),
         "record_lost": lost,
-        "uftrace_fib": None if uftrace is None else round((uftrace - base) * 1e9 / (2 * CALLS), 2),
+        "uftrace_fib": None if uftrace is None else per(uftrace, 2 * CALLS, 0),
+        # the same from CPU time, steadier on a loaded machine
+        "cli_count_cpu": per(count, CALLS, 1),
+        "cli_count_ret_cpu": per(count_ret, CALLS, 1),
+        "record_fib_cpu": per(record, 2 * CALLS, 1),
+        "uftrace_fib_cpu": None if uftrace is None else per(uftrace, 2 * CALLS, 1),
     }
     if as_json:
         print(json.dumps(rows))
