@@ -128,8 +128,9 @@ static int count_return(struct kretprobe_instance *ri, struct pt_regs *regs)
 	return 0;
 }
 
-/* One recorded event: its time, the probe and n values; the call stack
- * (not an entry time) pairs a return with its entry. */
+/* One recorded event: its time, the probe and n values (16 bytes without
+ * values); the call stack (not an entry time) pairs a return with its
+ * entry. */
 static inline __attribute__((always_inline)) void record_put(struct agent_probe *ap,
 							      struct hit_thread *t,
 							      uint16_t type, uint64_t time,
@@ -142,6 +143,21 @@ static inline __attribute__((always_inline)) void record_put(struct agent_probe 
 
 	if (t->ring < 0) {
 		count_lost(s, -1);
+		return;
+	}
+	if (!n) {
+		struct kps_rec_event *rev;
+
+		rev = ring_reserve(s, t->ring, sizeof(*rev), &head);
+		if (!rev) {
+			count_lost(s, t->ring);
+			return;
+		}
+		rev->size = sizeof(*rev);
+		rev->type = type == EV_ENTRY ? EV_REC_ENTRY : EV_REC_RETURN;
+		rev->desc = (uint16_t)ap->desc;
+		rev->time = time;
+		ring_commit(s, t->ring, head, sizeof(*rev));
 		return;
 	}
 	ev = ring_reserve(s, t->ring, len, &head);

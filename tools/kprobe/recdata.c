@@ -261,15 +261,58 @@ static uint64_t to_ns(const struct recording *r, uint64_t stamp)
 	return r->ns_base + (uint64_t)(int64_t)d;
 }
 
+/* Fills ev from a record's header e, its values (and then its strings)
+ * at p, up to end.  1, or -1 when it makes no sense. */
+static int fill_event(const struct recording *r, const struct rd_thread *t,
+		      const struct kps_event *e, const unsigned char *p, const unsigned char *end,
+		      struct trace_event *ev)
+{
+	const struct rd_desc *d;
+
+	if ((e->type != EV_ENTRY && e->type != EV_RETURN) || e->desc >= KPS_MAX_PROBES)
+		return -1;
+	d = &r->descs[e->desc];
+	if (!d->valid || e->nvals != d->spec->nargs || e->nvals > (size_t)(end - p) / 8)
+		return -1;
+	memset(ev, 0, sizeof(*ev));
+	ev->type = e->type;
+	ev->desc_id = e->desc;
+	ev->desc = &d->copy;
+	ev->spec = d->spec;
+	ev->pid = t->pid;
+	ev->tid = t->tid;
+	ev->time_ns = ev->entry_ns = to_ns(r, e->time_ns);
+	for (int i = 0; i < e->nvals; i++)
+		memcpy(&ev->vals[i], p + 8 * i, 8);
+	p += 8 * e->nvals;
+	for (int i = 0; i < e->nvals; i++) {
+		uint16_t n;
+
+		if (d->spec->args[i].type != ARG_STRING)
+			continue;
+		if (end - p < 2)
+			return -1;
+		n = (uint16_t)(p[0] | p[1] << 8);
+		p += 2;
+		if (n == KPS_STR_FAULT)
+			continue;
+		if (n > KPS_STR_MAX || end - p < n)
+			return -1;
+		ev->str[i] = p;
+		ev->strlen[i] = n;
+		p += n;
+	}
+	return 1;
+}
+
 /* Decodes the record at *off into ev and moves *off past it.  1: an
  * event, 0: the end, -1: a record that makes no sense (stop there). */
 static int next_event(const struct recording *r, const struct rd_thread *t, size_t *off,
 		      struct trace_event *ev)
 {
 	for (;;) {
-		const unsigned char *p = t->data + *off, *end;
+		const unsigned char *p = t->data + *off;
 		struct kps_event e;
-		const struct rd_desc *d;
 
 		if (t->len - *off < 8)
 			return t->len == *off ? 0 : -1;
@@ -279,45 +322,22 @@ static int next_event(const struct recording *r, const struct rd_thread *t, size
 		*off += e.size;
 		if (e.type == EV_PAD)
 			continue;
+		if (e.type == EV_REC_ENTRY || e.type == EV_REC_RETURN) {
+			struct kps_rec_event c;
+
+			if (e.size != sizeof(c))
+				return -1;
+			memcpy(&c, p, sizeof(c));
+			e.type = c.type == EV_REC_ENTRY ? EV_ENTRY : EV_RETURN;
+			e.nvals = 0;
+			e.desc = c.desc;
+			e.time_ns = c.time;
+			return fill_event(r, t, &e, p + sizeof(c), p + sizeof(c), ev);
+		}
 		if (e.size < sizeof(e))
 			return -1;
 		memcpy(&e, p, sizeof(e));
-		if ((e.type != EV_ENTRY && e.type != EV_RETURN) || e.desc >= KPS_MAX_PROBES)
-			return -1;
-		d = &r->descs[e.desc];
-		if (!d->valid || e.nvals != d->spec->nargs || e.nvals > (e.size - sizeof(e)) / 8)
-			return -1;
-		memset(ev, 0, sizeof(*ev));
-		ev->type = e.type;
-		ev->desc_id = e.desc;
-		ev->desc = &d->copy;
-		ev->spec = d->spec;
-		ev->pid = t->pid;
-		ev->tid = t->tid;
-		ev->time_ns = ev->entry_ns = to_ns(r, e.time_ns);
-		end = p + e.size;
-		p += sizeof(e);
-		for (int i = 0; i < e.nvals; i++)
-			memcpy(&ev->vals[i], p + 8 * i, 8);
-		p += 8 * e.nvals;
-		for (int i = 0; i < e.nvals; i++) {
-			uint16_t n;
-
-			if (d->spec->args[i].type != ARG_STRING)
-				continue;
-			if (end - p < 2)
-				return -1;
-			n = (uint16_t)(p[0] | p[1] << 8);
-			p += 2;
-			if (n == KPS_STR_FAULT)
-				continue;
-			if (n > KPS_STR_MAX || end - p < n)
-				return -1;
-			ev->str[i] = p;
-			ev->strlen[i] = n;
-			p += n;
-		}
-		return 1;
+		return fill_event(r, t, &e, p + sizeof(e), p + e.size, ev);
 	}
 }
 

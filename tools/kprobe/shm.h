@@ -130,7 +130,17 @@ struct kps_ring {
 	char pad2[56];
 };
 
-enum kps_event_type { EV_PAD = 1, EV_ENTRY, EV_RETURN, EV_TEXT, EV_PROG };
+enum kps_event_type { EV_PAD = 1, EV_ENTRY, EV_RETURN, EV_TEXT, EV_PROG, EV_REC_ENTRY,
+		       EV_REC_RETURN };
+
+/* record's events without values (EV_REC_ENTRY, EV_REC_RETURN): 16 bytes,
+ * the probe's descriptor in 16 bits (KPS_MAX_PROBES fits). */
+struct kps_rec_event {
+	uint32_t size;			/* 16 */
+	uint16_t type;
+	uint16_t desc;
+	uint64_t time;			/* TSC */
+};
 
 /* One event in a ring, 8-byte aligned.  vals[] holds the argument values
  * in the order of the probe's ARGs; a return event starts with the entry
@@ -162,6 +172,8 @@ struct kps_event {
 };
 
 #define KPS_STACK_SHIFT	16		/* reserved: faults below, frames above */
+
+_Static_assert(KPS_MAX_PROBES <= 65536, "kps_rec_event: a descriptor in 16 bits");
 #define KPS_STR_FAULT	0xffff
 #define KPS_STR_MAX	128		/* bytes of a string argument kept */
 #define KPS_TEXT_MAX	1024		/* bytes of an EV_TEXT line */
