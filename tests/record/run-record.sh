@@ -165,7 +165,11 @@ fi
 hits=$("$K" count ctor_helper -o /dev/stdout -- "$P/cli_ctor" 2>/dev/null | awk '$1 == "ctor_helper" { print $(NF-1) }')
 expect "constructor: ctor_helper counted in the constructor and in main" 2 "$hits"
 
-# 10. Bad input: one line, status 2 or 1.
+# 10. Bad input: one line, status 2 or 1; mutated recordings never crash
+# the readers.
+bad=$(python3 tests/record/mutate_record.py "$K" "$T/lj" 40 | tail -1)
+expect "mutated recordings: report, replay, dump end with 0 or 1" 0 "$bad"
+
 "$K" report "$T/nonexistent" >/dev/null 2>"$T/bad.err"
 expect "report of a missing directory fails with 1" 1 $?
 "$K" dump "$T/rec" >/dev/null 2>&1

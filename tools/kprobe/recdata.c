@@ -220,7 +220,8 @@ static void load_descs(struct recording *r)
 		if (n < 7)
 			continue;
 		id = strtoul(field[0], NULL, 10);
-		if (id >= KPS_MAX_PROBES)
+		/* An id seen before keeps its first line. */
+		if (id >= KPS_MAX_PROBES || r->descs[id].valid)
 			continue;
 		d = &r->descs[id];
 		d->kind = (uint8_t)strtoul(field[1], NULL, 10);
@@ -410,6 +411,21 @@ static void recording_load(struct recording *r, const char *dir)
 	load_descs(r);
 }
 
+static void recording_free(struct recording *r)
+{
+	for (int i = 0; r->descs && i < KPS_MAX_PROBES; i++) {
+		struct rd_desc *d = &r->descs[i];
+
+		/* A tracepoint's own spec (declared arguments) was made for it. */
+		if (d->spec && (d->spec < r->specs || d->spec >= r->specs + KPROBE_MAX_SPECS))
+			free(d->spec);
+	}
+	free(r->descs);
+	free(r->funcs);
+	r->descs = NULL;
+	r->funcs = NULL;
+}
+
 /* ---- the call graph of one thread ---- */
 
 struct walker {
@@ -596,7 +612,8 @@ static void run_report(struct recording *r, struct rd_thread *threads, int n, en
 		walk_thread(r, &threads[i], &ops, r);
 	nf = merge_by_name(r->funcs, r->nfuncs);
 	sort_key = k;
-	qsort(r->funcs, (size_t)nf, sizeof(*r->funcs), by_sort_key);
+	if (nf > 1)
+		qsort(r->funcs, (size_t)nf, sizeof(*r->funcs), by_sort_key);
 	printf("  Total time   Self time       Calls  Function\n");
 	printf("  ==========  ==========  ==========  ====================\n");
 	for (int i = 0; i < nf; i++) {
@@ -881,5 +898,6 @@ int recdata_run(const struct cli_opts *o)
 	for (int i = 0; i < n; i++)
 		munmap((void *)threads[i].data, threads[i].len);
 	free(threads);
+	recording_free(&r);
 	return 0;
 }
