@@ -14,7 +14,10 @@
 #include "core/internal.h"
 
 #define TLS __attribute__((tls_model("initial-exec")))
-#define HIT_INLINE static inline __attribute__((always_inline))
+/* general-regs-only: the helpers also go into the probe programs' handlers,
+ * which libkprobes must be able to prove vector-free (any caller can
+ * inline code that uses fewer registers). */
+#define HIT_INLINE static inline __attribute__((always_inline, target("general-regs-only")))
 
 /* What a thread knows of itself on the hit path. */
 struct hit_thread {
