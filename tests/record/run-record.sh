@@ -89,13 +89,13 @@ fi
 
 # 4. C++ exceptions: thrower and middle unwound, catcher returns.
 if record_json cxx -- "$P/cli_record_cxx" 100; then
-	# (names as the symbol table has them: mangled)
+	# (C++ names demangled, without their parameters, as uftrace shows them)
 	expect "exceptions: catcher returns every time" "100 100 0 1 1 1" \
-		"$(row "$T/cxx.counts" _Z7catcheri)"
+		"$(row "$T/cxx.counts" catcher)"
 	expect "exceptions: middle closed unmatched" "100 100 100 2 1 1" \
-		"$(row "$T/cxx.counts" _Z6middlei)"
+		"$(row "$T/cxx.counts" middle)"
 	expect "exceptions: thrower closed unmatched" "100 100 100 3 1 1" \
-		"$(row "$T/cxx.counts" _Z7throweri)"
+		"$(row "$T/cxx.counts" thrower)"
 else
 	fail "exceptions: record"
 fi

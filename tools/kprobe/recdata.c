@@ -11,6 +11,7 @@
  * single events.  Everything read is checked: a file that makes no sense
  * from some point on is read up to there, with a warning. */
 #include <dirent.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -158,6 +159,63 @@ static void load_specs(struct recording *r)
 	fclose(f);
 }
 
+typedef char *(*demangle_fn)(const char *, char *, size_t *, int *);
+
+/* libstdc++'s demangler, when the system has it (looked up once). */
+static demangle_fn demangler(void)
+{
+	static demangle_fn fn;
+	static bool looked;
+	void *h;
+
+	if (!looked) {
+		looked = true;
+		h = dlopen("libstdc++.so.6", RTLD_NOW | RTLD_LOCAL);
+		if (h)
+			fn = (demangle_fn)dlsym(h, "__cxa_demangle");
+	}
+	return fn;
+}
+
+/* Where a demangled name's parameter list starts: the first '(' outside
+ * template arguments that is not operator()'s own. */
+static size_t params_at(const char *s)
+{
+	int angle = 0;
+
+	for (size_t i = 0; s[i]; i++) {
+		if (s[i] == '<')
+			angle++;
+		else if (s[i] == '>' && angle)
+			angle--;
+		else if (s[i] == '(' && !angle) {
+			if (i >= 8 && !strncmp(s + i - 8, "operator", 8) && s[i + 1] == ')') {
+				i++;
+				continue;
+			}
+			return i;
+		}
+	}
+	return strlen(s);
+}
+
+/* A function's name as uftrace shows it by default: a C++ symbol
+ * demangled, without its parameter list; others as they are. */
+static void display_name(const char *sym, char *out, size_t len)
+{
+	demangle_fn demangle;
+	char *full;
+	int status = -1;
+
+	snprintf(out, len, "%s", sym);
+	if (strncmp(sym, "_Z", 2) || !(demangle = demangler()))
+		return;
+	full = demangle(sym, NULL, NULL, &status);
+	if (full && !status)
+		snprintf(out, len, "%.*s", (int)params_at(full), full);
+	free(full);
+}
+
 static int func_of(struct recording *r, const char *name, uint32_t pid, uint64_t addr)
 {
 	for (int i = r->nfuncs - 1; i >= 0; i--)
@@ -171,7 +229,7 @@ static int func_of(struct recording *r, const char *name, uint32_t pid, uint64_t
 		r->funcs = v;
 	}
 	memset(&r->funcs[r->nfuncs], 0, sizeof(r->funcs[0]));
-	snprintf(r->funcs[r->nfuncs].name, sizeof(r->funcs[0].name), "%s", name);
+	display_name(name, r->funcs[r->nfuncs].name, sizeof(r->funcs[0].name));
 	r->funcs[r->nfuncs].pid = pid;
 	r->funcs[r->nfuncs].addr = addr;
 	return r->nfuncs++;
