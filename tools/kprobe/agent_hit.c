@@ -9,6 +9,7 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <stddef.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
@@ -85,18 +86,28 @@ static void *check_tid_offsets(void *arg)
 	return NULL;
 }
 
-/* Finds where the thread library keeps a thread's id: the words of this
+/* Finds where the thread library keeps a thread's id.  glibc hands that
+ * word to the kernel (set_tid_address, to be cleared when the thread
+ * exits), and the kernel tells where it is; where it does not
+ * (PR_GET_TID_ADDRESS needs CONFIG_CHECKPOINT_RESTORE): the words of this
  * thread's control block that hold its id, less those that do not hold a
  * second thread's. */
 void agent_hit_init(void)
 {
 	const char *tp = __builtin_thread_pointer();
 	pid_t tid = (pid_t)raw_syscall(SYS_gettid, 0, 0, 0, 0, 0, 0);
+	uintptr_t tid_addr = 0;
 	long cand[9];
 	int n = 0;
 	pthread_t t;
 
 	agent_hit_pid = (pid_t)raw_syscall(SYS_getpid, 0, 0, 0, 0, 0, 0);
+	if (!raw_syscall(SYS_prctl, PR_GET_TID_ADDRESS, (long)&tid_addr, 0, 0, 0, 0) &&
+	    tid_addr > (uintptr_t)tp && tid_addr - (uintptr_t)tp < 4096 &&
+	    *(const pid_t *)tid_addr == tid) {
+		agent_tid_offset = (long)(tid_addr - (uintptr_t)tp);
+		return;
+	}
 	/* glibc's struct pthread is larger than this; its tid is well inside. */
 	for (long off = 16; off < 1024 && n < 8; off += 4)
 		if (*(const pid_t *)(tp + off) == tid)
