@@ -247,4 +247,4 @@ $(B)/tests-asan/test_lang: tests/test_lang.c $(KP_LANG_SRC:%.c=$(B)/kprobe-cli-a
 # the library's handler analysis sees that, and optimized probes and return
 # probes then save the least (agent_hit_light.c).
 $(B)/kprobe-agent/$(KP_DIR)/agent_hit_light.o: KP_CFLAGS += -ffixed-rsi -ffixed-r8 -ffixed-r9 -ffixed-r10 -ffixed-r11 \
-	-fno-tree-loop-distribute-patterns
+	-fno-tree-loop-distribute-patterns -mgeneral-regs-only -fno-jump-tables
