@@ -610,9 +610,11 @@ static void check_record(struct cli_opts *o)
 	o->outfile = NULL;
 	if (!o->nspecs && !o->nobjects)
 		o->objects[o->nobjects++] = "main";
-	for (int i = 0; i < o->nspecs; i++)
+	for (int i = 0; i < o->nspecs; i++) {
 		if (o->specs[i].kind == SPEC_TRACEPOINT && o->specs[i].is_return)
 			bad("a tracepoint has no return: '%s'", o->specs[i].text);
+		absolute_object(&o->specs[i]);
+	}
 }
 
 /* report, replay, dump: a recording's directory. */
