@@ -25,6 +25,7 @@
 #include <Zydis/Zydis.h>
 
 #include "arch/x86_64/insn.h"
+#include "arch/x86_64/xol.h"
 #include "arch/arch.h"
 #include "core/internal.h"
 #include "os/linux/threads.h"
@@ -3231,4 +3232,108 @@ Test(optimize, kretprobe_fast_path_pt_regs_handler, .init = setup)
 	}
 	cr_assert_eq(rf_hits, 20);
 	unregister_kretprobe(&rp);
+}
+
+/* ---- a thread stopped in a retired slot ---- */
+
+/* A thread that trapped on a probe and was stopped by a signal handler
+ * right after, in the probe's out-of-line slot, goes on from there to the
+ * instruction after the probed one, inside a later probe's region when
+ * the probe is gone and another one is put at the same address: no jump
+ * may be installed under it until it has left. */
+__asm__(
+	"OPTFN rs_park_fn\n"
+	"\tpush %rbp\n"
+	"\tmov %rsp, %rbp\n"
+	"\tlea 1(%rdi), %rax\n"
+	"\tpop %rbp\n"
+	"\tret\n"
+	"OPTEND rs_park_fn\n");
+
+long rs_park_fn(long x);
+
+static long (*volatile rs_park_call)(long) = rs_park_fn;
+static uintptr_t rs_park_slot;
+static volatile int rs_park_armed, rs_parked, rs_park_release, rs_park_stop;
+static volatile long rs_park_bad, rs_park_calls;
+
+static void rs_park_on_signal(int sig, siginfo_t *info, void *ctx)
+{
+	uintptr_t ip = (uintptr_t)((ucontext_t *)ctx)->uc_mcontext.gregs[REG_RIP];
+
+	(void)sig;
+	(void)info;
+	if (!rs_park_armed || ip < rs_park_slot || ip >= rs_park_slot + XOL_SLOT_SIZE)
+		return;
+	rs_park_armed = 0;
+	rs_parked = 1;
+	while (!rs_park_release)
+		__builtin_ia32_pause();
+}
+
+static void *rs_park_hammer(void *arg)
+{
+	(void)arg;
+	for (long i = 0; !rs_park_stop; i++) {
+		if (rs_park_call(i) != i + 1)
+			rs_park_bad++;
+		rs_park_calls++;
+	}
+	return NULL;
+}
+
+static int rs_park_pre(struct kprobe *p, struct pt_regs *regs)
+{
+	(void)p;
+	(void)regs;
+	return 0;
+}
+
+Test(optimize, no_jump_under_a_thread_stopped_in_a_retired_slot)
+{
+	struct sigaction sa = { .sa_sigaction = rs_park_on_signal, .sa_flags = SA_SIGINFO };
+	struct kprobe a = { .addr = (kprobe_opcode_t *)rs_park_fn, .pre_handler = rs_park_pre };
+	struct kprobe b = { .addr = (kprobe_opcode_t *)rs_park_fn, .pre_handler = rs_park_pre };
+	struct kp_probepoint *pp;
+	pthread_t hammer;
+	double end;
+
+	sigemptyset(&sa.sa_mask);
+	cr_assert_eq(sigaction(SIGUSR1, &sa, NULL), 0);
+	kprobes_set_optimization(false);
+	cr_assert_eq(register_kprobe(&a), 0);
+	pthread_mutex_lock(&kp_registry_lock);
+	pp = kp_probepoint_lookup((uintptr_t)rs_park_fn);
+	rs_park_slot = pp && pp->ainsn.slot ? pp->ainsn.slot->code : 0;
+	pthread_mutex_unlock(&kp_registry_lock);
+	cr_assert_neq(rs_park_slot, 0, "no out-of-line slot");
+	rs_park_armed = 1;
+	cr_assert_eq(pthread_create(&hammer, NULL, rs_park_hammer, NULL), 0);
+	/* A signal that arrives while the thread is in the trap handler
+	 * (which blocks it) is delivered as the thread enters the slot. */
+	end = now_s() + 5;
+	while (!rs_parked && now_s() < end) {
+		pthread_kill(hammer, SIGUSR1);
+		sleep_us(50);
+	}
+	if (!rs_parked) {
+		rs_park_armed = 0;
+		rs_park_stop = 1;
+		pthread_join(hammer, NULL);
+		unregister_kprobe(&a);
+		kprobes_set_optimization(true);
+		cr_skip_test("the thread was never stopped in the slot within 5 s");
+	}
+	unregister_kprobe(&a);
+	kprobes_set_optimization(true);
+	cr_assert_eq(register_kprobe(&b), 0);
+	cr_expect(stays_opt(&b, false, 1000),
+		  "a jump was installed while a thread in a retired slot was bound for its region");
+	rs_park_release = 1;
+	cr_expect(wait_opt(&b, true, 5000), "not optimized once the thread left the slot");
+	rs_park_stop = 1;
+	pthread_join(hammer, NULL);
+	cr_expect_eq(rs_park_bad, 0);
+	cr_expect_gt(rs_park_calls, 0);
+	unregister_kprobe(&b);
 }

@@ -79,7 +79,10 @@ int arch_opt_census_ranges(const struct kp_probepoint *pp, uintptr_t (*r)[2])
 			n++;
 		}
 	}
-	m = xol_retired_into(lo, hi, r + n, ARCH_OPT_CENSUS_MAX - n);
+	/* Retired slots from pp->addr on: an earlier probepoint at this very
+	 * address left one whose copy of the first instruction jumps back to
+	 * pp->addr + its length, inside the region. */
+	m = xol_retired_into(pp->addr, hi, r + n, ARCH_OPT_CENSUS_MAX - n);
 	if (m < 0) {
 		/* Too many to list: no thread may be anywhere. */
 		r[0][0] = 0;
