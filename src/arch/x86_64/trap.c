@@ -283,20 +283,29 @@ static bool trap_dispatch(struct kp_thread *t, uintptr_t bp, ucontext_t *uc)
 	}
 	if (s)
 		return slot_exit(t, s, bp, uc);
-	pp = kp_probepoint_lookup(bp);
-	if (pp) {
-		probe_hit(t, pp, uc);
-		return true;
+	for (bool int3_seen = false;; int3_seen = true) {
+		pp = kp_probepoint_lookup(bp);
+		if (pp) {
+			probe_hit(t, pp, uc);
+			return true;
+		}
+		if (jump_label_hit(bp, uc))
+			return true;
+		if (*(volatile uint8_t *)bp != 0xcc) {
+			/* The probe went away after this thread trapped: run
+			 * the original instruction that is back in place. */
+			GREG(uc, REG_RIP) = (greg_t)bp;
+			return true;
+		}
+		/* An int3 and no probepoint: the program's own, unless the
+		 * probe this thread trapped on went away and another one was
+		 * put at bp since the lookup (a probepoint is published
+		 * before its int3 is written): look again.  Its removal
+		 * cannot complete while this thread is in its section. */
+		if (int3_seen)
+			return false;
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
 	}
-	if (jump_label_hit(bp, uc))
-		return true;
-	if (*(volatile uint8_t *)bp != 0xcc) {
-		/* The probe went away after this thread trapped: run the
-		 * original instruction that is back in place. */
-		GREG(uc, REG_RIP) = (greg_t)bp;
-		return true;
-	}
-	return false;
 }
 
 /* The kernel keeps EFLAGS.AC (alignment checking) set in a signal handler
