@@ -2,14 +2,17 @@
  * tests/cli/cli_target.c and the library tests/cli/cli_plugin.c. */
 #include <criterion/criterion.h>
 #include <dirent.h>
+#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <grp.h>
 #include <limits.h>
 #include <poll.h>
+#include <pthread.h>
 #include <regex.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -1080,11 +1083,95 @@ Test(cli, attach_to_threads_blocking_signals)
 	unlink(b.out);
 }
 
+/* Where libc's first executable mapping starts in process pid (0: self). */
+static uintptr_t libc_base(pid_t pid)
+{
+	char path[64], line[512];
+	uintptr_t lo = 0, off;
+	FILE *f;
+
+	if (pid)
+		snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
+	else
+		snprintf(path, sizeof(path), "/proc/self/maps");
+	f = fopen(path, "r");
+	if (!f)
+		return 0;
+	while (fgets(line, sizeof(line), f)) {
+		char *name = strrchr(line, '/');
+
+		if (name && !strncmp(name, "/libc.so.6", 10) &&
+		    sscanf(line, "%lx-%*x %*s %lx", &lo, &off) == 2 && off == 0)
+			break;
+		lo = 0;
+	}
+	fclose(f);
+	return lo;
+}
+
+/* Whether process pid is traced (the tool holds its threads while the
+ * agent arms the probes, and lets them go once the agent has answered). */
+static bool traced(pid_t pid)
+{
+	char path[64], *status, *p;
+	bool t;
+
+	snprintf(path, sizeof(path), "/proc/%d/status", (int)pid);
+	status = slurp(path);
+	p = strstr(status, "TracerPid:");
+	t = p && atoi(p + 10) != 0;
+	free(status);
+	return t;
+}
+
+/* Waits (at most 30 s) until libc's read() in process pid differs from
+ * ours (a probe is armed on it) and the process is no longer held (the
+ * tool has its answer); then creates flag, which the shell running the
+ * tool waits for before its Ctrl-C. */
+struct armed_wait {
+	pid_t pid;
+	const char *flag;
+	bool armed;
+};
+
+static void *wait_read_probed(void *arg)
+{
+	struct armed_wait *w = arg;
+	void *libc = dlopen("libc.so.6", RTLD_LAZY | RTLD_NOLOAD);
+	uint8_t *mine = libc ? dlsym(libc, "read") : NULL;
+	uintptr_t base = libc_base(0), theirs = 0;
+	char path[64];
+	int fd;
+
+	snprintf(path, sizeof(path), "/proc/%d/mem", (int)w->pid);
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	for (int i = 0; i < 3000 && mine && base && fd >= 0 && !w->armed; i++) {
+		uint8_t code[16];
+		uintptr_t tb = libc_base(w->pid);
+
+		if (tb)
+			theirs = tb + ((uintptr_t)mine - base);
+		if (tb && pread(fd, code, sizeof(code), (off_t)theirs) == sizeof(code) &&
+		    memcmp(code, mine, sizeof(code)) && !traced(w->pid))
+			w->armed = true;
+		else
+			usleep(10000);
+	}
+	if (fd >= 0)
+		close(fd);
+	if (libc)
+		dlclose(libc);
+	close(open(w->flag, O_WRONLY | O_CREAT | O_CLOEXEC, 0600));
+	return NULL;
+}
+
 /* A process blocked in read(): the system call goes on as if nothing had
  * happened, and its data flows through. */
 Test(cli, attach_to_blocked_reader)
 {
-	char out[128], cmd[256];
+	char out[128], cmd[256], flag[128];
+	struct armed_wait w = { 0 };
+	pthread_t waiter;
 	int in[2], st;
 	struct run r;
 	pid_t cat;
@@ -1104,8 +1191,19 @@ Test(cli, attach_to_blocked_reader)
 	close(in[0]);
 	cr_assert_eq(write(in[1], "before\n", 7), 7);
 	usleep(100000);
+	/* Ctrl-C once the probes are armed in the reader, however long the
+	 * tool takes to get there (a fixed delay raced its start-up). */
+	temp_path(flag, sizeof(flag), "armed");
+	unlink(flag);
+	w.pid = cat;
+	w.flag = flag;
+	cr_assert_eq(pthread_create(&waiter, NULL, wait_read_probed, &w), 0);
 	run(&r, "%s count 'libc.so.6:read' 'libc.so.6:write' --format json -p %d & k=$!; "
-	    "sleep 0.4; kill -INT $k; wait $k", kprobe, (int)cat);
+	    "while [ ! -e %s ]; do sleep 0.01; done; kill -INT $k; wait $k", kprobe,
+	    (int)cat, flag);
+	pthread_join(waiter, NULL);
+	unlink(flag);
+	cr_assert(w.armed, "read() in the reader was never probed: %s", r.err);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	cr_assert(alive(cat), "the reader died: %s", r.err);
 	cr_assert_eq(write(in[1], "after\n", 6), 6);
