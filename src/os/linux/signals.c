@@ -279,23 +279,37 @@ static void call_program_handler(int sig, const struct sigaction *a,
 		a->sa_sigaction(sig, info, uc);
 	else
 		a->sa_handler(sig);
-	kp_sigframe_pop();
+	/* Our mask (census blocked) first: a census between forgetting the
+	 * frame and the sigreturn would not see where the thread goes. */
 	raw_sigmask(SIG_SETMASK, &old, NULL);
+	kp_sigframe_pop();
 	kp_fault_masked_depth -= masked;
 }
 
 /* Lets the census signal in again, unless the program itself blocks it
- * here (the interrupted code's mask or the handler's). */
-static void census_unblock(int sig, const struct sigaction *a, const ucontext_t *uc)
+ * here (the interrupted code's mask or the handler's); true if it did. */
+static bool census_unblock(int sig, const struct sigaction *a, const ucontext_t *uc)
 {
 	int cs = kp_census_signal();
 	sigset_t m;
 
 	if (!cs || sig == cs || set_has(&uc->uc_sigmask, cs) || set_has(&a->sa_mask, cs))
-		return;
+		return false;
 	set_empty(&m);
 	set_add(&m, cs);
 	raw_sigmask(SIG_UNBLOCK, &m, NULL);
+	return true;
+}
+
+/* Blocks the census signal again until the sigreturn, which puts the
+ * interrupted code's mask back. */
+static void census_block(void)
+{
+	sigset_t m;
+
+	set_empty(&m);
+	set_add(&m, kp_census_signal());
+	raw_sigmask(SIG_BLOCK, &m, NULL);
 }
 
 /* What the kernel calls for every other signal the program handles: its
@@ -305,7 +319,7 @@ static void census_unblock(int sig, const struct sigaction *a, const ucontext_t 
 static void frame_wrapper(int sig, siginfo_t *info, void *ctx)
 {
 	struct sigaction a = *prog_current(sig);
-	bool masked;
+	bool masked, unblocked;
 
 	if (a.sa_flags & SA_RESETHAND) {
 		struct sigaction dfl;
@@ -320,7 +334,7 @@ static void frame_wrapper(int sig, siginfo_t *info, void *ctx)
 	/* The census signal is blocked on entry (see wrap_sigaction): the
 	 * frame is recorded before a census can ask where the thread is. */
 	kp_sigframe_push(ctx);
-	census_unblock(sig, &a, ctx);
+	unblocked = census_unblock(sig, &a, ctx);
 	/* The kernel delivered it with the handler's mask. */
 	masked = blocks_faults(&a.sa_mask);
 	kp_fault_masked_depth += masked;
@@ -329,6 +343,10 @@ static void frame_wrapper(int sig, siginfo_t *info, void *ctx)
 	else
 		a.sa_handler(sig);
 	kp_fault_masked_depth -= masked;
+	/* Once the frame is forgotten the thread is on its way back to the
+	 * place it records: a census must not ask it before it is there. */
+	if (unblocked)
+		census_block();
 	kp_sigframe_pop();
 }
 
