@@ -17,7 +17,10 @@
 #include "target_check.h"
 #include "tracee.h"
 
-#define CONNECT_TRIES 200	/* 5 ms apart */
+/* The agent's control thread answers once it has started (again, in a
+ * process it was loaded into before): on a loaded machine that can take
+ * seconds, more with the process stopped and its agent threads run by us. */
+#define CONNECT_WAIT_NS (10ull * 1000000000ull)
 /* Threads stay held at most this long while the agent arms: a thread we
  * stopped may hold a lock the agent needs. */
 #define HOLD_MAX_NS (2ull * 1000000000ull)
@@ -110,7 +113,8 @@ void attach_connect(struct ctl *c, pid_t pid, const char *agent)
 	rc = inject_agent(pid, agent, stopped, &agent_threads, err, sizeof(err));
 	if (rc)
 		cli_die(EXIT_FAIL, "%s", err);
-	for (int i = 0; i < CONNECT_TRIES && !session_stop_signal; i++) {
+	for (unsigned long long t0 = cli_now_ns();
+	     cli_now_ns() - t0 < CONNECT_WAIT_NS && !session_stop_signal;) {
 		rc = ctl_connect(c, pid);
 		if (!rc)
 			return;
