@@ -1488,7 +1488,8 @@ Test(cli, attach_to_stopped_process)
 		while (proc_state(b.pid) != 'T')
 			usleep(1000);
 		before = slurp(b.out);
-		run(&r, "%s count target_add --format json -d 0.3 -p %d", kprobe, (int)b.pid);
+		/* (-d also bounds the arming: room for a loaded machine) */
+		run(&r, "%s count target_add --format json -d 1 -p %d", kprobe, (int)b.pid);
 		cr_assert_eq(r.status, 0, "%s", r.err);
 		cr_assert_eq(json_num(count_entry(r.out, "target_add"), "hits"), 0, "%s", r.out);
 		usleep(100000);
@@ -1499,7 +1500,7 @@ Test(cli, attach_to_stopped_process)
 		free(before);
 		free(after);
 		/* Continued while probed: the probes are there. */
-		run(&r, "(sleep 0.3; kill -CONT %d) & %s count target_add --format json -d 0.8 -p %d",
+		run(&r, "(sleep 0.3; kill -CONT %d) & %s count target_add --format json -d 2 -p %d",
 		    (int)b.pid, kprobe, (int)b.pid);
 		cr_assert_eq(r.status, 0, "%s", r.err);
 		cr_assert_gt(json_num(count_entry(r.out, "target_add"), "hits"), 10, "%s", r.out);
