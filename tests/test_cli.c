@@ -1124,7 +1124,7 @@ static bool traced(pid_t pid)
 	return t;
 }
 
-/* Waits (at most 30 s) until libc's read() in process pid differs from
+/* Waits (at most 15 s) until libc's read() in process pid differs from
  * ours (a probe is armed on it) and the process is no longer held (the
  * tool has its answer); then creates flag, which the shell running the
  * tool waits for before its Ctrl-C. */
@@ -1132,6 +1132,7 @@ struct armed_wait {
 	pid_t pid;
 	const char *flag;
 	bool armed;
+	volatile bool stop;	/* the tool is done: give up */
 };
 
 static void *wait_read_probed(void *arg)
@@ -1145,7 +1146,7 @@ static void *wait_read_probed(void *arg)
 
 	snprintf(path, sizeof(path), "/proc/%d/mem", (int)w->pid);
 	fd = open(path, O_RDONLY | O_CLOEXEC);
-	for (int i = 0; i < 3000 && mine && base && fd >= 0 && !w->armed; i++) {
+	for (int i = 0; i < 1500 && mine && base && fd >= 0 && !w->armed && !w->stop; i++) {
 		uint8_t code[16];
 		uintptr_t tb = libc_base(w->pid);
 
@@ -1199,8 +1200,9 @@ Test(cli, attach_to_blocked_reader)
 	w.flag = flag;
 	cr_assert_eq(pthread_create(&waiter, NULL, wait_read_probed, &w), 0);
 	run(&r, "%s count 'libc.so.6:read' 'libc.so.6:write' --format json -p %d & k=$!; "
-	    "while [ ! -e %s ]; do sleep 0.01; done; kill -INT $k; wait $k", kprobe,
+	    "while [ ! -e %s ] && kill -0 $k 2>/dev/null; do sleep 0.01; done; kill -INT $k; wait $k", kprobe,
 	    (int)cat, flag);
+	w.stop = true;
 	pthread_join(waiter, NULL);
 	unlink(flag);
 	cr_assert(w.armed, "read() in the reader was never probed: %s", r.err);
