@@ -9,6 +9,9 @@
 PREFIX  ?= /usr/local
 DESTDIR ?=
 B       := build
+# The instruction set the library is built for: its code is src/arch/$(ARCH),
+# its <asm/kprobes.h> (what the core may know of it) src/arch/$(ARCH)/include.
+ARCH    ?= x86_64
 VERSION := 0.1.0
 SONAME  := libkprobes.so.0
 
@@ -16,15 +19,15 @@ CC      ?= cc
 CXX     ?= c++
 CFLAGS  ?= -O2 -g
 WARN    := -Wall -Wextra -Wno-unused-parameter -Wshadow -Wstrict-prototypes
-BASE    := -std=gnu11 -D_GNU_SOURCE -Iinclude -Isrc $(WARN) -fno-omit-frame-pointer
+BASE    := -std=gnu11 -D_GNU_SOURCE -Iinclude -Isrc -Isrc/arch/$(ARCH)/include $(WARN) -fno-omit-frame-pointer
 LIBFLAGS := $(BASE) -fPIC -fvisibility=hidden -fno-reorder-functions -fno-reorder-blocks-and-partition
 # All library code goes to one section, kprobes_text, whose bounds
 # (__start_kprobes_text/__stop_kprobes_text) the blacklist uses.
 TEXTSEC := objcopy --rename-section .text=kprobes_text,alloc,load,readonly,code,contents
 LIBS    := -lZydis -lelf -ldw -lpthread -ldl
 
-LIB_SRC := $(sort $(wildcard src/core/*.c src/arch/x86_64/*.c src/os/linux/*.c src/elf/*.c))
-LIB_ASM := $(sort $(wildcard src/arch/x86_64/*.S))
+LIB_SRC := $(sort $(wildcard src/core/*.c src/arch/$(ARCH)/*.c src/os/linux/*.c src/elf/*.c))
+LIB_ASM := $(sort $(wildcard src/arch/$(ARCH)/*.S))
 LIB_OBJ := $(LIB_SRC:%.c=$(B)/obj/%.o) $(LIB_ASM:%.S=$(B)/obj/%.o)
 ASAN_OBJ := $(LIB_SRC:%.c=$(B)/asan/%.o) $(LIB_ASM:%.S=$(B)/asan/%.o)
 
@@ -37,7 +40,7 @@ TEST_HELPERS := $(sort $(wildcard tests/helpers/*.c tests/helpers/*.S))
 TEST_CXX_SRC := $(sort $(wildcard tests/test_*.cpp))
 TEST_BIN  += $(TEST_CXX_SRC:tests/%.cpp=$(B)/tests/%)
 TEST_ASAN += $(TEST_CXX_SRC:tests/%.cpp=$(B)/tests-asan/%)
-CXXTESTFLAGS := -std=gnu++17 -D_GNU_SOURCE -Iinclude -Isrc -Itests -fno-omit-frame-pointer
+CXXTESTFLAGS := -std=gnu++17 -D_GNU_SOURCE -Iinclude -Isrc -Isrc/arch/$(ARCH)/include -Itests -fno-omit-frame-pointer
 
 EXAMPLES := $(patsubst examples/%.c,$(B)/examples/%,$(sort $(wildcard examples/*.c)))
 

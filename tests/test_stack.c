@@ -36,6 +36,7 @@
 
 #include "core/internal.h"
 #include "core/stack.h"
+#include "arch/x86_64/detour.h"
 #include "arch/x86_64/xol.h"
 #include "os/linux/threads.h"
 #include "testutil.h"

@@ -10,8 +10,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "arch/x86_64/insn.h"	/* struct arch_insn */
-#include "arch/x86_64/detour.h"
+/* The architecture's sizes, instruction holder (struct arch_insn) and
+ * register and return-address accessors: src/arch/<arch>/include/. */
+#include "asm/kprobes.h"
 
 struct kp_probepoint;
 
@@ -72,6 +73,9 @@ uint8_t arch_opt_region_len(const struct kp_probepoint *pp);
 int arch_opt_census_ranges(const struct kp_probepoint *pp, uintptr_t (*r)[2]);
 /* Would a probe at addr be optimized?  NULL, or why not (no side effects). */
 const char *arch_opt_check(uintptr_t addr, uintptr_t func, size_t size, size_t pad);
+/* Builds pp's detour, which trapping threads use from then on: 0,
+ * -EINVAL, -ENOMEM. */
+int arch_detour_build(struct kp_probepoint *pp);
 /* Installs / removes the jumps (detours built before). */
 int arch_optimize(struct kp_probepoint **pps, int n);
 int arch_unoptimize(struct kp_probepoint **pps, int n);
@@ -144,13 +148,8 @@ static inline bool arch_ret_stub_call(uintptr_t slot, const void *record, uintpt
 /* The trampoline a return-probed function returns into. */
 uintptr_t arch_kretprobe_trampoline(void);
 
-/* Stack slot holding the return address at a function entry. */
-static inline uintptr_t arch_return_slot(const struct pt_regs *regs);
-
 /* Saves what a jprobe's entry function may change (registers, vector and
  * x87 state, the stack arguments) in the thread's jprobe area. 0/-ENOMEM. */
 int arch_jprobe_save(struct kp_thread *t, struct pt_regs *regs);
-
-#include "arch/x86_64/rethook.h"
 
 #endif

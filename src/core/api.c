@@ -2,7 +2,6 @@
 #include <errno.h>
 
 #include "core/internal.h"
-#include "os/linux/memory.h"
 
 int kp_register_batch(struct kprobe **ps, int n, enum kp_type type);
 void kp_unregister_batch(struct kprobe **ps, int n);
@@ -36,21 +35,4 @@ KP_EXPORT int disable_kprobe(struct kprobe *p)
 KP_EXPORT int enable_kprobe(struct kprobe *p)
 {
 	return kp_set_disabled(p, false);
-}
-
-KP_EXPORT unsigned long regs_get_kernel_argument(struct pt_regs *regs, unsigned int n)
-{
-	static const size_t arg_regs[] = {
-		offsetof(struct pt_regs, di), offsetof(struct pt_regs, si),
-		offsetof(struct pt_regs, dx), offsetof(struct pt_regs, cx),
-		offsetof(struct pt_regs, r8), offsetof(struct pt_regs, r9),
-	};
-	unsigned long v = 0;
-
-	if (n < 6)
-		return *(unsigned long *)((char *)regs + arg_regs[n]);
-	/* At the entry, sp points at the return address; then args 7.. */
-	if (kp_mem_read_nofault(regs->sp + 8 * (n - 5), &v, sizeof(v)))
-		return 0;
-	return v;
 }

@@ -3,7 +3,7 @@
  * with release stores and free only after a grace period. */
 /* On the hit path of optimized probes, which save vector state only for
  * handlers that need it: this code must not touch it. */
-#pragma GCC target("general-regs-only")
+#include "asm/hitpath.h"
 
 #include "core/internal.h"
 

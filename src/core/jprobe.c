@@ -25,7 +25,7 @@ static int jprobe_entry(struct kprobe *p, struct pt_regs *regs)
 	/* Probes hit while the entry function runs count as missed, as while
 	 * any handler runs; jprobe_return() lowers this again. */
 	t->in_handler++;
-	regs->ip = (unsigned long)jp->entry;
+	instruction_pointer_set(regs, (unsigned long)jp->entry);
 	return 1;
 }
 

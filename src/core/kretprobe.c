@@ -15,7 +15,7 @@
  */
 /* On the hit path of optimized probes, which save vector state only for
  * handlers that need it: this code must not touch it. */
-#pragma GCC target("general-regs-only")
+#include "asm/hitpath.h"
 
 #include <errno.h>
 #include <sched.h>
@@ -356,14 +356,6 @@ static bool on_other_stack(uintptr_t slot, uintptr_t sp)
 	return !(slot >= (uintptr_t)ss.ss_sp && slot < (uintptr_t)ss.ss_sp + ss.ss_size);
 }
 
-/* The word at a stale instance's slot.  That stack is dead and the hit
- * path's own frames may be reusing it right now, so AddressSanitizer would
- * report the read; any value but the stub's address means "gone". */
-__attribute__((no_sanitize_address)) static uintptr_t slot_word(uintptr_t slot)
-{
-	return *(volatile uintptr_t *)slot;
-}
-
 /* Drops this thread's instances of frames at or below the new entry's slot
  * that were left without a return (longjmp, exceptions): a frame whose
  * slot no longer holds its stub is gone; one whose slot still does is
@@ -373,7 +365,7 @@ static void drop_stale(struct kp_thread *t, uintptr_t slot)
 	struct kp_ri *ri;
 
 	while ((ri = t->ri_top) && ri->slot <= slot && slot - ri->slot < STALE_WINDOW) {
-		if (slot_word(ri->slot) == ri->stub &&
+		if (arch_ret_addr_is(ri->slot, ri->stub) &&
 		    (ri->slot == slot || on_other_stack(ri->slot, slot)))
 			break;
 		t->ri_top = ri->next;
@@ -388,7 +380,7 @@ static struct kp_ri *rp_enter(struct kretprobe *rp, struct kp_thread *t, uintptr
 			      struct pt_regs *regs)
 {
 	struct kp_rp_pool *pool = rp->__pool;
-	uintptr_t ret = *(uintptr_t *)slot;
+	uintptr_t ret = arch_ret_addr_get(slot);
 	struct kp_ri *ri;
 
 	drop_stale(t, slot);
@@ -416,7 +408,7 @@ static struct kp_ri *rp_enter(struct kretprobe *rp, struct kp_thread *t, uintptr
 		ri_put(t, ri);
 		return NULL;
 	}
-	*(uintptr_t *)slot = ri->stub;
+	arch_ret_addr_set(slot, ri->stub);
 	ri->next = t->ri_top;
 	t->ri_top = ri;
 	return ri;
@@ -477,12 +469,12 @@ int kp_kretprobe_entry_fast(struct kprobe *p, void *ret_slot, struct kp_thread *
 	ri->slot = slot;
 	ri->pub.rp = rp;
 	ri->pub.task = t->tid;
-	ri->pub.ret_addr = *(kprobe_opcode_t **)ret_slot;
+	ri->pub.ret_addr = (kprobe_opcode_t *)arch_ret_addr_get(slot);
 	ri->next = top;
 	t->ri_top = ri;
 	ri->called = arch_ret_stub_call(slot, t, ri->stub);
 	if (!ri->called)
-		*(uintptr_t *)slot = ri->stub;
+		arch_ret_addr_set(slot, ri->stub);
 	return 0;
 }
 
@@ -520,7 +512,7 @@ static void run_return_handler(struct kp_thread *t, struct kp_ri *ri, struct kre
 static __attribute__((noinline)) bool dispatch_slow(struct pt_regs *regs)
 {
 	struct kp_thread *t = kp_thread_current();
-	uintptr_t slot = regs->sp - 8;
+	uintptr_t slot = arch_return_slot_at_return(regs);
 	struct kp_ri *ri;
 	bool called;
 
@@ -531,7 +523,7 @@ static __attribute__((noinline)) bool dispatch_slow(struct pt_regs *regs)
 	if (!ri || ri->slot != slot)
 		fatal_no_instance();
 	called = ri->called;
-	regs->ip = (unsigned long)ri->pub.ret_addr;
+	instruction_pointer_set(regs, (unsigned long)ri->pub.ret_addr);
 	kp_read_enter(t);
 	while ((ri = t->ri_top) && ri->slot == slot) {
 		t->ri_top = ri->next;
@@ -543,7 +535,7 @@ static __attribute__((noinline)) bool dispatch_slow(struct pt_regs *regs)
 		} else if (t->in_handler && __atomic_load_n(&ri->pool->live, __ATOMIC_ACQUIRE)) {
 			__atomic_fetch_add(&ri->pool->rp->nmissed, 1, __ATOMIC_RELAXED);
 		}
-		regs->ip = (unsigned long)ri->pub.ret_addr;
+		instruction_pointer_set(regs, (unsigned long)ri->pub.ret_addr);
 		ri_put(t, ri);
 	}
 	kp_read_exit(t);
@@ -557,7 +549,7 @@ static __attribute__((noinline)) bool dispatch_slow(struct pt_regs *regs)
 bool kp_kretprobe_dispatch(struct pt_regs *regs)
 {
 	struct kp_thread *t = kp_self_tls;
-	uintptr_t slot = regs->sp - 8;
+	uintptr_t slot = arch_return_slot_at_return(regs);
 	struct kp_ri *ri = t ? t->ri_top : NULL;
 	struct kretprobe *rp;
 	bool called;
@@ -571,13 +563,13 @@ bool kp_kretprobe_dispatch(struct pt_regs *regs)
 		return dispatch_slow(regs);
 	t->ri_top = ri->next;
 	called = ri->called;
-	regs->ip = (unsigned long)ri->pub.ret_addr;
+	instruction_pointer_set(regs, (unsigned long)ri->pub.ret_addr);
 	kp_handler_section_enter(t);
 	rp = ri->pool->rp;	/* valid while live */
 	if (__atomic_load_n(&ri->pool->live, __ATOMIC_ACQUIRE) && rp->handler &&
 	    !(rp->kp.flags & KPROBE_FLAG_DISABLED)) {
 		rp->handler(&ri->pub, regs);
-		regs->ip = (unsigned long)ri->pub.ret_addr;	/* its change is ignored */
+		instruction_pointer_set(regs, (unsigned long)ri->pub.ret_addr);	/* its change is ignored */
 	}
 	ri_put(t, ri);
 	kp_handler_section_exit(t);
@@ -846,8 +838,8 @@ void kp_kretprobe_unhijack(bool release)
 	if (!t)
 		return;
 	for (ri = t->ri_top; ri; ri = ri->next)
-		if (ri->slot >= sp && *(uintptr_t *)ri->slot == ri->stub)
-			*(uintptr_t *)ri->slot = (uintptr_t)ri->pub.ret_addr;
+		if (ri->slot >= sp && arch_ret_addr_get(ri->slot) == ri->stub)
+			arch_ret_addr_set(ri->slot, (uintptr_t)ri->pub.ret_addr);
 	while (release && (ri = t->ri_top)) {
 		t->ri_top = ri->next;
 		ri_put(t, ri);
@@ -860,8 +852,8 @@ void kp_kretprobe_rehijack(void)
 	uintptr_t sp = (uintptr_t)__builtin_frame_address(0);
 
 	for (struct kp_ri *ri = t ? t->ri_top : NULL; ri; ri = ri->next)
-		if (ri->slot >= sp && *(uintptr_t *)ri->slot == (uintptr_t)ri->pub.ret_addr)
-			*(uintptr_t *)ri->slot = ri->stub;
+		if (ri->slot >= sp && arch_ret_addr_get(ri->slot) == (uintptr_t)ri->pub.ret_addr)
+			arch_ret_addr_set(ri->slot, ri->stub);
 }
 
 void kp_kretprobe_after_catch(uintptr_t cfa)
@@ -871,11 +863,11 @@ void kp_kretprobe_after_catch(uintptr_t cfa)
 
 	if (!t || !cfa)
 		return;
-	while ((ri = t->ri_top) && ri->slot < cfa - 8) {
+	while ((ri = t->ri_top) && ri->slot < arch_return_slot_of_cfa(cfa)) {
 		t->ri_top = ri->next;
 		ri_put(t, ri);
 	}
 	for (ri = t->ri_top; ri; ri = ri->next)
-		if (*(uintptr_t *)ri->slot == (uintptr_t)ri->pub.ret_addr)
-			*(uintptr_t *)ri->slot = ri->stub;
+		if (arch_ret_addr_get(ri->slot) == (uintptr_t)ri->pub.ret_addr)
+			arch_ret_addr_set(ri->slot, ri->stub);
 }

@@ -7,7 +7,7 @@
  * here.  Compiled for general registers only, like the rest of the hit
  * path.
  */
-#pragma GCC target("general-regs-only")
+#include "asm/hitpath.h"
 
 #include <errno.h>
 

@@ -51,7 +51,7 @@ static bool region_conflict(const struct kp_probepoint *pp)
 		if (o && o->armed)
 			return true;
 	}
-	for (uintptr_t k = 1; k < 5; k++) {
+	for (uintptr_t k = 1; k < ARCH_OPT_JUMP_LEN; k++) {
 		const struct kp_probepoint *o = kp_probepoint_lookup(pp->addr - k);
 
 		if (o && o->opt_state != OPT_NONE && arch_opt_region_len(o) > k)
@@ -177,7 +177,7 @@ void kp_optimizer_forget_gone(struct kp_probepoint *pp)
 /* A new probe at addr must not land inside an installed jump. */
 void kp_optimizer_region_conflicts(uintptr_t addr)
 {
-	for (uintptr_t k = 1; k < 5; k++) {
+	for (uintptr_t k = 1; k < ARCH_OPT_JUMP_LEN; k++) {
 		struct kp_probepoint *o = kp_probepoint_lookup(addr - k);
 
 		if (o && o->opt_state != OPT_NONE && arch_opt_region_len(o) > k)
@@ -189,7 +189,7 @@ void kp_optimizer_region_conflicts(uintptr_t addr)
  * leaving, disarmed) may let them be optimized now. */
 void kp_optimizer_reevaluate_near(uintptr_t addr)
 {
-	for (uintptr_t k = 1; k < 20; k++) {
+	for (uintptr_t k = 1; k < ARCH_MAX_OPTIMIZED_LENGTH; k++) {
 		struct kp_probepoint *o = kp_probepoint_lookup(addr - k);
 
 		if (o && o->opt_state == OPT_NONE)

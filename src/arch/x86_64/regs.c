@@ -4,6 +4,8 @@
 
 #include <Zydis/Zydis.h>
 
+#include "os/linux/memory.h"
+
 #define PT(field) ((int)(offsetof(struct pt_regs, field) / sizeof(unsigned long)))
 
 int regs_offset_of(int r)
@@ -59,4 +61,24 @@ void regs_to_ucontext(const struct pt_regs *r, ucontext_t *uc)
 	/* Handlers may change the status flags, DF and AC; not TF, IF or IOPL. */
 	g[REG_EFL] = (g[REG_EFL] & ~0x40cd5UL) | (r->flags & 0x40cd5UL);
 	g[REG_RSP] = r->sp;
+}
+
+/* The n-th integer argument at a function entry, as the System V ABI
+ * passes it: rdi, rsi, rdx, rcx, r8, r9, then the stack above the return
+ * address (read without faulting; 0 when unreadable). */
+__attribute__((visibility("default"))) unsigned long
+regs_get_kernel_argument(struct pt_regs *regs, unsigned int n)
+{
+	static const size_t arg_regs[] = {
+		offsetof(struct pt_regs, di), offsetof(struct pt_regs, si),
+		offsetof(struct pt_regs, dx), offsetof(struct pt_regs, cx),
+		offsetof(struct pt_regs, r8), offsetof(struct pt_regs, r9),
+	};
+	unsigned long v = 0;
+
+	if (n < 6)
+		return *(unsigned long *)((char *)regs + arg_regs[n]);
+	if (kp_mem_read_nofault(regs->sp + 8 * (n - 5), &v, sizeof(v)))
+		return 0;
+	return v;
 }

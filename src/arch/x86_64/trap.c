@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "arch/arch.h"
+#include "arch/x86_64/detour.h"
 #include "arch/x86_64/regs.h"
 #include "arch/x86_64/unwind.h"
 #include "arch/x86_64/xol.h"

@@ -2,6 +2,7 @@
 #include "arch/x86_64/unwind.h"
 
 #include "arch/arch.h"
+#include "arch/x86_64/detour.h"
 #include "arch/x86_64/xol.h"
 #include "core/internal.h"
 

@@ -1,0 +1,95 @@
+/*
+ * What the architecture-neutral core knows of x86-64, as the kernel's
+ * <asm/kprobes.h>: the sizes it reasons with and the few register and
+ * stack operations it performs, each behind a name.  Each architecture
+ * provides this header under src/arch/<arch>/include/asm/; the Makefile
+ * puts the built one's directory on the include path.  Core code names no
+ * register, no instruction byte and no instruction length of its own.
+ */
+#ifndef KP_ASM_KPROBES_H
+#define KP_ASM_KPROBES_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <kprobes.h>	/* struct pt_regs (include/) */
+#include "arch/x86_64/insn.h"	/* struct arch_insn, the instruction holder */
+
+/* The breakpoint instruction (int3) and its length. */
+#define ARCH_BREAKPOINT_INSN 0xcc
+#define ARCH_BREAKPOINT_LEN 1
+
+/* The longest instruction. */
+#define ARCH_MAX_INSN_LEN KP_MAX_INSN
+
+/* The jump an optimized probe writes (jmp rel32).  Every instruction
+ * boundary inside an optimized region lies less than this far from its
+ * start: a probe at addr can sit inside the region of a jump starting at
+ * most ARCH_OPT_JUMP_LEN - 1 bytes before it. */
+#define ARCH_OPT_JUMP_LEN 5
+
+/* The longest region one jump replaces, plus one: as the kernel's
+ * MAX_OPTIMIZED_LENGTH, the distance within which an optimized probepoint
+ * before addr may cover it (a change at addr may let it be optimized). */
+#define ARCH_MAX_OPTIMIZED_LENGTH (KP_MAX_INSN + ARCH_OPT_JUMP_LEN)
+
+/* ---- registers ---- */
+
+/* instruction_pointer(), instruction_pointer_set(), user_stack_pointer()
+ * and regs_return_value() are the public header's (include/kprobes.h), as
+ * the kernel's <asm/ptrace.h> gives them to kprobe handlers. */
+
+/* The n-th integer argument of a function at its entry (SysV: rdi, rsi,
+ * rdx, rcx, r8, r9, then the stack above the return address): the public
+ * regs_get_kernel_argument() (regs.c). */
+
+/* ---- return addresses ---- */
+
+/*
+ * A return probe keys a function's activation by the stack address of its
+ * return address (its "slot"), which is also where the address is hijacked.
+ * At a function entry the return address is at the top of the stack; when
+ * the function has returned into the trampoline, the slot is the word just
+ * below the stack pointer.
+ */
+static inline uintptr_t arch_return_slot(const struct pt_regs *regs)
+{
+	return regs->sp;
+}
+
+static inline uintptr_t arch_return_slot_at_return(const struct pt_regs *regs)
+{
+	return regs->sp - sizeof(uintptr_t);
+}
+
+/* The return address's slot of the frame whose canonical frame address
+ * (DWARF CFA: the stack pointer before the call) is cfa. */
+static inline uintptr_t arch_return_slot_of_cfa(uintptr_t cfa)
+{
+	return cfa - sizeof(uintptr_t);
+}
+
+/* The return address kept at slot (a live frame's). */
+static inline uintptr_t arch_ret_addr_get(uintptr_t slot)
+{
+	return *(uintptr_t *)slot;
+}
+
+/* As the kernel's arch_uretprobe_hijack_return_addr() does once the
+ * original is saved: the frame at slot returns to addr from now on. */
+static inline void arch_ret_addr_set(uintptr_t slot, uintptr_t addr)
+{
+	*(uintptr_t *)slot = addr;
+}
+
+/* Whether the frame at slot still returns to addr.  The stack may be dead
+ * (a frame left by longjmp or an exception) and the hit path's own frames
+ * may be reusing it right now: read through a volatile load, without
+ * AddressSanitizer, which would report it. */
+__attribute__((no_sanitize_address)) static inline bool arch_ret_addr_is(uintptr_t slot,
+									  uintptr_t addr)
+{
+	return *(volatile uintptr_t *)slot == addr;
+}
+
+#endif
