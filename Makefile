@@ -103,13 +103,16 @@ $(B)/examples/%: examples/%.c $(B)/libkprobes.a include/kprobes.h
 $(B)/tests/test_stack $(B)/tests-asan/test_stack: tests/stack_oracle.h
 $(B)/tests/test_stack_cxx $(B)/tests-asan/test_stack_cxx: tests/stack_oracle.h
 
+# The allocation-failure suite sees every calloc() of the library.
+$(B)/tests/test_nomem $(B)/tests-asan/test_nomem: TEST_LDFLAGS := -Wl,--wrap=calloc
+
 $(B)/tests/%: tests/%.c $(TEST_HELPERS) tests/testutil.h $(B)/libkprobes.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(BASE) -Itests -o $@ $< $(TEST_HELPERS) $(B)/libkprobes.a $(LIBS) -lcriterion
+	$(CC) $(CFLAGS) $(BASE) -Itests -o $@ $< $(TEST_HELPERS) $(B)/libkprobes.a $(LIBS) -lcriterion $(TEST_LDFLAGS)
 
 $(B)/tests-asan/%: tests/%.c $(TEST_HELPERS) tests/testutil.h $(B)/libkprobes-asan.a
 	@mkdir -p $(dir $@)
-	$(CC) -O1 -g $(BASE) $(SAN) -Itests -o $@ $< $(TEST_HELPERS) $(B)/libkprobes-asan.a $(LIBS) -lcriterion
+	$(CC) -O1 -g $(BASE) $(SAN) -Itests -o $@ $< $(TEST_HELPERS) $(B)/libkprobes-asan.a $(LIBS) -lcriterion $(TEST_LDFLAGS)
 
 $(B)/tests/%: tests/%.cpp tests/testutil.h include/kprobes.h $(B)/libkprobes.a
 	@mkdir -p $(dir $@)

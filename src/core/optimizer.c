@@ -124,17 +124,26 @@ static void kick_optimizer(void)
 	pthread_sigmask(SIG_SETMASK, &old, NULL);
 }
 
-/* Back to a plain breakpoint, for a batch of probepoints. */
+/* Back to a plain breakpoint, for a batch of probepoints.  Cannot fail:
+ * without memory for the batch, one probepoint at a time (a core
+ * synchronization each), never a state that says "breakpoint" over a jump
+ * still installed. */
 static void unoptimize_batch(struct kp_probepoint **pps, int n)
 {
-	struct kp_probepoint **jumped = calloc((size_t)n + 1, sizeof(*jumped));
+	struct kp_probepoint *one[1];
+	struct kp_probepoint **jumped = n == 1 ? one : calloc((size_t)n + 1, sizeof(*jumped));
 	int nj = 0;
 
+	if (!jumped) {
+		for (int i = 0; i < n; i++)
+			unoptimize_batch(&pps[i], 1);
+		return;
+	}
 	for (int i = 0; i < n; i++) {
 		/* Prepared ones whose census failed wait in the queue too. */
 		if (pps[i]->opt_state == OPT_QUEUED || pps[i]->opt_state == OPT_PREPARED)
 			queue_remove(pps[i]);
-		if (pps[i]->opt_state == OPT_OPTIMIZED && jumped)
+		if (pps[i]->opt_state == OPT_OPTIMIZED)
 			jumped[nj++] = pps[i];
 	}
 	if (nj)
@@ -148,7 +157,8 @@ static void unoptimize_batch(struct kp_probepoint **pps, int n)
 		if (was_optimized)
 			set_flags(pps[i], false);
 	}
-	free(jumped);
+	if (jumped != one)
+		free(jumped);
 }
 
 void kp_optimizer_unoptimize(struct kp_probepoint *pp)

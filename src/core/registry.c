@@ -408,15 +408,19 @@ static bool should_arm(const struct kp_probepoint *pp)
 }
 
 /* Arms or disarms each probepoint as its probes and the knob say; one core
- * synchronization per direction. */
+ * synchronization per direction.  Without memory for the batch, one
+ * probepoint at a time: the state the callers have already changed (a
+ * probe detached, disabled) must reach the code. */
 int kp_apply_arming(struct kp_probepoint **pps, int n)
 {
-	struct kp_probepoint **arm = calloc((size_t)n + 1, sizeof(*arm));
-	struct kp_probepoint **disarm = calloc((size_t)n + 1, sizeof(*disarm));
+	struct kp_probepoint *one_arm[1], *one_disarm[1];
+	struct kp_probepoint **arm = n == 1 ? one_arm : calloc((size_t)n + 1, sizeof(*arm));
+	struct kp_probepoint **disarm = n == 1 ? one_disarm : calloc((size_t)n + 1, sizeof(*disarm));
 	int na = 0, nd = 0, err = 0;
 
 	if (!arm || !disarm) {
-		err = -ENOMEM;
+		for (int i = 0; i < n && !err; i++)
+			err = kp_apply_arming(&pps[i], 1);
 		goto out;
 	}
 	for (int i = 0; i < n; i++) {
@@ -440,8 +444,10 @@ int kp_apply_arming(struct kp_probepoint **pps, int n)
 			kp_optimizer_reevaluate_near(pps[i]->addr);
 	}
 out:
-	free(arm);
-	free(disarm);
+	if (arm != one_arm)
+		free(arm);
+	if (disarm != one_disarm)
+		free(disarm);
 	return err;
 }
 
@@ -465,14 +471,22 @@ static struct kp_probepoint *probe_detach(struct kprobe *p)
 	return pp->probes ? NULL : pp;
 }
 
-/* Unregisters n probes with one disarm batch and one grace period. */
+/* Unregisters n probes with one disarm batch and one grace period.  Cannot
+ * fail: without memory for the batch, one probe at a time. */
 void kp_unregister_locked(struct kprobe **ps, int n)
 {
-	struct kp_probepoint **touched = calloc((size_t)n + 1, sizeof(*touched));
-	struct kp_probepoint **empty = calloc((size_t)n + 1, sizeof(*empty));
-	bool *live = calloc((size_t)n + 1, sizeof(*live));
+	struct kp_probepoint *one_touched[1], *one_empty[1];
+	bool one_live[1] = { false };
+	struct kp_probepoint **touched = n == 1 ? one_touched : calloc((size_t)n + 1, sizeof(*touched));
+	struct kp_probepoint **empty = n == 1 ? one_empty : calloc((size_t)n + 1, sizeof(*empty));
+	bool *live = n == 1 ? one_live : calloc((size_t)n + 1, sizeof(*live));
 	int nt = 0, ne = 0;
 
+	if (!touched || !empty || !live) {
+		for (int i = 0; i < n; i++)
+			kp_unregister_locked(&ps[i], 1);
+		goto out;
+	}
 	for (int i = 0; i < n; i++) {
 		struct kp_probepoint *pp;
 
@@ -482,12 +496,11 @@ void kp_unregister_locked(struct kprobe **ps, int n)
 			ps[i]->addr = NULL;
 			continue;
 		}
-		if (live)
-			live[i] = true;
+		live[i] = true;
 		pp = probe_detach(ps[i]);
-		if (pp && empty)
+		if (pp)
 			empty[ne++] = pp;
-		else if (touched)
+		else
 			touched[nt++] = ps[i]->__pp;
 	}
 	if (ne) {
@@ -502,7 +515,7 @@ void kp_unregister_locked(struct kprobe **ps, int n)
 		kp_apply_arming(touched, dedupe(touched, nt));
 	kp_synchronize();
 	for (int i = 0; i < n; i++) {
-		if (!ps[i] || (live && !live[i]))
+		if (!ps[i] || !live[i])
 			continue;
 		ps[i]->__state = 0;
 		ps[i]->__pp = NULL;
@@ -512,9 +525,13 @@ void kp_unregister_locked(struct kprobe **ps, int n)
 	}
 	for (int i = 0; i < ne; i++)
 		arch_retire_probepoint(empty[i]);
-	free(touched);
-	free(empty);
-	free(live);
+out:
+	if (touched != one_touched)
+		free(touched);
+	if (empty != one_empty)
+		free(empty);
+	if (live != one_live)
+		free(live);
 }
 
 int kp_register_batch(struct kprobe **ps, int n, enum kp_type type)
