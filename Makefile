@@ -26,7 +26,9 @@ LIBFLAGS := $(BASE) -fPIC -fvisibility=hidden -fno-reorder-functions -fno-reorde
 TEXTSEC := objcopy --rename-section .text=kprobes_text,alloc,load,readonly,code,contents
 LIBS    := -lZydis -lelf -ldw -lpthread -ldl
 
-LIB_SRC := $(sort $(wildcard src/core/*.c src/arch/$(ARCH)/*.c src/os/linux/*.c src/elf/*.c))
+# asm-offsets.c is compiled to assembly only, for $(B)/gen/asm-offsets.inc.
+ASM_OFFSETS := src/arch/$(ARCH)/asm-offsets.c
+LIB_SRC := $(sort $(filter-out $(ASM_OFFSETS),$(wildcard src/core/*.c src/arch/$(ARCH)/*.c src/os/linux/*.c src/elf/*.c)))
 LIB_ASM := $(sort $(wildcard src/arch/$(ARCH)/*.S))
 LIB_OBJ := $(LIB_SRC:%.c=$(B)/obj/%.o) $(LIB_ASM:%.S=$(B)/obj/%.o)
 ASAN_OBJ := $(LIB_SRC:%.c=$(B)/asan/%.o) $(LIB_ASM:%.S=$(B)/asan/%.o)
@@ -57,9 +59,23 @@ $(B)/obj/%.o: %.c
 	$(CC) $(CFLAGS) $(LIBFLAGS) -MMD -MP -c $< -o $@
 	$(TEXTSEC) $@
 
+# Structure offsets for the assembly, as the kernel's asm-offsets: each
+# DEFINE in asm-offsets.c leaves "->NAME value" in the compiler's output.
+$(B)/gen/asm-offsets.inc: $(ASM_OFFSETS)
+	@mkdir -p $(dir $@)
+	$(CC) $(LIBFLAGS) -MMD -MP -MT $@ -MF $(B)/gen/asm-offsets.d -S $< -o $(B)/gen/asm-offsets.s
+	{ echo "/* Generated from $< by the Makefile: do not edit. */"; \
+	  sed -n 's/^[[:space:]]*\.ascii[[:space:]]*"->\([A-Za-z_][A-Za-z_0-9]*\) \(-\{0,1\}[0-9][0-9]*\)"$$/\t.set \1, \2/p' \
+		$(B)/gen/asm-offsets.s; } > $@.tmp
+	@test -s $@.tmp && grep -q '\.set PT_SIZE, ' $@.tmp || { echo "$@: no offsets found" >&2; exit 1; }
+	mv $@.tmp $@
+-include $(B)/gen/asm-offsets.d
+
+$(LIB_ASM:%.S=$(B)/obj/%.o) $(LIB_ASM:%.S=$(B)/asan/%.o): $(B)/gen/asm-offsets.inc
+
 $(B)/obj/%.o: %.S
 	@mkdir -p $(dir $@)
-	$(CC) $(LIBFLAGS) -MMD -MP -c $< -o $@
+	$(CC) $(LIBFLAGS) -I$(B)/gen -MMD -MP -c $< -o $@
 	$(TEXTSEC) $@
 
 $(B)/asan/%.o: %.c
@@ -69,7 +85,7 @@ $(B)/asan/%.o: %.c
 
 $(B)/asan/%.o: %.S
 	@mkdir -p $(dir $@)
-	$(CC) $(LIBFLAGS) -MMD -MP -c $< -o $@
+	$(CC) $(LIBFLAGS) -I$(B)/gen -MMD -MP -c $< -o $@
 	$(TEXTSEC) $@
 
 $(B)/libkprobes.so.$(VERSION): $(LIB_OBJ)

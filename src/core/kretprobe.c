@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "core/internal.h"
+#include "core/kretprobe.h"
 #include "os/linux/sys.h"
 #include "os/linux/threads.h"
 
@@ -33,61 +34,7 @@
  * stack (coroutine, signal stack), not a frame that was left. */
 #define STALE_WINDOW (256UL << 20)
 
-struct kp_ri {
-	struct kp_ri *next;		/* thread LIFO */
-	struct kp_rp_pool *pool;
-	uintptr_t slot;			/* stack address of the return address */
-	pid_t owner;			/* thread holding it, 0 when free */
-	uintptr_t stub;			/* its return stub (what the frame returns to) */
-	uint32_t next_free;		/* pool free list: index + 1 */
-	uint32_t idx;			/* its own index in the pool */
-	bool called;			/* the function was called from the stub */
-	bool cached;			/* free, in a thread's cache (owner kept) */
-	uintptr_t stub_entry;		/* the stub's entry (retstub.c) */
-	struct kretprobe_instance pub;	/* last: data[] follows */
-};
-
-struct kp_rp_pool {
-	struct kretprobe *rp;		/* valid while live */
-	bool live;
-	char *mem;
-	size_t stride;
-	int n;
-	uint64_t free_head;		/* (tag << 32) | (index + 1) */
-	uint8_t needs;			/* KP_OPT_SAVE_* of the return handler */
-	uint8_t cache_state;		/* CACHE_* */
-	uint8_t cache_slot;		/* its slot in the threads' caches */
-	pid_t drainer;			/* the thread that claimed the draining, or 0 */
-	struct ret_stubs *stubs;
-	struct kp_rp_pool *next_orphan;
-};
-
 static struct kp_rp_pool *orphans;
-
-/* The layout the assembly fast paths use (arch/x86_64/hitpath.inc). */
-_Static_assert(offsetof(struct kp_thread, tid) == 0 && offsetof(struct kp_thread, ri_top) == 16 &&
-	       offsetof(struct kp_thread, ri_cache_busy) == 168 &&
-	       offsetof(struct kp_thread, ri_cache) == 176, "hitpath.inc: struct kp_thread");
-_Static_assert(offsetof(struct kretprobe, handler) == 120 &&
-	       offsetof(struct kretprobe, __pool) == 152 && offsetof(struct kretprobe, kp) == 0 &&
-	       offsetof(struct kprobe, __reserved[2]) == 104, "hitpath.inc: struct kretprobe");
-_Static_assert(offsetof(struct kp_ri, next) == 0 && offsetof(struct kp_ri, pool) == 8 &&
-	       offsetof(struct kp_ri, slot) == 16 && offsetof(struct kp_ri, owner) == 24 &&
-	       offsetof(struct kp_ri, stub) == 32 && offsetof(struct kp_ri, called) == 48 &&
-	       offsetof(struct kp_ri, cached) == 49 && offsetof(struct kp_ri, stub_entry) == 56 &&
-	       offsetof(struct kp_ri, pub) == 64 &&
-	       offsetof(struct kretprobe_instance, rp) == 0 &&
-	       offsetof(struct kretprobe_instance, ret_addr) == 8 &&
-	       offsetof(struct kretprobe_instance, task) == 16, "hitpath.inc: struct kp_ri");
-_Static_assert(offsetof(struct kp_rp_pool, rp) == 0 && offsetof(struct kp_rp_pool, live) == 8 &&
-	       offsetof(struct kp_rp_pool, needs) == 48 &&
-	       offsetof(struct kp_rp_pool, cache_state) == 49 &&
-	       offsetof(struct kp_rp_pool, cache_slot) == 50, "hitpath.inc: struct kp_rp_pool");
-
-/* A pool's use of the threads' caches: in use; being emptied for good;
- * empty for good (no instance of it in any cache). */
-enum { CACHE_ON, CACHE_DRAINING, CACHE_OFF };
-_Static_assert(CACHE_ON == 0 && ARCH_RET_STUB_ENTRY == 9, "hitpath.inc: POOL_CACHE_ON");
 
 static unsigned int next_cache_slot;
 

@@ -32,22 +32,6 @@
 #include "os/linux/memory.h"
 #include "os/linux/threads.h"
 
-/* The offsets hitpath.inc gives the assembly hit path. */
-_Static_assert(offsetof(struct kp_thread, gen) == 4 && offsetof(struct kp_thread, nest) == 8 &&
-	       offsetof(struct kp_thread, in_handler) == 12, "hitpath.inc: struct kp_thread");
-_Static_assert(offsetof(struct kp_probepoint, addr) == 0 &&
-	       offsetof(struct kp_probepoint, probes) == 8 &&
-	       offsetof(struct kp_probepoint, fast) == 16 &&
-	       offsetof(struct kp_probepoint, rfast) == 24, "hitpath.inc: struct kp_probepoint");
-_Static_assert(offsetof(struct kprobe, pre_handler) == 24 && offsetof(struct kprobe, flags) == 56 &&
-	       offsetof(struct kprobe, __next) == 64 && KPROBE_FLAG_DISABLED == 2 &&
-	       offsetof(struct kprobe, __reserved) == 88 &&
-	       offsetof(struct kprobe, __reserved[1]) == 96,
-	       "hitpath.inc: struct kprobe");
-_Static_assert(KP_OPT_SAVE_VECTOR == 1 && KP_OPT_SAVE_ERRNO == 2 && KP_OPT_SAVE_REGS == 4 &&
-	       KP_OPT_SAVE_R8_R11 == 8 &&
-	       offsetof(struct pt_regs, ip) == 128,
-	       "hitpath.inc: flags, pt_regs");
 
 #define DETOUR_SIZE 128
 #define OFF_RET 11
