@@ -1,17 +1,18 @@
 /*
  * Rewriting static-key sites: a 5-byte NOP <-> a 5-byte JMP rel32.
  *
- * The same protocol as installing an optimized probe's jump (the kernel's
- * text_poke_bp): int3 on byte 0, synchronize every core, bytes 1..4,
- * synchronize, byte 0, synchronize.  Both forms are one instruction, so no
- * thread can be inside bytes 1..4 and no census is needed; a thread that
- * meets the int3 meanwhile is sent to the target or past the site by the
- * trap handler, per the key's (already updated) value.
+ * Through text_poke_bp(), as every code rewrite: int3 on byte 0, cores
+ * synchronized, bytes 1..4, synchronized, byte 0, synchronized.  Both
+ * forms are one instruction, so no thread can be inside bytes 1..4 and no
+ * census is needed; a thread that meets the int3 meanwhile is sent on as
+ * the new form would (the trap handler finds the rewrite in progress), or,
+ * once it is over, by the key's value.
  */
 #include <errno.h>
 #include <string.h>
 
 #include "arch/arch.h"
+#include "arch/x86_64/text_poke.h"
 #include "os/linux/memory.h"
 
 #define INT3 0xcc
@@ -49,31 +50,23 @@ int arch_jump_label_check(const struct arch_jl_patch *p, int n)
 	return 0;
 }
 
-/* One step of the protocol over every site that changes. */
-static int write_step(const struct arch_jl_patch *p, int n, int step)
+/* Site i of the batch in its new form; a thread meeting the int3 goes on
+ * as that form would take it.  Async-signal-safe (the trap handler). */
+static void site_poke(const struct text_poke_batch *b, int i, struct text_poke *tp)
 {
-	int err = 0;
+	const struct arch_jl_patch *p = &((const struct arch_jl_patch *)b->ctx)[i];
 
-	for (int i = 0; i < n && !err; i++) {
-		uint8_t want[5];
-
-		site_bytes(&p[i], p[i].jump, want);
-		if (step == 0)
-			err = kp_mem_write(p[i].addr, (const uint8_t[]){ INT3 }, 1);
-		else if (step == 1)
-			err = kp_mem_write(p[i].addr + 1, want + 1, 4);
-		else
-			err = kp_mem_write(p[i].addr, want, 1);
-	}
-	kp_sync_cores();
-	return err;
+	tp->addr = p->addr;
+	tp->skip = false;
+	tp->len = 5;
+	tp->bp_in_place = false;
+	site_bytes(p, p->jump, tp->bytes);
+	tp->resume = p->jump ? p->target : p->addr + 5;
 }
 
 int arch_jump_label_apply(const struct arch_jl_patch *p, int n)
 {
-	int err = 0;
+	struct text_poke_batch b = { .n = n, .get = site_poke, .ctx = p, .emulate = true };
 
-	for (int step = 0; step < 3 && !err; step++)
-		err = write_step(p, n, step);
-	return err;
+	return text_poke_bp(&b);
 }

@@ -1,9 +1,9 @@
 /*
- * Installing and removing the jump of an optimized probe, like the
- * kernel's text_poke_bp(): the int3 is already at byte 0; write bytes
- * 1..4 (the rel32), synchronize every core, write byte 0 (0xe9),
- * synchronize.  Threads that hit the int3 meanwhile are routed through the
- * detour by the trap handler.  Removal runs the same steps backwards.
+ * Installing and removing the jump of an optimized probe, through
+ * text_poke_bp(): the int3 is already at byte 0; bytes 1..4 (the rel32),
+ * cores synchronized, byte 0 (0xe9), synchronized.  Threads that hit the
+ * int3 meanwhile are routed through the detour by the trap handler.
+ * Removal puts the int3 back first, then the original bytes under it.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -12,6 +12,7 @@
 #include "arch/arch.h"
 #include "arch/x86_64/detour.h"
 #include "arch/x86_64/optcheck.h"
+#include "arch/x86_64/text_poke.h"
 #include "arch/x86_64/xol.h"
 #include "core/internal.h"
 #include "os/linux/memory.h"
@@ -92,45 +93,58 @@ int arch_opt_census_ranges(const struct kp_probepoint *pp, uintptr_t (*r)[2])
 	return n + m;
 }
 
-/* One pass over the batch: the first byte of every jump, or the four
- * bytes after it.  keep_going: a probepoint whose code cannot be written
- * (its object was unmapped by dlclose() before the interposer could mark
- * it GONE) does not stop the pass for the others. */
-static int write_bytes(struct kp_probepoint **pps, int n, bool first, bool install,
-		       bool keep_going)
+/* The jump of an optimized probepoint over its breakpoint (install), or
+ * the breakpoint and the original bytes back under it (remove). */
+static void jump_poke(const struct kp_probepoint *pp, bool install, struct text_poke *tp)
 {
-	int err = 0;
+	const struct arch_opt *o = pp->ainsn.opt;
 
-	for (int i = 0; i < n && (keep_going || !err); i++) {
-		struct arch_opt *o = pps[i]->ainsn.opt;
-		uint8_t jmp[5];
-		int32_t rel = (int32_t)(o->detour - (pps[i]->addr + 5));
-		int e;
+	tp->addr = pp->addr;
+	tp->skip = false;
+	tp->len = ARCH_OPT_JUMP_LEN;
+	tp->resume = 0;
+	if (install) {
+		int32_t rel = (int32_t)(o->detour - (pp->addr + ARCH_OPT_JUMP_LEN));
 
-		jmp[0] = JMP_REL32;
-		memcpy(jmp + 1, &rel, 4);
-		if (first)
-			e = kp_mem_write(pps[i]->addr, install ? jmp : (const uint8_t[]){ INT3 }, 1);
-		else
-			e = kp_mem_write(pps[i]->addr + 1, install ? jmp + 1 : o->orig + 1, 4);
-		err = err ? err : e;
+		tp->bp_in_place = true;
+		tp->bytes[0] = JMP_REL32;
+		memcpy(tp->bytes + 1, &rel, 4);
+	} else {
+		tp->bp_in_place = false;
+		tp->bytes[0] = INT3;
+		memcpy(tp->bytes + 1, o->orig + 1, ARCH_OPT_JUMP_LEN - 1);
 	}
-	kp_sync_cores();
-	return err;
+}
+
+static void jump_install_poke(const struct text_poke_batch *b, int i, struct text_poke *tp)
+{
+	jump_poke(((struct kp_probepoint *const *)b->ctx)[i], true, tp);
+}
+
+static void jump_remove_poke(const struct text_poke_batch *b, int i, struct text_poke *tp)
+{
+	jump_poke(((struct kp_probepoint *const *)b->ctx)[i], false, tp);
+}
+
+/* Removing never stops half-way: every jump that can be removed must be. */
+static int remove_jumps(struct kp_probepoint **pps, int n)
+{
+	struct text_poke_batch b = { .n = n, .get = jump_remove_poke, .ctx = pps,
+				     .keep_going = true };
+
+	return text_poke_bp(&b);
 }
 
 int arch_optimize(struct kp_probepoint **pps, int n)
 {
-	int err = write_bytes(pps, n, false, true, false);
+	struct text_poke_batch b = { .n = n, .get = jump_install_poke, .ctx = pps };
+	int err = text_poke_bp(&b);
 
-	if (!err)
-		err = write_bytes(pps, n, true, true, false);
 	if (err) {
 		/* All or none: no probepoint of the batch may stay with the
 		 * jump's displacement over its code (or a jump the caller does
 		 * not know about), breakpoint byte first as in unoptimizing. */
-		write_bytes(pps, n, true, false, true);
-		write_bytes(pps, n, false, false, true);
+		remove_jumps(pps, n);
 		return err;
 	}
 	for (int i = 0; i < n; i++)
@@ -142,9 +156,8 @@ int arch_optimize(struct kp_probepoint **pps, int n)
  * whatever happens, so every jump that can be removed must be. */
 int arch_unoptimize(struct kp_probepoint **pps, int n)
 {
-	int err = write_bytes(pps, n, true, false, true);
+	int err = remove_jumps(pps, n);
 
-	err = write_bytes(pps, n, false, false, true) ? : err;
 	for (int i = 0; i < n; i++)
 		pps[i]->ainsn.opt->jumped = false;
 	return err;

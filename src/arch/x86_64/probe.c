@@ -4,12 +4,13 @@
 #include <string.h>
 
 #include "arch/arch.h"
+#include "arch/x86_64/text_poke.h"
 #include "arch/x86_64/xol.h"
 #include "core/internal.h"
 #include "core/jump_label.h"
 #include "os/linux/memory.h"
 
-#define INT3 0xcc
+#define INT3 ARCH_BREAKPOINT_INSN
 #define MAX_FUNC_DECODE (1u << 20)
 
 uint8_t arch_original_byte(uintptr_t addr)
@@ -171,32 +172,50 @@ void arch_retire_probepoint(struct kp_probepoint *pp)
 		xol_reclaim();
 }
 
-static int write_first_bytes(struct kp_probepoint **pps, int n, bool arm)
+/* Arming writes the breakpoint over byte 0; disarming puts the original
+ * byte back.  One byte: the breakpoint step is the whole rewrite. */
+static void first_byte_poke(const struct kp_probepoint *pp, bool arm, struct text_poke *tp)
 {
-	int err = 0;
+	tp->addr = pp->addr;
+	tp->skip = pp->armed == arm;
+	tp->len = 1;
+	tp->bp_in_place = !arm;
+	tp->bytes[0] = arm ? INT3 : pp->ainsn.bytes[0];
+	tp->resume = 0;
+}
 
-	for (int i = 0; i < n; i++) {
-		uint8_t b = arm ? INT3 : pps[i]->ainsn.bytes[0];
+static void arm_poke(const struct text_poke_batch *b, int i, struct text_poke *tp)
+{
+	first_byte_poke(((struct kp_probepoint *const *)b->ctx)[i], true, tp);
+}
 
-		if (pps[i]->armed == arm)
-			continue;
-		err = kp_mem_write(pps[i]->addr, &b, 1);
-		if (err)
-			break;
-		pps[i]->armed = arm;
-	}
-	kp_sync_cores();
-	return err;
+static void disarm_poke(const struct text_poke_batch *b, int i, struct text_poke *tp)
+{
+	first_byte_poke(((struct kp_probepoint *const *)b->ctx)[i], false, tp);
+}
+
+static void armed_done(const struct text_poke_batch *b, int i)
+{
+	((struct kp_probepoint *const *)b->ctx)[i]->armed = true;
+}
+
+static void disarmed_done(const struct text_poke_batch *b, int i)
+{
+	((struct kp_probepoint *const *)b->ctx)[i]->armed = false;
 }
 
 int arch_arm(struct kp_probepoint **pps, int n)
 {
-	return write_first_bytes(pps, n, true);
+	struct text_poke_batch b = { .n = n, .get = arm_poke, .done = armed_done, .ctx = pps };
+
+	return text_poke_bp(&b);
 }
 
 int arch_disarm(struct kp_probepoint **pps, int n)
 {
-	return write_first_bytes(pps, n, false);
+	struct text_poke_batch b = { .n = n, .get = disarm_poke, .done = disarmed_done, .ctx = pps };
+
+	return text_poke_bp(&b);
 }
 
 extern char __start_kprobes_text[] __attribute__((weak));

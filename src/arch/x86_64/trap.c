@@ -14,6 +14,7 @@
 #include "arch/arch.h"
 #include "arch/x86_64/detour.h"
 #include "arch/x86_64/regs.h"
+#include "arch/x86_64/text_poke.h"
 #include "arch/x86_64/unwind.h"
 #include "arch/x86_64/xol.h"
 #include "core/internal.h"
@@ -277,6 +278,7 @@ static bool trap_dispatch(struct kp_thread *t, uintptr_t bp, ucontext_t *uc)
 {
 	struct xol_slot *s = xol_slot_of(bp);
 	struct kp_probepoint *pp;
+	uintptr_t resume;
 
 	if (bp == (uintptr_t)kp_jprobe_return_trap && t->jprobe_pp) {
 		jprobe_return_hit(t, uc);
@@ -288,6 +290,10 @@ static bool trap_dispatch(struct kp_thread *t, uintptr_t bp, ucontext_t *uc)
 		pp = kp_probepoint_lookup(bp);
 		if (pp) {
 			probe_hit(t, pp, uc);
+			return true;
+		}
+		if (text_poke_trap(bp, &resume)) {
+			GREG(uc, REG_RIP) = (greg_t)resume;
 			return true;
 		}
 		if (jump_label_hit(bp, uc))

@@ -1,0 +1,124 @@
+/*
+ * Rewriting code that other threads may be running, for probes, jump
+ * optimization and static keys alike (the kernel's text_poke_bp()).  A
+ * thread may execute the site at any moment, so the rewrite only ever
+ * exposes whole instructions: first a breakpoint over byte 0, which makes
+ * the rest unreachable; then, cores synchronized, the remaining bytes;
+ * then, synchronized again, the new byte 0.  A thread that meets the
+ * breakpoint meanwhile traps: at a probe, the probe's own handling runs;
+ * at a rewrite that emulates (a static-key site), the trap handler finds
+ * it in the in-progress table below and sends the thread on as the new
+ * instruction would.
+ *
+ * Every writer holds the registry or the static-key lock, which fork()
+ * takes too (core/fork.c): a child never starts with a rewrite in
+ * progress.
+ */
+#include <errno.h>
+#include <sched.h>
+
+#include "asm/kprobes.h"
+#include "arch/x86_64/text_poke.h"
+#include "os/linux/memory.h"
+
+/* The batch in progress that emulates, and the trap handlers reading it
+ * (the writer waits for them before the batch's storage goes). */
+static const struct text_poke_batch *in_progress;
+static int readers;
+
+static void publish(const struct text_poke_batch *b)
+{
+	if (b->emulate)
+		__atomic_store_n(&in_progress, b, __ATOMIC_SEQ_CST);
+}
+
+static void unpublish(const struct text_poke_batch *b)
+{
+	if (!b->emulate)
+		return;
+	__atomic_store_n(&in_progress, NULL, __ATOMIC_SEQ_CST);
+	while (__atomic_load_n(&readers, __ATOMIC_SEQ_CST))
+		sched_yield();
+}
+
+bool text_poke_trap(uintptr_t bp, uintptr_t *resume)
+{
+	const struct text_poke_batch *b;
+	bool found = false;
+
+	__atomic_add_fetch(&readers, 1, __ATOMIC_SEQ_CST);
+	b = __atomic_load_n(&in_progress, __ATOMIC_SEQ_CST);
+	for (int i = 0; b && i < b->n && !found; i++) {
+		struct text_poke tp;
+
+		b->get(b, i, &tp);
+		if (!tp.skip && tp.addr == bp && tp.resume) {
+			*resume = tp.resume;
+			found = true;
+		}
+	}
+	__atomic_sub_fetch(&readers, 1, __ATOMIC_SEQ_CST);
+	return found;
+}
+
+enum step { STEP_BP, STEP_TAIL, STEP_FIRST };
+
+/* Writes one step over the batch; synchronizes the cores when it wrote. */
+static int poke_step(const struct text_poke_batch *b, enum step step)
+{
+	static const uint8_t bp = ARCH_BREAKPOINT_INSN;
+	bool wrote = false;
+	int err = 0;
+
+	for (int i = 0; i < b->n && (b->keep_going || !err); i++) {
+		struct text_poke tp;
+		bool last;
+		int e;
+
+		b->get(b, i, &tp);
+		if (tp.skip)
+			continue;
+		switch (step) {
+		case STEP_BP:
+			if (tp.bp_in_place)
+				continue;
+			e = kp_mem_write(tp.addr, &bp, 1);
+			last = tp.len == 1 && tp.bytes[0] == bp;
+			break;
+		case STEP_TAIL:
+			if (tp.len == 1)
+				continue;
+			e = kp_mem_write(tp.addr + 1, tp.bytes + 1, tp.len - 1u);
+			last = tp.bytes[0] == bp;
+			break;
+		default:
+			if (tp.bytes[0] == bp)
+				continue;
+			e = kp_mem_write(tp.addr, tp.bytes, 1);
+			last = true;
+			break;
+		}
+		wrote = true;
+		if (e)
+			err = err ? err : e;
+		else if (last && b->done)
+			b->done(b, i);
+	}
+	if (wrote)
+		kp_sync_cores();
+	return err;
+}
+
+int text_poke_bp(const struct text_poke_batch *b)
+{
+	int err = 0;
+
+	publish(b);
+	for (enum step s = STEP_BP; s <= STEP_FIRST && (b->keep_going || !err); s++) {
+		int e = poke_step(b, s);
+
+		err = err ? err : e;
+	}
+	unpublish(b);
+	return err;
+}
