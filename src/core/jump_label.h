@@ -10,16 +10,10 @@
 #include <stdint.h>
 
 #include "kprobes/jump_label.h"
+#include "core/arch_api.h"	/* struct kp_jl_site and its queries */
 
 struct kprobes_tracepoint;
 
-/* One site: addr is a NOP or a JMP to target, per its key. */
-struct kp_jl_site {
-	uintptr_t addr;
-	uintptr_t target;
-	struct static_key *key;
-	bool branch;		/* a JMP when the key is false */
-};
 
 /* The tables of one loaded object (never freed; dead once unloaded). */
 struct kp_jl_object {
@@ -39,15 +33,6 @@ int kp_jl_refresh(void);
 /* The object list (append-only) and its length. */
 unsigned int kp_jl_objects(struct kp_jl_object *const **out);
 
-/* Async-signal-safe: the site starting at addr, or NULL; whether it jumps
- * under its key's current value. */
-const struct kp_jl_site *kp_jl_site_at(uintptr_t addr);
-const struct kp_jl_site *kp_jl_site_covering(uintptr_t addr);
-bool kp_jl_site_jumps(const struct kp_jl_site *s);
-
-/* Whether [lo, hi) overlaps a site or (targets) has a site's jump target
- * inside (lo, hi).  Refreshes the tables first; true when that fails. */
-bool kp_jl_busy(uintptr_t lo, uintptr_t hi, bool targets);
 
 /* Key changes and tracepoint handler lists: under this lock. */
 void kp_jl_lock(void);

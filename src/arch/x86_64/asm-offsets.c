@@ -8,7 +8,7 @@
  */
 #include <stddef.h>
 
-#include "core/internal.h"
+#include "core/arch_api.h"
 #include "core/kretprobe.h"
 #include "os/linux/threads.h"
 

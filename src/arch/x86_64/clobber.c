@@ -14,7 +14,7 @@
 #include <Zydis/Zydis.h>
 
 #include "arch/arch.h"
-#include "core/internal.h"
+#include "core/arch_api.h"
 #include "os/linux/memory.h"
 
 #define MAX_DEPTH 6

@@ -19,8 +19,8 @@
 #include <Zydis/Zydis.h>
 
 #include "arch/x86_64/coderefs.h"
+#include "core/arch_api.h"
 #include "arch/x86_64/optcheck.h"
-#include "core/jump_label.h"
 #include "os/linux/memory.h"
 
 #define MAX_FUNC (256u * 1024)

@@ -14,7 +14,7 @@
 #include "arch/x86_64/optcheck.h"
 #include "arch/x86_64/text_poke.h"
 #include "arch/x86_64/xol.h"
-#include "core/internal.h"
+#include "core/arch_api.h"
 #include "os/linux/memory.h"
 
 #define JMP_REL32 0xe9

@@ -6,8 +6,7 @@
 #include "arch/arch.h"
 #include "arch/x86_64/text_poke.h"
 #include "arch/x86_64/xol.h"
-#include "core/internal.h"
-#include "core/jump_label.h"
+#include "core/arch_api.h"
 #include "os/linux/memory.h"
 
 #define INT3 ARCH_BREAKPOINT_INSN

@@ -4,7 +4,7 @@
 #include "arch/arch.h"
 #include "arch/x86_64/detour.h"
 #include "arch/x86_64/xol.h"
-#include "core/internal.h"
+#include "core/arch_api.h"
 
 #include <errno.h>
 

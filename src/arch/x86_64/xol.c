@@ -11,7 +11,7 @@
 #include "arch/x86_64/execmem.h"
 #include "arch/x86_64/unwind_detour.h"
 #include "arch/x86_64/writer.h"
-#include "core/internal.h"
+#include "core/arch_api.h"
 #include "os/linux/memory.h"
 #include "os/linux/threads.h"
 
