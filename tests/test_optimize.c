@@ -24,6 +24,7 @@
 #include <unistd.h>
 #include <Zydis/Zydis.h>
 
+#include "arch/x86_64/detour.h"
 #include "arch/x86_64/insn.h"
 #include "arch/x86_64/xol.h"
 #include "arch/arch.h"

@@ -39,6 +39,14 @@ struct kp_rp_pool {
 	struct kp_rp_pool *next_orphan;
 };
 
+/* For the unwinder interposers (os/linux/unwind.c, through its upcalls):
+ * the real return addresses back in this thread's live frames, and with
+ * release the instances given up; the stubs back; the frames below an
+ * exception caught at cfa dropped. */
+void kp_kretprobe_unhijack(bool release);
+void kp_kretprobe_rehijack(void);
+void kp_kretprobe_after_catch(uintptr_t cfa);
+
 /* A pool's use of the threads' caches: in use; being emptied for good;
  * empty for good (no instance of it in any cache). */
 enum { CACHE_ON, CACHE_DRAINING, CACHE_OFF };

@@ -33,6 +33,7 @@
 #include "elf/objpath.h"
 #include "elf/sections.h"
 #include "os/linux/threads.h"
+#include "os/linux/upcalls.h"
 
 /* The tables of one loaded object. */
 struct stack_obj {
@@ -184,6 +185,8 @@ int kp_stack_tables_update(void)
 	unsigned long long gen;
 	int err;
 
+	/* From now on dlclose() must tell us (os/linux/upcalls.h). */
+	kp_os_upcall_set(stack_objects_changed, kp_stack_objects_changed);
 	pthread_mutex_lock(&stack_lock);
 	gen = ksec_generation();
 	if (built && gen == built_gen) {

@@ -18,6 +18,9 @@ bool arch_detour_fault_addr(uintptr_t ip, uintptr_t *orig, uintptr_t *copy,
 size_t arch_detour_bytes(void);
 /* Detour buffers in use. */
 void arch_detour_stats(unsigned long *detours);
+/* Is ip on the way into a detour from outside it (a return stub's call)?
+ * The census counts such a thread as inside (os/linux/upcalls.h). */
+bool arch_ip_bound_for_detour(uintptr_t ip);
 int arch_detour_range(const struct kp_probepoint *pp, uintptr_t range[2]);
 
 #endif

@@ -26,6 +26,7 @@
 #include <string.h>
 
 #include "arch/arch.h"
+#include "arch/x86_64/detour.h"
 #include "arch/x86_64/execmem.h"
 #include "arch/x86_64/jitdebug.h"
 #include "os/linux/memory.h"

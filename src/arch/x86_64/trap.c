@@ -22,6 +22,7 @@
 #include "os/linux/memory.h"
 #include "os/linux/signals.h"
 #include "os/linux/threads.h"
+#include "os/linux/upcalls.h"
 
 #define GREG(uc, r) ((uc)->uc_mcontext.gregs[r])
 
@@ -501,8 +502,10 @@ void arch_fpu_init(void);
 int arch_init(void)
 {
 	static const int faults[] = { SIGSEGV, SIGBUS, SIGFPE, SIGILL };
-	int err = kp_sig_own(SIGTRAP, trap_handler, 0, true);
+	int err;
 
+	kp_os_upcall_set(ip_bound_for_detour, arch_ip_bound_for_detour);
+	err = kp_sig_own(SIGTRAP, trap_handler, 0, true);
 	arch_fpu_init();
 
 	for (unsigned int i = 0; !err && i < sizeof(faults) / sizeof(faults[0]); i++)

@@ -5,8 +5,7 @@
 
 #define KP_EXPORT __attribute__((visibility("default")))
 
-void kp_objects_unloaded(void);
-void kp_stack_objects_changed(void);
+#include "os/linux/upcalls.h"
 
 KP_EXPORT int dlclose(void *handle)
 {
@@ -19,8 +18,13 @@ KP_EXPORT int dlclose(void *handle)
 		abort();
 	ret = real(handle);
 	if (ret == 0) {
-		kp_objects_unloaded();
-		kp_stack_objects_changed();
+		void (*unloaded)(void) = kp_os_upcall_get(objects_unloaded);
+		void (*changed)(void) = kp_os_upcall_get(stack_objects_changed);
+
+		if (unloaded)
+			unloaded();
+		if (changed)
+			changed();
 	}
 	return ret;
 }

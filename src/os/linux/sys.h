@@ -6,18 +6,12 @@
 #include <sys/syscall.h>
 #include <sys/types.h>
 
+#include "asm/syscall.h"
+
+/* The instruction and its register convention are the architecture's. */
 static inline long kp_syscall6(long n, long a, long b, long c, long d, long e, long f)
 {
-	long ret;
-	register long r10 __asm__("r10") = d;
-	register long r8 __asm__("r8") = e;
-	register long r9 __asm__("r9") = f;
-
-	__asm__ volatile("syscall"
-			 : "=a"(ret)
-			 : "a"(n), "D"(a), "S"(b), "d"(c), "r"(r10), "r"(r8), "r"(r9)
-			 : "rcx", "r11", "memory");
-	return ret;
+	return arch_syscall6(n, a, b, c, d, e, f);
 }
 
 #define kp_syscall(n, a, b, c) kp_syscall6((n), (long)(a), (long)(b), (long)(c), 0, 0, 0)

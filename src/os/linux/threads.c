@@ -1,8 +1,9 @@
 /* Thread records, grace periods and the instruction-pointer census. */
 /* On the hit path of optimized probes, which save vector state only for
  * handlers that need it: this code must not touch it. */
-#pragma GCC target("general-regs-only")
+#include "asm/hitpath.h"
 
+#include "asm/sigcontext.h"
 #include "os/linux/threads.h"
 
 #include <dirent.h>
@@ -22,6 +23,7 @@
 
 #include "os/linux/signals.h"
 #include "os/linux/sys.h"
+#include "os/linux/upcalls.h"
 #include <fcntl.h>
 #include <stdio.h>
 
@@ -278,7 +280,7 @@ static bool frame_gone(const struct kp_sigframe *f, uintptr_t newer)
 
 static void sigframe_fill(struct kp_sigframe *f, const ucontext_t *uc)
 {
-	uintptr_t ip = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
+	uintptr_t ip = arch_ucontext_ip(uc);
 
 	/* Never on the way out of a trap handler: those block every
 	 * asynchronous signal until their sigreturn. */
@@ -343,12 +345,21 @@ static void census_after_fork(void)
  * resumes and the thread being there: the library's own text and the
  * signal restorer. */
 
+/* The architecture's answer (upcalls.h): is ip on the way into a detour
+ * from outside it?  A census counts such a thread as inside. */
+static bool bound_for_detour(uintptr_t ip)
+{
+	bool (*fn)(uintptr_t) = kp_os_upcall_get(ip_bound_for_detour);
+
+	return fn && fn(ip);
+}
+
 static void census_check(uintptr_t ip)
 {
 	for (int i = 0; i < census_nranges; i++)
 		if (ip >= census_ranges[i][0] && ip < census_ranges[i][1])
 			__atomic_store_n(&census_inside, 1, __ATOMIC_RELAXED);
-	if (census_nranges && arch_ip_bound_for_detour(ip))
+	if (census_nranges && bound_for_detour(ip))
 		__atomic_store_n(&census_inside, 1, __ATOMIC_RELAXED);
 }
 
@@ -361,7 +372,7 @@ static unsigned int census_round;
 static void census_handler(int sig, siginfo_t *info, void *ctx)
 {
 	ucontext_t *uc = ctx;
-	uintptr_t ip = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
+	uintptr_t ip = arch_ucontext_ip(uc);
 
 	uintptr_t tag = (uintptr_t)info->si_value.sival_ptr;
 
@@ -459,7 +470,7 @@ static bool ip_in_ranges(uintptr_t ip, const uintptr_t (*ranges)[2], int n)
 	for (int i = 0; i < n; i++)
 		if (ip >= ranges[i][0] && ip < ranges[i][1])
 			return true;
-	return n > 0 && arch_ip_bound_for_detour(ip);
+	return n > 0 && bound_for_detour(ip);
 }
 
 /* A thread stopped in library code: inside a trap handler, the context it
@@ -485,8 +496,8 @@ static bool trap_destination_in(const struct kp_thread *r, bool in_syscall,
 	uc = __atomic_load_n(&r->trap_ctx, __ATOMIC_ACQUIRE);
 	if (!uc)
 		return true;
-	return ip_in_ranges((uintptr_t)uc->uc_mcontext.gregs[REG_RIP], ranges, nr) ||
-	       ip_in_ranges((uintptr_t)uc->uc_mcontext.gregs[REG_RIP] - 1, ranges, nr);
+	return ip_in_ranges(arch_ucontext_ip(uc), ranges, nr) ||
+	       ip_in_ranges(arch_ucontext_ip(uc) - 1, ranges, nr);
 }
 
 /* A thread that cannot answer (asleep, preempted, or blocking the census

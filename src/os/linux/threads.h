@@ -11,6 +11,8 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include "asm/sections.h"
+
 #define KP_SIGFRAMES 6
 #define KP_RI_CACHE 4
 
@@ -73,9 +75,6 @@ struct kp_thread *kp_thread_self(void);
 extern __thread struct kp_thread *kp_self_tls __attribute__((tls_model("initial-exec")));
 
 /* kp_thread_self() with the common case inline: one TLS load. */
-/* From the arch layer: is ip on the way into a detour from outside it (a
- * return stub's call)?  A census counts such a thread as inside. */
-bool arch_ip_bound_for_detour(uintptr_t ip);
 
 static inline struct kp_thread *kp_thread_current(void)
 {
@@ -96,18 +95,13 @@ static inline void section_begun(void)
 
 static inline void kp_read_enter(struct kp_thread *t)
 {
-	asm volatile("addl $1, %0" : "+m"(t->nest) : : "memory");
+	arch_section_nest_inc(&t->nest);
 	section_begun();
 }
 
 static inline void kp_read_exit(struct kp_thread *t)
 {
-	/* A plain store is a release on x86. */
-	asm volatile("subl $1, %0\n\t"
-		     "jnz 1f\n\t"
-		     "addl $1, %1\n"
-		     "1:"
-		     : "+m"(t->nest), "+m"(t->gen) : : "memory", "cc");
+	arch_section_nest_dec(&t->nest, &t->gen);
 }
 
 /* A read-side section that runs handlers: nest and in_handler raised and
@@ -118,17 +112,13 @@ static inline void kp_read_exit(struct kp_thread *t)
 
 static inline void kp_handler_section_enter(struct kp_thread *t)
 {
-	asm volatile("addq %1, (%0)" : : "r"(&t->nest), "r"(KP_NEST_AND_HANDLER) : "memory", "cc");
+	arch_section_pair_add(&t->nest, KP_NEST_AND_HANDLER);
 	section_begun();
 }
 
 static inline void kp_handler_section_exit(struct kp_thread *t)
 {
-	asm volatile("subq %2, (%1)\n\t"
-		     "jnz 1f\n\t"
-		     "addl $1, %0\n"
-		     "1:"
-		     : "+m"(t->gen) : "r"(&t->nest), "r"(KP_NEST_AND_HANDLER) : "memory", "cc");
+	arch_section_pair_sub(&t->nest, &t->gen, KP_NEST_AND_HANDLER);
 }
 
 /* Record r's read-side section state now, and whether the section seen in

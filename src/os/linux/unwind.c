@@ -17,11 +17,27 @@
 #include <stdint.h>
 #include <unwind.h>
 
+#include "os/linux/upcalls.h"
+
 #define KP_EXPORT __attribute__((visibility("default")))
 
 char kp_unwind_interposers;
-void kp_kretprobe_unhijack(bool release);
-void kp_kretprobe_rehijack(void);
+
+static void unhijack(bool release)
+{
+	void (*fn)(bool) = kp_os_upcall_get(ret_unhijack);
+
+	if (fn)
+		fn(release);
+}
+
+static void rehijack(void)
+{
+	void (*fn)(void) = kp_os_upcall_get(ret_rehijack);
+
+	if (fn)
+		fn();
+}
 
 static void *next_fn(const char *name)
 {
@@ -38,7 +54,7 @@ KP_EXPORT _Unwind_Reason_Code _Unwind_RaiseException(struct _Unwind_Exception *e
 
 	if (!real)
 		real = next_fn("_Unwind_RaiseException");
-	kp_kretprobe_unhijack(false);
+	unhijack(false);
 	return real(e);
 }
 
@@ -48,11 +64,10 @@ KP_EXPORT _Unwind_Reason_Code _Unwind_Resume_or_Rethrow(struct _Unwind_Exception
 
 	if (!real)
 		real = next_fn("_Unwind_Resume_or_Rethrow");
-	kp_kretprobe_unhijack(false);
+	unhijack(false);
 	return real(e);
 }
 
-void kp_kretprobe_after_catch(uintptr_t cfa);
 
 /* The exception is caught in the frame whose CFA phase 1 recorded
  * (libgcc: private_2): frames below it are gone, the others return
@@ -60,12 +75,15 @@ void kp_kretprobe_after_catch(uintptr_t cfa);
 KP_EXPORT void *__cxa_begin_catch(void *e)
 {
 	static void *(*real)(void *);
+	void (*after_catch)(uintptr_t);
 	void *r;
 
 	if (!real)
 		real = next_fn("__cxa_begin_catch");
 	r = real(e);
-	kp_kretprobe_after_catch(((struct _Unwind_Exception *)e)->private_2);
+	after_catch = kp_os_upcall_get(ret_after_catch);
+	if (after_catch)
+		after_catch(((struct _Unwind_Exception *)e)->private_2);
 	return r;
 }
 
@@ -76,9 +94,9 @@ KP_EXPORT _Unwind_Reason_Code _Unwind_Backtrace(_Unwind_Trace_Fn fn, void *arg)
 
 	if (!real)
 		real = next_fn("_Unwind_Backtrace");
-	kp_kretprobe_unhijack(false);
+	unhijack(false);
 	r = real(fn, arg);
-	kp_kretprobe_rehijack();
+	rehijack();
 	return r;
 }
 
@@ -89,9 +107,9 @@ KP_EXPORT int backtrace(void **buf, int size)
 
 	if (!real)
 		real = next_fn("backtrace");
-	kp_kretprobe_unhijack(false);
+	unhijack(false);
 	n = real(buf, size);
-	kp_kretprobe_rehijack();
+	rehijack();
 	return n;
 }
 
@@ -101,6 +119,6 @@ KP_EXPORT void pthread_exit(void *ret)
 
 	if (!real)
 		real = next_fn("pthread_exit");
-	kp_kretprobe_unhijack(true);
+	unhijack(true);
 	real(ret);
 }
