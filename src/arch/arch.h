@@ -46,6 +46,12 @@ int arch_disarm(struct kp_probepoint **pps, int n);
 /* The original byte at addr if a probe is armed there, else the byte itself. */
 uint8_t arch_original_byte(uintptr_t addr);
 
+/* For the stack unwinder: an ip inside an out-of-line slot or a detour's
+ * copied instructions becomes the probed instruction's address (true);
+ * the stack there is the one the original instruction runs with.
+ * Async-signal-safe. */
+bool arch_unwind_map_ip(uintptr_t *ip);
+
 /* Installs the trap handlers. */
 int arch_init(void);
 

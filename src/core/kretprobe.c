@@ -104,13 +104,13 @@ static inline unsigned int busy_enter(struct kp_thread *t)
 {
 	unsigned int old = __atomic_load_n(&t->ri_cache_busy, __ATOMIC_RELAXED);
 
-	asm volatile("addl $1, %0" : "+m"(t->ri_cache_busy) : : "memory", "cc");
+	arch_local_inc(&t->ri_cache_busy);
 	return old;
 }
 
 static inline void busy_exit(struct kp_thread *t)
 {
-	asm volatile("subl $1, %0" : "+m"(t->ri_cache_busy) : : "memory", "cc");
+	arch_local_dec(&t->ri_cache_busy);
 }
 
 static bool cache_on(const struct kp_rp_pool *pool)

@@ -26,7 +26,8 @@
 #include <ucontext.h>
 #include <unistd.h>
 
-#include "arch/x86_64/unwind.h"
+#include "asm/sigcontext.h"
+#include "asm/uaccess.h"
 #include "core/internal.h"
 #include "core/stack.h"
 #include "elf/cfi.h"
@@ -302,16 +303,14 @@ static const struct cfi_row *row_of(const struct stack_set *set, const struct st
 	return cfi_table_find(&so->t, pc - so->base);
 }
 
-/* A signal frame: the handler returned to __restore_rt with rsp at the
- * ucontext of the kernel's rt_sigframe (its return address popped). */
+/* A signal frame: the handler returned to the signal restorer with the
+ * stack pointer at the ucontext of the kernel's signal frame (its return
+ * address popped). */
 static bool unwind_signal(struct frame *f)
 {
-	const size_t gregs = offsetof(ucontext_t, uc_mcontext.gregs);
 	uintptr_t ip, sp, bp;
 
-	if (kp_load_nofault(f->sp + gregs + REG_RIP * 8, &ip) ||
-	    kp_load_nofault(f->sp + gregs + REG_RSP * 8, &sp) ||
-	    kp_load_nofault(f->sp + gregs + REG_RBP * 8, &bp))
+	if (!arch_sigframe_regs(f->sp, &ip, &sp, &bp))
 		return false;
 	f->ip = ip;
 	f->sp = sp;
@@ -320,10 +319,12 @@ static bool unwind_signal(struct frame *f)
 	return true;
 }
 
-/* Frame pointers: CFA = rbp + 16, the return address at rbp + 8. */
+#define WORD sizeof(uintptr_t)
+
+/* Frame pointers: CFA = fp + ARCH_FP_CFA_OFFSET (asm/kprobes.h). */
 static bool fp_plausible(const struct frame *f)
 {
-	return f->bp >= f->sp && !(f->bp & 7) && f->bp - f->sp < (1UL << 30);
+	return f->bp >= f->sp && !(f->bp & (WORD - 1)) && f->bp - f->sp < (1UL << 30);
 }
 
 /* One frame up; false at the outermost frame or where the stack makes
@@ -349,21 +350,21 @@ static bool unwind_one(const struct stack_set *set, const struct stack_obj **las
 	default:
 		if (!fp_plausible(f))
 			return false;
-		cfa = f->bp + 16;
+		cfa = f->bp + ARCH_FP_CFA_OFFSET;
 		r = NULL;
 		break;
 	}
-	if (cfa <= f->sp || (cfa & 7))
+	if (cfa <= f->sp || (cfa & (WORD - 1)))
 		return false;
-	ra_at = cfa - 8 * (r ? r->ra8 : 1);
+	ra_at = r ? cfa - WORD * r->ra8 : arch_return_slot_of_cfa(cfa);
 	if (kp_load_nofault(ra_at, &ra) || !ra)
 		return false;
 	if (!r) {
-		if (kp_load_nofault(cfa - 16, &bp))
+		if (kp_load_nofault(cfa + ARCH_FP_SAVED_AT, &bp))
 			bp = 0;
 	} else if (r->bp8 == CFI_BP_SAME) {
 		bp = f->bp;
-	} else if (r->bp8 == CFI_BP_LOST || kp_load_nofault(cfa + 8 * (intptr_t)r->bp8, &bp)) {
+	} else if (r->bp8 == CFI_BP_LOST || kp_load_nofault(cfa + (intptr_t)WORD * r->bp8, &bp)) {
 		bp = 0;
 	}
 	/* a return-probed frame returns to its instance's stub */
@@ -379,15 +380,16 @@ static bool unwind_one(const struct stack_set *set, const struct stack_obj **las
 static int unwind(const struct stack_set *set, struct kp_thread *t, const struct pt_regs *regs,
 		  unsigned long *ips, int max)
 {
-	struct frame f = { regs->ip, regs->sp, regs->bp, true };
+	uintptr_t ip = instruction_pointer(regs);
+	struct frame f = { ip, user_stack_pointer(regs), arch_frame_pointer(regs), true };
 	const struct stack_obj *last = NULL;
 	int n = 0;
 
-	/* At a probe the ip is past the int3 (as the kernel's): the
-	 * instruction at ip - 1 has not run yet. */
-	if (regs->ip && kp_probepoint_lookup(regs->ip - 1))
+	/* At a probe the ip is past the breakpoint (as the kernel's): the
+	 * probed instruction has not run yet. */
+	if (ip && kp_probepoint_lookup(ip - ARCH_BREAKPOINT_LEN))
 		f.exact = false;
-	ips[n++] = regs->ip;
+	ips[n++] = ip;
 	while (n < max) {
 		if (f.exact && arch_unwind_map_ip(&f.ip))
 			ips[n - 1] = f.ip;

@@ -9,34 +9,7 @@
 #include <stdint.h>
 #include <ucontext.h>
 
-/* A load that may fault: its address and where it resumes with rax =
- * -EFAULT when it does, as 32-bit offsets from the fields themselves (the
- * kernel's exception table, for user space).  The entries are in the
- * section kp_extable. */
-struct kp_extable {
-	int32_t insn;
-	int32_t resume;
-};
-
-/* *out = *(uintptr_t *)addr: 0, or -EFAULT when it is not readable.
- * Async-signal-safe, no system call unless it faults; inline: one load. */
-static inline __attribute__((always_inline)) int kp_load_nofault(uintptr_t addr, uintptr_t *out)
-{
-	long err;
-	uintptr_t v;
-
-	__asm__ volatile("xor %k0, %k0\n"
-			 "1:\tmov (%2), %1\n"
-			 "2:\n"
-			 "\t.pushsection kp_extable, \"a\"\n"
-			 "\t.balign 4\n"
-			 "\t.long 1b - ., 2b - .\n"
-			 "\t.popsection"
-			 : "=&a"(err), "=&r"(v)
-			 : "r"(addr));
-	*out = v;
-	return (int)err;
-}
+#include "asm/uaccess.h"	/* kp_load_nofault() */
 
 /* One sized load with its kp_extable entry: zero-extends into v. */
 #define KP_LOAD_NOFAULT_AS(insn, err, v, addr)					\
@@ -86,9 +59,5 @@ long kp_copy_nofault(void *dst, const void *src, size_t len);
  * -EFAULT (true). */
 bool arch_unwind_fixup(ucontext_t *uc);
 
-/* An ip inside an out-of-line slot or a detour's copied instructions
- * becomes the probed instruction's address (true); the stack there is the
- * one the original instruction runs with. */
-bool arch_unwind_map_ip(uintptr_t *ip);
 
 #endif

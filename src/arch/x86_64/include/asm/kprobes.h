@@ -43,6 +43,20 @@
  * rdx, rcx, r8, r9, then the stack above the return address): the public
  * regs_get_kernel_argument() (regs.c). */
 
+/* ---- frames ---- */
+
+/* The frame pointer (rbp), as the kernel's frame_pointer(). */
+static inline uintptr_t arch_frame_pointer(const struct pt_regs *regs)
+{
+	return regs->bp;
+}
+
+/* A frame-pointer frame: the CFA is the frame pointer plus this, and the
+ * caller's frame pointer is saved at the CFA plus ARCH_FP_SAVED_AT (the
+ * return address at arch_return_slot_of_cfa()). */
+#define ARCH_FP_CFA_OFFSET 16
+#define ARCH_FP_SAVED_AT (-16)
+
 /* ---- return addresses ---- */
 
 /*

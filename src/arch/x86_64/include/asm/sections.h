@@ -11,6 +11,18 @@
 
 #include <stdint.h>
 
+/* ++*v and --*v in one instruction: not atomic against other threads,
+ * only against this thread's signal handlers (the kernel's local_inc). */
+static inline void arch_local_inc(unsigned int *v)
+{
+	__asm__ volatile("addl $1, %0" : "+m"(*v) : : "memory", "cc");
+}
+
+static inline void arch_local_dec(unsigned int *v)
+{
+	__asm__ volatile("subl $1, %0" : "+m"(*v) : : "memory", "cc");
+}
+
 /* ++*nest */
 static inline void arch_section_nest_inc(unsigned int *nest)
 {
