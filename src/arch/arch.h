@@ -75,7 +75,7 @@ const char *arch_opt_why(const struct kp_probepoint *pp);
 uint8_t arch_opt_region_len(const struct kp_probepoint *pp);
 /* Ranges no thread may be in while pp's jump is installed; returns count
  * (at most ARCH_OPT_CENSUS_MAX). */
-#define ARCH_OPT_CENSUS_MAX (2 + KP_MAX_INSN + 4 + 16)
+/* ARCH_OPT_CENSUS_MAX: asm/kprobes.h. */
 int arch_opt_census_ranges(const struct kp_probepoint *pp, uintptr_t (*r)[2]);
 /* Would a probe at addr be optimized?  NULL, or why not (no side effects). */
 const char *arch_opt_check(uintptr_t addr, uintptr_t func, size_t size, size_t pad);
@@ -100,13 +100,13 @@ struct arch_jl_patch {
 	bool jump;
 };
 
-/* Bytes of a site. */
+/* A site is ARCH_JUMP_LABEL_LEN bytes (asm/kprobes.h). */
 static inline size_t arch_jump_label_len(void)
 {
-	return 5;
+	return ARCH_JUMP_LABEL_LEN;
 }
 /* A site's bytes in the NOP form. */
-extern const uint8_t arch_jump_label_nop[5];
+extern const uint8_t arch_jump_label_nop[ARCH_JUMP_LABEL_LEN];
 /* -EINVAL unless every site holds a NOP or its JMP (nothing written). */
 int arch_jump_label_check(const struct arch_jl_patch *p, int n);
 /* Rewrites the sites live, int3 first, cores synchronized in between.
@@ -127,29 +127,9 @@ struct ret_stubs;
 struct ret_stubs *arch_ret_stubs_create(int n, uintptr_t (*ret_loc)(int, void *), void *arg);
 void arch_ret_stubs_destroy(struct ret_stubs *rs);
 uintptr_t arch_ret_stub(const struct ret_stubs *rs, int i);
-/* Bytes of a stub before its return point: its entry, which calls the
- * function's copied first instructions (see retstub.c). */
-#define ARCH_RET_STUB_ENTRY 9
-
-/*
- * The fast instance set-up of an optimized entry, run with the detour's
- * light level below the return address's slot.  A plain exit has the
- * thread record where R was (slot - 8): no call then (false), and the slot
- * keeps ret.  A continuing exit has R there, and above the light level
- * (slot - 16) the continuation it jumps to, the copied instructions: it is
- * to jump to the stub's entry instead, with the copy's address in the
- * slot, which the stub's call overwrites with the return point ret.
- */
-static inline bool arch_ret_stub_call(uintptr_t slot, const void *record, uintptr_t ret)
-{
-	uintptr_t *s = (uintptr_t *)slot;
-
-	if (s[-1] == (uintptr_t)record)
-		return false;
-	s[0] = s[-2];
-	s[-2] = ret - ARCH_RET_STUB_ENTRY;
-	return true;
-}
+/* ARCH_RET_STUB_ENTRY, the bytes of a stub before its return point, and
+ * arch_ret_stub_call(), the optimized entry's fast instance set-up, are
+ * in asm/kprobes.h. */
 
 /* The trampoline a return-probed function returns into. */
 uintptr_t arch_kretprobe_trampoline(void);

@@ -178,7 +178,7 @@ static bool is_of_pool(const struct kp_rp_pool *pool, const void *ri)
 
 /* Is the owner of record r inside a moment in which it may use its cache:
  * its window (ri_cache_busy), or a read-side section seen in snap, in
- * which the assembly fast paths (arch/x86_64) use the cache (they raise
+ * which the assembly fast paths (src/arch) use the cache (they raise
  * in_handler with the section, which keeps the thread's own signal
  * handlers off it, instead of the window). */
 static bool owner_inside(const struct kp_thread *r, uint64_t snap)

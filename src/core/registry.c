@@ -385,7 +385,7 @@ int kp_register_locked(struct kprobe *p, enum kp_type type, struct kp_probepoint
 	err = kp_probeset_add(p);
 	if (err)
 		return err;
-	/* Never put an int3 into an installed jump; a new probe also changes
+	/* Never put a breakpoint into an installed jump; a new probe also changes
 	 * what the existing probepoint may do. */
 	kp_optimizer_region_conflicts(addr);
 	if (pp)

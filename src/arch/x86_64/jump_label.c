@@ -18,7 +18,7 @@
 #define INT3 0xcc
 #define JMP_REL32 0xe9
 
-const uint8_t arch_jump_label_nop[5] = { 0x0f, 0x1f, 0x44, 0x00, 0x00 };
+const uint8_t arch_jump_label_nop[ARCH_JUMP_LABEL_LEN] = { 0x0f, 0x1f, 0x44, 0x00, 0x00 };
 
 static void site_bytes(const struct arch_jl_patch *p, bool jump, uint8_t out[5])
 {

@@ -33,6 +33,13 @@
  * before addr may cover it (a change at addr may let it be optimized). */
 #define ARCH_MAX_OPTIMIZED_LENGTH (KP_MAX_INSN + ARCH_OPT_JUMP_LEN)
 
+/* Ranges no thread may be in while one jump is installed, at most: its
+ * region and detour, the slots of the instructions it covers, ... */
+#define ARCH_OPT_CENSUS_MAX (2 + KP_MAX_INSN + 4 + 16)
+
+/* A static-key site: a 5-byte NOP or a jmp rel32. */
+#define ARCH_JUMP_LABEL_LEN 5
+
 /* ---- registers ---- */
 
 /* instruction_pointer(), instruction_pointer_set(), user_stack_pointer()
@@ -104,6 +111,32 @@ __attribute__((no_sanitize_address)) static inline bool arch_ret_addr_is(uintptr
 									  uintptr_t addr)
 {
 	return *(volatile uintptr_t *)slot == addr;
+}
+
+/* ---- return stubs (retstub.c) ---- */
+
+/* Bytes of a stub before its return point: its entry, which calls the
+ * function's copied first instructions (see retstub.c). */
+#define ARCH_RET_STUB_ENTRY 9
+
+/*
+ * The fast instance set-up of an optimized entry, run with the detour's
+ * light level below the return address's slot.  A plain exit has the
+ * thread record where R was (slot - 8): no call then (false), and the slot
+ * keeps ret.  A continuing exit has R there, and above the light level
+ * (slot - 16) the continuation it jumps to, the copied instructions: it is
+ * to jump to the stub's entry instead, with the copy's address in the
+ * slot, which the stub's call overwrites with the return point ret.
+ */
+static inline bool arch_ret_stub_call(uintptr_t slot, const void *record, uintptr_t ret)
+{
+	uintptr_t *s = (uintptr_t *)slot;
+
+	if (s[-1] == (uintptr_t)record)
+		return false;
+	s[0] = s[-2];
+	s[-2] = ret - ARCH_RET_STUB_ENTRY;
+	return true;
 }
 
 #endif
