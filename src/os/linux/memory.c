@@ -1,7 +1,7 @@
 /* Code patching through /proc/self/mem, core serialization with membarrier,
  * and executable pages placed near the code they serve. */
 #include "os/linux/memory.h"
-#include "arch/x86_64/unwind.h"
+#include "asm/uaccess.h"
 #include "os/linux/signals.h"
 #include "os/linux/sys.h"
 

@@ -102,7 +102,7 @@ static const struct sigaction *prog_current(int sig)
 	return &prog[sig].act[i % RING];
 }
 
-/* When a caught load (kp_load_nofault_sized(), arch/x86_64/unwind.h) may
+/* When a caught load (kp_load_nofault_sized(), asm/uaccess.h) may
  * be used instead of a system call: a blocked synchronous fault signal
  * would kill the process rather than reach the library's handler.
  * (os/linux/memory.h, kp_load_nofault_usable().)

@@ -1,7 +1,7 @@
 /*
  * Unwinders and return probes.  A return-probed frame's return address is
  * its instance's return stub, whose unwind information lets a forced unwind
- * (pthread_cancel) step through (arch/x86_64/retstub.c).  Where the
+ * (pthread_cancel) step through (the architecture's return stubs).  Where the
  * unwinder can be intercepted these interposers still put the real return
  * addresses back: for a while (backtraces, which would otherwise list the
  * stub as a frame), or for good when the frames are being left (a C++

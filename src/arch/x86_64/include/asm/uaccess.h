@@ -33,4 +33,43 @@ static inline __attribute__((always_inline)) int kp_load_nofault(uintptr_t addr,
 	return (int)err;
 }
 
+
+/* One sized load with its kp_extable entry: zero-extends into v. */
+#define KP_LOAD_NOFAULT_AS(insn, err, v, addr)					\
+	__asm__ volatile("xor %k0, %k0\n"						\
+			 "1:\t" insn " (%2), %k1\n"					\
+			 "2:\n"							\
+			 "\t.pushsection kp_extable, \"a\"\n"				\
+			 "\t.balign 4\n"						\
+			 "\t.long 1b - ., 2b - .\n"					\
+			 "\t.popsection"						\
+			 : "=&a"(err), "=&r"(v)					\
+			 : "r"(addr))
+
+/* *out = the size (1, 2, 4 or 8) bytes at addr, zero-extended: 0, or
+ * -EFAULT when they are not readable (or size is none of those).  Like
+ * kp_load_nofault(), it relies on the fault signal reaching the library's
+ * handler: see kp_load_nofault_usable() (os/linux/memory.h).  if-chains,
+ * no jump table: handlers that inline it stay analysable. */
+static inline __attribute__((always_inline)) int kp_load_nofault_sized(uintptr_t addr,
+									unsigned int size,
+									uint64_t *out)
+{
+	long err = -14;	/* -EFAULT */
+	uintptr_t v = 0;
+
+	if (size == 8) {
+		err = kp_load_nofault(addr, &v);
+	} else if (size == 4) {
+		KP_LOAD_NOFAULT_AS("movl", err, v, addr);
+	} else if (size == 2) {
+		KP_LOAD_NOFAULT_AS("movzwl", err, v, addr);
+	} else if (size == 1) {
+		KP_LOAD_NOFAULT_AS("movzbl", err, v, addr);
+	}
+	if (!err)
+		*out = v;
+	return (int)err;
+}
+
 #endif
