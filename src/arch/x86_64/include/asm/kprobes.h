@@ -33,8 +33,9 @@
  * before addr may cover it (a change at addr may let it be optimized). */
 #define ARCH_MAX_OPTIMIZED_LENGTH (KP_MAX_INSN + ARCH_OPT_JUMP_LEN)
 
-/* Ranges no thread may be in while one jump is installed, at most: its
- * region and detour, the slots of the instructions it covers, ... */
+/* Ranges no thread may be in while one jump is installed, at most (see
+ * arch_opt_census_ranges(): the region, the detour, the slots of
+ * probepoints inside the region, retired slots, ...). */
 #define ARCH_OPT_CENSUS_MAX (2 + KP_MAX_INSN + 4 + 16)
 
 /* A static-key site: a 5-byte NOP or a jmp rel32. */
