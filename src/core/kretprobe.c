@@ -104,13 +104,13 @@ static inline unsigned int busy_enter(struct kp_thread *t)
 {
 	unsigned int old = __atomic_load_n(&t->ri_cache_busy, __ATOMIC_RELAXED);
 
-	arch_local_inc(&t->ri_cache_busy);
+	arch_local_inc(t->ri_cache_busy);
 	return old;
 }
 
 static inline void busy_exit(struct kp_thread *t)
 {
-	arch_local_dec(&t->ri_cache_busy);
+	arch_local_dec(t->ri_cache_busy);
 }
 
 static bool cache_on(const struct kp_rp_pool *pool)

@@ -95,13 +95,13 @@ static inline void section_begun(void)
 
 static inline void kp_read_enter(struct kp_thread *t)
 {
-	arch_section_nest_inc(&t->nest);
+	arch_section_nest_inc(t->nest);
 	section_begun();
 }
 
 static inline void kp_read_exit(struct kp_thread *t)
 {
-	arch_section_nest_dec(&t->nest, &t->gen);
+	arch_section_nest_dec(t->nest, t->gen);
 }
 
 /* A read-side section that runs handlers: nest and in_handler raised and
@@ -112,13 +112,13 @@ static inline void kp_read_exit(struct kp_thread *t)
 
 static inline void kp_handler_section_enter(struct kp_thread *t)
 {
-	arch_section_pair_add(&t->nest, KP_NEST_AND_HANDLER);
+	arch_section_pair_add(t->nest, KP_NEST_AND_HANDLER);
 	section_begun();
 }
 
 static inline void kp_handler_section_exit(struct kp_thread *t)
 {
-	arch_section_pair_sub(&t->nest, &t->gen, KP_NEST_AND_HANDLER);
+	arch_section_pair_sub(t->nest, t->gen, KP_NEST_AND_HANDLER);
 }
 
 /* Record r's read-side section state now, and whether the section seen in
