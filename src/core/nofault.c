@@ -9,7 +9,7 @@
 #include <errno.h>
 #include <stdint.h>
 
-#include "arch/x86_64/unwind.h"
+#include "asm/uaccess.h"
 #include "core/internal.h"
 #include "os/linux/memory.h"
 

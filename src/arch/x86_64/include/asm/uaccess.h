@@ -2,6 +2,7 @@
 #ifndef KP_ASM_UACCESS_H
 #define KP_ASM_UACCESS_H
 
+#include <stddef.h>
 #include <stdint.h>
 
 /* A load that may fault: its address and where it resumes with rax =
@@ -71,5 +72,10 @@ static inline __attribute__((always_inline)) int kp_load_nofault_sized(uintptr_t
 		*out = v;
 	return (int)err;
 }
+
+/* memcpy(dst, src, len) that returns 0, or -EFAULT when a byte of either
+ * side faults (dst may then hold part of the copy); nofault.S.  Like
+ * kp_load_nofault(), only where kp_load_nofault_usable() (os/linux/memory.h). */
+long kp_copy_nofault(void *dst, const void *src, size_t len);
 
 #endif
