@@ -186,7 +186,7 @@ install-kprobe: $(B)/kprobe $(B)/libkprobe-agent.so $(B)/libkprobe-audit.so
 # sanitizers like every suite.
 KP_READER_SRC := $(addprefix $(KP_DIR)/,session.c consumer.c record.c output.c output_summary.c \
 		   spec.c proto.c ctl_client.c escape.c run.c ldcache.c symbolize.c elf_file.c \
-		   stacks.c) \
+		   stacks.c dwarf_vars.c usdt.c debug_file.c cxx_names.c) \
 		   $(KP_LANG_SRC)
 KP_READER_ASAN_OBJ := $(KP_READER_SRC:%.c=$(B)/kprobe-cli-asan/%.o)
 
