@@ -68,17 +68,28 @@ static void qualified_name(const char *full, char *out, size_t len)
 	snprintf(out, len, "%.*s", (int)(open - start), start);
 }
 
+char *cxx_demangle(const char *name)
+{
+	int status = 0;
+	char *dem;
+
+	if (strncmp(name, "_Z", 2))
+		return NULL;
+	dem = __cxa_demangle(name, NULL, NULL, &status);
+	if (dem && status) {
+		free(dem);
+		return NULL;
+	}
+	return dem;
+}
+
 static int offer(const char *name, void *arg)
 {
 	struct cxx_match *m = arg;
 	char squeezed[1024], qual[1024];
-	char *dem;
-	int status = 0;
+	char *dem = cxx_demangle(name);
 
-	if (strncmp(name, "_Z", 2))
-		return 0;
-	dem = __cxa_demangle(name, NULL, NULL, &status);
-	if (!dem || status)
+	if (!dem)
 		return 0;
 	qualified_name(dem, qual, sizeof(qual));
 	squeeze(qual, qual, sizeof(qual));

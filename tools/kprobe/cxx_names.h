@@ -13,4 +13,8 @@ struct cli_opts;
  * that matches nothing is left for the agent, which says so. */
 void cxx_names_resolve(struct cli_opts *o);
 
+/* name demangled by the C++ runtime (malloc'd, the caller frees it), or
+ * NULL when it is not a mangled C++ name. */
+char *cxx_demangle(const char *name);
+
 #endif

@@ -11,7 +11,6 @@
  * single events.  Everything read is checked: a file that makes no sense
  * from some point on is read up to there, with a warning. */
 #include <dirent.h>
-#include <dlfcn.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <inttypes.h>
@@ -23,6 +22,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cxx_names.h"
 #include "output.h"
 #include "recdata.h"
 
@@ -159,24 +159,6 @@ static void load_specs(struct recording *r)
 	fclose(f);
 }
 
-typedef char *(*demangle_fn)(const char *, char *, size_t *, int *);
-
-/* libstdc++'s demangler, when the system has it (looked up once). */
-static demangle_fn demangler(void)
-{
-	static demangle_fn fn;
-	static bool looked;
-	void *h;
-
-	if (!looked) {
-		looked = true;
-		h = dlopen("libstdc++.so.6", RTLD_NOW | RTLD_LOCAL);
-		if (h)
-			fn = (demangle_fn)dlsym(h, "__cxa_demangle");
-	}
-	return fn;
-}
-
 /* Where a demangled name's parameter list starts: the first '(' outside
  * template arguments that is not operator()'s own. */
 static size_t params_at(const char *s)
@@ -203,15 +185,10 @@ static size_t params_at(const char *s)
  * demangled, without its parameter list; others as they are. */
 static void display_name(const char *sym, char *out, size_t len)
 {
-	demangle_fn demangle;
-	char *full;
-	int status = -1;
+	char *full = cxx_demangle(sym);
 
 	snprintf(out, len, "%s", sym);
-	if (strncmp(sym, "_Z", 2) || !(demangle = demangler()))
-		return;
-	full = demangle(sym, NULL, NULL, &status);
-	if (full && !status)
+	if (full)
 		snprintf(out, len, "%.*s", (int)params_at(full), full);
 	free(full);
 }

@@ -18,13 +18,13 @@
 #include <unistd.h>
 
 #include "consumer.h"
+#include "cxx_names.h"
 #include "elf_file.h"
 #include "escape.h"
 #include "session.h"
 #include "stack_table.h"
 #include "symbolize.h"
 
-char *__cxa_demangle(const char *mangled, char *buf, size_t *len, int *status);
 
 #define REFRESH_NS 50000000ull
 
@@ -138,7 +138,6 @@ void stacks_frame(uint64_t ip, bool innermost, bool with_offset, char *out, size
 	struct sym_location loc;
 	char *demangled = NULL, object[PATH_MAX + 4] = "", where[PATH_MAX + 16] = "";
 	const char *name;
-	int status = -1;
 
 	if (!st.ready || symbolizer_locate(&st.sym, at, &loc)) {
 		snprintf(out, len, "0x%" PRIx64, ip);
@@ -154,9 +153,8 @@ void stacks_frame(uint64_t ip, bool innermost, bool with_offset, char *out, size
 			 where);
 		return;
 	}
-	if (loc.name[0] == '_' && loc.name[1] == 'Z')
-		demangled = __cxa_demangle(loc.name, NULL, NULL, &status);
-	name = demangled && !status ? demangled : loc.name;
+	demangled = cxx_demangle(loc.name);
+	name = demangled ? demangled : loc.name;
 	if (with_offset)
 		snprintf(out, len, "%s+0x%" PRIx64 "%s%s", name, loc.offset + (ip - at), object,
 			 where);
