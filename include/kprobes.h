@@ -1,5 +1,5 @@
 /*
- * libkprobes — Kprobes for Linux user-space processes on x86-64.
+ * libkprobes — Kprobes for Linux user-space processes on x86-64 and arm64.
  *
  * Break into almost any instruction of the running process and run a
  * handler there, non-disruptively.  The API follows the kernel's Kprobes
@@ -22,9 +22,7 @@
 extern "C" {
 #endif
 
-#if !defined(__x86_64__)
-#error "libkprobes supports x86-64 only"
-#endif
+#if defined(__x86_64__)
 
 /* Registers at the probe, in the layout and with the names of Linux's
  * struct pt_regs on x86-64.  Handlers may change them; the changes take
@@ -41,11 +39,35 @@ struct pt_regs {
 #define instruction_pointer_set(regs, v) ((void)((regs)->ip = (unsigned long)(v)))
 #define user_stack_pointer(regs)	((regs)->sp)
 
-/* The n-th (0-based) integer argument of a function entered at regs, by the
- * SysV AMD64 ABI: rdi, rsi, rdx, rcx, r8, r9, then the stack. */
-unsigned long regs_get_kernel_argument(struct pt_regs *regs, unsigned int n);
-
+/* An instruction's first byte, as the kernel's kprobe_opcode_t on x86. */
 typedef unsigned char kprobe_opcode_t;
+
+#elif defined(__aarch64__)
+
+/* Registers at the probe, in the layout and with the names of Linux's
+ * struct user_pt_regs on arm64 (x0..x30, sp, pc, pstate).  Handlers may
+ * change them; the changes take effect when the probed thread resumes. */
+struct pt_regs {
+	unsigned long regs[31];
+	unsigned long sp, pc, pstate;
+};
+
+#define regs_return_value(regs)		((regs)->regs[0])
+#define instruction_pointer(regs)	((regs)->pc)
+#define instruction_pointer_set(regs, v) ((void)((regs)->pc = (unsigned long)(v)))
+#define user_stack_pointer(regs)	((regs)->sp)
+
+/* One A64 instruction word, as the kernel's kprobe_opcode_t on arm64. */
+typedef unsigned int kprobe_opcode_t;
+
+#else
+#error "libkprobes supports x86-64 and arm64 only"
+#endif
+
+/* The n-th (0-based) integer argument of a function entered at regs, by the
+ * platform's C calling convention: on x86-64 (SysV) rdi, rsi, rdx, rcx,
+ * r8, r9, then the stack; on arm64 (AAPCS64) x0..x7, then the stack. */
+unsigned long regs_get_kernel_argument(struct pt_regs *regs, unsigned int n);
 
 struct kprobe;
 typedef int (*kprobe_pre_handler_t)(struct kprobe *, struct pt_regs *);
