@@ -1,4 +1,4 @@
-/* The kprobe CLI's control-channel client (tools/kprobe/ctl_client.c,
+/* The kprobe CLI's control-channel client (tools/kprobe/cli/ctl_client.c,
  * proto.c) against fake agents: the socket directory and peer checks,
  * stale sockets, bounded waits, and replies that break the protocol,
  * including a fuzz run of random and mutated replies over a socketpair. */

@@ -1,6 +1,6 @@
 /* A program with a SystemTap SDT probe guarded by a semaphore, written
  * out in the note format sys/sdt.h produces (the header is not needed to
- * build it: tools/kprobe/sdt_probe.h): provider "demo", name "req",
+ * build it: tools/kprobe/common/sdt_probe.h): provider "demo", name "req",
  * operands a 64-bit value, a 32-bit signed one and a constant.  It counts
  * the iterations that found the semaphore raised and prints
  * "enabled=N of M". */

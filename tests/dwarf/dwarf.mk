@@ -1,4 +1,4 @@
-# Variables by name (tools/kprobe/dwarf_vars.c) against gdb: tests/cli/cli_dwarf.c
+# Variables by name (tools/kprobe/cli/dwarf_vars.c) against gdb: tests/cli/cli_dwarf.c
 # built at -O0 and -O2 with gcc (and clang when installed), probed at chosen
 # lines, every value compared with what gdb prints there.
 .PHONY: dwarf-vars-check

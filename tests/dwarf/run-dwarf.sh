@@ -212,7 +212,7 @@ fi
 # Our own probe, guarded by a semaphore: the program sees it raised only
 # while probed, and every operand form (register, memory, constant) reads.
 prog=$OUT/cli_usdt
-gcc -O2 -Itools/kprobe -o "$prog" tests/cli/cli_usdt.c || { echo "FAIL: cannot build $prog"; fail=1; }
+gcc -O2 -Itools/kprobe/common -o "$prog" tests/cli/cli_usdt.c || { echo "FAIL: cannot build $prog"; fail=1; }
 out=$("$prog" 6)
 [ "$out" = "enabled=0 of 6" ] || { echo "FAIL usdt: unprobed run says '$out'"; fail=1; }
 out=$(timeout 60 "$KPROBE" trace --format json -o "$OUT/usdt.json" usdt:demo:req -- "$prog" 6 2>&1)

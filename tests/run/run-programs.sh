@@ -105,7 +105,7 @@ for n in "${names[@]}"; do
 	for opt in $(cat "$PROGS/$n.builds" 2> /dev/null); do
 		other="$TMP/run_target-$opt"
 		[ -x "$other" ] || gcc "-$opt" -g -std=gnu11 -fno-omit-frame-pointer \
-			-I"$HERE/../../tools/kprobe" -o "$other" "$HERE/../cli/run_target.c" -lpthread
+			-I"$HERE/../../tools/kprobe/common" -o "$other" "$HERE/../cli/run_target.c" -lpthread
 		sed "s|@TARGET@|$other|g" "$PROGS/$n.bt" > "$TMP/$n-$opt.bt"
 		# shellcheck disable=SC2086
 		timeout 60 "$KPROBE" run $flags -o "$TMP/$n-$opt.kp" "$TMP/$n-$opt.bt" $params \

@@ -8,18 +8,29 @@
 #                               plus the agent
 #   build/tests/cli/*           programs the end-to-end tests run under it
 
+# The tool is split by which side of the process boundary code runs on:
+#   cli/     the command-line tool (parsing, attaching, reading results)
+#   agent/   what runs inside the target (libkprobe-agent.so, the audit
+#            module)
+#   common/  the formats both sides share: probe specs, the control
+#            protocol, the session memory's layout
+#   lang/    the probe-program language: compiler (tool side) and runtime
+#            (agent side)
+# Each side sees only its own headers and common/'s.
 KP_DIR       := tools/kprobe
-KP_SHARED    := $(addprefix $(KP_DIR)/,spec.c proto.c nearmatch.c elf_file.c)
+KP_SHARED    := $(addprefix $(KP_DIR)/common/,spec.c proto.c nearmatch.c elf_file.c)
 # The probe-program language (its rules below): all of it in the CLI, the
 # runtime half (verifier, interpreter, maps) in the agent.
 KP_LANG_SRC    := $(sort $(wildcard $(KP_DIR)/lang/*.c))
 KP_LANG_RT_SRC := $(addprefix $(KP_DIR)/lang/,verify.c vm.c maps.c)
-KP_AGENT_SRC := $(sort $(wildcard $(KP_DIR)/agent*.c)) $(KP_SHARED) $(KP_LANG_RT_SRC)
-KP_CLI_SRC   := $(filter-out $(KP_DIR)/agent% $(KP_DIR)/bench_extra.c $(KP_DIR)/audit.c,$(sort $(wildcard $(KP_DIR)/*.c))) \
-		$(KP_LANG_SRC)
+KP_AGENT_SRC := $(filter-out $(KP_DIR)/agent/audit.c,$(sort $(wildcard $(KP_DIR)/agent/*.c))) \
+		$(KP_SHARED) $(KP_LANG_RT_SRC)
+KP_CLI_SRC   := $(sort $(wildcard $(KP_DIR)/cli/*.c)) $(KP_SHARED) $(KP_LANG_SRC)
 KP_AGENT_OBJ := $(KP_AGENT_SRC:%.c=$(B)/kprobe-agent/%.o)
 KP_CLI_OBJ   := $(KP_CLI_SRC:%.c=$(B)/kprobe-cli/%.o)
-KP_CFLAGS    := -I$(KP_DIR)
+KP_CFLAGS    := -I$(KP_DIR) -I$(KP_DIR)/common
+KP_CLI_INC   := -I$(KP_DIR)/cli
+KP_AGENT_INC := -I$(KP_DIR)/agent
 # Where `make install` puts the agent; the CLI looks beside itself first.
 KP_AGENT_INSTALL_DIR := $(PREFIX)/lib/kprobe
 
@@ -38,7 +49,7 @@ all: $(B)/kprobe $(B)/libkprobe-agent.so $(B)/libkprobe-audit.so $(KP_MODULES)
 # registers, no jump tables, string operations inline rather than calls
 # through the PLT), which lets a probe skip saving the vector state.
 # The interpreter calls the agent's services directly (LANG_DIRECT_OPS).
-$(KP_LANG_RT_SRC:%.c=$(B)/kprobe-agent/%.o) $(B)/kprobe-agent/$(KP_DIR)/agent_prog.o: \
+$(KP_LANG_RT_SRC:%.c=$(B)/kprobe-agent/%.o) $(B)/kprobe-agent/$(KP_DIR)/agent/agent_prog.o: \
 	KP_CFLAGS += -mgeneral-regs-only -fno-jump-tables -minline-all-stringops \
 		     -mstringop-strategy=unrolled_loop -DLANG_DIRECT_OPS
 
@@ -46,12 +57,12 @@ $(KP_LANG_RT_SRC:%.c=$(B)/kprobe-agent/%.o) $(B)/kprobe-agent/$(KP_DIR)/agent_pr
 # must not become a jump table, nor neighbouring stores a vector move, or
 # every optimized hit would save the vector state (vector_entry, which
 # takes doubles, rules out -mgeneral-regs-only here).
-$(B)/kprobe-agent/$(KP_DIR)/agent_hit.o: KP_CFLAGS += -fno-jump-tables -fno-tree-vectorize
+$(B)/kprobe-agent/$(KP_DIR)/agent/agent_hit.o: KP_CFLAGS += -fno-jump-tables -fno-tree-vectorize
 
 # The loader audit module that starts the agent before any constructor of
 # a launched command's libraries (audit.c); the CLI finds it beside the
 # agent.
-$(B)/libkprobe-audit.so: $(KP_DIR)/audit.c
+$(B)/libkprobe-audit.so: $(KP_DIR)/agent/audit.c
 	@mkdir -p $(dir $@)
 	$(CC) -O2 -g -Wall -Wextra -fPIC -shared -o $@ $<
 
@@ -59,7 +70,7 @@ $(B)/libkprobe-audit.so: $(KP_DIR)/audit.c
 # blacklist keeps every probe out of the handlers and the agent.
 $(B)/kprobe-agent/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(LIBFLAGS) $(KP_CFLAGS) -MMD -MP -c $< -o $@
+	$(CC) $(CFLAGS) $(LIBFLAGS) $(KP_AGENT_INC) $(KP_CFLAGS) -MMD -MP -c $< -o $@
 	$(TEXTSEC) $@
 
 # The agent's footprint in the target is this one object: it needs no
@@ -71,8 +82,8 @@ $(B)/kprobe-agent/%.o: %.c
 KP_SONAME_OF = $(shell objdump -p $$($(CC) -print-file-name=$(1)) 2>/dev/null | awk '/SONAME/ { print $$2 }')
 KP_ZYDIS_SONAME := $(or $(call KP_SONAME_OF,libZydis.so),libZydis.so.4.0)
 KP_LIBDW_SONAME := $(or $(call KP_SONAME_OF,libdw.so),libdw.so.1)
-$(B)/kprobe-agent/$(KP_DIR)/agent_private.o: KP_CFLAGS += -DKP_ZYDIS_SONAME='"$(KP_ZYDIS_SONAME)"'
-$(B)/kprobe-agent/$(KP_DIR)/agent_lines.o: KP_CFLAGS += -DKP_LIBDW_SONAME='"$(KP_LIBDW_SONAME)"'
+$(B)/kprobe-agent/$(KP_DIR)/agent/agent_private.o: KP_CFLAGS += -DKP_ZYDIS_SONAME='"$(KP_ZYDIS_SONAME)"'
+$(B)/kprobe-agent/$(KP_DIR)/agent/agent_lines.o: KP_CFLAGS += -DKP_LIBDW_SONAME='"$(KP_LIBDW_SONAME)"'
 
 # -Bsymbolic-functions: the library's own calls of sigaction, pthread_sigmask
 # and friends go to its interposers even when the agent is injected (not
@@ -87,7 +98,7 @@ $(B)/libkprobe-agent.so: $(KP_AGENT_OBJ) $(B)/libkprobes.a $(KP_DIR)/kprobe.mk
 
 $(B)/kprobe-cli/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(BASE) $(KP_CFLAGS) -DKPROBE_AGENT_INSTALL_DIR='"$(KP_AGENT_INSTALL_DIR)"' \
+	$(CC) $(CFLAGS) $(BASE) $(KP_CLI_INC) $(KP_CFLAGS) -DKPROBE_AGENT_INSTALL_DIR='"$(KP_AGENT_INSTALL_DIR)"' \
 		-DKPROBE_VERSION='"$(VERSION)"' \
 		-MMD -MP -c $< -o $@
 
@@ -111,7 +122,7 @@ kprobe-bench-stacks: $(B)/kprobe $(B)/libkprobe-agent.so
 # programs in the process.
 KP_LANG_TOOL_OBJ = $(patsubst %.c,$(B)/kprobe-cli/%.o,$(filter-out $(KP_LANG_RT_SRC),$(KP_LANG_SRC)))
 $(B)/kprobe-bench-extra: $(KP_DIR)/bench_extra.c $(KP_AGENT_OBJ) $(KP_LANG_TOOL_OBJ) $(B)/libkprobes.a
-	$(CC) -O2 -g $(BASE) $(KP_CFLAGS) -o $@ $< $(KP_AGENT_OBJ) $(KP_LANG_TOOL_OBJ) \
+	$(CC) -O2 -g $(BASE) $(KP_AGENT_INC) $(KP_CFLAGS) -o $@ $< $(KP_AGENT_OBJ) $(KP_LANG_TOOL_OBJ) \
 		$(B)/libkprobes.a $(LIBS)
 
 # ---- end-to-end test programs (tests/test_cli.c runs them under kprobe) ----
@@ -130,9 +141,9 @@ $(B)/tests/cli/cli_target: tests/cli/cli_target.c include/kprobes/tracepoint.h i
 $(B)/tests/cli/cli_zlib: tests/cli/cli_zlib.c
 	@mkdir -p $(dir $@)
 	$(CC) -O1 -g -o $@ $< -lz
-$(B)/tests/cli/cli_hostile: tests/cli/cli_hostile.c $(KP_DIR)/shm.h
+$(B)/tests/cli/cli_hostile: tests/cli/cli_hostile.c $(KP_DIR)/common/shm.h
 	@mkdir -p $(dir $@)
-	$(CC) -O1 -g -std=gnu11 -Wall -I$(KP_DIR) -o $@ $<
+	$(CC) -O1 -g -std=gnu11 -Wall -I$(KP_DIR)/common -o $@ $<
 
 $(B)/tests/cli/cli_static: tests/cli/cli_static.c
 	@mkdir -p $(dir $@)
@@ -184,37 +195,39 @@ install-kprobe: $(B)/kprobe $(B)/libkprobe-agent.so $(B)/libkprobe-audit.so
 # tests/test_cli_shm_fuzz.c links the CLI code that reads the session (its
 # own cli_die/cli_warn/cli_now_ns stand in for main.c), plain and with the
 # sanitizers like every suite.
-KP_READER_SRC := $(addprefix $(KP_DIR)/,session.c consumer.c record.c output.c output_summary.c \
-		   spec.c proto.c ctl_client.c escape.c run.c ldcache.c symbolize.c elf_file.c \
+KP_READER_SRC := $(addprefix $(KP_DIR)/cli/,session.c consumer.c record.c output.c output_summary.c \
+		   ctl_client.c escape.c run.c ldcache.c symbolize.c \
 		   stacks.c dwarf_vars.c usdt.c debug_file.c cxx_names.c) \
+		   $(addprefix $(KP_DIR)/common/,spec.c proto.c elf_file.c) \
 		   $(KP_LANG_SRC)
 KP_READER_ASAN_OBJ := $(KP_READER_SRC:%.c=$(B)/kprobe-cli-asan/%.o)
 
 $(B)/kprobe-cli-asan/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) -O1 -g $(BASE) $(SAN) $(KP_CFLAGS) -MMD -MP -c $< -o $@
+	$(CC) -O1 -g $(BASE) $(SAN) $(KP_CLI_INC) $(KP_CFLAGS) -MMD -MP -c $< -o $@
 
 $(B)/tests/test_cli_shm_fuzz: tests/test_cli_shm_fuzz.c $(KP_READER_SRC:%.c=$(B)/kprobe-cli/%.o)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(BASE) $(KP_CFLAGS) -Itests -o $@ $^ -lpthread -lcriterion -ldw -lelf -lstdc++
+	$(CC) $(CFLAGS) $(BASE) $(KP_CLI_INC) $(KP_CFLAGS) -Itests -o $@ $^ -lpthread -lcriterion -ldw -lelf -lstdc++
 
 $(B)/tests-asan/test_cli_shm_fuzz: tests/test_cli_shm_fuzz.c $(KP_READER_ASAN_OBJ)
 	@mkdir -p $(dir $@)
-	$(CC) -O1 -g $(BASE) $(SAN) $(KP_CFLAGS) -Itests -o $@ $^ -lpthread -lcriterion -ldw -lelf -lstdc++
+	$(CC) -O1 -g $(BASE) $(SAN) $(KP_CLI_INC) $(KP_CFLAGS) -Itests -o $@ $^ -lpthread -lcriterion -ldw -lelf -lstdc++
 
 # ---- the control-channel client against fake agents (tests/test_ctl.c) ----
 # It links the client's own sources rather than the library.
 
-KP_CTL_TEST_SRC := $(addprefix $(KP_DIR)/,ctl_client.c proto.c escape.c spec.c)
-KP_CTL_TEST_DEP := tests/test_ctl.c $(KP_CTL_TEST_SRC) $(wildcard $(KP_DIR)/*.h)
+KP_CTL_TEST_SRC := $(addprefix $(KP_DIR)/cli/,ctl_client.c escape.c) \
+		   $(addprefix $(KP_DIR)/common/,proto.c spec.c)
+KP_CTL_TEST_DEP := tests/test_ctl.c $(KP_CTL_TEST_SRC) $(wildcard $(KP_DIR)/cli/*.h $(KP_DIR)/common/*.h)
 
 $(B)/tests/test_ctl: $(KP_CTL_TEST_DEP)
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(BASE) $(KP_CFLAGS) -o $@ tests/test_ctl.c $(KP_CTL_TEST_SRC) -lcriterion
+	$(CC) $(CFLAGS) $(BASE) $(KP_CLI_INC) $(KP_CFLAGS) -o $@ tests/test_ctl.c $(KP_CTL_TEST_SRC) -lcriterion
 
 $(B)/tests-asan/test_ctl: $(KP_CTL_TEST_DEP)
 	@mkdir -p $(dir $@)
-	$(CC) -O1 -g $(BASE) $(SAN) $(KP_CFLAGS) -o $@ tests/test_ctl.c $(KP_CTL_TEST_SRC) \
+	$(CC) -O1 -g $(BASE) $(SAN) $(KP_CLI_INC) $(KP_CFLAGS) -o $@ tests/test_ctl.c $(KP_CTL_TEST_SRC) \
 		-lcriterion
 
 # ---- the probe-program language (tools/kprobe/lang/) ----
@@ -246,5 +259,5 @@ $(B)/tests-asan/test_lang: tests/test_lang.c $(KP_LANG_SRC:%.c=$(B)/kprobe-cli-a
 # The light handlers never read %rsi (the pt_regs pointer) nor write r8-r11:
 # the library's handler analysis sees that, and optimized probes and return
 # probes then save the least (agent_hit_light.c).
-$(B)/kprobe-agent/$(KP_DIR)/agent_hit_light.o: KP_CFLAGS += -ffixed-rsi -ffixed-r8 -ffixed-r9 -ffixed-r10 -ffixed-r11 \
+$(B)/kprobe-agent/$(KP_DIR)/agent/agent_hit_light.o: KP_CFLAGS += -ffixed-rsi -ffixed-r8 -ffixed-r9 -ffixed-r10 -ffixed-r11 \
 	-fno-tree-loop-distribute-patterns -mgeneral-regs-only -fno-jump-tables
