@@ -51,7 +51,16 @@ all: $(B)/kprobe $(B)/libkprobe-agent.so $(B)/libkprobe-audit.so $(KP_MODULES)
 # The interpreter calls the agent's services directly (LANG_DIRECT_OPS).
 $(KP_LANG_RT_SRC:%.c=$(B)/kprobe-agent/%.o) $(B)/kprobe-agent/$(KP_DIR)/agent/agent_prog.o: \
 	KP_CFLAGS += -mgeneral-regs-only -fno-jump-tables -minline-all-stringops \
-		     -mstringop-strategy=unrolled_loop -DLANG_DIRECT_OPS
+		     -mstringop-strategy=unrolled_loop -fno-tree-loop-distribute-patterns \
+		     -DLANG_DIRECT_OPS
+
+# The fast forms' handlers go further, as the light handlers do: %rsi (the
+# pt_regs pointer) and r8-r11 reserved, so that only a form that reads an
+# argument or the return value reads its pt_regs, and the map code they
+# inline (maps_impl.h) stays loops rather than calls.
+$(B)/kprobe-agent/$(KP_DIR)/agent/agent_prog_fast.o: KP_CFLAGS += -ffixed-rsi -ffixed-r8 \
+	-ffixed-r9 -ffixed-r10 -ffixed-r11 -fno-tree-loop-distribute-patterns \
+	-mgeneral-regs-only -fno-jump-tables
 
 # The hit path's handlers (agent_hit.c) likewise: a fetch plan's if-chains
 # must not become a jump table, nor neighbouring stores a vector move, or

@@ -49,40 +49,10 @@
 #include "lang/lang.h"
 #include "lang/lang_int.h"
 #include "lang/maps_int.h"
-
-/* What `probe` prints is looked up by the tool: a point's descriptor (the
- * function a glob matched), or BEGIN/END/interval's probe number. */
-#define PROBE_ID_DESC (1ull << 32)
+#include "agent_prog.h"
 
 #define container_of(p, type, member) ((type *)((char *)(p) - offsetof(type, member)))
 #define TLS __attribute__((tls_model("initial-exec")))
-
-struct interval {
-	struct agent_prog *prog;
-	unsigned probe;
-	uint64_t period_ns;
-	pthread_t thread;
-	bool started;
-};
-
-struct agent_prog {
-	struct agent_session *session;
-	void *image;			/* private copy, verified */
-	struct lang_image img;
-	void *region;			/* maps, in the session memory */
-	uint32_t *probe_of_spec;	/* image probe of each config spec */
-	bool *uses_override;		/* per image probe */
-	uint64_t uid;
-	uint64_t start_ns;
-	uint64_t start_tsc;		/* with tick_q32: nsecs from the TSC */
-	uint64_t tick_q32;		/* ns per TSC tick << 32, 0: use the clock */
-	unsigned int gen;		/* the session's: per-thread caches */
-	pid_t pid;			/* the process that runs END */
-	int stop_fd[2];			/* interval threads wait on it */
-	struct interval *intervals;
-	int nintervals;
-	bool ended;			/* END ran */
-};
 
 /* What one run of a probe's code knows besides the language's context. */
 struct prog_run {
@@ -92,22 +62,7 @@ struct prog_run {
 	bool override;			/* override() was called */
 };
 
-/* The slot a thread's last keyed fast form went to (a thread counting or
- * timing by its own tid hits the same one every time): valid while the
- * session's generation, the map and the key are the same and the slot's
- * word still reads as it did, which a delete, a clear or a new key in the
- * slot changes.  Saves the hash and the probe of the table. */
-struct slot_cache {
-	unsigned int gen;
-	unsigned int map;
-	uint64_t key;
-	const uint64_t *word;
-	uint64_t w;
-	int64_t *val;
-};
-
 static __thread pid_t tls_pid TLS, tls_tid TLS;
-static __thread struct slot_cache tls_slot TLS;
 static __thread unsigned int tls_ids_gen TLS, tls_comm_gen TLS;
 static __thread char tls_comm[LANG_COMM_LEN] TLS;
 
@@ -136,17 +91,9 @@ static uint64_t mono_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 }
 
-/* nsecs from the TSC: only where p->tick_q32 says it is invariant. */
-static inline uint64_t tsc_nsecs(const struct agent_prog *p)
-{
-	return p->start_ns + (uint64_t)(((unsigned __int128)(__builtin_ia32_rdtsc() -
-							      p->start_tsc) *
-					 p->tick_q32) >> 32);
-}
-
 static inline uint64_t prog_nsecs(const struct agent_prog *p)
 {
-	return p->tick_q32 ? tsc_nsecs(p) : mono_ns();
+	return p->tick_q32 ? agent_prog_tsc_nsecs(p) : mono_ns();
 }
 
 /* pid and tid, asked once per thread and session (a fork changes both:
@@ -384,7 +331,7 @@ static inline __attribute__((always_inline)) bool fast_value(const struct agent_
 	} else if (d->fast_src == LANG_SRC_UID) {
 		*x = p->uid;
 	} else if (d->fast_src == LANG_SRC_NSECS && p->tick_q32) {
-		*x = tsc_nsecs(p);
+		*x = agent_prog_tsc_nsecs(p);
 	} else if (d->fast_src == LANG_SRC_PROBE && ap) {
 		*x = PROBE_ID_DESC | ap->desc;
 	} else if (d->fast_src == LANG_SRC_FUNC && ap) {
@@ -420,139 +367,6 @@ static int prog_entry(struct kprobe *kp, struct pt_regs *regs)
 			 ap->at_function_entry) ? 1 : 0;
 }
 
-/* The value of an 8-byte key in map m (created if need be when create),
- * through the thread's slot cache.  A slot this thread saw deleted, and
- * nobody has taken since, is given back to the key in place (the
- * latency pattern deletes and re-creates the same key on every call). */
-static inline __attribute__((always_inline)) int64_t *cached_slot(const struct agent_prog *p,
-								  unsigned int m, uint64_t key,
-								  bool create)
-{
-	struct slot_cache *c = &tls_slot;
-	uint8_t *val;
-	uint64_t w;
-
-	if (__builtin_expect(c->gen == p->gen && c->map == m && c->key == key && c->word, 1)) {
-		w = __atomic_load_n(c->word, __ATOMIC_ACQUIRE);
-		if (__builtin_expect(w == c->w, 1))
-			return c->val;
-		if (create && w == lang_map_word_deleted(c->w) &&
-		    lang_map_revive(&p->img, p->region, m, (uint8_t *)c->val, w, &key)) {
-			c->w = __atomic_load_n(c->word, __ATOMIC_ACQUIRE);
-			if (!lang_map_word_live(c->w))
-				c->word = NULL;
-			return c->val;
-		}
-	}
-	val = lang_map_lookup(&p->img, p->region, m, &key, create);
-	if (!val)
-		return NULL;
-	c->gen = p->gen;
-	c->map = m;
-	c->key = key;
-	c->word = lang_map_val_word(&p->img, m, val);
-	c->w = __atomic_load_n(c->word, __ATOMIC_ACQUIRE);
-	c->val = (int64_t *)val;
-	if (!lang_map_word_live(c->w))
-		c->word = NULL;	/* deleted already: look it up next time */
-	return c->val;
-}
-
-/* The latency pattern's return half: the start value, if any, becomes a
- * hist sample of now - start, and the entry is deleted. */
-static inline __attribute__((always_inline)) void delta_hist(const struct agent_prog *p,
-							     const struct lang_probe_desc *d,
-							     uint64_t key, uint64_t now)
-{
-	int64_t *val = cached_slot(p, d->fast_map2, key, false), start, *hist;
-
-	start = val ? __atomic_load_n(val, __ATOMIC_RELAXED) : 0;
-	if (!start)
-		return;	/* the filter is false */
-	hist = (int64_t *)lang_map_lookup(&p->img, p->region, d->fast_map, NULL, 1);
-	if (hist)
-		__atomic_fetch_add(&hist[lang_hist_index((int64_t)(now - (uint64_t)start))], 1,
-				   __ATOMIC_RELAXED);
-	lang_map_delete_val(&p->img, p->region, d->fast_map2, (uint8_t *)val);
-}
-
-/* The aggregation forms (@x = count(), @[src] = count(), @x = hist(src))
- * and the latency pattern's halves (@s[src] = nsecs; /@s[src]/ { @h =
- * hist(nsecs - @s[src]); delete(@s[src]); }), at an entry or a return,
- * run here, calling only the map code: this handler and everything it
- * calls are built so that libkprobes can prove they leave the vector
- * registers alone, and the probe skips saving them.  Otherwise the same
- * as lang_run's own fast path. */
-static inline __attribute__((always_inline)) int prog_fast(struct agent_probe *ap,
-							    struct pt_regs *regs)
-{
-	struct agent_prog *p = ap->session->prog;
-	const struct lang_probe_desc *d = &p->img.probes[ap->prog_probe];
-	const struct region_hdr *rh = p->region;
-	int64_t *val;
-	uint64_t x;
-
-	if (agent_hit_silent(ap->session) || __atomic_load_n(&rh->exited, __ATOMIC_RELAXED) ||
-	    !fast_value(p, ap, d, regs, &x))
-		return 0;
-	if (d->fast == LANG_FAST_COUNT_KEY) {
-		val = cached_slot(p, d->fast_map, x, true);
-		if (val)
-			__atomic_fetch_add(val, 1, __ATOMIC_RELAXED);
-		return 0;
-	}
-	if (d->fast == LANG_FAST_STORE_KEY) {
-		val = cached_slot(p, d->fast_map, x, true);
-		if (val)
-			__atomic_store_n(val, (int64_t)tsc_nsecs(p), __ATOMIC_RELAXED);
-		return 0;
-	}
-	if (d->fast == LANG_FAST_DELTA_HIST) {
-		delta_hist(p, d, x, tsc_nsecs(p));
-		return 0;
-	}
-	val = (int64_t *)lang_map_lookup(&p->img, p->region, d->fast_map, NULL, 1);
-	if (!val)
-		return 0;
-	if (d->fast == LANG_FAST_HIST)
-		__atomic_fetch_add(&val[lang_hist_index((int64_t)x)], 1, __ATOMIC_RELAXED);
-	else
-		__atomic_fetch_add(val, 1, __ATOMIC_RELAXED);
-	return 0;
-}
-
-static int prog_fast_entry(struct kprobe *kp, struct pt_regs *regs)
-{
-	return prog_fast(container_of(kp, struct agent_probe, u.kp), regs);
-}
-
-static int prog_fast_return(struct kretprobe_instance *ri, struct pt_regs *regs)
-{
-	return prog_fast(container_of(ri->rp, struct agent_probe, u.rp), regs);
-}
-
-/* Whether probe i runs entirely in prog_fast_*: an aggregation
- * form whose source it reads itself. */
-static bool probe_is_fast(const struct agent_prog *p, uint32_t i)
-{
-	const struct lang_probe_desc *d = &p->img.probes[i];
-	struct pt_regs none = { 0 };
-	uint64_t x;
-
-	if (d->fast != LANG_FAST_COUNT_KEYLESS && d->fast != LANG_FAST_COUNT_KEY &&
-	    d->fast != LANG_FAST_HIST && d->fast != LANG_FAST_STORE_KEY &&
-	    d->fast != LANG_FAST_DELTA_HIST)
-		return false;
-	/* the second source of the latency forms is nsecs, from the TSC */
-	if ((d->fast == LANG_FAST_STORE_KEY || d->fast == LANG_FAST_DELTA_HIST) &&
-	    (d->fast_src2 != LANG_SRC_NSECS || !p->tick_q32))
-		return false;
-	if (d->fast_src == LANG_SRC_TID || d->fast_src == LANG_SRC_PID)
-		return true;
-	return fast_value(p, NULL, d, &none, &x) || d->fast_src == LANG_SRC_PROBE ||
-	       d->fast_src == LANG_SRC_FUNC;
-}
-
 /* Probes whose code may call override() keep a post handler: the library
  * then leaves them unoptimized, where a changed ip is honoured. */
 static void prog_post(struct kprobe *kp, struct pt_regs *regs, unsigned long flags)
@@ -578,8 +392,10 @@ void agent_prog_set_handlers(struct agent_probe *ap)
 	struct agent_prog *p = ap->session->prog;
 
 	ap->prog_probe = p->probe_of_spec[ap->spec];
+	if (!p->uses_override[ap->prog_probe] && agent_prog_set_fast_handlers(ap))
+		return;
 	if (ap->is_return) {
-		ap->u.rp.handler = probe_is_fast(p, ap->prog_probe) ? prog_fast_return : prog_return;
+		ap->u.rp.handler = prog_return;
 		ap->u.rp.entry_handler = NULL;
 		ap->u.rp.data_size = 0;
 		return;
@@ -587,7 +403,7 @@ void agent_prog_set_handlers(struct agent_probe *ap)
 	/* an SDT site is inside a function, never its entry */
 	ap->at_function_entry = !ap->session->cfg.specs[ap->spec].offset &&
 				p->img.probes[ap->prog_probe].kind != LANG_P_USDT;
-	ap->u.kp.pre_handler = probe_is_fast(p, ap->prog_probe) ? prog_fast_entry : prog_entry;
+	ap->u.kp.pre_handler = prog_entry;
 	if (p->uses_override[ap->prog_probe])
 		ap->u.kp.post_handler = prog_post;
 }
@@ -769,6 +585,12 @@ static int map_specs(struct agent_prog *p, struct session_config *cfg, struct ag
 		const struct lang_probe_desc *d = &img->probes[i];
 
 		p->uses_override[i] = code_has_override(img, d);
+		if (d->fast == LANG_FAST_COUNT_KEY &&
+		    (d->fast_src == LANG_SRC_PROBE || d->fast_src == LANG_SRC_FUNC) && !p->point_val) {
+			p->point_val = calloc(KPS_MAX_PROBES, sizeof(*p->point_val));
+			if (!p->point_val)
+				return agent_fail(f, 1, -ENOMEM, "out of memory");
+		}
 		if (d->kind == LANG_P_INTERVAL) {
 			if (!d->interval_ns)
 				return agent_fail(f, 2, -EINVAL, "an interval of 0");
@@ -878,6 +700,7 @@ void agent_prog_free(struct agent_session *s)
 	free(p->image);
 	free(p->probe_of_spec);
 	free(p->uses_override);
+	free(p->point_val);
 	free(p->intervals);
 	free(p);
 	s->prog = NULL;

@@ -17,94 +17,24 @@
  * compare-and-swap loops (min/max), so counts from many threads add up.
  * Known races, all benign for the reader: an update that races with a
  * delete of the same key may land in the slot's next key; two inserts of
- * one key racing with a delete may both create it. */
+ * one key racing with a delete may both create it.
+ *
+ * The hit path's operations (lookup, insert, delete, the bucket index)
+ * are inline code in maps_impl.h, which the agent's handlers for the fast
+ * forms inline whole; the functions here are the calls built from it. */
 #include <errno.h>
 #include <string.h>
 
 #include "lang_int.h"
-#include "maps_int.h"
+#include "maps_impl.h"
 
-#define ST_EMPTY 0u
-#define ST_BUSY 1u
-#define ST_LIVE 2u
-#define ST_DEAD 3u
-#define GEN_SHIFT 2
-#define GEN_MASK 0xffffull
-#define TAG_SHIFT 18
-#define BUSY_SPINS 512
-
-static inline uint64_t w_state(uint64_t w) { return w & 3; }
-static inline uint64_t w_tag(uint64_t w) { return w >> TAG_SHIFT; }
-static inline uint64_t w_gen(uint64_t w) { return (w >> GEN_SHIFT) & GEN_MASK; }
-static inline uint64_t w_make(uint64_t tag, uint64_t gen, uint64_t st)
-{
-	return (tag << TAG_SHIFT) | ((gen & GEN_MASK) << GEN_SHIFT) | st;
-}
-
-static inline void cpu_relax(void)
-{
-	__builtin_ia32_pause();
-}
+#define map_at mapi_map
+#define slot_at mapi_slot
+#define slot_val mapi_val
 
 uint64_t lang_key_hash(const void *key, size_t len)
 {
-	const uint8_t *k = key;
-	uint64_t h = 0x243f6a8885a308d3ull ^ len;
-	size_t i;
-
-	for (i = 0; i + 8 <= len; i += 8) {
-		uint64_t w;
-
-		memcpy(&w, k + i, 8);
-		h = (h ^ w) * 0x9e3779b97f4a7c15ull;
-		h ^= h >> 29;
-	}
-	h *= 0xbf58476d1ce4e5b9ull;
-	h ^= h >> 31;
-	return h;
-}
-
-static inline struct map_hdr *map_at(const struct lang_image *img, void *region, unsigned m)
-{
-	return (struct map_hdr *)((uint8_t *)region + img->map_off[m]);
-}
-
-static inline uint8_t *slot_at(const struct lang_image *img, struct map_hdr *mh, unsigned m, uint64_t i)
-{
-	return (uint8_t *)(mh + 1) + i * img->map_slot[m];
-}
-
-static inline uint8_t *slot_val(const struct lang_image *img, unsigned m, uint8_t *slot)
-{
-	return slot + 8 + ((img->maps[m].key_size + 7u) & ~7u);
-}
-
-static void drop(struct map_hdr *mh)
-{
-	__atomic_fetch_add(&mh->dropped, 1, __ATOMIC_RELAXED);
-}
-
-/* Claims slot (whose word was w) for key; 1 on success. */
-static int claim(const struct lang_image *img, unsigned m, struct map_hdr *mh, uint8_t *slot,
-		 uint64_t w, uint64_t tag, const void *key)
-{
-	uint64_t *word = (uint64_t *)slot;
-	uint64_t gen = w_state(w) == ST_DEAD ? w_gen(w) + 1 : 0;
-	const struct lang_map_desc *d = &img->maps[m];
-
-	if (__atomic_add_fetch(&mh->live, 1, __ATOMIC_RELAXED) > d->max_keys) {
-		__atomic_fetch_sub(&mh->live, 1, __ATOMIC_RELAXED);
-		return -1;
-	}
-	if (!__atomic_compare_exchange_n(word, &w, w_make(tag, gen, ST_BUSY), false,
-					 __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
-		__atomic_fetch_sub(&mh->live, 1, __ATOMIC_RELAXED);
-		return 0;
-	}
-	memcpy(slot + 8, key, d->key_size);
-	memset(slot_val(img, m, slot), 0, d->val_size);
-	__atomic_store_n(word, w_make(tag, gen, ST_LIVE), __ATOMIC_RELEASE);
-	return 1;
+	return mapi_key_hash(key, len);
 }
 
 /* The value of key in map m, or NULL; creates the entry when create.  An
@@ -112,125 +42,7 @@ static int claim(const struct lang_image *img, unsigned m, struct map_hdr *mh, u
 uint8_t *lang_map_lookup(const struct lang_image *img, void *region, unsigned m,
 			 const void *key, int create)
 {
-	const struct lang_map_desc *d = &img->maps[m];
-	struct map_hdr *mh = map_at(img, region, m);
-	uint64_t cap = img->map_cap[m], h, tag, i, n;
-	int tries;
-
-	if (!d->nkeys) {
-		uint8_t *slot = slot_at(img, mh, m, 0);
-		uint64_t *word = (uint64_t *)slot;
-
-		if (__atomic_load_n(word, __ATOMIC_ACQUIRE) != ST_LIVE) {
-			uint64_t zero = 0;
-
-			if (!create)
-				return NULL;
-			/* keyless values start zeroed: publish the word */
-			__atomic_compare_exchange_n(word, &zero, ST_LIVE, false,
-						    __ATOMIC_RELEASE, __ATOMIC_RELAXED);
-			if (__atomic_load_n(word, __ATOMIC_ACQUIRE) != ST_LIVE) {
-				drop(mh);
-				return NULL;
-			}
-		}
-		return slot_val(img, m, slot);
-	}
-	h = lang_key_hash(key, d->key_size);
-	tag = h >> TAG_SHIFT;
-	for (tries = 0; tries < 4; tries++) {
-		uint8_t *dead = NULL;
-		uint64_t dead_w = 0;
-
-		for (i = h & (cap - 1), n = 0; n < cap; n++, i = (i + 1) & (cap - 1)) {
-			uint8_t *slot = slot_at(img, mh, m, i);
-			uint64_t *word = (uint64_t *)slot;
-			uint64_t w = __atomic_load_n(word, __ATOMIC_ACQUIRE);
-			int spins = 0;
-
-			if (w_state(w) == ST_EMPTY) {
-				int r;
-
-				if (!create)
-					return NULL;
-				if (dead) {
-					slot = dead;
-					w = dead_w;
-				}
-				r = claim(img, m, mh, slot, w, tag, key);
-				if (r > 0)
-					return slot_val(img, m, slot);
-				if (r < 0) {
-					drop(mh);
-					return NULL;
-				}
-				break;	/* lost a race: look again */
-			}
-			if (w_tag(w) != tag) {
-				if (w_state(w) == ST_DEAD && !dead) {
-					dead = slot;
-					dead_w = w;
-				}
-				continue;
-			}
-			while (w_state(w) == ST_BUSY && spins++ < BUSY_SPINS) {
-				cpu_relax();
-				w = __atomic_load_n(word, __ATOMIC_ACQUIRE);
-			}
-			if (w_state(w) == ST_BUSY) {
-				if (create)
-					drop(mh);
-				return NULL;
-			}
-			if (w_tag(w) != tag)
-				continue;
-			if (d->key_size == 8 ? memcmp(slot + 8, key, 8) : memcmp(slot + 8, key, d->key_size)) {
-				if (w_state(w) == ST_DEAD && !dead) {
-					dead = slot;
-					dead_w = w;
-				}
-				continue;
-			}
-			/* the key compared equal: was it the same key throughout? */
-			if (__atomic_load_n(word, __ATOMIC_ACQUIRE) != w)
-				break;
-			if (w_state(w) == ST_LIVE)
-				return slot_val(img, m, slot);
-			/* deleted: revive it in place */
-			if (!create)
-				return NULL;
-			{
-				int r = claim(img, m, mh, slot, w, tag, key);
-
-				if (r > 0)
-					return slot_val(img, m, slot);
-				if (r < 0) {
-					drop(mh);
-					return NULL;
-				}
-				break;
-			}
-		}
-		if (n == cap) {
-			if (create && dead) {
-				int r = claim(img, m, mh, dead, dead_w, tag, key);
-
-				if (r > 0)
-					return slot_val(img, m, dead);
-				if (r < 0) {
-					drop(mh);
-					return NULL;
-				}
-				continue;
-			}
-			if (create)
-				drop(mh);
-			return NULL;
-		}
-	}
-	if (create)
-		drop(mh);
-	return NULL;
+	return mapi_lookup(img, region, m, key, create);
 }
 
 int lang_map_delete(const struct lang_image *img, void *region, unsigned m, const void *key)
@@ -245,58 +57,19 @@ int lang_map_delete(const struct lang_image *img, void *region, unsigned m, cons
 uint8_t *lang_map_revive(const struct lang_image *img, void *region, unsigned m, uint8_t *val,
 			 uint64_t dead_w, const void *key)
 {
-	uint8_t *slot = (uint8_t *)lang_map_val_word(img, m, val);
-	int r;
-
-	if (w_state(dead_w) != ST_DEAD || !img->maps[m].nkeys)
-		return NULL;
-	r = claim(img, m, map_at(img, region, m), slot, dead_w, w_tag(dead_w), key);
-	if (r < 0)
-		drop(map_at(img, region, m));
-	return r > 0 ? val : NULL;
+	return mapi_revive(img, region, m, val, dead_w, key);
 }
 
 int lang_map_delete_val(const struct lang_image *img, void *region, unsigned m, uint8_t *val)
 {
-	struct map_hdr *mh = map_at(img, region, m);
-	uint64_t *word, w;
-
-	word = (uint64_t *)(val - 8 - ((img->maps[m].key_size + 7u) & ~7u));
-	if (!img->maps[m].nkeys) {
-		w = ST_LIVE;
-		if (__atomic_compare_exchange_n(word, &w, ST_EMPTY, false, __ATOMIC_RELEASE, __ATOMIC_RELAXED))
-			memset(val, 0, img->maps[m].val_size);
-		return 0;
-	}
-	w = __atomic_load_n(word, __ATOMIC_ACQUIRE);
-	if (w_state(w) != ST_LIVE)
-		return -ENOENT;
-	if (__atomic_compare_exchange_n(word, &w, (w & ~3ull) | ST_DEAD, false,
-					__ATOMIC_RELEASE, __ATOMIC_RELAXED))
-		__atomic_fetch_sub(&mh->live, 1, __ATOMIC_RELAXED);
-	return 0;
+	return mapi_delete_val(img, region, m, val) ? -ENOENT : 0;
 }
 
 /* ---- bucket indexes, as bpftrace 0.17 computes them ---- */
 
 unsigned lang_hist_index(int64_t v)
 {
-	uint64_t n = (uint64_t)v;
-	unsigned r = 2;
-	int i;
-
-	if (v < 0)
-		return 0;
-	if (v == 0)
-		return 1;
-	/* a binary search over 32 bits only: values >= 2^31 share the last */
-	for (i = 4; i >= 0; i--) {
-		unsigned shift = (n >= (1ull << (1u << i))) ? (1u << i) : 0;
-
-		n >>= shift;
-		r += shift;
-	}
-	return r;
+	return mapi_hist_index(v);
 }
 
 unsigned lang_lhist_nbuckets(int64_t min, int64_t max, int64_t step)

@@ -1,0 +1,62 @@
+/* A probe program in the target: what agent_prog.c (set-up, services,
+ * the interpreted handlers) and agent_prog_fast.c (the handlers of the
+ * fast forms, built for the library's lightest save levels) share. */
+#ifndef KPROBE_AGENT_PROG_H
+#define KPROBE_AGENT_PROG_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "agent.h"
+#include "lang/lang.h"
+
+/* What `probe` prints is looked up by the tool: a point's descriptor (the
+ * function a glob matched), or BEGIN/END/interval's probe number. */
+#define PROBE_ID_DESC (1ull << 32)
+
+struct interval {
+	struct agent_prog *prog;
+	unsigned probe;
+	uint64_t period_ns;
+	pthread_t thread;
+	bool started;
+};
+
+struct agent_prog {
+	struct agent_session *session;
+	void *image;			/* private copy, verified */
+	struct lang_image img;
+	void *region;			/* maps, in the session memory */
+	uint32_t *probe_of_spec;	/* image probe of each config spec */
+	bool *uses_override;		/* per image probe */
+	uint64_t uid;
+	uint64_t start_ns;
+	uint64_t start_tsc;		/* with tick_q32: nsecs from the TSC */
+	uint64_t tick_q32;		/* ns per TSC tick << 32, 0: use the clock */
+	unsigned int gen;		/* the session's: per-thread caches */
+	pid_t pid;			/* the process that runs END */
+	int stop_fd[2];			/* interval threads wait on it */
+	struct interval *intervals;
+	int nintervals;
+	bool ended;			/* END ran */
+	/* Per point (its descriptor): the value of its constant key in a
+	 * fast form's map (`@[probe] = count()`), kept by the hit path. */
+	uint8_t **point_val;
+};
+
+/* nsecs from the TSC: only where p->tick_q32 says it is invariant. */
+static inline __attribute__((always_inline)) uint64_t agent_prog_tsc_nsecs(
+	const struct agent_prog *p)
+{
+	return p->start_ns + (uint64_t)(((unsigned __int128)(__builtin_ia32_rdtsc() -
+							      p->start_tsc) *
+					 p->tick_q32) >> 32);
+}
+
+/* Gives ap (a point of probe ap->prog_probe) the handlers of its probe's
+ * fast form when the form and the point allow (agent_prog_fast.c):
+ * whether it did. */
+bool agent_prog_set_fast_handlers(struct agent_probe *ap);
+
+#endif

@@ -1,0 +1,357 @@
+/* The maps' hit-path operations, as inline code: maps.c builds the
+ * library's calls from it, and the agent's handlers for the fast forms
+ * (agent_prog_fast.c) inline it whole, so that libkprobes' handler
+ * analysis finds no call there: a call taking more than one argument
+ * passes one in %rsi, which the analysis counts as reading pt_regs.  No C
+ * library either: keys and values are copied and compared by the loops
+ * below (their users build with -fno-tree-loop-distribute-patterns, so
+ * the loops stay loops).
+ *
+ * The word of a slot: state in bits 0-1 (0 empty, 1 being written, 2 live,
+ * 3 deleted), a generation in bits 2-17 bumped when a deleted slot takes a
+ * new key, and the key's hash in bits 18-63.  Open addressing with linear
+ * probing over twice max_keys slots; a writer claims an empty or deleted
+ * slot with one compare-and-swap, writes the key, then publishes the word
+ * (release).  A thread that meets a slot being written with its own hash
+ * waits a bounded number of pauses, then gives up (the update counts as
+ * dropped): nothing ever blocks. */
+#ifndef KPROBE_LANG_MAPS_IMPL_H
+#define KPROBE_LANG_MAPS_IMPL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "maps_int.h"
+
+#define MAPS_INLINE static inline __attribute__((always_inline))
+
+#define ST_EMPTY 0u
+#define ST_BUSY 1u
+#define ST_LIVE 2u
+#define ST_DEAD 3u
+#define GEN_SHIFT 2
+#define GEN_MASK 0xffffull
+#define TAG_SHIFT 18
+#define BUSY_SPINS 512
+
+MAPS_INLINE uint64_t w_state(uint64_t w) { return w & 3; }
+MAPS_INLINE uint64_t w_tag(uint64_t w) { return w >> TAG_SHIFT; }
+MAPS_INLINE uint64_t w_gen(uint64_t w) { return (w >> GEN_SHIFT) & GEN_MASK; }
+MAPS_INLINE uint64_t w_make(uint64_t tag, uint64_t gen, uint64_t st)
+{
+	return (tag << TAG_SHIFT) | ((gen & GEN_MASK) << GEN_SHIFT) | st;
+}
+
+MAPS_INLINE uint64_t load8(const uint8_t *p)
+{
+	uint64_t w;
+
+	__builtin_memcpy(&w, p, 8);
+	return w;
+}
+
+MAPS_INLINE void mapi_copy(uint8_t *dst, const uint8_t *src, size_t n)
+{
+	size_t i = 0;
+
+	for (; i + 8 <= n; i += 8) {
+		uint64_t w = load8(src + i);
+
+		__builtin_memcpy(dst + i, &w, 8);
+	}
+	for (; i < n; i++)
+		dst[i] = src[i];
+}
+
+MAPS_INLINE void mapi_zero(uint8_t *dst, size_t n)
+{
+	size_t i = 0;
+
+	for (; i + 8 <= n; i += 8)
+		__atomic_store_n((uint64_t *)(dst + i), 0, __ATOMIC_RELAXED);
+	for (; i < n; i++)
+		dst[i] = 0;
+}
+
+MAPS_INLINE bool mapi_equal(const uint8_t *a, const uint8_t *b, size_t n)
+{
+	size_t i = 0;
+
+	if (n == 8)
+		return load8(a) == load8(b);
+	for (; i + 8 <= n; i += 8)
+		if (load8(a + i) != load8(b + i))
+			return false;
+	for (; i < n; i++)
+		if (a[i] != b[i])
+			return false;
+	return true;
+}
+
+MAPS_INLINE uint64_t mapi_hash_finish(uint64_t h)
+{
+	h *= 0xbf58476d1ce4e5b9ull;
+	h ^= h >> 31;
+	return h;
+}
+
+MAPS_INLINE uint64_t mapi_key_hash(const void *key, size_t len)
+{
+	const uint8_t *k = key;
+	uint64_t h = 0x243f6a8885a308d3ull ^ len;
+	size_t i;
+
+	for (i = 0; i + 8 <= len; i += 8) {
+		h = (h ^ load8(k + i)) * 0x9e3779b97f4a7c15ull;
+		h ^= h >> 29;
+	}
+	return mapi_hash_finish(h);
+}
+
+/* The hash of an 8-byte key given as its value: the same as
+ * mapi_key_hash of its bytes. */
+MAPS_INLINE uint64_t mapi_key8_hash(uint64_t key)
+{
+	uint64_t h = (0x243f6a8885a308d3ull ^ 8) ^ key;
+
+	h *= 0x9e3779b97f4a7c15ull;
+	h ^= h >> 29;
+	return mapi_hash_finish(h);
+}
+
+MAPS_INLINE struct map_hdr *mapi_map(const struct lang_image *img, void *region, unsigned m)
+{
+	return (struct map_hdr *)((uint8_t *)region + img->map_off[m]);
+}
+
+MAPS_INLINE uint8_t *mapi_slot(const struct lang_image *img, struct map_hdr *mh, unsigned m,
+			       uint64_t i)
+{
+	return (uint8_t *)(mh + 1) + i * img->map_slot[m];
+}
+
+MAPS_INLINE uint8_t *mapi_val(const struct lang_image *img, unsigned m, uint8_t *slot)
+{
+	return slot + 8 + ((img->maps[m].key_size + 7u) & ~7u);
+}
+
+MAPS_INLINE void mapi_drop(struct map_hdr *mh)
+{
+	__atomic_fetch_add(&mh->dropped, 1, __ATOMIC_RELAXED);
+}
+
+/* Claims slot (whose word was w) for key; 1 on success, 0 when another
+ * thread took it first, -1 when the map is full. */
+MAPS_INLINE int mapi_claim(const struct lang_image *img, unsigned m, struct map_hdr *mh,
+			   uint8_t *slot, uint64_t w, uint64_t tag, const void *key)
+{
+	uint64_t *word = (uint64_t *)slot;
+	uint64_t gen = w_state(w) == ST_DEAD ? w_gen(w) + 1 : 0;
+	const struct lang_map_desc *d = &img->maps[m];
+
+	if (__atomic_add_fetch(&mh->live, 1, __ATOMIC_RELAXED) > d->max_keys) {
+		__atomic_fetch_sub(&mh->live, 1, __ATOMIC_RELAXED);
+		return -1;
+	}
+	if (!__atomic_compare_exchange_n(word, &w, w_make(tag, gen, ST_BUSY), false,
+					 __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
+		__atomic_fetch_sub(&mh->live, 1, __ATOMIC_RELAXED);
+		return 0;
+	}
+	mapi_copy(slot + 8, key, d->key_size);
+	mapi_zero(mapi_val(img, m, slot), d->val_size);
+	__atomic_store_n(word, w_make(tag, gen, ST_LIVE), __ATOMIC_RELEASE);
+	return 1;
+}
+
+/* A claim's result as lookup returns it: the value, or NULL (counted as
+ * dropped when the map is full); *retry when another thread was first. */
+MAPS_INLINE uint8_t *mapi_claimed(const struct lang_image *img, unsigned m,
+				  struct map_hdr *mh, uint8_t *slot, uint64_t w, uint64_t tag,
+				  const void *key, bool *retry)
+{
+	int r = mapi_claim(img, m, mh, slot, w, tag, key);
+
+	*retry = r == 0;
+	if (r > 0)
+		return mapi_val(img, m, slot);
+	if (r < 0)
+		mapi_drop(mh);
+	return NULL;
+}
+
+/* The value of a keyless map (one slot: no hashing). */
+MAPS_INLINE uint8_t *mapi_lookup_keyless(const struct lang_image *img, void *region, unsigned m,
+					 int create)
+{
+	struct map_hdr *mh = mapi_map(img, region, m);
+	uint8_t *slot = mapi_slot(img, mh, m, 0);
+	uint64_t *word = (uint64_t *)slot;
+
+	if (__atomic_load_n(word, __ATOMIC_ACQUIRE) != ST_LIVE) {
+		uint64_t zero = 0;
+
+		if (!create)
+			return NULL;
+		/* keyless values start zeroed: publish the word */
+		__atomic_compare_exchange_n(word, &zero, ST_LIVE, false, __ATOMIC_RELEASE,
+					    __ATOMIC_RELAXED);
+		if (__atomic_load_n(word, __ATOMIC_ACQUIRE) != ST_LIVE) {
+			mapi_drop(mh);
+			return NULL;
+		}
+	}
+	return mapi_val(img, m, slot);
+}
+
+/* The value of key (hash h) in map m, or NULL; creates the entry when
+ * create.  An entry that can not be created counts as dropped. */
+MAPS_INLINE uint8_t *mapi_lookup_hashed(const struct lang_image *img, void *region, unsigned m,
+					const void *key, uint64_t h, int create)
+{
+	const struct lang_map_desc *d = &img->maps[m];
+	struct map_hdr *mh = mapi_map(img, region, m);
+	uint64_t cap = img->map_cap[m], tag = h >> TAG_SHIFT, i, n;
+	bool retry;
+
+	for (int tries = 0; tries < 4; tries++) {
+		uint8_t *dead = NULL, *val;
+		uint64_t dead_w = 0;
+
+		for (i = h & (cap - 1), n = 0; n < cap; n++, i = (i + 1) & (cap - 1)) {
+			uint8_t *slot = mapi_slot(img, mh, m, i);
+			uint64_t *word = (uint64_t *)slot;
+			uint64_t w = __atomic_load_n(word, __ATOMIC_ACQUIRE);
+			int spins = 0;
+
+			if (w_state(w) == ST_EMPTY) {
+				if (!create)
+					return NULL;
+				if (dead) {
+					slot = dead;
+					w = dead_w;
+				}
+				val = mapi_claimed(img, m, mh, slot, w, tag, key, &retry);
+				if (!retry)
+					return val;
+				break;	/* lost a race: look again */
+			}
+			if (w_tag(w) != tag) {
+				if (w_state(w) == ST_DEAD && !dead) {
+					dead = slot;
+					dead_w = w;
+				}
+				continue;
+			}
+			while (w_state(w) == ST_BUSY && spins++ < BUSY_SPINS) {
+				__builtin_ia32_pause();
+				w = __atomic_load_n(word, __ATOMIC_ACQUIRE);
+			}
+			if (w_state(w) == ST_BUSY) {
+				if (create)
+					mapi_drop(mh);
+				return NULL;
+			}
+			if (w_tag(w) != tag)
+				continue;
+			if (!mapi_equal(slot + 8, key, d->key_size)) {
+				if (w_state(w) == ST_DEAD && !dead) {
+					dead = slot;
+					dead_w = w;
+				}
+				continue;
+			}
+			/* the key compared equal: was it the same key throughout? */
+			if (__atomic_load_n(word, __ATOMIC_ACQUIRE) != w)
+				break;
+			if (w_state(w) == ST_LIVE)
+				return mapi_val(img, m, slot);
+			/* deleted: revive it in place */
+			if (!create)
+				return NULL;
+			val = mapi_claimed(img, m, mh, slot, w, tag, key, &retry);
+			if (!retry)
+				return val;
+			break;
+		}
+		if (n == cap) {
+			if (create && dead) {
+				val = mapi_claimed(img, m, mh, dead, dead_w, tag, key, &retry);
+				if (!retry)
+					return val;
+				continue;
+			}
+			if (create)
+				mapi_drop(mh);
+			return NULL;
+		}
+	}
+	if (create)
+		mapi_drop(mh);
+	return NULL;
+}
+
+MAPS_INLINE uint8_t *mapi_lookup(const struct lang_image *img, void *region, unsigned m,
+				 const void *key, int create)
+{
+	if (!img->maps[m].nkeys)
+		return mapi_lookup_keyless(img, region, m, create);
+	return mapi_lookup_hashed(img, region, m, key,
+				  mapi_key_hash(key, img->maps[m].key_size), create);
+}
+
+MAPS_INLINE uint8_t *mapi_revive(const struct lang_image *img, void *region, unsigned m,
+				 uint8_t *val, uint64_t dead_w, const void *key)
+{
+	uint8_t *slot = (uint8_t *)lang_map_val_word(img, m, val);
+	bool retry;
+
+	if (w_state(dead_w) != ST_DEAD || !img->maps[m].nkeys)
+		return NULL;
+	return mapi_claimed(img, m, mapi_map(img, region, m), slot, dead_w, w_tag(dead_w), key,
+			    &retry);
+}
+
+MAPS_INLINE int mapi_delete_val(const struct lang_image *img, void *region, unsigned m,
+				uint8_t *val)
+{
+	struct map_hdr *mh = mapi_map(img, region, m);
+	uint64_t *word = (uint64_t *)lang_map_val_word(img, m, val), w;
+
+	if (!img->maps[m].nkeys) {
+		w = ST_LIVE;
+		if (__atomic_compare_exchange_n(word, &w, ST_EMPTY, false, __ATOMIC_RELEASE,
+						__ATOMIC_RELAXED))
+			mapi_zero(val, img->maps[m].val_size);
+		return 0;
+	}
+	w = __atomic_load_n(word, __ATOMIC_ACQUIRE);
+	if (w_state(w) != ST_LIVE)
+		return -1;
+	if (__atomic_compare_exchange_n(word, &w, (w & ~3ull) | ST_DEAD, false, __ATOMIC_RELEASE,
+					__ATOMIC_RELAXED))
+		__atomic_fetch_sub(&mh->live, 1, __ATOMIC_RELAXED);
+	return 0;
+}
+
+/* bpftrace 0.17's log2 bucket: a binary search over 32 bits only (values
+ * from 2^31 up share the last bucket). */
+MAPS_INLINE unsigned mapi_hist_index(int64_t v)
+{
+	uint64_t n = (uint64_t)v;
+	unsigned r = 2;
+
+	if (v < 0)
+		return 0;
+	if (v == 0)
+		return 1;
+	for (int i = 4; i >= 0; i--) {
+		unsigned shift = (n >= (1ull << (1u << i))) ? (1u << i) : 0;
+
+		n >>= shift;
+		r += shift;
+	}
+	return r;
+}
+
+#endif
