@@ -169,6 +169,9 @@ bench: lib
 	@echo
 	@echo "kprobe tool, whole runs on fib(20) x N (cli_count, cli_count_ret, record_fib, uftrace_fib):"
 	python3 bench/cli_bench.py $(B)
+	@echo
+	@echo "kprobe run against kprobe count, every function of sqlite3's and jq's library counted by probe:"
+	python3 bench/run_real_bench.py $(B)
 
 BENCH_SRC := $(filter-out bench/coverage_preload.c,$(sort $(wildcard bench/*.c bench/*.S)))
 

@@ -193,69 +193,173 @@ FAST_INLINE void delta_hist(struct prog_thread *t, const struct agent_prog *p,
 	mapi_delete_val(&p->img, p->region, d->fast_map2, (uint8_t *)val);
 }
 
-/* One hit of a fast form: the same results as the interpreter's. */
-FAST_INLINE void run_fast(struct agent_probe *ap, const struct pt_regs *regs, bool with_regs)
+/* A hit's program, probe descriptor, thread and the form's source value;
+ * false when the hit is not the program's or the program has exited. */
+FAST_INLINE bool fast_hit(struct agent_probe *ap, const struct pt_regs *regs, bool with_regs,
+			  struct agent_prog **pp, const struct lang_probe_desc **dp,
+			  struct prog_thread **tp, uint64_t *x)
 {
 	struct agent_prog *p = ap->session->prog;
 	const struct lang_probe_desc *d = &p->img.probes[ap->prog_probe];
 	const struct region_hdr *rh = p->region;
 	struct prog_thread *t = prog_thread(ap->session);
+
+	if (!t || __atomic_load_n(&rh->exited, __ATOMIC_RELAXED))
+		return false;
+	*x = fast_src_value(p, ap, t, regs, with_regs, d->fast_src, d->fast_arg);
+	*pp = p;
+	*dp = d;
+	*tp = t;
+	return true;
+}
+
+/* One function per form, and per form one handler for an entry and one
+ * for a return, each with and without pt_regs: every handler holds only
+ * the code its form runs, which keeps the library's analysis of it (at
+ * each probe's registration) short. */
+
+/* @x = count() */
+FAST_INLINE void form_count_keyless(struct agent_probe *ap, const struct pt_regs *regs,
+				    bool with_regs)
+{
+	const struct lang_probe_desc *d;
+	struct agent_prog *p;
+	struct prog_thread *t;
 	int64_t *val;
 	uint64_t x;
 
-	if (!t || __atomic_load_n(&rh->exited, __ATOMIC_RELAXED))
+	if (!fast_hit(ap, regs, with_regs, &p, &d, &t, &x))
 		return;
-	x = fast_src_value(p, ap, t, regs, with_regs, d->fast_src, d->fast_arg);
-	if (d->fast == LANG_FAST_COUNT_KEY) {
-		val = d->fast_src == LANG_SRC_PROBE || d->fast_src == LANG_SRC_FUNC ?
-			      point_slot(p, ap, d->fast_map, x) :
-			      thread_slot(t, p, d->fast_map, x, true);
-		if (val)
-			__atomic_fetch_add(val, 1, __ATOMIC_RELAXED);
-	} else if (d->fast == LANG_FAST_STORE_KEY) {
-		val = thread_slot(t, p, d->fast_map, x, true);
-		if (val)
-			__atomic_store_n(val, (int64_t)agent_prog_tsc_nsecs(p), __ATOMIC_RELAXED);
-	} else if (d->fast == LANG_FAST_DELTA_HIST) {
+	val = (int64_t *)mapi_lookup_keyless(&p->img, p->region, d->fast_map, 1);
+	if (val)
+		__atomic_fetch_add(val, 1, __ATOMIC_RELAXED);
+}
+
+/* @[probe] = count(), @[func] = count(): the point's own key */
+FAST_INLINE void form_count_point(struct agent_probe *ap, const struct pt_regs *regs,
+				  bool with_regs)
+{
+	const struct lang_probe_desc *d;
+	struct agent_prog *p;
+	struct prog_thread *t;
+	int64_t *val;
+	uint64_t x;
+
+	if (!fast_hit(ap, regs, with_regs, &p, &d, &t, &x))
+		return;
+	val = point_slot(p, ap, d->fast_map, x);
+	if (val)
+		__atomic_fetch_add(val, 1, __ATOMIC_RELAXED);
+}
+
+/* @[src] = count() for any other source: through the thread's cache */
+FAST_INLINE void form_count_key(struct agent_probe *ap, const struct pt_regs *regs,
+				bool with_regs)
+{
+	const struct lang_probe_desc *d;
+	struct agent_prog *p;
+	struct prog_thread *t;
+	int64_t *val;
+	uint64_t x;
+
+	if (!fast_hit(ap, regs, with_regs, &p, &d, &t, &x))
+		return;
+	val = thread_slot(t, p, d->fast_map, x, true);
+	if (val)
+		__atomic_fetch_add(val, 1, __ATOMIC_RELAXED);
+}
+
+/* @x = hist(src) */
+FAST_INLINE void form_hist(struct agent_probe *ap, const struct pt_regs *regs, bool with_regs)
+{
+	const struct lang_probe_desc *d;
+	struct agent_prog *p;
+	struct prog_thread *t;
+	int64_t *val;
+	uint64_t x;
+
+	if (!fast_hit(ap, regs, with_regs, &p, &d, &t, &x))
+		return;
+	val = (int64_t *)mapi_lookup_keyless(&p->img, p->region, d->fast_map, 1);
+	if (val)
+		__atomic_fetch_add(&val[mapi_hist_index((int64_t)x)], 1, __ATOMIC_RELAXED);
+}
+
+/* @s[src] = nsecs */
+FAST_INLINE void form_store(struct agent_probe *ap, const struct pt_regs *regs, bool with_regs)
+{
+	const struct lang_probe_desc *d;
+	struct agent_prog *p;
+	struct prog_thread *t;
+	int64_t *val;
+	uint64_t x;
+
+	if (!fast_hit(ap, regs, with_regs, &p, &d, &t, &x))
+		return;
+	val = thread_slot(t, p, d->fast_map, x, true);
+	if (val)
+		__atomic_store_n(val, (int64_t)agent_prog_tsc_nsecs(p), __ATOMIC_RELAXED);
+}
+
+/* /@s[src]/ { @h = hist(nsecs - @s[src]); delete(@s[src]); } */
+FAST_INLINE void form_delta(struct agent_probe *ap, const struct pt_regs *regs, bool with_regs)
+{
+	const struct lang_probe_desc *d;
+	struct agent_prog *p;
+	struct prog_thread *t;
+	uint64_t x;
+
+	if (fast_hit(ap, regs, with_regs, &p, &d, &t, &x))
 		delta_hist(t, p, d, x);
-	} else {
-		val = (int64_t *)mapi_lookup_keyless(&p->img, p->region, d->fast_map, 1);
-		if (!val)
-			return;
-		if (d->fast == LANG_FAST_HIST)
-			__atomic_fetch_add(&val[mapi_hist_index((int64_t)x)], 1, __ATOMIC_RELAXED);
-		else
-			__atomic_fetch_add(val, 1, __ATOMIC_RELAXED);
-	}
 }
 
 #define container_of(p, type, member) ((type *)((char *)(p) - offsetof(type, member)))
 
-static int fast_entry(struct kprobe *kp, struct pt_regs *regs)
-{
-	(void)regs;
-	run_fast(container_of(kp, struct agent_probe, u.kp), NULL, false);
-	return 0;
-}
+/* The four handlers of a form. */
+#define FORM_HANDLERS(form)                                                                   \
+	static int form##_entry(struct kprobe *kp, struct pt_regs *regs)                      \
+	{                                                                                      \
+		(void)regs;                                                                    \
+		form_##form(container_of(kp, struct agent_probe, u.kp), NULL, false);         \
+		return 0;                                                                      \
+	}                                                                                      \
+	static int form##_return(struct kretprobe_instance *ri, struct pt_regs *regs)         \
+	{                                                                                      \
+		(void)regs;                                                                    \
+		form_##form(container_of(ri->rp, struct agent_probe, u.rp), NULL, false);     \
+		return 0;                                                                      \
+	}                                                                                      \
+	static int form##_entry_regs(struct kprobe *kp, struct pt_regs *regs)                 \
+	{                                                                                      \
+		form_##form(container_of(kp, struct agent_probe, u.kp), regs, true);          \
+		return 0;                                                                      \
+	}                                                                                      \
+	static int form##_return_regs(struct kretprobe_instance *ri, struct pt_regs *regs)    \
+	{                                                                                      \
+		form_##form(container_of(ri->rp, struct agent_probe, u.rp), regs, true);      \
+		return 0;                                                                      \
+	}
 
-static int fast_return(struct kretprobe_instance *ri, struct pt_regs *regs)
-{
-	(void)regs;
-	run_fast(container_of(ri->rp, struct agent_probe, u.rp), NULL, false);
-	return 0;
-}
+FORM_HANDLERS(count_keyless)
+FORM_HANDLERS(count_point)
+FORM_HANDLERS(count_key)
+FORM_HANDLERS(hist)
+FORM_HANDLERS(store)
+FORM_HANDLERS(delta)
 
-static int fast_entry_regs(struct kprobe *kp, struct pt_regs *regs)
-{
-	run_fast(container_of(kp, struct agent_probe, u.kp), regs, true);
-	return 0;
-}
+struct form_handlers {
+	int (*entry)(struct kprobe *, struct pt_regs *);
+	int (*ret)(struct kretprobe_instance *, struct pt_regs *);
+	int (*entry_regs)(struct kprobe *, struct pt_regs *);
+	int (*ret_regs)(struct kretprobe_instance *, struct pt_regs *);
+};
 
-static int fast_return_regs(struct kretprobe_instance *ri, struct pt_regs *regs)
-{
-	run_fast(container_of(ri->rp, struct agent_probe, u.rp), regs, true);
-	return 0;
-}
+#define FORM(form) { form##_entry, form##_return, form##_entry_regs, form##_return_regs }
+static const struct form_handlers forms[] = {
+	FORM(count_keyless), FORM(count_point), FORM(count_key),
+	FORM(hist), FORM(store), FORM(delta),
+};
+enum { F_COUNT_KEYLESS, F_COUNT_POINT, F_COUNT_KEY, F_HIST, F_STORE, F_DELTA };
 
 /* Whether the form's source can be read here, and from pt_regs. */
 static bool fast_source(const struct lang_probe_desc *d, bool *regs)
@@ -282,39 +386,54 @@ static bool fast_source(const struct lang_probe_desc *d, bool *regs)
 	}
 }
 
+/* The form of probe descriptor d, or -1 when it has none these handlers
+ * run. */
+static int form_of(const struct agent_prog *p, const struct lang_probe_desc *d)
+{
+	bool point = d->fast_src == LANG_SRC_PROBE || d->fast_src == LANG_SRC_FUNC;
+
+	/* nsecs only from the TSC: the clock's system call would cost every
+	 * hit the library's full save */
+	if (!p->tick_q32 && (d->fast_src == LANG_SRC_NSECS || d->fast == LANG_FAST_STORE_KEY ||
+			     d->fast == LANG_FAST_DELTA_HIST))
+		return -1;
+	/* the second source of the latency forms is nsecs */
+	if ((d->fast == LANG_FAST_STORE_KEY || d->fast == LANG_FAST_DELTA_HIST) &&
+	    d->fast_src2 != LANG_SRC_NSECS)
+		return -1;
+	if (d->fast == LANG_FAST_COUNT_KEYLESS)
+		return F_COUNT_KEYLESS;
+	if (d->fast == LANG_FAST_COUNT_KEY)
+		return point ? (p->point_val ? F_COUNT_POINT : -1) : F_COUNT_KEY;
+	if (d->fast == LANG_FAST_HIST)
+		return F_HIST;
+	if (d->fast == LANG_FAST_STORE_KEY)
+		return F_STORE;
+	if (d->fast == LANG_FAST_DELTA_HIST)
+		return F_DELTA;
+	return -1;
+}
+
 bool agent_prog_set_fast_handlers(struct agent_probe *ap)
 {
 	struct agent_prog *p = ap->session->prog;
 	const struct lang_probe_desc *d = &p->img.probes[ap->prog_probe];
+	const struct form_handlers *f;
+	int form = form_of(p, d);
 	bool regs;
 
-	/* without the thread's id from its control block, or nsecs from the
-	 * TSC, the generic handlers ask the kernel */
-	if (!agent_hit_light_ok())
+	/* without the thread's id from its control block the generic
+	 * handlers ask the kernel */
+	if (!agent_hit_light_ok() || form < 0 || !fast_source(d, &regs) ||
+	    ap->desc >= KPS_MAX_PROBES)
 		return false;
-	if (!p->tick_q32 && (d->fast_src == LANG_SRC_NSECS || d->fast == LANG_FAST_STORE_KEY ||
-			     d->fast == LANG_FAST_DELTA_HIST))
-		return false;
-	if (d->fast != LANG_FAST_COUNT_KEYLESS && d->fast != LANG_FAST_COUNT_KEY &&
-	    d->fast != LANG_FAST_HIST && d->fast != LANG_FAST_STORE_KEY &&
-	    d->fast != LANG_FAST_DELTA_HIST)
-		return false;
-	/* the second source of the latency forms is nsecs */
-	if ((d->fast == LANG_FAST_STORE_KEY || d->fast == LANG_FAST_DELTA_HIST) &&
-	    d->fast_src2 != LANG_SRC_NSECS)
-		return false;
-	if (!fast_source(d, &regs))
-		return false;
-	if (d->fast == LANG_FAST_COUNT_KEY &&
-	    (d->fast_src == LANG_SRC_PROBE || d->fast_src == LANG_SRC_FUNC) &&
-	    (!p->point_val || ap->desc >= KPS_MAX_PROBES))
-		return false;
+	f = &forms[form];
 	if (ap->is_return) {
-		ap->u.rp.handler = regs ? fast_return_regs : fast_return;
+		ap->u.rp.handler = regs ? f->ret_regs : f->ret;
 		ap->u.rp.entry_handler = NULL;
 		ap->u.rp.data_size = 0;
 	} else {
-		ap->u.kp.pre_handler = regs ? fast_entry_regs : fast_entry;
+		ap->u.kp.pre_handler = regs ? f->entry_regs : f->entry;
 	}
 	return true;
 }
