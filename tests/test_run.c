@@ -398,6 +398,66 @@ Test(load, run_latency_pattern_fast_form)
 	cr_assert_null(strstr(r.out, "@s["), "%s", r.out);
 }
 
+/* The fast forms' keyed counts, exact: by probe and func (a slot kept per
+ * point: an entry and a return of one function are two keys), by tid
+ * from eight threads (a slot per thread), by an argument whose value
+ * changes at every call (the thread's slot cache missing each time). */
+Test(load, run_fast_keyed_counts_exact)
+{
+	struct run r;
+	char want[PATH_MAX + 128];
+
+	run(&r, "%s run -o /dev/stdout -e 'uprobe:%s:run_value, uretprobe:%s:run_value "
+	    "{ @[probe] = count(); } uprobe:%s:run_value { @f[func] = count(); }' -c '%s calls 30'",
+	    kprobe, run_target, run_target, run_target, run_target);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	snprintf(want, sizeof(want), "@[uprobe:%s:run_value]: 30\n", run_target);
+	cr_assert(strstr(r.out, want), "want %s in %s", want, r.out);
+	snprintf(want, sizeof(want), "@[uretprobe:%s:run_value]: 30\n", run_target);
+	cr_assert(strstr(r.out, want), "want %s in %s", want, r.out);
+	cr_assert(strstr(r.out, "@f[run_value]: 30\n"), "%s", r.out);
+	cr_assert_eq(count_lines(r.out, "@["), 2, "%s", r.out);
+
+	run(&r, "%s run -o /dev/stdout -e 'uprobe:%s:run_value { @[tid] = count(); }' "
+	    "-c '%s threads 8 1000'", kprobe, run_target, run_target);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert_eq(count_lines(r.out, "@["), 8, "%s", r.out);
+	for (const char *p = strstr(r.out, "@["); p; p = strstr(p + 1, "@["))
+		cr_assert(!strncmp(strstr(p, "]: "), "]: 1000\n", 8), "%s", r.out);
+
+	run(&r, "%s run -o /dev/stdout -e 'uprobe:%s:run_value { @[arg0] = count(); } "
+	    "uretprobe:%s:run_value { @r[retval] = count(); }' -c '%s calls 70'", kprobe,
+	    run_target, run_target, run_target);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	for (int k = 0; k < 7; k++) {
+		snprintf(want, sizeof(want), "\n@[%d]: 10\n", k);
+		cr_assert(strstr(r.out, want), "want %s in %s", want, r.out);
+	}
+	cr_assert_eq(count_lines(r.out, "@["), 7, "%s", r.out);
+	/* run_value(i % 7, i) returns i % 7 + i: 70 distinct values */
+	cr_assert_eq(count_lines(r.out, "@r["), 70, "%s", r.out);
+	cr_assert(strstr(r.out, "\n@r[75]: 1\n"), "%s", r.out);
+}
+
+/* A full map drops and counts on the fast path too: four keys of room,
+ * seven values of arg0 (10 calls each), the first four kept. */
+Test(load, run_fast_count_map_full_drops)
+{
+	struct run r;
+
+	run(&r, "%s run --map-keys 4 -o /dev/stdout -e 'uprobe:%s:run_value { @[arg0] = count(); }' "
+	    "-c '%s calls 70'", kprobe, run_target, run_target);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert_eq(count_lines(r.out, "@["), 4, "%s", r.out);
+	for (int k = 0; k < 4; k++) {
+		char want[64];
+
+		snprintf(want, sizeof(want), "\n@[%d]: 10\n", k);
+		cr_assert(strstr(r.out, want), "want %s in %s", want, r.out);
+	}
+	cr_assert(strstr(r.err, "30 map updates dropped"), "%s", r.err);
+}
+
 /* The loader's cache as `ldconfig -p` lists it: the 64-bit libc.so.6. */
 static bool ldconfig_libc(char *path, size_t len)
 {
