@@ -790,16 +790,42 @@ Test(lang_compile, fast_forms_recognised)
 {
 	struct env *e = compile("uprobe:a:f { @[tid] = count(); } uprobe:a:g { @n = count(); }"
 				" uprobe:a:h { @h = hist(arg0); } uprobe:a:i /arg0 == 7/ { @x = count(); }"
-				" uprobe:a:j { @y[tid] = count(); @z = 1; }");
+				" uprobe:a:j { @y[tid] = count(); @z = 1; }"
+				" uprobe:a:k /tid != 3/ { @w = count(); @z = 2; }"
+				" uprobe:a:l /pid > 9/ { @v[arg1] = count(); }"
+				" uprobe:a:m /arg2 < 5/ { @u = hist(tid); }"
+				" uprobe:a:n /arg0 + 1 == 7/ { @t = count(); }");
+	const struct lang_probe_desc *pd = e->img.probes;
 
-	cr_assert_eq(e->img.probes[0].fast, LANG_FAST_COUNT_KEY);
-	cr_assert_eq(e->img.probes[0].fast_src, LANG_SRC_TID);
-	cr_assert_eq(e->img.probes[1].fast, LANG_FAST_COUNT_KEYLESS);
-	cr_assert_eq(e->img.probes[2].fast, LANG_FAST_HIST);
-	cr_assert_eq(e->img.probes[2].fast_src, LANG_SRC_ARG);
-	cr_assert_eq(e->img.probes[3].fast, LANG_FAST_PRED_ONLY);
-	cr_assert_eq(e->img.probes[3].fast_imm, 7);
-	cr_assert_eq(e->img.probes[4].fast, LANG_FAST_NONE);
+	cr_assert_eq(pd[0].fast, LANG_FAST_COUNT_KEY);
+	cr_assert_eq(pd[0].fast_src, LANG_SRC_TID);
+	cr_assert_eq(pd[0].pred, 0);
+	cr_assert_eq(pd[1].fast, LANG_FAST_COUNT_KEYLESS);
+	cr_assert_eq(pd[2].fast, LANG_FAST_HIST);
+	cr_assert_eq(pd[2].fast_src, LANG_SRC_ARG);
+	/* a filter in front of a count: both fast */
+	cr_assert_eq(pd[3].fast, LANG_FAST_COUNT_KEYLESS);
+	cr_assert_eq(pd[3].pred, 1);
+	cr_assert_eq(pd[3].pred_src, LANG_SRC_ARG);
+	cr_assert_eq(pd[3].pred_arg, 0);
+	cr_assert_eq(pd[3].fast_cmp, LANG_OP_EQ);
+	cr_assert_eq(pd[3].fast_imm, 7);
+	cr_assert_eq(pd[4].fast, LANG_FAST_NONE);
+	/* in front of a body the interpreter runs */
+	cr_assert_eq(pd[5].fast, LANG_FAST_PRED_ONLY);
+	cr_assert_eq(pd[5].pred_src, LANG_SRC_TID);
+	cr_assert_eq(pd[5].fast_imm, 3);
+	cr_assert_eq(pd[6].fast, LANG_FAST_COUNT_KEY);
+	cr_assert_eq(pd[6].fast_src, LANG_SRC_ARG);
+	cr_assert_eq(pd[6].fast_arg, 1);
+	cr_assert_eq(pd[6].pred_src, LANG_SRC_PID);
+	cr_assert_eq(pd[7].fast, LANG_FAST_HIST);
+	cr_assert_eq(pd[7].fast_src, LANG_SRC_TID);
+	cr_assert_eq(pd[7].pred_src, LANG_SRC_ARG);
+	cr_assert_eq(pd[7].pred_arg, 2);
+	/* not a filter on a plain source */
+	cr_assert_eq(pd[8].fast, LANG_FAST_NONE);
+	cr_assert_eq(pd[8].pred, 0);
 	env_free(e);
 }
 
@@ -862,19 +888,56 @@ Test(lang_vm, fast_paths_match_interpreter)
 	struct env *e = compile("uprobe:a:f { @a[arg0] = count(); } uprobe:a:g { @b = hist(arg0); }"
 				" uprobe:a:h /arg0 > 5/ { @c = count(); }"
 				" uprobe:a:i { @d[arg0] = count(); $x = 1; }"
-				" uprobe:a:j { @e = hist(arg0); $y = 1; }");
+				" uprobe:a:j { @e = hist(arg0); $y = 1; }"
+				/* filtered forms (k-m) and the same interpreted (n-p) */
+				" uprobe:a:k /arg0 < 4/ { @f[arg0] = count(); }"
+				" uprobe:a:l /arg0 >= 8/ { @g = hist(arg0); }"
+				" uprobe:a:m /arg0 != 1000/ { @h = count(); }"
+				" uprobe:a:n /arg0 < 4/ { @i[arg0] = count(); $z = 1; }"
+				" uprobe:a:o /arg0 >= 8/ { @j = hist(arg0); $z = 1; }"
+				" uprobe:a:p /arg0 != 1000/ { @k = count(); $z = 1; }");
 	static const int64_t vals[] = { -1, 0, 1, 2, 3, 4, 7, 8, 1000, 1 << 20, (int64_t)1 << 31,
 					(int64_t)1 << 40, INT64_MAX };
 	unsigned i;
 	unsigned nb, nb2, k;
 
+	cr_assert_eq(e->img.probes[5].fast, LANG_FAST_COUNT_KEY);
+	cr_assert_eq(e->img.probes[6].fast, LANG_FAST_HIST);
+	cr_assert_eq(e->img.probes[7].fast, LANG_FAST_COUNT_KEYLESS);
+	for (k = 8; k < 11; k++)
+		cr_assert_eq(e->img.probes[k].fast, LANG_FAST_PRED_ONLY);
 	for (i = 0; i < sizeof(vals) / sizeof(vals[0]); i++) {
 		e->regs.di = (uint64_t)vals[i];
-		for (k = 0; k < 5; k++)
+		for (k = 0; k < 11; k++)
 			run(e, k);
 	}
-	for (i = 0; i < sizeof(vals) / sizeof(vals[0]); i++)
+	for (i = 0; i < sizeof(vals) / sizeof(vals[0]); i++) {
 		cr_assert_eq(map_val(e, "@a", vals[i]), map_val(e, "@d", vals[i]));
+		if ((uint64_t)vals[i] < 4)
+			cr_assert_eq(map_val(e, "@f", vals[i]), map_val(e, "@i", vals[i]));
+	}
+	cr_assert_eq(map_count(e, "@i"), 4);
+	/* arg0 is unsigned: only 0..3 are below 4 */
+	cr_assert_eq(map_count(e, "@f"), 4);
+	cr_assert_eq(map_val(e, "@f", 3), 1);
+	cr_assert_eq(scalar(e, "@h"), (int64_t)(sizeof(vals) / sizeof(vals[0])) - 1);
+	cr_assert_eq(scalar(e, "@k"), scalar(e, "@h"));
+	{
+		size_t p1 = 0, p2 = 0;
+		const void *k1, *v1, *k2, *v2;
+		const uint64_t *b1, *b2;
+
+		cr_assert(lang_map_next(&e->img, e->region, (unsigned)map_index(e, "@g"), &p1, &k1, &v1));
+		cr_assert(lang_map_next(&e->img, e->region, (unsigned)map_index(e, "@j"), &p2, &k2, &v2));
+		b1 = lang_map_buckets(&e->img, (unsigned)map_index(e, "@g"), v1, &nb);
+		b2 = lang_map_buckets(&e->img, (unsigned)map_index(e, "@j"), v2, &nb2);
+		cr_assert_eq(nb2, nb);
+		cr_assert_eq(memcmp(b1, b2, 8 * nb), 0);
+		/* -1 (unsigned: above 8), 8, 1000, 2^20, 2^31, 2^40, INT64_MAX */
+		cr_assert_eq(b1[0], 1);
+		cr_assert_eq(b1[1] + b1[2] + b1[3] + b1[4], 0);
+		cr_assert_eq(b1[5], 1);
+	}
 	{
 		size_t p1 = 0, p2 = 0;
 		const void *k1, *v1, *k2, *v2;
@@ -1525,6 +1588,54 @@ static int load_copy(const void *img, size_t len, char *why)
 	r = lang_image_load(&li, copy, len, why, 256);
 	free(copy);
 	return r;
+}
+
+/* A fast filter is checked as the rest: its source, its compare, and
+ * only on the forms that take one. */
+Test(lang_verify, rejects_bad_fast_filters)
+{
+	static const char prog[] = "uprobe:a:f /arg0 == 1/ { @x = count(); }"
+				   " uprobe:a:g { @s[tid] = nsecs; }"
+				   " uprobe:a:h { @y = 1; }";
+	struct lang_probe_desc *pd;
+	struct lang_error err;
+	struct lang_image li;
+	void *img = NULL;
+	char why[256];
+	size_t len;
+
+	cr_assert_eq(lang_compile(prog, NULL, &img, &len, &err), 0, "%s", err.text);
+	cr_assert_eq(lang_image_load(&li, img, len, why, sizeof(why)), 0, "%s", why);
+	pd = (struct lang_probe_desc *)li.probes;
+	cr_assert_eq(pd[0].fast, LANG_FAST_COUNT_KEYLESS);
+	cr_assert_eq(pd[0].pred, 1);
+	cr_assert_eq(load_copy(img, len, why), 0, "%s", why);
+	pd[0].pred_src = 0;
+	cr_assert_eq(load_copy(img, len, why), -EINVAL, "a filter without a source");
+	pd[0].pred_src = LANG_SRC_PROBE + 1;
+	cr_assert_eq(load_copy(img, len, why), -EINVAL, "a filter's source out of range");
+	pd[0].pred_src = LANG_SRC_ARG;
+	pd[0].pred_arg = LANG_MAX_USDT_ARGS;
+	cr_assert_eq(load_copy(img, len, why), -EINVAL, "a filter's argument out of range");
+	pd[0].pred_arg = 0;
+	pd[0].fast_cmp = LANG_OP_ADD;
+	cr_assert_eq(load_copy(img, len, why), -EINVAL, "a filter that does not compare");
+	pd[0].fast_cmp = LANG_OP_EQ;
+	pd[0].fast = LANG_FAST_PRED_ONLY;
+	pd[0].pred = 0;
+	cr_assert_eq(load_copy(img, len, why), -EINVAL, "PRED_ONLY without its filter");
+	pd[0].pred = 1;
+	cr_assert_eq(load_copy(img, len, why), 0, "%s", why);
+	pd[1].pred = 1;
+	pd[1].pred_src = LANG_SRC_TID;
+	pd[1].fast_cmp = LANG_OP_EQ;
+	cr_assert_eq(load_copy(img, len, why), -EINVAL, "a filter on the latency form");
+	pd[1].pred = 0;
+	pd[2].pred = 1;
+	pd[2].pred_src = LANG_SRC_TID;
+	pd[2].fast_cmp = LANG_OP_EQ;
+	cr_assert_eq(load_copy(img, len, why), -EINVAL, "a filter without a fast form");
+	free(img);
 }
 
 /* Finds the first instruction with op in a compiled image. */

@@ -439,6 +439,34 @@ Test(load, run_fast_keyed_counts_exact)
 	cr_assert(strstr(r.out, "\n@r[75]: 1\n"), "%s", r.out);
 }
 
+/* A filter in front of a fast count or hist: only the hits it lets
+ * through count, on an argument (a complete pt_regs), on tid (none), at
+ * a return on retval; a filter in front of an interpreted body too. */
+Test(load, run_fast_filtered_forms_exact)
+{
+	struct run r;
+
+	run(&r, "%s run -o /dev/stdout -e 'uprobe:%s:run_value /arg0 == 3/ { @a = count(); } "
+	    "uprobe:%s:run_value /tid != 0/ { @b = count(); } "
+	    "uprobe:%s:run_value /arg1 >= 60/ { @c[arg0] = count(); } "
+	    "uretprobe:%s:run_value /retval < 8/ { @d = hist(retval); } "
+	    "uprobe:%s:run_value /arg0 > 5/ { @e = count(); @f = 1; }' -c '%s calls 70'",
+	    kprobe, run_target, run_target, run_target, run_target, run_target, run_target);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	/* run_value(i % 7, i), i < 70: arg0 == 3 ten times */
+	cr_assert(strstr(r.out, "\n@a: 10\n"), "%s", r.out);
+	cr_assert(strstr(r.out, "\n@b: 70\n"), "%s", r.out);
+	/* i = 60..69: arg0 = 4, 5, 6, 0, 1, 2, 3, 4, 5, 6 */
+	cr_assert_eq(count_lines(r.out, "@c["), 7, "%s", r.out);
+	cr_assert(strstr(r.out, "\n@c[4]: 2\n"), "%s", r.out);
+	cr_assert(strstr(r.out, "\n@c[0]: 1\n"), "%s", r.out);
+	/* returns i % 7 + i below 8: i = 0, 1, 2, 3, 7 (0, 2, 4, 6, 7) */
+	cr_assert_eq(hist_total(r.out, "@d: \n"), 5, "%s", r.out);
+	cr_assert(strstr(r.out, "\n[4, 8)                 3 |"), "%s", r.out);
+	cr_assert(strstr(r.out, "\n@e: 10\n"), "%s", r.out);
+	cr_assert(strstr(r.out, "\n@f: 1\n"), "%s", r.out);
+}
+
 /* A full map drops and counts on the fast path too: four keys of room,
  * seven values of arg0 (10 calls each), the first four kept. */
 Test(load, run_fast_count_map_full_drops)

@@ -17,6 +17,8 @@
 
 #define AGENT_EXPORT __attribute__((visibility("default")))
 
+struct prog_point;
+
 /* One registered probe point.  The kprobe (or kretprobe) comes first so
  * handlers find the rest from the pointer libkprobes gives them. */
 struct agent_probe {
@@ -36,6 +38,7 @@ struct agent_probe {
 	uint16_t spec;			/* index of its spec in the config */
 	bool at_function_entry;		/* run: a function's first instruction */
 	uint32_t prog_probe;		/* run: the program's probe it runs */
+	struct prog_point *prog_point;	/* run: a fast form's state (agent_prog_fast.c) */
 	/* An SDT probe's 16-bit semaphore, raised while the probe is armed
 	 * (so the program evaluates the probe's arguments), or 0. */
 	uintptr_t semaphore;

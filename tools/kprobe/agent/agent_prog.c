@@ -301,9 +301,9 @@ static int run_probe(struct agent_prog *p, struct agent_probe *ap, unsigned prob
 	return run.override;
 }
 
-/* The value a fast form reads, without a call the handler analysis cannot
- * follow; false for a source the generic handler must read. */
-static inline __attribute__((always_inline)) bool fast_value(const struct agent_prog *p,
+/* The value of a fast filter's source, without a call the handler
+ * analysis cannot follow; false for a source the interpreter must read. */
+static inline __attribute__((always_inline)) bool pred_value(const struct agent_prog *p,
 							     const struct agent_probe *ap,
 							     const struct lang_probe_desc *d,
 							     const struct pt_regs *regs,
@@ -314,27 +314,25 @@ static inline __attribute__((always_inline)) bool fast_value(const struct agent_
 		offsetof(struct pt_regs, dx), offsetof(struct pt_regs, cx),
 		offsetof(struct pt_regs, r8), offsetof(struct pt_regs, r9),
 	};
-	unsigned int aux;
+	unsigned int src = d->pred_src, aux;
 
-	if (d->fast_src == LANG_SRC_NONE) {
-		*x = 0;
-	} else if (d->fast_src == LANG_SRC_TID || d->fast_src == LANG_SRC_PID) {
+	if (src == LANG_SRC_TID || src == LANG_SRC_PID) {
 		thread_ids(p);
-		*x = (uint64_t)(d->fast_src == LANG_SRC_TID ? tls_tid : tls_pid);
-	} else if (d->fast_src == LANG_SRC_ARG && d->fast_arg < 6 && d->kind == LANG_P_UPROBE) {
-		*x = *(const uint64_t *)((const char *)regs + arg_off[d->fast_arg]);
-	} else if (d->fast_src == LANG_SRC_RETVAL && d->kind == LANG_P_URETPROBE) {
+		*x = (uint64_t)(src == LANG_SRC_TID ? tls_tid : tls_pid);
+	} else if (src == LANG_SRC_ARG && d->pred_arg < 6 && d->kind == LANG_P_UPROBE) {
+		*x = *(const uint64_t *)((const char *)regs + arg_off[d->pred_arg]);
+	} else if (src == LANG_SRC_RETVAL && d->kind == LANG_P_URETPROBE) {
 		*x = regs->ax;
-	} else if (d->fast_src == LANG_SRC_CPU) {
+	} else if (src == LANG_SRC_CPU) {
 		__builtin_ia32_rdtscp(&aux);
 		*x = aux & 0xfff;
-	} else if (d->fast_src == LANG_SRC_UID) {
+	} else if (src == LANG_SRC_UID) {
 		*x = p->uid;
-	} else if (d->fast_src == LANG_SRC_NSECS && p->tick_q32) {
+	} else if (src == LANG_SRC_NSECS && p->tick_q32) {
 		*x = agent_prog_tsc_nsecs(p);
-	} else if (d->fast_src == LANG_SRC_PROBE && ap) {
+	} else if (src == LANG_SRC_PROBE) {
 		*x = PROBE_ID_DESC | ap->desc;
-	} else if (d->fast_src == LANG_SRC_FUNC && ap) {
+	} else if (src == LANG_SRC_FUNC) {
 		*x = (uint64_t)(uintptr_t)(ap->is_return ? ap->u.rp.kp.addr : ap->u.kp.addr);
 	} else {
 		return false;
@@ -351,8 +349,7 @@ static inline __attribute__((always_inline)) bool filter_false(const struct agen
 	const struct lang_probe_desc *d = &p->img.probes[ap->prog_probe];
 	uint64_t x;
 
-	return d->fast == LANG_FAST_PRED_ONLY && fast_value(p, ap, d, regs, &x) &&
-	       !lang_fast_pred(d, x);
+	return d->pred && pred_value(p, ap, d, regs, &x) && !lang_fast_pred(d, x);
 }
 
 static int prog_entry(struct kprobe *kp, struct pt_regs *regs)
@@ -585,12 +582,6 @@ static int map_specs(struct agent_prog *p, struct session_config *cfg, struct ag
 		const struct lang_probe_desc *d = &img->probes[i];
 
 		p->uses_override[i] = code_has_override(img, d);
-		if (d->fast == LANG_FAST_COUNT_KEY &&
-		    (d->fast_src == LANG_SRC_PROBE || d->fast_src == LANG_SRC_FUNC) && !p->point_val) {
-			p->point_val = calloc(KPS_MAX_PROBES, sizeof(*p->point_val));
-			if (!p->point_val)
-				return agent_fail(f, 1, -ENOMEM, "out of memory");
-		}
 		if (d->kind == LANG_P_INTERVAL) {
 			if (!d->interval_ns)
 				return agent_fail(f, 2, -EINVAL, "an interval of 0");
@@ -700,7 +691,7 @@ void agent_prog_free(struct agent_session *s)
 	free(p->image);
 	free(p->probe_of_spec);
 	free(p->uses_override);
-	free(p->point_val);
+	agent_prog_free_points(p);
 	free(p->intervals);
 	free(p);
 	s->prog = NULL;

@@ -40,9 +40,8 @@ struct agent_prog {
 	struct interval *intervals;
 	int nintervals;
 	bool ended;			/* END ran */
-	/* Per point (its descriptor): the value of its constant key in a
-	 * fast form's map (`@[probe] = count()`), kept by the hit path. */
-	uint8_t **point_val;
+	/* The fast forms' points' states (agent_prog_fast.c) */
+	struct prog_point *points;
 };
 
 /* nsecs from the TSC: only where p->tick_q32 says it is invariant. */
@@ -58,5 +57,7 @@ static inline __attribute__((always_inline)) uint64_t agent_prog_tsc_nsecs(
  * fast form when the form and the point allow (agent_prog_fast.c):
  * whether it did. */
 bool agent_prog_set_fast_handlers(struct agent_probe *ap);
+/* Frees the states agent_prog_set_fast_handlers() gave the points. */
+void agent_prog_free_points(struct agent_prog *p);
 
 #endif

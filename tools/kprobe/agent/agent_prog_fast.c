@@ -16,12 +16,40 @@
  * the light level (an optimized entry jumps straight into its handler, a
  * return probe takes the assembly fast path), one on argN or retval a
  * complete pt_regs and still no vector state nor errno. */
+#include <stdlib.h>
+#include <string.h>
+
 #include "agent_hit.h"
 #include "agent_prog.h"
 #include "lang/lang_int.h"
 #include "lang/maps_impl.h"
 
 #define FAST_INLINE static inline __attribute__((always_inline))
+
+/* What a point's hits read, gathered at set-up in one place, so that a
+ * hit follows one pointer from its probe instead of a chain (probe,
+ * session, program, image, descriptor): the probe's descriptor (a copy of
+ * the verified one), where its maps are, the clock, and the slots it can
+ * keep. */
+struct prog_point {
+	struct lang_probe_desc d;
+	struct agent_prog *prog;
+	void *region;
+	unsigned int gen;		/* the session's */
+	uint64_t uid;
+	uint64_t start_ns, start_tsc, tick_q32;	/* nsecs from the TSC */
+	uint64_t id;			/* `probe`: PROBE_ID_DESC | desc */
+	uint64_t func;			/* `func`: the point's function */
+	/* fast_map when keyless (count, hist, the latency pattern's hist):
+	 * its one slot's word and value, fixed for the program's life */
+	const uint64_t *kword;
+	int64_t *kval;
+	/* fast_map2 (the latency pattern's start values): its header */
+	struct map_hdr *mh2;
+	/* `@[probe]`, `@[func]`: the slot of the point's own key, or NULL */
+	uint8_t *pval;
+	struct prog_point *next;	/* the program's list */
+} __attribute__((aligned(64)));
 
 /* A thread's state for the fast forms, valid for the session of
  * generation gen in the process agent_hit_pid was when it was filled (a
@@ -37,7 +65,7 @@ struct prog_thread {
 	 * reads w, which a delete, a clear or a new key in the slot changes. */
 	unsigned int map;
 	uint64_t key;
-	const uint64_t *word;	/* NULL: none */
+	uint64_t *word;		/* NULL: none */
 	uint64_t w;
 	int64_t *val;
 };
@@ -54,17 +82,17 @@ FAST_INLINE struct prog_thread *prog_self(void)
 	return t;
 }
 
-/* The calling thread for a hit in s, or NULL when the hit is not the
- * program's (agent code, the library's optimizer thread, a fork child of
- * a session that does not follow). */
-FAST_INLINE struct prog_thread *prog_thread(const struct agent_session *s)
+/* The calling thread for a hit in the session of generation gen, or NULL
+ * when the hit is not the program's (agent code, the library's optimizer
+ * thread, a fork child of a session that does not follow). */
+FAST_INLINE struct prog_thread *prog_thread(unsigned int gen)
 {
 	struct prog_thread *t = prog_self();
 
 	if (self()->agent_depth > 0 || __atomic_load_n(&agent_hit_quiet, __ATOMIC_RELAXED))
 		return NULL;
-	if (__builtin_expect(t->gen != s->gen || t->pid != agent_hit_pid, 0)) {
-		t->gen = s->gen;
+	if (__builtin_expect(t->gen != gen || t->pid != agent_hit_pid, 0)) {
+		t->gen = gen;
 		t->pid = agent_hit_pid;
 		t->tid = *(volatile const pid_t *)((const char *)__builtin_thread_pointer() +
 						   agent_tid_offset);
@@ -74,11 +102,18 @@ FAST_INLINE struct prog_thread *prog_thread(const struct agent_session *s)
 	return t->library ? NULL : t;
 }
 
-/* The form's source; with_regs false for the handlers that must not look
+FAST_INLINE uint64_t point_nsecs(const struct prog_point *pt)
+{
+	return pt->start_ns + (uint64_t)(((unsigned __int128)(__builtin_ia32_rdtsc() -
+							       pt->start_tsc) *
+					  pt->tick_q32) >> 32);
+}
+
+/* A source's value; with_regs false for the handlers that must not look
  * at their pt_regs (the source is then none of argN and retval). */
-FAST_INLINE uint64_t fast_src_value(const struct agent_prog *p, const struct agent_probe *ap,
-				    const struct prog_thread *t, const struct pt_regs *regs,
-				    bool with_regs, int src, unsigned int arg)
+FAST_INLINE uint64_t fast_src_value(const struct prog_point *pt, const struct prog_thread *t,
+				    const struct pt_regs *regs, bool with_regs, int src,
+				    unsigned int arg)
 {
 	unsigned int aux;
 
@@ -91,13 +126,13 @@ FAST_INLINE uint64_t fast_src_value(const struct agent_prog *p, const struct age
 		return aux & 0xfff;
 	}
 	if (src == LANG_SRC_UID)
-		return p->uid;
+		return pt->uid;
 	if (src == LANG_SRC_NSECS)
-		return agent_prog_tsc_nsecs(p);
+		return point_nsecs(pt);
 	if (src == LANG_SRC_PROBE)
-		return PROBE_ID_DESC | ap->desc;
+		return pt->id;
 	if (src == LANG_SRC_FUNC)
-		return (uint64_t)(uintptr_t)(ap->is_return ? ap->u.rp.kp.addr : ap->u.kp.addr);
+		return pt->func;
 	if (with_regs && src == LANG_SRC_RETVAL)
 		return regs->ax;
 	if (with_regs && src == LANG_SRC_ARG) {
@@ -116,13 +151,24 @@ FAST_INLINE uint64_t fast_src_value(const struct agent_prog *p, const struct age
 	return 0;	/* LANG_SRC_NONE */
 }
 
+/* The value of a keyless fast_map: its slot's value, once the slot is
+ * live (a clear() empties it; the lookup makes it live again). */
+FAST_INLINE int64_t *keyless_val(const struct prog_point *pt)
+{
+	if (__builtin_expect(__atomic_load_n(pt->kword, __ATOMIC_ACQUIRE) == ST_LIVE, 1))
+		return pt->kval;
+	return (int64_t *)mapi_lookup_keyless(&pt->prog->img, pt->region, pt->d.fast_map, 1);
+}
+
 /* The value of 8-byte key in map m through the thread's slot cache.  A
  * slot this thread saw deleted, and nobody has taken since, is given back
  * to the key in place (the latency pattern deletes and re-creates the
- * same key on every call). */
-FAST_INLINE int64_t *thread_slot(struct prog_thread *t, const struct agent_prog *p, unsigned m,
+ * same key on every call).  The fast forms' keyed maps have one 8-byte
+ * key (verified): a slot's word is 16 bytes before its value. */
+FAST_INLINE int64_t *thread_slot(struct prog_thread *t, const struct prog_point *pt, unsigned m,
 				 uint64_t key, bool create)
 {
+	const struct lang_image *img = &pt->prog->img;
 	uint8_t *val;
 	uint64_t w;
 
@@ -131,19 +177,19 @@ FAST_INLINE int64_t *thread_slot(struct prog_thread *t, const struct agent_prog 
 		if (__builtin_expect(w == t->w, 1))
 			return t->val;
 		if (create && w == lang_map_word_deleted(t->w) &&
-		    mapi_revive(&p->img, p->region, m, (uint8_t *)t->val, w, &key)) {
+		    mapi_revive(img, pt->region, m, (uint8_t *)t->val, w, &key)) {
 			t->w = __atomic_load_n(t->word, __ATOMIC_ACQUIRE);
 			if (!lang_map_word_live(t->w))
 				t->word = NULL;
 			return t->val;
 		}
 	}
-	val = mapi_lookup_hashed(&p->img, p->region, m, &key, mapi_key8_hash(key), create);
+	val = mapi_lookup_hashed(img, pt->region, m, &key, mapi_key8_hash(key), create);
 	if (!val)
 		return NULL;
 	t->map = m;
 	t->key = key;
-	t->word = lang_map_val_word(&p->img, m, val);
+	t->word = (uint64_t *)(val - 16);
 	t->w = __atomic_load_n(t->word, __ATOMIC_ACQUIRE);
 	t->val = (int64_t *)val;
 	if (!lang_map_word_live(t->w))
@@ -155,60 +201,64 @@ FAST_INLINE int64_t *thread_slot(struct prog_thread *t, const struct agent_prog 
  * hit of the point), created if need be: the slot is kept per point and
  * checked at each hit (live, the key still in it, the word unchanged
  * across the check), so a count by probe hashes once per point. */
-FAST_INLINE int64_t *point_slot(const struct agent_prog *p, const struct agent_probe *ap,
-				unsigned m, uint64_t key)
+FAST_INLINE int64_t *point_slot(struct prog_point *pt, unsigned m, uint64_t key)
 {
-	uint8_t **cache = &p->point_val[ap->desc];
-	uint8_t *val = __atomic_load_n(cache, __ATOMIC_ACQUIRE);
+	uint8_t *val = __atomic_load_n(&pt->pval, __ATOMIC_ACQUIRE);
 
 	if (__builtin_expect(val != NULL, 1)) {
-		const uint64_t *word = lang_map_val_word(&p->img, m, val);
+		const uint64_t *word = (const uint64_t *)(val - 16);
 		uint64_t w = __atomic_load_n(word, __ATOMIC_ACQUIRE);
 
-		if (__builtin_expect(lang_map_word_live(w) && load8((const uint8_t *)(word + 1)) == key &&
+		if (__builtin_expect(lang_map_word_live(w) && load8(val - 8) == key &&
 				     __atomic_load_n(word, __ATOMIC_ACQUIRE) == w, 1))
 			return (int64_t *)val;
 	}
-	val = mapi_lookup_hashed(&p->img, p->region, m, &key, mapi_key8_hash(key), 1);
+	val = mapi_lookup_hashed(&pt->prog->img, pt->region, m, &key, mapi_key8_hash(key), 1);
 	if (val)
-		__atomic_store_n(cache, val, __ATOMIC_RELEASE);
+		__atomic_store_n(&pt->pval, val, __ATOMIC_RELEASE);
 	return (int64_t *)val;
 }
 
 /* The latency pattern's return half: the start value, if any, becomes a
- * hist sample of now - start, and the entry is deleted. */
-FAST_INLINE void delta_hist(struct prog_thread *t, const struct agent_prog *p,
-			    const struct lang_probe_desc *d, uint64_t key)
+ * hist sample of now - start, and the entry is deleted (the slot the
+ * thread's cache holds: its word goes from live to deleted, as
+ * lang_map_delete_val does it). */
+FAST_INLINE void delta_hist(struct prog_thread *t, const struct prog_point *pt, uint64_t key)
 {
-	int64_t *val = thread_slot(t, p, d->fast_map2, key, false), start, *hist;
+	int64_t *val = thread_slot(t, pt, pt->d.fast_map2, key, false), start, *hist;
+	uint64_t w;
 
 	start = val ? __atomic_load_n(val, __ATOMIC_RELAXED) : 0;
 	if (!start)
 		return;	/* the filter is false */
-	hist = (int64_t *)mapi_lookup_keyless(&p->img, p->region, d->fast_map, 1);
+	hist = keyless_val(pt);
 	if (hist)
-		__atomic_fetch_add(&hist[mapi_hist_index((int64_t)(agent_prog_tsc_nsecs(p) -
+		__atomic_fetch_add(&hist[mapi_hist_index((int64_t)(point_nsecs(pt) -
 								   (uint64_t)start))],
 				   1, __ATOMIC_RELAXED);
-	mapi_delete_val(&p->img, p->region, d->fast_map2, (uint8_t *)val);
+	/* thread_slot returned val: t->word is its live slot's word */
+	w = t->w;
+	if (__atomic_compare_exchange_n(t->word, &w, lang_map_word_deleted(w), false,
+					__ATOMIC_RELEASE, __ATOMIC_RELAXED))
+		__atomic_fetch_sub(&pt->mh2->live, 1, __ATOMIC_RELAXED);
 }
 
-/* A hit's program, probe descriptor, thread and the form's source value;
- * false when the hit is not the program's or the program has exited. */
+/* A hit's point, thread and the form's source value; false when the hit
+ * is not the program's, the program has exited or the filter is false. */
 FAST_INLINE bool fast_hit(struct agent_probe *ap, const struct pt_regs *regs, bool with_regs,
-			  struct agent_prog **pp, const struct lang_probe_desc **dp,
-			  struct prog_thread **tp, uint64_t *x)
+			  struct prog_point **ptp, struct prog_thread **tp, uint64_t *x)
 {
-	struct agent_prog *p = ap->session->prog;
-	const struct lang_probe_desc *d = &p->img.probes[ap->prog_probe];
-	const struct region_hdr *rh = p->region;
-	struct prog_thread *t = prog_thread(ap->session);
+	struct prog_point *pt = ap->prog_point;
+	const struct region_hdr *rh = pt->region;
+	struct prog_thread *t = prog_thread(pt->gen);
 
 	if (!t || __atomic_load_n(&rh->exited, __ATOMIC_RELAXED))
 		return false;
-	*x = fast_src_value(p, ap, t, regs, with_regs, d->fast_src, d->fast_arg);
-	*pp = p;
-	*dp = d;
+	if (pt->d.pred && !lang_fast_pred(&pt->d, fast_src_value(pt, t, regs, with_regs,
+								  pt->d.pred_src, pt->d.pred_arg)))
+		return false;
+	*x = fast_src_value(pt, t, regs, with_regs, pt->d.fast_src, pt->d.fast_arg);
+	*ptp = pt;
 	*tp = t;
 	return true;
 }
@@ -222,15 +272,14 @@ FAST_INLINE bool fast_hit(struct agent_probe *ap, const struct pt_regs *regs, bo
 FAST_INLINE void form_count_keyless(struct agent_probe *ap, const struct pt_regs *regs,
 				    bool with_regs)
 {
-	const struct lang_probe_desc *d;
-	struct agent_prog *p;
+	struct prog_point *pt;
 	struct prog_thread *t;
 	int64_t *val;
 	uint64_t x;
 
-	if (!fast_hit(ap, regs, with_regs, &p, &d, &t, &x))
+	if (!fast_hit(ap, regs, with_regs, &pt, &t, &x))
 		return;
-	val = (int64_t *)mapi_lookup_keyless(&p->img, p->region, d->fast_map, 1);
+	val = keyless_val(pt);
 	if (val)
 		__atomic_fetch_add(val, 1, __ATOMIC_RELAXED);
 }
@@ -239,15 +288,14 @@ FAST_INLINE void form_count_keyless(struct agent_probe *ap, const struct pt_regs
 FAST_INLINE void form_count_point(struct agent_probe *ap, const struct pt_regs *regs,
 				  bool with_regs)
 {
-	const struct lang_probe_desc *d;
-	struct agent_prog *p;
+	struct prog_point *pt;
 	struct prog_thread *t;
 	int64_t *val;
 	uint64_t x;
 
-	if (!fast_hit(ap, regs, with_regs, &p, &d, &t, &x))
+	if (!fast_hit(ap, regs, with_regs, &pt, &t, &x))
 		return;
-	val = point_slot(p, ap, d->fast_map, x);
+	val = point_slot(pt, pt->d.fast_map, x);
 	if (val)
 		__atomic_fetch_add(val, 1, __ATOMIC_RELAXED);
 }
@@ -256,31 +304,36 @@ FAST_INLINE void form_count_point(struct agent_probe *ap, const struct pt_regs *
 FAST_INLINE void form_count_key(struct agent_probe *ap, const struct pt_regs *regs,
 				bool with_regs)
 {
-	const struct lang_probe_desc *d;
-	struct agent_prog *p;
+	struct prog_point *pt;
 	struct prog_thread *t;
 	int64_t *val;
 	uint64_t x;
 
-	if (!fast_hit(ap, regs, with_regs, &p, &d, &t, &x))
+	if (!fast_hit(ap, regs, with_regs, &pt, &t, &x))
 		return;
-	val = thread_slot(t, p, d->fast_map, x, true);
-	if (val)
+	val = thread_slot(t, pt, pt->d.fast_map, x, true);
+	if (!val)
+		return;
+	/* A thread's own tid is a key no other thread counts (a tid is
+	 * reused only after its thread is gone): a plain add, as count's
+	 * per-thread rows.  Any other key may be shared. */
+	if (pt->d.fast_src == LANG_SRC_TID)
+		__atomic_store_n(val, __atomic_load_n(val, __ATOMIC_RELAXED) + 1, __ATOMIC_RELAXED);
+	else
 		__atomic_fetch_add(val, 1, __ATOMIC_RELAXED);
 }
 
 /* @x = hist(src) */
 FAST_INLINE void form_hist(struct agent_probe *ap, const struct pt_regs *regs, bool with_regs)
 {
-	const struct lang_probe_desc *d;
-	struct agent_prog *p;
+	struct prog_point *pt;
 	struct prog_thread *t;
 	int64_t *val;
 	uint64_t x;
 
-	if (!fast_hit(ap, regs, with_regs, &p, &d, &t, &x))
+	if (!fast_hit(ap, regs, with_regs, &pt, &t, &x))
 		return;
-	val = (int64_t *)mapi_lookup_keyless(&p->img, p->region, d->fast_map, 1);
+	val = keyless_val(pt);
 	if (val)
 		__atomic_fetch_add(&val[mapi_hist_index((int64_t)x)], 1, __ATOMIC_RELAXED);
 }
@@ -288,29 +341,27 @@ FAST_INLINE void form_hist(struct agent_probe *ap, const struct pt_regs *regs, b
 /* @s[src] = nsecs */
 FAST_INLINE void form_store(struct agent_probe *ap, const struct pt_regs *regs, bool with_regs)
 {
-	const struct lang_probe_desc *d;
-	struct agent_prog *p;
+	struct prog_point *pt;
 	struct prog_thread *t;
 	int64_t *val;
 	uint64_t x;
 
-	if (!fast_hit(ap, regs, with_regs, &p, &d, &t, &x))
+	if (!fast_hit(ap, regs, with_regs, &pt, &t, &x))
 		return;
-	val = thread_slot(t, p, d->fast_map, x, true);
+	val = thread_slot(t, pt, pt->d.fast_map, x, true);
 	if (val)
-		__atomic_store_n(val, (int64_t)agent_prog_tsc_nsecs(p), __ATOMIC_RELAXED);
+		__atomic_store_n(val, (int64_t)point_nsecs(pt), __ATOMIC_RELAXED);
 }
 
 /* /@s[src]/ { @h = hist(nsecs - @s[src]); delete(@s[src]); } */
 FAST_INLINE void form_delta(struct agent_probe *ap, const struct pt_regs *regs, bool with_regs)
 {
-	const struct lang_probe_desc *d;
-	struct agent_prog *p;
+	struct prog_point *pt;
 	struct prog_thread *t;
 	uint64_t x;
 
-	if (fast_hit(ap, regs, with_regs, &p, &d, &t, &x))
-		delta_hist(t, p, d, x);
+	if (fast_hit(ap, regs, with_regs, &pt, &t, &x))
+		delta_hist(t, pt, x);
 }
 
 #define container_of(p, type, member) ((type *)((char *)(p) - offsetof(type, member)))
@@ -361,11 +412,13 @@ static const struct form_handlers forms[] = {
 };
 enum { F_COUNT_KEYLESS, F_COUNT_POINT, F_COUNT_KEY, F_HIST, F_STORE, F_DELTA };
 
-/* Whether the form's source can be read here, and from pt_regs. */
-static bool fast_source(const struct lang_probe_desc *d, bool *regs)
+/* Whether a source (src, argument arg) can be read here, and whether
+ * from pt_regs. */
+static bool fast_source(const struct lang_probe_desc *d, unsigned int src, unsigned int arg,
+			bool *regs)
 {
 	*regs = false;
-	switch (d->fast_src) {
+	switch (src) {
 	case LANG_SRC_NONE:
 	case LANG_SRC_TID:
 	case LANG_SRC_PID:
@@ -377,7 +430,7 @@ static bool fast_source(const struct lang_probe_desc *d, bool *regs)
 		return true;
 	case LANG_SRC_ARG:
 		*regs = true;
-		return d->kind == LANG_P_UPROBE && d->fast_arg < 6;
+		return d->kind == LANG_P_UPROBE && arg < 6;
 	case LANG_SRC_RETVAL:
 		*regs = true;
 		return d->kind == LANG_P_URETPROBE;
@@ -395,7 +448,8 @@ static int form_of(const struct agent_prog *p, const struct lang_probe_desc *d)
 	/* nsecs only from the TSC: the clock's system call would cost every
 	 * hit the library's full save */
 	if (!p->tick_q32 && (d->fast_src == LANG_SRC_NSECS || d->fast == LANG_FAST_STORE_KEY ||
-			     d->fast == LANG_FAST_DELTA_HIST))
+			     d->fast == LANG_FAST_DELTA_HIST ||
+			     (d->pred && d->pred_src == LANG_SRC_NSECS)))
 		return -1;
 	/* the second source of the latency forms is nsecs */
 	if ((d->fast == LANG_FAST_STORE_KEY || d->fast == LANG_FAST_DELTA_HIST) &&
@@ -404,7 +458,7 @@ static int form_of(const struct agent_prog *p, const struct lang_probe_desc *d)
 	if (d->fast == LANG_FAST_COUNT_KEYLESS)
 		return F_COUNT_KEYLESS;
 	if (d->fast == LANG_FAST_COUNT_KEY)
-		return point ? (p->point_val ? F_COUNT_POINT : -1) : F_COUNT_KEY;
+		return point ? F_COUNT_POINT : F_COUNT_KEY;
 	if (d->fast == LANG_FAST_HIST)
 		return F_HIST;
 	if (d->fast == LANG_FAST_STORE_KEY)
@@ -414,19 +468,69 @@ static int form_of(const struct agent_prog *p, const struct lang_probe_desc *d)
 	return -1;
 }
 
+/* The point's state, on the program's list. */
+static struct prog_point *new_point(struct agent_prog *p, const struct agent_probe *ap)
+{
+	const struct lang_probe_desc *d = &p->img.probes[ap->prog_probe];
+	struct prog_point *pt = aligned_alloc(64, sizeof(*pt));
+	const struct lang_image *img = &p->img;
+
+	if (!pt)
+		return NULL;
+	memset(pt, 0, sizeof(*pt));
+	pt->d = *d;
+	pt->prog = p;
+	pt->region = p->region;
+	pt->gen = ap->session->gen;
+	pt->uid = p->uid;
+	pt->start_ns = p->start_ns;
+	pt->start_tsc = p->start_tsc;
+	pt->tick_q32 = p->tick_q32;
+	pt->id = PROBE_ID_DESC | ap->desc;
+	pt->func = (uint64_t)(uintptr_t)(ap->is_return ? ap->u.rp.kp.addr : ap->u.kp.addr);
+	if (d->fast == LANG_FAST_COUNT_KEYLESS || d->fast == LANG_FAST_HIST ||
+	    d->fast == LANG_FAST_DELTA_HIST) {
+		uint8_t *slot = mapi_slot(img, mapi_map(img, p->region, d->fast_map), d->fast_map, 0);
+
+		pt->kword = (const uint64_t *)slot;
+		pt->kval = (int64_t *)mapi_val(img, d->fast_map, slot);
+	}
+	if (d->fast == LANG_FAST_DELTA_HIST)
+		pt->mh2 = mapi_map(img, p->region, d->fast_map2);
+	pt->next = p->points;
+	p->points = pt;
+	return pt;
+}
+
+void agent_prog_free_points(struct agent_prog *p)
+{
+	while (p->points) {
+		struct prog_point *pt = p->points;
+
+		p->points = pt->next;
+		free(pt);
+	}
+}
+
 bool agent_prog_set_fast_handlers(struct agent_probe *ap)
 {
 	struct agent_prog *p = ap->session->prog;
 	const struct lang_probe_desc *d = &p->img.probes[ap->prog_probe];
 	const struct form_handlers *f;
 	int form = form_of(p, d);
-	bool regs;
+	bool regs, pred_regs = false;
 
 	/* without the thread's id from its control block the generic
 	 * handlers ask the kernel */
-	if (!agent_hit_light_ok() || form < 0 || !fast_source(d, &regs) ||
-	    ap->desc >= KPS_MAX_PROBES)
+	if (!agent_hit_light_ok() || form < 0 || !fast_source(d, d->fast_src, d->fast_arg, &regs) ||
+	    (d->pred && !fast_source(d, d->pred_src, d->pred_arg, &pred_regs)))
 		return false;
+	/* the point's function: known once the probe is registered; func
+	 * is its address, as the generic handlers give it */
+	ap->prog_point = new_point(p, ap);
+	if (!ap->prog_point)
+		return false;
+	regs |= pred_regs;
 	f = &forms[form];
 	if (ap->is_return) {
 		ap->u.rp.handler = regs ? f->ret_regs : f->ret;

@@ -799,30 +799,68 @@ static void find_delta_hist(struct gen *g, struct probe *pr, struct lang_probe_d
 	d->fast_src2 = vsrc;
 }
 
+/* A filter /src CMP integer/ on a source read without memory access:
+ * into d's filter fields. */
+static int find_fast_pred(struct node *pred, struct lang_probe_desc *d)
+{
+	uint8_t src, arg;
+	int op;
+
+	if (pred->kind != N_BINOP || pred->op < OP_EQ || pred->op > OP_GE ||
+	    !fast_src_of(pred->a, &src, &arg) || pred->b->kind != N_INT ||
+	    (op = alu_op(pred->op, pred->cast.size)) < 0)
+		return 0;
+	d->pred = 1;
+	d->pred_src = src;
+	d->pred_arg = arg;
+	d->fast_cmp = (uint8_t)op;
+	d->fast_imm = pred->b->ival;
+	return 1;
+}
+
+/* @x = count(), @[src] = count(), @x = hist(src) as the whole body s. */
+static void find_fast_aggregation(struct gen *g, struct node *s, struct lang_probe_desc *d)
+{
+	struct node *m = s->a, *call = s->b;
+	struct mapinfo *mi = &g->p->maps[m->map];
+
+	if (call->kind != N_CALL)
+		return;
+	if (mi->d.kind == LANG_M_COUNT && !strcmp(call->name, "count")) {
+		if (!m->nargs) {
+			d->fast = LANG_FAST_COUNT_KEYLESS;
+			d->fast_map = (uint8_t)m->map;
+		} else if (m->nargs == 1 && fast_src_of(m->args[0], &d->fast_src, &d->fast_arg)) {
+			d->fast = LANG_FAST_COUNT_KEY;
+			d->fast_map = (uint8_t)m->map;
+		}
+	} else if (mi->d.kind == LANG_M_HIST && !strcmp(call->name, "hist") && !m->nargs &&
+		   fast_src_of(call->args[0], &d->fast_src, &d->fast_arg)) {
+		d->fast = LANG_FAST_HIST;
+		d->fast_map = (uint8_t)m->map;
+	}
+}
+
 static void find_fast(struct gen *g, struct probe *pr, struct lang_probe_desc *d)
 {
 	struct node *s = pr->body, *pred = pr->pred;
+	bool one_assign = s && !s->next && s->kind == S_ASSIGN && !s->op && s->a->kind == N_MAP;
 
 	if (pred && pred->kind == N_MAP) {
 		find_delta_hist(g, pr, d);
 		return;
 	}
 	if (pred) {
-		uint8_t src, arg;
-		int op;
-
-		if (pred->kind == N_BINOP && pred->op >= OP_EQ && pred->op <= OP_GE &&
-		    fast_src_of(pred->a, &src, &arg) && pred->b->kind == N_INT &&
-		    (op = alu_op(pred->op, pred->cast.size)) >= 0) {
+		/* a filter in front of an aggregation, or of any body */
+		if (!find_fast_pred(pred, d))
+			return;
+		if (one_assign)
+			find_fast_aggregation(g, s, d);
+		if (d->fast == LANG_FAST_NONE)
 			d->fast = LANG_FAST_PRED_ONLY;
-			d->fast_src = src;
-			d->fast_arg = arg;
-			d->fast_cmp = (uint8_t)op;
-			d->fast_imm = pred->b->ival;
-		}
 		return;
 	}
-	if (!s || s->next || s->kind != S_ASSIGN || s->op || s->a->kind != N_MAP)
+	if (!one_assign)
 		return;
 	{
 		uint8_t src, arg, vsrc, varg;
@@ -838,26 +876,7 @@ static void find_fast(struct gen *g, struct probe *pr, struct lang_probe_desc *d
 			return;
 		}
 	}
-	if (s->b->kind != N_CALL)
-		return;
-	{
-		struct node *m = s->a, *call = s->b;
-		struct mapinfo *mi = &g->p->maps[m->map];
-
-		if (mi->d.kind == LANG_M_COUNT && !strcmp(call->name, "count")) {
-			if (!m->nargs) {
-				d->fast = LANG_FAST_COUNT_KEYLESS;
-				d->fast_map = (uint8_t)m->map;
-			} else if (m->nargs == 1 && fast_src_of(m->args[0], &d->fast_src, &d->fast_arg)) {
-				d->fast = LANG_FAST_COUNT_KEY;
-				d->fast_map = (uint8_t)m->map;
-			}
-		} else if (mi->d.kind == LANG_M_HIST && !strcmp(call->name, "hist") && !m->nargs &&
-			   fast_src_of(call->args[0], &d->fast_src, &d->fast_arg)) {
-			d->fast = LANG_FAST_HIST;
-			d->fast_map = (uint8_t)m->map;
-		}
-	}
+	find_fast_aggregation(g, s, d);
 }
 
 static int gen_probe(struct gen *g, struct probe *pr)

@@ -116,18 +116,25 @@ struct lang_probe_desc {
 	 * gives the same results when fast is LANG_FAST_NONE. */
 	uint8_t fast_map;
 	uint8_t fast_src;	/* enum lang_src: key or value */
-	uint8_t fast_cmp;	/* enum lang_op compare, for LANG_FAST_FALSE_PRED */
+	uint8_t fast_cmp;	/* enum lang_op compare of the filter */
 	uint8_t fast_arg;	/* argument number of fast_src = LANG_SRC_ARG */
+	/* A filter /pred_src CMP fast_imm/ (pred != 0): LANG_FAST_PRED_ONLY's,
+	 * or one in front of a count or hist form, which then counts only
+	 * the hits it lets through. */
+	uint8_t pred;
+	uint8_t pred_src;	/* enum lang_src */
+	uint8_t pred_arg;	/* argument number of pred_src = LANG_SRC_ARG */
 	int64_t fast_imm;
 };
 
 /* Forms recognised at compile time and run without the interpreter. */
 enum lang_fast {
 	LANG_FAST_NONE = 0,
+	/* The next three may have a filter /src CMP imm/ (pred) */
 	LANG_FAST_COUNT_KEYLESS,	/* @x = count() */
 	LANG_FAST_COUNT_KEY,		/* @[src] = count()  (src: tid/pid/cpu/argN...) */
 	LANG_FAST_HIST,			/* @x = hist(src) */
-	LANG_FAST_PRED_ONLY,		/* /src CMP imm/ { ...interpreted... } */
+	LANG_FAST_PRED_ONLY,		/* /src CMP imm/ { ...interpreted... } (pred) */
 	/* The two halves of the latency pattern, map2 an integer map keyed by
 	 * src, map a keyless hist:
 	 *   @map2[src] = src2
@@ -404,8 +411,8 @@ struct lang_ctx {
 #define LANG_RUN_EXIT 1
 int lang_run(const struct lang_image *img, unsigned probe, struct lang_ctx *ctx);
 
-/* LANG_FAST_PRED_ONLY: whether the filter holds for x, the value of the
- * probe's fast_src.  Inline, so that a handler of the agent can drop a hit
+/* Whether a fast form's filter (pred) holds for x, the value of the
+ * probe's pred_src.  Inline, so that a handler of the agent can drop a hit
  * whose filter is false without calling the interpreter. */
 static inline bool lang_fast_pred(const struct lang_probe_desc *d, uint64_t x)
 {

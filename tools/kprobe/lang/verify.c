@@ -332,13 +332,20 @@ static int check_fast(struct vctx *v, const struct lang_probe_desc *p, unsigned 
 	const struct lang_map_desc *d;
 
 	if (p->fast == LANG_FAST_NONE)
-		return 0;
+		return p->pred ? bad(v, "probe %u: a fast filter without a fast form", i) : 0;
 	if (p->fast > LANG_FAST_DELTA_HIST || p->fast_src > LANG_SRC_PROBE || p->fast_arg >= LANG_MAX_USDT_ARGS ||
-	    (p->fast != LANG_FAST_COUNT_KEYLESS && !p->fast_src))
+	    (p->fast != LANG_FAST_COUNT_KEYLESS && p->fast != LANG_FAST_PRED_ONLY && !p->fast_src))
 		return bad(v, "probe %u: bad fast form", i);
+	/* a filter: PRED_ONLY's, or in front of a count or hist */
+	if (p->pred && (!p->pred_src || p->pred_src > LANG_SRC_PROBE ||
+			p->pred_arg >= LANG_MAX_USDT_ARGS || p->fast_cmp < LANG_OP_EQ ||
+			p->fast_cmp > LANG_OP_GEU))
+		return bad(v, "probe %u: bad fast filter", i);
 	if (p->fast == LANG_FAST_PRED_ONLY)
-		return p->fast_cmp >= LANG_OP_EQ && p->fast_cmp <= LANG_OP_GEU ? 0 :
-		       bad(v, "probe %u: bad fast compare", i);
+		return p->pred ? 0 : bad(v, "probe %u: bad fast filter", i);
+	if (p->pred && p->fast != LANG_FAST_COUNT_KEYLESS && p->fast != LANG_FAST_COUNT_KEY &&
+	    p->fast != LANG_FAST_HIST)
+		return bad(v, "probe %u: a fast filter on a form without one", i);
 	if (p->fast_map >= img->hdr->nmaps)
 		return bad(v, "probe %u: bad fast map", i);
 	d = &img->maps[p->fast_map];

@@ -138,9 +138,12 @@ static int64_t map_get(const struct lang_image *img, void *region, unsigned m, c
 /* The forms recognised at compile time; 1 when done, 0 to interpret. */
 static int run_fast(const struct lang_image *img, const struct lang_probe_desc *p, struct lang_ctx *c)
 {
-	uint64_t x = p->fast_src ? ctx_value(c, p->fast_src, p->fast_arg) : 0;
+	uint64_t x;
 	int64_t *val;
 
+	if (p->pred && !lang_fast_pred(p, ctx_value(c, p->pred_src, p->pred_arg)))
+		return 1;	/* the filter is false: nothing more to do */
+	x = p->fast_src ? ctx_value(c, p->fast_src, p->fast_arg) : 0;
 	switch (p->fast) {
 	case LANG_FAST_COUNT_KEYLESS:
 		val = (int64_t *)lang_map_lookup(img, c->maps, p->fast_map, NULL, 1);
@@ -158,7 +161,7 @@ static int run_fast(const struct lang_image *img, const struct lang_probe_desc *
 			__atomic_fetch_add(&val[lang_hist_index((int64_t)x)], 1, __ATOMIC_RELAXED);
 		return 1;
 	case LANG_FAST_PRED_ONLY:
-		return !lang_fast_pred(p, x);	/* false: nothing more to do */
+		return 0;	/* the filter holds: the body is interpreted */
 	case LANG_FAST_STORE_KEY:
 		val = (int64_t *)lang_map_lookup(img, c->maps, p->fast_map, &x, 1);
 		if (val)
