@@ -467,6 +467,28 @@ Test(load, run_fast_filtered_forms_exact)
 	cr_assert(strstr(r.out, "\n@f: 1\n"), "%s", r.out);
 }
 
+/* The slots the fast forms keep (per point, keyless, per thread) follow
+ * a clear() and a zero() the tool applies between two calls: the counts
+ * start again from nothing. */
+Test(load, run_fast_forms_after_clear_and_zero)
+{
+	struct run r;
+	char want[PATH_MAX + 128];
+
+	run(&r, "%s run -o /dev/stdout -e 'uprobe:%s:run_tick { @[probe] = count(); } "
+	    "uprobe:%s:run_tick { @n = count(); } uprobe:%s:run_tick { @t[tid] = count(); } "
+	    "uprobe:%s:run_tick /arg0 == 1/ { clear(@); zero(@n); clear(@t); }' "
+	    "-c '%s ticks 5 300'", kprobe, run_target, run_target, run_target, run_target,
+	    run_target);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	/* calls 0 and 1 counted, then cleared; calls 2, 3 and 4 counted */
+	snprintf(want, sizeof(want), "@[uprobe:%s:run_tick]: 3\n", run_target);
+	cr_assert(strstr(r.out, want), "want %s in %s", want, r.out);
+	cr_assert(strstr(r.out, "\n@n: 3\n"), "%s", r.out);
+	cr_assert_eq(count_lines(r.out, "@t["), 1, "%s", r.out);
+	cr_assert(strstr(strstr(r.out, "@t["), "]: 3\n"), "%s", r.out);
+}
+
 /* A full map drops and counts on the fast path too: four keys of room,
  * seven values of arg0 (10 calls each), the first four kept. */
 Test(load, run_fast_count_map_full_drops)
