@@ -10,7 +10,8 @@
  *   ro_ns          a return probe with an empty handler (the kretprobe
  *                  `kprobe run` uses for uretprobe)
  *   prog_count     `kprobe run` of  @[tid] = count()  on the function
- *   prog_filter    a program whose filter is false
+ *   prog_filter    a program whose filter is false (on arg0)
+ *   prog_filter_tid  the same filter on tid, a source read without pt_regs
  *   prog_hist      @ = hist(arg0)
  *   prog_latency   the tid-keyed entry/return latency pattern, per call
  *   (whole ns per call, probe included: compare prog_count and
@@ -42,6 +43,15 @@
 #define RUNS 7
 
 __attribute__((noinline, noclone, used)) long bench_target(long a, long b)
+{
+	__asm__ volatile("" ::: "memory");
+	return a + b;
+}
+
+/* The same again: the reference probe (empty) sits here while a program
+ * runs on bench_target, so that each program row is timed next to its
+ * reference, run by run (ns_pair). */
+__attribute__((noinline, noclone, used)) long bench_ref(long a, long b)
 {
 	__asm__ volatile("" ::: "memory");
 	return a + b;
@@ -145,6 +155,37 @@ static double ns_per_call_of(long chunk, enum bench_fn fn)
 static double ns_per_call(long chunk)
 {
 	return ns_per_call_of(chunk, FN_TARGET);
+}
+
+/* ns per call of bench_target (*x) and of bench_ref (*ref), timed in
+ * turns, RUNS of each: medians of both and of their ratios (*ratio), so
+ * that a machine whose load changes during the run still compares the
+ * two under the same load. */
+static void ns_pair(double *x, double *ref, double *ratio)
+{
+	double vx[RUNS], vr[RUNS], q[RUNS];
+	long sum = 0;
+
+	for (int r = 0; r < RUNS; r++) {
+		double t0 = now_s(), t1;
+
+		for (long i = 0; i < CALLS; i++)
+			sum += bench_target(i, 1);
+		t1 = now_s();
+		for (long i = 0; i < CALLS; i++)
+			sum += bench_ref(i, 1);
+		vx[r] = (t1 - t0) * 1e9 / CALLS;
+		vr[r] = (now_s() - t1) * 1e9 / CALLS;
+		q[r] = vx[r] / vr[r];
+	}
+	if (sum == 42)
+		puts("");
+	qsort(vx, RUNS, sizeof(vx[0]), cmp_double);
+	qsort(vr, RUNS, sizeof(vr[0]), cmp_double);
+	qsort(q, RUNS, sizeof(q[0]), cmp_double);
+	*x = vx[RUNS / 2];
+	*ref = vr[RUNS / 2];
+	*ratio = q[RUNS / 2];
 }
 
 /* ns per pass of bench_sdt's loop, median of RUNS. */
@@ -338,7 +379,9 @@ int main(int argc, char **argv)
 	struct kprobe kp = { .symbol_name = "bench_target", .pre_handler = empty_handler };
 	struct kretprobe rp = { .kp.symbol_name = "bench_target", .handler = empty_return,
 				.maxactive = 64 };
-	double call, probe, count, trace, rate, ret, pcount, pfilter, phist, plat;
+	double call, probe, count, trace, rate, ret, pcount, pfilter, pfilter_tid, phist, plat;
+	double pcount_o, pfilter_o, pfilter_tid_o, phist_o, plat_ro;
+	double pcount_q, pfilter_q, pfilter_tid_q, phist_q, plat_q;
 	double trace_args, trace_vars, sdt_call, sdt;
 	pthread_t th;
 
@@ -412,28 +455,55 @@ int main(int argc, char **argv)
 	ret = ns_per_call(0);
 	unregister_kretprobe(&rp);
 
+	/* The program rows, each timed in turns with an empty probe on
+	 * bench_ref (o) or, for the latency pattern, an empty return probe
+	 * (ro). */
+	memset(&kp, 0, sizeof(kp));
+	kp.symbol_name = "bench_ref";
+	kp.pre_handler = empty_handler;
+	if (register_kprobe(&kp)) {
+		fprintf(stderr, "kprobe-bench-extra: cannot probe bench_ref\n");
+		return 1;
+	}
 	start_prog("uprobe:%s:bench_target { @[tid] = count(); }");
-	pcount = ns_per_call(0);
+	ns_pair(&pcount, &pcount_o, &pcount_q);
 	agent_session_stop();
 	start_prog("uprobe:%s:bench_target /arg0 == 0xfffffffff/ { @hit = count(); }");
-	pfilter = ns_per_call(0);
+	ns_pair(&pfilter, &pfilter_o, &pfilter_q);
+	agent_session_stop();
+	start_prog("uprobe:%s:bench_target /tid == 0/ { @hit = count(); }");
+	ns_pair(&pfilter_tid, &pfilter_tid_o, &pfilter_tid_q);
 	agent_session_stop();
 	start_prog("uprobe:%s:bench_target { @ = hist(arg0); }");
-	phist = ns_per_call(0);
+	ns_pair(&phist, &phist_o, &phist_q);
 	agent_session_stop();
+	unregister_kprobe(&kp);
+	memset(&rp, 0, sizeof(rp));
+	rp.kp.symbol_name = "bench_ref";
+	rp.handler = empty_return;
+	rp.maxactive = 64;
+	if (register_kretprobe(&rp)) {
+		fprintf(stderr, "kprobe-bench-extra: cannot return-probe bench_ref\n");
+		return 1;
+	}
 	start_prog("uprobe:%s:bench_target { @s[tid] = nsecs; }\n"
 		   "uretprobe:%s:bench_target /@s[tid]/ { @ns = hist(nsecs - @s[tid]); "
 		   "delete(@s[tid]); }");
-	plat = ns_per_call(0);
+	ns_pair(&plat, &plat_ro, &plat_q);
 	agent_session_stop();
+	unregister_kretprobe(&rp);
 	close(shm_fd);
 
 	if (json) {
 		printf("{\"call\":%.2f,\"probe_ns\":%.2f,\"count_extra\":%.2f,\"trace_extra\":%.2f,"
 		       "\"events_per_s\":%.0f,\"ro_ns\":%.2f,\"prog_count\":%.2f,"
-		       "\"prog_filter\":%.2f,\"prog_hist\":%.2f,\"prog_latency\":%.2f,"
+		       "\"prog_filter\":%.2f,\"prog_filter_tid\":%.2f,\"prog_hist\":%.2f,"
+		       "\"prog_latency\":%.2f,\"prog_count_x_o\":%.2f,\"prog_filter_x_o\":%.2f,"
+		       "\"prog_filter_tid_x_o\":%.2f,\"prog_hist_x_o\":%.2f,"
+		       "\"prog_latency_x_ro\":%.2f,"
 		       "\"var_fetch\":%.2f,\"usdt\":%.2f,\"count_entry\":%.2f}\n", call,
-		       probe, count - probe, trace - probe, rate, ret, pcount, pfilter, phist, plat,
+		       probe, count - probe, trace - probe, rate, ret, pcount, pfilter, pfilter_tid,
+		       phist, plat, pcount_q, pfilter_q, pfilter_tid_q, phist_q, plat_q,
 		       trace_vars - trace_args, sdt, count - call);
 		return 0;
 	}
@@ -443,10 +513,17 @@ int main(int argc, char **argv)
 	printf("trace (2 args)  %8.2f ns   trace_extra %6.2f ns\n", trace, trace - probe);
 	printf("events_per_s    %8.0f\n", rate);
 	printf("ro (empty)      %8.2f ns\n", ret);
-	printf("prog_count      %8.2f ns   %.2fx o  (target <= 2x)\n", pcount, pcount / probe);
-	printf("prog_filter     %8.2f ns   %.2fx o  (target <= 1.3x)\n", pfilter, pfilter / probe);
-	printf("prog_hist       %8.2f ns   %.2fx o\n", phist, phist / probe);
-	printf("prog_latency    %8.2f ns   %.2fx ro (target <= 2x)\n", plat, plat / ret);
+	/* each against its reference timed in turns with it (o, ro on
+	 * bench_ref): the median of the ratios of the turns */
+	printf("prog_count      %8.2f ns   %.2fx o  (o %.2f ns; target <= 2x)\n", pcount,
+	       pcount_q, pcount_o);
+	printf("prog_filter     %8.2f ns   %.2fx o  (o %.2f ns; target <= 1.3x)\n", pfilter,
+	       pfilter_q, pfilter_o);
+	printf("prog_filter_tid %8.2f ns   %.2fx o  (o %.2f ns; the filter on tid: no pt_regs)\n",
+	       pfilter_tid, pfilter_tid_q, pfilter_tid_o);
+	printf("prog_hist       %8.2f ns   %.2fx o  (o %.2f ns)\n", phist, phist_q, phist_o);
+	printf("prog_latency    %8.2f ns   %.2fx ro (ro %.2f ns; target <= 2x)\n", plat, plat_q,
+	       plat_ro);
 	printf("var_fetch       %8.2f ns   (trace, 2 vars by plan %.2f ns - 2 argN %.2f ns)\n",
 	       trace_vars - trace_args, trace_vars, trace_args);
 	printf("usdt            %8.2f ns   (count on an SDT site; count on an entry: %.2f ns)\n",
