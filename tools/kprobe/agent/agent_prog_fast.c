@@ -151,43 +151,46 @@ FAST_INLINE uint64_t fast_src_value(const struct prog_point *pt, const struct pr
 	return 0;	/* LANG_SRC_NONE */
 }
 
-/* The value of a keyless fast_map: its slot's value, once the slot is
- * live (a clear() empties it; the lookup makes it live again). */
-FAST_INLINE int64_t *keyless_val(const struct prog_point *pt)
+/* The slow halves of the lookups below, out of line so that a hit that
+ * finds its slot kept stays short (fewer registers to save), and each
+ * taking one argument: a call's second argument would arrive in %rsi,
+ * which the handler analysis takes for a read of pt_regs. */
+struct slow_lookup {
+	struct prog_thread *t;
+	struct prog_point *pt;
+	unsigned int m;
+	bool create;
+	uint64_t key;
+};
+
+static __attribute__((noinline)) int64_t *keyless_slow(const struct prog_point *pt)
 {
-	if (__builtin_expect(__atomic_load_n(pt->kword, __ATOMIC_ACQUIRE) == ST_LIVE, 1))
-		return pt->kval;
 	return (int64_t *)mapi_lookup_keyless(&pt->prog->img, pt->region, pt->d.fast_map, 1);
 }
 
-/* The value of 8-byte key in map m through the thread's slot cache.  A
- * slot this thread saw deleted, and nobody has taken since, is given back
- * to the key in place (the latency pattern deletes and re-creates the
- * same key on every call).  The fast forms' keyed maps have one 8-byte
- * key (verified): a slot's word is 16 bytes before its value. */
-FAST_INLINE int64_t *thread_slot(struct prog_thread *t, const struct prog_point *pt, unsigned m,
-				 uint64_t key, bool create)
+/* The thread's slot cache missed, or its slot changed: revive the slot
+ * the thread itself deleted, or look the key up and keep its slot. */
+static __attribute__((noinline)) int64_t *thread_slot_slow(const struct slow_lookup *r)
 {
-	const struct lang_image *img = &pt->prog->img;
+	const struct lang_image *img = &r->pt->prog->img;
+	struct prog_thread *t = r->t;
+	uint64_t key = r->key, w;
 	uint8_t *val;
-	uint64_t w;
 
-	if (__builtin_expect(t->word && t->map == m && t->key == key, 1)) {
+	if (t->word && t->map == r->m && t->key == key) {
 		w = __atomic_load_n(t->word, __ATOMIC_ACQUIRE);
-		if (__builtin_expect(w == t->w, 1))
-			return t->val;
-		if (create && w == lang_map_word_deleted(t->w) &&
-		    mapi_revive(img, pt->region, m, (uint8_t *)t->val, w, &key)) {
+		if (r->create && w == lang_map_word_deleted(t->w) &&
+		    mapi_revive(img, r->pt->region, r->m, (uint8_t *)t->val, w, &key)) {
 			t->w = __atomic_load_n(t->word, __ATOMIC_ACQUIRE);
 			if (!lang_map_word_live(t->w))
 				t->word = NULL;
 			return t->val;
 		}
 	}
-	val = mapi_lookup_hashed(img, pt->region, m, &key, mapi_key8_hash(key), create);
+	val = mapi_lookup_hashed(img, r->pt->region, r->m, &key, mapi_key8_hash(key), r->create);
 	if (!val)
 		return NULL;
-	t->map = m;
+	t->map = r->m;
 	t->key = key;
 	t->word = (uint64_t *)(val - 16);
 	t->w = __atomic_load_n(t->word, __ATOMIC_ACQUIRE);
@@ -197,6 +200,43 @@ FAST_INLINE int64_t *thread_slot(struct prog_thread *t, const struct prog_point 
 	return t->val;
 }
 
+static __attribute__((noinline)) int64_t *point_slot_slow(const struct slow_lookup *r)
+{
+	struct prog_point *pt = r->pt;
+	uint64_t key = r->key;
+	uint8_t *val;
+
+	val = mapi_lookup_hashed(&pt->prog->img, pt->region, r->m, &key, mapi_key8_hash(key), 1);
+	if (val)
+		__atomic_store_n(&pt->pval, val, __ATOMIC_RELEASE);
+	return (int64_t *)val;
+}
+
+/* The value of a keyless fast_map: its slot's value, once the slot is
+ * live (a clear() empties it; the lookup makes it live again). */
+FAST_INLINE int64_t *keyless_val(const struct prog_point *pt)
+{
+	if (__builtin_expect(__atomic_load_n(pt->kword, __ATOMIC_ACQUIRE) == ST_LIVE, 1))
+		return pt->kval;
+	return keyless_slow(pt);
+}
+
+/* The value of 8-byte key in map m through the thread's slot cache.  A
+ * slot this thread saw deleted, and nobody has taken since, is given back
+ * to the key in place (the latency pattern deletes and re-creates the
+ * same key on every call).  The fast forms' keyed maps have one 8-byte
+ * key (verified): a slot's word is 16 bytes before its value. */
+FAST_INLINE int64_t *thread_slot(struct prog_thread *t, struct prog_point *pt, unsigned m,
+				 uint64_t key, bool create)
+{
+	struct slow_lookup r = { t, pt, m, create, key };
+
+	if (__builtin_expect(t->word && t->map == m && t->key == key &&
+			     __atomic_load_n(t->word, __ATOMIC_ACQUIRE) == t->w, 1))
+		return t->val;
+	return thread_slot_slow(&r);
+}
+
 /* The value of the point's own key (`probe` or `func`: the same at every
  * hit of the point), created if need be: the slot is kept per point and
  * checked at each hit (live, the key still in it, the word unchanged
@@ -204,6 +244,7 @@ FAST_INLINE int64_t *thread_slot(struct prog_thread *t, const struct prog_point 
 FAST_INLINE int64_t *point_slot(struct prog_point *pt, unsigned m, uint64_t key)
 {
 	uint8_t *val = __atomic_load_n(&pt->pval, __ATOMIC_ACQUIRE);
+	struct slow_lookup r = { NULL, pt, m, true, key };
 
 	if (__builtin_expect(val != NULL, 1)) {
 		const uint64_t *word = (const uint64_t *)(val - 16);
@@ -213,17 +254,14 @@ FAST_INLINE int64_t *point_slot(struct prog_point *pt, unsigned m, uint64_t key)
 				     __atomic_load_n(word, __ATOMIC_ACQUIRE) == w, 1))
 			return (int64_t *)val;
 	}
-	val = mapi_lookup_hashed(&pt->prog->img, pt->region, m, &key, mapi_key8_hash(key), 1);
-	if (val)
-		__atomic_store_n(&pt->pval, val, __ATOMIC_RELEASE);
-	return (int64_t *)val;
+	return point_slot_slow(&r);
 }
 
 /* The latency pattern's return half: the start value, if any, becomes a
  * hist sample of now - start, and the entry is deleted (the slot the
  * thread's cache holds: its word goes from live to deleted, as
  * lang_map_delete_val does it). */
-FAST_INLINE void delta_hist(struct prog_thread *t, const struct prog_point *pt, uint64_t key)
+FAST_INLINE void delta_hist(struct prog_thread *t, struct prog_point *pt, uint64_t key)
 {
 	int64_t *val = thread_slot(t, pt, pt->d.fast_map2, key, false), start, *hist;
 	uint64_t w;
