@@ -1255,6 +1255,52 @@ Test(optimize, save_decision_follows_handler, .init = setup)
 #endif
 }
 
+/* A handler whose calls nest nine deep (the agent's program handlers
+ * reach the library's unwinder that far): every level decoded, and no
+ * vector state to save for it. */
+volatile long deep_sink;
+
+#define DEEP_LEVEL(n, next)                                                     \
+	__attribute__((noinline, noclone)) long deep##n(long x);                \
+	__attribute__((noinline, noclone)) long deep##n(long x)                 \
+	{                                                                       \
+		__asm__ volatile("" ::: "memory");                              \
+		return next(x + n) + 1;                                         \
+	}
+
+__attribute__((noinline, noclone)) long deep9(long x);
+__attribute__((noinline, noclone)) long deep9(long x)
+{
+	__asm__ volatile("" ::: "memory");
+	return x * 3;
+}
+DEEP_LEVEL(8, deep9)
+DEEP_LEVEL(7, deep8)
+DEEP_LEVEL(6, deep7)
+DEEP_LEVEL(5, deep6)
+DEEP_LEVEL(4, deep5)
+DEEP_LEVEL(3, deep4)
+DEEP_LEVEL(2, deep3)
+DEEP_LEVEL(1, deep2)
+
+static int deep_pre(struct kprobe *p, struct pt_regs *regs)
+{
+	(void)p;
+	(void)regs;
+	deep_sink += deep1(deep_sink);
+	return 0;
+}
+
+Test(optimize, deep_handler_needs_no_vector_state, .init = setup)
+{
+#if !defined(__SANITIZE_ADDRESS__)
+	cr_assert_eq(arch_code_needs((uintptr_t)deep_pre), 0, "deep handler, needs %#x",
+		     arch_code_needs((uintptr_t)deep_pre));
+#else
+	cr_skip_test("sanitizer calls in every function: nothing to prove");
+#endif
+}
+
 /* ------------------------------------------------------------------ */
 /* Code bytes before, during, after                                    */
 /* ------------------------------------------------------------------ */

@@ -17,8 +17,12 @@
 #include "core/arch_api.h"
 #include "os/linux/memory.h"
 
-#define MAX_DEPTH 6
-#define MAX_FUNCS 64
+/* How far a walk goes before it gives up and counts everything: calls
+ * nested MAX_DEPTH deep (the kprobe agent's program handlers reach the
+ * library's unwinder nine calls down), MAX_FUNCS functions, each at most
+ * MAX_BYTES long. */
+#define MAX_DEPTH 10
+#define MAX_FUNCS 128
 #define MAX_BYTES (16 * 1024)
 
 #define NEEDS_ALL KP_OPT_SAVE_ALL
