@@ -235,8 +235,10 @@ static const struct lang_ops prog_ops = {
  * file and the language's runtime are built without vector code, jump
  * tables or libc calls (kprobe.mk), the interpreter calls the lang_ext_*
  * services above directly (LANG_DIRECT_OPS), and the forms the compiler
- * marks skip the interpreter: the aggregations in prog_fast_*, a false
- * filter in filter_false(). */
+ * marks skip the interpreter: the aggregations and the latency pattern
+ * (with or without a filter) in agent_prog_fast.c's handlers, which need
+ * even less saved; here, a false filter in front of an interpreted body
+ * (filter_false()). */
 
 /* An SDT operand's value as bpftrace gives it: the operand's size
  * sign- or zero-extended to 64 bits.  if-chains: no jump table. */
