@@ -274,10 +274,12 @@ FAST_INLINE void delta_hist(struct prog_thread *t, struct prog_point *pt, uint64
 		__atomic_fetch_add(&hist[mapi_hist_index((int64_t)(point_nsecs(pt) -
 								   (uint64_t)start))],
 				   1, __ATOMIC_RELAXED);
-	/* thread_slot returned val: t->word is its live slot's word */
+	/* t->word is val's slot's word, as it read live; NULL when the slot
+	 * was no longer live once found (deleted or cleared meanwhile:
+	 * nothing left to delete) */
 	w = t->w;
-	if (__atomic_compare_exchange_n(t->word, &w, lang_map_word_deleted(w), false,
-					__ATOMIC_RELEASE, __ATOMIC_RELAXED))
+	if (t->word && __atomic_compare_exchange_n(t->word, &w, lang_map_word_deleted(w), false,
+						   __ATOMIC_RELEASE, __ATOMIC_RELAXED))
 		__atomic_fetch_sub(&pt->mh2->live, 1, __ATOMIC_RELAXED);
 }
 
