@@ -379,6 +379,20 @@ Test(a64_sim, register_branches)
 	r = regs_at(0x3000);
 	sim(0xd61f03e0, &r);			/* BR XZR (not SP) */
 	cr_assert_eq(r.pc, 0);
+	/* A tagged user pointer: the top byte is ignored, as the CPU does. */
+	r = regs_at(0x3000);
+	r.regs[16] = 0xbe0000aaaa001230ull;
+	sim(0xd61f0200, &r);			/* BR X16 */
+	cr_assert_eq(r.pc, 0xaaaa001230ull);
+	r = regs_at(0x3000);
+	r.regs[1] = 0x3c7fffffaaaa0000ull;
+	sim(0xd63f0020, &r);			/* BLR X1 */
+	cr_assert_eq(r.pc, 0x7fffffaaaa0000ull);
+	/* Upper-half addresses keep it (no TBI there): a fault at v. */
+	r = regs_at(0x3000);
+	r.regs[30] = 0x12ff800000001000ull;
+	sim(0xd65f03c0, &r);			/* RET */
+	cr_assert_eq(r.pc, 0x12ff800000001000ull);
 }
 
 Test(a64_sim, only_simulated_forms_simulate)

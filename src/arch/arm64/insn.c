@@ -310,6 +310,19 @@ bool a64_condition_holds(unsigned int cond, uint64_t pstate)
 	return (cond & 1) ? !r : r;
 }
 
+/*
+ * Where a branch to register value v goes.  Linux enables top-byte-ignore
+ * for user addresses (TCR_EL1.TBI0), and for instruction addresses too
+ * (TBID0 clear): a branch to a tagged pointer of the lower half lands on
+ * the address with its top byte cleared (the Arm ARM's BranchAddr()).
+ * Upper-half addresses (bit 55 set) are kernel ones, TBI1 is off, and the
+ * branch faults at v as it is.
+ */
+static uint64_t branch_addr(uint64_t v)
+{
+	return (v >> 55 & 1) ? v : v & 0x00ffffffffffffffull;
+}
+
 static void branch_if(struct pt_regs *regs, bool taken, int64_t offset)
 {
 	regs->pc = taken ? regs->pc + (uint64_t)offset : regs->pc + 4;
@@ -374,11 +387,11 @@ int a64_insn_simulate_read(const struct a64_insn *in, struct pt_regs *regs,
 	case A64_OP_BLR:
 		v = read_xzr(regs, in->rn);	/* before X30 changes: BLR X30 */
 		regs->regs[30] = pc + 4;
-		regs->pc = v;
+		regs->pc = branch_addr(v);
 		return 0;
 	case A64_OP_BR:
 	case A64_OP_RET:
-		regs->pc = read_xzr(regs, in->rn);
+		regs->pc = branch_addr(read_xzr(regs, in->rn));
 		return 0;
 	default:
 		return -EINVAL;
