@@ -6,8 +6,10 @@
  * real CPU is tests/arm64/test_a64_sim.c, in the arm64 guest.
  */
 #include <criterion/criterion.h>
+#include <criterion/logging.h>
 #include <errno.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -446,4 +448,119 @@ Test(a64_excl, inside_and_outside)
 	cr_assert_not(a64_in_exclusive_sequence(far, A64_EXCLUSIVE_WINDOW + 3,
 						A64_EXCLUSIVE_WINDOW + 1),
 		      "beyond the window");
+}
+
+/* ---- random words against the cross binutils' disassembler ---- */
+
+static bool is_one_of(const char *m, const char *const *list)
+{
+	for (; *list; list++)
+		if (!strcmp(m, *list))
+			return true;
+	return false;
+}
+
+static bool starts_with_one_of(const char *m, const char *const *list)
+{
+	for (; *list; list++)
+		if (!strncmp(m, *list, strlen(*list)))
+			return true;
+	return false;
+}
+
+/* What objdump's reading of a word requires of the classifier. */
+enum oracle { O_UNDEFINED, O_PC, O_REFUSE, O_PLAIN };
+
+static enum oracle oracle_of(const char *m, const char *ops)
+{
+	static const char *const pc[] = {
+		"adr", "adrp", "b", "bl", "cbz", "cbnz", "tbz", "tbnz", "br", "blr", "ret",
+		"braa", "brab", "braaz", "brabz", "blraa", "blrab", "blraaz", "blrabz",
+		"retaa", "retab", NULL,
+	};
+	static const char *const traps[] = {
+		"svc", "hvc", "smc", "brk", "hlt", "dcps1", "dcps2", "dcps3", "udf",
+		"eret", "eretaa", "eretab", "drps", NULL,
+	};
+	static const char *const exclusive[] = { "ldxr", "ldaxr", "stxr", "stlxr", "ldxp",
+						  "ldaxp", "stxp", "stlxp", NULL };
+
+	if (!strcmp(m, ".inst") || strstr(ops, "undefined"))
+		return O_UNDEFINED;
+	/* SVE's ADR (vector) computes from Z registers, not the PC. */
+	if ((is_one_of(m, pc) && ops[0] != 'z') || !strncmp(m, "b.", 2) ||
+	    !strncmp(m, "bc.", 3))
+		return O_PC;
+	/* Literal loads: objdump prints their target as "<.text+...>". */
+	if ((!strcmp(m, "ldr") || !strcmp(m, "ldrsw") || !strcmp(m, "prfm")) && strchr(ops, '<'))
+		return O_PC;
+	if (is_one_of(m, traps) || starts_with_one_of(m, exclusive))
+		return O_REFUSE;
+	return O_PLAIN;
+}
+
+/*
+ * Refusals of instructions that neither read the PC nor trap, by policy:
+ * MSR (PSTATE fields, registers EL0 cannot write), memory copy/set, and
+ * TCANCEL (in the exception-generating group).
+ */
+static bool refused_by_policy(const char *m)
+{
+	static const char *const mops[] = { "cpy", "setp", "setm", "sete", "setg", NULL };
+
+	return !strcmp(m, "msr") || !strcmp(m, "tcancel") || starts_with_one_of(m, mops);
+}
+
+#define ORACLE_WORDS 100000
+
+Test(a64_insn, random_words_agree_with_objdump, .timeout = 120)
+{
+	char dir[] = "/tmp/a64oracle.XXXXXX", cmd[512], line[512];
+	unsigned int count[4] = { 0 }, n = 0;
+	uint64_t x = 0x5eed5eed5eedull;
+	FILE *f;
+
+	if (system("command -v aarch64-linux-gnu-as >/dev/null && "
+		   "command -v aarch64-linux-gnu-objdump >/dev/null"))
+		cr_skip_test("no aarch64-linux-gnu binutils (scripts/install-deps.sh --arm64)");
+	cr_assert_not_null(mkdtemp(dir));
+	snprintf(cmd, sizeof(cmd), "%s/w.s", dir);
+	f = fopen(cmd, "w");
+	cr_assert_not_null(f);
+	for (int i = 0; i < ORACLE_WORDS; i++) {
+		x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+		fprintf(f, ".inst %#010x\n", (uint32_t)(x >> 20));
+	}
+	fclose(f);
+	snprintf(cmd, sizeof(cmd), "cd %s && aarch64-linux-gnu-as w.s -o w.o && "
+		 "aarch64-linux-gnu-objdump -d -M no-aliases w.o; rm -rf %s", dir, dir);
+	f = popen(cmd, "r");
+	cr_assert_not_null(f);
+	while (fgets(line, sizeof(line), f)) {
+		char m[64] = "", ops[256] = "";
+		struct a64_insn in;
+		unsigned int w;
+		enum oracle o;
+		int got;
+
+		if (sscanf(line, " %*x:\t%8x \t%63s %255[^\n]", &w, m, ops) < 2)
+			continue;
+		n++;
+		o = oracle_of(m, ops);
+		count[o]++;
+		got = class_of(w, &in);
+		if (o == O_PC)
+			cr_assert_neq(got, A64_CASE_XOL, "%#010x %s %s: run out of line", w, m, ops);
+		else if (o == O_REFUSE)
+			cr_assert_eq(got, A64_CASE_REJECT, "%#010x %s %s: %s", w, m, ops,
+				     class_names[got]);
+		else if (o == O_PLAIN && got != A64_CASE_XOL)
+			cr_assert(got == A64_CASE_REJECT && refused_by_policy(m),
+				  "%#010x %s %s: %s%s%s", w, m, ops, class_names[got],
+				  in.why ? ": " : "", in.why ? in.why : "");
+	}
+	cr_assert_eq(pclose(f), 0, "as or objdump failed");
+	cr_assert_eq(n, ORACLE_WORDS, "objdump printed %u of %d words", n, ORACLE_WORDS);
+	cr_log_info("%u undefined, %u reading the PC, %u traps/exclusives, %u plain",
+		    count[O_UNDEFINED], count[O_PC], count[O_REFUSE], count[O_PLAIN]);
 }
