@@ -397,6 +397,23 @@ Test(a64_sim, register_branches)
 	cr_assert_eq(r.pc, 0x12ff800000001000ull);
 }
 
+/* BTYPE (pstate bits 11:10) is zero after a simulated instruction; the
+ * flags and the rest of pstate stay. */
+Test(a64_sim, btype_cleared_flags_kept)
+{
+	const uint32_t words[] = { adr(0, 8), 0xd61f0200 /* BR X16 */,
+				   0x54000100 /* B.EQ */, 0x14000002 /* B */ };
+
+	for (size_t i = 0; i < sizeof(words) / sizeof(words[0]); i++) {
+		struct pt_regs r = regs_at(0x3000);
+
+		r.pstate = 0xa0000000 | 3 << 10 | 0x3c0 | 1 << 12;
+		sim(words[i], &r);
+		cr_assert_eq(r.pstate, 0xa0000000 | 0x3c0 | 1 << 12, "%#010x: pstate %#lx",
+			     words[i], r.pstate);
+	}
+}
+
 Test(a64_sim, only_simulated_forms_simulate)
 {
 	struct pt_regs r = regs_at(0x3000), before = r;

@@ -54,6 +54,7 @@
 #define BRK_STOP	0x60	/* fills the code page: where a run ends */
 #define BRK_PROBE	0x77	/* a probe on a fuzzed sequence */
 #define BRK_SLOT	0x78	/* ends an out-of-line slot */
+#define BRK_SKIP	0x79	/* a trap that resumes after itself */
 #define NZCV		0xf0000000ull
 
 /* Literal loads of the simulation read like this here (the library's
@@ -207,6 +208,10 @@ static bool probe_hit(mcontext_t *mc)
 	uint32_t w = *(const uint32_t *)mc->pc;
 	size_t k;
 
+	if (w == BRK(BRK_SKIP)) {
+		mc->pc += 4;
+		return true;
+	}
 	if (w == BRK(BRK_SLOT)) {
 		k = (mc->pc - (uintptr_t)slots) / 8;
 		mc->pc = (uintptr_t)&seq[k + 1];
@@ -477,6 +482,42 @@ Test(a64_sim, every_condition_and_flags)
 			cr_assert_eq(a64_condition_holds(cond, in.pstate), cpu.pc == in.pc + 32);
 		}
 	}
+}
+
+/*
+ * Why exclusives are refused: with a trap between LDXR and STXR (a probe's
+ * BRK, its handler and the signal return), the store-exclusive fails every
+ * time, so the loop around it would never end; without it, it succeeds.
+ */
+static uint64_t store_exclusive_status(uint32_t between)
+{
+	static uint64_t word;
+	struct pt_regs in, out;
+
+	code[200] = 0xc85f7c20;		/* ldxr x0, [x1] */
+	code[201] = between;
+	code[202] = 0xc8027c20;		/* stxr w2, x0, [x1] */
+	__builtin___clear_cache((char *)&code[200], (char *)&code[203]);
+	random_regs(&in);
+	in.regs[1] = (uintptr_t)&word;
+	in.pc = (uintptr_t)&code[200];
+	cr_assert_eq(run_from(&in, &out), SIGTRAP);
+	cr_assert_eq(out.pc, (uintptr_t)&code[203]);
+	return out.regs[2];
+}
+
+Test(a64_sim, exclusive_store_fails_across_a_trap)
+{
+	unsigned int ok = 0, ok_trapped = 0;
+
+	setup_machine(2);
+	for (int i = 0; i < 20; i++) {
+		ok += store_exclusive_status(0xd503201f) == 0;		/* nop */
+		ok_trapped += store_exclusive_status(BRK(BRK_SKIP)) == 0;
+	}
+	cr_assert_gt(ok, 15, "the plain LDXR/STXR pair succeeded %u times of 20", ok);
+	cr_assert_eq(ok_trapped, 0, "the pair succeeded %u times of 20 across a trap",
+		     ok_trapped);
 }
 
 /* ---- the fuzzer ---- */

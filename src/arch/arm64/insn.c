@@ -347,13 +347,11 @@ static int simulate_ldr_literal(const struct a64_insn *in, struct pt_regs *regs,
 	return 0;
 }
 
-int a64_insn_simulate_read(const struct a64_insn *in, struct pt_regs *regs,
-			   a64_read_fn read)
+static int simulate_one(const struct a64_insn *in, struct pt_regs *regs,
+			a64_read_fn read)
 {
 	uint64_t pc = regs->pc, v;
 
-	if (in->kind != A64_INSN_SIMULATE)
-		return -EINVAL;
 	switch (in->op) {
 	case A64_OP_ADR:
 		write_xzr(regs, in->rd, pc + (uint64_t)in->imm);
@@ -398,6 +396,31 @@ int a64_insn_simulate_read(const struct a64_insn *in, struct pt_regs *regs,
 	}
 	regs->pc = pc + 4;
 	return 0;
+}
+
+/* PSTATE.BTYPE (bits 11:10): what the landing pad of an indirect branch
+ * is checked against. */
+#define PSTATE_BTYPE (3ull << 10)
+
+/*
+ * After the simulated instruction, BTYPE is zero, as after any instruction
+ * but an indirect branch: a stale value from the branch that reached the
+ * probe must not reach the next one.  The simulated BR and BLR leave it
+ * zero too, so the target's landing pad is not checked: setting it would
+ * need to know whether the probed page is guarded, and a wrong guess would
+ * raise a SIGILL the unprobed program never sees.
+ */
+int a64_insn_simulate_read(const struct a64_insn *in, struct pt_regs *regs,
+			   a64_read_fn read)
+{
+	int ret;
+
+	if (in->kind != A64_INSN_SIMULATE)
+		return -EINVAL;
+	ret = simulate_one(in, regs, read);
+	if (ret == 0)
+		regs->pstate &= ~PSTATE_BTYPE;
+	return ret;
 }
 
 int a64_insn_simulate(const struct a64_insn *in, struct pt_regs *regs)
