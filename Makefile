@@ -122,13 +122,18 @@ $(B)/tests/test_stack_cxx $(B)/tests-asan/test_stack_cxx: tests/stack_oracle.h
 # The allocation-failure suite sees every calloc() of the library.
 $(B)/tests/test_nomem $(B)/tests-asan/test_nomem: TEST_LDFLAGS := -Wl,--wrap=calloc
 
+# The A64 classifier is plain C: its unit tests run on any host, compiled in.
+A64_HOST := $(B)/tests/test_a64_insn $(B)/tests-asan/test_a64_insn
+$(A64_HOST): TEST_SRC_EXTRA := src/arch/arm64/insn.c
+$(A64_HOST): src/arch/arm64/insn.c src/arch/arm64/insn.h tests/a64/insn_table.h
+
 $(B)/tests/%: tests/%.c $(TEST_HELPERS) tests/testutil.h $(B)/libkprobes.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(BASE) -Itests -o $@ $< $(TEST_HELPERS) $(B)/libkprobes.a $(LIBS) -lcriterion $(TEST_LDFLAGS)
+	$(CC) $(CFLAGS) $(BASE) -Itests -o $@ $< $(TEST_SRC_EXTRA) $(TEST_HELPERS) $(B)/libkprobes.a $(LIBS) -lcriterion $(TEST_LDFLAGS)
 
 $(B)/tests-asan/%: tests/%.c $(TEST_HELPERS) tests/testutil.h $(B)/libkprobes-asan.a
 	@mkdir -p $(dir $@)
-	$(CC) -O1 -g $(BASE) $(SAN) -Itests -o $@ $< $(TEST_HELPERS) $(B)/libkprobes-asan.a $(LIBS) -lcriterion $(TEST_LDFLAGS)
+	$(CC) -O1 -g $(BASE) $(SAN) -Itests -o $@ $< $(TEST_SRC_EXTRA) $(TEST_HELPERS) $(B)/libkprobes-asan.a $(LIBS) -lcriterion $(TEST_LDFLAGS)
 
 $(B)/tests/%: tests/%.cpp tests/testutil.h include/kprobes.h $(B)/libkprobes.a
 	@mkdir -p $(dir $@)

@@ -4,7 +4,9 @@
 #
 #   make check-arm64        every arm64 suite in the guest; the guest's
 #                           summary and exit status are the target's
-#   make check-arm64-quick  (in `make check`) the smoke suite in the guest;
+#   make check-arm64-quick  (in `make check`) the smoke suite and the A64
+#                           simulator's quick differential tests and fuzzer
+#                           in the guest;
 #                           skipped with a message when the packages cannot
 #                           be had, or with SKIP_ARM64=1
 .PHONY: check-arm64 check-arm64-quick arm64-sysroot
@@ -23,13 +25,18 @@ A64_SRC   := $(sort $(wildcard tests/arm64/test_*.c))
 A64_TESTS := $(A64_SRC:tests/arm64/%.c=$(A64)/tests/%) \
 	$(A64_SRC:tests/arm64/%.c=$(A64)/tests-asan/%)
 
+# The A64 classifier's suite compiles it in (plain C, no library needed).
+A64_SIM   := $(A64)/tests/test_a64_sim
+$(A64_SIM) $(A64)/tests-asan/test_a64_sim: A64_EXTRA := -Iinclude -Isrc src/arch/arm64/insn.c
+$(A64_SIM) $(A64)/tests-asan/test_a64_sim: src/arch/arm64/insn.c src/arch/arm64/insn.h
+
 $(A64)/tests/%: tests/arm64/%.c $(A64)/sysroot.stamp
 	@mkdir -p $(dir $@)
-	$(A64_CC) $(A64_CFLAGS) -o $@ $< -lcriterion
+	$(A64_CC) $(A64_CFLAGS) -o $@ $< $(A64_EXTRA) -lcriterion
 
 $(A64)/tests-asan/%: tests/arm64/%.c $(A64)/sysroot.stamp
 	@mkdir -p $(dir $@)
-	$(A64_CC) $(A64_CFLAGS) -O1 $(SAN) -o $@ $< -lcriterion
+	$(A64_CC) $(A64_CFLAGS) -O1 $(SAN) -o $@ $< $(A64_EXTRA) -lcriterion
 
 # The sysroot's own script decides what is stale (new package versions)
 # and touches the stamp when it checked; the arm64 targets run it first.
@@ -40,11 +47,13 @@ arm64-sysroot:
 $(A64)/sysroot.stamp:
 	@$(MAKE) --no-print-directory arm64-sysroot
 
+# The long run of the A64 simulator's differential tests and fuzzer
+# (A64_FUZZ=long, ten times the quick mode's encodings and sequences).
 check-arm64: arm64-sysroot
 	@$(MAKE) --no-print-directory $(A64_TESTS)
-	@B=$(B) bash tests/arm64/arm64.sh run $(A64_TESTS)
+	@B=$(B) ARM64_ENV="A64_FUZZ=long $(ARM64_ENV)" bash tests/arm64/arm64.sh run $(A64_TESTS)
 
 check-arm64-quick:
-	@B=$(B) A64_SMOKE=$(A64_SMOKE) MAKE="$(MAKE)" bash tests/arm64/quick.sh
+	@B=$(B) A64_QUICK="$(A64_SMOKE) $(A64_SIM)" MAKE="$(MAKE)" bash tests/arm64/quick.sh
 
 CHECK_EXTRA += check-arm64-quick

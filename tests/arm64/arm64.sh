@@ -14,7 +14,9 @@
 # Environment: B (build dir, default build), ARM64_TIMEOUT (seconds the
 # guest may run, default 900), ARM64_SMP (guest CPUs, default 2),
 # ARM64_CPU (QEMU's -cpu, default max: PAC, BTI, LSE), ARM64_VERBOSE=1
-# (every test's result line, not only the synthesis).
+# (every test's result line, not only the synthesis), ARM64_ENV (NAME=value
+# words for the kernel command line, which the kernel hands to /init's
+# environment and so to the tests: A64_FUZZ=long).
 set -euo pipefail
 
 B=${B:-build}
@@ -198,7 +200,7 @@ cmd_run() {
 		-M virt -cpu "${ARM64_CPU:-max}" -smp "${ARM64_SMP:-2}" -m 2G \
 		-accel tcg,thread=multi -nographic -no-reboot -nic none \
 		-kernel "$kernel" -initrd "$W/initramfs.cpio.gz" \
-		-append "console=ttyAMA0 panic=-1 quiet loglevel=3 rdinit=/init kp.verbose=${ARM64_VERBOSE:-0}" \
+		-append "console=ttyAMA0 panic=-1 quiet loglevel=3 rdinit=/init kp.verbose=${ARM64_VERBOSE:-0} ${ARM64_ENV:-}" \
 		</dev/null >"$log" 2>&1 || true
 	t1=$(date +%s)
 	tr -d '\r' <"$log" | sed -n '/^KPROBES-ARM64-BEGIN$/,/^KPROBES-ARM64-END/p' |
