@@ -61,14 +61,19 @@ $(B)/obj/%.o: %.c
 
 # Structure offsets for the assembly, as the kernel's asm-offsets: each
 # DEFINE in asm-offsets.c leaves "->NAME value" in the compiler's output.
+# $(call asm_offsets_inc,SOURCE,COMPILER-OUTPUT,TARGET) turns the markers
+# into .set lines (also for the arm64 build, tests/arm64/arm64.mk).
+define asm_offsets_inc
+{ echo "/* Generated from $(1) by the Makefile: do not edit. */"; \
+	  sed -n 's/^[[:space:]]*\.ascii[[:space:]]*"->\([A-Za-z_][A-Za-z_0-9]*\) \(-\{0,1\}[0-9][0-9]*\)"$$/\t.set \1, \2/p' \
+		$(2); } > $(3).tmp
+	@test -s $(3).tmp && grep -q '\.set PT_SIZE, ' $(3).tmp || { echo "$(3): no offsets found" >&2; exit 1; }
+	mv $(3).tmp $(3)
+endef
 $(B)/gen/asm-offsets.inc: $(ASM_OFFSETS)
 	@mkdir -p $(dir $@)
 	$(CC) $(LIBFLAGS) -MMD -MP -MT $@ -MF $(B)/gen/asm-offsets.d -S $< -o $(B)/gen/asm-offsets.s
-	{ echo "/* Generated from $< by the Makefile: do not edit. */"; \
-	  sed -n 's/^[[:space:]]*\.ascii[[:space:]]*"->\([A-Za-z_][A-Za-z_0-9]*\) \(-\{0,1\}[0-9][0-9]*\)"$$/\t.set \1, \2/p' \
-		$(B)/gen/asm-offsets.s; } > $@.tmp
-	@test -s $@.tmp && grep -q '\.set PT_SIZE, ' $@.tmp || { echo "$@: no offsets found" >&2; exit 1; }
-	mv $@.tmp $@
+	$(call asm_offsets_inc,$<,$(B)/gen/asm-offsets.s,$@)
 -include $(B)/gen/asm-offsets.d
 
 $(LIB_ASM:%.S=$(B)/obj/%.o) $(LIB_ASM:%.S=$(B)/asan/%.o): $(B)/gen/asm-offsets.inc
