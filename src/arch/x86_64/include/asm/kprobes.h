@@ -38,6 +38,9 @@
  * probepoints inside the region, retired slots, ...). */
 #define ARCH_OPT_CENSUS_MAX (2 + KP_MAX_INSN + 4 + 16)
 
+/* Jump optimization (arch_opt_*, detours) is implemented. */
+#define ARCH_HAS_OPTPROBES 1
+
 /* A static-key site: a 5-byte NOP or a jmp rel32. */
 #define ARCH_JUMP_LABEL_LEN 5
 
