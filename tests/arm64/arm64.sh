@@ -179,6 +179,10 @@ make_initramfs() {
 	for lib in $(needed_libs "$@" | sort -u); do
 		cp -L "$lib" "$root/usr/lib/$CROSS/"
 	done
+	# libgcc_s is loaded with dlopen() by glibc's backtrace() and by the
+	# library's return stubs (their unwind information is registered
+	# with it), so no DT_NEEDED names it: as on any system, it is there.
+	cp -L "$SYSROOT/lib/$CROSS/libgcc_s.so.1" "$root/usr/lib/$CROSS/"
 	# The dynamic loader under the name in PT_INTERP.
 	cp -L "$SYSROOT/lib/aarch64-linux-gnu/ld-linux-aarch64.so.1" "$root/lib/"
 	cp tests/arm64/init.sh "$root/init"

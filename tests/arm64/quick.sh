@@ -1,8 +1,10 @@
 #!/bin/bash
 # `make check`'s arm64 step: boots the arm64 guest with the smoke suite
-# (tests/arm64/test_arm64_smoke.c) and the A64 simulator's quick mode
-# (tests/arm64/test_a64_sim.c), about 40 s once build/arm64 holds the
-# packages, a minute more the first time.  When the cross toolchain, the
+# (tests/arm64/test_arm64_smoke.c), the A64 simulator's quick mode
+# (tests/arm64/test_a64_sim.c) and the library's own core suite
+# (tests/arm64/test_arm64_kprobes.c), about 90 s once build/arm64 holds
+# the packages and the cross-built library, a few minutes more the first
+# time.  When the cross toolchain, the
 # emulator or the arm64 packages cannot be had (no root, no package
 # mirror) it says so and passes: `make check` must not depend on them.
 # A build failure, a failing test or a guest that reports no status fails.
