@@ -173,7 +173,11 @@ make_initramfs() {
 	done
 	for bin in "$@"; do
 		dir=tests
-		[ "$(basename "$(dirname "$bin")")" = tests-asan ] && dir=tests-asan
+		case "$(basename "$(dirname "$bin")")" in
+		tests-asan) dir=tests-asan ;;
+		jl) dir=tests/jl ;;	# objects test_tracepoint loads
+		esac
+		mkdir -p "$root/$dir"
 		cp "$bin" "$root/$dir/"
 	done
 	for lib in $(needed_libs "$@" | sort -u); do

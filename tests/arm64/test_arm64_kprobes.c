@@ -15,6 +15,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/auxv.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include "kprobes.h"
@@ -359,3 +361,43 @@ Test(a64_kprobe, register_kprobes_is_all_or_none)
 	cr_expect_eq(*(volatile unsigned int *)a64_add, 0xa9bf7bfdu);
 }
 
+
+#ifndef PROT_BTI
+#define PROT_BTI 0x10
+#endif
+#ifndef HWCAP2_BTI
+#define HWCAP2_BTI (1 << 17)
+#endif
+
+/* On a page guarded by Branch Target Identification, an indirect call to
+ * a probed BTI C meets the BRK, which is no landing pad: the Branch Target
+ * exception (SIGILL) comes before the trap, and the library takes it as
+ * the probe hit. */
+Test(a64_kprobe, probed_landing_pad_on_a_guarded_page)
+{
+	static const uint32_t code[] = {
+		0xd503245fu,	/* bti c */
+		0x91001000u,	/* add x0, x0, #4 */
+		0xd65f03c0u,	/* ret */
+	};
+	long (*volatile fn)(long);
+	struct kprobe kp;
+	uint32_t *page;
+
+	if (!(getauxval(AT_HWCAP2) & HWCAP2_BTI))
+		cr_skip_test("no BTI on this CPU");
+	page = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	cr_assert_neq(page, MAP_FAILED);
+	memcpy(page, code, sizeof(code));
+	cr_assert_eq(mprotect(page, 4096, PROT_READ | PROT_EXEC | PROT_BTI), 0);
+	__builtin___clear_cache((char *)page, (char *)page + sizeof(code));
+	fn = (long (*)(long))page;
+	cr_assert_eq(fn(1), 5);
+	cr_assert_eq(probe_at(&kp, page, 0, true), 0);
+	cr_expect_eq(fn(1), 5);
+	cr_expect_eq(hits, 1);
+	cr_expect_eq(posts, 1);
+	unregister_kprobe(&kp);
+	cr_expect_eq(fn(2), 6);
+	munmap(page, 4096);
+}
