@@ -87,16 +87,18 @@ A64_SMOKE := $(A64)/tests/test_arm64_smoke
 # test_nomem, test_text_poke, test_insn: the x86-64 jump optimizer (an
 # x86-64 target function; arm64 has no jump optimization yet), patcher
 # and decoder; test_wprobe, test_cli_watch: watchpoints are -EOPNOTSUPP
-# on arm64; test_jump_label: x86-64 NOP/JMP bytes and an x86-64
-# site in assembly (the static-key sites of test_tracepoint run); test_cli*, test_run, test_lang, test_ctl: the
-# kprobe tool, not built for arm64; test_fault_region: an x86-64 function
-# in assembly (a fault in a slot, shown at the probed address, is in
-# test_arm64_kprobes); test_census: waits for a jump optimization;
-# test_fork_loader: asks for more than 10 forks in 3 s, which TCG does
-# not reach (its children neither hung nor failed in the guest);
+# on arm64; test_jump_label: x86-64 NOP/JMP bytes and an x86-64 site in
+# assembly (the static-key sites of test_tracepoint run); test_cli*,
+# test_run, test_lang, test_ctl: the kprobe tool, not built for arm64;
+# test_fault_region: an x86-64 function in assembly (a fault in a slot,
+# shown at the probed address, is in test_arm64_kprobes); test_census:
+# waits for a jump optimization;
+# test_libc_all: registers 2,451 libc entries one by one, which TCG does
+# not finish within its 60 s (400 of them took 8 s and passed; every entry
+# at once, as a batch, is in test_arm64_kretprobe);
 # test_a64_insn: the classifier's host unit tests (run natively).
-A64_LIB_NAMES := test_arm64_kprobes test_arm64_kretprobe test_gone test_libc_all \
-	test_nofault test_read_nofault test_elf test_tracepoint
+A64_LIB_NAMES := test_arm64_kprobes test_arm64_kretprobe test_gone \
+	test_nofault test_read_nofault test_elf test_tracepoint test_fork_loader
 A64_LIB_TESTS := $(A64_LIB_NAMES:%=$(A64)/tests/%) $(A64_LIB_NAMES:%=$(A64)/tests-asan/%)
 A64_LIB_HELPERS := tests/arm64/helpers_a64.S tests/arm64/helpers_a64.h
 # Each is also built with ASan+UBSan (the cross compiler's libasan runs in
