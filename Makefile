@@ -61,14 +61,19 @@ $(B)/obj/%.o: %.c
 
 # Structure offsets for the assembly, as the kernel's asm-offsets: each
 # DEFINE in asm-offsets.c leaves "->NAME value" in the compiler's output.
+# $(call asm_offsets_inc,SOURCE,COMPILER-OUTPUT,TARGET) turns the markers
+# into .set lines (also for the arm64 build, tests/arm64/arm64.mk).
+define asm_offsets_inc
+{ echo "/* Generated from $(1) by the Makefile: do not edit. */"; \
+	  sed -n 's/^[[:space:]]*\.ascii[[:space:]]*"->\([A-Za-z_][A-Za-z_0-9]*\) \(-\{0,1\}[0-9][0-9]*\)"$$/\t.set \1, \2/p' \
+		$(2); } > $(3).tmp
+	@test -s $(3).tmp && grep -q '\.set PT_SIZE, ' $(3).tmp || { echo "$(3): no offsets found" >&2; exit 1; }
+	mv $(3).tmp $(3)
+endef
 $(B)/gen/asm-offsets.inc: $(ASM_OFFSETS)
 	@mkdir -p $(dir $@)
 	$(CC) $(LIBFLAGS) -MMD -MP -MT $@ -MF $(B)/gen/asm-offsets.d -S $< -o $(B)/gen/asm-offsets.s
-	{ echo "/* Generated from $< by the Makefile: do not edit. */"; \
-	  sed -n 's/^[[:space:]]*\.ascii[[:space:]]*"->\([A-Za-z_][A-Za-z_0-9]*\) \(-\{0,1\}[0-9][0-9]*\)"$$/\t.set \1, \2/p' \
-		$(B)/gen/asm-offsets.s; } > $@.tmp
-	@test -s $@.tmp && grep -q '\.set PT_SIZE, ' $@.tmp || { echo "$@: no offsets found" >&2; exit 1; }
-	mv $@.tmp $@
+	$(call asm_offsets_inc,$<,$(B)/gen/asm-offsets.s,$@)
 -include $(B)/gen/asm-offsets.d
 
 $(LIB_ASM:%.S=$(B)/obj/%.o) $(LIB_ASM:%.S=$(B)/asan/%.o): $(B)/gen/asm-offsets.inc
@@ -122,13 +127,18 @@ $(B)/tests/test_stack_cxx $(B)/tests-asan/test_stack_cxx: tests/stack_oracle.h
 # The allocation-failure suite sees every calloc() of the library.
 $(B)/tests/test_nomem $(B)/tests-asan/test_nomem: TEST_LDFLAGS := -Wl,--wrap=calloc
 
+# The A64 classifier is plain C: its unit tests run on any host, compiled in.
+A64_HOST := $(B)/tests/test_a64_insn $(B)/tests-asan/test_a64_insn
+$(A64_HOST): TEST_SRC_EXTRA := src/arch/arm64/insn.c
+$(A64_HOST): src/arch/arm64/insn.c src/arch/arm64/insn.h tests/a64/insn_table.h
+
 $(B)/tests/%: tests/%.c $(TEST_HELPERS) tests/testutil.h $(B)/libkprobes.a
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(BASE) -Itests -o $@ $< $(TEST_HELPERS) $(B)/libkprobes.a $(LIBS) -lcriterion $(TEST_LDFLAGS)
+	$(CC) $(CFLAGS) $(BASE) -Itests -o $@ $< $(TEST_SRC_EXTRA) $(TEST_HELPERS) $(B)/libkprobes.a $(LIBS) -lcriterion $(TEST_LDFLAGS)
 
 $(B)/tests-asan/%: tests/%.c $(TEST_HELPERS) tests/testutil.h $(B)/libkprobes-asan.a
 	@mkdir -p $(dir $@)
-	$(CC) -O1 -g $(BASE) $(SAN) -Itests -o $@ $< $(TEST_HELPERS) $(B)/libkprobes-asan.a $(LIBS) -lcriterion $(TEST_LDFLAGS)
+	$(CC) -O1 -g $(BASE) $(SAN) -Itests -o $@ $< $(TEST_SRC_EXTRA) $(TEST_HELPERS) $(B)/libkprobes-asan.a $(LIBS) -lcriterion $(TEST_LDFLAGS)
 
 $(B)/tests/%: tests/%.cpp tests/testutil.h include/kprobes.h $(B)/libkprobes.a
 	@mkdir -p $(dir $@)

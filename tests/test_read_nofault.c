@@ -204,9 +204,9 @@ TEST_FN long nofault_target(const char *s, const void *bad)
 static int reads_arguments(struct kprobe *p, struct pt_regs *regs)
 {
 	(void)p;
-	handler_good = kprobes_read_nofault(handler_copy, (const void *)regs->di,
+	handler_good = kprobes_read_nofault(handler_copy, (const void *)regs_get_kernel_argument(regs, 0),
 					    sizeof(handler_copy));
-	handler_bad = kprobes_read_nofault(handler_copy + 4, (const void *)regs->si, 8);
+	handler_bad = kprobes_read_nofault(handler_copy + 4, (const void *)regs_get_kernel_argument(regs, 1), 8);
 	return 0;
 }
 

@@ -31,7 +31,7 @@
  * patch code): call them from normal context, not from a signal handler or
  * a probe handler.
  *
- * C and C++ (GCC >= 8 or Clang >= 9: asm goto), x86-64 only.
+ * C and C++ (GCC >= 8 or Clang >= 9: asm goto), x86-64 and arm64.
  */
 #ifndef KPROBES_JUMP_LABEL_H
 #define KPROBES_JUMP_LABEL_H
@@ -83,8 +83,8 @@ struct static_key_false { struct static_key key; };
 	".popsection\n\t"
 
 /*
- * A site that starts as a 5-byte NOP (falls through: false) or as a 5-byte
- * JMP to the other block (true).  Statement expressions rather than inline
+ * A site that starts as a NOP (falls through: false) or as a JMP to the
+ * other block (true): 5 bytes each on x86-64, one word (NOP, B) on arm64.  Statement expressions rather than inline
  * functions, so the key's address is a constant operand even at -O0.
  */
 #define KPROBES_JL_SITE(insn, key, branch)					\
@@ -92,15 +92,25 @@ struct static_key_false { struct static_key key; };
 		__label__ l_yes;						\
 		bool kp_r_ = false;						\
 		__asm__ goto(insn KPROBES_JL_ENTRY("%c0", "%c1")		\
-			     : : "i"(key), "i"(branch) : : l_yes);		\
+			     : : KPROBES_JL_KEY_OP(key), "i"(branch) : : l_yes); \
 		if (0) {							\
 		l_yes:								\
 			kp_r_ = true;						\
 		}								\
 		kp_r_;								\
 	})
+#if defined(__aarch64__)
+/* arm64: one instruction word, NOP or B; the key's address is a symbolic
+ * operand ("S": "i" refuses symbol addresses in position-independent
+ * code there). */
+#define KPROBES_JL_KEY_OP(key) "S"(key)
+#define KPROBES_JL_NOP "1: nop\n\t"
+#define KPROBES_JL_JMP "1: b %l[l_yes]\n\t"
+#else
+#define KPROBES_JL_KEY_OP(key) "i"(key)
 #define KPROBES_JL_NOP "1: .byte 0x0f, 0x1f, 0x44, 0x00, 0x00\n\t"
 #define KPROBES_JL_JMP "1: .byte 0xe9\n\t.long %l[l_yes] - 2f\n\t2:\n\t"
+#endif
 #define kprobes_jl_nop(key, branch) KPROBES_JL_SITE(KPROBES_JL_NOP, key, branch)
 #define kprobes_jl_jmp(key, branch) KPROBES_JL_SITE(KPROBES_JL_JMP, key, branch)
 

@@ -8,7 +8,9 @@
 int kp_rearm_all(void);
 
 bool kp_knob_enabled = true;
-bool kp_knob_optimize = true;
+/* Never on where the architecture has no jump optimization
+ * (ARCH_HAS_OPTPROBES, asm/kprobes.h): kprobes_optimization() says so. */
+bool kp_knob_optimize = ARCH_HAS_OPTPROBES;
 /* Boosting (no second trap without post handlers); off only to measure
  * the single-stepped path. */
 bool kp_knob_boost = true;
@@ -30,7 +32,7 @@ static bool env_flag(const char *name, bool dflt)
 void kp_knobs_init(void)
 {
 	kp_knob_enabled = env_flag("KPROBES_ENABLED", true);
-	kp_knob_optimize = env_flag("KPROBES_OPTIMIZATION", true);
+	kp_knob_optimize = ARCH_HAS_OPTPROBES && env_flag("KPROBES_OPTIMIZATION", true);
 }
 
 KP_EXPORT void kprobes_set_enabled(bool on)
@@ -57,7 +59,7 @@ KP_EXPORT void kprobes_set_optimization(bool on)
 	if (kp_init())
 		return;
 	pthread_mutex_lock(&kp_registry_lock);
-	kp_knob_optimize = on;
+	kp_knob_optimize = on && ARCH_HAS_OPTPROBES;
 	for (struct kp_probepoint *pp = kp_all_probepoints; pp; pp = pp->all_next)
 		kp_optimizer_reevaluate(pp);
 	pthread_mutex_unlock(&kp_registry_lock);

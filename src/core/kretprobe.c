@@ -303,34 +303,45 @@ static bool on_other_stack(uintptr_t slot, uintptr_t sp)
 	return !(slot >= (uintptr_t)ss.ss_sp && slot < (uintptr_t)ss.ss_sp + ss.ss_size);
 }
 
+/* Whether the frame of instance ri, at or below the slot of the function
+ * entered at regs, is still live: at the same slot, it is this very
+ * activation (another return probe on the function came first) when the
+ * return address is still ri's stub; below it, only a frame on another
+ * stack (a signal handler on sigaltstack) whose return address may still
+ * be the stub can be. */
+static bool frame_live(const struct kp_ri *ri, uintptr_t slot, const struct pt_regs *regs)
+{
+	if (ri->slot == slot)
+		return arch_entry_ret_addr(regs, slot) == ri->stub;
+	return arch_frame_may_return_to(ri->slot, ri->stub) && on_other_stack(ri->slot, slot);
+}
+
 /* Drops this thread's instances of frames at or below the new entry's slot
- * that were left without a return (longjmp, exceptions): a frame whose
- * slot no longer holds its stub is gone; one whose slot still does is
- * gone unless it is on another stack (a signal handler on sigaltstack). */
-static void drop_stale(struct kp_thread *t, uintptr_t slot)
+ * that were left without a return (longjmp, exceptions). */
+static void drop_stale(struct kp_thread *t, uintptr_t slot, const struct pt_regs *regs)
 {
 	struct kp_ri *ri;
 
 	while ((ri = t->ri_top) && ri->slot <= slot && slot - ri->slot < STALE_WINDOW) {
-		if (arch_ret_addr_is(ri->slot, ri->stub) &&
-		    (ri->slot == slot || on_other_stack(ri->slot, slot)))
+		if (frame_live(ri, slot, regs))
 			break;
 		t->ri_top = ri->next;
 		ri_put(t, ri);
 	}
 }
 
-/* A new instance for the frame whose return address is at slot (regs: for
- * the entry handler, which the optimized entry's fast path never has);
- * NULL when none was installed. */
+/* A new instance for the activation at slot entered with regs (NULL on the
+ * optimized entry's fast path, which has no entry handler to give them
+ * to and whose return address is in memory); NULL when none was
+ * installed. */
 static struct kp_ri *rp_enter(struct kretprobe *rp, struct kp_thread *t, uintptr_t slot,
 			      struct pt_regs *regs)
 {
 	struct kp_rp_pool *pool = rp->__pool;
-	uintptr_t ret = arch_ret_addr_get(slot);
+	uintptr_t ret = arch_entry_ret_addr(regs, slot);
 	struct kp_ri *ri;
 
-	drop_stale(t, slot);
+	drop_stale(t, slot, regs);
 	ri = ri_get(t, pool);
 	if (!ri) {
 		pool_reap_dead(pool);
@@ -355,7 +366,7 @@ static struct kp_ri *rp_enter(struct kretprobe *rp, struct kp_thread *t, uintptr
 		ri_put(t, ri);
 		return NULL;
 	}
-	arch_ret_addr_set(slot, ri->stub);
+	arch_entry_ret_addr_set(regs, slot, ri->stub);
 	ri->next = t->ri_top;
 	t->ri_top = ri;
 	return ri;
@@ -416,12 +427,12 @@ int kp_kretprobe_entry_fast(struct kprobe *p, void *ret_slot, struct kp_thread *
 	ri->slot = slot;
 	ri->pub.rp = rp;
 	ri->pub.task = t->tid;
-	ri->pub.ret_addr = (kprobe_opcode_t *)arch_ret_addr_get(slot);
+	ri->pub.ret_addr = (kprobe_opcode_t *)arch_entry_ret_addr(NULL, slot);
 	ri->next = top;
 	t->ri_top = ri;
 	ri->called = arch_ret_stub_call(slot, t, ri->stub);
 	if (!ri->called)
-		arch_ret_addr_set(slot, ri->stub);
+		arch_entry_ret_addr_set(NULL, slot, ri->stub);
 	return 0;
 }
 
@@ -779,14 +790,14 @@ KP_EXPORT unsigned long kretprobe_find_ret_addr(unsigned long addr, unsigned lon
 void kp_kretprobe_unhijack(bool release)
 {
 	struct kp_thread *t = kp_thread_current();
-	uintptr_t sp = (uintptr_t)__builtin_frame_address(0);
+	uintptr_t sp = (uintptr_t)__builtin_frame_address(0), *at;
 	struct kp_ri *ri;
 
 	if (!t)
 		return;
 	for (ri = t->ri_top; ri; ri = ri->next)
-		if (ri->slot >= sp && arch_ret_addr_get(ri->slot) == ri->stub)
-			arch_ret_addr_set(ri->slot, (uintptr_t)ri->pub.ret_addr);
+		if (ri->slot >= sp && arch_frame_ret_addr(ri->slot, &at) && *at == ri->stub)
+			*at = (uintptr_t)ri->pub.ret_addr;
 	while (release && (ri = t->ri_top)) {
 		t->ri_top = ri->next;
 		ri_put(t, ri);
@@ -796,17 +807,19 @@ void kp_kretprobe_unhijack(bool release)
 void kp_kretprobe_rehijack(void)
 {
 	struct kp_thread *t = kp_thread_current();
-	uintptr_t sp = (uintptr_t)__builtin_frame_address(0);
+	uintptr_t sp = (uintptr_t)__builtin_frame_address(0), *at;
 
 	for (struct kp_ri *ri = t ? t->ri_top : NULL; ri; ri = ri->next)
-		if (ri->slot >= sp && arch_ret_addr_get(ri->slot) == (uintptr_t)ri->pub.ret_addr)
-			arch_ret_addr_set(ri->slot, ri->stub);
+		if (ri->slot >= sp && arch_frame_ret_addr(ri->slot, &at) &&
+		    *at == (uintptr_t)ri->pub.ret_addr)
+			*at = ri->stub;
 }
 
 void kp_kretprobe_after_catch(uintptr_t cfa)
 {
 	struct kp_thread *t = kp_thread_current();
 	struct kp_ri *ri;
+	uintptr_t *at;
 
 	if (!t || !cfa)
 		return;
@@ -815,6 +828,6 @@ void kp_kretprobe_after_catch(uintptr_t cfa)
 		ri_put(t, ri);
 	}
 	for (ri = t->ri_top; ri; ri = ri->next)
-		if (arch_ret_addr_get(ri->slot) == (uintptr_t)ri->pub.ret_addr)
-			arch_ret_addr_set(ri->slot, ri->stub);
+		if (arch_frame_ret_addr(ri->slot, &at) && *at == (uintptr_t)ri->pub.ret_addr)
+			*at = ri->stub;
 }

@@ -178,8 +178,7 @@ void kp_optimizer_forget_gone(struct kp_probepoint *pp)
 {
 	if (pp->opt_state == OPT_QUEUED || pp->opt_state == OPT_PREPARED)
 		queue_remove(pp);
-	if (pp->ainsn.opt)
-		pp->ainsn.opt->jumped = false;
+	arch_opt_forget_gone(&pp->ainsn);
 	__atomic_store_n(&pp->opt_state, OPT_NONE, __ATOMIC_RELEASE);
 }
 

@@ -341,7 +341,7 @@ static void probe_attach(struct kp_probepoint *pp, struct kprobe *p, enum kp_typ
 	p->__pp = pp;
 	p->__state = KP_STATE_REGISTERED;
 	p->__type = type;
-	p->opcode = pp->ainsn.bytes[0];
+	p->opcode = arch_insn_opcode(&pp->ainsn);
 	p->nmissed = 0;
 	p->flags &= KPROBE_FLAG_DISABLED;
 	p->addr = (kprobe_opcode_t *)pp->addr;

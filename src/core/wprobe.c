@@ -161,6 +161,10 @@ KP_EXPORT int register_wprobe(struct wprobe *wp)
 
 	if (!wp)
 		return -EINVAL;
+	/* A watchpoint that traps before the access (arm64) would trap again
+	 * at every return to it: not offered there yet. */
+	if (!ARCH_WATCH_AFTER_ACCESS)
+		return -EOPNOTSUPP;
 	err = kp_init();
 	if (err)
 		return err;

@@ -10,8 +10,8 @@
 #include "core/arch_api.h"	/* the cookie, kp_wprobe_of_cookie() */
 
 /* One per debug register: all threads are watched, so a process can have
- * no more. */
-#define KP_WSLOTS 4
+ * no more (asm/kprobes.h). */
+#define KP_WSLOTS ARCH_WATCH_SLOTS
 
 
 /* The global "enabled" knob changed: under kp_registry_lock. */

@@ -19,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "asm/dwarf.h"
 #include "elf/cache.h"
 #include "elf/cfi.h"
 
@@ -39,9 +40,11 @@ extern __typeof(dwarf_frame_cfa) dwarf_frame_cfa __attribute__((weak));
 extern __typeof(dwarf_frame_register) dwarf_frame_register __attribute__((weak));
 extern __typeof(dwarf_cfi_end) dwarf_cfi_end __attribute__((weak));
 
-#define DW_REG_RBP 6
-#define DW_REG_RSP 7
-#define DW_REG_RA 16
+/* The stack pointer, frame pointer and return-address column, which the
+ * rows are expressed in (named rsp/rbp below, as on x86-64). */
+#define DW_REG_RBP ARCH_DWARF_FP
+#define DW_REG_RSP ARCH_DWARF_SP
+#define DW_REG_RA ARCH_DWARF_RA
 
 struct row_vec {
 	struct cfi_table *t;

@@ -14,7 +14,9 @@
 # Environment: B (build dir, default build), ARM64_TIMEOUT (seconds the
 # guest may run, default 900), ARM64_SMP (guest CPUs, default 2),
 # ARM64_CPU (QEMU's -cpu, default max: PAC, BTI, LSE), ARM64_VERBOSE=1
-# (every test's result line, not only the synthesis).
+# (every test's result line, not only the synthesis), ARM64_ENV (NAME=value
+# words for the kernel command line, which the kernel hands to /init's
+# environment and so to the tests: A64_FUZZ=long).
 set -euo pipefail
 
 B=${B:-build}
@@ -171,12 +173,20 @@ make_initramfs() {
 	done
 	for bin in "$@"; do
 		dir=tests
-		[ "$(basename "$(dirname "$bin")")" = tests-asan ] && dir=tests-asan
+		case "$(basename "$(dirname "$bin")")" in
+		tests-asan) dir=tests-asan ;;
+		jl) dir=tests/jl ;;	# objects test_tracepoint loads
+		esac
+		mkdir -p "$root/$dir"
 		cp "$bin" "$root/$dir/"
 	done
 	for lib in $(needed_libs "$@" | sort -u); do
 		cp -L "$lib" "$root/usr/lib/$CROSS/"
 	done
+	# libgcc_s is loaded with dlopen() by glibc's backtrace() and by the
+	# library's return stubs (their unwind information is registered
+	# with it), so no DT_NEEDED names it: as on any system, it is there.
+	cp -L "$SYSROOT/lib/$CROSS/libgcc_s.so.1" "$root/usr/lib/$CROSS/"
 	# The dynamic loader under the name in PT_INTERP.
 	cp -L "$SYSROOT/lib/aarch64-linux-gnu/ld-linux-aarch64.so.1" "$root/lib/"
 	cp tests/arm64/init.sh "$root/init"
@@ -198,7 +208,7 @@ cmd_run() {
 		-M virt -cpu "${ARM64_CPU:-max}" -smp "${ARM64_SMP:-2}" -m 2G \
 		-accel tcg,thread=multi -nographic -no-reboot -nic none \
 		-kernel "$kernel" -initrd "$W/initramfs.cpio.gz" \
-		-append "console=ttyAMA0 panic=-1 quiet loglevel=3 rdinit=/init kp.verbose=${ARM64_VERBOSE:-0}" \
+		-append "console=ttyAMA0 panic=-1 quiet loglevel=3 rdinit=/init kp.verbose=${ARM64_VERBOSE:-0} ${ARM64_ENV:-}" \
 		</dev/null >"$log" 2>&1 || true
 	t1=$(date +%s)
 	tr -d '\r' <"$log" | sed -n '/^KPROBES-ARM64-BEGIN$/,/^KPROBES-ARM64-END/p' |

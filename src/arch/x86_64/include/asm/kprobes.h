@@ -38,8 +38,30 @@
  * probepoints inside the region, retired slots, ...). */
 #define ARCH_OPT_CENSUS_MAX (2 + KP_MAX_INSN + 4 + 16)
 
+/* Jump optimization (arch_opt_*, detours) is implemented. */
+#define ARCH_HAS_OPTPROBES 1
+
 /* A static-key site: a 5-byte NOP or a jmp rel32. */
 #define ARCH_JUMP_LABEL_LEN 5
+
+/* Watchpoints: four debug registers, whose data breakpoints trap after
+ * the access (the handler sees the new value and the next instruction). */
+#define ARCH_WATCH_SLOTS 4
+#define ARCH_WATCH_AFTER_ACCESS 1
+
+/* The opcode a registered kprobe shows (struct kprobe.opcode): the
+ * instruction's first byte. */
+static inline kprobe_opcode_t arch_insn_opcode(const struct arch_insn *ai)
+{
+	return ai->bytes[0];
+}
+
+/* The probepoint's code was unmapped: its jump, if any, is gone with it. */
+static inline void arch_opt_forget_gone(struct arch_insn *ai)
+{
+	if (ai->opt)
+		ai->opt->jumped = false;
+}
 
 /* ---- registers ---- */
 
@@ -91,25 +113,37 @@ static inline uintptr_t arch_return_slot_of_cfa(uintptr_t cfa)
 	return cfa - sizeof(uintptr_t);
 }
 
-/* The return address kept at slot (a live frame's). */
-static inline uintptr_t arch_ret_addr_get(uintptr_t slot)
+/* The return address of the function entered with regs, whose slot is
+ * slot (on x86-64 the top of the stack; regs is not needed, and is NULL
+ * on an optimized entry's fast path), and hijacking it: as the kernel's
+ * arch_uretprobe_hijack_return_addr() once the original is saved. */
+static inline uintptr_t arch_entry_ret_addr(const struct pt_regs *regs, uintptr_t slot)
 {
+	(void)regs;
 	return *(uintptr_t *)slot;
 }
 
-/* As the kernel's arch_uretprobe_hijack_return_addr() does once the
- * original is saved: the frame at slot returns to addr from now on. */
-static inline void arch_ret_addr_set(uintptr_t slot, uintptr_t addr)
+static inline void arch_entry_ret_addr_set(struct pt_regs *regs, uintptr_t slot, uintptr_t addr)
 {
+	(void)regs;
 	*(uintptr_t *)slot = addr;
 }
 
-/* Whether the frame at slot still returns to addr.  The stack may be dead
- * (a frame left by longjmp or an exception) and the hit path's own frames
- * may be reusing it right now: read through a volatile load, without
- * AddressSanitizer, which would report it. */
-__attribute__((no_sanitize_address)) static inline bool arch_ret_addr_is(uintptr_t slot,
-									  uintptr_t addr)
+/* Where a live frame keeps its return address (true), for the unwinder
+ * interposers that put the real one back and the stub again: at its
+ * slot. */
+static inline bool arch_frame_ret_addr(uintptr_t slot, uintptr_t **where)
+{
+	*where = (uintptr_t *)slot;
+	return true;
+}
+
+/* Whether the frame at slot may still return to addr (false: provably
+ * not).  The stack may be dead (a frame left by longjmp or an exception)
+ * and the hit path's own frames may be reusing it right now: read through
+ * a volatile load, without AddressSanitizer, which would report it. */
+__attribute__((no_sanitize_address)) static inline bool arch_frame_may_return_to(uintptr_t slot,
+										  uintptr_t addr)
 {
 	return *(volatile uintptr_t *)slot == addr;
 }

@@ -1,0 +1,11 @@
+/* DWARF register numbers the CFI reader (src/elf/cfi.c) reduces rows to:
+ * the stack pointer, the frame pointer and the return-address column
+ * (AArch64 DWARF: sp 31, x29 29, x30 30). */
+#ifndef KP_ASM_DWARF_H
+#define KP_ASM_DWARF_H
+
+#define ARCH_DWARF_SP 31
+#define ARCH_DWARF_FP 29
+#define ARCH_DWARF_RA 30
+
+#endif

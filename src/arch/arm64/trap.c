@@ -1,0 +1,334 @@
+/* The breakpoint path (arm64): a BRK at a probe raises SIGTRAP with the pc
+ * at the BRK itself; the handlers run and the thread goes on through the
+ * instruction's slot, or the instruction is simulated; faults inside slots
+ * are shown to the program at the probed address.  Async-signal-safe
+ * throughout: no locks, no allocation, no calls into code that could
+ * itself be probed except through the re-entrance rule. */
+#include <errno.h>
+#include <signal.h>
+#include <string.h>
+#include <ucontext.h>
+
+#include "arch/arch.h"
+#include "arch/arm64/insn.h"
+#include "arch/arm64/regs.h"
+#include "arch/arm64/unwind.h"
+#include "arch/arm64/xol.h"
+#include "core/arch_api.h"
+#include "os/linux/signals.h"
+#include "os/linux/threads.h"
+
+#define PC(uc) ((uc)->uc_mcontext.pc)
+
+/* Our BRKs: the probe's, and the slots' two exits. */
+static bool our_brk(uint32_t w)
+{
+	return w == ARCH_BREAKPOINT_INSN || w == A64_BRK(A64_BRK_XOL_EXIT_IMM) ||
+	       w == A64_BRK(A64_BRK_XOL_POST_IMM);
+}
+
+/* Nothing before this point touches errno, so a probe on
+ * __errno_location() or any libc function cannot recurse: hits from here
+ * on count as missed. */
+static int handlers_begin(struct kp_thread *t)
+{
+	t->in_handler++;
+	return errno;
+}
+
+static void handlers_end(struct kp_thread *t, int saved_errno)
+{
+	errno = saved_errno;
+	t->in_handler--;
+}
+
+static void run_post(struct kp_thread *t, struct kp_probepoint *pp, ucontext_t *uc)
+{
+	struct pt_regs regs;
+	unsigned long pc = PC(uc);
+	int e;
+
+	regs_from_ucontext(&regs, uc);
+	e = handlers_begin(t);
+	kp_run_post_handlers(pp, &regs);
+	handlers_end(t, e);
+	regs.pc = pc;
+	regs_to_ucontext(&regs, uc);
+}
+
+static int trap_number(int sig)
+{
+	/* the kernel's ESR exception classes: data abort, instruction abort,
+	 * unknown (undefined instruction), FP exception */
+	switch (sig) {
+	case SIGILL: return 0x00;
+	case SIGFPE: return 0x2c;
+	case SIGBUS: return 0x24;
+	default: return 0x24;
+	}
+}
+
+/* A simulated literal load that cannot read its literal: the instruction
+ * would fault at the probed address.  The fault handlers run, then the
+ * program gets the SIGSEGV the instruction would have raised. */
+static void simulated_fault(struct kp_thread *t, struct kp_probepoint *pp, ucontext_t *uc)
+{
+	siginfo_t info;
+	struct pt_regs regs;
+	int handled = 0;
+
+	PC(uc) = pp->addr;
+	if (!t->in_handler) {
+		int e;
+
+		regs_from_ucontext(&regs, uc);
+		e = handlers_begin(t);
+		handled = kp_run_fault_handlers(pp, &regs, trap_number(SIGSEGV));
+		handlers_end(t, e);
+		if (handled) {
+			regs_to_ucontext(&regs, uc);
+			return;
+		}
+	}
+	memset(&info, 0, sizeof(info));
+	info.si_signo = SIGSEGV;
+	info.si_code = SEGV_MAPERR;
+	info.si_addr = (void *)pp->addr;
+	kp_sig_forward(SIGSEGV, &info, uc);
+}
+
+/* Runs the probed instruction of pp: out of line in its slot (the post
+ * entry when post handlers are to run), or simulated here followed by the
+ * post handlers. */
+static void resume_probed(struct kp_thread *t, struct kp_probepoint *pp, ucontext_t *uc,
+			  bool post)
+{
+	const struct arch_insn *ai = &pp->ainsn;
+	struct pt_regs regs;
+
+	if (ai->slot) {
+		PC(uc) = ai->slot->code + (post ? XOL_POST_OFF : XOL_BOOST_OFF);
+		return;
+	}
+	regs_from_ucontext(&regs, uc);
+	regs.pc = pp->addr;
+	if (a64_insn_simulate(&ai->dec, &regs)) {
+		simulated_fault(t, pp, uc);
+		return;
+	}
+	regs_to_ucontext(&regs, uc);
+	if (post)
+		run_post(t, pp, uc);
+}
+
+static bool wants_post(const struct kp_probepoint *pp)
+{
+	return kp_probepoint_has_post(pp);
+}
+
+/* A BRK at pp was hit. */
+static void probe_hit(struct kp_thread *t, struct kp_probepoint *pp, ucontext_t *uc)
+{
+	struct pt_regs regs;
+	int e;
+
+	if (t->in_handler || t->nest > 1) {
+		/* Hit from inside a handler or the trap path: no handlers,
+		 * just execute. */
+		kp_count_missed(pp);
+		resume_probed(t, pp, uc, false);
+		return;
+	}
+	regs_from_ucontext(&regs, uc);
+	e = handlers_begin(t);
+	if (kp_run_pre_handlers(pp, &regs)) {
+		/* The handler changed the path: resume where it said. */
+		handlers_end(t, e);
+		regs_to_ucontext(&regs, uc);
+		return;
+	}
+	handlers_end(t, e);
+	regs_to_ucontext(&regs, uc);
+	resume_probed(t, pp, uc, wants_post(pp));
+}
+
+/* A slot's exit BRK: the instruction has run. */
+static bool slot_exit(struct kp_thread *t, struct xol_slot *s, uintptr_t pc, ucontext_t *uc)
+{
+	struct kp_probepoint *pp = __atomic_load_n(&s->owner, __ATOMIC_ACQUIRE);
+	bool post = pc == s->code + XOL_POST_OFF + 4;
+
+	if (!pp || (!post && pc != s->code + XOL_BOOST_OFF + 4))
+		return false;
+	PC(uc) = pp->addr + 4;
+	if (post && !t->in_handler && wants_post(pp))
+		run_post(t, pp, uc);
+	return true;
+}
+
+uintptr_t arch_jprobe_restore(struct kp_thread *t, ucontext_t *uc);
+extern char kp_jprobe_return_trap[];
+
+/* jprobe_return(): back to the probed function's own state, then run the
+ * probed instruction (out of line, or in place if the probe is gone). */
+static void jprobe_return_hit(struct kp_thread *t, ucontext_t *uc)
+{
+	uintptr_t addr = arch_jprobe_restore(t, uc);
+	struct kp_probepoint *pp = kp_probepoint_lookup(addr);
+
+	t->jprobe_pp = NULL;
+	t->in_handler--;
+	if (pp)
+		resume_probed(t, pp, uc, wants_post(pp));
+	else
+		PC(uc) = addr;
+}
+
+static bool trap_dispatch(struct kp_thread *t, uintptr_t pc, ucontext_t *uc)
+{
+	struct xol_slot *s;
+	struct kp_probepoint *pp;
+
+	if (pc == (uintptr_t)kp_jprobe_return_trap && t->jprobe_pp) {
+		jprobe_return_hit(t, uc);
+		return true;
+	}
+	s = xol_slot_of(pc);
+	if (s)
+		return slot_exit(t, s, pc, uc);
+	for (bool seen = false;; seen = true) {
+		pp = kp_probepoint_lookup(pc);
+		if (pp) {
+			probe_hit(t, pp, uc);
+			return true;
+		}
+		if (*(volatile uint32_t *)pc != ARCH_BREAKPOINT_INSN) {
+			/* The probe went away after this thread trapped (or
+			 * this is not our BRK: then the word at pc is the
+			 * program's own, and it traps again, the program's). */
+			if (!our_brk(*(volatile uint32_t *)pc) &&
+			    (*(volatile uint32_t *)pc & 0xffe0001fu) == 0xd4200000u)
+				return false;
+			PC(uc) = pc;
+			return true;
+		}
+		/* Our BRK and no probepoint: a probe that went away and
+		 * another put at pc since the lookup (a probepoint is
+		 * published before its BRK is written): look again. */
+		if (seen)
+			return false;
+		__atomic_thread_fence(__ATOMIC_ACQUIRE);
+	}
+}
+
+/* One trap at pc, for the census: where the thread trapped, then where it
+ * is sent.  False when it is not ours. */
+static bool trap_at(uintptr_t pc, ucontext_t *uc)
+{
+	struct kp_thread *t = kp_thread_self();
+	void *outer;
+	bool ours;
+
+	if (!t)
+		return false;
+	outer = t->trap_ctx;
+	kp_read_enter(t);
+	__atomic_store_n(&t->trap_ctx, uc, __ATOMIC_RELEASE);
+	__atomic_store_n(&t->trap_depth, t->trap_depth + 1, __ATOMIC_RELEASE);
+	ours = trap_dispatch(t, pc, uc);
+	__atomic_store_n(&t->resume_ip, (uintptr_t)PC(uc), __ATOMIC_RELEASE);
+	__atomic_store_n(&t->trap_depth, t->trap_depth - 1, __ATOMIC_RELEASE);
+	__atomic_store_n(&t->trap_ctx, outer, __ATOMIC_RELEASE);
+	kp_read_exit(t);
+	return ours;
+}
+
+static void trap_handler(int sig, siginfo_t *info, void *ctx)
+{
+	ucontext_t *uc = ctx;
+	uintptr_t pc = (uintptr_t)PC(uc);
+	bool ours = false;
+
+	/* A BRK reports TRAP_BRKPT with the pc at the BRK.  Our BRKs carry
+	 * our immediates; a probe removed since the trap has the original
+	 * word back, which trap_dispatch() tells from a foreign BRK. */
+	if (info->si_code == TRAP_BRKPT && !(pc & 3))
+		ours = trap_at(pc, uc);
+	if (!ours)
+		kp_sig_forward(sig, info, ctx);
+}
+
+/* A fault inside a slot happened, for the program, at the probed address. */
+static bool fault_in_slot(struct kp_thread *t, struct xol_slot *s, int sig,
+			  siginfo_t *info, ucontext_t *uc)
+{
+	struct kp_probepoint *pp = __atomic_load_n(&s->owner, __ATOMIC_ACQUIRE);
+	uintptr_t pc = (uintptr_t)PC(uc);
+	struct pt_regs regs;
+	int handled = 0;
+
+	if (!pp)
+		return false;
+	PC(uc) = pp->addr;
+	if (sig != SIGSEGV && sig != SIGBUS && (uintptr_t)info->si_addr == pc)
+		info->si_addr = (void *)pp->addr;
+	if (!t->in_handler) {
+		int e;
+
+		regs_from_ucontext(&regs, uc);
+		e = handlers_begin(t);
+		handled = kp_run_fault_handlers(pp, &regs, trap_number(sig));
+		handlers_end(t, e);
+		if (handled)
+			regs_to_ucontext(&regs, uc);
+	}
+	return handled;
+}
+
+/* PSTATE.BTYPE: the branch type a Branch Target Identification check
+ * was made for. */
+#define PSTATE_BTYPE 0xc00UL
+
+static void fault_handler(int sig, siginfo_t *info, void *ctx)
+{
+	ucontext_t *uc = ctx;
+	uintptr_t pc = (uintptr_t)PC(uc);
+	struct xol_slot *s;
+	struct kp_thread *t;
+	bool handled = false;
+
+	/* the caught loads' fault: no business of the program's */
+	if ((sig == SIGSEGV || sig == SIGBUS) && arch_unwind_fixup(uc))
+		return;
+	/* An indirect branch to a probed landing pad (BTI C, PACIASP) on a
+	 * guarded page meets our BRK, which is no landing pad: the Branch
+	 * Target exception comes before the BRK would trap.  The landing
+	 * pad was there: the probe is hit as if the check had passed. */
+	if (sig == SIGILL && info->si_code == ILL_ILLOPC && !(pc & 3) &&
+	    (uc->uc_mcontext.pstate & PSTATE_BTYPE) &&
+	    *(volatile uint32_t *)pc == ARCH_BREAKPOINT_INSN && kp_probepoint_lookup(pc)) {
+		uc->uc_mcontext.pstate &= ~PSTATE_BTYPE;
+		if (trap_at(pc, uc))
+			return;
+	}
+	s = xol_slot_of(pc);
+	t = kp_thread_self();
+	if (t && s) {
+		kp_read_enter(t);
+		handled = fault_in_slot(t, s, sig, info, uc);
+		kp_read_exit(t);
+	}
+	if (!handled)
+		kp_sig_forward(sig, info, ctx);
+}
+
+int arch_init(void)
+{
+	static const int faults[] = { SIGSEGV, SIGBUS, SIGFPE, SIGILL };
+	int err;
+
+	err = kp_sig_own(SIGTRAP, trap_handler, 0, true);
+	for (unsigned int i = 0; !err && i < sizeof(faults) / sizeof(faults[0]); i++)
+		err = kp_sig_own(faults[i], fault_handler, SA_ONSTACK, true);
+	return err;
+}

@@ -1,0 +1,11 @@
+/* DWARF register numbers the CFI reader (src/elf/cfi.c) reduces rows to:
+ * the stack pointer, the frame pointer and the return-address column
+ * (x86-64 psABI: rsp 7, rbp 6, return address 16). */
+#ifndef KP_ASM_DWARF_H
+#define KP_ASM_DWARF_H
+
+#define ARCH_DWARF_SP 7
+#define ARCH_DWARF_FP 6
+#define ARCH_DWARF_RA 16
+
+#endif

@@ -1,0 +1,403 @@
+/*
+ * The library on arm64, its core API: BRK probes on instructions run out
+ * of line and on simulated ones (ADR, ADRP, literal loads, B, BL, BLR,
+ * B.cond, CBZ, TBNZ, RET), refusals (exclusive sequences, foreign BRKs,
+ * misaligned addresses), handlers that change registers and the path,
+ * enabling, missed hits, faults in slots, the list.  The probed functions
+ * are A64 assembly (helpers_a64.S), so each probe sits on the instruction
+ * class it means.  Return probes, jprobes, threads and fork:
+ * test_arm64_kretprobe.c.
+ */
+#include <criterion/criterion.h>
+#include <errno.h>
+#include <setjmp.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/auxv.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include "kprobes.h"
+#include "testutil.h"
+#include "helpers_a64.h"
+
+static volatile long hits, posts;
+static volatile unsigned long seen_pc, seen_arg0, seen_arg1, post_x0;
+
+static int count_pre(struct kprobe *p, struct pt_regs *regs)
+{
+	hits++;
+	seen_pc = instruction_pointer(regs);
+	seen_arg0 = regs_get_kernel_argument(regs, 0);
+	seen_arg1 = regs_get_kernel_argument(regs, 1);
+	return 0;
+}
+
+static void count_post(struct kprobe *p, struct pt_regs *regs, unsigned long flags)
+{
+	posts++;
+	post_x0 = regs->regs[0];
+}
+
+static void reset(void)
+{
+	hits = posts = 0;
+	seen_pc = seen_arg0 = seen_arg1 = post_x0 = 0;
+}
+
+/* A probe at fn+off with the counting handlers (post too when asked). */
+static int probe_at(struct kprobe *kp, void *fn, unsigned int off, bool post)
+{
+	memset(kp, 0, sizeof(*kp));
+	kp->addr = AT(fn, off);
+	kp->pre_handler = count_pre;
+	kp->post_handler = post ? count_post : NULL;
+	reset();
+	return register_kprobe(kp);
+}
+
+Test(a64_kprobe, entry_of_a_function_runs_out_of_line)
+{
+	struct kprobe kp;
+
+	cr_assert_eq(probe_at(&kp, a64_add, 0, false), 0);
+	cr_assert_eq(a64_add(40, 2), 42);
+	cr_assert_eq(a64_add(1, 2), 3);
+	cr_expect_eq(hits, 2);
+	cr_expect_eq(seen_pc, (unsigned long)a64_add, "handlers see the probed instruction's pc");
+	cr_expect_eq(seen_arg0, 1);
+	cr_expect_eq(seen_arg1, 2);
+	cr_expect_eq(kp.opcode, 0xa9bf7bfdu, "opcode: stp x29, x30, [sp, #-16]!");
+	unregister_kprobe(&kp);
+	cr_assert_eq(a64_add(5, 6), 11);
+	cr_expect_eq(hits, 2);
+	cr_expect_eq(*(volatile unsigned int *)a64_add, 0xa9bf7bfdu, "the word is back");
+}
+
+Test(a64_kprobe, post_handler_sees_the_result)
+{
+	struct kprobe kp;
+
+	cr_assert_eq(probe_at(&kp, a64_add, 8, true), 0);
+	cr_assert_eq(a64_add(20, 22), 42);
+	cr_expect_eq(hits, 1);
+	cr_expect_eq(posts, 1);
+	cr_expect_eq(post_x0, 42, "the add has run when the post handler sees x0");
+	unregister_kprobe(&kp);
+}
+
+static int change_x1(struct kprobe *p, struct pt_regs *regs)
+{
+	regs->regs[1] = 100;
+	return 0;
+}
+
+Test(a64_kprobe, pre_handler_changes_registers)
+{
+	struct kprobe kp = { .addr = AT(a64_add, 8), .pre_handler = change_x1 };
+
+	cr_assert_eq(register_kprobe(&kp), 0);
+	cr_expect_eq(a64_add(1, 2), 101);
+	unregister_kprobe(&kp);
+	cr_expect_eq(a64_add(1, 2), 3);
+}
+
+static int skip_insn(struct kprobe *p, struct pt_regs *regs)
+{
+	instruction_pointer_set(regs, instruction_pointer(regs) + 4);
+	return 1;
+}
+
+Test(a64_kprobe, pre_handler_changes_the_path)
+{
+	struct kprobe kp = { .addr = AT(a64_add, 8), .pre_handler = skip_insn };
+
+	cr_assert_eq(register_kprobe(&kp), 0);
+	cr_expect_eq(a64_add(7, 2), 7, "the add was skipped");
+	unregister_kprobe(&kp);
+}
+
+/* Every simulated class, with and without a post handler: the same
+ * results as unprobed, the handlers run once per call. */
+struct sim_case {
+	const char *name;
+	void *fn;
+	unsigned int off;
+	long (*call)(void);
+	long want;
+};
+
+static long call_literal(void) { return a64_literal(); }
+static long call_literal_w(void) { return a64_literal_w(); }
+static long call_adr(void) { return (long)a64_adr(); }
+static long call_adrp(void) { return (long)a64_adrp(); }
+static long call_cbz0(void) { return a64_cbz(0); }
+static long call_cbz1(void) { return a64_cbz(5); }
+static long call_tbnz1(void) { return a64_tbnz(8); }
+static long call_tbnz0(void) { return a64_tbnz(7); }
+static long call_blt_taken(void) { return a64_blt(-3, 2); }
+static long call_blt_not(void) { return a64_blt(3, 2); }
+static long call_b(void) { return a64_b(); }
+static long call_bl(void) { return a64_bl(40); }
+static long call_blr(void) { return a64_blr(41, a64_add_one); }
+static long call_ret(void) { return a64_add(30, 12); }
+static long call_ret_leaf(void) { return a64_add_one(41); }
+
+static const struct sim_case sim_cases[] = {
+	{ "ldr literal", a64_literal, 0, call_literal, 0x1122334455667788L },
+	{ "ldrsw literal", a64_literal_w, 0, call_literal_w, (long)(int)0x89abcdef },
+	{ "adr", a64_adr, 0, call_adr, 0 },
+	{ "adrp", a64_adrp, 0, call_adrp, 0 },
+	{ "cbz taken", a64_cbz, 0, call_cbz0, 2 },
+	{ "cbz not taken", a64_cbz, 0, call_cbz1, 1 },
+	{ "tbnz taken", a64_tbnz, 0, call_tbnz1, 2 },
+	{ "tbnz not taken", a64_tbnz, 0, call_tbnz0, 1 },
+	{ "b.lt taken", a64_blt, 4, call_blt_taken, 2 },
+	{ "b.lt not taken", a64_blt, 4, call_blt_not, 1 },
+	{ "b", a64_b, 4, call_b, 5 },
+	{ "bl", a64_bl, 8, call_bl, 42 },
+	{ "blr", a64_blr, 12, call_blr, 42 },
+	{ "ret", a64_add, 16, call_ret, 42 },
+	{ "ret in a leaf", a64_add_one, 4, call_ret_leaf, 42 },
+};
+
+static long sim_want(const struct sim_case *c)
+{
+	if (c->fn == (void *)a64_adr)
+		return (long)a64_adr;
+	if (c->fn == (void *)a64_adrp)
+		return (long)&a64_data;
+	return c->want;
+}
+
+Test(a64_kprobe, simulated_instructions_behave_as_unprobed)
+{
+	for (size_t i = 0; i < sizeof(sim_cases) / sizeof(sim_cases[0]); i++) {
+		const struct sim_case *c = &sim_cases[i];
+
+		for (int post = 0; post < 2; post++) {
+			struct kprobe kp;
+
+			cr_assert_eq(c->call(), sim_want(c), "%s unprobed", c->name);
+			cr_assert_eq(probe_at(&kp, c->fn, c->off, post), 0, "%s", c->name);
+			cr_expect_eq(c->call(), sim_want(c), "%s probed (post %d)", c->name, post);
+			cr_expect_eq(c->call(), sim_want(c), "%s probed again (post %d)", c->name,
+				     post);
+			cr_expect_eq(hits, 2, "%s: %ld hits", c->name, hits);
+			cr_expect_eq(posts, post ? 2 : 0, "%s: %ld posts", c->name, posts);
+			unregister_kprobe(&kp);
+			cr_expect_eq(c->call(), sim_want(c), "%s after", c->name);
+		}
+	}
+}
+
+Test(a64_kprobe, refuses_what_cannot_be_probed)
+{
+	struct kprobe kp = { .pre_handler = count_pre };
+
+	kp.addr = AT(a64_xinc, 0);
+	cr_expect_eq(register_kprobe(&kp), -EINVAL, "a load-exclusive");
+	memset(&kp, 0, sizeof(kp));
+	kp.addr = AT(a64_xinc, 4);
+	cr_expect_eq(register_kprobe(&kp), -EINVAL, "inside an exclusive sequence");
+	memset(&kp, 0, sizeof(kp));
+	kp.addr = AT(a64_xinc, 8);
+	cr_expect_eq(register_kprobe(&kp), -EINVAL, "a store-exclusive");
+	memset(&kp, 0, sizeof(kp));
+	kp.addr = AT(a64_own_brk, 0);
+	cr_expect_eq(register_kprobe(&kp), -EINVAL, "the program's own BRK");
+	memset(&kp, 0, sizeof(kp));
+	kp.addr = AT(a64_add, 2);
+	cr_expect_eq(register_kprobe(&kp), -EILSEQ, "not an instruction boundary");
+	/* after the loop: a probe is fine there */
+	memset(&kp, 0, sizeof(kp));
+	kp.addr = AT(a64_xinc, 16);
+	kp.pre_handler = count_pre;
+	cr_expect_eq(register_kprobe(&kp), 0, "after the exclusive sequence");
+	{
+		long v = 41;
+
+		reset();
+		cr_expect_eq(a64_xinc(&v), 42);
+		cr_expect_eq(hits, 1);
+	}
+	unregister_kprobe(&kp);
+}
+
+Test(a64_kprobe, by_symbol_name_and_offset)
+{
+	struct kprobe kp = { .symbol_name = "a64_add", .offset = 8, .pre_handler = count_pre };
+
+	reset();
+	cr_assert_eq(register_kprobe(&kp), 0);
+	cr_expect_eq(kp.addr, AT(a64_add, 8));
+	cr_expect_eq(a64_add(2, 3), 5);
+	cr_expect_eq(hits, 1);
+	unregister_kprobe(&kp);
+}
+
+Test(a64_kprobe, disable_and_enable)
+{
+	struct kprobe kp;
+
+	cr_assert_eq(probe_at(&kp, a64_add_one, 0, false), 0);
+	a64_add_one(1);
+	cr_assert_eq(disable_kprobe(&kp), 0);
+	cr_expect_eq(a64_add_one(1), 2);
+	cr_expect_eq(hits, 1);
+	cr_assert_eq(enable_kprobe(&kp), 0);
+	a64_add_one(1);
+	cr_expect_eq(hits, 2);
+	unregister_kprobe(&kp);
+}
+
+static struct kprobe recursing;
+
+static int recurse_pre(struct kprobe *p, struct pt_regs *regs)
+{
+	hits++;
+	/* the probe inside its own handler: runs, missed */
+	cr_assert_eq(a64_add_one(1), 2);
+	return 0;
+}
+
+Test(a64_kprobe, hit_inside_a_handler_is_missed)
+{
+	recursing = (struct kprobe){ .addr = AT(a64_add_one, 0), .pre_handler = recurse_pre };
+	reset();
+	cr_assert_eq(register_kprobe(&recursing), 0);
+	cr_expect_eq(a64_add_one(5), 6);
+	cr_expect_eq(hits, 1);
+	cr_expect_eq(recursing.nmissed, 1);
+	unregister_kprobe(&recursing);
+}
+
+Test(a64_kprobe, pac_and_bti_entries)
+{
+	struct kprobe a, b;
+
+	cr_assert_eq(probe_at(&a, a64_pac, 0, true), 0);
+	cr_expect_eq(a64_pac(1), 4);
+	cr_expect_eq(hits, 1);
+	cr_expect_eq(posts, 1);
+	unregister_kprobe(&a);
+	cr_assert_eq(probe_at(&b, a64_bti, 0, true), 0);
+	cr_expect_eq(a64_bti(1), 5);
+	cr_expect_eq(hits, 1);
+	cr_expect_eq(posts, 1);
+	unregister_kprobe(&b);
+}
+
+Test(a64_kprobe, registers_and_flags_are_kept)
+{
+	struct kprobe kp;
+
+	cr_assert_eq(a64_regs_kept(), 0);
+	cr_assert_eq(probe_at(&kp, a64_add_one_keeps, 0, true), 0);
+	cr_expect_eq(a64_regs_kept(), 0, "a probe out of line");
+	unregister_kprobe(&kp);
+	cr_assert_eq(probe_at(&kp, a64_add_one_keeps, 4, true), 0);
+	cr_expect_eq(a64_regs_kept(), 0, "a simulated RET");
+	cr_expect_eq(hits, 1);
+	unregister_kprobe(&kp);
+}
+
+static volatile uintptr_t fault_pc;
+static sigjmp_buf fault_jmp;
+
+static void on_segv(int sig, siginfo_t *si, void *ctx)
+{
+	fault_pc = (uintptr_t)((ucontext_t *)ctx)->uc_mcontext.pc;
+	siglongjmp(fault_jmp, 1);
+}
+
+Test(a64_kprobe, fault_in_a_slot_is_at_the_probed_address)
+{
+	struct sigaction sa = { .sa_sigaction = on_segv, .sa_flags = SA_SIGINFO };
+	struct kprobe kp;
+
+	cr_assert_eq(probe_at(&kp, a64_load, 0, false), 0);
+	cr_assert_eq(sigaction(SIGSEGV, &sa, NULL), 0);
+	if (!sigsetjmp(fault_jmp, 1))
+		a64_load((long *)8);
+	cr_expect_eq(fault_pc, (uintptr_t)a64_load);
+	cr_expect_eq(hits, 1);
+	{
+		long v = 9;
+
+		cr_expect_eq(a64_load(&v), 9);
+	}
+	unregister_kprobe(&kp);
+}
+
+Test(a64_kprobe, list_shows_the_probe)
+{
+	struct kprobe kp;
+	char buf[4096] = "", want[128];
+	FILE *f = fmemopen(buf, sizeof(buf) - 1, "w");
+
+	cr_assert_eq(probe_at(&kp, a64_add, 8, false), 0);
+	cr_assert(f);
+	kprobes_list(f);
+	fclose(f);
+	snprintf(want, sizeof(want), "%016lx  k  a64_add+0x8", (unsigned long)AT(a64_add, 8));
+	cr_expect(strstr(buf, want), "list: %s", buf);
+	cr_expect(!strstr(buf, "[OPTIMIZED]"), "no jump optimization on arm64");
+	unregister_kprobe(&kp);
+}
+
+Test(a64_kprobe, register_kprobes_is_all_or_none)
+{
+	struct kprobe a = { .addr = AT(a64_add, 0), .pre_handler = count_pre };
+	struct kprobe b = { .addr = AT(a64_xinc, 4), .pre_handler = count_pre };
+	struct kprobe *ps[] = { &a, &b };
+
+	reset();
+	cr_assert_eq(register_kprobes(ps, 2), -EINVAL);
+	cr_expect_eq(a64_add(1, 1), 2);
+	cr_expect_eq(hits, 0, "the first was unregistered again");
+	cr_expect_eq(*(volatile unsigned int *)a64_add, 0xa9bf7bfdu);
+}
+
+
+#ifndef PROT_BTI
+#define PROT_BTI 0x10
+#endif
+#ifndef HWCAP2_BTI
+#define HWCAP2_BTI (1 << 17)
+#endif
+
+/* On a page guarded by Branch Target Identification, an indirect call to
+ * a probed BTI C meets the BRK, which is no landing pad: the Branch Target
+ * exception (SIGILL) comes before the trap, and the library takes it as
+ * the probe hit. */
+Test(a64_kprobe, probed_landing_pad_on_a_guarded_page)
+{
+	static const uint32_t code[] = {
+		0xd503245fu,	/* bti c */
+		0x91001000u,	/* add x0, x0, #4 */
+		0xd65f03c0u,	/* ret */
+	};
+	long (*volatile fn)(long);
+	struct kprobe kp;
+	uint32_t *page;
+
+	if (!(getauxval(AT_HWCAP2) & HWCAP2_BTI))
+		cr_skip_test("no BTI on this CPU");
+	page = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	cr_assert_neq(page, MAP_FAILED);
+	memcpy(page, code, sizeof(code));
+	cr_assert_eq(mprotect(page, 4096, PROT_READ | PROT_EXEC | PROT_BTI), 0);
+	__builtin___clear_cache((char *)page, (char *)page + sizeof(code));
+	fn = (long (*)(long))page;
+	cr_assert_eq(fn(1), 5);
+	cr_assert_eq(probe_at(&kp, page, 0, true), 0);
+	cr_expect_eq(fn(1), 5);
+	cr_expect_eq(hits, 1);
+	cr_expect_eq(posts, 1);
+	unregister_kprobe(&kp);
+	cr_expect_eq(fn(2), 6);
+	munmap(page, 4096);
+}
