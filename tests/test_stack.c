@@ -949,14 +949,14 @@ static void expect_same_tables(const char *path)
 	for (size_t i = 0; i < a.n && i < b.n; i++) {
 		const struct cfi_row *x = &a.rows[i], *y = &b.rows[i];
 
-		if (x->pc == y->pc && x->kind == y->kind && x->cfa_off == y->cfa_off &&
-		    x->bp8 == y->bp8 && x->ra8 == y->ra8)
+		if (x->pc == y->pc && x->r.kind == y->r.kind && x->r.cfa_off == y->r.cfa_off &&
+		    x->r.bp8 == y->r.bp8 && x->r.ra8 == y->r.ra8)
 			continue;
 		if (diffs++ < 5)
 			cr_log_error("%s row %zu: libdw pc %#x kind %d cfa %d bp %d ra %d, interpreter "
-				     "pc %#x kind %d cfa %d bp %d ra %d", path, i, x->pc, x->kind,
-				     x->cfa_off, x->bp8, x->ra8, y->pc, y->kind, y->cfa_off, y->bp8,
-				     y->ra8);
+				     "pc %#x kind %d cfa %d bp %d ra %d", path, i, x->pc, x->r.kind,
+				     x->r.cfa_off, x->r.bp8, x->r.ra8, y->pc, y->r.kind, y->r.cfa_off,
+				     y->r.bp8, y->r.ra8);
 	}
 	cr_expect_eq(diffs, 0, "%s: %zu rows differ", path, diffs);
 	cfi_table_free(&a);

@@ -334,7 +334,7 @@ static bool unwind_one(const struct stack_set *set, const struct stack_obj **las
 {
 	uintptr_t pc = f->exact ? f->ip : f->ip - 1, cfa, ra, bp, ra_at;
 	const struct cfi_row *r = set ? row_of(set, last, pc) : NULL;
-	int kind = r ? r->kind : CFI_NONE;
+	int kind = r ? r->r.kind : CFI_NONE;
 
 	switch (kind) {
 	case CFI_END:
@@ -342,10 +342,10 @@ static bool unwind_one(const struct stack_set *set, const struct stack_obj **las
 	case CFI_SIGNAL:
 		return unwind_signal(f);
 	case CFI_SP:
-		cfa = f->sp + (intptr_t)r->cfa_off;
+		cfa = f->sp + (intptr_t)r->r.cfa_off;
 		break;
 	case CFI_BP:
-		cfa = f->bp + (intptr_t)r->cfa_off;
+		cfa = f->bp + (intptr_t)r->r.cfa_off;
 		break;
 	default:
 		if (!fp_plausible(f))
@@ -356,15 +356,15 @@ static bool unwind_one(const struct stack_set *set, const struct stack_obj **las
 	}
 	if (cfa <= f->sp || (cfa & (WORD - 1)))
 		return false;
-	ra_at = r ? cfa - WORD * r->ra8 : arch_return_slot_of_cfa(cfa);
+	ra_at = r ? cfa - WORD * r->r.ra8 : arch_return_slot_of_cfa(cfa);
 	if (kp_load_nofault(ra_at, &ra) || !ra)
 		return false;
 	if (!r) {
 		if (kp_load_nofault(cfa + ARCH_FP_SAVED_AT, &bp))
 			bp = 0;
-	} else if (r->bp8 == CFI_BP_SAME) {
+	} else if (r->r.bp8 == CFI_BP_SAME) {
 		bp = f->bp;
-	} else if (r->bp8 == CFI_BP_LOST || kp_load_nofault(cfa + (intptr_t)WORD * r->bp8, &bp)) {
+	} else if (r->r.bp8 == CFI_BP_LOST || kp_load_nofault(cfa + (intptr_t)WORD * r->r.bp8, &bp)) {
 		bp = 0;
 	}
 	/* a return-probed frame returns to its instance's stub */
@@ -435,7 +435,7 @@ int kp_stack_row_kind(uintptr_t pc)
 	kp_read_enter(t);
 	set = __atomic_load_n(&current, __ATOMIC_ACQUIRE);
 	r = set ? row_of(set, &last, pc) : NULL;
-	kind = r ? r->kind : -1;
+	kind = r ? r->r.kind : -1;
 	kp_read_exit(t);
 	return kind;
 }

@@ -1,15 +1,18 @@
 /*
  * Compact unwind tables from an object's call-frame information.
  *
- * libdw evaluates the CFI program of every FDE row by row
- * (dwarf_cfi_addrframe: the rules in force at an address, and the range
- * they hold for); each row is then reduced to what an unwinder of
- * compiler-generated x86-64 code needs: the CFA as rsp or rbp plus an
- * offset, where the return address is, and where the caller's rbp is.
- * Equal neighbouring rows merge.  Rules the rows cannot hold (a CFA or
- * return address computed by a DWARF expression, as in PLT entries) are
- * marked: the unwinder uses frame pointers there.  Signal frames (FDEs
- * with the 'S' augmentation, glibc's __restore_rt) are marked as such.
+ * The rules in force at every address of every FDE are found either by
+ * running the FDEs' programs here (cfi_interp_build, .eh_frame) or by
+ * libdw's evaluation (cfi_libdw_build: dwarf_cfi_addrframe gives the rules
+ * at an address and the range they hold for; it also reads .debug_frame).
+ * Either way each range's rules are reduced, by one function, to what an
+ * unwinder of compiler-generated code needs: the CFA as the stack or frame
+ * pointer plus an offset, where the return address is, and where the
+ * caller's frame pointer is.  Equal neighbouring rows merge.  Rules the
+ * rows cannot hold (a CFA or return address computed by a DWARF
+ * expression, as in PLT entries) are marked: the unwinder uses frame
+ * pointers there.  Signal frames (FDEs with the 'S' augmentation, glibc's
+ * __restore_rt) are marked as such.
  */
 #include <dwarf.h>
 #include <elfutils/libdw.h>
@@ -27,12 +30,12 @@
  * statically into a shared object (the kprobe agent links libdw.a: its
  * allocator uses initial-exec TLS).  Weak references pull nothing from an
  * archive: in the agent they are NULL and objects with only .debug_frame
- * are unwound by frame pointers; with libdw.so they are there. */
+ * are unwound by frame pointers; with libdw.so they are there.  The same
+ * for libdw's CFI evaluation, which the tables of .eh_frame do not need
+ * (the interpreter below gives the same rows, faster). */
 extern __typeof(dwarf_begin_elf) dwarf_begin_elf __attribute__((weak));
 extern __typeof(dwarf_getcfi) dwarf_getcfi __attribute__((weak));
 extern __typeof(dwarf_end) dwarf_end __attribute__((weak));
-/* The same for libdw's CFI evaluation: without it (the agent) the FDEs'
- * programs are run here (cfi_interp_build). */
 extern __typeof(dwarf_getcfi_elf) dwarf_getcfi_elf __attribute__((weak));
 extern __typeof(dwarf_cfi_addrframe) dwarf_cfi_addrframe __attribute__((weak));
 extern __typeof(dwarf_frame_info) dwarf_frame_info __attribute__((weak));
@@ -40,11 +43,68 @@ extern __typeof(dwarf_frame_cfa) dwarf_frame_cfa __attribute__((weak));
 extern __typeof(dwarf_frame_register) dwarf_frame_register __attribute__((weak));
 extern __typeof(dwarf_cfi_end) dwarf_cfi_end __attribute__((weak));
 
-/* The stack pointer, frame pointer and return-address column, which the
- * rows are expressed in (named rsp/rbp below, as on x86-64). */
-#define DW_REG_RBP ARCH_DWARF_FP
-#define DW_REG_RSP ARCH_DWARF_SP
-#define DW_REG_RA ARCH_DWARF_RA
+/* ---- the rules of a range, and their reduction to a row ---- */
+
+/* How a register is recovered (of those the rows keep). */
+enum { RULE_SAME, RULE_UNDEF, RULE_OFFSET, RULE_OTHER };
+
+struct reg_rule {
+	uint8_t how;		/* RULE_* */
+	long off;		/* RULE_OFFSET: saved at CFA + off */
+};
+
+/* The rules in force over a range of code, as far as the rows need them. */
+struct frame_rules {
+	unsigned int cfa_reg;	/* DWARF register number */
+	long cfa_off;
+	bool cfa_expr;		/* the CFA is a DWARF expression */
+	struct reg_rule ra, fp;
+};
+
+/* Between FDEs, and past the end of the last: no information. */
+static const struct cfi_rule no_cfi = { .kind = CFI_NONE, .bp8 = CFI_BP_SAME, .ra8 = 1 };
+
+/* An offset from the CFA kept in words: n with off = 8 * n in [lo, hi]. */
+static bool words(long off, long lo, long hi, long *n)
+{
+	if (off % 8 || off / 8 < lo || off / 8 > hi)
+		return false;
+	*n = off / 8;
+	return true;
+}
+
+/* What the unwinder keeps of a range's rules. */
+static struct cfi_rule reduce(const struct frame_rules *st, bool signal)
+{
+	struct cfi_rule r = { .kind = CFI_EXPR, .bp8 = CFI_BP_LOST, .ra8 = 1 };
+	long w;
+
+	if (signal) {
+		r.kind = CFI_SIGNAL;
+		return r;
+	}
+	/* undefined, or the same value, means the same for a return address:
+	 * the outermost frame */
+	if (st->ra.how == RULE_UNDEF || st->ra.how == RULE_SAME) {
+		r.kind = CFI_END;
+		return r;
+	}
+	if (st->ra.how != RULE_OFFSET || !words(-st->ra.off, 0, 31, &w))
+		return r;
+	r.ra8 = (uint8_t)w;
+	if (st->fp.how == RULE_SAME)
+		r.bp8 = CFI_BP_SAME;
+	else if (st->fp.how == RULE_OFFSET && words(st->fp.off, INT8_MIN + 1, INT8_MAX - 1, &w))
+		r.bp8 = (int8_t)w;
+	if (st->cfa_expr || (st->cfa_reg != ARCH_DWARF_SP && st->cfa_reg != ARCH_DWARF_FP) ||
+	    st->cfa_off < INT16_MIN || st->cfa_off > INT16_MAX)
+		return r;
+	r.kind = st->cfa_reg == ARCH_DWARF_SP ? CFI_SP : CFI_BP;
+	r.cfa_off = (int16_t)st->cfa_off;
+	return r;
+}
+
+/* ---- the table being built ---- */
 
 struct row_vec {
 	struct cfi_table *t;
@@ -52,24 +112,23 @@ struct row_vec {
 	int err;
 };
 
-static bool same_row(const struct cfi_row *a, const struct cfi_row *b)
+static bool same_rule(struct cfi_rule a, struct cfi_rule b)
 {
-	return a->kind == b->kind && a->cfa_off == b->cfa_off && a->bp8 == b->bp8 &&
-	       a->ra8 == b->ra8;
+	return a.kind == b.kind && a.cfa_off == b.cfa_off && a.bp8 == b.bp8 && a.ra8 == b.ra8;
 }
 
-/* Appends r at file address pc; a row at the same pc replaces the last,
- * an equal one is not repeated. */
-static void push_row(struct row_vec *v, uintptr_t pc, struct cfi_row r)
+/* Appends the rule from file address pc on; a row at the same pc replaces
+ * the last, an equal one is not repeated. */
+static void push_row(struct row_vec *v, uintptr_t pc, struct cfi_rule r)
 {
 	struct cfi_table *t = v->t;
+	uint32_t at = (uint32_t)(pc - t->base);
 
 	if (v->err)
 		return;
-	r.pc = (uint32_t)(pc - t->base);
-	if (t->n && t->rows[t->n - 1].pc == r.pc)
+	if (t->n && t->rows[t->n - 1].pc == at)
 		t->n--;
-	if (t->n && same_row(&t->rows[t->n - 1], &r))
+	if (t->n && same_rule(t->rows[t->n - 1].r, r))
 		return;
 	if (t->n == v->cap) {
 		size_t cap = v->cap ? v->cap * 2 : 1024;
@@ -82,8 +141,76 @@ static void push_row(struct row_vec *v, uintptr_t pc, struct cfi_row r)
 		t->rows = rows;
 		v->cap = cap;
 	}
-	t->rows[t->n++] = r;
+	t->rows[t->n++] = (struct cfi_row){ at, r };
 }
+
+/* lookup[b]: the row covering the start of block b. */
+static int build_lookup(struct cfi_table *t)
+{
+	size_t r = 0;
+
+	if (!t->n)
+		return 0;
+	t->nblocks = ((size_t)t->rows[t->n - 1].pc >> CFI_BLOCK_SHIFT) + 1;
+	t->lookup = malloc((t->nblocks + 1) * sizeof(*t->lookup));
+	if (!t->lookup)
+		return -ENOMEM;
+	for (size_t b = 0; b <= t->nblocks; b++) {
+		uintptr_t at = (uintptr_t)b << CFI_BLOCK_SHIFT;
+
+		while (r + 1 < t->n && t->rows[r + 1].pc <= at)
+			r++;
+		t->lookup[b] = (uint32_t)r;
+	}
+	return 0;
+}
+
+/* The rows are all there: trimmed, indexed; or freed after an error. */
+static int table_finish(struct row_vec *v)
+{
+	struct cfi_table *t = v->t;
+	int err = v->err;
+
+	if (!err && t->n < v->cap) {
+		struct cfi_row *rows = realloc(t->rows, t->n * sizeof(*rows));
+
+		if (rows)
+			t->rows = rows;
+	}
+	if (!err)
+		err = build_lookup(t);
+	if (err)
+		cfi_table_free(t);
+	return err;
+}
+
+/* The named section's data (not NOBITS), and its address in *addr. */
+static Elf_Data *section_data(Elf *elf, const char *want, uintptr_t *addr)
+{
+	Elf_Scn *scn = NULL;
+	size_t shstrndx;
+
+	if (elf_getshdrstrndx(elf, &shstrndx) < 0)
+		return NULL;
+	while ((scn = elf_nextscn(elf, scn))) {
+		GElf_Shdr sh;
+		const char *name;
+		Elf_Data *d;
+
+		if (!gelf_getshdr(scn, &sh) || sh.sh_type == SHT_NOBITS)
+			continue;
+		name = elf_strptr(elf, shstrndx, sh.sh_name);
+		if (!name || strcmp(name, want))
+			continue;
+		d = elf_getdata(scn, NULL);
+		if (addr)
+			*addr = sh.sh_addr;
+		return d && d->d_buf && d->d_size ? d : NULL;
+	}
+	return NULL;
+}
+
+/* ---- with libdw's CFI evaluation ---- */
 
 /* A register saved at CFA + off: ops {DW_OP_call_frame_cfa[, plus_uconst off]}. */
 static bool saved_at_cfa(const Dwarf_Op *ops, size_t n, long *off)
@@ -101,63 +228,48 @@ static bool saved_at_cfa(const Dwarf_Op *ops, size_t n, long *off)
 	return false;
 }
 
-/* An offset from the CFA kept in words: n with off = 8 * n in [lo, hi]. */
-static bool words(long off, long lo, long hi, long *n)
+static struct reg_rule libdw_rule(Dwarf_Frame *fr, int reg)
 {
-	if (off % 8 || off / 8 < lo || off / 8 > hi)
-		return false;
-	*n = off / 8;
-	return true;
-}
-
-/* One libdw frame reduced to a row. */
-static struct cfi_row reduce(Dwarf_Frame *fr, bool signal)
-{
-	struct cfi_row r = { .kind = CFI_EXPR, .bp8 = CFI_BP_LOST, .ra8 = 1 };
 	Dwarf_Op mem[3], *ops;
 	size_t n;
-	long off, w;
+	long off;
 
-	if (signal) {
-		r.kind = CFI_SIGNAL;
-		return r;
+	if (dwarf_frame_register(fr, reg, mem, &ops, &n) != 0)
+		return (struct reg_rule){ RULE_OTHER, 0 };
+	/* no operations: undefined (ops is mem) or the same value (NULL) */
+	if (n == 0)
+		return (struct reg_rule){ ops ? RULE_UNDEF : RULE_SAME, 0 };
+	if (saved_at_cfa(ops, n, &off))
+		return (struct reg_rule){ RULE_OFFSET, off };
+	return (struct reg_rule){ RULE_OTHER, 0 };
+}
+
+static struct frame_rules libdw_rules(Dwarf_Frame *fr)
+{
+	struct frame_rules st = { .cfa_expr = true };
+	Dwarf_Op *ops;
+	size_t n;
+
+	st.ra = libdw_rule(fr, ARCH_DWARF_RA);
+	st.fp = libdw_rule(fr, ARCH_DWARF_FP);
+	if (dwarf_frame_cfa(fr, &ops, &n) == 0 && n == 1 && ops[0].atom == DW_OP_bregx) {
+		st.cfa_expr = false;
+		st.cfa_reg = (unsigned int)ops[0].number;
+		st.cfa_off = (long)(int64_t)ops[0].number2;
 	}
-	if (dwarf_frame_register(fr, DW_REG_RA, mem, &ops, &n) != 0)
-		return r;
-	/* n == 0: undefined (ops == mem) or the same value (ops NULL), which
-	 * for a return address means the same: the outermost frame */
-	if (n == 0) {
-		r.kind = CFI_END;
-		return r;
-	}
-	if (!saved_at_cfa(ops, n, &off) || !words(-off, 0, 31, &w))
-		return r;
-	r.ra8 = (uint8_t)w;
-	if (dwarf_frame_register(fr, DW_REG_RBP, mem, &ops, &n) == 0) {
-		if (n == 0 && !ops)
-			r.bp8 = CFI_BP_SAME;
-		else if (saved_at_cfa(ops, n, &off) && words(off, INT8_MIN + 1, INT8_MAX - 1, &w))
-			r.bp8 = (int8_t)w;
-	}
-	if (dwarf_frame_cfa(fr, &ops, &n) != 0 || n != 1 || ops[0].atom != DW_OP_bregx ||
-	    (ops[0].number != DW_REG_RSP && ops[0].number != DW_REG_RBP) ||
-	    (int64_t)ops[0].number2 < INT16_MIN || (int64_t)ops[0].number2 > INT16_MAX)
-		return r;
-	r.kind = ops[0].number == DW_REG_RSP ? CFI_SP : CFI_BP;
-	r.cfa_off = (int16_t)ops[0].number2;
-	return r;
+	return st;
 }
 
 /* The rows of one FDE's range [start, end). */
 static void walk_fde(Dwarf_CFI *cfi, uintptr_t start, uintptr_t end, struct row_vec *v)
 {
-	static const struct cfi_row none = { .kind = CFI_NONE, .bp8 = CFI_BP_SAME, .ra8 = 1 };
 	uintptr_t pc = start;
 
 	while (pc < end && !v->err) {
 		Dwarf_Frame *fr;
 		Dwarf_Addr lo, hi;
 		bool signal;
+		struct frame_rules st;
 
 		if (dwarf_cfi_addrframe(cfi, pc, &fr) != 0)
 			break;
@@ -165,32 +277,13 @@ static void walk_fde(Dwarf_CFI *cfi, uintptr_t start, uintptr_t end, struct row_
 			free(fr);
 			break;
 		}
-		push_row(v, pc, reduce(fr, signal));
+		st = libdw_rules(fr);
 		free(fr);
+		push_row(v, pc, reduce(&st, signal));
 		pc = hi < end ? hi : end;
 	}
 	/* Until the next FDE: no information (replaced if one starts here). */
-	push_row(v, end, none);
-}
-
-static Elf_Data *section_data(Elf *elf, const char *want)
-{
-	Elf_Scn *scn = NULL;
-	size_t shstrndx;
-
-	if (elf_getshdrstrndx(elf, &shstrndx) < 0)
-		return NULL;
-	while ((scn = elf_nextscn(elf, scn))) {
-		GElf_Shdr sh;
-		const char *name;
-
-		if (!gelf_getshdr(scn, &sh) || sh.sh_type == SHT_NOBITS)
-			continue;
-		name = elf_strptr(elf, shstrndx, sh.sh_name);
-		if (name && !strcmp(name, want))
-			return elf_getdata(scn, NULL);
-	}
-	return NULL;
+	push_row(v, end, no_cfi);
 }
 
 static int cmp_kfde(const void *a, const void *b)
@@ -203,7 +296,7 @@ static int cmp_kfde(const void *a, const void *b)
 /* The FDE ranges of .debug_frame, where addresses are absolute (8 bytes). */
 static int debug_frame_fdes(Elf *elf, struct kfde **out, size_t *count)
 {
-	Elf_Data *d = section_data(elf, ".debug_frame");
+	Elf_Data *d = section_data(elf, ".debug_frame", NULL);
 	const unsigned char *ident = (const unsigned char *)elf_getident(elf, NULL);
 	Dwarf_Off off = 0, next;
 	size_t n = 0, cap = 0;
@@ -211,7 +304,7 @@ static int debug_frame_fdes(Elf *elf, struct kfde **out, size_t *count)
 
 	*out = NULL;
 	*count = 0;
-	if (!d || !d->d_buf || !ident || gelf_getclass(elf) != ELFCLASS64)
+	if (!d || !ident || gelf_getclass(elf) != ELFCLASS64)
 		return -ENOENT;
 	for (; off != (Dwarf_Off)-1; off = next) {
 		Dwarf_CFI_Entry e;
@@ -242,80 +335,70 @@ static int debug_frame_fdes(Elf *elf, struct kfde **out, size_t *count)
 	return n ? 0 : -ENOENT;
 }
 
-/* lookup[b]: the row covering the start of block b. */
-static int build_lookup(struct cfi_table *t)
+static bool have_libdw_cfi(void)
 {
-	size_t r = 0;
-
-	if (!t->n)
-		return 0;
-	t->nblocks = ((size_t)t->rows[t->n - 1].pc >> CFI_BLOCK_SHIFT) + 1;
-	t->lookup = malloc((t->nblocks + 1) * sizeof(*t->lookup));
-	if (!t->lookup)
-		return -ENOMEM;
-	for (size_t b = 0; b <= t->nblocks; b++) {
-		uintptr_t at = (uintptr_t)b << CFI_BLOCK_SHIFT;
-
-		while (r + 1 < t->n && t->rows[r + 1].pc <= at)
-			r++;
-		t->lookup[b] = (uint32_t)r;
-	}
-	return 0;
+	return dwarf_getcfi_elf && dwarf_cfi_addrframe && dwarf_frame_info && dwarf_frame_cfa &&
+	       dwarf_frame_register && dwarf_cfi_end;
 }
 
+int cfi_libdw_build(Elf *elf, struct cfi_table *out)
+{
+	struct row_vec v = { .t = out };
+	Dwarf *dw = NULL;
+	Dwarf_CFI *cfi;
+	struct kfde *fdes;
+	size_t nfdes;
+	int err;
+
+	memset(out, 0, sizeof(*out));
+	if (!have_libdw_cfi())
+		return -ENOSYS;
+	err = kfde_table_build(elf, &fdes, &nfdes);
+	if (err)
+		return err;
+	if (nfdes) {
+		cfi = dwarf_getcfi_elf(elf);
+	} else {
+		free(fdes);
+		if (!dwarf_begin_elf || !dwarf_getcfi || !dwarf_end)
+			return -ENOENT;
+		err = debug_frame_fdes(elf, &fdes, &nfdes);
+		if (err)
+			return err;
+		dw = dwarf_begin_elf(elf, DWARF_C_READ, NULL);
+		cfi = dw ? dwarf_getcfi(dw) : NULL;
+	}
+	if (!cfi) {
+		err = -ENOENT;
+		goto out;
+	}
+	out->base = fdes[0].start;
+	for (size_t i = 0; i < nfdes && !v.err; i++) {
+		/* rows are 32-bit offsets from the lowest FDE */
+		if (fdes[i].end - out->base > UINT32_MAX || fdes[i].start < out->base)
+			continue;
+		out->code_bytes += fdes[i].end - fdes[i].start;
+		walk_fde(cfi, fdes[i].start, fdes[i].end, &v);
+	}
+	err = table_finish(&v);
+out:
+	if (dw)
+		dwarf_end(dw);
+	else if (cfi)
+		dwarf_cfi_end(cfi);
+	free(fdes);
+	return err;
+}
 
 /* ---- the same without libdw's CFI evaluation ----
  *
  * libdw's evaluation allocates with its per-thread allocator, whose
  * initial-exec TLS a shared object cannot hold when libdw is linked
- * statically (the kprobe agent): there the FDEs' programs are run here.
- * The two must give the same rows (tests/test_stack.c compares them). */
+ * statically (the kprobe agent), and re-runs each FDE's program from its
+ * start for every row: the FDEs' programs of .eh_frame are run here, each
+ * once.  The two give the same rows (tests/test_stack.c compares them). */
 
 #define MAX_STATE 16
-
-struct reg_rule {
-	uint8_t how;		/* RULE_* */
-	long off;
-};
-
-enum { RULE_SAME, RULE_UNDEF, RULE_OFFSET, RULE_OTHER };
-
-struct cfa_state {
-	unsigned int cfa_reg;
-	long cfa_off;
-	bool cfa_expr;
-	struct reg_rule ra, bp;
-};
-
-/* A state reduced to a row (the same reduction as reduce()). */
-static struct cfi_row state_row(const struct cfa_state *st, bool signal)
-{
-	struct cfi_row r = { .kind = CFI_EXPR, .bp8 = CFI_BP_LOST, .ra8 = 1 };
-	long w;
-
-	if (signal) {
-		r.kind = CFI_SIGNAL;
-		return r;
-	}
-	if (st->ra.how == RULE_UNDEF || st->ra.how == RULE_SAME) {
-		r.kind = CFI_END;
-		return r;
-	}
-	if (st->ra.how != RULE_OFFSET || !words(-st->ra.off, 0, 31, &w))
-		return r;
-	r.ra8 = (uint8_t)w;
-	if (st->bp.how == RULE_SAME)
-		r.bp8 = CFI_BP_SAME;
-	else if (st->bp.how == RULE_OFFSET && words(st->bp.off, INT8_MIN + 1, INT8_MAX - 1, &w))
-		r.bp8 = (int8_t)w;
-	if (st->cfa_expr || (st->cfa_reg != DW_REG_RSP && st->cfa_reg != DW_REG_RBP) ||
-	    st->cfa_off < INT16_MIN || st->cfa_off > INT16_MAX)
-		return r;
-	r.kind = st->cfa_reg == DW_REG_RSP ? CFI_SP : CFI_BP;
-	r.cfa_off = (int16_t)st->cfa_off;
-	return r;
-}
-
 
 struct eh_reader {
 	const uint8_t *base;	/* section data */
@@ -358,8 +441,21 @@ static bool sleb(const uint8_t **p, const uint8_t *end, int64_t *v)
 	return false;
 }
 
-/* A pointer of encoding enc at *p (DW_EH_PE_*: the formats x86-64 uses,
- * absolute or pc-relative). */
+/* An unsigned little-endian integer of n (1, 2, 4 or 8) bytes at *p. */
+static bool fixed(const uint8_t **p, const uint8_t *end, size_t n, uint64_t *v)
+{
+	uint64_t x = 0;
+
+	if ((size_t)(end - *p) < n)
+		return false;
+	memcpy(&x, *p, n);	/* x86-64 and arm64 are little-endian */
+	*p += n;
+	*v = x;
+	return true;
+}
+
+/* A pointer of encoding enc at *p (DW_EH_PE_*: the formats GCC and
+ * assemblers emit, absolute or pc-relative). */
 static bool read_encoded(const struct eh_reader *r, uint8_t enc, const uint8_t **p,
 			 const uint8_t *end, uint64_t *v)
 {
@@ -383,22 +479,11 @@ static bool read_encoded(const struct eh_reader *r, uint8_t enc, const uint8_t *
 	default:
 		return false;
 	}
-	if ((size_t)(end - *p) < n)
+	if (!fixed(p, end, n, v))
 		return false;
-	if (n == 8) {
-		memcpy(v, *p, 8);
-	} else if (n == 4) {
-		uint32_t u;
-
-		memcpy(&u, *p, 4);
-		*v = (enc & 0x08) ? (uint64_t)(int64_t)(int32_t)u : u;
-	} else {
-		uint16_t u;
-
-		memcpy(&u, *p, 2);
-		*v = (enc & 0x08) ? (uint64_t)(int64_t)(int16_t)u : u;
-	}
-	*p += n;
+	/* the signed forms (bit 3) sign-extend */
+	if ((enc & 0x08) && n < 8 && (*v >> (8 * n - 1)) & 1)
+		*v |= ~(uint64_t)0 << (8 * n);
 	switch (enc & 0x70) {
 	case 0:
 		return true;
@@ -411,7 +496,7 @@ static bool read_encoded(const struct eh_reader *r, uint8_t enc, const uint8_t *
 }
 
 /* What a CIE says: alignment factors, the FDE pointer encoding, a signal
- * frame, and the state after its initial instructions. */
+ * frame, and where its initial instructions are. */
 struct cie_info {
 	Dwarf_Off off;
 	uint64_t caf;
@@ -470,210 +555,207 @@ static bool cie_parse(const struct eh_reader *r, const Dwarf_CIE *c, struct cie_
 	return true;
 }
 
-static struct reg_rule *rule_of(struct cfa_state *st, uint64_t reg, unsigned int ra_reg)
+/* The state a program runs on: the rules, the CIE's (DW_CFA_restore goes
+ * back to those), the remembered states, the location. */
+struct cfi_run {
+	const struct eh_reader *r;
+	const struct cie_info *ci;
+	struct frame_rules st;
+	const struct frame_rules *init;
+	struct frame_rules stack[MAX_STATE];
+	int depth;
+	uintptr_t loc;
+	struct row_vec *v;	/* NULL while running the CIE's instructions */
+	bool signal;
+};
+
+/* The rule of reg, when it is one the rows keep. */
+static struct reg_rule *rule_of(struct frame_rules *st, uint64_t reg, unsigned int ra_reg)
 {
 	if (reg == ra_reg)
 		return &st->ra;
-	return reg == DW_REG_RBP ? &st->bp : NULL;
+	return reg == ARCH_DWARF_FP ? &st->fp : NULL;
 }
 
-/* Runs CFI instructions [p, end): rows go to v from loc (FDE programs),
- * none for the CIE's (init: the state restore goes back to).  Returns
- * false on an instruction it does not know: the rest is not described. */
-static bool run_cfi(const struct eh_reader *r, const struct cie_info *ci, const uint8_t *p,
-		    const uint8_t *end, struct cfa_state *st, const struct cfa_state *init,
-		    uintptr_t *loc, struct row_vec *v, bool signal)
+static void set_rule(struct cfi_run *x, uint64_t reg, uint8_t how, long off)
 {
-	struct cfa_state stack[MAX_STATE];
-	int depth = 0;
+	struct reg_rule *rr = rule_of(&x->st, reg, x->ci->ra_reg);
 
+	if (rr)
+		*rr = (struct reg_rule){ how, off };
+}
+
+/* DW_CFA_restore*: back to the CIE's rule. */
+static void restore_rule(struct cfi_run *x, uint64_t reg)
+{
+	struct reg_rule *rr = rule_of(&x->st, reg, x->ci->ra_reg);
+
+	if (rr)
+		*rr = *rule_of((struct frame_rules *)x->init, reg, x->ci->ra_reg);
+}
+
+/* The location moves by delta: the rules so far cover [loc, loc + delta). */
+static void advance(struct cfi_run *x, uint64_t delta)
+{
+	if (x->v && delta)
+		push_row(x->v, x->loc, reduce(&x->st, x->signal));
+	x->loc += delta;
+}
+
+/* One instruction other than the three with an operand in the opcode;
+ * false on one it does not know or a truncated operand. */
+static bool run_insn(struct cfi_run *x, uint8_t op, const uint8_t **p, const uint8_t *end)
+{
+	const struct cie_info *ci = x->ci;
+	struct frame_rules *st = &x->st;
+	uint64_t reg = 0, u = 0;
+	int64_t sv = 0;
+
+	switch (op) {
+	case DW_CFA_nop:
+	case DW_CFA_GNU_args_size:
+		return op == DW_CFA_nop || uleb(p, end, &u);
+	case DW_CFA_set_loc:
+		if (!read_encoded(x->r, ci->enc, p, end, &u) || u < x->loc)
+			return false;
+		advance(x, u - x->loc);
+		return true;
+	case DW_CFA_advance_loc1:
+	case DW_CFA_advance_loc2:
+	case DW_CFA_advance_loc4:
+		/* operands of 1, 2 and 4 bytes: opcodes 2, 3, 4 */
+		if (!fixed(p, end, op == DW_CFA_advance_loc4 ? 4 : op - 1u, &u))
+			return false;
+		advance(x, u * ci->caf);
+		return true;
+	case DW_CFA_offset_extended:
+	case DW_CFA_GNU_negative_offset_extended:
+		if (!uleb(p, end, &reg) || !uleb(p, end, &u))
+			return false;
+		set_rule(x, reg, RULE_OFFSET, (op == DW_CFA_offset_extended ? 1 : -1) *
+						  (long)u * ci->daf);
+		return true;
+	case DW_CFA_offset_extended_sf:
+		if (!uleb(p, end, &reg) || !sleb(p, end, &sv))
+			return false;
+		set_rule(x, reg, RULE_OFFSET, (long)(sv * ci->daf));
+		return true;
+	case DW_CFA_restore_extended:
+		if (!uleb(p, end, &reg))
+			return false;
+		restore_rule(x, reg);
+		return true;
+	case DW_CFA_undefined:
+	case DW_CFA_same_value:
+		if (!uleb(p, end, &reg))
+			return false;
+		set_rule(x, reg, op == DW_CFA_undefined ? RULE_UNDEF : RULE_SAME, 0);
+		return true;
+	case DW_CFA_register:
+	case DW_CFA_val_offset:
+		if (!uleb(p, end, &reg) || !uleb(p, end, &u))
+			return false;
+		set_rule(x, reg, RULE_OTHER, 0);
+		return true;
+	case DW_CFA_val_offset_sf:
+		if (!uleb(p, end, &reg) || !sleb(p, end, &sv))
+			return false;
+		set_rule(x, reg, RULE_OTHER, 0);
+		return true;
+	case DW_CFA_expression:
+	case DW_CFA_val_expression:
+		if (!uleb(p, end, &reg) || !uleb(p, end, &u) || u > (uint64_t)(end - *p))
+			return false;
+		*p += u;
+		set_rule(x, reg, RULE_OTHER, 0);
+		return true;
+	case DW_CFA_remember_state:
+		if (x->depth == MAX_STATE)
+			return false;
+		x->stack[x->depth++] = *st;
+		return true;
+	case DW_CFA_restore_state:
+		if (!x->depth)
+			return false;
+		/* the CFA rule is restored too (as libdw and libgcc do) */
+		*st = x->stack[--x->depth];
+		return true;
+	case DW_CFA_def_cfa:
+	case DW_CFA_def_cfa_sf:
+		if (!uleb(p, end, &reg))
+			return false;
+		if (op == DW_CFA_def_cfa ? !uleb(p, end, &u) : !sleb(p, end, &sv))
+			return false;
+		st->cfa_reg = (unsigned int)reg;
+		st->cfa_off = op == DW_CFA_def_cfa ? (long)u : (long)(sv * ci->daf);
+		st->cfa_expr = false;
+		return true;
+	case DW_CFA_def_cfa_register:
+		if (!uleb(p, end, &reg))
+			return false;
+		st->cfa_reg = (unsigned int)reg;
+		st->cfa_expr = false;
+		return true;
+	case DW_CFA_def_cfa_offset:
+		if (!uleb(p, end, &u))
+			return false;
+		st->cfa_off = (long)u;
+		return true;
+	case DW_CFA_def_cfa_offset_sf:
+		if (!sleb(p, end, &sv))
+			return false;
+		st->cfa_off = (long)(sv * ci->daf);
+		return true;
+	case DW_CFA_def_cfa_expression:
+		if (!uleb(p, end, &u) || u > (uint64_t)(end - *p))
+			return false;
+		*p += u;
+		st->cfa_expr = true;
+		return true;
+	default:
+		return false;
+	}
+}
+
+/* Runs CFI instructions [p, end).  Returns false on an instruction it does
+ * not know: the rest is not described. */
+static bool run_cfi(struct cfi_run *x, const uint8_t *p, const uint8_t *end)
+{
 	while (p < end) {
-		uint8_t op = *p++, lo = op & 0x3f;
-		uint64_t reg, u, delta = 0;
-		int64_t sv;
-		struct reg_rule *rr;
-		bool advance = false;
+		uint8_t op = *p++, operand = op & 0x3f;
+		uint64_t u;
 
 		switch (op >> 6) {
-		case 1:
-			delta = lo * ci->caf;
-			advance = true;
+		case 1:		/* DW_CFA_advance_loc */
+			advance(x, operand * x->ci->caf);
 			break;
-		case 2:
+		case 2:		/* DW_CFA_offset */
 			if (!uleb(&p, end, &u))
 				return false;
-			if ((rr = rule_of(st, lo, ci->ra_reg)))
-				*rr = (struct reg_rule){ RULE_OFFSET, (long)u * ci->daf };
-			continue;
-		case 3:
-			if ((rr = rule_of(st, lo, ci->ra_reg)))
-				*rr = *rule_of((struct cfa_state *)init, lo, ci->ra_reg);
-			continue;
-		}
-		if (!advance) {
-			switch (op) {
-			case DW_CFA_nop:
-				continue;
-			case DW_CFA_set_loc:
-				if (!read_encoded(r, ci->enc, &p, end, &u) || u < *loc)
-					return false;
-				delta = u - *loc;
-				break;
-			case DW_CFA_advance_loc1:
-				if (p + 1 > end)
-					return false;
-				delta = *p++ * ci->caf;
-				break;
-			case DW_CFA_advance_loc2: {
-				uint16_t d;
-
-				if (p + 2 > end)
-					return false;
-				memcpy(&d, p, 2);
-				p += 2;
-				delta = d * ci->caf;
-				break;
-			}
-			case DW_CFA_advance_loc4: {
-				uint32_t d;
-
-				if (p + 4 > end)
-					return false;
-				memcpy(&d, p, 4);
-				p += 4;
-				delta = d * ci->caf;
-				break;
-			}
-			case DW_CFA_offset_extended:
-				if (!uleb(&p, end, &reg) || !uleb(&p, end, &u))
-					return false;
-				if ((rr = rule_of(st, reg, ci->ra_reg)))
-					*rr = (struct reg_rule){ RULE_OFFSET, (long)u * ci->daf };
-				continue;
-			case DW_CFA_offset_extended_sf:
-				if (!uleb(&p, end, &reg) || !sleb(&p, end, &sv))
-					return false;
-				if ((rr = rule_of(st, reg, ci->ra_reg)))
-					*rr = (struct reg_rule){ RULE_OFFSET, (long)(sv * ci->daf) };
-				continue;
-			case DW_CFA_GNU_negative_offset_extended:
-				if (!uleb(&p, end, &reg) || !uleb(&p, end, &u))
-					return false;
-				if ((rr = rule_of(st, reg, ci->ra_reg)))
-					*rr = (struct reg_rule){ RULE_OFFSET, -(long)u * ci->daf };
-				continue;
-			case DW_CFA_restore_extended:
-				if (!uleb(&p, end, &reg))
-					return false;
-				if ((rr = rule_of(st, reg, ci->ra_reg)))
-					*rr = *rule_of((struct cfa_state *)init, reg, ci->ra_reg);
-				continue;
-			case DW_CFA_undefined:
-			case DW_CFA_same_value:
-				if (!uleb(&p, end, &reg))
-					return false;
-				if ((rr = rule_of(st, reg, ci->ra_reg)))
-					*rr = (struct reg_rule){ op == DW_CFA_undefined ? RULE_UNDEF : RULE_SAME, 0 };
-				continue;
-			case DW_CFA_register:
-				if (!uleb(&p, end, &reg) || !uleb(&p, end, &u))
-					return false;
-				if ((rr = rule_of(st, reg, ci->ra_reg)))
-					*rr = (struct reg_rule){ RULE_OTHER, 0 };
-				continue;
-			case DW_CFA_remember_state:
-				if (depth == MAX_STATE)
-					return false;
-				stack[depth++] = *st;
-				continue;
-			case DW_CFA_restore_state:
-				if (!depth)
-					return false;
-				/* the CFA rule is restored too (as libdw and libgcc do) */
-				*st = stack[--depth];
-				continue;
-			case DW_CFA_def_cfa:
-				if (!uleb(&p, end, &reg) || !uleb(&p, end, &u))
-					return false;
-				st->cfa_reg = (unsigned int)reg;
-				st->cfa_off = (long)u;
-				st->cfa_expr = false;
-				continue;
-			case DW_CFA_def_cfa_sf:
-				if (!uleb(&p, end, &reg) || !sleb(&p, end, &sv))
-					return false;
-				st->cfa_reg = (unsigned int)reg;
-				st->cfa_off = (long)(sv * ci->daf);
-				st->cfa_expr = false;
-				continue;
-			case DW_CFA_def_cfa_register:
-				if (!uleb(&p, end, &reg))
-					return false;
-				st->cfa_reg = (unsigned int)reg;
-				st->cfa_expr = false;
-				continue;
-			case DW_CFA_def_cfa_offset:
-				if (!uleb(&p, end, &u))
-					return false;
-				st->cfa_off = (long)u;
-				continue;
-			case DW_CFA_def_cfa_offset_sf:
-				if (!sleb(&p, end, &sv))
-					return false;
-				st->cfa_off = (long)(sv * ci->daf);
-				continue;
-			case DW_CFA_def_cfa_expression:
-				if (!uleb(&p, end, &u) || u > (uint64_t)(end - p))
-					return false;
-				p += u;
-				st->cfa_expr = true;
-				continue;
-			case DW_CFA_expression:
-			case DW_CFA_val_expression:
-				if (!uleb(&p, end, &reg) || !uleb(&p, end, &u) || u > (uint64_t)(end - p))
-					return false;
-				p += u;
-				if ((rr = rule_of(st, reg, ci->ra_reg)))
-					*rr = (struct reg_rule){ RULE_OTHER, 0 };
-				continue;
-			case DW_CFA_val_offset:
-				if (!uleb(&p, end, &reg) || !uleb(&p, end, &u))
-					return false;
-				if ((rr = rule_of(st, reg, ci->ra_reg)))
-					*rr = (struct reg_rule){ RULE_OTHER, 0 };
-				continue;
-			case DW_CFA_val_offset_sf:
-				if (!uleb(&p, end, &reg) || !sleb(&p, end, &sv))
-					return false;
-				if ((rr = rule_of(st, reg, ci->ra_reg)))
-					*rr = (struct reg_rule){ RULE_OTHER, 0 };
-				continue;
-			case DW_CFA_GNU_args_size:
-				if (!uleb(&p, end, &u))
-					return false;
-				continue;
-			default:
+			set_rule(x, operand, RULE_OFFSET, (long)u * x->ci->daf);
+			break;
+		case 3:		/* DW_CFA_restore */
+			restore_rule(x, operand);
+			break;
+		default:
+			if (!run_insn(x, op, &p, end))
 				return false;
-			}
+			break;
 		}
-		/* a new row at loc + delta: the one so far covers [loc, there) */
-		if (v && delta)
-			push_row(v, *loc, state_row(st, signal));
-		*loc += delta;
 	}
 	return true;
 }
 
-/* One FDE run here: its rows to v. */
+/* One FDE run here: its rows to v, its range in *range (empty when it
+ * cannot be read). */
 static void interp_fde(const struct eh_reader *r, const struct cie_info *ci, const Dwarf_FDE *fde,
 		       struct row_vec *v, struct kfde *range, uintptr_t base)
 {
-	static const struct cfi_row none = { .kind = CFI_NONE, .bp8 = CFI_BP_SAME, .ra8 = 1 };
-	struct cfa_state init = { .cfa_reg = DW_REG_RSP, .ra = { RULE_UNDEF, 0 },
-				  .bp = { RULE_SAME, 0 } }, st;
+	struct frame_rules init = { .cfa_reg = ARCH_DWARF_SP, .ra = { RULE_UNDEF, 0 },
+				    .fp = { RULE_SAME, 0 } };
+	struct cfi_run x = { .r = r, .ci = ci, .signal = ci->signal };
 	const uint8_t *p = fde->start;
 	uint64_t start, len, auglen;
-	uintptr_t loc;
 
 	range->start = range->end = 0;
 	if (!read_encoded(r, ci->enc, &p, fde->end, &start) ||
@@ -687,18 +769,24 @@ static void interp_fde(const struct eh_reader *r, const struct cie_info *ci, con
 	}
 	range->start = start;
 	range->end = start + len;
-	loc = start;
-	if (!run_cfi(r, ci, ci->insns, ci->insns_end, &init, &init, &loc, NULL, false))
+	/* the CIE's instructions give the initial rules (no rows; a restore
+	 * there keeps the rule) */
+	x.st = init;
+	x.init = &x.st;
+	x.loc = start;
+	if (!run_cfi(&x, ci->insns, ci->insns_end))
 		return;
-	st = init;
-	loc = start;
-	if (!run_cfi(r, ci, p, fde->end, &st, &init, &loc, v, ci->signal)) {
-		/* the rest of the FDE is not described */
-		st.cfa_expr = true;
-	}
-	if (loc < start + len)
-		push_row(v, loc, state_row(&st, ci->signal));
-	push_row(v, start + len, none);
+	init = x.st;
+	x.init = &init;
+	x.depth = 0;
+	x.loc = start;
+	x.v = v;
+	/* the rest of an FDE with an unknown instruction is not described */
+	if (!run_cfi(&x, p, fde->end))
+		x.st.cfa_expr = true;
+	if (x.loc < start + len)
+		push_row(v, x.loc, reduce(&x.st, ci->signal));
+	push_row(v, start + len, no_cfi);
 }
 
 struct fde_ref {
@@ -713,40 +801,33 @@ static int cmp_fde_ref(const void *a, const void *b)
 	return x->start < y->start ? -1 : x->start > y->start;
 }
 
-/* .eh_frame's FDEs, run here in address order. */
-int cfi_interp_build(Elf *elf, struct cfi_table *out)
+/* The CIE of FDE e into *ci, unless it is the one already there. */
+static bool cie_of(const unsigned char *ident, Elf_Data *d, const struct eh_reader *r,
+		   const Dwarf_CFI_Entry *e, struct cie_info *ci)
 {
-	Elf_Scn *scn = NULL;
-	Elf_Data *d = NULL;
-	const unsigned char *ident = (const unsigned char *)elf_getident(elf, NULL);
-	struct eh_reader r = { 0 };
-	struct row_vec v = { .t = out };
-	struct fde_ref *refs = NULL;
-	size_t nrefs = 0, cap = 0, shstrndx;
-	struct cie_info ci = { .off = (Dwarf_Off)-1 };
-	Dwarf_Off off, next;
-	int err = 0;
+	Dwarf_CFI_Entry c;
+	Dwarf_Off next;
 
-	memset(out, 0, sizeof(*out));
-	if (!ident || elf_getshdrstrndx(elf, &shstrndx) < 0)
-		return -ENOENT;
-	while ((scn = elf_nextscn(elf, scn))) {
-		GElf_Shdr sh;
-		const char *name;
-
-		if (!gelf_getshdr(scn, &sh) || sh.sh_type == SHT_NOBITS)
-			continue;
-		name = elf_strptr(elf, shstrndx, sh.sh_name);
-		if (name && !strcmp(name, ".eh_frame")) {
-			d = elf_getdata(scn, NULL);
-			r.addr = sh.sh_addr;
-			break;
-		}
+	if (e->fde.CIE_pointer == ci->off)
+		return true;
+	if (dwarf_next_cfi(ident, d, true, e->fde.CIE_pointer, &next, &c) != 0 ||
+	    !dwarf_cfi_cie_p(&c) || !cie_parse(r, &c.cie, ci)) {
+		ci->off = (Dwarf_Off)-1;
+		return false;
 	}
-	if (!d || !d->d_buf || !d->d_size)
-		return -ENOENT;
-	r.base = d->d_buf;
-	/* Pass 1: the FDEs and their starts, to run them in address order. */
+	ci->off = e->fde.CIE_pointer;
+	return true;
+}
+
+/* .eh_frame's FDEs in address order, with their starts. */
+static int eh_frame_refs(const unsigned char *ident, Elf_Data *d, const struct eh_reader *r,
+			 struct fde_ref **out, size_t *count)
+{
+	struct cie_info ci = { .off = (Dwarf_Off)-1 };
+	struct fde_ref *refs = NULL;
+	size_t n = 0, cap = 0;
+	Dwarf_Off off, next;
+
 	for (off = 0; off != (Dwarf_Off)-1; off = next) {
 		Dwarf_CFI_Entry e;
 		const uint8_t *p;
@@ -754,141 +835,75 @@ int cfi_interp_build(Elf *elf, struct cfi_table *out)
 
 		if (dwarf_next_cfi(ident, d, true, off, &next, &e) != 0)
 			break;
-		if (dwarf_cfi_cie_p(&e))
+		if (dwarf_cfi_cie_p(&e) || !cie_of(ident, d, r, &e, &ci))
 			continue;
-		if (e.fde.CIE_pointer != ci.off) {
-			Dwarf_CFI_Entry c;
-			Dwarf_Off cn;
-
-			if (dwarf_next_cfi(ident, d, true, e.fde.CIE_pointer, &cn, &c) != 0 ||
-			    !dwarf_cfi_cie_p(&c) || !cie_parse(&r, &c.cie, &ci))
-				continue;
-			ci.off = e.fde.CIE_pointer;
-		}
 		p = e.fde.start;
-		if (!read_encoded(&r, ci.enc, &p, e.fde.end, &start) || !start)
+		if (!read_encoded(r, ci.enc, &p, e.fde.end, &start) || !start)
 			continue;
-		if (nrefs == cap) {
-			struct fde_ref *n = realloc(refs, (cap = cap ? cap * 2 : 1024) * sizeof(*refs));
+		if (n == cap) {
+			struct fde_ref *nr = realloc(refs, (cap = cap ? cap * 2 : 1024) * sizeof(*refs));
 
-			if (!n) {
+			if (!nr) {
 				free(refs);
 				return -ENOMEM;
 			}
-			refs = n;
+			refs = nr;
 		}
-		refs[nrefs++] = (struct fde_ref){ start, off };
+		refs[n++] = (struct fde_ref){ start, off };
 	}
-	if (!nrefs) {
+	if (!n) {
 		free(refs);
 		return -ENOENT;
 	}
-	qsort(refs, nrefs, sizeof(*refs), cmp_fde_ref);
+	qsort(refs, n, sizeof(*refs), cmp_fde_ref);
+	*out = refs;
+	*count = n;
+	return 0;
+}
+
+int cfi_interp_build(Elf *elf, struct cfi_table *out)
+{
+	const unsigned char *ident = (const unsigned char *)elf_getident(elf, NULL);
+	struct eh_reader r = { 0 };
+	struct row_vec v = { .t = out };
+	struct cie_info ci = { .off = (Dwarf_Off)-1 };
+	struct fde_ref *refs;
+	size_t nrefs;
+	Elf_Data *d;
+	int err;
+
+	memset(out, 0, sizeof(*out));
+	d = ident ? section_data(elf, ".eh_frame", &r.addr) : NULL;
+	if (!d)
+		return -ENOENT;
+	r.base = d->d_buf;
+	err = eh_frame_refs(ident, d, &r, &refs, &nrefs);
+	if (err)
+		return err;
 	out->base = refs[0].start;
-	ci.off = (Dwarf_Off)-1;
 	for (size_t i = 0; i < nrefs && !v.err; i++) {
-		Dwarf_CFI_Entry e, c;
-		Dwarf_Off cn;
+		Dwarf_CFI_Entry e;
+		Dwarf_Off next;
 		struct kfde range;
 
-		if (dwarf_next_cfi(ident, d, true, refs[i].off, &next, &e) != 0)
+		if (dwarf_next_cfi(ident, d, true, refs[i].off, &next, &e) != 0 ||
+		    !cie_of(ident, d, &r, &e, &ci))
 			continue;
-		if (e.fde.CIE_pointer != ci.off) {
-			if (dwarf_next_cfi(ident, d, true, e.fde.CIE_pointer, &cn, &c) != 0 ||
-			    !cie_parse(&r, &c.cie, &ci))
-				continue;
-			ci.off = e.fde.CIE_pointer;
-		}
 		interp_fde(&r, &ci, &e.fde, &v, &range, out->base);
 		out->code_bytes += range.end - range.start;
 	}
 	free(refs);
-	err = v.err;
-	if (!err && out->n < v.cap) {
-		struct cfi_row *rows = realloc(out->rows, out->n * sizeof(*rows));
-
-		if (rows)
-			out->rows = rows;
-	}
-	if (!err)
-		err = build_lookup(out);
-	if (err)
-		cfi_table_free(out);
-	return err;
+	return table_finish(&v);
 }
 
-static bool have_libdw_cfi(void)
-{
-	return dwarf_getcfi_elf && dwarf_cfi_addrframe && dwarf_frame_info && dwarf_frame_cfa &&
-	       dwarf_frame_register && dwarf_cfi_end;
-}
-
+/* .eh_frame run here; libdw for an object with only .debug_frame, where
+ * it can be linked. */
 int cfi_table_build(Elf *elf, struct cfi_table *out)
 {
-	int err;
+	int err = cfi_interp_build(elf, out);
 
-	if (!have_libdw_cfi())
-		return cfi_interp_build(elf, out);
-	err = cfi_libdw_build(elf, out);
-	return err;
-}
-
-int cfi_libdw_build(Elf *elf, struct cfi_table *out)
-{
-	struct row_vec v = { .t = out };
-	Dwarf *dw = NULL;
-	Dwarf_CFI *cfi;
-	struct kfde *fdes;
-	size_t nfdes;
-	int err;
-
-	memset(out, 0, sizeof(*out));
-	if (!have_libdw_cfi())
-		return -ENOSYS;
-	err = kfde_table_build(elf, &fdes, &nfdes);
-	if (err)
-		return err;
-	if (nfdes) {
-		cfi = dwarf_getcfi_elf(elf);
-	} else {
-		free(fdes);
-		if (!dwarf_begin_elf || !dwarf_getcfi || !dwarf_end)
-			return -ENOENT;
-		err = debug_frame_fdes(elf, &fdes, &nfdes);
-		if (err)
-			return err;
-		dw = dwarf_begin_elf(elf, DWARF_C_READ, NULL);
-		cfi = dw ? dwarf_getcfi(dw) : NULL;
-	}
-	if (!cfi) {
-		err = -ENOENT;
-		goto out;
-	}
-	out->base = fdes[0].start;
-	for (size_t i = 0; i < nfdes && !v.err; i++) {
-		/* rows are 32-bit offsets from the lowest FDE */
-		if (fdes[i].end - out->base > UINT32_MAX || fdes[i].start < out->base)
-			continue;
-		out->code_bytes += fdes[i].end - fdes[i].start;
-		walk_fde(cfi, fdes[i].start, fdes[i].end, &v);
-	}
-	err = v.err;
-	if (!err && out->n < v.cap) {
-		struct cfi_row *rows = realloc(out->rows, out->n * sizeof(*rows));
-
-		if (rows)
-			out->rows = rows;
-	}
-	if (!err)
-		err = build_lookup(out);
-out:
-	if (dw)
-		dwarf_end(dw);
-	else if (cfi)
-		dwarf_cfi_end(cfi);
-	free(fdes);
-	if (err)
-		cfi_table_free(out);
+	if (err == -ENOENT && have_libdw_cfi())
+		err = cfi_libdw_build(elf, out);
 	return err;
 }
 

@@ -22,21 +22,29 @@ enum cfi_kind {
 #define CFI_BP_SAME INT8_MAX		/* rbp keeps its value */
 #define CFI_BP_LOST INT8_MIN		/* rbp is recovered by a rule not kept */
 
-/* One row, 8 bytes: from pc (an offset from the table's base) to the next
- * row's.  Offsets that do not fit (or are not multiples of 8 where kept
- * in words) make the row CFI_EXPR. */
-struct cfi_row {
-	uint32_t pc;
+/* How to find a frame's caller, 4 bytes: what a row says from its pc on,
+ * and what the unwinder caches per return address (src/core/stack.c).
+ * Offsets that do not fit (or are not multiples of 8 where kept in words)
+ * make the rule CFI_EXPR. */
+struct cfi_rule {
 	int16_t cfa_off;	/* CFA = rsp or rbp + cfa_off */
 	int8_t bp8;		/* saved rbp at CFA + 8 * bp8, or CFI_BP_* */
 	uint8_t kind : 3;	/* enum cfi_kind */
 	uint8_t ra8 : 5;	/* the return address at CFA - 8 * ra8 */
 };
 
+/* One row, 8 bytes: the rule from pc (an offset from the table's base) to
+ * the next row's. */
+struct cfi_row {
+	uint32_t pc;
+	struct cfi_rule r;
+};
+
 /* The rows of a block of CFI_BLOCK bytes of code start at lookup[block]
  * (as the kernel's ORC fast lookup): a binary search over a few rows. */
 #define CFI_BLOCK_SHIFT 8
 
+_Static_assert(sizeof(struct cfi_rule) == 4, "struct cfi_rule: 4 bytes");
 _Static_assert(sizeof(struct cfi_row) == 8, "struct cfi_row: 8 bytes");
 
 struct cfi_table {

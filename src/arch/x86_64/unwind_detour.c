@@ -38,13 +38,13 @@
 #include "arch/x86_64/jitdebug.h"
 #include "arch/x86_64/writer.h"
 #include "arch/x86_64/unwind_detour.h"
+#include "asm/dwarf.h"
 
 #define DW_CFA_advance_loc1 0x02
 #define DW_CFA_def_cfa_offset 0x0e
 #define DW_CFA_undefined 0x07
 #define DW_CFA_val_expression 0x16
 #define DW_OP_addr 0x03
-#define DW_REG_RA 16
 
 #define CIE_SIZE 24
 #define FDE_MAX 176		/* fixed per set: length, CIE pointer, range, instructions */
@@ -91,7 +91,7 @@ static uint8_t *put64(uint8_t *p, uint64_t v)
 static void put_cie(uint8_t *p)
 {
 	static const uint8_t body[] = {
-		0, 0, 0, 0, 1, 'z', 'R', 'S', 0, 1, 0x78, DW_REG_RA, 1, 0x00,
+		0, 0, 0, 0, 1, 'z', 'R', 'S', 0, 1, 0x78, ARCH_DWARF_RA, 1, 0x00,
 		0x0c, 7, 0,		/* DW_CFA_def_cfa rsp, 0 */
 		0, 0, 0,		/* nops */
 	};
@@ -159,7 +159,7 @@ static void cfa_offset(struct insns *s, unsigned int off)
 /* The return address: the original instruction's address. */
 static void ra_is(struct insns *s, uintptr_t addr)
 {
-	uint8_t b[12] = { DW_CFA_val_expression, DW_REG_RA, 9, DW_OP_addr };
+	uint8_t b[12] = { DW_CFA_val_expression, ARCH_DWARF_RA, 9, DW_OP_addr };
 
 	memcpy(b + 4, &addr, 8);
 	emit(s, b, sizeof(b));
@@ -205,7 +205,7 @@ static void plain_exit(struct insns *s, const struct detour_layout *l)
  * unwind stops there). */
 static void copied_call(struct insns *s, const struct detour_layout *l, int i)
 {
-	static const uint8_t undef[] = { DW_CFA_undefined, DW_REG_RA };
+	static const uint8_t undef[] = { DW_CFA_undefined, ARCH_DWARF_RA };
 	uintptr_t pc = l->addr + l->insn_orig[i];
 	struct arch_insn ai;
 	const char *why;
@@ -257,7 +257,7 @@ static void detour_insns(struct insns *s, const struct detour_layout *l)
 
 /* ---- the pools' tables ---- */
 
-static const uint8_t undefined[] = { DW_CFA_undefined, DW_REG_RA };
+static const uint8_t undefined[] = { DW_CFA_undefined, ARCH_DWARF_RA };
 
 static struct pool_unwind *pool_of(struct pool_set *set, uintptr_t base, size_t size, size_t unit,
 				   bool create)
@@ -368,7 +368,7 @@ void arch_detour_unwind_remove(uintptr_t pool, uintptr_t pool_size, uintptr_t un
 void arch_xol_unwind_add(uintptr_t pool, uintptr_t pool_size, uintptr_t unit, uintptr_t slot,
 			 const struct unwind_row *rows, int n)
 {
-	static const uint8_t undef[] = { DW_CFA_undefined, DW_REG_RA };
+	static const uint8_t undef[] = { DW_CFA_undefined, ARCH_DWARF_RA };
 	struct insns s = { .cap = slots.fde_size - FDE_INSNS };
 	unsigned int cfa = 0;
 
