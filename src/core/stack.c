@@ -5,9 +5,11 @@
  * object's call-frame information becomes a compact table (elf/cfi.c);
  * the set of tables is published with one release store and an old set
  * is freed after a grace period, as probepoints are.  On the hit path a
- * read-side section covers the walk: per frame, a binary search for the
- * object and one for its row, then loads that cannot fault
- * (kp_load_nofault).  No lock, no allocation, no system call.
+ * read-side section covers the walk: per frame, the rule for its pc from
+ * a cache (one slot, two loads), else from the tables (a binary search
+ * for the object, the block index and a scan for its row), then loads
+ * that cannot fault (kp_load_nofault).  No lock, no allocation, no
+ * system call.
  *
  * Frames the probes put on the stack are unwound as the frames they stand
  * for: a return-probed frame's return address (its instance's stub) is
@@ -46,11 +48,38 @@ struct stack_obj {
 	bool kept;		/* carried into the set being built */
 };
 
-/* What the hit path reads: objects sorted by lo. */
+/*
+ * The rules of the pcs unwound lately, by pc: a direct-mapped cache in
+ * front of the tables, shared by all threads and lock-free.  A slot is
+ * written under a sequence number in its first word (odd while it is
+ * written; a writer takes it by compare-and-swap, and a writer that
+ * finds it odd, or loses the race, leaves it), the rule in the same word,
+ * so a reader sees one whole write or misses.  The cache belongs to one
+ * set of tables: a set replaced (an object loaded or gone) takes its
+ * cache with it, and the new one starts empty, so no rule of an object
+ * that went away is ever read for code loaded in its place.
+ */
+#define RULE_CACHE_BITS 12
+#define RULE_CACHE_SLOTS (1u << RULE_CACHE_BITS)
+
+struct rule_slot {
+	uint64_t word;		/* sequence number (bits 0-31), rule (32-63) */
+	uint64_t pc;
+};
+
+/* What the hit path reads: objects sorted by lo, and their rules cache. */
 struct stack_set {
+	struct rule_slot *cache;
 	size_t n;
 	struct stack_obj *obj[];
 };
+
+static void free_set(struct stack_set *set)
+{
+	if (set)
+		free(set->cache);
+	free(set);
+}
 
 static struct stack_set *current;
 static pthread_mutex_t stack_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -200,7 +229,8 @@ int kp_stack_tables_update(void)
 	err = b.set ? 0 : -ENOMEM;
 	if (!err) {
 		b.set->n = 0;
-		err = ksec_foreach_object(add_object, &b);
+		b.set->cache = calloc(RULE_CACHE_SLOTS, sizeof(*b.set->cache));
+		err = b.set->cache ? ksec_foreach_object(add_object, &b) : -ENOMEM;
 	}
 	if (err) {
 		for (size_t i = 0; b.set && i < b.set->n; i++)
@@ -208,7 +238,7 @@ int kp_stack_tables_update(void)
 				free_object(b.set->obj[i]);
 		for (size_t i = 0; old && i < old->n; i++)
 			old->obj[i]->kept = false;
-		free(b.set);
+		free_set(b.set);
 		pthread_mutex_unlock(&stack_lock);
 		return err;
 	}
@@ -228,7 +258,7 @@ int kp_stack_tables_update(void)
 				free_object(old->obj[i]);
 		for (size_t i = 0; i < b.set->n; i++)
 			b.set->obj[i]->kept = false;
-		free(old);
+		free_set(old);
 	}
 	pthread_mutex_unlock(&stack_lock);
 	return 0;
@@ -274,6 +304,9 @@ struct frame {
 	bool exact;
 };
 
+/* Where no table covers a pc: frame pointers. */
+static const struct cfi_rule no_rule = { .kind = CFI_NONE, .bp8 = CFI_BP_SAME, .ra8 = 1 };
+
 static const struct stack_obj *object_of(const struct stack_set *set, uintptr_t pc)
 {
 	size_t lo = 0, hi = set->n;
@@ -289,8 +322,8 @@ static const struct stack_obj *object_of(const struct stack_set *set, uintptr_t 
 	return lo ? set->obj[lo - 1] : NULL;
 }
 
-/* The row for pc; *last is the object of the previous frame, where the
- * next one usually is too. */
+/* The row for pc; *last is the object of the previous lookup, where the
+ * next one often is too. */
 static const struct cfi_row *row_of(const struct stack_set *set, const struct stack_obj **last,
 				    uintptr_t pc)
 {
@@ -301,6 +334,86 @@ static const struct cfi_row *row_of(const struct stack_set *set, const struct st
 	if (!so || pc >= so->hi || pc < so->base || pc - so->base > UINT32_MAX)
 		return NULL;
 	return cfi_table_find(&so->t, pc - so->base);
+}
+
+static inline uint32_t rule_bits(struct cfi_rule r)
+{
+	uint32_t b;
+
+	memcpy(&b, &r, sizeof(b));
+	return b;
+}
+
+static inline struct cfi_rule bits_rule(uint32_t b)
+{
+	struct cfi_rule r;
+
+	memcpy(&r, &b, sizeof(r));
+	return r;
+}
+
+static inline struct rule_slot *slot_of(const struct stack_set *set, uintptr_t pc)
+{
+	return &set->cache[(pc ^ (pc >> RULE_CACHE_BITS)) & (RULE_CACHE_SLOTS - 1)];
+}
+
+/* The cached rule of pc: true and *r, or false.  A seqlock read: the word
+ * before and after the pc, both even and equal, so the two belong to one
+ * write (a slot never written reads as pc 0 with the rule of no table,
+ * which is pc 0's anyway). */
+static inline bool cache_get(const struct stack_set *set, uintptr_t pc, struct cfi_rule *r)
+{
+	const struct rule_slot *s = slot_of(set, pc);
+	uint64_t w = __atomic_load_n(&s->word, __ATOMIC_ACQUIRE);
+	uint64_t at = __atomic_load_n(&s->pc, __ATOMIC_RELAXED);
+
+	__atomic_thread_fence(__ATOMIC_ACQUIRE);
+	if (at != pc || (w & 1) || __atomic_load_n(&s->word, __ATOMIC_RELAXED) != w)
+		return false;
+	*r = bits_rule((uint32_t)(w >> 32));
+	return true;
+}
+
+/* Caches pc's rule, unless the slot is being written (by another thread,
+ * or by the code this signal handler interrupted): it stays as it is. */
+static void cache_put(const struct stack_set *set, uintptr_t pc, struct cfi_rule r)
+{
+	struct rule_slot *s = slot_of(set, pc);
+	uint64_t w = __atomic_load_n(&s->word, __ATOMIC_RELAXED);
+
+	if ((w & 1) || !__atomic_compare_exchange_n(&s->word, &w, w | 1, false, __ATOMIC_ACQUIRE,
+						    __ATOMIC_RELAXED))
+		return;
+	/* the odd word is visible before the new pc */
+	__atomic_thread_fence(__ATOMIC_RELEASE);
+	__atomic_store_n(&s->pc, pc, __ATOMIC_RELAXED);
+	__atomic_store_n(&s->word, (uint64_t)rule_bits(r) << 32 | (uint32_t)(w + 2),
+			 __ATOMIC_RELEASE);
+}
+
+/* The rule at pc from the tables (and into the cache). */
+static __attribute__((noinline)) struct cfi_rule rule_lookup(const struct stack_set *set,
+							      const struct stack_obj **last,
+							      uintptr_t pc, bool cached)
+{
+	const struct cfi_row *row = row_of(set, last, pc);
+	struct cfi_rule r = row ? row->r : no_rule;
+
+	if (cached)
+		cache_put(set, pc, r);
+	return r;
+}
+
+static inline __attribute__((always_inline)) struct cfi_rule
+rule_at(const struct stack_set *set, const struct stack_obj **last, uintptr_t pc, bool cached)
+{
+	struct cfi_rule r;
+
+	if (!set)
+		return no_rule;
+	if (cached && cache_get(set, pc, &r))
+		return r;
+	return rule_lookup(set, last, pc, cached);
 }
 
 /* A signal frame: the handler returned to the signal restorer with the
@@ -329,42 +442,42 @@ static bool fp_plausible(const struct frame *f)
 
 /* One frame up; false at the outermost frame or where the stack makes
  * no sense. */
-static bool unwind_one(const struct stack_set *set, const struct stack_obj **last,
-		       struct kp_thread *t, struct frame *f)
+static inline __attribute__((always_inline)) bool
+unwind_one(const struct stack_set *set, const struct stack_obj **last, struct kp_thread *t,
+	   struct frame *f, bool cached)
 {
 	uintptr_t pc = f->exact ? f->ip : f->ip - 1, cfa, ra, bp, ra_at;
-	const struct cfi_row *r = set ? row_of(set, last, pc) : NULL;
-	int kind = r ? r->r.kind : CFI_NONE;
+	struct cfi_rule r = rule_at(set, last, pc, cached);
 
-	switch (kind) {
+	switch (r.kind) {
 	case CFI_END:
 		return false;
 	case CFI_SIGNAL:
 		return unwind_signal(f);
 	case CFI_SP:
-		cfa = f->sp + (intptr_t)r->r.cfa_off;
+		cfa = f->sp + (intptr_t)r.cfa_off;
 		break;
 	case CFI_BP:
-		cfa = f->bp + (intptr_t)r->r.cfa_off;
+		cfa = f->bp + (intptr_t)r.cfa_off;
 		break;
 	default:
 		if (!fp_plausible(f))
 			return false;
 		cfa = f->bp + ARCH_FP_CFA_OFFSET;
-		r = NULL;
+		r = no_rule;
 		break;
 	}
 	if (cfa <= f->sp || (cfa & (WORD - 1)))
 		return false;
-	ra_at = r ? cfa - WORD * r->r.ra8 : arch_return_slot_of_cfa(cfa);
+	ra_at = r.kind != CFI_NONE ? cfa - WORD * r.ra8 : arch_return_slot_of_cfa(cfa);
 	if (kp_load_nofault(ra_at, &ra) || !ra)
 		return false;
-	if (!r) {
+	if (r.kind == CFI_NONE) {
 		if (kp_load_nofault(cfa + ARCH_FP_SAVED_AT, &bp))
 			bp = 0;
-	} else if (r->r.bp8 == CFI_BP_SAME) {
+	} else if (r.bp8 == CFI_BP_SAME) {
 		bp = f->bp;
-	} else if (r->r.bp8 == CFI_BP_LOST || kp_load_nofault(cfa + (intptr_t)WORD * r->r.bp8, &bp)) {
+	} else if (r.bp8 == CFI_BP_LOST || kp_load_nofault(cfa + (intptr_t)WORD * r.bp8, &bp)) {
 		bp = 0;
 	}
 	/* a return-probed frame returns to its instance's stub */
@@ -377,8 +490,9 @@ static bool unwind_one(const struct stack_set *set, const struct stack_obj **las
 	return true;
 }
 
-static int unwind(const struct stack_set *set, struct kp_thread *t, const struct pt_regs *regs,
-		  unsigned long *ips, int max)
+static inline __attribute__((always_inline)) int
+unwind(const struct stack_set *set, struct kp_thread *t, const struct pt_regs *regs,
+       unsigned long *ips, int max, bool cached)
 {
 	uintptr_t ip = instruction_pointer(regs);
 	struct frame f = { ip, user_stack_pointer(regs), arch_frame_pointer(regs), true };
@@ -393,14 +507,15 @@ static int unwind(const struct stack_set *set, struct kp_thread *t, const struct
 	while (n < max) {
 		if (f.exact && arch_unwind_map_ip(&f.ip))
 			ips[n - 1] = f.ip;
-		if (!unwind_one(set, &last, t, &f))
+		if (!unwind_one(set, &last, t, &f, cached))
 			break;
 		ips[n++] = f.ip;
 	}
 	return n;
 }
 
-KP_EXPORT int kprobes_stack(const struct pt_regs *regs, unsigned long *ips, int max)
+static inline __attribute__((always_inline)) int
+stack_of(const struct pt_regs *regs, unsigned long *ips, int max, bool cached)
 {
 	struct kp_thread *t;
 	int n;
@@ -413,9 +528,19 @@ KP_EXPORT int kprobes_stack(const struct pt_regs *regs, unsigned long *ips, int 
 	if (!t)
 		return -EAGAIN;
 	kp_read_enter(t);
-	n = unwind(__atomic_load_n(&current, __ATOMIC_ACQUIRE), t, regs, ips, max);
+	n = unwind(__atomic_load_n(&current, __ATOMIC_ACQUIRE), t, regs, ips, max, cached);
 	kp_read_exit(t);
 	return n;
+}
+
+KP_EXPORT int kprobes_stack(const struct pt_regs *regs, unsigned long *ips, int max)
+{
+	return stack_of(regs, ips, max, true);
+}
+
+int kp_stack_uncached(const struct pt_regs *regs, unsigned long *ips, int max)
+{
+	return stack_of(regs, ips, max, false);
 }
 
 #pragma GCC pop_options
@@ -436,6 +561,23 @@ int kp_stack_row_kind(uintptr_t pc)
 	set = __atomic_load_n(&current, __ATOMIC_ACQUIRE);
 	r = set ? row_of(set, &last, pc) : NULL;
 	kind = r ? r->r.kind : -1;
+	kp_read_exit(t);
+	return kind;
+}
+
+/* For tests: the kind of the rule cached for pc, -1 when none is. */
+int kp_stack_cached_kind(uintptr_t pc)
+{
+	struct kp_thread *t = kp_thread_current();
+	const struct stack_set *set;
+	struct cfi_rule r;
+	int kind;
+
+	if (!t)
+		return -EAGAIN;
+	kp_read_enter(t);
+	set = __atomic_load_n(&current, __ATOMIC_ACQUIRE);
+	kind = set && pc && cache_get(set, pc, &r) ? r.kind : -1;
 	kp_read_exit(t);
 	return kind;
 }

@@ -17,8 +17,15 @@ void kp_stack_objects_changed(void);
 void kp_stack_fork_lock(void);
 void kp_stack_fork_unlock(void);
 
-/* For tests: the row kind (enum cfi_kind) for pc, -1 when none. */
+/* For tests: the row kind (enum cfi_kind) for pc, -1 when none; the kind
+ * of the rule the cache holds for pc, -1 when it holds none. */
 int kp_stack_row_kind(uintptr_t pc);
+int kp_stack_cached_kind(uintptr_t pc);
+
+struct pt_regs;
+/* kprobes_stack() without the rules cache: every frame's rule from the
+ * tables (tests compare the two). */
+int kp_stack_uncached(const struct pt_regs *regs, unsigned long *ips, int max);
 
 struct kp_stack_tables_stats {
 	size_t objects, rows, table_bytes, code_bytes;
