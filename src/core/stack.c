@@ -6,7 +6,7 @@
  * the set of tables is published with one release store and an old set
  * is freed after a grace period, as probepoints are.  On the hit path a
  * read-side section covers the walk: per frame, the rule for its pc from
- * a cache (one slot, two loads), else from the tables (a binary search
+ * a cache (one slot of two words), else from the tables (a binary search
  * for the object, the block index and a scan for its row), then loads
  * that cannot fault (kp_load_nofault).  No lock, no allocation, no
  * system call.
@@ -336,20 +336,36 @@ static const struct cfi_row *row_of(const struct stack_set *set, const struct st
 	return cfi_table_find(&so->t, pc - so->base);
 }
 
-static inline uint32_t rule_bits(struct cfi_rule r)
-{
-	uint32_t b;
+/* A rule packed in a word, as the cache keeps it and the walk reads it:
+ * the CFA offset in bits 0-15, bp8 in 16-23, the kind in 24-26, ra8 in
+ * 27-31 (shifts and masks, where a bit-field structure would be packed
+ * and unpacked through memory). */
+typedef uint32_t rule_t;
 
-	memcpy(&b, &r, sizeof(b));
-	return b;
+static inline rule_t rule_pack(struct cfi_rule r)
+{
+	return (uint16_t)r.cfa_off | (uint32_t)(uint8_t)r.bp8 << 16 | (uint32_t)r.kind << 24 |
+	       (uint32_t)r.ra8 << 27;
 }
 
-static inline struct cfi_rule bits_rule(uint32_t b)
+static inline unsigned int rule_kind(rule_t w)
 {
-	struct cfi_rule r;
+	return (w >> 24) & 7;
+}
 
-	memcpy(&r, &b, sizeof(r));
-	return r;
+static inline intptr_t rule_cfa_off(rule_t w)
+{
+	return (int16_t)(w & 0xffff);
+}
+
+static inline int rule_bp8(rule_t w)
+{
+	return (int8_t)((w >> 16) & 0xff);
+}
+
+static inline unsigned int rule_ra8(rule_t w)
+{
+	return w >> 27;
 }
 
 static inline struct rule_slot *slot_of(const struct stack_set *set, uintptr_t pc)
@@ -361,7 +377,7 @@ static inline struct rule_slot *slot_of(const struct stack_set *set, uintptr_t p
  * before and after the pc, both even and equal, so the two belong to one
  * write (a slot never written reads as pc 0 with the rule of no table,
  * which is pc 0's anyway). */
-static inline bool cache_get(const struct stack_set *set, uintptr_t pc, struct cfi_rule *r)
+static inline bool cache_get(const struct stack_set *set, uintptr_t pc, rule_t *r)
 {
 	const struct rule_slot *s = slot_of(set, pc);
 	uint64_t w = __atomic_load_n(&s->word, __ATOMIC_ACQUIRE);
@@ -370,13 +386,13 @@ static inline bool cache_get(const struct stack_set *set, uintptr_t pc, struct c
 	__atomic_thread_fence(__ATOMIC_ACQUIRE);
 	if (at != pc || (w & 1) || __atomic_load_n(&s->word, __ATOMIC_RELAXED) != w)
 		return false;
-	*r = bits_rule((uint32_t)(w >> 32));
+	*r = (rule_t)(w >> 32);
 	return true;
 }
 
 /* Caches pc's rule, unless the slot is being written (by another thread,
  * or by the code this signal handler interrupted): it stays as it is. */
-static void cache_put(const struct stack_set *set, uintptr_t pc, struct cfi_rule r)
+static void cache_put(const struct stack_set *set, uintptr_t pc, rule_t r)
 {
 	struct rule_slot *s = slot_of(set, pc);
 	uint64_t w = __atomic_load_n(&s->word, __ATOMIC_RELAXED);
@@ -387,30 +403,30 @@ static void cache_put(const struct stack_set *set, uintptr_t pc, struct cfi_rule
 	/* the odd word is visible before the new pc */
 	__atomic_thread_fence(__ATOMIC_RELEASE);
 	__atomic_store_n(&s->pc, pc, __ATOMIC_RELAXED);
-	__atomic_store_n(&s->word, (uint64_t)rule_bits(r) << 32 | (uint32_t)(w + 2),
+	__atomic_store_n(&s->word, (uint64_t)r << 32 | (uint32_t)(w + 2),
 			 __ATOMIC_RELEASE);
 }
 
 /* The rule at pc from the tables (and into the cache). */
-static __attribute__((noinline)) struct cfi_rule rule_lookup(const struct stack_set *set,
-							      const struct stack_obj **last,
-							      uintptr_t pc, bool cached)
+static __attribute__((noinline)) rule_t rule_lookup(const struct stack_set *set,
+						     const struct stack_obj **last, uintptr_t pc,
+						     bool cached)
 {
 	const struct cfi_row *row = row_of(set, last, pc);
-	struct cfi_rule r = row ? row->r : no_rule;
+	rule_t r = rule_pack(row ? row->r : no_rule);
 
 	if (cached)
 		cache_put(set, pc, r);
 	return r;
 }
 
-static inline __attribute__((always_inline)) struct cfi_rule
+static inline __attribute__((always_inline)) rule_t
 rule_at(const struct stack_set *set, const struct stack_obj **last, uintptr_t pc, bool cached)
 {
-	struct cfi_rule r;
+	rule_t r;
 
 	if (!set)
-		return no_rule;
+		return rule_pack(no_rule);
 	if (cached && cache_get(set, pc, &r))
 		return r;
 	return rule_lookup(set, last, pc, cached);
@@ -418,8 +434,10 @@ rule_at(const struct stack_set *set, const struct stack_obj **last, uintptr_t pc
 
 /* A signal frame: the handler returned to the signal restorer with the
  * stack pointer at the ucontext of the kernel's signal frame (its return
- * address popped). */
-static bool unwind_signal(struct frame *f)
+ * address popped).  Inline, the registers read through temporaries: a
+ * frame whose address escaped to a call would live in memory, and each
+ * step of the walk would wait for its stores. */
+static inline bool unwind_signal(struct frame *f)
 {
 	uintptr_t ip, sp, bp;
 
@@ -446,40 +464,39 @@ static inline __attribute__((always_inline)) bool
 unwind_one(const struct stack_set *set, const struct stack_obj **last, struct kp_thread *t,
 	   struct frame *f, bool cached)
 {
-	uintptr_t pc = f->exact ? f->ip : f->ip - 1, cfa, ra, bp, ra_at;
-	struct cfi_rule r = rule_at(set, last, pc, cached);
+	uintptr_t pc = f->exact ? f->ip : f->ip - 1, cfa, ra, bp, ra_at, bp_at = 0;
+	rule_t r = rule_at(set, last, pc, cached);
+	int bp8 = rule_bp8(r);
 
-	switch (r.kind) {
+	switch (rule_kind(r)) {
 	case CFI_END:
 		return false;
 	case CFI_SIGNAL:
 		return unwind_signal(f);
 	case CFI_SP:
-		cfa = f->sp + (intptr_t)r.cfa_off;
-		break;
 	case CFI_BP:
-		cfa = f->bp + (intptr_t)r.cfa_off;
+		cfa = (rule_kind(r) == CFI_SP ? f->sp : f->bp) + rule_cfa_off(r);
+		ra_at = cfa - WORD * rule_ra8(r);
+		if (bp8 != CFI_BP_SAME && bp8 != CFI_BP_LOST)
+			bp_at = cfa + (intptr_t)WORD * bp8;
 		break;
 	default:
 		if (!fp_plausible(f))
 			return false;
 		cfa = f->bp + ARCH_FP_CFA_OFFSET;
-		r = no_rule;
+		ra_at = arch_return_slot_of_cfa(cfa);
+		bp_at = cfa + ARCH_FP_SAVED_AT;
+		bp8 = 0;
 		break;
 	}
 	if (cfa <= f->sp || (cfa & (WORD - 1)))
 		return false;
-	ra_at = r.kind != CFI_NONE ? cfa - WORD * r.ra8 : arch_return_slot_of_cfa(cfa);
 	if (kp_load_nofault(ra_at, &ra) || !ra)
 		return false;
-	if (r.kind == CFI_NONE) {
-		if (kp_load_nofault(cfa + ARCH_FP_SAVED_AT, &bp))
-			bp = 0;
-	} else if (r.bp8 == CFI_BP_SAME) {
+	if (bp8 == CFI_BP_SAME)
 		bp = f->bp;
-	} else if (r.bp8 == CFI_BP_LOST || kp_load_nofault(cfa + (intptr_t)WORD * r.bp8, &bp)) {
+	else if (!bp_at || kp_load_nofault(bp_at, &bp))
 		bp = 0;
-	}
 	/* a return-probed frame returns to its instance's stub */
 	if (t->ri_top)
 		ra = kretprobe_find_ret_addr(ra, ra_at);
@@ -505,8 +522,12 @@ unwind(const struct stack_set *set, struct kp_thread *t, const struct pt_regs *r
 		f.exact = false;
 	ips[n++] = ip;
 	while (n < max) {
-		if (f.exact && arch_unwind_map_ip(&f.ip))
-			ips[n - 1] = f.ip;
+		if (f.exact) {
+			uintptr_t at = f.ip;
+
+			if (arch_unwind_map_ip(&at))
+				ips[n - 1] = f.ip = at;
+		}
 		if (!unwind_one(set, &last, t, &f, cached))
 			break;
 		ips[n++] = f.ip;
@@ -570,14 +591,14 @@ int kp_stack_cached_kind(uintptr_t pc)
 {
 	struct kp_thread *t = kp_thread_current();
 	const struct stack_set *set;
-	struct cfi_rule r;
+	rule_t r;
 	int kind;
 
 	if (!t)
 		return -EAGAIN;
 	kp_read_enter(t);
 	set = __atomic_load_n(&current, __ATOMIC_ACQUIRE);
-	kind = set && pc && cache_get(set, pc, &r) ? r.kind : -1;
+	kind = set && pc && cache_get(set, pc, &r) ? (int)rule_kind(r) : -1;
 	kp_read_exit(t);
 	return kind;
 }
