@@ -11,15 +11,18 @@ static struct kps_stack_entry *entry_at(const struct agent_session *s, uint32_t 
 					  (size_t)id * kps_stack_stride(s->cfg.stack_depth));
 }
 
+/* One branch for the whole stack (its depth varies from hit to hit, an
+ * early exit per frame would be mispredicted). */
 static bool same_stack(const struct kps_stack_entry *e, uint32_t desc, const uint64_t *ips,
 		       unsigned int n)
 {
+	uint64_t diff = 0;
+
 	if (e->desc != desc || e->depth != n)
 		return false;
 	for (unsigned int i = 0; i < n; i++)
-		if (e->ips[i] != ips[i])
-			return false;
-	return true;
+		diff |= e->ips[i] ^ ips[i];
+	return !diff;
 }
 
 /* A new entry holding the stack (not yet in the index), or NULL when the
