@@ -368,18 +368,18 @@ static inline unsigned int rule_ra8(rule_t w)
 	return w >> 27;
 }
 
-static inline struct rule_slot *slot_of(const struct stack_set *set, uintptr_t pc)
+static inline struct rule_slot *slot_of(struct rule_slot *cache, uintptr_t pc)
 {
-	return &set->cache[(pc ^ (pc >> RULE_CACHE_BITS)) & (RULE_CACHE_SLOTS - 1)];
+	return &cache[(pc ^ (pc >> RULE_CACHE_BITS)) & (RULE_CACHE_SLOTS - 1)];
 }
 
 /* The cached rule of pc: true and *r, or false.  A seqlock read: the word
  * before and after the pc, both even and equal, so the two belong to one
  * write (a slot never written reads as pc 0 with the rule of no table,
  * which is pc 0's anyway). */
-static inline bool cache_get(const struct stack_set *set, uintptr_t pc, rule_t *r)
+static inline bool cache_get(struct rule_slot *cache, uintptr_t pc, rule_t *r)
 {
-	const struct rule_slot *s = slot_of(set, pc);
+	const struct rule_slot *s = slot_of(cache, pc);
 	uint64_t w = __atomic_load_n(&s->word, __ATOMIC_ACQUIRE);
 	uint64_t at = __atomic_load_n(&s->pc, __ATOMIC_RELAXED);
 
@@ -392,9 +392,9 @@ static inline bool cache_get(const struct stack_set *set, uintptr_t pc, rule_t *
 
 /* Caches pc's rule, unless the slot is being written (by another thread,
  * or by the code this signal handler interrupted): it stays as it is. */
-static void cache_put(const struct stack_set *set, uintptr_t pc, rule_t r)
+static void cache_put(struct rule_slot *cache, uintptr_t pc, rule_t r)
 {
-	struct rule_slot *s = slot_of(set, pc);
+	struct rule_slot *s = slot_of(cache, pc);
 	uint64_t w = __atomic_load_n(&s->word, __ATOMIC_RELAXED);
 
 	if ((w & 1) || !__atomic_compare_exchange_n(&s->word, &w, w | 1, false, __ATOMIC_ACQUIRE,
@@ -416,7 +416,7 @@ static __attribute__((noinline)) rule_t rule_lookup(const struct stack_set *set,
 	rule_t r = rule_pack(row ? row->r : no_rule);
 
 	if (cached)
-		cache_put(set, pc, r);
+		cache_put(set->cache, pc, r);
 	return r;
 }
 
@@ -427,7 +427,7 @@ rule_at(const struct stack_set *set, const struct stack_obj **last, uintptr_t pc
 
 	if (!set)
 		return rule_pack(no_rule);
-	if (cached && cache_get(set, pc, &r))
+	if (cached && cache_get(set->cache, pc, &r))
 		return r;
 	return rule_lookup(set, last, pc, cached);
 }
@@ -598,10 +598,32 @@ int kp_stack_cached_kind(uintptr_t pc)
 		return -EAGAIN;
 	kp_read_enter(t);
 	set = __atomic_load_n(&current, __ATOMIC_ACQUIRE);
-	kind = set && pc && cache_get(set, pc, &r) ? (int)rule_kind(r) : -1;
+	kind = set && pc && cache_get(set->cache, pc, &r) ? (int)rule_kind(r) : -1;
 	kp_read_exit(t);
 	return kind;
 }
+
+/* For tests: the cache's two operations on a cache the caller owns
+ * (kp_stack_cache_bytes(), zeroed), with rules as the opaque words the
+ * cache keeps.  Two pcs share a slot when they differ by a multiple of
+ * KP_STACK_CACHE_SAME_SLOT. */
+size_t kp_stack_cache_bytes(void)
+{
+	return RULE_CACHE_SLOTS * sizeof(struct rule_slot);
+}
+
+void kp_stack_cache_put(void *cache, uintptr_t pc, uint32_t rule)
+{
+	cache_put(cache, pc, rule);
+}
+
+bool kp_stack_cache_get(void *cache, uintptr_t pc, uint32_t *rule)
+{
+	return cache_get(cache, pc, rule);
+}
+
+_Static_assert(((KP_STACK_CACHE_SAME_SLOT ^ (KP_STACK_CACHE_SAME_SLOT >> RULE_CACHE_BITS)) &
+		(RULE_CACHE_SLOTS - 1)) == 0, "KP_STACK_CACHE_SAME_SLOT: the same slot");
 
 /* After dlclose: once tables exist, they follow the objects. */
 void kp_stack_objects_changed(void)

@@ -2,6 +2,7 @@
 #ifndef KP_CORE_STACK_H
 #define KP_CORE_STACK_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -21,6 +22,14 @@ void kp_stack_fork_unlock(void);
  * of the rule the cache holds for pc, -1 when it holds none. */
 int kp_stack_row_kind(uintptr_t pc);
 int kp_stack_cached_kind(uintptr_t pc);
+
+/* For tests: the rules cache's operations on a cache of
+ * kp_stack_cache_bytes() (zeroed) the caller owns; pcs that differ by a
+ * multiple of KP_STACK_CACHE_SAME_SLOT share a slot. */
+#define KP_STACK_CACHE_SAME_SLOT (1ul << 24)
+size_t kp_stack_cache_bytes(void);
+void kp_stack_cache_put(void *cache, uintptr_t pc, uint32_t rule);
+bool kp_stack_cache_get(void *cache, uintptr_t pc, uint32_t *rule);
 
 struct pt_regs;
 /* kprobes_stack() without the rules cache: every frame's rule from the
