@@ -182,6 +182,9 @@ bench: lib
 	@echo
 	@echo "kprobe run against kprobe count, every function of sqlite3's and jq's library counted by probe:"
 	python3 bench/run_real_bench.py $(B)
+	@echo
+	@echo "a count by stack of every jv_* call of jq against a plain count (count_stacks_ratio):"
+	-sh bench/kprobe_stacks_jq.sh $(B) 3
 
 BENCH_SRC := $(filter-out bench/coverage_preload.c,$(sort $(wildcard bench/*.c bench/*.S)))
 
