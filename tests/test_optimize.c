@@ -841,6 +841,19 @@ static void count_post(struct kprobe *p, struct pt_regs *regs, unsigned long fla
 {
 }
 
+/* "tls" writes thread-local storage (which the analysis takes for errno)
+ * and nothing vector: mid-function it runs with errno kept and no
+ * vector image, and the program's live vector registers must survive. */
+static __thread unsigned long tls_hits;
+
+static int tls_pre(struct kprobe *p, struct pt_regs *regs)
+{
+	tls_hits++;
+	if (regs->ip != (unsigned long)p->addr + 1)
+		__atomic_fetch_add(&heavy_bad_ip, 1, __ATOMIC_RELAXED);
+	return 0;
+}
+
 static void setup(void)
 {
 	clobber_level = vec_level();
@@ -1883,15 +1896,16 @@ static void check_live(int level)
 		cr_assert_eq(ref[s].flags & 0xcd5, in[s].flags & 0xcd5, "flags not as set");
 		cr_assert(!memcmp(ref[s].redzone, in[s].redzone, sizeof(in[s].redzone)));
 	}
-	for (int mode = 0; mode < 4; mode++) {
+	for (int mode = 0; mode < 5; mode++) {
 		/* 0 light optimized, 1 heavy optimized, 2 empty optimized,
-		 * 3 heavy unoptimized (the breakpoint path, for reference) */
+		 * 3 heavy unoptimized (the breakpoint path, for reference),
+		 * 4 tls optimized (errno kept, no vector image) */
 		struct kprobe kp;
-		unsigned long hits0 = heavy_hits + light_hits;
+		unsigned long hits0 = heavy_hits + light_hits, tls0 = tls_hits;
 
 		kprobes_set_optimization(mode != 3);
 		init_probe(&kp, (void *)at, mode == 1 || mode == 3 ? heavy_pre :
-					    mode == 0 ? light_pre : empty_pre);
+					    mode == 0 ? light_pre : mode == 4 ? tls_pre : empty_pre);
 		cr_assert_eq(register_kprobe(&kp), 0);
 		if (mode != 3)
 			cr_assert(wait_opt(&kp, true, 2000), "%s: not optimized: %s", names[level],
@@ -1899,13 +1913,13 @@ static void check_live(int level)
 		for (unsigned int s = 0; s < 8; s++) {
 			snprintf(what, sizeof(what), "%s, %s, seed %u", names[level],
 				 (const char *[]){ "light handler", "heavy handler", "empty handler",
-						   "heavy handler, breakpoint" }[mode], s);
+						   "heavy handler, breakpoint", "tls handler" }[mode], s);
 			live_run(fns[level], &in[s], &out);
 			live_compare(what, &ref[s], &out, level);
 		}
 		if (mode != 2)
-			cr_assert_eq(heavy_hits + light_hits - hits0, 8, "%s mode %d: hits",
-				     names[level], mode);
+			cr_assert_eq(heavy_hits + light_hits - hits0 + tls_hits - tls0, 8,
+				     "%s mode %d: hits", names[level], mode);
 		cr_assert_eq(is_optimized(&kp), mode != 3);
 		unregister_kprobe(&kp);
 	}

@@ -20,7 +20,11 @@
  *          every register loaded back from it (handlers may change it);
  *   all    also the vector state (at a function entry only the argument
  *          registers x/y/zmm0-7 can be live; mid-function everything may
- *          be: xsave, or fxsave without it) and errno.
+ *          be: xsave, or fxsave without it) and errno.  Mid-function,
+ *          where that state is a whole xsave image, a probe that needs
+ *          errno kept but not the vector registers gets errno alone (the
+ *          "errno" level between regs and all): the registers the
+ *          program has live stay live as long as no handler writes them.
  *
  * A hit starts light and moves up when a probe needs more: the handlers
  * run before that provably left the rest alone, so it is still the
@@ -152,18 +156,26 @@
 	mov %rax, PT_IP(%rbx)			/* as after an int3 */
 	.endm
 
-/* Vector state below the frame (r13), then errno. */
-	.macro SAVE_ALL vsave
-	\vsave
+	.macro SAVE_ERRNO
 	call __errno_location@PLT
 	mov (%rax), %eax
 	mov %eax, F_ERRNO(%rbx)
 	.endm
 
-	.macro RESTORE_ALL vrestore
+	.macro RESTORE_ERRNO
 	call __errno_location@PLT
 	mov F_ERRNO(%rbx), %ecx
 	mov %ecx, (%rax)
+	.endm
+
+/* Vector state below the frame (r13), then errno. */
+	.macro SAVE_ALL vsave
+	\vsave
+	SAVE_ERRNO
+	.endm
+
+	.macro RESTORE_ALL vrestore
+	RESTORE_ERRNO
 	\vrestore
 	.endm
 
@@ -356,7 +368,23 @@
 	HANDLER_LOOP \name, regs, KP_NEEDS_ALL_ONLY, 76f
 	SECTION_END_MID \kind
 	OUT_REGS \kind
-76:	SAVE_ALL \vsave
+76:	.if \kind == 2
+	/* Mid-function the vector state is a whole xsave image: a handler
+	 * that needs errno kept but provably leaves every vector register
+	 * alone (whatever the program has live in them stays there) gets
+	 * errno only, and the image is made when a probe needs it. */
+	SAVE_ERRNO
+	testb $KP_SAVE_VECTOR, KP_NEEDS(%r12)
+	jnz 77f
+	jmp \name\()_errno_call
+	HANDLER_LOOP \name, errno, KP_SAVE_VECTOR, 77f
+	SECTION_END_MID \kind
+	RESTORE_ERRNO
+	OUT_REGS \kind
+77:	\vsave
+	.else
+	SAVE_ALL \vsave
+	.endif
 	jmp \name\()_all_call
 	HANDLER_LOOP \name, all, 0, 0
 	SECTION_END_MID \kind
