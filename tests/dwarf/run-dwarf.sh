@@ -187,10 +187,12 @@ if [ $rc -ne 2 ] || ! grep -q "has no field 'nosuch'" "$OUT/err"; then
 fi
 # Loads through bad pointers (unmapped, kernel, non-canonical) are faults
 # in the output, not crashes of the program.
-out=$("$KPROBE" trace "cli_dwarf.c:$L1 a=@#4096*8:u64 b=@#-140737488355328*8:u64 c=@#9223372036854775807*4:s32 len" \
+# d is a register-and-hops plan (the compiled form) whose hop leaves the
+# canonical range.
+out=$("$KPROBE" trace "cli_dwarf.c:$L1 a=@#4096*8:u64 b=@#-140737488355328*8:u64 c=@#9223372036854775807*4:s32 d=@r7+140737488355328*8:u64 len" \
 	-o "$OUT/fault.txt" -- "$prog" 1 2>&1)
 rc=$?
-if [ $rc -ne 0 ] || ! grep -q 'a=(fault) b=(fault) c=(fault) len=5' "$OUT/fault.txt"; then
+if [ $rc -ne 0 ] || ! grep -q 'a=(fault) b=(fault) c=(fault) d=(fault) len=5' "$OUT/fault.txt"; then
 	echo "FAIL faulting loads: exit $rc, $out, $(cat "$OUT/fault.txt")"
 	fail=1
 fi

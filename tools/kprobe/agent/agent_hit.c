@@ -408,21 +408,52 @@ static inline uint64_t dwarf_reg(const struct pt_regs *regs, uint8_t reg)
 	return *(const uint64_t *)((const char *)regs + dwarf_reg_offsets[reg <= 16 ? reg : 16]);
 }
 
-static bool run_plan(const struct pt_regs *regs, const struct spec_arg *a, uint64_t *out)
+/* A plan as it is, for the shapes the chain does not have and for
+ * threads where the caught load cannot be used: out of the way of the
+ * common case, which then needs no stack frame. */
+static __attribute__((noinline)) bool run_plan_slow(const struct pt_regs *regs,
+						     const struct spec_arg *a, uint64_t *out)
 {
-	const struct fetch_op *ops = a->ops;
+	const struct fetch_chain *c = &a->chain;
+	uint64_t v;
 
-	/* The shapes most variables compile to, without the interpreter: a
-	 * register, and a slot or field at register + offset. */
-	if (a->nops == 1 && ops[0].kind == FETCH_REG) {
-		*out = dwarf_reg(regs, ops[0].reg);
-		return true;
+	if (!c->ok)
+		return run_plan_stack(regs, a, out);
+	v = dwarf_reg(regs, c->reg);
+	for (int i = 0; i < c->nhops && i < SPEC_MAX_HOPS; i++)
+		if (!load_nofault(v + (uint64_t)c->add[i], c->size[i], &v))
+			return false;
+	*out = v + (uint64_t)c->last;
+	return true;
+}
+
+/* The compiled shape (spec_plan_compile()): the register straight from
+ * pt_regs, then one caught load per pointer hop, nothing interpreted;
+ * whether the caught load may be used is asked once for all of them. */
+static inline __attribute__((always_inline)) bool run_plan(const struct pt_regs *regs,
+							    const struct spec_arg *a,
+							    uint64_t *out)
+{
+	const struct fetch_chain *c = &a->chain;
+	uint64_t v;
+	int n = c->nhops;
+
+	/* kp_load_nofault_usable() without its first-use refresh (a call),
+	 * which the slow path makes. */
+	if (__builtin_expect(!c->ok || (n && (!__atomic_load_n(&kp_nofault_loads_ok,
+								  __ATOMIC_ACQUIRE) ||
+					      kp_fault_masked_depth ||
+					      kp_thread_mask_state != 1)), 0))
+		return run_plan_slow(regs, a, out);
+	v = dwarf_reg(regs, c->reg);
+	for (int i = 0; i < n && i < SPEC_MAX_HOPS; i++) {
+		uint64_t addr = v + (uint64_t)c->add[i];
+
+		if (addr < 4096 || kp_load_nofault_sized(addr, c->size[i], &v))
+			return false;
 	}
-	if (a->nops == 3 && ops[0].kind == FETCH_REG && ops[1].kind == FETCH_ADD &&
-	    ops[2].kind == FETCH_LOAD)
-		return load_nofault(dwarf_reg(regs, ops[0].reg) + (uint64_t)ops[1].k, ops[2].size,
-				    out);
-	return run_plan_stack(regs, a, out);
+	*out = v + (uint64_t)c->last;
+	return true;
 }
 
 static bool run_plan_stack(const struct pt_regs *regs, const struct spec_arg *a, uint64_t *out)

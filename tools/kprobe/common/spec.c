@@ -186,6 +186,35 @@ static int plan_check(const struct spec_arg *a)
 	return depth == 1 ? 0 : -EINVAL;
 }
 
+void spec_plan_compile(struct spec_arg *a)
+{
+	struct fetch_chain c;
+	int64_t pending = 0;
+
+	memset(&a->chain, 0, sizeof(a->chain));
+	if (a->src != ARG_SRC_PLAN || !a->nops || a->ops[0].kind != FETCH_REG ||
+	    a->ops[0].reg > 16)
+		return;
+	memset(&c, 0, sizeof(c));
+	c.reg = a->ops[0].reg;
+	for (int i = 1; i < a->nops; i++) {
+		const struct fetch_op *op = &a->ops[i];
+
+		if (op->kind == FETCH_ADD) {
+			pending += op->k;
+		} else if (op->kind == FETCH_LOAD && c.nhops < SPEC_MAX_HOPS) {
+			c.add[c.nhops] = pending;
+			c.size[c.nhops++] = op->size;
+			pending = 0;
+		} else {
+			return;	/* constants, operators: the general plan */
+		}
+	}
+	c.last = pending;
+	c.ok = 1;
+	a->chain = c;
+}
+
 /* "@PLAN" (see spec.h) into a's ops; -EINVAL when malformed. */
 static int parse_plan(const char *p, size_t len, struct spec_arg *a)
 {
@@ -242,7 +271,10 @@ static int parse_plan(const char *p, size_t len, struct spec_arg *a)
 			break;
 		}
 	}
-	return plan_check(a);
+	if (plan_check(a))
+		return -EINVAL;
+	spec_plan_compile(a);
+	return 0;
 }
 
 static int parse_type(const char *s, enum arg_type *t)

@@ -97,6 +97,22 @@ struct fetch_op {
 	int64_t k;
 };
 
+/* A plan of the shape nearly every variable compiles to, a register and
+ * then pointer hops (rN [+K] *S [+K] *S ... [+K]), compiled by
+ * spec_plan_compile() for the hit path: value = register; per hop, value =
+ * the size[i] bytes at value + add[i]; value += last.  One load per hop,
+ * nothing interpreted. */
+#define SPEC_MAX_HOPS 6
+
+struct fetch_chain {
+	uint8_t ok;		/* the plan has this shape */
+	uint8_t reg;		/* DWARF register 0..16 */
+	uint8_t nhops;
+	uint8_t size[SPEC_MAX_HOPS];	/* 1, 2, 4 or 8 */
+	int64_t add[SPEC_MAX_HOPS];
+	int64_t last;
+};
+
 struct spec_arg {
 	char name[SPEC_NAME_MAX];
 	uint8_t src;		/* argN - 1, ARG_SRC_RETVAL, ARG_SRC_PLAN... */
@@ -104,6 +120,7 @@ struct spec_arg {
 	uint8_t typed;		/* the user gave :TYPE */
 	uint8_t nops;		/* ARG_SRC_PLAN */
 	struct fetch_op ops[SPEC_MAX_OPS];
+	struct fetch_chain chain;	/* ARG_SRC_PLAN: ops[] compiled, when it can be */
 	char expr[SPEC_EXPR_MAX];	/* ARG_SRC_VAR */
 };
 
@@ -131,6 +148,10 @@ struct probe_spec {
 	 * 0 for every other spec. */
 	uint16_t usdt_sites;
 };
+
+/* Compiles a's plan (ops[]) into a->chain when it has the chain's shape
+ * (a->chain.ok); parsing a plan does it. */
+void spec_plan_compile(struct spec_arg *a);
 
 /* Whether a command-line token is an ARG rather than the start of a probe. */
 bool spec_token_is_arg(const char *tok);
