@@ -231,6 +231,14 @@ if [ $rc -ne 2 ] || ! grep -q "has 3 arguments" "$OUT/err"; then
 	echo "FAIL usdt arg3 of 3: exit $rc, $(cat "$OUT/err")"
 	fail=1
 fi
+# ... and in a program, when it is compiled: the line, the caret, exit 2.
+"$KPROBE" run -e "usdt:$prog:demo:req { @[arg3] = count(); }" -- "$prog" 1 >/dev/null 2>"$OUT/err"
+rc=$?
+if [ $rc -ne 2 ] || ! grep -q "ERROR: arg3: usdt probe demo:req has 3 arguments (arg0..arg2)" "$OUT/err" ||
+   ! grep -q '^ *~~~~$' "$OUT/err"; then
+	echo "FAIL usdt arg3 of 3 in a program: exit $rc, $(cat "$OUT/err")"
+	fail=1
+fi
 "$KPROBE" trace "usdt:demo:nosuch" -- "$prog" 1 >/dev/null 2>"$OUT/err"
 [ $? -eq 2 ] || { echo "FAIL usdt:demo:nosuch: $(cat "$OUT/err")"; fail=1; }
 

@@ -160,6 +160,24 @@ static int param_of(const char *obj, const char *func, const char *name, int *in
 	return 0;
 }
 
+/* argN of a usdt probe: its operand count from the SDT notes, as the
+ * probe will be resolved (usdt_probe_specs()). */
+static int usdt_nargs_of(const char *obj, const char *provider, const char *name, int *nargs,
+			 void *arg)
+{
+	const struct cli_opts *o = arg;
+	struct probe_spec s;
+
+	memset(&s, 0, sizeof(s));
+	s.kind = SPEC_USDT;
+	if (strlen(obj) >= sizeof(s.object) ||
+	    (size_t)snprintf(s.symbol, sizeof(s.symbol), "%s:%s", provider[0] ? provider : "*",
+			     name) >= sizeof(s.symbol))
+		return -1;
+	snprintf(s.object, sizeof(s.object), "%s", obj);
+	return usdt_operand_count(o, &s, nargs);
+}
+
 void run_compile(struct cli_opts *o)
 {
 	struct lang_compile_opts copts = {
@@ -169,6 +187,7 @@ void run_compile(struct cli_opts *o)
 		.map_keys = o->map_keys,
 		.param = param_of,
 		.param_arg = o,
+		.usdt_nargs = usdt_nargs_of,
 	};
 	char *text = o->prog_file ? read_program_file(o->prog_file) : strdup(o->prog_text);
 	struct run_program *p = calloc(1, sizeof(*p));

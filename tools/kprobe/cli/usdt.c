@@ -512,6 +512,42 @@ int usdt_sites(const struct cli_opts *o, const struct probe_spec *orig, bool all
 	return total;
 }
 
+int usdt_operand_count(const struct cli_opts *o, const struct probe_spec *s, int *nargs)
+{
+	char (*paths)[PATH_MAX];
+	char glob[256], *colon, path[PATH_MAX], err[PATH_MAX + 128];
+	struct usdt_probe *found;
+	int npaths, least = -1;
+
+	snprintf(glob, sizeof(glob), "%s", s->symbol);
+	colon = strchr(glob, ':');
+	/* An object not found: left for usdt_sites() to say. */
+	if (!colon || cli_object_path(o, s, path, sizeof(path), err, sizeof(err)))
+		return -1;
+	*colon = '\0';
+	paths = calloc(64, PATH_MAX);
+	found = calloc(256, sizeof(*found));
+	if (!paths || !found)
+		cli_die(EXIT_FAIL, "out of memory");
+	npaths = candidate_objects(o, s, paths, 64);
+	/* The objects usdt_sites() takes: the named one, or the first with
+	 * matches. */
+	for (int k = 0; k < npaths && least < 0; k++) {
+		struct match m = { glob, colon + 1, found, 0, 256 };
+
+		usdt_foreach(paths[k], collect, &m);
+		for (int j = 0; j < m.n; j++)
+			if (least < 0 || usdt_nargs(&found[j]) < least)
+				least = usdt_nargs(&found[j]);
+	}
+	free(found);
+	free(paths);
+	if (least < 0)
+		return -1;
+	*nargs = least;
+	return 0;
+}
+
 void usdt_resolve(struct cli_opts *o)
 {
 	int nspecs = o->nspecs;

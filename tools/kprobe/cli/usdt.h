@@ -45,6 +45,11 @@ int usdt_arg_plan(const char *path, const struct usdt_probe *p, int index, struc
 int usdt_sites(const struct cli_opts *o, const struct probe_spec *s, bool all_args,
 	       struct probe_spec *out, int max);
 
+/* The fewest operands among the sites usdt_sites() would find for the
+ * usdt: spec s, into *nargs: 0, or -1 when none matches (usdt_sites()
+ * then says so). */
+int usdt_operand_count(const struct cli_opts *o, const struct probe_spec *s, int *nargs);
+
 /* Replaces each usdt: probe of o by one OBJECT:0xADDRESS probe per
  * matching SDT probe, in the object it names, else in the main executable
  * and the libraries it loads; exits with EXIT_BAD and one line when none

@@ -425,6 +425,33 @@ static bool only_usdt(const struct probe *pr)
 	return true;
 }
 
+/* argK in a usdt probe: within the operands the SDT notes of each of its
+ * attach points give (what the tool can tell before running). */
+static int check_usdt_arg(struct checker *c, struct node *n, long k)
+{
+	const struct lang_compile_opts *o = c->p->opts;
+	struct probe *pr = c->pr;
+
+	for (int i = 0; o && o->usdt_nargs && i < pr->natt; i++) {
+		const struct attach *a = &pr->att[i];
+		int nargs = 0;
+
+		if (a->kind != LANG_P_USDT ||
+		    o->usdt_nargs(a->target, a->provider, a->func, &nargs, o->param_arg) ||
+		    k < nargs)
+			continue;
+		if (nargs)
+			prog_error(c->p, n->loc, "%s: usdt probe %s%s%s has %d argument%s (arg0..arg%d)",
+				   n->name, a->provider, *a->provider ? ":" : "", a->func, nargs,
+				   nargs == 1 ? "" : "s", nargs - 1);
+		else
+			prog_error(c->p, n->loc, "%s: usdt probe %s%s%s has no arguments", n->name,
+				   a->provider, *a->provider ? ":" : "", a->func);
+		return -1;
+	}
+	return 0;
+}
+
 /* args->NAME: the parameter of the function every attach point of the
  * probe names (uprobes at a function's entry, no glob), read from its
  * argument register as bpftrace does, typed from DWARF. */
@@ -533,6 +560,8 @@ static int check_builtin(struct checker *c, struct node *n)
 			prog_error(c->p, n->loc, "x86_64 doesn't support %s", n->name);
 			return -1;
 		}
+		if (check_usdt_arg(c, n, k))
+			return -1;
 		n->op = B_ARG;
 		n->ival = k;
 		n->type = only_usdt(c->pr) ? T_S64 : T_U64;

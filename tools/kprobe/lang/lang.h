@@ -276,6 +276,12 @@ struct lang_compile_opts {
 	int (*param)(const char *obj, const char *func, const char *name, int *index,
 		     struct lang_type *type, char *why, size_t whylen, void *arg);
 	void *param_arg;
+	/* argN in a usdt probe on OBJ:PROVIDER:NAME: how many operands its
+	 * SDT notes give it (the fewest of its sites); 0, or -1 when that
+	 * is not known here (the probe is resolved later).  NULL: argN is
+	 * not checked against the notes.  Called with param_arg. */
+	int (*usdt_nargs)(const char *obj, const char *provider, const char *name, int *nargs,
+			  void *arg);
 };
 
 /* An error as bpftrace prints it:
