@@ -16,11 +16,19 @@
  *   prog_latency   the tid-keyed entry/return latency pattern, per call
  *   (whole ns per call, probe included: compare prog_count and
  *   prog_filter with probe_ns (`o`), prog_latency with ro_ns (`ro`))
- *   var_fetch      what fetching two variables by fetch plan adds to a
- *                  trace event (a register and a field behind a pointer,
- *                  as the tool compiles `p->hdr.len n`), over two argN
+ *   var_fetch      what fetching two variables by fetch plan adds per
+ *                  hit: one probe, one handler writing one record, run
+ *                  with no plan and with the two plans the tool compiles
+ *                  for `h->len b` (a 4-byte field behind the pointer in
+ *                  rdi, a register), difference of the medians
  *   usdt           ns per hit of `kprobe count` on an SDT probe site in
- *                  optimized code, next to count on a function entry
+ *                  optimized code (a mid-function site: what the hit adds
+ *                  to the loop around it), next to o, kprobes-bench's row:
+ *                  ns per call of a function with an empty optimized
+ *                  probe on its entry (probe_ns here)
+ *   usdt_trace     `kprobe trace` of the SDT site with its two register
+ *                  operands (events that fit in the ring), next to the
+ *                  same on a function entry
  *
  * Usage: kprobe-bench-extra [--json].  Medians of several runs. */
 #include <fcntl.h>
@@ -188,17 +196,28 @@ static void ns_pair(double *x, double *ref, double *ratio)
 	*ratio = q[RUNS / 2];
 }
 
-/* ns per pass of bench_sdt's loop, median of RUNS. */
-static double ns_per_sdt_hit(void)
+/* ns per pass of bench_sdt's loop, median of RUNS; with chunk > 0 in
+ * passes of chunk, each after the reader has emptied the rings. */
+static double ns_per_sdt_hit(long chunk)
 {
 	double v[RUNS];
 	long sum = 0;
 
 	for (int r = 0; r < RUNS; r++) {
-		double t0 = now_s();
+		double busy = 0;
 
-		sum += bench_sdt(CALLS);
-		v[r] = (now_s() - t0) * 1e9 / CALLS;
+		for (long done = 0; done < CALLS;) {
+			long n = chunk ? chunk : CALLS;
+			double t0;
+
+			while (chunk && ring_backlog())
+				sched_yield();
+			t0 = now_s();
+			sum += bench_sdt(n);
+			busy += now_s() - t0;
+			done += n;
+		}
+		v[r] = busy * 1e9 / CALLS;
 	}
 	if (sum == 42)
 		puts("");
@@ -321,6 +340,85 @@ static void start_prog(const char *body)
 	usleep(300000);
 }
 
+/* var_fetch: the handler of one probe runs fetch_n of the plans in
+ * fetch_args into the same record each hit (the record's slots without a
+ * plan written as 0): the difference between 2 and 0 plans is the fetch. */
+#define FETCH_RUNS 41
+
+/* ns per call of bench_struct over n calls, once. */
+static double ns_per_struct_call(long n)
+{
+	static struct bench_hdr hdr = { 0, 42 };
+	long sum = 0;
+	double t0 = now_s();
+
+	for (long i = 0; i < n; i++)
+		sum += bench_struct(&hdr, i);
+	t0 = now_s() - t0;
+	if (sum == 42)
+		puts("");
+	return t0 * 1e9 / (double)n;
+}
+
+static struct spec_arg fetch_args[2];
+static volatile int fetch_n;
+static uint64_t fetch_rec[2];
+static unsigned long fetch_faults;
+
+static int fetch_pre(struct kprobe *p, struct pt_regs *regs)
+{
+	int n = fetch_n;
+
+	(void)p;
+	for (int i = 0; i < 2; i++) {
+		uint64_t v = 0;
+
+		if (i < n && !agent_run_plan(regs, &fetch_args[i], &v))
+			fetch_faults++;
+		fetch_rec[i] = v;
+	}
+	return 0;
+}
+
+static double var_fetch_ns(double *with0, double *with2)
+{
+	struct probe_spec ps;
+	struct kprobe kp = { .symbol_name = "bench_struct", .pre_handler = fetch_pre };
+	char err[256];
+	double v0[FETCH_RUNS], v2[FETCH_RUNS];
+
+	/* As the tool compiles `h->len b` at bench_struct's entry. */
+	if (spec_parse("bench_struct len=@r5+8*4:s32 b=@r4:u64", &ps, err, sizeof(err)) ||
+	    ps.nargs != 2) {
+		fprintf(stderr, "kprobe-bench-extra: %s\n", err);
+		exit(1);
+	}
+	memcpy(fetch_args, ps.args, sizeof(fetch_args));
+	if (register_kprobe(&kp)) {
+		fprintf(stderr, "kprobe-bench-extra: cannot probe bench_struct\n");
+		exit(1);
+	}
+	usleep(300000);
+	/* Short runs, alternated, so that both see the same machine. */
+	for (int r = 0; r < FETCH_RUNS; r++) {
+		fetch_n = 0;
+		v0[r] = ns_per_struct_call(CALLS / 8);
+		fetch_n = 2;
+		v2[r] = ns_per_struct_call(CALLS / 8);
+	}
+	unregister_kprobe(&kp);
+	if (fetch_faults || fetch_rec[0] != 42) {
+		fprintf(stderr, "kprobe-bench-extra: var_fetch read %lu, %lu faults\n",
+			(unsigned long)fetch_rec[0], fetch_faults);
+		exit(1);
+	}
+	qsort(v0, FETCH_RUNS, sizeof(v0[0]), cmp_double);
+	qsort(v2, FETCH_RUNS, sizeof(v2[0]), cmp_double);
+	*with0 = v0[FETCH_RUNS / 2];
+	*with2 = v2[FETCH_RUNS / 2];
+	return *with2 - *with0;
+}
+
 static int empty_return(struct kretprobe_instance *ri, struct pt_regs *regs)
 {
 	(void)ri;
@@ -382,7 +480,7 @@ int main(int argc, char **argv)
 	double call, probe, count, trace, rate, ret, pcount, pfilter, pfilter_tid, phist, plat;
 	double pcount_o, pfilter_o, pfilter_tid_o, phist_o, plat_ro;
 	double pcount_q, pfilter_q, pfilter_tid_q, phist_q, plat_q;
-	double trace_args, trace_vars, sdt_call, sdt;
+	double fetch0, fetch2, fetch, sdt_call, sdt, sdt_trace, entry_trace;
 	pthread_t th;
 
 	make_shm();
@@ -424,28 +522,28 @@ int main(int argc, char **argv)
 	}
 	agent_session_stop();
 
-	/* var_fetch: the same event with its two values fetched by plan (a
-	 * register; a 4-byte field behind the pointer in rdi), against two
-	 * plain argN, on the same function. */
-	start("trace", "bench_struct a=arg1:u64 b=arg2:u64");
-	trace_args = ns_per_call_of(4096, FN_STRUCT);
-	agent_session_stop();
-	start("trace", "bench_struct len=@r5+8*4:s32 b=@r4:u64");
-	trace_vars = ns_per_call_of(4096, FN_STRUCT);
-	__atomic_store_n(&reading, 0, __ATOMIC_RELEASE);
-	pthread_join(th, NULL);
-	agent_session_stop();
-
-	/* usdt: count on the SDT site in bench_sdt's loop. */
-	sdt_call = ns_per_sdt_hit();
+	/* usdt: count, and trace with the two register operands, on the
+	 * SDT site in bench_sdt's loop; trace on an entry alike. */
+	sdt_call = ns_per_sdt_hit(0);
 	{
-		char spec[64];
+		char spec[96];
 
 		snprintf(spec, sizeof(spec), "0x%lx", (unsigned long)sdt_site());
 		start("count", spec);
-		sdt = ns_per_sdt_hit() - sdt_call;
+		sdt = ns_per_sdt_hit(0) - sdt_call;
+		agent_session_stop();
+		snprintf(spec, sizeof(spec), "0x%lx a=arg1:u64 b=arg2:u64", (unsigned long)sdt_site());
+		start("trace", spec);
+		sdt_trace = ns_per_sdt_hit(4096) - sdt_call;
+		agent_session_stop();
+		start("trace", "bench_target a=arg1:u64 b=arg2:u64");
+		entry_trace = ns_per_call(4096) - call;
 		agent_session_stop();
 	}
+	__atomic_store_n(&reading, 0, __ATOMIC_RELEASE);
+	pthread_join(th, NULL);
+
+	fetch = var_fetch_ns(&fetch0, &fetch2);
 
 	if (register_kretprobe(&rp)) {
 		fprintf(stderr, "kprobe-bench-extra: cannot return-probe bench_target\n");
@@ -501,10 +599,10 @@ int main(int argc, char **argv)
 		       "\"prog_latency\":%.2f,\"prog_count_x_o\":%.2f,\"prog_filter_x_o\":%.2f,"
 		       "\"prog_filter_tid_x_o\":%.2f,\"prog_hist_x_o\":%.2f,"
 		       "\"prog_latency_x_ro\":%.2f,"
-		       "\"var_fetch\":%.2f,\"usdt\":%.2f,\"count_entry\":%.2f}\n", call,
-		       probe, count - probe, trace - probe, rate, ret, pcount, pfilter, pfilter_tid,
-		       phist, plat, pcount_q, pfilter_q, pfilter_tid_q, phist_q, plat_q,
-		       trace_vars - trace_args, sdt, count - call);
+		       "\"var_fetch\":%.2f,\"usdt\":%.2f,\"o\":%.2f,\"usdt_trace\":%.2f,"
+		       "\"trace_entry\":%.2f}\n", call, probe, count - probe, trace - probe, rate,
+		       ret, pcount, pfilter, pfilter_tid, phist, plat, pcount_q, pfilter_q,
+		       pfilter_tid_q, phist_q, plat_q, fetch, sdt, probe, sdt_trace, entry_trace);
 		return 0;
 	}
 	printf("call            %8.2f ns\n", call);
@@ -524,9 +622,11 @@ int main(int argc, char **argv)
 	printf("prog_hist       %8.2f ns   %.2fx o  (o %.2f ns)\n", phist, phist_q, phist_o);
 	printf("prog_latency    %8.2f ns   %.2fx ro (ro %.2f ns; target <= 2x)\n", plat, plat_q,
 	       plat_ro);
-	printf("var_fetch       %8.2f ns   (trace, 2 vars by plan %.2f ns - 2 argN %.2f ns)\n",
-	       trace_vars - trace_args, trace_vars, trace_args);
-	printf("usdt            %8.2f ns   (count on an SDT site; count on an entry: %.2f ns)\n",
-	       sdt, count - call);
+	printf("var_fetch       %8.2f ns   (target <= 5; per hit: 2 plans %.2f ns - no plan %.2f ns)\n",
+	       fetch, fetch2, fetch0);
+	printf("usdt            %8.2f ns   %.2fx o (target <= 2x; count on an SDT site; o %.2f ns)\n",
+	       sdt, sdt / probe, probe);
+	printf("usdt_trace      %8.2f ns   (trace, 2 operands; on a function entry %.2f ns)\n",
+	       sdt_trace, entry_trace);
 	return 0;
 }
