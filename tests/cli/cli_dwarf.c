@@ -9,6 +9,10 @@ struct header {
 	int len;
 	unsigned short flags;
 	char tag[8];
+	/* bit-fields: read with shifts, signed ones sign-extended */
+	unsigned int urgent : 1;
+	int prio : 5;
+	unsigned int seq : 12;
 };
 
 struct request {
@@ -69,6 +73,9 @@ int main(int argc, char **argv)
 	req->hdr.len = 42;
 	req->hdr.flags = 0x8001;
 	strcpy(req->hdr.tag, "hdr");
+	req->hdr.urgent = 1;
+	req->hdr.prio = -11;
+	req->hdr.seq = 3001;
 	req->kind = REQ_PUT;
 	for (int i = 0; i < 4; i++)
 		req->vals[i] = (i + 1) * -10;

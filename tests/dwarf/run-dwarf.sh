@@ -29,7 +29,7 @@ fi
 L1=$(grep -n 'probe: parse_header' $SRC | cut -d: -f1)
 L2=$(grep -n 'probe: accumulate' $SRC | cut -d: -f1)
 # EXPR:KIND, KIND d (integer), f (floating point) or s (string).
-P1="header_calls:d sink:d len:d total:d sum:d req->hdr.len:d req->hdr.flags:d req->vals[1]:d req->vals[3]:d w:f req->weight:f req->name:s req->hdr.tag:s *req->name:c"
+P1="header_calls:d sink:d len:d total:d sum:d req->hdr.len:d req->hdr.flags:d req->vals[1]:d req->vals[3]:d w:f req->weight:f req->name:s req->hdr.tag:s *req->name:c req->hdr.urgent:d req->hdr.prio:d req->hdr.seq:d req->kind:d"
 P2="i:d n:d acc:d v[2]:d *v:d f:f"
 
 # gdb's value of each EXPR at the first stop at FILE:LINE, one a line.

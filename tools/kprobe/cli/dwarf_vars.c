@@ -64,6 +64,7 @@ struct access {
 	bool unavailable;		/* optimized out here */
 	Dwarf_Die type;			/* no type: void */
 	bool has_type;
+	bool bitfield;			/* a bit-field's value: nothing may follow */
 	char why[160];			/* unavailable because */
 };
 
@@ -1019,6 +1020,70 @@ static bool find_member(Dwarf_Die *st, const char *name, size_t len, Dwarf_Die *
 	return false;
 }
 
+/* The bit offset of a bit-field from the start of its struct: DWARF 4's
+ * DW_AT_data_bit_offset, or DWARF 2's DW_AT_bit_offset, counted from the
+ * most significant bit of a DW_AT_byte_size unit at the member's
+ * location (x86-64 is little-endian). */
+static bool bitfield_offset(Dwarf_Die *m, Dwarf_Word bit_size, Dwarf_Word loc, Dwarf_Word *bits)
+{
+	Dwarf_Attribute a;
+	Dwarf_Word v, unit;
+
+	if (dwarf_attr_integrate(m, DW_AT_data_bit_offset, &a))
+		return !dwarf_formudata(&a, bits);
+	if (!dwarf_attr_integrate(m, DW_AT_bit_offset, &a) || dwarf_formudata(&a, &v))
+		return false;
+	if (!dwarf_attr_integrate(m, DW_AT_byte_size, &a) || dwarf_formudata(&a, &unit)) {
+		Dwarf_Die t, st;
+
+		if (!type_of(m, &t) || !strip(&t, &st) || !(unit = type_size(&st)))
+			return false;
+	}
+	if (v + bit_size > unit * 8)
+		return false;
+	*bits = loc * 8 + unit * 8 - v - bit_size;
+	return true;
+}
+
+/* A bit-field: the plan holds the struct's address + the member's byte
+ * location (DW_AT_data_member_location, 0 with DW_AT_data_bit_offset);
+ * it becomes the smallest load that holds the field's bits, shifted up
+ * to bit 63 and back down, arithmetically for a signed field. */
+static void step_bitfield(struct access *x, const char *expr, Dwarf_Die *m, Dwarf_Word loc,
+			  const char *f, size_t len)
+{
+	Dwarf_Attribute a;
+	Dwarf_Word bsize, bits, first, shift;
+	Dwarf_Die t;
+	bool sign = false;
+	uint8_t size;
+
+	if (dwarf_formudata(dwarf_attr_integrate(m, DW_AT_bit_size, &a), &bsize) || !bsize ||
+	    bsize > 57 || !bitfield_offset(m, bsize, loc, &bits))
+		bad("'%s': bit-field '%.*s' has a layout the tool cannot read", expr, (int)len, f);
+	/* The plan is at the member's byte location: start at the byte
+	 * that holds the field's first bit. */
+	first = bits / 8;
+	shift = bits % 8;
+	size = shift + bsize <= 8 ? 1 : shift + bsize <= 16 ? 2 : shift + bsize <= 32 ? 4 : 8;
+	if (x->has_type && strip(&x->type, &t)) {
+		Dwarf_Attribute ea;
+		Dwarf_Word enc = 0;
+
+		if (dwarf_tag(&t) == DW_TAG_base_type &&
+		    dwarf_attr_integrate(&t, DW_AT_encoding, &ea) && !dwarf_formudata(&ea, &enc))
+			sign = enc == DW_ATE_signed || enc == DW_ATE_signed_char;
+	}
+	put_op(x, FETCH_ADD, 0, (int64_t)first - (int64_t)loc, 0);
+	put_op(x, FETCH_LOAD, 0, 0, size);
+	put_op(x, FETCH_CONST, 0, (int64_t)(64 - shift - bsize), 0);
+	put_op(x, FETCH_BINOP, 0, BINOP_SHL, 0);
+	put_op(x, FETCH_CONST, 0, (int64_t)(64 - bsize), 0);
+	put_op(x, FETCH_BINOP, 0, sign ? BINOP_SAR : BINOP_SHR, 0);
+	x->in_memory = false;
+	x->bitfield = true;
+}
+
 static void step_field(struct access *x, const char *expr, const char *f, size_t len, bool arrow)
 {
 	Dwarf_Die t, m;
@@ -1047,15 +1112,14 @@ static void step_field(struct access *x, const char *expr, const char *f, size_t
 		    (int)len, f, tn);
 	if (!find_member(&t, f, len, &m))
 		bad("'%s': %s has no field '%.*s'", expr, tn, (int)len, f);
-	if (dwarf_attr_integrate(&m, DW_AT_bit_size, &a) ||
-	    dwarf_attr_integrate(&m, DW_AT_data_bit_offset, &a))
-		bad("'%s': field '%.*s' is a bit-field (not supported)", expr, (int)len, f);
 	if (dwarf_attr_integrate(&m, DW_AT_data_member_location, &a) && dwarf_formudata(&a, &off))
 		bad("'%s': field '%.*s' has a computed location (not supported)", expr, (int)len, f);
 	if (!x->in_memory)
 		bad("'%s': the struct is held in registers here: its fields cannot be read", expr);
 	put_op(x, FETCH_ADD, 0, (int64_t)off, 0);
 	x->has_type = type_of(&m, &x->type);
+	if (dwarf_attr_integrate(&m, DW_AT_bit_size, &a))
+		step_bitfield(x, expr, &m, off, f, len);
 }
 
 static void step_index(struct access *x, const char *expr, unsigned long idx)
@@ -1092,6 +1156,62 @@ static void step_deref(struct access *x, const char *expr)
 	x->has_type = type_of(&t, &x->type);
 	if (!x->has_type)
 		bad("'%s': cannot read through a void *: give a field or a cast type", expr);
+}
+
+static bool has_negative_enumerator(Dwarf_Die *t)
+{
+	Dwarf_Die e;
+	Dwarf_Attribute a;
+	Dwarf_Sword v;
+
+	if (dwarf_child(t, &e))
+		return false;
+	do {
+		if (dwarf_tag(&e) == DW_TAG_enumerator &&
+		    dwarf_attr_integrate(&e, DW_AT_const_value, &a) &&
+		    a.form != DW_FORM_udata && !dwarf_formsdata(&a, &v) && v < 0)
+			return true;
+	} while (!dwarf_siblingof(&e, &e));
+	return false;
+}
+
+/* The enumerators of an enum type, for printing values by name: kept
+ * for the whole session (the output reads them), NULL without any. */
+static const struct spec_enum *enum_names(Dwarf_Die *t)
+{
+	struct spec_enum *en;
+	int64_t *values;
+	const char **names;
+	Dwarf_Die e;
+	int n = 0, cap = 0;
+
+	if (dwarf_child(t, &e))
+		return NULL;
+	do
+		cap += dwarf_tag(&e) == DW_TAG_enumerator;
+	while (!dwarf_siblingof(&e, &e));
+	en = calloc(1, sizeof(*en));
+	values = calloc((size_t)cap + 1, sizeof(*values));
+	names = calloc((size_t)cap + 1, sizeof(*names));
+	if (!en || !values || !names || dwarf_child(t, &e))
+		cli_die(EXIT_FAIL, "out of memory");
+	do {
+		Dwarf_Attribute a;
+		Dwarf_Sword v;
+		const char *name = dwarf_diename(&e);
+
+		if (dwarf_tag(&e) != DW_TAG_enumerator || !name || n == cap ||
+		    !dwarf_attr_integrate(&e, DW_AT_const_value, &a) || dwarf_formsdata(&a, &v))
+			continue;
+		values[n] = (int64_t)v;
+		names[n] = strdup(name);
+		if (!names[n++])
+			cli_die(EXIT_FAIL, "out of memory");
+	} while (!dwarf_siblingof(&e, &e));
+	en->n = n;
+	en->values = values;
+	en->names = names;
+	return en;
 }
 
 /* The value's final load and its type, from DWARF unless given. */
@@ -1155,7 +1275,11 @@ static void finish(struct access *x, const char *expr, bool report)
 			if (type_of(&t, &ut) && strip(&ut, &us) &&
 			    dwarf_attr_integrate(&us, DW_AT_encoding, &at))
 				dwarf_formudata(&at, &enc);
+			else if (has_negative_enumerator(&t))
+				enc = DW_ATE_signed;
 			type = int_type(size, enc == DW_ATE_signed);
+			if (!a->typed)
+				a->enums = enum_names(&t);
 		}
 		if (x->in_memory && !x->unavailable) {
 			if (size != 1 && size != 2 && size != 4 && size != 8)
@@ -1237,6 +1361,8 @@ static void compile_expr(struct dbg *d, struct point *p, struct var *vars, int n
 	plan_var(d, p, &vars[vi], &x);
 	c += len;
 	while (*c && !x.unavailable) {
+		if (x.bitfield)
+			bad("'%s': a bit-field has no fields or elements", expr);
 		if (*c == '.' || *c == '-') {
 			bool arrow = *c == '-';
 			const char *f = c + (arrow ? 2 : 1);

@@ -76,9 +76,21 @@ static float f32_of(uint64_t bits)
 	return x;
 }
 
+/* The name of an enum variable's value, NULL when it has none. */
+static const char *enum_name(const struct spec_arg *a, uint64_t raw)
+{
+	int64_t v = (int64_t)spec_int_value(a->type, raw);
+
+	for (int k = 0; a->enums && k < a->enums->n; k++)
+		if (a->enums->values[k] == v)
+			return a->enums->names[k];
+	return NULL;
+}
+
 static void text_value(FILE *f, const struct trace_event *ev, int i)
 {
 	const struct spec_arg *a = &ev->spec->args[i];
+	const char *name;
 
 	if (a->src == ARG_SRC_UNAVAIL) {
 		fputs("<optimized out>", f);
@@ -86,6 +98,10 @@ static void text_value(FILE *f, const struct trace_event *ev, int i)
 	}
 	if (ev->faults & (1u << i) && a->type != ARG_STRING) {
 		fputs("(fault)", f);
+		return;
+	}
+	if (a->enums && (name = enum_name(a, ev->vals[i]))) {
+		fputs(name, f);
 		return;
 	}
 	if (spec_type_is_decimal(a->type)) {
@@ -116,10 +132,17 @@ static void text_value(FILE *f, const struct trace_event *ev, int i)
 static void json_value(FILE *f, const struct trace_event *ev, int i)
 {
 	const struct spec_arg *a = &ev->spec->args[i];
+	const char *name;
 
 	/* Optimized out, or not readable: null. */
 	if (a->src == ARG_SRC_UNAVAIL || (ev->faults & (1u << i) && a->type != ARG_STRING)) {
 		fputs("null", f);
+		return;
+	}
+	/* An enum's value by name, as a string; one without a name stays
+	 * a number. */
+	if (a->enums && (name = enum_name(a, ev->vals[i]))) {
+		json_string(f, name, strlen(name));
 		return;
 	}
 

@@ -113,6 +113,14 @@ struct fetch_chain {
 	int64_t last;
 };
 
+/* The names of an enum's values, for printing (the tool's own, from
+ * DWARF: never sent, never parsed). */
+struct spec_enum {
+	int n;
+	const int64_t *values;
+	const char *const *names;
+};
+
 struct spec_arg {
 	char name[SPEC_NAME_MAX];
 	uint8_t src;		/* argN - 1, ARG_SRC_RETVAL, ARG_SRC_PLAN... */
@@ -121,6 +129,9 @@ struct spec_arg {
 	uint8_t nops;		/* ARG_SRC_PLAN */
 	struct fetch_op ops[SPEC_MAX_OPS];
 	struct fetch_chain chain;	/* ARG_SRC_PLAN: ops[] compiled, when it can be */
+	/* The tool's own note, not sent: an enum's names to print the
+	 * value by (a variable of an enum type, no :TYPE given). */
+	const struct spec_enum *enums;
 	char expr[SPEC_EXPR_MAX];	/* ARG_SRC_VAR */
 };
 
