@@ -61,6 +61,21 @@ __attribute__((noinline)) long accumulate(const long *v, int n, float f)
 	return acc + (long)f;
 }
 
+struct span {
+	long lo;
+	long hi;
+};
+
+/* At -O2 its struct parameter is in two registers: a composite location
+ * (DW_OP_piece), each field in its own piece. */
+__attribute__((noinline)) long span_len(struct span s, int k)
+{
+	long r = (s.hi - s.lo) * k;
+
+	sink = (int)r;	/* probe: span_len */
+	return r + s.lo + s.hi;
+}
+
 int main(int argc, char **argv)
 {
 	int rounds = argc > 1 ? atoi(argv[1]) : 3;
@@ -82,6 +97,7 @@ int main(int argc, char **argv)
 	for (int r = 0; r < rounds; r++) {
 		total += parse_header(req, r + 5, 1.5 + r);
 		total += accumulate(req->vals, 3, 0.25f);
+		total += span_len((struct span){ r + 2, r * 5 + 13 }, r + 1);
 	}
 	for (int r = 0; r < rounds * 7; r++)
 		total = mix(total, r);

@@ -66,6 +66,18 @@ struct access {
 	bool has_type;
 	bool bitfield;			/* a bit-field's value: nothing may follow */
 	char why[160];			/* unavailable because */
+	/* A composite location (DW_OP_piece): planned once a field picks
+	 * the piece that holds it. */
+	int npieces;
+	struct piece {
+		Dwarf_Word start, size;	/* bytes of the variable */
+		Dwarf_Op *ops;		/* empty: optimized out */
+		size_t n;
+	} pieces[8];
+	struct dbg *d;
+	Dwarf_Addr pc;
+	Dwarf_Die fn;
+	Dwarf_Attribute attr;
 };
 
 static __attribute__((noreturn, format(printf, 1, 2))) void bad(const char *fmt, ...)
@@ -966,6 +978,44 @@ unsupported:
 	return false;
 }
 
+/* A composite location (DW_OP_piece after each part) into x's pieces;
+ * false when the location is not one (or has bit pieces). */
+static bool split_pieces(struct access *x, Dwarf_Op *ops, size_t n)
+{
+	size_t from = 0;
+	Dwarf_Word at = 0;
+	bool any = false;
+
+	for (size_t i = 0; i < n; i++)
+		any |= ops[i].atom == DW_OP_piece;
+	if (!any)
+		return false;
+	x->npieces = 0;
+	for (size_t i = 0; i < n; i++) {
+		struct piece *pc;
+
+		if (ops[i].atom == DW_OP_bit_piece)
+			goto odd;
+		if (ops[i].atom != DW_OP_piece)
+			continue;
+		if (x->npieces == (int)(sizeof(x->pieces) / sizeof(x->pieces[0])))
+			goto odd;
+		pc = &x->pieces[x->npieces++];
+		pc->start = at;
+		pc->size = ops[i].number;
+		pc->ops = ops + from;
+		pc->n = i - from;
+		at += ops[i].number;
+		from = i + 1;
+	}
+	if (from == n)
+		return true;
+odd:
+	x->npieces = 0;
+	unavailable(x, "a composite location the tool cannot compute");
+	return true;
+}
+
 /* The variable's location at pc into x (register value or address). */
 static void plan_var(struct dbg *d, struct point *p, struct var *v, struct access *x)
 {
@@ -995,7 +1045,62 @@ static void plan_var(struct dbg *d, struct point *p, struct var *v, struct acces
 		unavailable(x, "optimized out at this point");
 		return;
 	}
+	if (split_pieces(x, ops, n)) {
+		x->d = d;
+		x->pc = p->pc;
+		x->fn = v->fn;
+		x->attr = attr;
+		return;
+	}
 	plan_expr(d, p->pc, &v->fn, &attr, ops, n, x, 0);
+}
+
+/* Plans the piece of a composite location that holds bytes [off,
+ * off+size) of the variable: the value there (a register's, shifted down
+ * to them) or its address.  False, with the reason, when no one piece
+ * holds them all or that piece is optimized out. */
+static bool plan_piece(struct access *x, Dwarf_Word off, Dwarf_Word size)
+{
+	const struct piece *pc = NULL;
+
+	for (int i = 0; i < x->npieces && !pc; i++)
+		if (off >= x->pieces[i].start && off + size <= x->pieces[i].start + x->pieces[i].size)
+			pc = &x->pieces[i];
+	x->npieces = 0;
+	if (!pc) {
+		unavailable(x, "spread over several pieces (registers or slots) here");
+		return false;
+	}
+	if (!pc->n) {
+		unavailable(x, "optimized out at this point (part of a composite)");
+		return false;
+	}
+	if (!plan_expr(x->d, x->pc, &x->fn, &x->attr, pc->ops, pc->n, x, 0))
+		return false;
+	if (x->in_memory) {
+		put_op(x, FETCH_ADD, 0, (int64_t)(off - pc->start), 0);
+	} else if (off > pc->start) {
+		put_op(x, FETCH_CONST, 0, (int64_t)(off - pc->start) * 8, 0);
+		put_op(x, FETCH_BINOP, 0, BINOP_SHR, 0);
+	}
+	return true;
+}
+
+/* A composite location used as a whole (a scalar, a pointer followed,
+ * an array indexed): the piece that holds all of it. */
+static void whole_piece(struct access *x)
+{
+	Dwarf_Die t;
+	Dwarf_Word size;
+
+	if (!x->npieces)
+		return;
+	if (!x->has_type || !strip(&x->type, &t) || !(size = type_size(&t))) {
+		x->npieces = 0;
+		unavailable(x, "a composite location the tool cannot compute");
+		return;
+	}
+	plan_piece(x, 0, size);
 }
 
 /* Turns an address plan into the value plan of the pointer there. */
@@ -1095,6 +1200,9 @@ static void step_field(struct access *x, const char *expr, const char *f, size_t
 		bad("'%s': %.*s is not a struct (type void)", expr, (int)(f - expr) - (arrow ? 2 : 1),
 		    expr);
 	if (arrow) {
+		whole_piece(x);
+		if (x->unavailable)
+			return;
 		type_name(&x->type, true, tn, sizeof(tn));
 		if (dwarf_tag(&t) != DW_TAG_pointer_type)
 			bad("'%s': '->%.*s' needs a pointer to a struct, not %s", expr, (int)len, f, tn);
@@ -1114,6 +1222,20 @@ static void step_field(struct access *x, const char *expr, const char *f, size_t
 		bad("'%s': %s has no field '%.*s'", expr, tn, (int)len, f);
 	if (dwarf_attr_integrate(&m, DW_AT_data_member_location, &a) && dwarf_formudata(&a, &off))
 		bad("'%s': field '%.*s' has a computed location (not supported)", expr, (int)len, f);
+	if (x->npieces && !arrow) {
+		/* A struct in pieces: the field's piece. */
+		Dwarf_Die mt, ms;
+		Dwarf_Word msize = type_of(&m, &mt) && strip(&mt, &ms) ? type_size(&ms) : 0;
+
+		if (dwarf_attr_integrate(&m, DW_AT_bit_size, &a) || !msize) {
+			x->npieces = 0;
+			unavailable(x, "a field of a struct held in pieces the tool cannot read");
+			return;
+		}
+		x->has_type = type_of(&m, &x->type);
+		plan_piece(x, off, msize);
+		return;
+	}
 	if (!x->in_memory)
 		bad("'%s': the struct is held in registers here: its fields cannot be read", expr);
 	put_op(x, FETCH_ADD, 0, (int64_t)off, 0);
@@ -1128,6 +1250,9 @@ static void step_index(struct access *x, const char *expr, unsigned long idx)
 	char tn[256];
 	Dwarf_Word esz;
 
+	whole_piece(x);
+	if (x->unavailable)
+		return;
 	type_name(&x->type, x->has_type, tn, sizeof(tn));
 	if (!x->has_type || !strip(&x->type, &t) ||
 	    (dwarf_tag(&t) != DW_TAG_array_type && dwarf_tag(&t) != DW_TAG_pointer_type))
@@ -1148,6 +1273,9 @@ static void step_deref(struct access *x, const char *expr)
 	Dwarf_Die t;
 	char tn[256];
 
+	whole_piece(x);
+	if (x->unavailable)
+		return;
 	type_name(&x->type, x->has_type, tn, sizeof(tn));
 	if (!x->has_type || !strip(&x->type, &t) || dwarf_tag(&t) != DW_TAG_pointer_type)
 		bad("'%s': * needs a pointer, not %s", expr, tn);
@@ -1228,6 +1356,13 @@ static void finish(struct access *x, const char *expr, bool report)
 	if (!x->has_type || !strip(&x->type, &t))
 		bad("'%s' has no type (void)", expr);
 	tag = dwarf_tag(&t);
+	if (x->npieces && (tag == DW_TAG_structure_type || tag == DW_TAG_union_type ||
+			   tag == DW_TAG_class_type || tag == DW_TAG_array_type)) {
+		x->npieces = 0;
+		if (!report)
+			unavailable(x, "held in several pieces (registers or slots) here");
+	}
+	whole_piece(x);
 	size = type_size(&t);
 	type_name(&x->type, true, tn, sizeof(tn));
 	if (tag == DW_TAG_array_type) {
