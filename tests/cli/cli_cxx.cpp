@@ -5,12 +5,22 @@
 
 namespace demo {
 
+// Read by name as demo::calls and demo::Widget::made.
+long calls;
+
 struct Widget {
+	static int made;
 	long size = 0;
-	__attribute__((noinline)) void resize(int n) { size += n; }
+	__attribute__((noinline)) void resize(int n)
+	{
+		calls += n + 1;
+		size += n;	// probe: resize
+	}
 	__attribute__((noinline)) void resize(double f) { size += (long)(f * 2); }
 	__attribute__((noinline)) long area() const { return size * size; }
 };
+
+int Widget::made;
 
 template <typename T> __attribute__((noinline)) T twice(T v) { return v + v; }
 
@@ -21,6 +31,8 @@ int main(int argc, char **argv)
 	int rounds = argc > 1 ? atoi(argv[1]) : 3;
 	demo::Widget w;
 	long total = 0;
+
+	demo::Widget::made = 1;
 
 	for (int i = 0; i < rounds; i++) {
 		w.resize(i);		// rounds calls

@@ -36,6 +36,9 @@ P2="i:d n:d acc:d v[2]:d *v:d f:f"
 # A struct passed by value: in registers at -O2, in pieces (DW_OP_piece).
 P3="s.lo:d s.hi:d k:d r:d"
 
+# The source file the lines are in.
+SRCNAME=cli_dwarf.c
+
 # gdb's value of each EXPR at the first stop at FILE:LINE, one a line.
 gdb_values() {
 	prog=$1 line=$2 exprs=$3
@@ -49,7 +52,7 @@ gdb_values() {
 		s) set -- "$@" -ex "printf \"=%s\\n\", $x" ;;
 		esac
 	done
-	timeout 60 gdb -nx -q -batch -ex "break cli_dwarf.c:$line" -ex "run 2" "$@" "$prog" \
+	timeout 60 gdb -nx -q -batch -ex "break $SRCNAME:$line" -ex "run 2" "$@" "$prog" \
 		</dev/null 2>/dev/null | sed -n 's/^\$[0-9]* = //p; s/^=//p'
 }
 
@@ -64,11 +67,11 @@ kprobe_values() {
 		k=$((k + 1))
 		# A probe takes at most 8 arguments: several probes, one line.
 		if [ $k -eq 6 ]; then
-			set -- "$@" "cli_dwarf.c:$line$args"
+			set -- "$@" "$SRCNAME:$line$args"
 			args= k=0
 		fi
 	done
-	[ -n "$args" ] && set -- "$@" "cli_dwarf.c:$line$args"
+	[ -n "$args" ] && set -- "$@" "$SRCNAME:$line$args"
 	timeout 60 "$KPROBE" trace --format json -o "$OUT/trace.json" "$@" -- "$prog" 2 \
 		2>"$OUT/err" >/dev/null || { cat "$OUT/err" >&2; return 1; }
 	for e in $exprs; do
@@ -79,7 +82,7 @@ kprobe_values() {
 
 # Why kprobe cannot read NAME at the line (kprobe vars), or nothing.
 why_unavailable() {
-	"$KPROBE" vars "cli_dwarf.c:$2" "$1" 2>/dev/null |
+	"$KPROBE" vars "$SRCNAME:$2" "$1" 2>/dev/null |
 		sed -n "s/^\t.* $3\( (parameter)\)\{0,1\}: //p" | head -1
 }
 
@@ -209,6 +212,22 @@ fi
 
 # ---- C++ names: demangled, qualified, overloads by signature or glob ----
 if command -v g++ >/dev/null 2>&1; then
+	# In expressions: a member named alone in a member function, through
+	# this, a namespace's variable and a class's static member, against
+	# gdb, at -O0 and -O2.
+	SRCNAME=cli_cxx.cpp
+	LX=$(grep -n 'probe: resize' tests/cli/cli_cxx.cpp | cut -d: -f1)
+	for opt in O0 O2; do
+		g++ -$opt -g -o "$OUT/cli_cxx-$opt" tests/cli/cli_cxx.cpp
+		compare_point "$OUT/cli_cxx-$opt" "g++-$opt" "$LX" \
+			"size:d this->size:d n:d demo::calls:d demo::Widget::made:d"
+	done
+	SRCNAME=cli_dwarf.c
+	# The function by its C++ name, with a variable.
+	timeout 60 "$KPROBE" trace --format json -o "$OUT/cxx.json" 'demo::Widget::resize(int) n' \
+		-- "$OUT/cli_cxx-O2" 2 >/dev/null 2>"$OUT/err"
+	got=$(jq -r 'select(.args) | .args.n' "$OUT/cxx.json" 2>/dev/null | tr '\n' ' ')
+	[ "$got" = "0 1 " ] || { echo "FAIL C++ function with a variable: '$got' $(cat "$OUT/err")"; fail=1; }
 	g++ -O2 -g -o "$OUT/cli_cxx" tests/cli/cli_cxx.cpp
 	timeout 60 "$KPROBE" count --format json -o "$OUT/count.json" 'demo::Widget::resize(int)' \
 		'demo::Widget::resize(double)' 'demo::twice*' -- "$OUT/cli_cxx" 4 >/dev/null 2>"$OUT/err"

@@ -26,6 +26,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "cxx_names.h"
 #include "debug_file.h"
 #include "elf_file.h"
 #include "usdt.h"
@@ -348,6 +349,28 @@ static struct point *add_point(struct point *pts, int *n, Dwarf_Addr pc, Dwarf_D
 
 /* ---- inlined copies ---- */
 
+/* A function's mangled name (C++), through its declaration; NULL. */
+static const char *linkage_name(Dwarf_Die *die)
+{
+	Dwarf_Attribute a;
+
+	if (!dwarf_attr_integrate(die, DW_AT_linkage_name, &a) &&
+	    !dwarf_attr_integrate(die, DW_AT_MIPS_linkage_name, &a))
+		return NULL;
+	return dwarf_formstring(&a);
+}
+
+/* Whether a function DIE is the one a probe's SYMBOL names: its name,
+ * or for C++ its mangled name (the tool turned a demangled name into
+ * that, cxx_names.c). */
+static bool function_named(Dwarf_Die *fn, const char *glob)
+{
+	const char *name = dwarf_diename(fn), *ln = linkage_name(fn);
+
+	return (name && !fnmatch(glob, name, 0)) || (ln && !fnmatch(glob, ln, 0));
+}
+
+
 /* The address where an inlined copy starts: DW_AT_entry_pc, else its
  * lowest address. */
 static bool inline_entry(Dwarf_Die *die, Dwarf_Addr *pc)
@@ -393,7 +416,7 @@ static void walk_inlines(Dwarf_Die *die, struct inl_walk *w, int depth)
 			for (int g = 0; g < w->nglobs; g++) {
 				struct point *p;
 
-				if (fnmatch(w->globs[g], name, 0) || w->n[g] == MAX_POINTS)
+				if (!function_named(&child, w->globs[g]) || w->n[g] == MAX_POINTS)
 					continue;
 				p = add_point(w->pts[g], &w->n[g], pc, w->cu);
 				if (p)
@@ -435,10 +458,9 @@ struct fn_query {
 static int offer_function(Dwarf_Die *fn, void *arg)
 {
 	struct fn_query *q = arg;
-	const char *name = dwarf_diename(fn);
 	Dwarf_Addr entry, low, high;
 
-	if (!name || fnmatch(q->s->symbol, name, 0) || dwarf_entrypc(fn, &entry))
+	if (!function_named(fn, q->s->symbol) || dwarf_entrypc(fn, &entry))
 		return DWARF_CB_OK;
 	if (dwarf_lowpc(fn, &low) || dwarf_highpc(fn, &high))
 		high = entry + 1;
@@ -1435,32 +1457,75 @@ static void finish(struct access *x, const char *expr, bool report)
 	}
 }
 
-/* A variable of the CU itself (file-scope static or global) named
- * name[0..len), into v. */
-static bool cu_variable(struct point *p, const char *name, size_t len, struct var *v)
+/* Whether a variable DIE is called name[0..len): its name, or for C++
+ * its qualified name (ns::var, Class::member: its mangled name
+ * demangled). */
+static bool variable_called(Dwarf_Die *die, const char *name, size_t len)
+{
+	const char *n = dwarf_diename(die), *ln;
+	char *dm;
+	bool same;
+
+	if (n && strlen(n) == len && !strncmp(n, name, len))
+		return true;
+	if (!memchr(name, ':', len) || !(ln = linkage_name(die)) || !(dm = cxx_demangle(ln)))
+		return false;
+	same = strlen(dm) == len && !strncmp(dm, name, len);
+	free(dm);
+	return same;
+}
+
+/* A variable with static storage of the CU (file-scope static, global,
+ * one in a namespace, a class's static member) called name[0..len), into
+ * v: a definition, not a declaration without a location. */
+static bool scope_variable(Dwarf_Die *scope, Dwarf_Die *cu, const char *name, size_t len,
+			   struct var *v, int depth)
 {
 	Dwarf_Die child;
 
-	if (dwarf_child(&p->cu, &child))
+	if (depth > 8 || dwarf_child(scope, &child))
 		return false;
 	do {
-		const char *n = dwarf_diename(&child);
+		int tag = dwarf_tag(&child);
+		Dwarf_Attribute a;
 
-		if (dwarf_tag(&child) == DW_TAG_variable && n && strlen(n) == len &&
-		    !strncmp(n, name, len)) {
-			Dwarf_Attribute a;
-
-			/* A declaration: the definition (with the location)
-			 * comes later in the CU, or in another. */
-			if (dwarf_attr_integrate(&child, DW_AT_declaration, &a) &&
-			    !dwarf_attr(&child, DW_AT_location, &a))
-				continue;
-			v->name = n;
-			v->die = child;
-			v->fn = p->cu;
-			return true;
+		if (tag == DW_TAG_namespace && memchr(name, ':', len)) {
+			if (scope_variable(&child, cu, name, len, v, depth + 1))
+				return true;
+			continue;
 		}
+		if (tag != DW_TAG_variable || !variable_called(&child, name, len))
+			continue;
+		/* A declaration: the definition (with the location) comes
+		 * later in the CU, or in another. */
+		if (dwarf_attr_integrate(&child, DW_AT_declaration, &a) &&
+		    !dwarf_attr(&child, DW_AT_location, &a))
+			continue;
+		v->name = dwarf_diename(&child);
+		v->die = child;
+		v->fn = *cu;
+		return true;
 	} while (!dwarf_siblingof(&child, &child));
+	return false;
+}
+
+static bool cu_variable(struct point *p, const char *name, size_t len, struct var *v)
+{
+	return scope_variable(&p->cu, &p->cu, name, len, v, 0);
+}
+
+/* In a C++ member function, a member named alone: this->name. */
+static bool this_member(struct var *vars, int nvars, const char *name, size_t len)
+{
+	Dwarf_Die t, st, m;
+
+	for (int i = 0; i < nvars; i++) {
+		if (strcmp(vars[i].name, "this"))
+			continue;
+		return type_of(&vars[i].die, &t) && strip(&t, &t) &&
+		       dwarf_tag(&t) == DW_TAG_pointer_type && type_of(&t, &st) &&
+		       strip(&st, &st) && find_member(&st, name, len, &m);
+	}
 	return false;
 }
 
@@ -1481,6 +1546,17 @@ static void compile_expr(struct dbg *d, struct point *p, struct var *vars, int n
 	for (vi = 0; vi < nvars; vi++)
 		if (strlen(vars[vi].name) == len && !strncmp(vars[vi].name, c, len))
 			break;
+	/* A member of *this named alone, as in the member function's code. */
+	if (vi == nvars && !memchr(c, ':', len) && this_member(vars, nvars, c, len)) {
+		for (vi = 0; strcmp(vars[vi].name, "this"); vi++)
+			;
+		a->nops = 0;
+		plan_var(d, p, &vars[vi], &x);
+		if (!x.unavailable)
+			step_field(&x, expr, c, len, true);
+		c += len;
+		goto steps;
+	}
 	/* Else a static or global variable of the CU, in the spare slot. */
 	if (vi == nvars && (nvars == MAX_SCOPE_VARS || !cu_variable(p, c, len, &vars[nvars]))) {
 		char avail[1024] = "";
@@ -1495,6 +1571,7 @@ static void compile_expr(struct dbg *d, struct point *p, struct var *vars, int n
 	a->nops = 0;
 	plan_var(d, p, &vars[vi], &x);
 	c += len;
+steps:
 	while (*c && !x.unavailable) {
 		if (x.bitfield)
 			bad("'%s': a bit-field has no fields or elements", expr);

@@ -111,6 +111,9 @@ static bool is_var_expr(const char *s, size_t len)
 			i++;
 		} else if (s[i] == '.' && i + 1 < len && is_ident_start((unsigned char)s[i + 1])) {
 			i++;
+		} else if (s[i] == ':' && i + 2 < len && s[i + 1] == ':' &&
+			   is_ident_start((unsigned char)s[i + 2])) {
+			i += 2;	/* a C++ qualified name: ns::var, Class::member */
 		} else if (s[i] == '-' && i + 2 < len && s[i + 1] == '>' &&
 			   is_ident_start((unsigned char)s[i + 2])) {
 			i += 2;
@@ -138,16 +141,25 @@ static bool is_arg_name(const char *s, size_t len)
 	if (!len)
 		return false;
 	for (size_t i = 0; i < len; i++)
-		if (!isalnum((unsigned char)s[i]) && !strchr("_$.->[]*", s[i]))
+		if (!isalnum((unsigned char)s[i]) && !strchr("_$.->[]*:", s[i]))
 			return false;
 	return true;
+}
+
+/* The ':' before an ARG's TYPE, past any "::" of a C++ name; NULL. */
+static const char *type_colon(const char *src)
+{
+	for (const char *c = strchr(src, ':'); c; c = strchr(c + 2, ':'))
+		if (c[1] != ':')
+			return c;
+	return NULL;
 }
 
 bool spec_token_is_arg(const char *tok)
 {
 	const char *eq = strchr(tok, '=');
 	const char *src = eq ? eq + 1 : tok;
-	const char *colon = strchr(src, ':');
+	const char *colon = type_colon(src);
 	size_t len = colon ? (size_t)(colon - src) : strlen(src);
 
 	if (eq && !is_arg_name(tok, (size_t)(eq - tok)))
@@ -341,7 +353,7 @@ int spec_add_arg(struct probe_spec *s, const char *tok, char *err, size_t errlen
 {
 	const char *eq = strchr(tok, '=');
 	const char *src = eq ? eq + 1 : tok;
-	const char *colon = strchr(src, ':');
+	const char *colon = type_colon(src);
 	size_t srclen = colon ? (size_t)(colon - src) : strlen(src);
 	struct spec_arg *a;
 	enum arg_type type = ARG_X64;
