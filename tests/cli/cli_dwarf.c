@@ -21,6 +21,7 @@ struct request {
 	double weight;
 	long vals[4];
 	enum { REQ_GET = 1, REQ_PUT = 7 } kind;
+	struct header *hp;	/* a pointer to a struct: ->hp->len */
 };
 
 /* Keeps the compiler from knowing the values at -O2. */
@@ -92,6 +93,7 @@ int main(int argc, char **argv)
 	req->hdr.prio = -11;
 	req->hdr.seq = 3001;
 	req->kind = REQ_PUT;
+	req->hp = &req->hdr;
 	for (int i = 0; i < 4; i++)
 		req->vals[i] = (i + 1) * -10;
 	for (int r = 0; r < rounds; r++) {

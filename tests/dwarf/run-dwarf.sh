@@ -210,6 +210,21 @@ if [ $rc -ne 0 ] || ! grep -q 'a=(fault) b=(fault) c=(fault) d=(fault) len=5' "$
 	fail=1
 fi
 
+# ---- casts to struct types of the program's DWARF in kprobe run ----
+# ((struct request *)arg0)->FIELD, through a struct inside and a pointer
+# to a struct, against gdb's values of the same fields at the entry.
+for prog in "$OUT"/cli_dwarf-*-O[02]; do
+	cast='((struct request *)arg0)'
+	timeout 60 "$KPROBE" run -o "$OUT/cast.txt" -e "uprobe:$prog:parse_header { printf(\"%d %d %d %d %d\\n\", $cast->hdr.len, $cast->hdr.flags, $cast->hp->len, arg1, $cast->kind); exit(); }" \
+		-- "$prog" 2 >/dev/null 2>"$OUT/err"
+	got=$(grep -v '^Attaching\|^$' "$OUT/cast.txt" | head -1)
+	want=$(timeout 60 gdb -nx -q -batch -ex 'break parse_header' -ex 'run 2' -ex 'print req->hdr.len' \
+		-ex 'print req->hdr.flags' -ex 'print req->hp->len' -ex 'print len' -ex 'print/d req->kind' \
+		"$prog" </dev/null 2>/dev/null | sed -n 's/^\$[0-9]* = //p' | tr '\n' ' ')
+	checked=$((checked + 5))
+	[ "$got " = "$want" ] || { echo "FAIL cast in a program, $(basename "$prog"): '$got', gdb '$want' $(cat "$OUT/err")"; fail=1; }
+done
+
 # ---- C++ names: demangled, qualified, overloads by signature or glob ----
 if command -v g++ >/dev/null 2>&1; then
 	# In expressions: a member named alone in a member function, through

@@ -2071,3 +2071,146 @@ out:
 	dbg_close(&d);
 	return rc;
 }
+
+/* ---- struct types for casts in programs ---- */
+
+struct struct_query {
+	const char *name;
+	Dwarf_Die found;
+	bool ok;
+};
+
+/* The first complete struct, union or class called q->name under die. */
+static bool find_struct(Dwarf_Die *die, struct struct_query *q, int depth)
+{
+	Dwarf_Die child;
+
+	if (depth > 8 || dwarf_child(die, &child))
+		return false;
+	do {
+		int tag = dwarf_tag(&child);
+		const char *n;
+		Dwarf_Attribute a;
+
+		if ((tag == DW_TAG_structure_type || tag == DW_TAG_union_type ||
+		     tag == DW_TAG_class_type) && (n = dwarf_diename(&child)) &&
+		    !strcmp(n, q->name) && !dwarf_attr(&child, DW_AT_declaration, &a)) {
+			q->found = child;
+			return q->ok = true;
+		}
+		if (tag == DW_TAG_namespace && find_struct(&child, q, depth + 1))
+			return true;
+	} while (!dwarf_siblingof(&child, &child));
+	return false;
+}
+
+int dwarf_struct_field(const char *path, const char *sname, const char *field,
+		       unsigned int *offset, int *kind, int *size, bool *is_signed, char *inner,
+		       size_t innerlen, char *why, size_t whylen)
+{
+	struct struct_query q = { sname, { 0 }, false };
+	Dwarf_Off off = 0, next;
+	size_t hsize;
+	Dwarf_Die m, t, st;
+	Dwarf_Attribute a;
+	Dwarf_Word loc = 0, enc = 0;
+	struct dbg d;
+	int rc = -1, tag;
+
+	if (dbg_try_open(&d, path)) {
+		snprintf(why, whylen, "%s has no debug information: struct %s is not known", path,
+			 sname);
+		goto out;
+	}
+	while (!q.ok && !dwarf_nextcu(d.dw, off, &next, &hsize, NULL, NULL, NULL)) {
+		Dwarf_Die cu;
+
+		if (dwarf_offdie(d.dw, off + hsize, &cu))
+			find_struct(&cu, &q, 0);
+		off = next;
+	}
+	if (!q.ok) {
+		snprintf(why, whylen, "struct %s is not in the debug information of %s", sname, path);
+		goto out;
+	}
+	if (!field) {
+		rc = 0;
+		goto out;
+	}
+	if (!find_member(&q.found, field, strlen(field), &m)) {
+		char have[160] = "";
+		size_t used = 0;
+
+		if (!dwarf_child(&q.found, &m))
+			do {
+				const char *mn = dwarf_diename(&m);
+
+				if (dwarf_tag(&m) == DW_TAG_member && mn && used < sizeof(have))
+					used += (size_t)snprintf(have + used, sizeof(have) - used,
+								 "%s%s", used ? ", " : "", mn);
+			} while (!dwarf_siblingof(&m, &m));
+		snprintf(why, whylen, "struct %s has no field '%s' (it has: %s)", sname, field,
+			 have[0] ? have : "none");
+		goto out;
+	}
+	if (dwarf_attr_integrate(&m, DW_AT_bit_size, &a)) {
+		snprintf(why, whylen, "%s.%s is a bit-field: not supported in casts", sname, field);
+		goto out;
+	}
+	if (dwarf_attr_integrate(&m, DW_AT_data_member_location, &a) && dwarf_formudata(&a, &loc)) {
+		snprintf(why, whylen, "%s.%s has a computed location", sname, field);
+		goto out;
+	}
+	*offset = (unsigned int)loc;
+	if (!type_of(&m, &t) || !strip(&t, &st)) {
+		snprintf(why, whylen, "%s.%s has no type", sname, field);
+		goto out;
+	}
+	tag = dwarf_tag(&st);
+	if (tag == DW_TAG_structure_type || tag == DW_TAG_union_type || tag == DW_TAG_class_type) {
+		const char *n = dwarf_diename(&st);
+
+		if (!n) {
+			snprintf(why, whylen, "%s.%s is an unnamed struct: not supported", sname, field);
+			goto out;
+		}
+		*kind = 2;
+		snprintf(inner, innerlen, "%s", n);
+		rc = 0;
+		goto out;
+	}
+	if (tag == DW_TAG_pointer_type || tag == DW_TAG_reference_type) {
+		Dwarf_Die pt, ps;
+		const char *n;
+
+		*kind = 0;
+		*size = 8;
+		*is_signed = false;
+		if (type_of(&st, &pt) && strip(&pt, &ps) &&
+		    (dwarf_tag(&ps) == DW_TAG_structure_type || dwarf_tag(&ps) == DW_TAG_union_type ||
+		     dwarf_tag(&ps) == DW_TAG_class_type) && (n = dwarf_diename(&ps))) {
+			*kind = 1;
+			snprintf(inner, innerlen, "%s", n);
+		}
+		rc = 0;
+		goto out;
+	}
+	if (tag != DW_TAG_base_type && tag != DW_TAG_enumeration_type) {
+		snprintf(why, whylen, "%s.%s is not an integer, pointer or struct (arrays are not "
+			 "supported)", sname, field);
+		goto out;
+	}
+	*size = (int)type_size(&st);
+	if (tag == DW_TAG_base_type && dwarf_attr_integrate(&st, DW_AT_encoding, &a))
+		dwarf_formudata(&a, &enc);
+	if (enc == DW_ATE_float || (*size != 1 && *size != 2 && *size != 4 && *size != 8)) {
+		snprintf(why, whylen, "%s.%s is not an integer (%d bytes)", sname, field, *size);
+		goto out;
+	}
+	*kind = 0;
+	*is_signed = enc == DW_ATE_signed || enc == DW_ATE_signed_char;
+	rc = 0;
+out:
+	dbg_close(&d);
+	return rc;
+}

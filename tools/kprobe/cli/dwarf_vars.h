@@ -46,4 +46,15 @@ int dwarf_vars_list(struct cli_opts *o);
 int dwarf_param(const char *path, const char *func, const char *name, int *index, int *size,
 		bool *is_signed, char *why, size_t whylen);
 
+/* A cast to a struct type in a program: field of the struct, union or
+ * class named sname in the debug information of the object at path (with
+ * field NULL: whether there is one).  *kind 0 an integer, enum or
+ * pointer (*size, *is_signed), 1 a pointer to a struct (its name in
+ * inner), 2 a struct inside (inner); *offset from the start.  0, or -1
+ * with one line in why (no such struct, or field, with the fields it has;
+ * a bit-field or array). */
+int dwarf_struct_field(const char *path, const char *sname, const char *field,
+		       unsigned int *offset, int *kind, int *size, bool *is_signed, char *inner,
+		       size_t innerlen, char *why, size_t whylen);
+
 #endif

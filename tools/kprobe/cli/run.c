@@ -178,6 +178,34 @@ static int usdt_nargs_of(const char *obj, const char *provider, const char *name
 	return usdt_operand_count(o, &s, nargs);
 }
 
+/* ((struct S *)EXPR)->FIELD: S from the debug information of the object
+ * the probe names (on disk, as for args->NAME). */
+static int field_of(const char *obj, const char *sname, const char *field,
+		    struct lang_field *out, char *why, size_t whylen, void *arg)
+{
+	const struct cli_opts *o = arg;
+	struct probe_spec s;
+	char path[PATH_MAX];
+	unsigned int offset = 0;
+	int kind = 0, size = 0;
+	bool sign = false;
+
+	memset(&s, 0, sizeof(s));
+	memset(out, 0, sizeof(*out));
+	s.kind = SPEC_SYMBOL;
+	snprintf(s.object, sizeof(s.object), "%s", obj);
+	if (cli_object_path(o, &s, path, sizeof(path), why, whylen))
+		return -1;
+	if (dwarf_struct_field(path, sname, field, &offset, &kind, &size, &sign, out->sname,
+			       sizeof(out->sname), why, whylen))
+		return -1;
+	out->offset = offset;
+	out->kind = kind == 2 ? LANG_F_STRUCT : kind == 1 ? LANG_F_STRUCT_PTR : LANG_F_INT;
+	out->size = (uint8_t)size;
+	out->is_signed = sign;
+	return 0;
+}
+
 void run_compile(struct cli_opts *o)
 {
 	struct lang_compile_opts copts = {
@@ -188,6 +216,7 @@ void run_compile(struct cli_opts *o)
 		.param = param_of,
 		.param_arg = o,
 		.usdt_nargs = usdt_nargs_of,
+		.field = field_of,
 	};
 	char *text = o->prog_file ? read_program_file(o->prog_file) : strdup(o->prog_text);
 	struct run_program *p = calloc(1, sizeof(*p));

@@ -699,6 +699,124 @@ static int binop_type(struct checker *c, struct node *n)
 
 static int check_call(struct checker *c, struct node *n, int as_stmt);
 
+/* ---- casts to struct types of the probed object's DWARF ----
+ * A node typed by a struct has its name in n->name: an N_CAST or N_DEREF
+ * whose value points to one, or an N_BINOP whose value is the address of
+ * one held inside another.  An N_DEREF that reads a field has "" there
+ * (its load size is the field's, not a word). */
+
+/* The object whose debug information types the probe's casts. */
+static const char *cast_object(struct checker *c, struct node *n)
+{
+	for (int i = 0; i < c->pr->natt; i++) {
+		const struct attach *a = &c->pr->att[i];
+
+		if ((a->kind == LANG_P_UPROBE || a->kind == LANG_P_URETPROBE ||
+		     a->kind == LANG_P_USDT) && *a->target)
+			return a->target;
+	}
+	prog_error(c->p, n->loc, "a cast to a struct type needs a uprobe or usdt probe naming an object (its debug information has the type)");
+	return NULL;
+}
+
+static struct node *new_check_node(struct checker *c, int kind, struct loc loc)
+{
+	struct node *n = prog_alloc(c->p, sizeof(*n));
+
+	if (n) {
+		n->kind = kind;
+		n->loc = loc;
+		n->map = -1;
+		n->var = -1;
+	}
+	return n;
+}
+
+static int check_struct_cast(struct checker *c, struct node *n)
+{
+	const struct lang_compile_opts *o = c->p->opts;
+	struct lang_field f;
+	const char *obj;
+	char why[200] = "";
+
+	if (n->post != 1) {
+		prog_error(c->p, n->loc, "a struct type is cast to as a pointer: (struct %s *)", n->name);
+		return -1;
+	}
+	if (!o || !o->field) {
+		prog_error(c->p, n->loc, "casts to struct types: no debug information reader");
+		return -1;
+	}
+	obj = cast_object(c, n);
+	if (!obj)
+		return -1;
+	if (o->field(obj, n->name, NULL, &f, why, sizeof(why), o->param_arg)) {
+		prog_error(c->p, n->loc, "%s", why[0] ? why : "unknown struct");
+		return -1;
+	}
+	return 0;
+}
+
+/* EXPR->FIELD or EXPR.FIELD: rewritten in place into the load of the
+ * field (an N_DEREF of the address plus the offset), or for a struct
+ * inside, that address (an N_BINOP); then checked as such. */
+static int check_field(struct checker *c, struct node *n)
+{
+	const struct lang_compile_opts *o = c->p->opts;
+	struct node *base = n->a, *off, *addr;
+	bool ptr, lval;
+	struct lang_field f;
+	const char *obj;
+	char why[200] = "";
+
+	if (check_expr(c, base))
+		return -1;
+	ptr = (base->kind == N_CAST || base->kind == N_DEREF) && base->name && *base->name;
+	lval = base->kind == N_BINOP && base->name && *base->name;
+	if (n->op ? !ptr : !lval) {
+		prog_error(c->p, n->loc, n->op ? "'->%s' needs a pointer to a struct: cast it, as in ((struct NAME *)arg0)->%s" :
+						 "'.%s' needs a struct: a field of struct type, as in ((struct NAME *)arg0)->inner.%s",
+			   n->name, n->name);
+		return -1;
+	}
+	obj = cast_object(c, n);
+	if (!obj)
+		return -1;
+	if (o->field(obj, base->name, n->name, &f, why, sizeof(why), o->param_arg)) {
+		prog_error(c->p, n->loc, "%s", why[0] ? why : "unknown field");
+		return -1;
+	}
+	off = new_check_node(c, N_INT, n->loc);
+	addr = new_check_node(c, N_BINOP, n->loc);
+	if (!off || !addr)
+		return -1;
+	off->ival = f.offset;
+	addr->op = OP_ADD;
+	addr->a = base;
+	addr->b = off;
+	addr->depth = base->depth + 1;
+	n->a = addr;
+	if (f.kind == LANG_F_STRUCT) {
+		/* the inner struct's address, typed by it */
+		*n = *addr;
+		n->name = prog_alloc(c->p, strlen(f.sname) + 1);
+		if (!n->name)
+			return -1;
+		strcpy(n->name, f.sname);
+		return check_expr(c, n);
+	}
+	n->kind = N_DEREF;
+	n->cast.kind = LANG_T_INT;
+	n->cast.size = f.size;
+	n->cast.is_signed = f.is_signed;
+	n->name = prog_alloc(c->p, strlen(f.sname) + 1);
+	if (!n->name)
+		return -1;
+	strcpy(n->name, f.kind == LANG_F_STRUCT_PTR ? f.sname : "");
+	n->depth = addr->depth + 1;
+	return check_expr(c, n);
+}
+
 static int check_expr(struct checker *c, struct node *n)
 {
 	struct var *v;
@@ -776,8 +894,12 @@ static int check_expr(struct checker *c, struct node *n)
 			n->type.size = n->b->type.size > n->c->type.size ? n->b->type.size : n->c->type.size;
 		}
 		return 0;
+	case N_FIELD:
+		return check_field(c, n);
 	case N_CAST:
 		if (check_expr(c, n->a))
+			return -1;
+		if (n->name && check_struct_cast(c, n))
 			return -1;
 		if (!is_int(n->a) && !c->collect) {
 			char tn[64];
@@ -802,7 +924,9 @@ static int check_expr(struct checker *c, struct node *n)
 			prog_error(c->p, n->loc, "Can not dereference a value that is not an integer or a pointer");
 			return -1;
 		}
-		if (n->a->kind == N_CAST && n->a->post) {
+		if (n->name) {
+			/* a struct's field (check_field): its own size */
+		} else if (n->a->kind == N_CAST && n->a->post) {
 			n->cast = n->a->cast;
 		} else {
 			n->cast = T_I64;	/* bpftrace reads 8 bytes */

@@ -263,6 +263,21 @@ enum lang_op {
 };
 
 /* ---- Compiling (tool side) ---- */
+/* A field of a struct type from DWARF, for casts in programs. */
+enum lang_field_kind {
+	LANG_F_INT,		/* an integer, enum or pointer: size, is_signed */
+	LANG_F_STRUCT_PTR,	/* a pointer to struct sname (8 bytes) */
+	LANG_F_STRUCT,		/* a struct sname inside: its address only */
+};
+
+struct lang_field {
+	uint32_t offset;	/* bytes from the struct's start */
+	uint8_t kind;		/* enum lang_field_kind */
+	uint8_t size;		/* LANG_F_INT: 1, 2, 4 or 8 */
+	uint8_t is_signed;
+	char sname[64];		/* LANG_F_STRUCT_PTR, LANG_F_STRUCT */
+};
+
 struct lang_compile_opts {
 	const char *filename;	/* for messages; "stdin" for -e as bpftrace */
 	int nparams;		/* positional parameters $1..$nparams */
@@ -282,6 +297,13 @@ struct lang_compile_opts {
 	 * not checked against the notes.  Called with param_arg. */
 	int (*usdt_nargs)(const char *obj, const char *provider, const char *name, int *nargs,
 			  void *arg);
+	/* ((struct S *)EXPR)->FIELD: FIELD of struct S (a struct, union or
+	 * class of that name in OBJ's debug information) into *out; with
+	 * field NULL, whether S exists.  0, or -1 with a one-line reason in
+	 * why.  NULL: casts to struct types are refused.  Called with
+	 * param_arg. */
+	int (*field)(const char *obj, const char *sname, const char *field,
+		     struct lang_field *out, char *why, size_t whylen, void *arg);
 };
 
 /* An error as bpftrace prints it:

@@ -15,6 +15,10 @@ enum node_kind {
 	N_CALL, N_CAST, N_DEREF, N_INCDEC,
 	/* statements */
 	S_EXPR, S_ASSIGN, S_IF, S_UNROLL, S_WHILE, S_BREAK, S_CONTINUE,
+	/* EXPR->FIELD, EXPR.FIELD on a cast to a struct type of the probed
+	 * object's DWARF (name: the field, op: 1 for ->): the checker turns
+	 * it into address arithmetic and a load (check.c, check_field). */
+	N_FIELD,
 };
 
 /* Operators (token values double as them). */

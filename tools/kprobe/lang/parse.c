@@ -472,6 +472,18 @@ static int at_cast(struct parser *ps)
 	while ((isalnum((unsigned char)ps->s[i]) || ps->s[i] == '_') && n < sizeof(name) - 1)
 		name[n++] = ps->s[i++];
 	name[n] = 0;
+	if (n == 6 && !strcmp(name, "struct") && (ps->s[i] == ' ' || ps->s[i] == '\t')) {
+		/* (struct NAME *): a struct type of the probed object */
+		while (ps->s[i] == ' ' || ps->s[i] == '\t')
+			i++;
+		if (!isalpha((unsigned char)ps->s[i]) && ps->s[i] != '_')
+			return 0;
+		while (isalnum((unsigned char)ps->s[i]) || ps->s[i] == '_')
+			i++;
+		while (ps->s[i] == ' ' || ps->s[i] == '\t')
+			i++;
+		return ps->s[i] == '*';
+	}
 	if (!n || !type_of_name(name, &t))
 		return 0;
 	while (ps->s[i] == ' ' || ps->s[i] == '\t')
@@ -654,6 +666,27 @@ static struct node *parse_postfix(struct parser *ps)
 		if (next(ps))
 			return NULL;
 	}
+	/* Fields, after a cast to a struct type (the checker says where
+	 * else they make no sense). */
+	while (n && (ps->t == T_ARROW || ps->t == T_DOT)) {
+		struct node *m = new_node(ps, N_FIELD, n->loc);
+
+		if (!m)
+			return NULL;
+		m->op = ps->t == T_ARROW;
+		m->a = n;
+		if (next(ps))
+			return NULL;
+		if (ps->t != T_IDENT) {
+			unexpected(ps, "identifier");
+			return NULL;
+		}
+		m->name = ps->sval;
+		m->loc = span(n->loc, ps->loc);
+		n = m;
+		if (deepen(ps, n) || next(ps))
+			return NULL;
+	}
 	if (n && ps->t == T_LBRACKET) {
 		prog_error(ps->p, ps->loc, "array indexing is not supported");
 		return NULL;
@@ -717,11 +750,20 @@ static struct node *parse_unary_in(struct parser *ps)
 	case T_LPAREN:
 		if (at_cast(ps)) {
 			struct lang_type t = { 0 };
+			char *sname = NULL;
 			int ptr = 0;
 
 			if (next(ps))
 				return NULL;
-			type_of_name(ps->sval, &t);
+			if (!strcmp(ps->sval, "struct")) {
+				if (next(ps))
+					return NULL;
+				sname = ps->sval;
+				t.kind = LANG_T_INT;
+				t.size = 8;	/* *p reads a word, as for any pointer */
+			} else {
+				type_of_name(ps->sval, &t);
+			}
 			if (next(ps))
 				return NULL;
 			while (ps->t == T_STAR) {
@@ -748,6 +790,7 @@ static struct node *parse_unary_in(struct parser *ps)
 			n->a = a;
 			n->cast = t;
 			n->post = ptr;	/* a pointer cast: the deref size is cast.size */
+			n->name = sname;	/* a struct type's name, or NULL */
 			return n;
 		}
 		return parse_postfix(ps);
