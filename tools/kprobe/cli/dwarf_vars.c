@@ -895,6 +895,83 @@ static bool is_const_op(unsigned int atom)
 	       atom == DW_OP_consts;
 }
 
+/* Whether pc is the first instruction of the out-of-line function that
+ * holds it (where every register still has its value at the entry). */
+static bool function_entry_at(struct dbg *d, Dwarf_Addr pc)
+{
+	Dwarf_Die cu, *scopes = NULL;
+	Dwarf_Addr entry;
+	bool at = false;
+	int ns;
+
+	if (!cu_of(d, pc, &cu))
+		return false;
+	ns = dwarf_getscopes(&cu, pc, &scopes);
+	for (int k = 0; k < ns; k++)
+		if (dwarf_tag(&scopes[k]) == DW_TAG_subprogram) {
+			at = !dwarf_entrypc(&scopes[k], &entry) && entry == pc;
+			break;
+		}
+	free(scopes);
+	return at;
+}
+
+/* rbx, rbp, r12-r15 (DWARF numbers): what a function must give back. */
+static bool callee_saved(unsigned int reg)
+{
+	return reg == 3 || reg == 6 || (reg >= 12 && reg <= 15);
+}
+
+/* DW_OP_entry_value(DW_OP_regN): the value register N had when the
+ * function was entered, pushed.  At the function's first instruction it is
+ * the register.  Elsewhere the call frame information knows it for a
+ * register the function must preserve: the caller's value, still in the
+ * register ("same value") or saved in the frame.  An argument register
+ * the function has reused is lost (gdb may find it in the caller's
+ * call-site information, which the tool does not read). */
+static bool plan_entry_value(struct dbg *d, Dwarf_Addr pc, Dwarf_Attribute *attr, Dwarf_Op *op,
+			     struct access *x)
+{
+	Dwarf_Attribute ea;
+	Dwarf_Op *sub, mem[3], *rops;
+	Dwarf_Frame *frame = NULL;
+	size_t ns, nr;
+	unsigned int reg;
+	bool ok = false;
+
+	if (dwarf_getlocation_attr(attr, op, &ea) || dwarf_getlocation(&ea, &sub, &ns) != 0 ||
+	    ns != 1 || !((sub[0].atom >= DW_OP_reg0 && sub[0].atom <= DW_OP_reg31) ||
+			 sub[0].atom == DW_OP_regx)) {
+		unavailable(x, "only its value at the function's entry is known here");
+		return false;
+	}
+	reg = sub[0].atom == DW_OP_regx ? (unsigned int)sub[0].number :
+					  (unsigned int)(sub[0].atom - DW_OP_reg0);
+	if (function_entry_at(d, pc))
+		return op_reg(x, reg);
+	if (callee_saved(reg) && d->cfi && !dwarf_cfi_addrframe(d->cfi, pc, &frame) &&
+	    !dwarf_frame_register(frame, (int)reg, mem, &rops, &nr)) {
+		if (!nr && !rops) {
+			ok = op_reg(x, reg);	/* same value: not changed yet */
+		} else if (nr && rops[nr - 1].atom != DW_OP_stack_value) {
+			/* saved at an address: the CFA plus an offset */
+			struct access at = *x;
+
+			if (plan_expr(d, pc, NULL, attr, rops, nr, &at, 3) && at.in_memory) {
+				*x = at;
+				put_op(x, FETCH_LOAD, 0, 0, 8);
+				ok = true;
+			}
+		}
+	}
+	free(frame);
+	if (!ok)
+		unavailable(x, "only its value at the function's entry is known here (DWARF "
+			    "register %u, reused since)", reg);
+	x->in_memory = true;
+	return ok;
+}
+
 /* Compiles a location expression into plan steps: DWARF's stack machine
  * maps onto the plan's (registers, constants, the frame base and CFA,
  * arithmetic, loads, DW_OP_stack_value); a value wholly in one register is
@@ -966,8 +1043,9 @@ static bool plan_expr(struct dbg *d, Dwarf_Addr pc, Dwarf_Die *fn, Dwarf_Attribu
 		} else if (atom == DW_OP_piece && i + 1 == n && sp == 1) {
 			break;
 		} else if (atom == DW_OP_entry_value || atom == DW_OP_GNU_entry_value) {
-			unavailable(x, "only its value at the function's entry is known here");
-			return false;
+			if (!plan_entry_value(d, pc, attr, &ops[i], x))
+				return false;
+			sp++;
 		} else if (atom == DW_OP_addr || atom == DW_OP_addrx || atom == DW_OP_GNU_addr_index) {
 			/* Static storage, at a link-time address (DWARF 5: an
 			 * index into .debug_addr): relative to the probe's own
