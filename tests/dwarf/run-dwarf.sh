@@ -31,7 +31,7 @@ L1=$(grep -n 'probe: parse_header' $SRC | cut -d: -f1)
 L2=$(grep -n 'probe: accumulate' $SRC | cut -d: -f1)
 L3=$(grep -n 'probe: span_len' $SRC | cut -d: -f1)
 # EXPR:KIND, KIND d (integer), f (floating point) or s (string).
-P1="header_calls:d sink:d len:d total:d sum:d req->hdr.len:d req->hdr.flags:d req->vals[1]:d req->vals[3]:d w:f req->weight:f req->name:s req->hdr.tag:s *req->name:c req->hdr.urgent:d req->hdr.prio:d req->hdr.seq:d req->kind:d"
+P1="header_calls:d sink:d len:d total:d sum:d req->hdr.len:d req->hdr.flags:d req->vals[1]:d req->vals[3]:d w:f req->weight:f req->name:s req->hdr.tag:s *req->name:c req->hdr.urgent:d req->hdr.prio:d req->hdr.seq:d req->kind:d req->hp->len:d req->hp->tag:s"
 P2="i:d n:d acc:d v[2]:d *v:d f:f"
 # A struct passed by value: in registers at -O2, in pieces (DW_OP_piece).
 P3="s.lo:d s.hi:d k:d r:d"
@@ -243,6 +243,14 @@ if command -v g++ >/dev/null 2>&1; then
 		-- "$OUT/cli_cxx-O2" 2 >/dev/null 2>"$OUT/err"
 	got=$(jq -r 'select(.args) | .args.n' "$OUT/cxx.json" 2>/dev/null | tr '\n' ' ')
 	[ "$got" = "0 1 " ] || { echo "FAIL C++ function with a variable: '$got' $(cat "$OUT/err")"; fail=1; }
+	# ... its return probe (the parameter read at the entry), and a line
+	# in it, shown by its demangled name.
+	timeout 60 "$KPROBE" trace --format json -o "$OUT/cxx.json" 'demo::Widget::resize(int)%return n' \
+		"cli_cxx.cpp:$LX size" -- "$OUT/cli_cxx-O2" 2 >/dev/null 2>"$OUT/err"
+	got=$(jq -r 'select(.args) | "\(.probe | sub("\\+0x[0-9a-f]+$"; "+OFF")) \(.args | to_entries | .[0].value)"' \
+		"$OUT/cxx.json" 2>/dev/null | sort | tr '\n' ';')
+	want="demo::Widget::resize(int) 0;demo::Widget::resize(int) 1;demo::Widget::resize(int)+OFF 0;demo::Widget::resize(int)+OFF 4;"
+	[ "$got" = "$want" ] || { echo "FAIL C++ return probe and line by name: '$got' $(cat "$OUT/err")"; fail=1; }
 	g++ -O2 -g -o "$OUT/cli_cxx" tests/cli/cli_cxx.cpp
 	timeout 60 "$KPROBE" count --format json -o "$OUT/count.json" 'demo::Widget::resize(int)' \
 		'demo::Widget::resize(double)' 'demo::twice*' -- "$OUT/cli_cxx" 4 >/dev/null 2>"$OUT/err"

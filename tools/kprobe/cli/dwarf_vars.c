@@ -1720,16 +1720,31 @@ static int offer_containing(Dwarf_Die *fn, void *arg)
 
 /* The name of a point for messages: FUNC+0xOFF, FUNC the out-of-line
  * function whose code holds it (the caller, for an inlined copy). */
-static void point_name(struct point *p, char *buf, size_t len)
+static bool point_name(struct point *p, char *buf, size_t len, char *sym, size_t symlen)
 {
 	struct pc_query q = { .pc = p->pc };
 	Dwarf_Addr entry;
+	const char *ln;
+	char *dm = NULL;
+	bool cxx;
 
 	snprintf(buf, len, "0x%llx", (unsigned long long)p->pc);
+	if (sym)
+		sym[0] = '\0';
 	dwarf_getfuncs(&p->cu, offer_containing, &q, 0);
-	if (q.found && !dwarf_entrypc(&q.fn, &entry))
-		snprintf(buf, len, "%s+0x%llx", dwarf_diename(&q.fn),
-			 (unsigned long long)(p->pc - entry));
+	if (!q.found || dwarf_entrypc(&q.fn, &entry))
+		return false;
+	/* C++: the qualified, demangled name; the symbol is the mangled one */
+	ln = linkage_name(&q.fn);
+	if (ln)
+		dm = cxx_demangle(ln);
+	cxx = dm != NULL;
+	snprintf(buf, len, "%s+0x%llx", dm ? dm : dwarf_diename(&q.fn),
+		 (unsigned long long)(p->pc - entry));
+	if (sym)
+		snprintf(sym, symlen, "%s", ln ? ln : dwarf_diename(&q.fn));
+	free(dm);
+	return cxx;
 }
 
 /* The probe s at point p, with its variables compiled, into out. */
@@ -1741,8 +1756,9 @@ static void resolve_at(struct dbg *d, const struct probe_spec *s, struct point *
 	Dwarf_Die *scopes = NULL;
 	char where[300], err[600];
 	int nvars, nargs = 0;
+	char fsym[256];
+	bool cxx = point_name(p, where, sizeof(where), fsym, sizeof(fsym));
 
-	point_name(p, where, sizeof(where));
 	nvars = vars_at(p, vars, MAX_SCOPE_VARS, &scopes, false);
 	for (int i = 0; i < s->nargs; i++) {
 		const struct spec_arg *in = &s->args[i];
@@ -1781,14 +1797,14 @@ static void resolve_at(struct dbg *d, const struct probe_spec *s, struct point *
 	out->nargs = nargs;
 	memcpy(out->args, args, sizeof(args));
 	snprintf(out->inlined_of, sizeof(out->inlined_of), "%s", p->inlined_of);
+	/* A C++ point is shown by its demangled name, not the agent's
+	 * mangled symbol (a function's own probe keeps its name). */
+	if (cxx && !out->label[0] && !p->inlined_of[0])
+		snprintf(out->label, sizeof(out->label), "%.119s", where);
 	if (s->is_return) {
 		/* Read at the entry: the return probe's entry handler. */
-		char sym[320];
-
-		snprintf(sym, sizeof(sym), "%s", where);
-		*strchr(sym, '+') = '\0';
 		out->kind = SPEC_SYMBOL;
-		snprintf(out->symbol, sizeof(out->symbol), "%.255s", sym);
+		snprintf(out->symbol, sizeof(out->symbol), "%s", fsym);
 		out->address = 0;
 	}
 	if (spec_format(out) && spec_too_long(out, err, sizeof(err)))
@@ -1959,7 +1975,7 @@ static void list_point(struct dbg *d, struct point *p, FILE *f)
 	int nvars;
 	Dwarf_Line *line = dwarf_getsrc_die(&p->cu, p->pc);
 
-	point_name(p, where, sizeof(where));
+	point_name(p, where, sizeof(where), NULL, 0);
 	fprintf(f, "%s", where);
 	if (line) {
 		const char *file = dwarf_linesrc(line, NULL, NULL);
