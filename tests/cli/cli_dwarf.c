@@ -1,6 +1,7 @@
 /* A program whose variables the DWARF tests read by name (built at -O0 and
  * -O2 by tools/kprobe/kprobe.mk).  The lines marked "probe:" are where the
  * tests compare what kprobe prints with what gdb prints. */
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -85,6 +86,16 @@ int main(int argc, char **argv)
 
 	if (!req)
 		return 1;
+	/* "block": the fault signals blocked, so that a tracer's loads cannot
+	 * rely on catching a fault (they must take the slow, safe way). */
+	if (argc > 2 && !strcmp(argv[2], "block")) {
+		sigset_t set;
+
+		sigemptyset(&set);
+		sigaddset(&set, SIGSEGV);
+		sigaddset(&set, SIGBUS);
+		sigprocmask(SIG_BLOCK, &set, NULL);
+	}
 	req->name = "GET /index.html";
 	req->hdr.len = 42;
 	req->hdr.flags = 0x8001;

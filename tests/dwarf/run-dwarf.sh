@@ -210,6 +210,16 @@ if [ $rc -ne 0 ] || ! grep -q 'a=(fault) b=(fault) c=(fault) d=(fault) len=5' "$
 	fail=1
 fi
 
+# With the fault signals blocked the agent cannot catch a faulting load:
+# plans (compiled chains and the general form) then read through the
+# kernel, with the same values, and a bad pointer is still a fault.
+for prog in "$OUT"/cli_dwarf-gcc-O[02]; do
+	"$KPROBE" trace "cli_dwarf.c:$L1 req->hdr.len req->hp->len req->hdr.prio c=@#4096*8:u64 d=@r7+140737488355328*8:u64" \
+		-o "$OUT/block.txt" -- "$prog" 1 block >/dev/null 2>"$OUT/err"
+	grep -q 'req->hdr.len=42 req->hp->len=42 req->hdr.prio=-11 c=(fault) d=(fault)$' "$OUT/block.txt" ||
+		{ echo "FAIL loads with the fault signals blocked, $(basename "$prog"): $(cat "$OUT/block.txt" "$OUT/err")"; fail=1; }
+done
+
 # ---- casts to struct types of the program's DWARF in kprobe run ----
 # ((struct request *)arg0)->FIELD, through a struct inside and a pointer
 # to a struct, against gdb's values of the same fields at the entry.
