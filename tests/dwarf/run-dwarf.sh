@@ -235,6 +235,30 @@ for prog in "$OUT"/cli_dwarf-*-O[02]; do
 	[ "$got " = "$want" ] || { echo "FAIL cast in a program, $(basename "$prog"): '$got', gdb '$want' $(cat "$OUT/err")"; fail=1; }
 done
 
+# The forms bpftrace 0.17 reads from DWARF too (a cast's own fields,
+# args->NAME->FIELD), byte for byte as it prints them when it can run here.
+if command -v bpftrace >/dev/null 2>&1; then
+	same=0
+	for prog in "$OUT"/cli_dwarf-*-O[02]; do
+		bt="uprobe:$prog:parse_header { printf(\"%d %s %d %d\\n\", ((struct request *)arg0)->kind, str(((struct request *)arg0)->name), args->req->kind, args->len); }"
+		timeout 60 "$KPROBE" run -o "$OUT/bt-kprobe.txt" -e "$bt" -- "$prog" 2 >/dev/null 2>"$OUT/err"
+		if timeout 60 bpftrace -o "$OUT/bt-bpftrace.txt" -e "$bt" -c "$prog 2" >/dev/null 2>&1 &&
+		   [ -s "$OUT/bt-bpftrace.txt" ]; then
+			if cmp -s "$OUT/bt-bpftrace.txt" "$OUT/bt-kprobe.txt"; then
+				same=$((same + 1))
+			else
+				echo "FAIL casts in a program differ from bpftrace's, $(basename "$prog"):"
+				diff "$OUT/bt-bpftrace.txt" "$OUT/bt-kprobe.txt" | head -6
+				fail=1
+			fi
+		else
+			echo "dwarf-vars: bpftrace cannot run here: casts not compared with it"
+			break
+		fi
+	done
+	[ $same -gt 0 ] && echo "dwarf-vars: casts and args->NAME->FIELD in a program: as bpftrace prints them ($same builds)"
+fi
+
 # ---- C++ names: demangled, qualified, overloads by signature or glob ----
 if command -v g++ >/dev/null 2>&1; then
 	# In expressions: a member named alone in a member function, through

@@ -2166,6 +2166,49 @@ out:
 	return rc;
 }
 
+int dwarf_param_struct(const char *path, const char *func, const char *name, char *sname,
+		       size_t len)
+{
+	struct param_query q = { func, { 0 }, false };
+	Dwarf_Off off = 0, next;
+	size_t hsize;
+	Dwarf_Die child, t, st;
+	struct dbg d;
+	int rc = -1;
+
+	if (dbg_try_open(&d, path))
+		goto out;
+	while (!q.found && !dwarf_nextcu(d.dw, off, &next, &hsize, NULL, NULL, NULL)) {
+		Dwarf_Die cu;
+
+		if (dwarf_offdie(d.dw, off + hsize, &cu))
+			dwarf_getfuncs(&cu, offer_defined, &q, 0);
+		off = next;
+	}
+	if (!q.found || dwarf_child(&q.fn, &child))
+		goto out;
+	do {
+		const char *pn = dwarf_diename(&child), *sn;
+		int tag;
+
+		if (dwarf_tag(&child) != DW_TAG_formal_parameter || !pn || strcmp(pn, name))
+			continue;
+		if (!type_of(&child, &t) || !strip(&t, &t) || dwarf_tag(&t) != DW_TAG_pointer_type ||
+		    !type_of(&t, &st) || !strip(&st, &st))
+			break;
+		tag = dwarf_tag(&st);
+		if ((tag == DW_TAG_structure_type || tag == DW_TAG_union_type ||
+		     tag == DW_TAG_class_type) && (sn = dwarf_diename(&st))) {
+			snprintf(sname, len, "%s", sn);
+			rc = 0;
+		}
+		break;
+	} while (!dwarf_siblingof(&child, &child));
+out:
+	dbg_close(&d);
+	return rc;
+}
+
 /* ---- struct types for casts in programs ---- */
 
 struct struct_query {

@@ -46,6 +46,12 @@ int dwarf_vars_list(struct cli_opts *o);
 int dwarf_param(const char *path, const char *func, const char *name, int *index, int *size,
 		bool *is_signed, char *why, size_t whylen);
 
+/* args->NAME->FIELD in a program: the name of the struct, union or class
+ * parameter name of func points to, into sname; 0, or -1 when it is not a
+ * pointer to a named one. */
+int dwarf_param_struct(const char *path, const char *func, const char *name, char *sname,
+		       size_t len);
+
 /* A cast to a struct type in a program: field of the struct, union or
  * class named sname in the debug information of the object at path (with
  * field NULL: whether there is one).  *kind 0 an integer, enum or

@@ -206,6 +206,22 @@ static int field_of(const char *obj, const char *sname, const char *field,
 	return 0;
 }
 
+static int param_struct_of(const char *obj, const char *func, const char *name, char *sname,
+			   size_t len, void *arg)
+{
+	const struct cli_opts *o = arg;
+	struct probe_spec s;
+	char path[PATH_MAX], why[PATH_MAX + 128];
+
+	memset(&s, 0, sizeof(s));
+	s.kind = SPEC_SYMBOL;
+	snprintf(s.object, sizeof(s.object), "%s", obj);
+	snprintf(s.symbol, sizeof(s.symbol), "%s", func);
+	if (cli_object_path(o, &s, path, sizeof(path), why, sizeof(why)))
+		return -1;
+	return dwarf_param_struct(path, func, name, sname, len);
+}
+
 void run_compile(struct cli_opts *o)
 {
 	struct lang_compile_opts copts = {
@@ -217,6 +233,7 @@ void run_compile(struct cli_opts *o)
 		.param_arg = o,
 		.usdt_nargs = usdt_nargs_of,
 		.field = field_of,
+		.param_struct = param_struct_of,
 	};
 	char *text = o->prog_file ? read_program_file(o->prog_file) : strdup(o->prog_text);
 	struct run_program *p = calloc(1, sizeof(*p));

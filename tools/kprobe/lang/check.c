@@ -773,6 +773,38 @@ static int check_field(struct checker *c, struct node *n)
 		return -1;
 	ptr = (base->kind == N_CAST || base->kind == N_DEREF) && base->name && *base->name;
 	lval = base->kind == N_BINOP && base->name && *base->name;
+	if (n->op && base->kind == N_BUILTIN && base->post == 2) {
+		/* args->NAME->FIELD: the struct the parameter points to
+		 * (check_args_field made every attach point a uprobe on one
+		 * function) */
+		const struct attach *a = &c->pr->att[0];
+		char sname[64];
+
+		if (!o || !o->param_struct ||
+		    o->param_struct(a->target, a->func, base->name, sname, sizeof(sname),
+				    o->param_arg)) {
+			prog_error(c->p, n->loc, "'->%s': args->%s is not a pointer to a struct", n->name,
+				   base->name);
+			return -1;
+		}
+		/* the parameter's value as a pointer, typed by the struct */
+		struct node *cast = new_check_node(c, N_CAST, base->loc);
+
+		if (!cast)
+			return -1;
+		cast->a = base;
+		cast->cast = T_U64;
+		cast->post = 1;
+		cast->name = prog_alloc(c->p, strlen(sname) + 1);
+		if (!cast->name)
+			return -1;
+		strcpy(cast->name, sname);
+		cast->depth = base->depth + 1;
+		n->a = base = cast;
+		if (check_expr(c, base))
+			return -1;
+		ptr = true;
+	}
 	if (n->op ? !ptr : !lval) {
 		prog_error(c->p, n->loc, n->op ? "'->%s' needs a pointer to a struct: cast it, as in ((struct NAME *)arg0)->%s" :
 						 "'.%s' needs a struct: a field of struct type, as in ((struct NAME *)arg0)->inner.%s",

@@ -304,6 +304,11 @@ struct lang_compile_opts {
 	 * param_arg. */
 	int (*field)(const char *obj, const char *sname, const char *field,
 		     struct lang_field *out, char *why, size_t whylen, void *arg);
+	/* args->NAME->FIELD: the struct, union or class parameter NAME of
+	 * OBJ:FUNC points to, by name into sname; 0, or -1 when it is not a
+	 * pointer to a named one.  NULL: refused.  Called with param_arg. */
+	int (*param_struct)(const char *obj, const char *func, const char *name, char *sname,
+			    size_t len, void *arg);
 };
 
 /* An error as bpftrace prints it:
