@@ -7,6 +7,7 @@
 #include <errno.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -752,6 +753,102 @@ Test(lang_errors, args_fields)
 	/* without a debug-information reader */
 	cr_assert_eq(lang_compile("uprobe:/bin/x:f { @ = args->n; }", NULL, &img, &len, &err), -EINVAL);
 	cr_assert(strstr(err.msg, "args"), "%s", err.msg);
+}
+
+/* A debug-information reader for casts: struct req { long pad; short len;
+ * struct in { int a, v; } in; struct req *next; } as the tool reads it. */
+struct test_req {
+	long pad;
+	short len;
+	struct {
+		int a, v;
+	} in;
+	struct test_req *next;
+};
+
+static int stub_field(const char *obj, const char *sname, const char *field,
+		      struct lang_field *out, char *why, size_t whylen, void *arg)
+{
+	(void)arg;
+	cr_assert_str_eq(obj, "/bin/x");
+	memset(out, 0, sizeof(*out));
+	if (strcmp(sname, "req") && strcmp(sname, "in")) {
+		snprintf(why, whylen, "struct %s is not in the debug information", sname);
+		return -1;
+	}
+	if (!field)
+		return 0;
+	if (!strcmp(sname, "req") && !strcmp(field, "len")) {
+		*out = (struct lang_field){ offsetof(struct test_req, len), LANG_F_INT, 2, 1, "" };
+	} else if (!strcmp(sname, "req") && !strcmp(field, "in")) {
+		*out = (struct lang_field){ offsetof(struct test_req, in), LANG_F_STRUCT, 0, 0, "in" };
+	} else if (!strcmp(sname, "req") && !strcmp(field, "next")) {
+		*out = (struct lang_field){ offsetof(struct test_req, next), LANG_F_STRUCT_PTR, 8, 0,
+					    "req" };
+	} else if (!strcmp(sname, "in") && !strcmp(field, "v")) {
+		*out = (struct lang_field){ 4, LANG_F_INT, 4, 0, "" };
+	} else {
+		snprintf(why, whylen, "struct %s has no field '%s'", sname, field);
+		return -1;
+	}
+	return 0;
+}
+
+Test(lang_vm, casts_to_struct_types)
+{
+	struct lang_compile_opts o = { .filename = "stdin", .field = stub_field };
+	const char *src = "uprobe:/bin/x:f { @l = ((struct req *)arg0)->len; @v = ((struct req *)arg0)->in.v;"
+			  " @n = ((struct req *)arg0)->next->len; @nn = ((struct req *)arg0)->next->next->in.v; }";
+	static struct test_req b = { 0, 7, { 0, 9 }, NULL };
+	struct test_req a = { 0, -5, { 1, 0xfffffff0 }, &b };
+	struct lang_error err;
+	struct env *e = calloc(1, sizeof(*e));
+	char why[256];
+
+	cr_assert(e);
+	cr_assert_eq(lang_compile(src, &o, &e->image, &e->len, &err), 0, "%s", err.text);
+	cr_assert_eq(lang_image_load(&e->img, e->image, e->len, why, sizeof(why)), 0, "%s", why);
+	e->region = calloc(1, e->img.region_size);
+	cr_assert(e->region);
+	cr_assert_eq(lang_maps_init(&e->img, e->region, e->img.region_size), 0);
+	e->ctx.regs = &e->regs;
+	e->ctx.maps = e->region;
+	e->ctx.ops = &ops;
+	e->ctx.arg = e;
+	cur = e;
+	e->regs.di = (uint64_t)(uintptr_t)&a;
+	cr_assert_eq(run(e, 0), 0);
+	cr_assert_eq(scalar(e, "@l"), -5);		/* a short, sign-extended */
+	cr_assert_eq(scalar(e, "@v"), 0xfffffff0);	/* an unsigned int */
+	cr_assert_eq(scalar(e, "@n"), 7);		/* through a pointer field */
+	cr_assert_eq(scalar(e, "@nn"), 0);		/* through NULL: a failed read */
+	env_free(e);
+}
+
+Test(lang_errors, casts_to_struct_types)
+{
+	struct lang_compile_opts o = { .filename = "stdin", .field = stub_field };
+	static const struct { const char *src, *words; } cases[] = {
+		{ "uprobe:/bin/x:f { @ = ((struct nosuch *)arg0)->len; }", "struct nosuch is not in" },
+		{ "uprobe:/bin/x:f { @ = ((struct req *)arg0)->nosuch; }", "has no field 'nosuch'" },
+		{ "uprobe:/bin/x:f { @ = ((struct req *)arg0).len; }", "needs a struct" },
+		{ "uprobe:/bin/x:f { @ = ((struct req *)arg0)->in->v; }", "needs a pointer to a struct" },
+		{ "uprobe:/bin/x:f { @ = arg0->len; }", "needs a pointer to a struct" },
+		{ "uprobe:/bin/x:f { @ = ((struct req *)arg0)->; }", "expecting identifier" },
+		{ "BEGIN { @ = ((struct req *)0)->len; }", "needs a uprobe or usdt probe" },
+	};
+	struct lang_error err;
+	void *img = NULL;
+	size_t len;
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
+		cr_assert_eq(lang_compile(cases[i].src, &o, &img, &len, &err), -EINVAL, "%s", cases[i].src);
+		cr_assert(strstr(err.msg, cases[i].words), "%s: %s", cases[i].src, err.msg);
+	}
+	/* without a debug-information reader */
+	cr_assert_eq(lang_compile("uprobe:/bin/x:f { @ = ((struct req *)arg0)->len; }", NULL, &img, &len,
+				  &err), -EINVAL);
+	cr_assert(strstr(err.msg, "no debug information reader"), "%s", err.msg);
 }
 
 Test(lang_compile, map_descriptors)
