@@ -851,6 +851,41 @@ Test(lang_errors, casts_to_struct_types)
 	cr_assert(strstr(err.msg, "no debug information reader"), "%s", err.msg);
 }
 
+/* The SDT notes of usdt:/bin/x:p:two give it two operands; p:none none. */
+static int stub_usdt_nargs(const char *obj, const char *provider, const char *name, int *nargs,
+			   void *arg)
+{
+	(void)arg;
+	cr_assert_str_eq(obj, "/bin/x");
+	cr_assert_str_eq(provider, "p");
+	if (strcmp(name, "two") && strcmp(name, "none"))
+		return -1;	/* not known here: left to the resolver */
+	*nargs = name[0] == 't' ? 2 : 0;
+	return 0;
+}
+
+Test(lang_errors, usdt_args_against_the_notes)
+{
+	struct lang_compile_opts o = { .filename = "stdin", .usdt_nargs = stub_usdt_nargs };
+	struct lang_error err;
+	void *img = NULL;
+	size_t len;
+
+	cr_assert_eq(lang_compile("usdt:/bin/x:p:two { @ = arg0 + arg1; }", &o, &img, &len, &err), 0,
+		     "%s", err.text);
+	free(img);
+	img = NULL;
+	cr_assert_eq(lang_compile("usdt:/bin/x:p:two { @ = arg2; }", &o, &img, &len, &err), -EINVAL);
+	cr_assert(strstr(err.msg, "arg2: usdt probe p:two has 2 arguments (arg0..arg1)"), "%s", err.msg);
+	cr_assert_eq(err.col, 25, "%d", err.col);	/* under arg2 */
+	cr_assert_eq(lang_compile("usdt:/bin/x:p:none { @ = arg0; }", &o, &img, &len, &err), -EINVAL);
+	cr_assert(strstr(err.msg, "usdt probe p:none has no arguments"), "%s", err.msg);
+	/* unknown to the notes reader: not refused here */
+	cr_assert_eq(lang_compile("usdt:/bin/x:p:other { @ = arg5; }", &o, &img, &len, &err), 0,
+		     "%s", err.text);
+	free(img);
+}
+
 Test(lang_compile, map_descriptors)
 {
 	struct env *e = compile("uprobe:a:f { @c[tid] = count(); @h = hist(arg0); @l[comm] = lhist(arg1, 0, 100, 10);"
