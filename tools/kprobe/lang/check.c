@@ -778,6 +778,7 @@ static int check_field(struct checker *c, struct node *n)
 		 * (check_args_field made every attach point a uprobe on one
 		 * function) */
 		const struct attach *a = &c->pr->att[0];
+		struct node *cast;
 		char sname[64];
 
 		if (!o || !o->param_struct ||
@@ -788,8 +789,7 @@ static int check_field(struct checker *c, struct node *n)
 			return -1;
 		}
 		/* the parameter's value as a pointer, typed by the struct */
-		struct node *cast = new_check_node(c, N_CAST, base->loc);
-
+		cast = new_check_node(c, N_CAST, base->loc);
 		if (!cast)
 			return -1;
 		cast->a = base;
@@ -819,24 +819,29 @@ static int check_field(struct checker *c, struct node *n)
 		return -1;
 	}
 	off = new_check_node(c, N_INT, n->loc);
-	addr = new_check_node(c, N_BINOP, n->loc);
-	if (!off || !addr)
+	if (!off)
 		return -1;
 	off->ival = f.offset;
-	addr->op = OP_ADD;
-	addr->a = base;
-	addr->b = off;
-	addr->depth = base->depth + 1;
-	n->a = addr;
 	if (f.kind == LANG_F_STRUCT) {
 		/* the inner struct's address, typed by it */
-		*n = *addr;
+		n->kind = N_BINOP;
+		n->op = OP_ADD;
+		n->b = off;
+		n->depth = base->depth + 1;
 		n->name = prog_alloc(c->p, strlen(f.sname) + 1);
 		if (!n->name)
 			return -1;
 		strcpy(n->name, f.sname);
 		return check_expr(c, n);
 	}
+	addr = new_check_node(c, N_BINOP, n->loc);
+	if (!addr)
+		return -1;
+	addr->op = OP_ADD;
+	addr->a = base;
+	addr->b = off;
+	addr->depth = base->depth + 1;
+	n->a = addr;
 	n->kind = N_DEREF;
 	n->cast.kind = LANG_T_INT;
 	n->cast.size = f.size;
