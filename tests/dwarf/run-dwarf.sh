@@ -200,12 +200,14 @@ if [ $rc -ne 2 ] || ! grep -q "has no field 'nosuch'" "$OUT/err"; then
 fi
 # Loads through bad pointers (unmapped, kernel, non-canonical) are faults
 # in the output, not crashes of the program.
-# d is a register-and-hops plan (the compiled form) whose hop leaves the
-# canonical range.
-out=$("$KPROBE" trace "cli_dwarf.c:$L1 a=@#4096*8:u64 b=@#-140737488355328*8:u64 c=@#9223372036854775807*4:s32 d=@r7+140737488355328*8:u64 len" \
+# d's hop leaves the canonical range (an offset too far for the compiled
+# form); e and f are register-and-hops plans (the compiled form): a second
+# hop through the byte the first read (an address below 4096), and a hop
+# 2 GB past the code (unmapped).
+out=$("$KPROBE" trace "cli_dwarf.c:$L1 a=@#4096*8:u64 b=@#-140737488355328*8:u64 c=@#9223372036854775807*4:s32 d=@r7+140737488355328*8:u64 e=@r7*1*8:u64 f=@r16+2147483647*8:u64 len" \
 	-o "$OUT/fault.txt" -- "$prog" 1 2>&1)
 rc=$?
-if [ $rc -ne 0 ] || ! grep -q 'a=(fault) b=(fault) c=(fault) d=(fault) len=5' "$OUT/fault.txt"; then
+if [ $rc -ne 0 ] || ! grep -q 'a=(fault) b=(fault) c=(fault) d=(fault) e=(fault) f=(fault) len=5' "$OUT/fault.txt"; then
 	echo "FAIL faulting loads: exit $rc, $out, $(cat "$OUT/fault.txt")"
 	fail=1
 fi
@@ -214,9 +216,9 @@ fi
 # plans (compiled chains and the general form) then read through the
 # kernel, with the same values, and a bad pointer is still a fault.
 for prog in "$OUT"/cli_dwarf-gcc-O[02]; do
-	"$KPROBE" trace "cli_dwarf.c:$L1 req->hdr.len req->hp->len req->hdr.prio c=@#4096*8:u64 d=@r7+140737488355328*8:u64" \
+	"$KPROBE" trace "cli_dwarf.c:$L1 req->hdr.len req->hp->len req->hdr.prio c=@#4096*8:u64 d=@r7+140737488355328*8:u64 f=@r16+2147483647*8:u64" \
 		-o "$OUT/block.txt" -- "$prog" 1 block >/dev/null 2>"$OUT/err"
-	grep -q 'req->hdr.len=42 req->hp->len=42 req->hdr.prio=-11 c=(fault) d=(fault)$' "$OUT/block.txt" ||
+	grep -q 'req->hdr.len=42 req->hp->len=42 req->hdr.prio=-11 c=(fault) d=(fault) f=(fault)$' "$OUT/block.txt" ||
 		{ echo "FAIL loads with the fault signals blocked, $(basename "$prog"): $(cat "$OUT/block.txt" "$OUT/err")"; fail=1; }
 done
 

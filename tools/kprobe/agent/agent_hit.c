@@ -421,9 +421,9 @@ static __attribute__((noinline)) bool run_plan_slow(const struct pt_regs *regs,
 		return run_plan_stack(regs, a, out);
 	v = dwarf_reg(regs, c->reg);
 	for (int i = 0; i < c->nhops && i < SPEC_MAX_HOPS; i++)
-		if (!load_nofault(v + (uint64_t)c->add[i], c->size[i], &v))
+		if (!load_nofault(v + (uint64_t)(int64_t)c->add[i], c->size[i], &v))
 			return false;
-	*out = v + (uint64_t)c->last;
+	*out = v + (uint64_t)(int64_t)c->last;
 	return true;
 }
 
@@ -447,12 +447,12 @@ static inline __attribute__((always_inline)) bool run_plan(const struct pt_regs 
 		return run_plan_slow(regs, a, out);
 	v = dwarf_reg(regs, c->reg);
 	for (int i = 0; i < n && i < SPEC_MAX_HOPS; i++) {
-		uint64_t addr = v + (uint64_t)c->add[i];
+		uint64_t addr = v + (uint64_t)(int64_t)c->add[i];
 
 		if (addr < 4096 || kp_load_nofault_sized(addr, c->size[i], &v))
 			return false;
 	}
-	*out = v + (uint64_t)c->last;
+	*out = v + (uint64_t)(int64_t)c->last;
 	return true;
 }
 

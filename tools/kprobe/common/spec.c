@@ -213,16 +213,22 @@ void spec_plan_compile(struct spec_arg *a)
 		const struct fetch_op *op = &a->ops[i];
 
 		if (op->kind == FETCH_ADD) {
+			/* a far offset: the general plan (no overflow here:
+			 * both within 32 bits before the sum) */
+			if (op->k < INT32_MIN || op->k > INT32_MAX)
+				return;
 			pending += op->k;
+			if (pending < INT32_MIN || pending > INT32_MAX)
+				return;
 		} else if (op->kind == FETCH_LOAD && c.nhops < SPEC_MAX_HOPS) {
-			c.add[c.nhops] = pending;
+			c.add[c.nhops] = (int32_t)pending;
 			c.size[c.nhops++] = op->size;
 			pending = 0;
 		} else {
 			return;	/* constants, operators: the general plan */
 		}
 	}
-	c.last = pending;
+	c.last = (int32_t)pending;
 	c.ok = 1;
 	a->chain = c;
 }

@@ -105,12 +105,12 @@ struct fetch_op {
 #define SPEC_MAX_HOPS 6
 
 struct fetch_chain {
-	uint8_t ok;		/* the plan has this shape */
+	uint8_t ok;		/* the plan has this shape, offsets within 32 bits */
 	uint8_t reg;		/* DWARF register 0..16 */
 	uint8_t nhops;
 	uint8_t size[SPEC_MAX_HOPS];	/* 1, 2, 4 or 8 */
-	int64_t add[SPEC_MAX_HOPS];
-	int64_t last;
+	int32_t add[SPEC_MAX_HOPS];
+	int32_t last;
 };
 
 /* The names of an enum's values, for printing (the tool's own, from
