@@ -80,6 +80,7 @@ typedef int (*kprobe_fault_handler_t)(struct kprobe *, struct pt_regs *,
 #define KPROBE_FLAG_GONE	1	/* the probed object was unloaded */
 #define KPROBE_FLAG_DISABLED	2	/* probe is temporarily disabled */
 #define KPROBE_FLAG_OPTIMIZED	4	/* probe is jump-optimized */
+#define KPROBE_FLAG_VECTOR_REGS	8	/* handler reads vector registers (set before register) */
 
 struct kprobe {
 	/* Where: addr, or symbol_name (+ offset) — never both. */
@@ -185,6 +186,24 @@ unsigned long kretprobe_find_ret_addr(unsigned long addr, unsigned long slot);
  * no lock, no allocation, no system call.  Returns the number stored, or
  * -EINVAL (bad arguments), -EAGAIN (no per-thread record left). */
 int kprobes_stack(const struct pt_regs *regs, unsigned long *ips, int max);
+
+/* ---- The probed code's vector registers ---- */
+
+/* Copies the low len bytes (1..16) of vector register n (xmm0..xmm15 on
+ * x86-64) as the probed code had it at the probed instruction into out.
+ * Only from inside a pre- or post-handler of a kprobe running for that hit:
+ * regs is the pt_regs the handler was given, which identifies the hit.
+ * Breakpoint hits read the registers the kernel saved in the signal frame;
+ * a jump-optimized hit reads the state its detour saved, which it does for
+ * a probe registered with KPROBE_FLAG_VECTOR_REGS in flags (or whose
+ * handler may change vector registers); at a function entry a detour keeps
+ * only the argument registers xmm0..xmm7.  Async-signal-safe, no lock, no
+ * allocation, no system call.  Returns 0; -EINVAL: out NULL, len 0 or
+ * above 16, n above 15, or regs not those of a hit whose handlers run on
+ * this thread; -ENOENT: inside a handler, but that register's value was
+ * not kept for this hit (a jump-optimized probe without the flag, xmm8 and
+ * up at a function entry, a return or jprobe handler, any arm64 hit). */
+int kprobes_vector_reg(const struct pt_regs *regs, unsigned int n, void *out, size_t len);
 
 /* ---- Reading memory that may not be there ---- */
 

@@ -274,6 +274,9 @@ static uint8_t probe_needs(const struct kprobe *p, enum kp_type type)
 	/* The detours keep r8-r11 anyway. */
 	if (fn)
 		need |= arch_code_needs(fn) & ~KP_OPT_SAVE_R8_R11;
+	/* kprobes_vector_reg() reads the saved vector state. */
+	if (p->flags & KPROBE_FLAG_VECTOR_REGS)
+		need |= KP_OPT_SAVE_ALL & ~KP_OPT_SAVE_R8_R11;
 	return need;
 }
 
@@ -343,7 +346,7 @@ static void probe_attach(struct kp_probepoint *pp, struct kprobe *p, enum kp_typ
 	p->__type = type;
 	p->opcode = arch_insn_opcode(&pp->ainsn);
 	p->nmissed = 0;
-	p->flags &= KPROBE_FLAG_DISABLED;
+	p->flags &= KPROBE_FLAG_DISABLED | KPROBE_FLAG_VECTOR_REGS;
 	p->addr = (kprobe_opcode_t *)pp->addr;
 	kp_probe_needs(p) = probe_needs(p, type);
 	kp_probe_fast_fn(p) = probe_fast_fn(p, type);

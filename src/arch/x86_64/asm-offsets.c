@@ -11,6 +11,7 @@
 #include "core/arch_api.h"
 #include "core/kretprobe.h"
 #include "os/linux/threads.h"
+#include "arch/x86_64/regs.h"
 
 #define DEFINE(sym, val) __asm__ volatile("\n.ascii \"->" #sym " %c0\"" : : "i"((long)(val)))
 #define OFFSET(sym, type, member) DEFINE(sym, offsetof(type, member))
@@ -60,6 +61,10 @@ void kp_asm_offsets(void)
 	OFFSET(KPT_RI_TOP, struct kp_thread, ri_top);
 	OFFSET(KPT_RI_BUSY, struct kp_thread, ri_cache_busy);
 	OFFSET(KPT_RI_CACHE, struct kp_thread, ri_cache);
+	OFFSET(KPT_VEC_REGS, struct kp_thread, vec_regs);
+	OFFSET(KPT_VEC_AREA, struct kp_thread, vec_area);
+	OFFSET(KPT_VEC_LAYOUT, struct kp_thread, vec_layout);
+	DEFINE(KP_VEC_FXSAVE, KP_VEC_FXSAVE);
 	BLANK();
 
 	/* struct kp_probepoint (core/internal.h) */

@@ -171,7 +171,29 @@
 /* Vector state below the frame (r13), then errno. */
 	.macro SAVE_ALL vsave
 	\vsave
+	VEC_NOTE
 	SAVE_ERRNO
+	.endm
+
+/* Tells kprobes_vector_reg() where the program's vector registers are
+ * while the handlers of this hit run: the image the save just made (r13,
+ * layout VEC_LAYOUT, set by the save), for the pt_regs they get (rbx).
+ * Only on the way through a read-side section begun here, so no other hit
+ * of this thread has its handlers running (one that came first would have
+ * sent this one to the slow path, which leaves the note alone, and one in
+ * a signal handler that interrupts these runs no handlers).  Clobbers rax. */
+	.macro VEC_NOTE
+	mov kp_self_tls@gottpoff(%rip), %rax
+	mov %fs:(%rax), %rax
+	mov %r13, KPT_VEC_AREA(%rax)
+	movl $VEC_LAYOUT, KPT_VEC_LAYOUT(%rax)
+	mov %rbx, KPT_VEC_REGS(%rax)
+	.endm
+
+	.macro VEC_FORGET
+	mov kp_self_tls@gottpoff(%rip), %rax
+	mov %fs:(%rax), %rax
+	movq $0, KPT_VEC_REGS(%rax)
 	.endm
 
 	.macro RESTORE_ALL vrestore
@@ -382,11 +404,13 @@
 	RESTORE_ERRNO
 	OUT_REGS \kind
 77:	\vsave
+	VEC_NOTE
 	.else
 	SAVE_ALL \vsave
 	.endif
 	jmp \name\()_all_call
 	HANDLER_LOOP \name, all, 0, 0
+	VEC_FORGET
 	SECTION_END_MID \kind
 	RESTORE_ALL \vrestore
 	OUT_REGS \kind
@@ -891,6 +915,7 @@ FUNC \name
 	.endm
 
 	.macro SSE_SAVE
+	.set VEC_LAYOUT, 16
 	VAREA 128
 	movdqu %xmm0, 0(%r13)
 	movdqu %xmm1, 16(%r13)
@@ -912,6 +937,7 @@ FUNC \name
 	movdqu 112(%r13), %xmm7
 	.endm
 	.macro AVX_SAVE
+	.set VEC_LAYOUT, 32
 	VAREA 256
 	vmovdqu %ymm0, 0(%r13)
 	vmovdqu %ymm1, 32(%r13)
@@ -933,6 +959,7 @@ FUNC \name
 	vmovdqu 224(%r13), %ymm7
 	.endm
 	.macro AVX512_SAVE
+	.set VEC_LAYOUT, 64
 	VAREA 512
 	vmovdqu64 %zmm0, 0(%r13)
 	vmovdqu64 %zmm1, 64(%r13)
@@ -956,6 +983,7 @@ FUNC \name
 
 /* Mid-function: the whole extended state. */
 	.macro XSAVE_SAVE
+	.set VEC_LAYOUT, KP_VEC_FXSAVE
 	mov kp_xsave_size(%rip), %ecx
 	sub %rcx, %rsp
 	and $-64, %rsp
@@ -979,6 +1007,7 @@ FUNC \name
 	xrstor64 (%r13)
 	.endm
 	.macro FXSAVE_SAVE
+	.set VEC_LAYOUT, KP_VEC_FXSAVE
 	VAREA 512
 	fxsave64 (%r13)
 	.endm

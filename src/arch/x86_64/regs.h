@@ -14,6 +14,14 @@ int regs_offset_of(int zydis_reg);
 void regs_from_ucontext(struct pt_regs *regs, const ucontext_t *uc);
 void regs_to_ucontext(const struct pt_regs *regs, ucontext_t *uc);
 
+/* Layouts of a hit's saved vector registers (kp_thread.vec_layout): the
+ * legacy area of fxsave/xsave (the signal frame's fpregs, a detour's xsave
+ * image: xmm0-15, 16 bytes each from byte 160), or a function entry
+ * detour's argument registers x/y/zmm0-7 side by side, 16, 32 or 64 bytes
+ * each (the layout is that size). */
+#define KP_VEC_FXSAVE 0
+#define KP_VEC_FX_XMM 160
+
 static inline unsigned long regs_get(const struct pt_regs *regs, int slot)
 {
 	return ((const unsigned long *)regs)[slot];

@@ -51,6 +51,13 @@ struct kp_thread {
 	 * after a membarrier, outside those moments. */
 	unsigned int ri_cache_busy;
 	void *ri_cache[KP_RI_CACHE];
+	/* Where the vector registers of the hit whose handlers run are kept
+	 * (kprobes_vector_reg()): the pt_regs those handlers get, the saved
+	 * state, and its layout (KP_VEC_*, arch).  vec_regs is set last and
+	 * cleared first; NULL: none kept. */
+	const void *vec_regs;
+	const void *vec_area;
+	unsigned int vec_layout;
 } __attribute__((aligned(64)));
 
 /* Every thread record: *n of them (live, free or of exited threads). */
