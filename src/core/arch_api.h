@@ -135,7 +135,8 @@ bool kp_probepoint_has_post(const struct kp_probepoint *pp);
 /* Entered from the detours and the return trampoline (assembly), with the
  * registers saved: an optimized probe's handlers (optcall.c), a return
  * probe's entry without pt_regs and its return (kretprobe.c). */
-void kp_optimized_callback(struct kp_probepoint *pp, struct pt_regs *regs);
+void kp_optimized_callback(struct kp_probepoint *pp, struct pt_regs *regs,
+			   const void *vec_area, unsigned int vec_layout);
 int kp_kretprobe_entry_fast(struct kprobe *p, void *ret_slot, struct kp_thread *t);
 bool kp_kretprobe_dispatch(struct pt_regs *regs);
 

@@ -16,7 +16,8 @@
 
 /* No frame pointer: it is on the hit path. */
 __attribute__((optimize("omit-frame-pointer")))
-void kp_optimized_callback(struct kp_probepoint *pp, struct pt_regs *regs)
+void kp_optimized_callback(struct kp_probepoint *pp, struct pt_regs *regs,
+			   const void *vec_area, unsigned int vec_layout)
 {
 	struct kp_thread *t = kp_thread_current();
 	int saved_errno;
@@ -28,7 +29,13 @@ void kp_optimized_callback(struct kp_probepoint *pp, struct pt_regs *regs)
 	kp_read_enter(t);
 	saved_errno = errno;
 	t->in_handler++;
+	/* For kprobes_vector_reg(), once no other hit can change the note
+	 * (any that interrupts from here on is missed). */
+	t->vec_area = vec_area;
+	t->vec_layout = vec_layout;
+	__atomic_store_n(&t->vec_regs, regs, __ATOMIC_RELAXED);
 	kp_pre_handlers_inline(pp, regs);
+	__atomic_store_n(&t->vec_regs, NULL, __ATOMIC_RELAXED);
 	t->in_handler--;
 	errno = saved_errno;
 	kp_read_exit(t);

@@ -65,6 +65,7 @@ void kp_asm_offsets(void)
 	OFFSET(KPT_VEC_AREA, struct kp_thread, vec_area);
 	OFFSET(KPT_VEC_LAYOUT, struct kp_thread, vec_layout);
 	DEFINE(KP_VEC_FXSAVE, KP_VEC_FXSAVE);
+	DEFINE(KP_VEC_XSAVE, KP_VEC_XSAVE);
 	BLANK();
 
 	/* struct kp_probepoint (core/internal.h) */

@@ -422,6 +422,8 @@
 	\vsave
 	PP_TO_RDI \kind
 	mov %rbx, %rsi
+	mov %r13, %rdx
+	mov $VEC_LAYOUT, %ecx
 	call kp_optimized_callback
 	\vrestore
 	SLOW_SKIP \kind, \skip
@@ -983,7 +985,7 @@ FUNC \name
 
 /* Mid-function: the whole extended state. */
 	.macro XSAVE_SAVE
-	.set VEC_LAYOUT, KP_VEC_FXSAVE
+	.set VEC_LAYOUT, KP_VEC_XSAVE
 	mov kp_xsave_size(%rip), %ecx
 	sub %rcx, %rsp
 	and $-64, %rsp

@@ -14,13 +14,22 @@ int regs_offset_of(int zydis_reg);
 void regs_from_ucontext(struct pt_regs *regs, const ucontext_t *uc);
 void regs_to_ucontext(const struct pt_regs *regs, ucontext_t *uc);
 
-/* Layouts of a hit's saved vector registers (kp_thread.vec_layout): the
- * legacy area of fxsave/xsave (the signal frame's fpregs, a detour's xsave
- * image: xmm0-15, 16 bytes each from byte 160), or a function entry
- * detour's argument registers x/y/zmm0-7 side by side, 16, 32 or 64 bytes
- * each (the layout is that size). */
+/* Layouts of a hit's saved vector registers (kp_thread.vec_layout): an
+ * fxsave image (xmm0-15, 16 bytes each from byte 160); an xsave image, the
+ * same legacy area followed by the header, whose XSTATE_BV bit 1 clear
+ * means the xmm registers were in their initial state (zero) and the
+ * area was not written; or a function entry detour's argument registers
+ * x/y/zmm0-7 side by side, 16, 32 or 64 bytes each (the layout is that
+ * size). */
 #define KP_VEC_FXSAVE 0
+#define KP_VEC_XSAVE 1
 #define KP_VEC_FX_XMM 160
+#define KP_VEC_XSTATE_BV 512
+#define KP_VEC_XSTATE_SSE 2
+/* A signal frame's fpstate is an xsave image when its software-reserved
+ * bytes carry this magic (the kernel's FP_XSTATE_MAGIC1). */
+#define KP_VEC_SIG_MAGIC_OFF 464
+#define KP_VEC_SIG_MAGIC 0x46505853U
 
 static inline unsigned long regs_get(const struct pt_regs *regs, int slot)
 {

@@ -130,10 +130,14 @@ static void handlers_end(struct kp_thread *t, int saved_errno)
  * outside any other hit's handlers, so there is no outer note to keep. */
 static void vec_note(struct kp_thread *t, const struct pt_regs *regs, const ucontext_t *uc)
 {
-	if (!uc->uc_mcontext.fpregs)
+	const unsigned char *fp = (const unsigned char *)uc->uc_mcontext.fpregs;
+	uint32_t magic;
+
+	if (!fp)
 		return;
-	t->vec_area = uc->uc_mcontext.fpregs;
-	t->vec_layout = KP_VEC_FXSAVE;
+	memcpy(&magic, fp + KP_VEC_SIG_MAGIC_OFF, sizeof(magic));
+	t->vec_area = fp;
+	t->vec_layout = magic == KP_VEC_SIG_MAGIC ? KP_VEC_XSAVE : KP_VEC_FXSAVE;
 	__atomic_store_n(&t->vec_regs, regs, __ATOMIC_RELAXED);
 }
 

@@ -4,7 +4,9 @@
  * thread record (vec_regs, vec_area, vec_layout) for as long as its
  * handlers run. */
 #include <errno.h>
+#include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 
 #include "kprobes.h"
 #include "arch/x86_64/regs.h"
@@ -14,6 +16,16 @@
 #define VEC_XMM_BYTES 16
 #define VEC_NREGS 16
 #define VEC_ENTRY_NREGS 8	/* an entry detour keeps the argument registers */
+
+/* xsave leaves a component's area alone when the component is in its
+ * initial state (all xmm registers zero) and says so in XSTATE_BV. */
+static bool xmm_in_use(const unsigned char *image)
+{
+	uint64_t bv;
+
+	memcpy(&bv, image + KP_VEC_XSTATE_BV, sizeof(bv));
+	return bv & KP_VEC_XSTATE_SSE;
+}
 
 KP_EXPORT int kprobes_vector_reg(const struct pt_regs *regs, unsigned int n, void *out, size_t len)
 {
@@ -30,7 +42,12 @@ KP_EXPORT int kprobes_vector_reg(const struct pt_regs *regs, unsigned int n, voi
 		return t && t->in_handler ? -ENOENT : -EINVAL;
 	layout = t->vec_layout;
 	src = t->vec_area;
-	if (layout == KP_VEC_FXSAVE) {
+	if (layout == KP_VEC_XSAVE && !xmm_in_use(src)) {
+		for (size_t i = 0; i < len; i++)
+			dst[i] = 0;
+		return 0;
+	}
+	if (layout == KP_VEC_FXSAVE || layout == KP_VEC_XSAVE) {
 		src += KP_VEC_FX_XMM + (size_t)n * VEC_XMM_BYTES;
 	} else {
 		if (n >= VEC_ENTRY_NREGS)
