@@ -2,7 +2,10 @@
  * the hit whose handlers run kept them (the signal frame of a breakpoint
  * hit, the image a detour saved).  The hit path notes the place in the
  * thread record (vec_regs, vec_area, vec_layout) for as long as its
- * handlers run. */
+ * handlers run.  General registers only, as the hit path: a handler that
+ * calls this does not count as touching vector state. */
+#include "asm/hitpath.h"
+
 #include <errno.h>
 #include <stdbool.h>
 #include <stdint.h>

@@ -470,6 +470,10 @@ static bool run_plan_stack(const struct pt_regs *regs, const struct spec_arg *a,
 		if (op->kind == FETCH_REG) {
 			st[++top & 7] = *(const uint64_t *)((const char *)regs +
 				dwarf_reg_offsets[op->reg <= 16 ? op->reg : 16]);
+		} else if (op->kind == FETCH_VREG) {
+			st[++top & 7] = 0;
+			if (kprobes_vector_reg(regs, op->reg, &st[top & 7], 8))
+				return false;
 		} else if (op->kind == FETCH_CONST) {
 			st[++top & 7] = (uint64_t)op->k;
 		} else if (op->kind == FETCH_ADD) {
@@ -988,9 +992,23 @@ static bool with_stack_handlers(const struct agent_probe *ap)
 	       !ap->tp && !reads_vector_args(ap) && !returns_f64(ap);
 }
 
+/* Whether a plan of the probe reads a vector register: the detour must
+ * then keep the vector state for kprobes_vector_reg(). */
+static bool plans_read_vregs(const struct agent_probe *ap)
+{
+	for (int i = 0; i < ap->nargs; i++)
+		for (int k = 0; ap->args[i].src == ARG_SRC_PLAN && k < ap->args[i].nops; k++)
+			if (ap->args[i].ops[k].kind == FETCH_VREG)
+				return true;
+	return false;
+}
+
 void agent_set_handlers(struct agent_probe *ap)
 {
 	bool tsc = ap->session->time_tsc;
+
+	if (!ap->is_return && plans_read_vregs(ap))
+		ap->u.kp.flags |= KPROBE_FLAG_VECTOR_REGS;
 
 	if (ap->session->cfg.action == ACT_RUN) {
 		agent_prog_set_handlers(ap);

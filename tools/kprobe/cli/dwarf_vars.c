@@ -815,6 +815,21 @@ static bool op_reg(struct access *x, unsigned int reg)
 	return true;
 }
 
+/* A value wholly in register reg: a general register, or on x86-64 the
+ * low bytes of xmm0..xmm15 (DWARF 17..32), where the compiler keeps float
+ * and double locals; the agent reads those with kprobes_vector_reg(). */
+#define DWARF_XMM0 17
+#define DWARF_XMM15 32
+
+static bool op_value_reg(struct access *x, unsigned int reg)
+{
+	if (reg >= DWARF_XMM0 && reg <= DWARF_XMM15) {
+		put_op(x, FETCH_VREG, (uint8_t)(reg - DWARF_XMM0), 0, 0);
+		return true;
+	}
+	return op_reg(x, reg);
+}
+
 /* The CFA at pc from the object's call frame information. */
 static bool plan_cfa(struct dbg *d, Dwarf_Addr pc, struct access *x)
 {
@@ -988,8 +1003,8 @@ static bool plan_expr(struct dbg *d, Dwarf_Addr pc, Dwarf_Die *fn, Dwarf_Attribu
 		if (n > 1 && !(n == 2 && ops[1].atom == DW_OP_piece))
 			goto unsupported;
 		x->in_memory = false;
-		return op_reg(x, ops[0].atom == DW_OP_regx ? (unsigned int)ops[0].number :
-							     (unsigned int)(ops[0].atom - DW_OP_reg0));
+		return op_value_reg(x, ops[0].atom == DW_OP_regx ? (unsigned int)ops[0].number :
+								   (unsigned int)(ops[0].atom - DW_OP_reg0));
 	}
 	for (size_t i = 0; i < n; i++) {
 		unsigned int atom = ops[i].atom;

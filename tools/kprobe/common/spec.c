@@ -182,6 +182,7 @@ static int plan_check(const struct spec_arg *a)
 	for (int i = 0; i < a->nops; i++) {
 		switch (a->ops[i].kind) {
 		case FETCH_REG:
+		case FETCH_VREG:
 		case FETCH_CONST:
 			if (++depth > SPEC_PLAN_DEPTH)
 				return -EINVAL;
@@ -250,7 +251,7 @@ static int parse_plan(const char *p, size_t len, struct spec_arg *a)
 		char *num_end;
 		long long k;
 
-		if (a->nops == SPEC_MAX_OPS || p >= end || !strchr("r#+-*o", c))
+		if (a->nops == SPEC_MAX_OPS || p >= end || !strchr("rv#+-*o", c))
 			return -EINVAL;
 		errno = 0;
 		k = strtoll(p, &num_end, 10);
@@ -264,6 +265,12 @@ static int parse_plan(const char *p, size_t len, struct spec_arg *a)
 			if (k < 0 || k > 16)
 				return -EINVAL;
 			op->kind = FETCH_REG;
+			op->reg = (uint8_t)k;
+			break;
+		case 'v':
+			if (k < 0 || k > SPEC_MAX_VREG)
+				return -EINVAL;
+			op->kind = FETCH_VREG;
 			op->reg = (uint8_t)k;
 			break;
 		case '#':
@@ -699,6 +706,8 @@ int spec_format(struct probe_spec *s)
 
 				if (op->kind == FETCH_REG)
 					PUT("r%u", op->reg);
+				else if (op->kind == FETCH_VREG)
+					PUT("v%u", op->reg);
 				else if (op->kind == FETCH_CONST)
 					PUT("#%lld", (long long)op->k);
 				else if (op->kind == FETCH_ADD && op->k < 0)

@@ -27,6 +27,8 @@
  * each EXPR into a fetch plan (dwarf_vars.c), which the agent receives as
  * NAME=@PLAN:TYPE, PLAN a sequence of
  *   rN    push the value of DWARF register N (0..16)
+ *   vN    push the low 8 bytes of vector register N (0..15: xmm0..xmm15,
+ *         DWARF 17..32), as the probed code had it (kprobes_vector_reg())
  *   #K    push the constant K
  *   +K -K add K to the top
  *   *S    replace the top by the S bytes (1, 2, 4, 8) at that address
@@ -75,6 +77,7 @@ enum arg_type {
 #define SPEC_EXPR_MAX 64
 #define SPEC_MAX_OPS 12
 #define SPEC_PLAN_DEPTH 4
+#define SPEC_MAX_VREG 15
 
 /* One step of a fetch plan, run on the hit path (agent_hit.c). */
 enum fetch_kind {
@@ -83,6 +86,7 @@ enum fetch_kind {
 	FETCH_ADD,		/* value += k */
 	FETCH_LOAD,		/* value = the size bytes at value (fault-safe) */
 	FETCH_BINOP,		/* k: enum fetch_binop */
+	FETCH_VREG,		/* value = the low 8 bytes of vector register reg */
 };
 
 enum fetch_binop {
@@ -93,7 +97,7 @@ enum fetch_binop {
 struct fetch_op {
 	uint8_t kind;		/* enum fetch_kind */
 	uint8_t size;		/* FETCH_LOAD: 1, 2, 4 or 8 */
-	uint8_t reg;		/* FETCH_REG: 0..16 */
+	uint8_t reg;		/* FETCH_REG: 0..16; FETCH_VREG: 0..15 */
 	int64_t k;
 };
 
