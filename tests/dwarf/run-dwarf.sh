@@ -222,6 +222,27 @@ for prog in "$OUT"/cli_dwarf-gcc-O[02]; do
 		{ echo "FAIL loads with the fault signals blocked, $(basename "$prog"): $(cat "$OUT/block.txt" "$OUT/err")"; fail=1; }
 done
 
+# A plan step that reads a vector register: xmm0 at parse_header's first
+# instruction (its double parameter w) at the first call, against gdb's
+# $xmm0 there; there is no v16.
+for prog in "$OUT"/cli_dwarf-gcc-O[02]; do
+	timeout 60 "$KPROBE" trace --format json -o "$OUT/vreg.json" "parse_header x=@v0:f64" \
+		-- "$prog" 2 >/dev/null 2>"$OUT/err"
+	got=$(jq -r '.args.x | tostring' "$OUT/vreg.json" 2>/dev/null | head -1)
+	want=$(timeout 60 gdb -nx -q -batch -ex 'break *parse_header' -ex 'run 2' \
+		-ex 'print $xmm0.v2_double[0]' "$prog" </dev/null 2>/dev/null | sed -n 's/^\$[0-9]* = //p')
+	if [ -z "$want" ] || [ "$got" != "$want" ]; then
+		echo "FAIL @v0 at parse_header, $(basename "$prog"): gdb '$want', kprobe '$got' $(cat "$OUT/err")"
+		fail=1
+	fi
+done
+"$KPROBE" trace "parse_header x=@v16:f64" -- "$OUT/cli_dwarf-gcc-O0" 1 >/dev/null 2>"$OUT/err"
+rc=$?
+if [ $rc -ne 2 ]; then
+	echo "FAIL @v16 accepted: exit $rc, $(cat "$OUT/err")"
+	fail=1
+fi
+
 # ---- casts to struct types of the program's DWARF in kprobe run ----
 # ((struct request *)arg0)->FIELD, through a struct inside and a pointer
 # to a struct, against gdb's values of the same fields at the entry.
