@@ -15,6 +15,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "arch/x86_64/regs.h"
+#include "os/linux/threads.h"
+
 
 TestSuite(vecregs, .timeout = 30);
 
@@ -293,4 +296,54 @@ Test(vecregs, outside_a_hit)
 	cr_expect_eq(kprobes_vector_reg(&regs, 0, b, 16), -EINVAL);
 	cr_expect_eq(kprobes_vector_reg(NULL, 0, b, 16), -EINVAL);
 	cr_expect_eq(kprobes_vector_reg(&regs, 99, b, 16), -EINVAL);
+}
+
+/* Every layout the hit paths note, read through a note made by hand (a
+ * machine takes only one of the entry widths, and xsave or fxsave). */
+static void note(struct kp_thread *t, const struct pt_regs *regs, const void *area,
+		 unsigned int layout)
+{
+	t->vec_area = area;
+	t->vec_layout = layout;
+	t->vec_regs = regs;
+}
+
+Test(vecregs, layouts)
+{
+	static unsigned char img[1024] __attribute__((aligned(64)));
+	struct kp_thread *t = kp_thread_self();
+	struct pt_regs regs;
+	unsigned char b[16];
+	uint64_t bv = KP_VEC_XSTATE_SSE;
+
+	cr_assert_not_null(t);
+	memset(&regs, 0, sizeof(regs));
+	for (unsigned int i = 0; i < sizeof(img); i++)
+		img[i] = (unsigned char)(i * 7 + 1);
+	for (unsigned int stride = 16; stride <= 64; stride *= 2) {
+		note(t, &regs, img, stride);
+		for (unsigned int n = 0; n < 8; n++) {
+			cr_assert_eq(kprobes_vector_reg(&regs, n, b, 16), 0);
+			cr_expect_arr_eq(b, img + n * stride, 16, "stride %u xmm%u", stride, n);
+		}
+		cr_expect_eq(kprobes_vector_reg(&regs, 8, b, 16), -ENOENT, "stride %u", stride);
+	}
+	note(t, &regs, img, KP_VEC_FXSAVE);
+	for (unsigned int n = 0; n < NXMM; n++) {
+		cr_assert_eq(kprobes_vector_reg(&regs, n, b, 4), 0);
+		cr_expect_arr_eq(b, img + KP_VEC_FX_XMM + 16 * n, 4, "fxsave xmm%u", n);
+	}
+	memcpy(img + KP_VEC_XSTATE_BV, &bv, sizeof(bv));
+	note(t, &regs, img, KP_VEC_XSAVE);
+	cr_assert_eq(kprobes_vector_reg(&regs, 15, b, 16), 0);
+	cr_expect_arr_eq(b, img + KP_VEC_FX_XMM + 16 * 15, 16, "xsave xmm15");
+	/* XSTATE_BV says the registers are in their initial state. */
+	bv = 0;
+	memcpy(img + KP_VEC_XSTATE_BV, &bv, sizeof(bv));
+	memset(b, 0x55, sizeof(b));
+	cr_assert_eq(kprobes_vector_reg(&regs, 3, b, 16), 0);
+	for (int i = 0; i < 16; i++)
+		cr_expect_eq(b[i], 0, "initial state: byte %d is %#x", i, b[i]);
+	t->vec_regs = NULL;
+	cr_expect_eq(kprobes_vector_reg(&regs, 0, b, 16), -EINVAL);
 }
