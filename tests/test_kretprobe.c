@@ -21,6 +21,7 @@
 #include <unistd.h>
 #include <unwind.h>
 
+#include "core/kretprobe.h"
 #include "core/stats.h"
 #include "testutil.h"
 
@@ -2521,4 +2522,216 @@ Test(kretprobe, drainer_leaves_long_handler_then_unregister_frees_pool)
 	kp_get_stats(&after);
 	cr_expect_eq(after.rp_pools, before.rp_pools, "%lu pools alive, %lu before",
 		     after.rp_pools, before.rp_pools);
+}
+
+/* ---- recursion on the fast paths ----
+ *
+ * A thread's cache of a pool is a bounded stack: a recursion as deep as it
+ * takes every instance from it and puts every one back, so once warm it
+ * never touches the shared pool (whose free list's head, with its tag,
+ * changes at every take and put). */
+
+/* rd(n) = n + rd(n - 1), rd(0) = 0; with a jump out at depth rd_jump_at
+ * (when rd_jump_on) and a thread exit at depth rd_exit_at (when > 0). */
+TEST_FN long kr_rd(long n);
+static long (*volatile fp_rd)(long) = kr_rd;
+static jmp_buf rd_jb;
+static volatile long rd_jump_at = -1, rd_exit_at = -1;
+static long rd_sum;
+
+TEST_FN long kr_rd(long n)
+{
+	long r;
+
+	__asm__ volatile("" : "+r"(n));
+	if (n == rd_jump_at)
+		longjmp(rd_jb, 1);
+	if (n == rd_exit_at)
+		pthread_exit(NULL);
+	if (n <= 0)
+		return 0;
+	r = fp_rd(n - 1);
+	__asm__ volatile("" : "+r"(r));
+	return r + n;
+}
+
+/* Reads only the return value: the trampoline's fast path runs it. */
+static int rd_ret(struct kretprobe_instance *ri, struct pt_regs *regs)
+{
+	(void)ri;
+	__atomic_fetch_add(&rd_sum, (long)regs->ax, __ATOMIC_RELAXED);
+	return 0;
+}
+
+/* The sum of rd(k) = k (k + 1) / 2 over k = 0..n: what the returns of
+ * one rd(n) see. */
+static long rd_sums(long n)
+{
+	return n * (n + 1) * (n + 2) / 6;
+}
+
+static void rd_init(struct kretprobe *rp, int maxactive)
+{
+	memset(rp, 0, sizeof(*rp));
+	rp->kp.addr = (kprobe_opcode_t *)kr_rd;
+	rp->handler = rd_ret;
+	rp->maxactive = maxactive;
+	rd_sum = 0;
+	rd_jump_at = -1;
+	rd_exit_at = -1;
+}
+
+static uint64_t pool_free_head(const struct kretprobe *rp)
+{
+	return __atomic_load_n(&((struct kp_rp_pool *)rp->__pool)->free_head, __ATOMIC_ACQUIRE);
+}
+
+/* Every instance free again: as many frames as maxactive get one each. */
+static void expect_all_free(struct kretprobe *rp, int maxactive)
+{
+	long sum = rd_sum;
+
+	rp->nmissed = 0;
+	cr_assert_eq(fp_rd(maxactive - 1), (long)(maxactive - 1) * maxactive / 2);
+	cr_expect_eq(rp->nmissed, 0, "%d of %d frames missed: instances lost", rp->nmissed,
+		     maxactive);
+	cr_expect_eq(rd_sum - sum, rd_sums(maxactive - 1));
+}
+
+Test(kretprobe, deep_recursion_stays_on_thread_cache)
+{
+	enum { MAX = 512, DEPTH = 40, ROUNDS = 2000 };
+	struct kretprobe rp;
+	uint64_t head;
+
+	rd_init(&rp, MAX);
+	cr_assert_eq(register_kretprobe(&rp), 0);
+	cr_expect(kc_wait_optimized(&rp.kp, 2000), "entry not optimized");
+	cr_assert_eq(fp_rd(DEPTH), DEPTH * (DEPTH + 1) / 2);	/* warm */
+	head = pool_free_head(&rp);
+	for (int i = 0; i < ROUNDS; i++)
+		cr_assert_eq(fp_rd(DEPTH), DEPTH * (DEPTH + 1) / 2);
+	cr_expect_eq(pool_free_head(&rp), head,
+		     "the shared pool was used %lu times in %d recursions of depth %d",
+		     (unsigned long)((pool_free_head(&rp) - head) >> 32), ROUNDS, DEPTH);
+	cr_expect_eq(rd_sum, (ROUNDS + 1) * rd_sums(DEPTH));
+	cr_expect_eq(rp.nmissed, 0);
+	expect_all_free(&rp, MAX);
+	unregister_kretprobe(&rp);
+}
+
+/* Deeper than a cache holds: the rest goes through the pool, exactly. */
+Test(kretprobe, recursion_deeper_than_cache_exact)
+{
+	enum { MAX = 512, DEPTH = 300, ROUNDS = 200 };
+	struct kretprobe rp;
+
+	rd_init(&rp, MAX);
+	cr_assert_eq(register_kretprobe(&rp), 0);
+	kc_wait_optimized(&rp.kp, 2000);
+	for (int i = 0; i < ROUNDS; i++)
+		cr_assert_eq(fp_rd(DEPTH - i % 7), (DEPTH - i % 7) * (DEPTH - i % 7 + 1) / 2);
+	cr_expect_eq(rp.nmissed, 0);
+	for (int i = 0; i < ROUNDS; i++)
+		rd_sum -= rd_sums(DEPTH - i % 7);
+	cr_expect_eq(rd_sum, 0);
+	expect_all_free(&rp, MAX);
+	unregister_kretprobe(&rp);
+}
+
+/* A longjmp from deep inside leaves the frames below the target without a
+ * return: the next entries drop their instances, which go back to the
+ * cache or the pool; none is lost and no handler runs for them. */
+Test(kretprobe, longjmp_out_of_deep_recursion_on_fast_path)
+{
+	enum { MAX = 256, DEPTH = 60, ROUNDS = 300 };
+	struct kretprobe rp;
+
+	rd_init(&rp, MAX);
+	cr_assert_eq(register_kretprobe(&rp), 0);
+	kc_wait_optimized(&rp.kp, 2000);
+	for (int i = 0; i < ROUNDS; i++) {
+		rd_jump_at = i % 20;
+		if (!setjmp(rd_jb))
+			fp_rd(DEPTH);
+		rd_jump_at = -1;
+		/* a normal recursion in between, through the same stack */
+		cr_assert_eq(fp_rd(10), 55);
+	}
+	cr_expect_eq(rd_sum, ROUNDS * rd_sums(10));
+	cr_expect_eq(rp.nmissed, 0);
+	expect_all_free(&rp, MAX);
+	unregister_kretprobe(&rp);
+}
+
+static void *rd_exit_thread(void *arg)
+{
+	fp_rd((long)arg);
+	return NULL;
+}
+
+/* Threads that exit deep inside, and threads that return and exit with a
+ * full cache: their instances come back (reaped, or taken from the dead
+ * threads' caches) when the pool runs short. */
+Test(kretprobe, threads_exiting_mid_recursion_lose_no_instance)
+{
+	enum { MAX = 256, DEPTH = 30, THREADS = 12 };
+	struct kretprobe rp;
+
+	SKIP_UNDER_ASAN("pthread_exit unwinds past probed frames");
+	rd_init(&rp, MAX);
+	cr_assert_eq(register_kretprobe(&rp), 0);
+	kc_wait_optimized(&rp.kp, 2000);
+	for (int i = 0; i < THREADS; i++) {
+		pthread_t th;
+
+		rd_exit_at = i % 2 ? 5 : -1;
+		cr_assert_eq(pthread_create(&th, NULL, rd_exit_thread, (void *)(long)DEPTH), 0);
+		pthread_join(th, NULL);
+	}
+	rd_exit_at = -1;
+	cr_expect_eq(rd_sum, THREADS / 2 * rd_sums(DEPTH));
+	expect_all_free(&rp, MAX);
+	unregister_kretprobe(&rp);
+}
+
+/* Signal handlers that recurse themselves interrupt a recursion anywhere,
+ * also inside the cache's windows: every return is handled or counted as
+ * missed, and no instance is lost. */
+static void rd_on_signal(int sig)
+{
+	(void)sig;
+	fp_rd(3);
+}
+
+Test(kretprobe, signals_interrupt_recursion_on_fast_path)
+{
+	enum { MAX = 256, DEPTH = 20, ROUNDS = 20000 };
+	struct sigaction sa = { .sa_handler = rd_on_signal, .sa_flags = SA_RESTART };
+	struct kc_pelter pelter = { .target = pthread_self() };
+	struct kretprobe rp;
+	pthread_t pt;
+	long want;
+
+	sigemptyset(&sa.sa_mask);
+	cr_assert_eq(sigaction(SIGUSR1, &sa, NULL), 0);
+	rd_init(&rp, MAX);
+	cr_assert_eq(register_kretprobe(&rp), 0);
+	kc_wait_optimized(&rp.kp, 2000);
+	cr_assert_eq(pthread_create(&pt, NULL, kc_pelt, &pelter), 0);
+	for (int i = 0; i < ROUNDS; i++)
+		cr_assert_eq(fp_rd(DEPTH), DEPTH * (DEPTH + 1) / 2);
+	pelter.stop = 1;
+	pthread_join(pt, NULL);
+	sa.sa_handler = SIG_IGN;
+	sigaction(SIGUSR1, &sa, NULL);
+	cr_expect_gt(pelter.sent, 0);
+	/* each missed return (a signal inside a handler) lowers the sum; the
+	 * recursion's own always count in full unless missed */
+	want = ROUNDS * rd_sums(DEPTH);
+	cr_expect_geq(rd_sum, want, "%ld < %ld", rd_sum, want);
+	if (!rp.nmissed && !rp.kp.nmissed)
+		cr_expect_eq((rd_sum - want) % rd_sums(3), 0);
+	expect_all_free(&rp, MAX);
+	unregister_kretprobe(&rp);
 }

@@ -7,9 +7,11 @@
  * uretprobes does; instances of frames that were left without returning
  * (longjmp, exceptions, thread exit) are reclaimed.
  *
- * A thread keeps one free instance of a pool in its record's cache when it
- * returns one, and takes it back at its next entry, with no atomic
- * instruction: see "per-thread caches" below.  maxactive still counts
+ * A thread keeps the free instances of a pool it returns in its record's
+ * cache, a bounded stack (the newest first, up to the pool's cache_max),
+ * and takes them back at its next entries, with no atomic instruction:
+ * see "per-thread caches" below.  A recursion as deep as cache_max thus
+ * never touches the shared pool once warm.  maxactive still counts
  * exactly: a pool that runs out takes the cached instances back from every
  * thread, and stops caching.
  */
@@ -92,7 +94,12 @@ static void pool_put(struct kp_ri *ri)
  * caching off and issues a membarrier: from then on every owner sees it
  * off, and one inside a window is waited for (or skipped, by the hit
  * path, after a while).  Then the cached instances are taken with atomic
- * instructions.
+ * instructions, a cache's whole list at once; an owner that finds the
+ * caching off takes its own list the same way.
+ *
+ * A cache is a list linked through the instances' next (free instances
+ * are on no thread's list of frames); each knows how many are below it
+ * (cache_n), so that a push needs only the newest one.
  */
 
 /* Whether the thread was already in its window (a signal handler that
@@ -118,28 +125,52 @@ static bool cache_on(const struct kp_rp_pool *pool)
 	return __atomic_load_n(&pool->cache_state, __ATOMIC_RELAXED) == CACHE_ON;
 }
 
-/* Thread t's cached instance of pool, or NULL; slot: the pool's.  Also
- * when the pool's caching is off: one a drainer had to leave there (its
- * owner stayed in a section too long) is free, and this is its way out. */
+/* Puts the instances of a cache list, taken whole from its slot, back
+ * into their pool. */
+static void cache_list_free(struct kp_ri *ri)
+{
+	while (ri) {
+		struct kp_ri *next = ri->next;
+
+		__atomic_store_n(&ri->cached, false, __ATOMIC_RELEASE);
+		pool_put(ri);
+		ri = next;
+	}
+}
+
+/* The newest of thread t's cached instances of pool, or NULL; slot: the
+ * pool's.  While the pool's caching is on, plain instructions: no other
+ * thread touches the cache (see above).  When it is off, what a drainer
+ * had to leave there (its owner stayed in a section too long) is free,
+ * and this is its way out: the whole list is taken with one atomic
+ * instruction, as a drainer would, the newest kept and the rest put back. */
 static inline struct kp_ri *cache_take(struct kp_thread *t, struct kp_rp_pool *pool,
 				       unsigned int cache_slot)
 {
 	void **slot = &t->ri_cache[cache_slot];
-	struct kp_ri *ri = NULL;
+	struct kp_ri *ri = NULL, *rest = NULL;
 
 	if (!busy_enter(t)) {
 		ri = __atomic_load_n(slot, __ATOMIC_RELAXED);
-		if (ri && ri->pool == pool) {
-			__atomic_store_n(slot, NULL, __ATOMIC_RELAXED);
+		if (!ri || ri->pool != pool) {
+			ri = NULL;
+		} else if (cache_on(pool)) {
+			__atomic_store_n(slot, ri->next, __ATOMIC_RELAXED);
+		} else if (__atomic_compare_exchange_n(slot, (void **)&ri, NULL, false,
+						       __ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+			rest = ri->next;
+		} else {
+			ri = NULL;
+		}
+		if (ri) {
 			/* owner first: a reaper that still sees it cached
 			 * then fails to take it from the dead owner */
 			__atomic_store_n(&ri->owner, t->tid, __ATOMIC_RELAXED);
 			__atomic_store_n(&ri->cached, false, __ATOMIC_RELEASE);
-		} else {
-			ri = NULL;
 		}
 	}
 	busy_exit(t);
+	cache_list_free(rest);
 	return ri;
 }
 
@@ -151,17 +182,24 @@ static struct kp_ri *ri_get(struct kp_thread *t, struct kp_rp_pool *pool)
 	return ri ? ri : pool_get(pool);
 }
 
-/* Thread t is done with ri: into its cache if the slot is free. */
+/* Thread t is done with ri: onto its cache of ri's pool if the slot holds
+ * no other pool's and the cache is not full. */
 static inline __attribute__((always_inline)) void ri_put(struct kp_thread *t, struct kp_ri *ri)
 {
 	struct kp_rp_pool *pool = ri->pool;
 	void **slot = &t->ri_cache[pool->cache_slot];
+	struct kp_ri *head;
 	bool kept = false;
 
-	if (!busy_enter(t) && cache_on(pool) && !__atomic_load_n(slot, __ATOMIC_RELAXED)) {
-		__atomic_store_n(&ri->cached, true, __ATOMIC_RELAXED);
-		__atomic_store_n(slot, ri, __ATOMIC_RELEASE);
-		kept = true;
+	if (!busy_enter(t) && cache_on(pool)) {
+		head = __atomic_load_n(slot, __ATOMIC_RELAXED);
+		if (!head || (head->pool == pool && head->cache_n < pool->cache_max)) {
+			ri->next = head;
+			ri->cache_n = head ? head->cache_n + 1 : 1;
+			__atomic_store_n(&ri->cached, true, __ATOMIC_RELAXED);
+			__atomic_store_n(slot, ri, __ATOMIC_RELEASE);
+			kept = true;
+		}
 	}
 	busy_exit(t);
 	if (!kept)
@@ -219,10 +257,14 @@ static void drain_caches(struct kp_rp_pool *pool, struct kp_thread *me, bool pat
 
 		if (!ri || !is_of_pool(pool, ri) || !owner_outside(&r[i], me, patient))
 			continue;
-		if (__atomic_compare_exchange_n(slot, (void **)&ri, NULL, false, __ATOMIC_ACQ_REL,
-						__ATOMIC_RELAXED)) {
-			__atomic_store_n(&ri->cached, false, __ATOMIC_RELEASE);
-			pool_put(ri);
+		/* The owner changed it meanwhile, or takes it now (the
+		 * pool's caching is off: with an atomic instruction). */
+		while ((ri = __atomic_load_n(slot, __ATOMIC_ACQUIRE)) && is_of_pool(pool, ri)) {
+			if (__atomic_compare_exchange_n(slot, (void **)&ri, NULL, false,
+							__ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+				cache_list_free(ri);
+				break;
+			}
 		}
 	}
 }
@@ -579,6 +621,19 @@ static int check_sizes(const struct kretprobe *rp)
 	return 0;
 }
 
+/* Free instances one thread's cache keeps at most: enough for a recursion
+ * of that depth to stay on the fast paths, a small share of the pool so
+ * that a few threads do not hold all of it (then the pool runs out, takes
+ * the caches back and stops caching). */
+#define CACHE_MAX 64
+
+static uint32_t cache_max_of(int n)
+{
+	int m = n / 8;
+
+	return m < 1 ? 1 : m > CACHE_MAX ? CACHE_MAX : (uint32_t)m;
+}
+
 static int pool_create(struct kretprobe *rp)
 {
 	int n = rp->maxactive > 0 ? rp->maxactive : (2 * ncpus() > 10 ? 2 * ncpus() : 10);
@@ -603,6 +658,7 @@ static int pool_create(struct kretprobe *rp)
 	pool->cache_slot = (uint8_t)(__atomic_fetch_add(&next_cache_slot, 1, __ATOMIC_RELAXED) %
 				     KP_RI_CACHE);
 	kp_probe_ri_slot(&rp->kp) = pool->cache_slot;
+	pool->cache_max = cache_max_of(n);
 	pool->stride = stride;
 	pool->n = n;
 	pthread_mutex_lock(&kp_registry_lock);

@@ -11,7 +11,9 @@
 #include "kprobes.h"
 
 struct kp_ri {
-	struct kp_ri *next;		/* thread LIFO */
+	/* The thread's LIFO of live frames; while cached, the next
+	 * instance in the thread's cache of its pool. */
+	struct kp_ri *next;
 	struct kp_rp_pool *pool;
 	uintptr_t slot;			/* stack address of the return address */
 	pid_t owner;			/* thread holding it, 0 when free */
@@ -20,6 +22,7 @@ struct kp_ri {
 	uint32_t idx;			/* its own index in the pool */
 	bool called;			/* the function was called from the stub */
 	bool cached;			/* free, in a thread's cache (owner kept) */
+	uint32_t cache_n;		/* cached: instances in the cache from here down */
 	uintptr_t stub_entry;		/* the stub's entry (retstub.c) */
 	struct kretprobe_instance pub;	/* last: data[] follows */
 };
@@ -34,6 +37,7 @@ struct kp_rp_pool {
 	uint8_t needs;			/* KP_OPT_SAVE_* of the return handler */
 	uint8_t cache_state;		/* CACHE_* */
 	uint8_t cache_slot;		/* its slot in the threads' caches */
+	uint32_t cache_max;		/* instances a thread's cache keeps at most */
 	pid_t drainer;			/* the thread that claimed the draining, or 0 */
 	struct ret_stubs *stubs;
 	struct kp_rp_pool *next_orphan;

@@ -102,6 +102,7 @@ void kp_asm_offsets(void)
 	OFFSET(RI_STUB, struct kp_ri, stub);
 	OFFSET(RI_CALLED, struct kp_ri, called);
 	OFFSET(RI_CACHED, struct kp_ri, cached);
+	OFFSET(RI_CACHE_N, struct kp_ri, cache_n);
 	OFFSET(RI_STUB_ENTRY, struct kp_ri, stub_entry);
 	OFFSET(RI_PUB, struct kp_ri, pub);
 	DEFINE(RI_RP, offsetof(struct kp_ri, pub) + offsetof(struct kretprobe_instance, rp));
@@ -115,6 +116,7 @@ void kp_asm_offsets(void)
 	OFFSET(POOL_NEEDS, struct kp_rp_pool, needs);
 	OFFSET(POOL_CACHE_STATE, struct kp_rp_pool, cache_state);
 	OFFSET(POOL_CACHE_SLOT, struct kp_rp_pool, cache_slot);
+	OFFSET(POOL_CACHE_MAX, struct kp_rp_pool, cache_max);
 	DEFINE(POOL_CACHE_ON, CACHE_ON);
 	DEFINE(RET_STUB_ENTRY, ARCH_RET_STUB_ENTRY);
 }

@@ -736,7 +736,8 @@ FUNC \name
 /*
  * A return probe's entry, all of it here (in the continuing exit's
  * detours): the probepoint's fast probe is a return probe without an entry
- * handler, and the thread has an instance of its pool in its cache.
+ * handler, and the thread has an instance of its pool in its cache (the
+ * newest is popped off it).
  * Nothing is called, so only the few registers it uses are kept, in the
  * red zone below R where the continuing exit loads them from (at a
  * function entry nothing there is live, and a signal frame goes below it),
@@ -806,7 +807,8 @@ FUNC \name
 	mov KPT_TID(%rax), %esi
 	cmp %esi, RI_OWNER(%rcx)
 	jne 62f
-	movq $0, (%rdx)
+	mov RI_NEXT(%rcx), %rsi			/* the cache's next instance */
+	mov %rsi, (%rdx)
 	movw $1, RI_CALLED(%rcx)		/* called, and no longer cached */
 	lea 8(%rsp), %rdx
 	mov %rdx, RI_SLOT(%rcx)

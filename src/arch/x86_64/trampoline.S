@@ -10,7 +10,7 @@
  *  - the fast path, in assembly: this frame has just one instance (the
  *    newest of the thread's), its handler needs neither vector state nor
  *    errno, the thread is in no handler or cache window of its own, and
- *    its cache has room for the instance.  It begins a read-side section
+ *    its cache has room for the instance (a bounded stack per pool).  It begins a read-side section
  *    that raises in_handler too (as the optimized entry's fast path does:
  *    detour_common.S), puts the instance back into the thread's cache and
  *    calls the handler.  A handler that provably reads no struct pt_regs
@@ -220,17 +220,31 @@ kp_kretprobe_trampoline:
 	mov $KPT_NEST_AND_HANDLER, %rdi
 	add %rdi, KPT_NEST(%rax)
 	/* Room for it in the thread's cache (caching is on only with
-	 * membarrier, which the section relies on) */
+	 * membarrier, which the section relies on): the slot empty, or its
+	 * list of this pool's and shorter than cache_max. */
 	cmpb $POOL_CACHE_ON, POOL_CACHE_STATE(%rdx)
 	jne 68f
 	movzbl POOL_CACHE_SLOT(%rdx), %edi
 	lea KPT_RI_CACHE(%rax,%rdi,8), %rdi
-	cmpq $0, (%rdi)
+	mov (%rdi), %rsi			/* the cache's newest */
+	test %rsi, %rsi
+	jz 62f
+	cmp %rdx, RI_POOL(%rsi)
 	jne 68f
+	mov RI_CACHE_N(%rsi), %esi
+	cmp POOL_CACHE_MAX(%rdx), %esi
+	jae 68f
+	inc %esi
+	jmp 63f
+62:	mov $1, %esi
+63:	mov %esi, RI_CACHE_N(%rcx)
 	/* The instance leaves the list, and the frame returns for real.
-	 * It goes into the cache already: until the section ends only this
+	 * It goes onto the cache already: until the section ends only this
 	 * thread's fast paths could take it, and in_handler keeps them off. */
+	mov RI_NEXT(%rcx), %rsi
 	mov %rsi, KPT_RI_TOP(%rax)
+	mov (%rdi), %rsi
+	mov %rsi, RI_NEXT(%rcx)
 	mov RI_RET(%rcx), %rsi
 	mov %rsi, T_RET(%rsp)
 	.cfi_remember_state
@@ -238,13 +252,13 @@ kp_kretprobe_trampoline:
 	movb $1, RI_CACHED(%rcx)
 	mov %rcx, (%rdi)
 	testb $KP_SAVE_REGS, POOL_NEEDS(%rdx)
-	jnz 64f
+	jnz 65f
 	testb $KP_SAVE_R8_R11, POOL_NEEDS(%rdx)
-	jnz 63f
+	jnz 64f
 	T_CALL_AND_OUT 0
-63:	T_SAVE_HIGH
-	T_CALL_AND_OUT 1
 64:	T_SAVE_HIGH
+	T_CALL_AND_OUT 1
+65:	T_SAVE_HIGH
 	T_FILL_REGS 1
 	T_CFI_SAVED_IN_REGS
 	T_CALL_AND_OUT 2
