@@ -2735,3 +2735,56 @@ Test(kretprobe, signals_interrupt_recursion_on_fast_path)
 	expect_all_free(&rp, MAX);
 	unregister_kretprobe(&rp);
 }
+
+/* A light kprobe and a return probe on the same function (count or record
+ * a function's entry and return): the optimized entry's assembly runs the
+ * kprobe, then takes the instance from the cache.  Every entry and every
+ * return is seen once, in recursion too, the function's arguments and
+ * results stay right, and a kprobe that returns non-zero ends the hit
+ * there: no instance, no return handler. */
+static long pair_pre_hits;
+static volatile int pair_stop;
+
+static int pair_pre(struct kprobe *p, struct pt_regs *regs)
+{
+	(void)p;
+	(void)regs;
+	__atomic_fetch_add(&pair_pre_hits, 1, __ATOMIC_RELAXED);
+	return pair_stop;
+}
+
+Test(kretprobe, light_kprobe_and_return_probe_pair_under_recursion)
+{
+	enum { MAX = 256, DEPTH = 30, ROUNDS = 500 };
+	struct kretprobe rp;
+	struct kprobe kp;
+	uint64_t head;
+
+	memset(&kp, 0, sizeof(kp));
+	kp.addr = (kprobe_opcode_t *)kr_rd;
+	kp.pre_handler = pair_pre;
+	pair_pre_hits = 0;
+	pair_stop = 0;
+	rd_init(&rp, MAX);
+	cr_assert_eq(register_kprobe(&kp), 0);
+	cr_assert_eq(register_kretprobe(&rp), 0);
+	cr_expect(kc_wait_optimized(&rp.kp, 2000), "entry not optimized");
+	cr_assert_eq(fp_rd(DEPTH), DEPTH * (DEPTH + 1) / 2);	/* warm */
+	head = pool_free_head(&rp);
+	for (int i = 0; i < ROUNDS; i++)
+		cr_assert_eq(fp_rd(DEPTH), DEPTH * (DEPTH + 1) / 2);
+	cr_expect_eq(pool_free_head(&rp), head, "the shared pool was used");
+	cr_expect_eq(pair_pre_hits, (ROUNDS + 1) * (DEPTH + 1));
+	cr_expect_eq(rd_sum, (ROUNDS + 1) * rd_sums(DEPTH));
+	cr_expect_eq(rp.nmissed, 0);
+	/* the kprobe stops every hit: no return is handled, none missed */
+	pair_stop = 1;
+	rd_sum = 0;
+	cr_assert_eq(fp_rd(DEPTH), DEPTH * (DEPTH + 1) / 2);
+	cr_expect_eq(rd_sum, 0);
+	cr_expect_eq(pair_pre_hits, (ROUNDS + 2) * (DEPTH + 1));
+	pair_stop = 0;
+	expect_all_free(&rp, MAX);
+	unregister_kprobe(&kp);
+	unregister_kretprobe(&rp);
+}

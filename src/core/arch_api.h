@@ -42,7 +42,8 @@ struct kp_probepoint {
 	struct kprobe *fast;
 	/* fast, when it is a return probe whose entry an optimized entry's
 	 * assembly runs (no entry handler, and membarrier for the sections
-	 * that relies on): what that reads instead. */
+	 * that relies on): what that reads instead.  Also in a pair (a
+	 * light kprobe first, in probes): the assembly runs that first. */
 	struct kprobe *rfast;
 	struct kp_probepoint *hnext;	/* hash chain, read lock-free */
 	struct kp_probepoint *all_next;	/* registry list in registration */

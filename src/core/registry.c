@@ -286,7 +286,6 @@ static uint8_t probe_needs(const struct kprobe *p, enum kp_type type)
 static void pp_update_fast(struct kp_probepoint *pp)
 {
 	struct kprobe *p = pp->probes, *fast = NULL;
-	bool pair = false;
 
 	if (p && !p->__next && !(p->flags & KPROBE_FLAG_DISABLED) && kp_probe_fast_fn(p)) {
 		fast = p;
@@ -297,11 +296,11 @@ static void pp_update_fast(struct kp_probepoint *pp)
 		 * (count or record a function's entry and return): the return
 		 * probe's C set-up runs the kprobe's handler first. */
 		fast = p->__next;
-		pair = true;
 	}
 	__atomic_store_n(&pp->fast, fast, __ATOMIC_RELEASE);
+	/* (A pair's kprobe is pp->probes: the assembly runs it first.) */
 	__atomic_store_n(&pp->rfast,
-			 fast && !pair && kp_probe_fast_fn(fast) == (void *)kp_kretprobe_entry_fast &&
+			 fast && kp_probe_fast_fn(fast) == (void *)kp_kretprobe_entry_fast &&
 					 kp_membarrier_ok ? fast : NULL,
 			 __ATOMIC_RELEASE);
 }

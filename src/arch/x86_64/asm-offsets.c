@@ -77,6 +77,7 @@ void kp_asm_offsets(void)
 
 	/* struct kprobe and its private words (core/internal.h) */
 	OFFSET(KP_PRE_HANDLER, struct kprobe, pre_handler);
+	OFFSET(KP_POST_HANDLER, struct kprobe, post_handler);
 	OFFSET(KP_FLAGS, struct kprobe, flags);
 	OFFSET(KP_NEXT, struct kprobe, __next);
 	OFFSET(KP_NEEDS, struct kprobe, __reserved[0]);		/* kp_probe_needs() */

@@ -735,10 +735,11 @@ FUNC \name
 
 /*
  * A return probe's entry, all of it here (in the continuing exit's
- * detours): the probepoint's fast probe is a return probe without an entry
- * handler, and the thread has an instance of its pool in its cache (the
- * newest is popped off it).
- * Nothing is called, so only the few registers it uses are kept, in the
+ * detours): the probepoint's fast return probe has no entry handler, and
+ * the thread has an instance of its pool in its cache (the newest is
+ * popped off it).  Nothing is called unless a light kprobe comes first on
+ * the probepoint (count or record a function's entry and return: the
+ * registry's pair), so only the few registers it uses are kept, in the
  * red zone below R where the continuing exit loads them from (at a
  * function entry nothing there is live, and a signal frame goes below it),
  * and the status flags (lahf/seto) where the generic path keeps them.
@@ -752,6 +753,11 @@ FUNC \name
  * return address's slot: the stub calls them, as kp_kretprobe_entry_fast()
  * arranges (retstub.c).  Any other case saves the rest of the light level
  * where the generic path keeps it, and takes that path.
+ *
+ * A pair's kprobe runs first, once the instance is known to be there
+ * (nothing takes it meanwhile: the section keeps every other user of the
+ * cache off), with the whole light level saved and the stack pointer at
+ * L; a non-zero return ends the hit there, as the handler loop would.
  *
  * The stack pointer is R's slot here: L is 96 below.
  */
@@ -787,16 +793,18 @@ FUNC \name
 61:	mov $KPT_NEST_AND_HANDLER, %rcx
 	add %rcx, KPT_NEST(%rax)		/* the section begins */
 	mov (%rsp), %rcx			/* R */
-	mov R_PP_ENTRY(%rcx), %rdx
-	mov PP_RFAST(%rdx), %rdx		/* the probe: its struct kretprobe */
+	mov R_PP_ENTRY(%rcx), %rcx		/* the probepoint */
+	mov PP_RFAST(%rcx), %rdx		/* the probe: its struct kretprobe */
 	test %rdx, %rdx
 	jz 62f
 	mov KRP_POOL(%rdx), %rsi
 	cmpb $POOL_CACHE_ON, POOL_CACHE_STATE(%rsi)
 	jne 62f
+	cmp %rdx, PP_PROBES(%rcx)		/* alone, or a pair's second */
 	movzbl KP_RI_SLOT(%rdx), %edx
 	lea KPT_RI_CACHE(%rax,%rdx,8), %rdx	/* the cache slot */
 	mov (%rdx), %rcx			/* the instance */
+	jne 65f
 	test %rcx, %rcx
 	jz 62f
 	cmp %rsi, RI_POOL(%rcx)
@@ -807,7 +815,7 @@ FUNC \name
 	mov KPT_TID(%rax), %esi
 	cmp %esi, RI_OWNER(%rcx)
 	jne 62f
-	mov RI_NEXT(%rcx), %rsi			/* the cache's next instance */
+66:	mov RI_NEXT(%rcx), %rsi			/* the cache's next instance */
 	mov %rsi, (%rdx)
 	movw $1, RI_CALLED(%rcx)		/* called, and no longer cached */
 	lea 8(%rsp), %rdx
@@ -824,6 +832,65 @@ FUNC \name
 	add $CEXIT_LEN, %rcx
 	mov %rcx, 8(%rsp)
 	ret					/* the exit ends the section */
+	/* A pair: the instance checked as above, then the kprobe, if it is
+	 * still the light kprobe right before this return probe. */
+65:	test %rcx, %rcx
+	jz 62f
+	cmp %rsi, RI_POOL(%rcx)
+	jne 62f
+	mov KPT_TID(%rax), %esi
+	cmp %esi, RI_OWNER(%rcx)
+	jne 62f
+	mov %rdi, RZ_L + L_RDI(%rsp)		/* rdi free from here */
+	mov (%rsp), %rsi
+	mov R_PP_ENTRY(%rsi), %rsi
+	mov PP_PROBES(%rsi), %rdi		/* the kprobe */
+	mov PP_RFAST(%rsi), %rsi
+	cmp %rsi, KP_NEXT(%rdi)
+	jne 63f
+	testl $KP_FLAG_DISABLED, KP_FLAGS(%rdi)
+	jnz 63f
+	cmpq $0, KP_POST_HANDLER(%rdi)
+	jne 63f
+	mov KP_PRE_HANDLER(%rdi), %rsi
+	test %rsi, %rsi
+	jz 63f
+	cmp %rsi, KP_FAST_FN(%rdi)		/* its fast function: needs no more */
+	jne 63f
+	/* L must have the ABI's alignment for the call */
+	test $15, %spl
+	jnz 63f
+	mov %r8, RZ_L + L_R8(%rsp)
+	mov %r9, RZ_L + L_R9(%rsp)
+	mov %r10, RZ_L + L_R10(%rsp)
+	mov %r11, RZ_L + L_R11(%rsp)
+	lea RZ_L - 16(%rsp), %rsp		/* L, and room for two */
+	.cfi_remember_state
+	.cfi_adjust_cfa_offset 16 - RZ_L
+	mov %rcx, 0(%rsp)
+	mov %rdx, 8(%rsp)
+	xor %esi, %esi				/* no struct pt_regs */
+	call *KP_PRE_HANDLER(%rdi)
+	mov 0(%rsp), %rcx
+	mov 8(%rsp), %rdx
+	lea 16 - RZ_L(%rsp), %rsp
+	.cfi_restore_state
+	mov RZ_L + L_RDI(%rsp), %rdi
+	mov RZ_L + L_R8(%rsp), %r8
+	mov RZ_L + L_R9(%rsp), %r9
+	mov RZ_L + L_R10(%rsp), %r10
+	mov RZ_L + L_R11(%rsp), %r11
+	test %eax, %eax
+	mov kp_self_tls@gottpoff(%rip), %rax
+	mov %fs:(%rax), %rax
+	jz 66b
+	/* the kprobe ended the hit: no instance; the exit runs on into the
+	 * copied instructions, and ends the section */
+	mov (%rsp), %rcx
+	add $CEXIT_LEN, %rcx
+	mov %rcx, RZ_L + C_CONT(%rsp)
+	ret
+63:	mov RZ_L + L_RDI(%rsp), %rdi
 62:	SECTION_CLOSE
 60:	mov %rdi, RZ_L + L_RDI(%rsp)
 	mov %r8, RZ_L + L_R8(%rsp)
