@@ -100,6 +100,32 @@ else
 	fail "exceptions: record"
 fi
 
+# 4b. The PROBE forms of count and trace: a C++ name with its signature, a
+# source line, an SDT probe with an argument (the tool resolves them).
+if record_json cxxname 'catcher(int)' 'catcher(int)%return' 'middle(int)' -- \
+	"$P/cli_record_cxx" 20; then
+	expect "C++ names: catcher(int) entries and returns" "20 20 0 0 1 1" \
+		"$(row "$T/cxxname.counts" catcher)"
+	expect "C++ names: middle(int) entries inside catcher" "20 0 0 1 1 1" \
+		"$(row "$T/cxxname.counts" middle)"
+else
+	fail "C++ names: record"
+fi
+if record_json line cli_record.c:68 -- "$P/cli_record" fib 1; then
+	expect "FILE.c:LINE: every call of fib" "21891 0 0 0 1 1" \
+		"$(row "$T/line.counts" cli_record.c:68)"
+else
+	fail "FILE.c:LINE: record"
+fi
+if gcc -O2 -Itools/kprobe/common -o "$T/cli_usdt" tests/cli/cli_usdt.c &&
+   record_json usdt 'usdt:demo:req arg0' -- "$T/cli_usdt" 5; then
+	got=$(python3 -c 'import json, sys
+print(" ".join(str(json.loads(l)["args"]["arg0"]) for l in sys.stdin))' <"$T/usdt.json")
+	expect "usdt: every hit with its argument" "1000 1001 1002 1003 1004" "$got"
+else
+	fail "usdt: record"
+fi
+
 # 5. fork with -f: the child's calls too, in its own file.
 if record_json fork -f -- "$P/cli_record" fork 300; then
 	expect "fork -f: leaf in parent and child" "600 600 0 1 2 2" "$(row "$T/fork.counts" leaf)"

@@ -122,9 +122,11 @@ int main(int argc, char **argv)
 		cli_check_pid(o.pid);
 	if (o.cmd == CMD_VARS)
 		return dwarf_vars_list(&o);
-	if (o.cmd <= CMD_LATENCY) {
+	if (o.cmd <= CMD_LATENCY || o.cmd == CMD_RECORD) {
 		/* Reading debug information takes a moment: a stop signal
-		 * then ends the session cleanly as it would later. */
+		 * then ends the session cleanly as it would later.  record
+		 * takes the same PROBE forms (C++ names, FILE.c:LINE, usdt:)
+		 * as count and trace. */
 		session_catch_signals();
 		usdt_resolve(&o);
 		cxx_names_resolve(&o);

@@ -182,7 +182,8 @@ static size_t params_at(const char *s)
 }
 
 /* A function's name as uftrace shows it by default: a C++ symbol
- * demangled, without its parameter list; others as they are. */
+ * demangled, without its parameter list (also one the agent named
+ * already demangled, as given: 'ns::f(int)'); others as they are. */
 static void display_name(const char *sym, char *out, size_t len)
 {
 	char *full = cxx_demangle(sym);
@@ -190,6 +191,8 @@ static void display_name(const char *sym, char *out, size_t len)
 	snprintf(out, len, "%s", sym);
 	if (full)
 		snprintf(out, len, "%.*s", (int)params_at(full), full);
+	else if (strchr(sym, '(') && params_at(sym) > 0)
+		snprintf(out, len, "%.*s", (int)params_at(sym), sym);
 	free(full);
 }
 
