@@ -149,9 +149,24 @@ if "$K" record -o "$T/big" fib 'fib%return' -- "$P/cli_record" fib "$N" >"$T/big
 	expect "full speed: no event lost" 0 "$lost"
 	calls=$("$K" report --sort calls "$T/big" | awk '$NF == "fib" { print $(NF-1) }')
 	expect "full speed: every call of fib recorded" $((N * 21891)) "$calls"
+	# 8 bytes an event (compact: the TSC's low 48 bits), a 16-byte one
+	# first and whenever the upper bits change.
+	bytes=$(awk '$1 == "bytes" { print $2 }' "$T/big/info")
+	events=$((2 * N * 21891))
+	if [ "$bytes" -ge $((8 * events)) ] && [ "$bytes" -le $((8 * events + 64)) ]; then
+		ok "full speed: 8 bytes an event"
+	else
+		fail "full speed: $bytes bytes for $events events"
+	fi
 else
 	fail "full speed: record"; sed 's/^/#   /' "$T/big.err"
 fi
+
+# 7a. Compact events across a wrap of the TSC's low 48 bits keep their
+# durations (a recording written by make_wrap_recording.py).
+python3 tests/record/make_wrap_recording.py "$T/wrap"
+got=$("$K" replay "$T/wrap" | awk '$2 == "us" { print $1 }' | tr '\n' ' ')
+expect "compact events across a TSC wrap: inner and outer durations" "0.400 1.000 " "$got"
 
 # 7b. trace at full speed, to a file, loses nothing and says nothing of it.
 if "$K" trace fib 'fib%return' -o "$T/trace.txt" -- "$P/cli_record" fib 20 >/dev/null \

@@ -28,6 +28,9 @@ struct hit_thread {
 	 * program thread arming probes): hits there are the agent's, not the
 	 * program's. */
 	int agent_depth;
+	/* record: the session generation and the upper TSC bits of the
+	 * thread's last light event (its next may be a compact one). */
+	uint64_t rec_tsc_hi;
 };
 
 extern __thread struct hit_thread agent_tls_hit TLS;

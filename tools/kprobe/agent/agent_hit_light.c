@@ -70,6 +70,7 @@ static __attribute__((noinline)) void first_hit_light(struct agent_session *s)
 
 	t->gen = s->gen;
 	t->ring = -1;
+	t->rec_tsc_hi = 0;	/* no generation is 0: a full event first */
 	if (agent_tid_offset < 0)
 		return;
 	tid = *(volatile const pid_t *)((const char *)__builtin_thread_pointer() + agent_tid_offset);
@@ -128,9 +129,30 @@ static int count_return(struct kretprobe_instance *ri, struct pt_regs *regs)
 	return 0;
 }
 
-/* One recorded event: its time, the probe and n values (16 bytes without
- * values); the call stack (not an entry time) pairs a return with its
- * entry. */
+/* A compact event (shm.h) when the TSC's upper bits are the thread's
+ * last event's in this session: 8 bytes, one store. */
+HIT_INLINE bool record_compact(struct agent_session *s, struct hit_thread *t, uint16_t type,
+			       uint32_t desc, uint64_t time)
+{
+	uint64_t hi = (uint64_t)s->gen << 16 | time >> 48, head;
+	uint64_t *w;
+
+	if (hi != t->rec_tsc_hi)
+		return false;
+	w = ring_reserve(s, t->ring, 8, &head);
+	if (!w) {
+		count_lost(s, t->ring);
+		return true;
+	}
+	*w = KPS_REC_COMPACT | (type == EV_RETURN ? KPS_REC_COMPACT_RETURN : 0) |
+	     (uint64_t)desc << KPS_REC_DESC_SHIFT | time << KPS_REC_TIME_SHIFT;
+	ring_commit(s, t->ring, head, 8);
+	return true;
+}
+
+/* One recorded event: its time, the probe and n values (8 bytes, or 16
+ * when the time's upper bits changed, without values); the call stack
+ * (not an entry time) pairs a return with its entry. */
 static inline __attribute__((always_inline)) void record_put(struct agent_probe *ap,
 							      struct hit_thread *t,
 							      uint16_t type, uint64_t time,
@@ -148,6 +170,8 @@ static inline __attribute__((always_inline)) void record_put(struct agent_probe 
 	if (!n) {
 		struct kps_rec_event *rev;
 
+		if (record_compact(s, t, type, ap->desc, time))
+			return;
 		rev = ring_reserve(s, t->ring, sizeof(*rev), &head);
 		if (!rev) {
 			count_lost(s, t->ring);
@@ -158,6 +182,7 @@ static inline __attribute__((always_inline)) void record_put(struct agent_probe 
 		rev->desc = (uint16_t)ap->desc;
 		rev->time = time;
 		ring_commit(s, t->ring, head, sizeof(*rev));
+		t->rec_tsc_hi = (uint64_t)s->gen << 16 | time >> 48;
 		return;
 	}
 	ev = ring_reserve(s, t->ring, len, &head);

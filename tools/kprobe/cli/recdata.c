@@ -344,21 +344,59 @@ static int fill_event(const struct recording *r, const struct rd_thread *t,
 	return 1;
 }
 
-/* Decodes the record at *off into ev and moves *off past it.  1: an
- * event, 0: the end, -1: a record that makes no sense (stop there). */
-static int next_event(const struct recording *r, const struct rd_thread *t, size_t *off,
+/* Where a thread's events are read: the offset in its file, and the TSC
+ * of the event before (the upper bits of a compact event's time). */
+struct rd_pos {
+	size_t off;
+	uint64_t tsc;
+};
+
+static struct rd_pos pos_start(const struct recording *r)
+{
+	return (struct rd_pos){ .off = 0, .tsc = r->tsc_base };
+}
+
+/* A compact event's TSC from its low 48 bits: the value nearest the
+ * thread's event before (its upper bits, or one more or less across a
+ * wrap, when a signal handler's event came in between). */
+static uint64_t compact_tsc(uint64_t prev, uint64_t low)
+{
+	const uint64_t span = 1ull << 48, mask = span - 1;
+	uint64_t t = (prev & ~mask) | low;
+
+	if (t > prev && t - prev > span / 2 && t >= span)
+		t -= span;
+	else if (t < prev && prev - t > span / 2 && t <= UINT64_MAX - span)
+		t += span;
+	return t;
+}
+
+/* Decodes the record at pos into ev and moves pos past it.  1: an event,
+ * 0: the end, -1: a record that makes no sense (stop there). */
+static int next_event(const struct recording *r, const struct rd_thread *t, struct rd_pos *pos,
 		      struct trace_event *ev)
 {
 	for (;;) {
-		const unsigned char *p = t->data + *off;
+		const unsigned char *p = t->data + pos->off;
 		struct kps_event e;
+		uint64_t w;
 
-		if (t->len - *off < 8)
-			return t->len == *off ? 0 : -1;
+		if (t->len - pos->off < 8)
+			return t->len == pos->off ? 0 : -1;
+		memcpy(&w, p, 8);
+		if (w & KPS_REC_COMPACT) {
+			pos->off += 8;
+			pos->tsc = compact_tsc(pos->tsc, w >> KPS_REC_TIME_SHIFT);
+			e.type = w & KPS_REC_COMPACT_RETURN ? EV_RETURN : EV_ENTRY;
+			e.nvals = 0;
+			e.desc = (uint32_t)(w >> KPS_REC_DESC_SHIFT) & KPS_REC_DESC_MASK;
+			e.time_ns = pos->tsc;
+			return fill_event(r, t, &e, p + 8, p + 8, ev);
+		}
 		memcpy(&e, p, 8);
-		if (e.size < 8 || e.size % 8 || e.size > t->len - *off)
+		if (e.size < 8 || e.size % 8 || e.size > t->len - pos->off)
 			return -1;
-		*off += e.size;
+		pos->off += e.size;
 		if (e.type == EV_PAD)
 			continue;
 		if (e.type == EV_REC_ENTRY || e.type == EV_REC_RETURN) {
@@ -371,11 +409,14 @@ static int next_event(const struct recording *r, const struct rd_thread *t, size
 			e.nvals = 0;
 			e.desc = c.desc;
 			e.time_ns = c.time;
+			pos->tsc = c.time;
 			return fill_event(r, t, &e, p + sizeof(c), p + sizeof(c), ev);
 		}
 		if (e.size < sizeof(e))
 			return -1;
 		memcpy(&e, p, sizeof(e));
+		if (e.type == EV_ENTRY || e.type == EV_RETURN)
+			pos->tsc = e.time_ns;
 		return fill_event(r, t, &e, p + sizeof(e), p + e.size, ev);
 	}
 }
@@ -404,7 +445,7 @@ static struct rd_thread *load_threads(struct recording *r, int *count)
 		char tail[8];
 		struct stat st;
 		struct trace_event ev;
-		size_t off = 0;
+		struct rd_pos pos = pos_start(r);
 		int fd;
 
 		if (sscanf(e->d_name, "%u-%u.%7s", &pid, &tid, tail) != 3 || strcmp(tail, "dat"))
@@ -430,7 +471,7 @@ static struct rd_thread *load_threads(struct recording *r, int *count)
 		v[n].len = (size_t)st.st_size;
 		v[n].pid = (pid_t)pid;
 		v[n].tid = (pid_t)tid;
-		v[n].first_ns = next_event(r, &v[n], &off, &ev) == 1 ? ev.time_ns : UINT64_MAX;
+		v[n].first_ns = next_event(r, &v[n], &pos, &ev) == 1 ? ev.time_ns : UINT64_MAX;
 		n++;
 	}
 	closedir(dir);
@@ -512,12 +553,12 @@ static int frame_of(const struct walker *w, int func)
 
 /* Whether the event after off is the return of func (entry and return
  * print as one line). */
-static bool next_is_return_of(const struct recording *r, const struct rd_thread *t, size_t off,
+static bool next_is_return_of(const struct recording *r, const struct rd_thread *t, struct rd_pos pos,
 			      int func)
 {
 	struct trace_event ev;
 
-	return next_event(r, t, &off, &ev) == 1 && ev.type == EV_RETURN &&
+	return next_event(r, t, &pos, &ev) == 1 && ev.type == EV_RETURN &&
 	       r->descs[ev.desc_id].func == func;
 }
 
@@ -527,17 +568,17 @@ static void walk_thread(struct recording *r, const struct rd_thread *t, const st
 	struct walker w = { 0 };
 	struct trace_event ev;
 	uint64_t last = t->first_ns;
-	size_t off = 0;
+	struct rd_pos pos = pos_start(r);
 	bool leaf = false;
 	int rc;
 
-	while ((rc = next_event(r, t, &off, &ev)) == 1) {
+	while ((rc = next_event(r, t, &pos, &ev)) == 1) {
 		int func = r->descs[ev.desc_id].func, at;
 
 		last = ev.time_ns;
 		if (ev.type == EV_ENTRY && r->funcs[func].has_return &&
 		    r->descs[ev.desc_id].kind == DESC_ENTRY) {
-			leaf = next_is_return_of(r, t, off, func);
+			leaf = next_is_return_of(r, t, pos, func);
 			push(&w, func, &ev);
 			ops->enter(ctx, t, &w.stack[w.depth - 1], w.depth - 1, leaf);
 			continue;

@@ -142,6 +142,19 @@ struct kps_rec_event {
 	uint64_t time;			/* TSC */
 };
 
+/* record's compact events: one 8-byte little-endian word, told from every
+ * other record (whose first word, its size, is a multiple of 8) by bit 0:
+ *   bit 0 1, bit 1 a return, bits 2-15 the descriptor, bits 16-63 the
+ *   TSC's low 48 bits.
+ * The upper bits are those of the thread's previous event (in its ring's
+ * order): a thread writes the 16-byte kps_rec_event instead whenever they
+ * changed, and first in a session. */
+#define KPS_REC_COMPACT		1u
+#define KPS_REC_COMPACT_RETURN	2u
+#define KPS_REC_DESC_SHIFT	2
+#define KPS_REC_DESC_MASK	0x3fffu
+#define KPS_REC_TIME_SHIFT	16
+
 /* One event in a ring, 8-byte aligned.  vals[] holds the argument values
  * in the order of the probe's ARGs; a return event starts with the entry
  * time.  Then, for each :string argument in order, a 16-bit length (or
@@ -174,6 +187,7 @@ struct kps_event {
 #define KPS_STACK_SHIFT	16		/* reserved: faults below, frames above */
 
 _Static_assert(KPS_MAX_PROBES <= 65536, "kps_rec_event: a descriptor in 16 bits");
+_Static_assert(KPS_MAX_PROBES <= KPS_REC_DESC_MASK + 1, "compact event: a descriptor in 14 bits");
 #define KPS_STR_FAULT	0xffff
 #define KPS_STR_MAX	128		/* bytes of a string argument kept */
 #define KPS_TEXT_MAX	1024		/* bytes of an EV_TEXT line */
