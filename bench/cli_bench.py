@@ -8,6 +8,10 @@ cost per hit or event in a whole run, against the unprobed run and uftrace.
   record_lost    events that record lost (must be 0)
   uftrace_fib    ns per event of `uftrace record -P fib` (null: not installed)
 
+The targets, printed at the end: cli_count <= 1.5 x the engine's `o` row,
+cli_count_ret <= 1.5 x its `ro` row (both from kprobes-bench --only=o,ro,
+run here), record_fib <= 1/4 of uftrace_fib, record_lost 0.
+
 Each (and its _cpu twin, from user + system time of the tool and the
 command, steadier on a loaded machine) is the best of RUNS whole runs of fib(20) x N minus the best of the
 same command on fib(20) x 1 (start-up, arming, the end: fixed costs), less
@@ -51,6 +55,37 @@ def marginal(cmd_of):
     """Seconds (wall, CPU) the N - 1 extra fib(20) cost under cmd_of(n)."""
     (wn, cn), (w1, c1) = best(cmd_of(N)), best(cmd_of(1))
     return wn - w1, cn - c1
+
+
+def engine_rows(build):
+    """The engine's o and ro rows (ns per hit) from the same build, or None."""
+    exe = os.path.join(build, "kprobes-bench")
+    if not os.access(exe, os.X_OK):
+        return None
+    try:
+        out = subprocess.run([exe, "--json", "--only=o,ro"], stdout=subprocess.PIPE,
+                             stderr=subprocess.DEVNULL, check=True).stdout
+        rows = json.loads(out)
+        return {k: float(rows[k]) for k in ("o", "ro")}
+    except (subprocess.CalledProcessError, ValueError, KeyError, TypeError):
+        return None
+
+
+def target_lines(rows, engine):
+    """One line per target: the ratio from wall and from CPU time."""
+    def ratio(a, b):
+        return "null" if a is None or not b else "%.2f" % (a / b)
+
+    if engine:
+        for row, base in (("cli_count", "o"), ("cli_count_ret", "ro")):
+            print("%s/%s = %s (cpu %s)   (target <= 1.5)" %
+                  (row, base, ratio(rows[row], engine[base]),
+                   ratio(rows[row + "_cpu"], engine[base])))
+    if rows["uftrace_fib"]:
+        print("record_fib/uftrace_fib = %s (cpu %s)   (target <= 0.25)" %
+              (ratio(rows["record_fib"], rows["uftrace_fib"]),
+               ratio(rows["record_fib_cpu"], rows["uftrace_fib_cpu"])))
+    print("record_lost = %d   (target 0)" % rows["record_lost"])
 
 
 def main():
@@ -107,9 +142,7 @@ def main():
         return
     for k, v in rows.items():
         print("%-14s %s" % (k, "null" if v is None else v))
-    if rows["uftrace_fib"]:
-        print("record_fib/uftrace_fib = %.2f   (target <= 0.25)" %
-              (rows["record_fib"] / rows["uftrace_fib"]))
+    target_lines(rows, engine_rows(build))
 
 
 if __name__ == "__main__":
