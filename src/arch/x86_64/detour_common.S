@@ -842,10 +842,16 @@ FUNC \name
 	cmp %esi, RI_OWNER(%rcx)
 	jne 62f
 	mov %rdi, RZ_L + L_RDI(%rsp)		/* rdi free from here */
+	/* Read again: an unregistration may be changing the list (what
+	 * the section reads stays valid; the list may be empty now). */
 	mov (%rsp), %rsi
 	mov R_PP_ENTRY(%rsi), %rsi
 	mov PP_PROBES(%rsi), %rdi		/* the kprobe */
 	mov PP_RFAST(%rsi), %rsi
+	test %rdi, %rdi
+	jz 63f
+	test %rsi, %rsi
+	jz 63f
 	cmp %rsi, KP_NEXT(%rdi)
 	jne 63f
 	testl $KP_FLAG_DISABLED, KP_FLAGS(%rdi)
