@@ -2537,7 +2537,7 @@ TEST_FN long kr_rd(long n);
 static long (*volatile fp_rd)(long) = kr_rd;
 static jmp_buf rd_jb;
 static volatile long rd_jump_at = -1, rd_exit_at = -1;
-static long rd_sum;
+static long rd_sum, rd_hits;
 
 TEST_FN long kr_rd(long n)
 {
@@ -2560,6 +2560,7 @@ static int rd_ret(struct kretprobe_instance *ri, struct pt_regs *regs)
 {
 	(void)ri;
 	__atomic_fetch_add(&rd_sum, (long)regs->ax, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&rd_hits, 1, __ATOMIC_RELAXED);
 	return 0;
 }
 
@@ -2577,6 +2578,7 @@ static void rd_init(struct kretprobe *rp, int maxactive)
 	rp->handler = rd_ret;
 	rp->maxactive = maxactive;
 	rd_sum = 0;
+	rd_hits = 0;
 	rd_jump_at = -1;
 	rd_exit_at = -1;
 }
@@ -2872,4 +2874,51 @@ Test(kretprobe, pair_churn_under_signals_and_recursion)
 	kp_get_stats(&after);
 	cr_expect_eq(after.rp_pools, before.rp_pools, "%lu pools alive, %lu before",
 		     after.rp_pools, before.rp_pools);
+}
+
+/* Threads recursing deeper than the pool allows between them: the pool
+ * runs out while their caches hold stacks of instances, takes the stacks
+ * back from under them (caching off for good, then an owner's own stack
+ * comes back whole with its next entry).  Every return is handled or
+ * missed exactly once, and afterwards every instance is free. */
+static pthread_barrier_t rd_start;
+
+static void *rd_loop(void *arg)
+{
+	long n = (long)arg, bad = 0;
+
+	pthread_barrier_wait(&rd_start);
+	for (long i = 0; i < n; i++)
+		bad += fp_rd(20) != 210;
+	return (void *)bad;
+}
+
+Test(kretprobe, pool_runs_out_under_recursion_with_stacked_caches)
+{
+	enum { MAX = 32, THREADS = 4, CALLS = 1000 };
+	pthread_t th[THREADS];
+	struct kretprobe rp;
+	long handled, calls = (long)THREADS * CALLS * 21;
+	void *r;
+
+	rd_init(&rp, MAX);
+	cr_assert_eq(register_kretprobe(&rp), 0);
+	kc_wait_optimized(&rp.kp, 2000);
+	pthread_barrier_init(&rd_start, NULL, THREADS);
+	for (int i = 0; i < THREADS; i++)
+		cr_assert_eq(pthread_create(&th[i], NULL, rd_loop, (void *)(long)CALLS), 0);
+	for (int i = 0; i < THREADS; i++) {
+		pthread_join(th[i], &r);
+		cr_assert_eq((long)r, 0);
+	}
+	handled = rd_hits;
+	cr_log_info("%ld handled, %d missed", handled, rp.nmissed);
+	cr_expect_eq(handled + rp.nmissed + (long)rp.kp.nmissed, calls,
+		     "%ld handled + %d + %lu missed, %ld calls", handled, rp.nmissed,
+		     rp.kp.nmissed, calls);
+	cr_expect_leq(rd_sum, THREADS * CALLS * rd_sums(20));
+	if (!rp.nmissed && !rp.kp.nmissed)
+		cr_expect_eq(rd_sum, THREADS * CALLS * rd_sums(20));
+	expect_all_free(&rp, MAX);
+	unregister_kretprobe(&rp);
 }
