@@ -409,6 +409,7 @@ static struct kp_ri *rp_enter(struct kretprobe *rp, struct kp_thread *t, uintptr
 		return NULL;
 	}
 	arch_entry_ret_addr_set(regs, slot, ri->stub);
+	ri->dup = t->ri_top && ((struct kp_ri *)t->ri_top)->slot == slot;
 	ri->next = t->ri_top;
 	t->ri_top = ri;
 	return ri;
@@ -470,6 +471,7 @@ int kp_kretprobe_entry_fast(struct kprobe *p, void *ret_slot, struct kp_thread *
 	ri->pub.rp = rp;
 	ri->pub.task = t->tid;
 	ri->pub.ret_addr = (kprobe_opcode_t *)arch_entry_ret_addr(NULL, slot);
+	ri->dup = false;	/* top is above */
 	ri->next = top;
 	t->ri_top = ri;
 	ri->called = arch_ret_stub_call(slot, t, ri->stub);
@@ -557,7 +559,7 @@ bool kp_kretprobe_dispatch(struct pt_regs *regs)
 	/* The common case, kept short: the newest instance is this frame's
 	 * only one, and its handler needs only the general registers (the
 	 * trampoline always builds the whole struct pt_regs). */
-	if (__builtin_expect(!ri || ri->slot != slot || (ri->next && ri->next->slot == slot) ||
+	if (__builtin_expect(!ri || ri->slot != slot || ri->dup ||
 			     t->in_handler ||
 			     (ri->pool->needs & (KP_OPT_SAVE_VECTOR | KP_OPT_SAVE_ERRNO)), 0))
 		return dispatch_slow(regs);

@@ -22,6 +22,8 @@ struct kp_ri {
 	uint32_t idx;			/* its own index in the pool */
 	bool called;			/* the function was called from the stub */
 	bool cached;			/* free, in a thread's cache (owner kept) */
+	bool dup;			/* the next instance is of the same frame
+					 * (another return probe on the function) */
 	uint32_t cache_n;		/* cached: instances in the cache from here down */
 	uintptr_t stub_entry;		/* the stub's entry (retstub.c) */
 	struct kretprobe_instance pub;	/* last: data[] follows */

@@ -103,6 +103,7 @@ void kp_asm_offsets(void)
 	OFFSET(RI_STUB, struct kp_ri, stub);
 	OFFSET(RI_CALLED, struct kp_ri, called);
 	OFFSET(RI_CACHED, struct kp_ri, cached);
+	OFFSET(RI_DUP, struct kp_ri, dup);
 	OFFSET(RI_CACHE_N, struct kp_ri, cache_n);
 	OFFSET(RI_STUB_ENTRY, struct kp_ri, stub_entry);
 	OFFSET(RI_PUB, struct kp_ri, pub);

@@ -818,6 +818,7 @@ FUNC \name
 66:	mov RI_NEXT(%rcx), %rsi			/* the cache's next instance */
 	mov %rsi, (%rdx)
 	movw $1, RI_CALLED(%rcx)		/* called, and no longer cached */
+	movb $0, RI_DUP(%rcx)			/* the top is above */
 	lea 8(%rsp), %rdx
 	mov %rdx, RI_SLOT(%rcx)
 	mov 8(%rsp), %rdx

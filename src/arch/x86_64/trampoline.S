@@ -203,12 +203,10 @@ kp_kretprobe_trampoline:
 	lea T_RET(%rsp), %rdx			/* the slot */
 	cmp %rdx, RI_SLOT(%rcx)
 	jne 69f
-	mov RI_NEXT(%rcx), %rsi
-	test %rsi, %rsi
-	jz 61f
-	cmp %rdx, RI_SLOT(%rsi)
-	je 69f
-61:	cmpl $0, KPT_IN_HANDLER(%rax)
+	/* its frame's only instance (set at the entry: no second load) */
+	cmpb $0, RI_DUP(%rcx)
+	jne 69f
+	cmpl $0, KPT_IN_HANDLER(%rax)
 	jne 69f
 	cmpl $0, KPT_RI_BUSY(%rax)
 	jne 69f
