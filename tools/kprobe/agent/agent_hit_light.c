@@ -129,30 +129,95 @@ static int count_return(struct kretprobe_instance *ri, struct pt_regs *regs)
 	return 0;
 }
 
-/* A compact event (shm.h) when the TSC's upper bits are the thread's
- * last event's in this session: 8 bytes, one store. */
-HIT_INLINE bool record_compact(struct agent_session *s, struct hit_thread *t, uint16_t type,
-			       uint32_t desc, uint64_t time)
-{
-	uint64_t hi = (uint64_t)s->gen << 16 | time >> 48, head;
-	uint64_t *w;
+/* An event without values off its common path (no ring, the ring full
+ * or the TSC's upper bits changed): one argument, as the handler analysis
+ * wants of a call. */
+struct rec_slow {
+	struct agent_probe *ap;
+	struct hit_thread *t;
+	uint64_t time;
+	uint16_t type;
+};
 
-	if (hi != t->rec_tsc_hi)
-		return false;
-	w = ring_reserve(s, t->ring, 8, &head);
-	if (!w) {
-		count_lost(s, t->ring);
-		return true;
+static __attribute__((noinline)) void record_slow(struct rec_slow *a)
+{
+	struct agent_session *s = a->ap->session;
+	struct hit_thread *t = a->t;
+	uint64_t hi = (uint64_t)s->gen << 16 | a->time >> 48, head;
+
+	if (t->ring < 0) {
+		count_lost(s, -1);
+		return;
 	}
-	*w = KPS_REC_COMPACT | (type == EV_RETURN ? KPS_REC_COMPACT_RETURN : 0) |
-	     (uint64_t)desc << KPS_REC_DESC_SHIFT | time << KPS_REC_TIME_SHIFT;
-	ring_commit(s, t->ring, head, 8);
-	return true;
+	if (hi == t->rec_tsc_hi) {
+		uint64_t *w = ring_reserve(s, t->ring, 8, &head);
+
+		if (!w) {
+			count_lost(s, t->ring);
+			return;
+		}
+		*w = KPS_REC_COMPACT | (a->type == EV_RETURN ? KPS_REC_COMPACT_RETURN : 0) |
+		     (uint64_t)a->ap->desc << KPS_REC_DESC_SHIFT | a->time << KPS_REC_TIME_SHIFT;
+		ring_commit(s, t->ring, head, 8);
+		return;
+	}
+	{
+		struct kps_rec_event *rev = ring_reserve(s, t->ring, sizeof(*rev), &head);
+
+		if (!rev) {
+			count_lost(s, t->ring);
+			return;
+		}
+		rev->size = sizeof(*rev);
+		rev->type = a->type == EV_ENTRY ? EV_REC_ENTRY : EV_REC_RETURN;
+		rev->desc = (uint16_t)a->ap->desc;
+		rev->time = a->time;
+		ring_commit(s, t->ring, head, sizeof(*rev));
+		t->rec_tsc_hi = hi;
+	}
 }
 
-/* One recorded event: its time, the probe and n values (8 bytes, or 16
- * when the time's upper bits changed, without values); the call stack
- * (not an entry time) pairs a return with its entry. */
+/* An event without values: a compact one (shm.h) when the TSC's upper
+ * bits are the thread's last event's in this session and the ring has
+ * room, in a few instructions (the reader moved the tail far enough at
+ * its last look); anything else in record_slow(). */
+HIT_INLINE void record_plain(struct agent_probe *ap, struct hit_thread *t, uint16_t type,
+			     uint64_t time)
+{
+	struct agent_session *s = ap->session;
+	int ring = t->ring;
+	struct kps_ring *r;
+	uint64_t head;
+	uint32_t pos;
+	unsigned char *data;
+
+	if (__builtin_expect(ring < 0 ||
+			     ((uint64_t)s->gen << 16 | time >> 48) != t->rec_tsc_hi, 0))
+		goto slow;
+	r = &s->map.rings[ring];
+	head = __atomic_load_n(&r->head, __ATOMIC_RELAXED);
+	if (__builtin_expect(head + 8 - r->tail_seen > KPS_RING_BYTES, 0))
+		goto slow;
+	data = s->map.ring_data + (size_t)ring * KPS_RING_BYTES;
+	pos = (uint32_t)(head & (KPS_RING_BYTES - 1));
+	*(uint64_t *)(data + pos) = KPS_REC_COMPACT |
+				    (type == EV_RETURN ? KPS_REC_COMPACT_RETURN : 0) |
+				    (uint64_t)ap->desc << KPS_REC_DESC_SHIFT |
+				    time << KPS_REC_TIME_SHIFT;
+	/* Own the next lines before they are needed (see ring_reserve). */
+	__asm__ volatile("prefetchw %0" : : "m"(data[(pos + 256) & (KPS_RING_BYTES - 1)]));
+	__atomic_store_n(&r->head, head + 8, __ATOMIC_RELEASE);
+	return;
+slow: {
+		struct rec_slow a = { .ap = ap, .t = t, .time = time, .type = type };
+
+		record_slow(&a);
+	}
+}
+
+/* One recorded event with n values (n > 0): its time, the probe and the
+ * values; the call stack (not an entry time) pairs a return with its
+ * entry. */
 static inline __attribute__((always_inline)) void record_put(struct agent_probe *ap,
 							      struct hit_thread *t,
 							      uint16_t type, uint64_t time,
@@ -165,24 +230,6 @@ static inline __attribute__((always_inline)) void record_put(struct agent_probe 
 
 	if (t->ring < 0) {
 		count_lost(s, -1);
-		return;
-	}
-	if (!n) {
-		struct kps_rec_event *rev;
-
-		if (record_compact(s, t, type, ap->desc, time))
-			return;
-		rev = ring_reserve(s, t->ring, sizeof(*rev), &head);
-		if (!rev) {
-			count_lost(s, t->ring);
-			return;
-		}
-		rev->size = sizeof(*rev);
-		rev->type = type == EV_ENTRY ? EV_REC_ENTRY : EV_REC_RETURN;
-		rev->desc = (uint16_t)ap->desc;
-		rev->time = time;
-		ring_commit(s, t->ring, head, sizeof(*rev));
-		t->rec_tsc_hi = (uint64_t)s->gen << 16 | time >> 48;
 		return;
 	}
 	ev = ring_reserve(s, t->ring, len, &head);
@@ -209,7 +256,7 @@ static int record_entry(struct kprobe *p, struct pt_regs *regs)
 
 	(void)regs;
 	if (t)
-		record_put(ap, t, EV_ENTRY, now, NULL, 0);
+		record_plain(ap, t, EV_ENTRY, now);
 	return 0;
 }
 
@@ -221,7 +268,7 @@ static int record_return(struct kretprobe_instance *ri, struct pt_regs *regs)
 
 	(void)regs;
 	if (t)
-		record_put(ap, t, EV_RETURN, now, NULL, 0);
+		record_plain(ap, t, EV_RETURN, now);
 	return 0;
 }
 
