@@ -416,3 +416,61 @@ Test(cxx_kretprobe, exceptions_in_many_threads)
 	unregister_kretprobe(&b.rp);
 	unregister_kretprobe(&c.rp);
 }
+
+/* Deep recursion on the fast paths (the thread's cache is a stack of
+ * instances) thrown out of from its bottom: the unwound frames' instances
+ * come back, the catching frame's return is handled, and afterwards as
+ * many frames as maxactive still get an instance each. */
+TEST_FN long cx_deep(long n, long depth);
+static long (*volatile fp_deep)(long, long) = cx_deep;
+static volatile int deep_throw;
+
+/* depth + 1 frames; the innermost throws (deep_throw) or returns depth,
+ * and each frame adds 1. */
+TEST_FN long cx_deep(long n, long depth)
+{
+	counted c(n);
+
+	BARRIER();
+	if (n >= depth) {
+		if (deep_throw)
+			throw kr_error{ n };
+		return n;
+	}
+	return fp_deep(n + 1, depth) + 1;
+}
+
+static long deep_catch(long depth)
+{
+	try {
+		return fp_deep(0, depth);
+	} catch (const kr_error &e) {
+		return -e.v;
+	}
+}
+
+Test(cxx_kretprobe, throw_out_of_deep_recursion_on_fast_path)
+{
+	enum { MAX = 256, DEPTH = 40, ROUNDS = 300 };
+	struct crp c;
+	long want = 0;
+
+	crp_init(&c, (void *)cx_deep, MAX);
+	cr_assert_eq(register_kretprobe(&c.rp), 0);
+	for (long i = 0; i < ROUNDS; i++) {
+		long d = DEPTH - i % 10;
+
+		deep_throw = 1;
+		cr_assert_eq(deep_catch(d), -d);
+		/* the same stack again, returning normally */
+		deep_throw = 0;
+		cr_assert_eq(fp_deep(0, d), 2 * d);
+		want += d + 1;
+	}
+	cr_expect_eq(c.hits, want, "%ld handled, %ld returns", c.hits, want);
+	cr_expect_eq(c.rp.nmissed, 0);
+	/* no instance lost: MAX nested frames all get one */
+	cr_assert_eq(fp_deep(0, MAX - 1), 2 * (MAX - 1));
+	cr_expect_eq(c.rp.nmissed, 0, "%d missed: instances lost", c.rp.nmissed);
+	unregister_kretprobe(&c.rp);
+}
