@@ -8,7 +8,8 @@
  * allocation does) and the status flags, and then:
  *
  *  - the fast path, in assembly: this frame has just one instance (the
- *    newest of the thread's), its handler needs neither vector state nor
+ *    newest of the thread's; its set-up noted whether the next one is of
+ *    the same frame, dup), its handler needs neither vector state nor
  *    errno, the thread is in no handler or cache window of its own, and
  *    its cache has room for the instance (a bounded stack per pool).  It begins a read-side section
  *    that raises in_handler too (as the optimized entry's fast path does:
