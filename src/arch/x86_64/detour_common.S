@@ -762,6 +762,10 @@ FUNC \name
  * The stack pointer is R's slot here: L is 96 below.
  */
 	.set RZ_L, -(C_R)
+	/* The entry's one store to called, cached and dup (and a pad). */
+	.if RI_CACHED - RI_CALLED - 1 || RI_DUP - RI_CALLED - 2 || RI_CACHE_N - RI_CALLED - 4
+	.error "struct kp_ri: called, cached, dup and cache_n are not laid out as the entry's store needs"
+	.endif
 
 	.macro RP_ENTRY_FAST
 	mov %rax, RZ_L + L_RAX(%rsp)
@@ -817,8 +821,9 @@ FUNC \name
 	jne 62f
 66:	mov RI_NEXT(%rcx), %rsi			/* the cache's next instance */
 	mov %rsi, (%rdx)
-	movw $1, RI_CALLED(%rcx)		/* called, and no longer cached */
-	movb $0, RI_DUP(%rcx)			/* the top is above */
+	/* called; no longer cached; not a second instance of its frame
+	 * (the top is above): one store */
+	movl $1, RI_CALLED(%rcx)
 	lea 8(%rsp), %rdx
 	mov %rdx, RI_SLOT(%rcx)
 	mov 8(%rsp), %rdx

@@ -225,26 +225,17 @@ kp_kretprobe_trampoline:
 	jne 68f
 	movzbl POOL_CACHE_SLOT(%rdx), %edi
 	lea KPT_RI_CACHE(%rax,%rdi,8), %rdi
-	mov (%rdi), %rsi			/* the cache's newest */
-	test %rsi, %rsi
-	jz 62f
-	cmp %rdx, RI_POOL(%rsi)
-	jne 68f
-	mov RI_CACHE_N(%rsi), %esi
-	cmp POOL_CACHE_MAX(%rdx), %esi
-	jae 68f
-	inc %esi
-	jmp 63f
-62:	mov $1, %esi
-63:	mov %esi, RI_CACHE_N(%rcx)
 	/* The instance leaves the list, and the frame returns for real.
 	 * It goes onto the cache already: until the section ends only this
-	 * thread's fast paths could take it, and in_handler keeps them off. */
+	 * thread's fast paths could take it, and in_handler keeps them off.
+	 * An empty cache here; a stack below it out of line. */
+	cmpq $0, (%rdi)
+	jne 62f
+	movl $1, RI_CACHE_N(%rcx)
 	mov RI_NEXT(%rcx), %rsi
 	mov %rsi, KPT_RI_TOP(%rax)
-	mov (%rdi), %rsi
-	mov %rsi, RI_NEXT(%rcx)
-	mov RI_RET(%rcx), %rsi
+	movq $0, RI_NEXT(%rcx)
+63:	mov RI_RET(%rcx), %rsi
 	mov %rsi, T_RET(%rsp)
 	.cfi_remember_state
 	.cfi_offset %rip, -8
@@ -263,6 +254,20 @@ kp_kretprobe_trampoline:
 	T_CALL_AND_OUT 2
 
 	.cfi_restore_state		/* before the real return address */
+	/* Onto a stack of this pool's that is not full (cache_max). */
+62:	mov (%rdi), %rsi
+	cmp %rdx, RI_POOL(%rsi)
+	jne 68f
+	mov RI_CACHE_N(%rsi), %esi
+	cmp POOL_CACHE_MAX(%rdx), %esi
+	jae 68f
+	inc %esi
+	mov %esi, RI_CACHE_N(%rcx)
+	mov RI_NEXT(%rcx), %rsi
+	mov %rsi, KPT_RI_TOP(%rax)
+	mov (%rdi), %rsi
+	mov %rsi, RI_NEXT(%rcx)
+	jmp 63b
 68:	SECTION_CLOSE
 69:	T_SAVE_HIGH
 	/* The rest of struct pt_regs, and the dispatcher. */
