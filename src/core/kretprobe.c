@@ -442,10 +442,11 @@ static __attribute__((noinline)) int entry_fast_slow(struct kretprobe *rp, struc
  * first, as the handler loop would run it; non-zero stops the hit there.
  * Checked again here: the list may have changed since the detour read
  * the fast probe (a probe added meanwhile misses this hit, as with any
- * fast probe). */
+ * fast probe; an emptied list runs none). */
 static __attribute__((noinline)) bool run_entry_probe(struct kprobe *first)
 {
-	if (!kp_probe_light_entry(first))
+	/* NULL: an unregistration emptied the list since the detour read it. */
+	if (!first || !kp_probe_light_entry(first))
 		return false;
 	return first->pre_handler(first, NULL) != 0;
 }
