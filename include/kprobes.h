@@ -307,6 +307,41 @@ bool kprobes_enabled(void);
 void kprobes_set_optimization(bool on);
 bool kprobes_optimization(void);
 
+/* ---- For tools that drive the library from inside a process ----
+ * (the kprobe tool's agent, a tracer's preloaded object; see also
+ * <kprobes/symbols.h>) */
+
+/* Runs the jump optimizer now, on the calling thread, over every probe
+ * waiting for its jump, rather than after the optimizer thread's delay.
+ * Returns how many still wait (a thread was in the code their jump would
+ * cover: the optimizer thread retries them), 0 when none.  Not from a
+ * handler. */
+int kprobes_optimize_now(void);
+
+/* Why a kprobe (is_return false) or a return probe at addr is refused
+ * with -EINVAL for the place itself (a short phrase such as "inside the
+ * library's own code"), or NULL when the place is not the reason (the
+ * instruction may still be).  The string is static. */
+const char *kprobes_probe_refusal(unsigned long addr, bool is_return);
+
+/* Whether tid is a thread the library runs itself (its optimizer): what
+ * it hits are the library's calls, not the program's.  Async-signal-safe,
+ * no lock, no system call: usable in any handler. */
+bool kprobes_library_thread(pid_t tid);
+
+/* Whether addr is an instruction boundary, decoding from start (a known
+ * instruction start) without leaving [start, start + len), with the code
+ * read as it was before any probe: 0; -EILSEQ: not a boundary (or code
+ * that does not decode that far); -EFAULT: unreadable code; -EINVAL: len
+ * 0, or addr outside the range. */
+int kprobes_insn_boundary(unsigned long start, size_t len, unsigned long addr);
+
+/* For a tool leaving a process it was loaded into: ends the library's
+ * optimizer thread and closes the library's descriptor of the process's
+ * memory.  Registered probes keep working; the next call that needs
+ * either starts it again.  Not from a handler. */
+void kprobes_release_resources(void);
+
 #ifdef __cplusplus
 }
 #endif

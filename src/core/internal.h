@@ -47,7 +47,12 @@ void kp_optimizer_after_fork_child(void);
 void kp_fork_init(void);
 void kp_blacklist_lock(void);
 void kp_blacklist_unlock(void);
-void kp_optimizer_flush(void);
+/* One optimizer pass now: how many probes wait for a retry. */
+int kp_optimizer_flush(void);
+/* Until a just-started optimizer thread has unblocked the census signal,
+ * a census counts it as inside every region: waits for that, at most
+ * 200 ms.  Not under kp_registry_lock. */
+void kp_optimizer_wait_ready(void);
 /* The thread id of the process's optimizer thread (0: none yet); its
  * libc calls are the library's, not the program's. */
 extern pid_t kp_optimizer_tid;
