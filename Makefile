@@ -132,6 +132,12 @@ A64_HOST := $(B)/tests/test_a64_insn $(B)/tests-asan/test_a64_insn
 $(A64_HOST): TEST_SRC_EXTRA := src/arch/arm64/insn.c
 $(A64_HOST): src/arch/arm64/insn.c src/arch/arm64/insn.h tests/a64/insn_table.h
 
+# The suites that run the kprobe tool share its runner (tests/cli_helpers.c).
+KP_CLI_SUITES := test_cli test_run test_cli_watch test_cli_stack
+KP_CLI_SUITE_BINS := $(KP_CLI_SUITES:%=$(B)/tests/%) $(KP_CLI_SUITES:%=$(B)/tests-asan/%)
+$(KP_CLI_SUITE_BINS): TEST_SRC_EXTRA := tests/cli_helpers.c
+$(KP_CLI_SUITE_BINS): tests/cli_helpers.c tests/cli_helpers.h
+
 $(B)/tests/%: tests/%.c $(TEST_HELPERS) tests/testutil.h $(B)/libkprobes.a
 	@mkdir -p $(dir $@)
 	$(CC) $(CFLAGS) $(BASE) -Itests -o $@ $< $(TEST_SRC_EXTRA) $(TEST_HELPERS) $(B)/libkprobes.a $(LIBS) -lcriterion $(TEST_LDFLAGS)
