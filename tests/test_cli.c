@@ -1451,6 +1451,50 @@ Test(cli, attach_to_stopped_process)
 	bg_stop(&b);
 }
 
+/* A stopped process whose agent was preloaded: list and the knobs are
+ * answered at once (the agent's threads run, the program's stay stopped)
+ * rather than after the request's 10 s timeout. */
+Test(cli, knobs_on_a_stopped_process_answer_at_once)
+{
+	char prog[sizeof(agent) + sizeof(target) + 32], *before, *after;
+	struct timespec t0, t1;
+	struct bg b;
+	struct run r;
+
+	snprintf(prog, sizeof(prog), "env LD_PRELOAD=%s %s", agent, target);
+	bg_start_prog(&b, prog, "loop 4000");
+	bg_wait_for(&b, "tick 3 ");
+	kill(b.pid, SIGSTOP);
+	while (proc_state(b.pid) != 'T')
+		usleep(1000);
+	before = slurp(b.out);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	cli_run(&r, "%s list -p %d", kprobe, (int)b.pid);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert_str_eq(r.out, "");
+	cr_assert_eq(cli_run(&r, "%s disable -p %d", kprobe, (int)b.pid), 0, "%s", r.err);
+	/* The agent got it: its list says so now. */
+	cli_run(&r, "%s list -p %d", kprobe, (int)b.pid);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert(strstr(r.out, "# probing is disabled"), "%s", r.out);
+	cr_assert_eq(cli_run(&r, "%s enable -p %d", kprobe, (int)b.pid), 0, "%s", r.err);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	cr_assert_lt(t1.tv_sec - t0.tv_sec, 5, "four requests took %ld s",
+		     (long)(t1.tv_sec - t0.tv_sec));
+	usleep(100000);
+	after = slurp(b.out);
+	cr_assert_str_eq(after, before, "the stopped process ran");
+	cr_assert_eq(proc_state(b.pid), 'T');
+	assert_untraced(b.pid);
+	free(before);
+	free(after);
+	kill(b.pid, SIGCONT);
+	bg_wait_for(&b, "tick 8 ");
+	cr_assert(alive(b.pid));
+	assert_loop_output_correct(b.out);
+	bg_stop(&b);
+}
+
 /* Stopping threads to inject and to arm interrupts their blocking calls;
  * epoll_wait and sigtimedwait must not see EINTR for it. */
 Test(cli, attach_keeps_blocking_waits)

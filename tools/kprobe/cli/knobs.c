@@ -8,7 +8,9 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attach.h"
 #include "ctl_client.h"
+#include "target_check.h"
 
 #define KNOB_TIMEOUT_MS 10000
 
@@ -23,9 +25,33 @@ static void print_list(const struct cli_opts *o, const char *lines, const char *
 	fputs(lines ? lines : "", stdout);
 }
 
+/* A stopped process keeps its agent stopped too: run the agent's threads
+ * (the program's stay stopped) or say at once why the request cannot be
+ * answered, rather than wait for an answer in vain.  Whether the agent's
+ * threads were taken. */
+static bool run_agent_of_stopped(pid_t pid)
+{
+	struct target_state st;
+	char why[128];
+
+	if (target_read_state(pid, &st))
+		return false;	/* gone: the request says so */
+	if (st.state == 't')
+		cli_die(EXIT_FAIL, "process %d is stopped by its tracer (process %d): its kprobe "
+			"agent cannot answer until the tracer lets it run", (int)pid,
+			(int)st.tracer);
+	if (st.state != 'T')
+		return false;
+	if (attach_run_stopped_agent(pid, why, sizeof(why)))
+		cli_die(EXIT_FAIL, "process %d is stopped and its kprobe agent cannot be run to "
+			"answer (%s): continue it first (kill -CONT %d)", (int)pid, why, (int)pid);
+	return true;
+}
+
 int knobs_run(const struct cli_opts *o)
 {
 	struct ctl c;
+	bool held;
 	char status[512], *list = NULL;
 	size_t list_len = 0;
 	FILE *data = NULL;
@@ -60,11 +86,14 @@ int knobs_run(const struct cli_opts *o)
 		req = o->optimize_on ? "OPTIMIZE on\n" : "OPTIMIZE off\n";
 		break;
 	}
+	held = run_agent_of_stopped(o->pid);
 	/* -d bounds the wait as it bounds a session. */
 	rc = ctl_request(&c, req, data, status, sizeof(status),
 			 o->duration > 0 && o->duration < 1e6 ? (int)(o->duration * 1000) + 1 :
-			 KNOB_TIMEOUT_MS, NULL, NULL);
+			 KNOB_TIMEOUT_MS, held ? attach_keep_agent_running : NULL, NULL);
 	ctl_close(&c);
+	if (held)
+		attach_release_agent();
 	if (data)
 		fclose(data);
 	if (rc < 0)
