@@ -18,7 +18,7 @@ SONAME  := libkprobes.so.0
 CC      ?= cc
 CXX     ?= c++
 CFLAGS  ?= -O2 -g
-WARN    := -Wall -Wextra -Wno-unused-parameter -Wshadow -Wstrict-prototypes
+WARN    := -Wall -Wextra -Wno-unused-parameter -Wshadow -Wstrict-prototypes -Wmissing-prototypes
 BASE    := -std=gnu11 -D_GNU_SOURCE -Iinclude -Isrc -Isrc/arch/$(ARCH)/include $(WARN) -fno-omit-frame-pointer
 LIBFLAGS := $(BASE) -fPIC -fvisibility=hidden -fno-reorder-functions -fno-reorder-blocks-and-partition
 # All library code goes to one section, kprobes_text, whose bounds

@@ -508,16 +508,19 @@ static int stack_pre(struct kprobe *p, struct pt_regs *regs)
 	return 0;
 }
 
+void tool_xml_start(void *data, const char *name, const char **atts);
 TEST_FN void tool_xml_start(void *data, const char *name, const char **atts)
 {
 	KEEP(name);
 }
 
+void tool_xml_end(void *data, const char *name);
 TEST_FN void tool_xml_end(void *data, const char *name)
 {
 	KEEP(name);
 }
 
+int tool_xml_caller(void *lib);
 TEST_FN int tool_xml_caller(void *lib)
 {
 	void *(*create)(const char *) = (void *(*)(const char *))dlsym(lib, "XML_ParserCreate");

@@ -50,6 +50,7 @@
 #define CALLS 2000000
 #define RUNS 7
 
+long bench_target(long a, long b);
 __attribute__((noinline, noclone, used)) long bench_target(long a, long b)
 {
 	__asm__ volatile("" ::: "memory");
@@ -71,6 +72,7 @@ struct bench_hdr {
 };
 
 /* Takes a pointer: the field behind it is what var_fetch reads. */
+long bench_struct(struct bench_hdr *h, long b);
 __attribute__((noinline, noclone, used)) long bench_struct(struct bench_hdr *h, long b)
 {
 	__asm__ volatile("" ::: "memory");
@@ -80,6 +82,7 @@ __attribute__((noinline, noclone, used)) long bench_struct(struct bench_hdr *h, 
 __attribute__((section(".probes"), used)) volatile unsigned short bench_sdt_semaphore;
 
 /* An SDT probe site inside a loop of optimized code. */
+long bench_sdt(long n);
 __attribute__((noinline, noclone, used)) long bench_sdt(long n)
 {
 	long sum = 0;
