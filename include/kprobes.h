@@ -333,7 +333,7 @@ bool kprobes_library_thread(pid_t tid);
  * instruction start) without leaving [start, start + len), with the code
  * read as it was before any probe: 0; -EILSEQ: not a boundary (or code
  * that does not decode that far); -EFAULT: unreadable code; -EINVAL: len
- * 0, or addr outside the range. */
+ * 0, or addr outside the range; -ENOMEM. */
 int kprobes_insn_boundary(unsigned long start, size_t len, unsigned long addr);
 
 /* For a tool leaving a process it was loaded into: ends the library's
