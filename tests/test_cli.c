@@ -1495,6 +1495,76 @@ Test(cli, knobs_on_a_stopped_process_answer_at_once)
 	bg_stop(&b);
 }
 
+/* The thread of pid named comm, 0 if none. */
+static pid_t thread_named(pid_t pid, const char *comm)
+{
+	char path[96], name[32];
+	struct dirent *de;
+	pid_t tid = 0;
+	DIR *d;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	d = opendir(path);
+	while (d && !tid && (de = readdir(d))) {
+		FILE *f;
+
+		snprintf(path, sizeof(path), "/proc/%d/task/%.32s/comm", (int)pid, de->d_name);
+		f = fopen(path, "r");
+		if (f && fgets(name, sizeof(name), f) && !strncmp(name, comm, strlen(comm)) &&
+		    name[strlen(comm)] == '\n')
+			tid = (pid_t)atoi(de->d_name);
+		if (f)
+			fclose(f);
+	}
+	if (d)
+		closedir(d);
+	return tid;
+}
+
+/* Trace stops: one of the program's threads held by a tracer leaves the
+ * agent free to answer; the agent's own thread held, it cannot answer
+ * until the tracer lets it go, and the tool says so at once rather than
+ * after the request's timeout. */
+Test(cli, knobs_with_threads_held_by_a_tracer)
+{
+	char prog[sizeof(agent) + sizeof(target) + 32];
+	struct timespec t0, t1;
+	pid_t held[2];
+	struct bg b;
+	struct run r;
+	int st;
+
+	snprintf(prog, sizeof(prog), "env LD_PRELOAD=%s %s", agent, target);
+	bg_start_prog(&b, prog, "loop 4000");
+	bg_wait_for(&b, "tick 1 ");
+	held[0] = b.pid;
+	held[1] = thread_named(b.pid, "kprobe-agent");
+	cr_assert_neq(held[1], 0, "no agent thread in the process");
+	for (int i = 0; i < 2; i++) {
+		cr_assert_eq(ptrace(PTRACE_SEIZE, held[i], 0, 0), 0, "%s", strerror(errno));
+		cr_assert_eq(ptrace(PTRACE_INTERRUPT, held[i], 0, 0), 0, "%s", strerror(errno));
+		cr_assert_eq(waitpid(held[i], &st, __WALL), held[i]);
+		cr_assert(WIFSTOPPED(st));
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		cli_run(&r, "%s list -p %d", kprobe, (int)b.pid);
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		if (i == 0) {
+			cr_assert_eq(r.status, 0, "the main thread held: %s", r.err);
+		} else {
+			cr_assert_eq(r.status, 1, "%s", r.err);
+			cr_assert(strstr(r.err, "held by a tracer"), "%s", r.err);
+			cr_assert_eq(count_occurrences(r.err, "\n"), 1, "%s", r.err);
+		}
+		cr_assert_lt(t1.tv_sec - t0.tv_sec, 3, "the answer took %ld s",
+			     (long)(t1.tv_sec - t0.tv_sec));
+		cr_assert_eq(ptrace(PTRACE_DETACH, held[i], 0, 0), 0, "%s", strerror(errno));
+	}
+	bg_wait_for(&b, "tick 3 ");
+	cr_assert(alive(b.pid));
+	assert_loop_output_correct(b.out);
+	bg_stop(&b);
+}
+
 /* Stopping threads to inject and to arm interrupts their blocking calls;
  * epoll_wait and sigtimedwait must not see EINTR for it. */
 Test(cli, attach_keeps_blocking_waits)

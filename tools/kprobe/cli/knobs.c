@@ -3,6 +3,7 @@
  * is empty, and there is no knob to turn. */
 #include "knobs.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -10,7 +11,6 @@
 
 #include "attach.h"
 #include "ctl_client.h"
-#include "target_check.h"
 
 #define KNOB_TIMEOUT_MS 10000
 
@@ -25,22 +25,57 @@ static void print_list(const struct cli_opts *o, const char *lines, const char *
 	fputs(lines ? lines : "", stdout);
 }
 
-/* A stopped process keeps its agent stopped too: run the agent's threads
- * (the program's stay stopped) or say at once why the request cannot be
- * answered, rather than wait for an answer in vain.  Whether the agent's
- * threads were taken. */
-static bool run_agent_of_stopped(pid_t pid)
+/* The state of pid's agent control thread ("kprobe-agent") as /proc shows
+ * it (R, S, T, t, ...) and its tracer; 0 when there is no such thread. */
+static char agent_thread_state(pid_t pid, pid_t *tracer)
 {
-	struct target_state st;
-	char why[128];
+	char path[96], line[128], state = 0;
+	struct dirent *de;
+	DIR *d;
 
-	if (target_read_state(pid, &st))
-		return false;	/* gone: the request says so */
-	if (st.state == 't')
-		cli_die(EXIT_FAIL, "process %d is stopped by its tracer (process %d): its kprobe "
-			"agent cannot answer until the tracer lets it run", (int)pid,
-			(int)st.tracer);
-	if (st.state != 'T')
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	d = opendir(path);
+	while (d && !state && (de = readdir(d))) {
+		FILE *f;
+		bool agent;
+
+		snprintf(path, sizeof(path), "/proc/%d/task/%.32s/comm", (int)pid, de->d_name);
+		f = fopen(path, "r");
+		if (!f)
+			continue;
+		agent = fgets(line, sizeof(line), f) && !strcmp(line, "kprobe-agent\n");
+		fclose(f);
+		if (!agent)
+			continue;
+		snprintf(path, sizeof(path), "/proc/%d/task/%.32s/status", (int)pid, de->d_name);
+		f = fopen(path, "r");
+		while (f && fgets(line, sizeof(line), f)) {
+			if (!strncmp(line, "State:", 6))
+				sscanf(line + 6, " %c", &state);
+			else if (!strncmp(line, "TracerPid:", 10))
+				*tracer = (pid_t)atoi(line + 10);
+		}
+		if (f)
+			fclose(f);
+	}
+	if (d)
+		closedir(d);
+	return state;
+}
+
+/* A stopped process (group stop) keeps its agent stopped too: run the
+ * agent's threads (the program's stay stopped), rather than wait for an
+ * answer in vain; an agent a tracer holds cannot answer either, and that
+ * is said at once.  Whether the agent's threads were taken. */
+static bool run_agent_if_stopped(pid_t pid)
+{
+	pid_t tracer = 0;
+	char why[128], state = agent_thread_state(pid, &tracer);
+
+	if (state == 't')
+		cli_die(EXIT_FAIL, "the kprobe agent of process %d is held by a tracer (process "
+			"%d): it cannot answer until the tracer lets it run", (int)pid, (int)tracer);
+	if (state != 'T')
 		return false;
 	if (attach_run_stopped_agent(pid, why, sizeof(why)))
 		cli_die(EXIT_FAIL, "process %d is stopped and its kprobe agent cannot be run to "
@@ -86,7 +121,7 @@ int knobs_run(const struct cli_opts *o)
 		req = o->optimize_on ? "OPTIMIZE on\n" : "OPTIMIZE off\n";
 		break;
 	}
-	held = run_agent_of_stopped(o->pid);
+	held = run_agent_if_stopped(o->pid);
 	/* -d bounds the wait as it bounds a session. */
 	rc = ctl_request(&c, req, data, status, sizeof(status),
 			 o->duration > 0 && o->duration < 1e6 ? (int)(o->duration * 1000) + 1 :
