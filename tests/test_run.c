@@ -343,7 +343,7 @@ Test(load, run_fast_keyed_counts_exact)
 	struct run r;
 	char want[PATH_MAX + 128];
 
-	run(&r, "%s run -o /dev/stdout -e 'uprobe:%s:run_value, uretprobe:%s:run_value "
+	cli_run(&r, "%s run -o /dev/stdout -e 'uprobe:%s:run_value, uretprobe:%s:run_value "
 	    "{ @[probe] = count(); } uprobe:%s:run_value { @f[func] = count(); }' -c '%s calls 30'",
 	    kprobe, run_target, run_target, run_target, run_target);
 	cr_assert_eq(r.status, 0, "%s", r.err);
@@ -354,14 +354,14 @@ Test(load, run_fast_keyed_counts_exact)
 	cr_assert(strstr(r.out, "@f[run_value]: 30\n"), "%s", r.out);
 	cr_assert_eq(count_lines(r.out, "@["), 2, "%s", r.out);
 
-	run(&r, "%s run -o /dev/stdout -e 'uprobe:%s:run_value { @[tid] = count(); }' "
+	cli_run(&r, "%s run -o /dev/stdout -e 'uprobe:%s:run_value { @[tid] = count(); }' "
 	    "-c '%s threads 8 1000'", kprobe, run_target, run_target);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	cr_assert_eq(count_lines(r.out, "@["), 8, "%s", r.out);
 	for (const char *p = strstr(r.out, "@["); p; p = strstr(p + 1, "@["))
 		cr_assert(!strncmp(strstr(p, "]: "), "]: 1000\n", 8), "%s", r.out);
 
-	run(&r, "%s run -o /dev/stdout -e 'uprobe:%s:run_value { @[arg0] = count(); } "
+	cli_run(&r, "%s run -o /dev/stdout -e 'uprobe:%s:run_value { @[arg0] = count(); } "
 	    "uretprobe:%s:run_value { @r[retval] = count(); }' -c '%s calls 70'", kprobe,
 	    run_target, run_target, run_target);
 	cr_assert_eq(r.status, 0, "%s", r.err);
@@ -382,7 +382,7 @@ Test(load, run_fast_filtered_forms_exact)
 {
 	struct run r;
 
-	run(&r, "%s run -o /dev/stdout -e 'uprobe:%s:run_value /arg0 == 3/ { @a = count(); } "
+	cli_run(&r, "%s run -o /dev/stdout -e 'uprobe:%s:run_value /arg0 == 3/ { @a = count(); } "
 	    "uprobe:%s:run_value /tid != 0/ { @b = count(); } "
 	    "uprobe:%s:run_value /arg1 >= 60/ { @c[arg0] = count(); } "
 	    "uretprobe:%s:run_value /retval < 8/ { @d = hist(retval); } "
@@ -411,7 +411,7 @@ Test(load, run_fast_forms_after_clear_and_zero)
 	struct run r;
 	char want[PATH_MAX + 128];
 
-	run(&r, "%s run -o /dev/stdout -e 'uprobe:%s:run_tick { @[probe] = count(); } "
+	cli_run(&r, "%s run -o /dev/stdout -e 'uprobe:%s:run_tick { @[probe] = count(); } "
 	    "uprobe:%s:run_tick { @n = count(); } uprobe:%s:run_tick { @t[tid] = count(); } "
 	    "uprobe:%s:run_tick /arg0 == 1/ { clear(@); zero(@n); clear(@t); }' "
 	    "-c '%s ticks 5 300'", kprobe, run_target, run_target, run_target, run_target,
@@ -431,7 +431,7 @@ Test(load, run_fast_count_map_full_drops)
 {
 	struct run r;
 
-	run(&r, "%s run --map-keys 4 -o /dev/stdout -e 'uprobe:%s:run_value { @[arg0] = count(); }' "
+	cli_run(&r, "%s run --map-keys 4 -o /dev/stdout -e 'uprobe:%s:run_value { @[arg0] = count(); }' "
 	    "-c '%s calls 70'", kprobe, run_target, run_target);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	cr_assert_eq(count_lines(r.out, "@["), 4, "%s", r.out);

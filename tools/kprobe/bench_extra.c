@@ -60,6 +60,7 @@ __attribute__((noinline, noclone, used)) long bench_target(long a, long b)
 /* The same again: the reference probe (empty) sits here while a program
  * runs on bench_target, so that each program row is timed next to its
  * reference, run by run (ns_pair). */
+long bench_ref(long a, long b);
 __attribute__((noinline, noclone, used)) long bench_ref(long a, long b)
 {
 	__asm__ volatile("" ::: "memory");
