@@ -15,6 +15,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <sys/types.h>
 
@@ -218,6 +219,18 @@ int kprobes_vector_reg(const struct pt_regs *regs, unsigned int n, void *out, si
  * handler (a thread that blocks SIGSEGV or SIGBUS, a program handler that
  * blocks them) it reads through process_vm_readv(2) instead. */
 long kprobes_read_nofault(void *dst, const void *src, size_t len);
+
+/* Follows a chain of pointers as kprobes_read_nofault() reads: v = base,
+ * then for each of the n hops v = the size[i] (1, 2, 4 or 8) bytes at
+ * v + off[i], zero-extended.  Returns 0 with *out = v; -EFAULT when a load
+ * faults or falls in the first page (a NULL pointer's field); -EINVAL for n
+ * outside 0..KPROBES_CHAIN_MAX, another size, off or size NULL with n > 0,
+ * out NULL.  Async-signal-safe, no lock, no allocation; one load per hop
+ * and no system call where kprobes_read_nofault() makes none: for handlers
+ * that fetch a program's variables through pointers at every hit. */
+#define KPROBES_CHAIN_MAX 16
+int kprobes_read_chain_nofault(unsigned long base, const int32_t *off, const uint8_t *size,
+			       int n, uint64_t *out);
 
 /* ---- Jprobes ---- */
 

@@ -7,6 +7,8 @@
 #include <fcntl.h>
 #include <limits.h>
 #include <link.h>
+#include <pthread.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -571,4 +573,111 @@ static bool stack_through_new_library(bool tell_library)
 Test(toolapi, objects_changed_unwinds_a_new_library)
 {
 	cr_assert(stack_through_new_library(true), "no frame of the caller in the stack through expat");
+}
+
+/* ---- kprobes_read_chain_nofault ---- */
+
+struct chain_node {
+	uint8_t b;
+	uint16_t h;
+	uint32_t w;
+	struct chain_node *next;
+	uint64_t q;
+};
+
+Test(toolapi, read_chain_follows_pointers)
+{
+	struct chain_node last = { 0xf1, 0xf2f3, 0xf4f5f6f7, NULL, 0x1122334455667788 };
+	struct chain_node first = { 1, 2, 3, &last, 4 };
+	struct chain_node *root = &first;
+	const int32_t next_off[] = { 0, offsetof(struct chain_node, next) };
+	const uint8_t ptr_size[] = { 8, 8 };
+	int32_t off[3];
+	uint8_t size[3];
+	uint64_t v = 0;
+
+	/* &root -> first; first.next -> &last */
+	cr_assert_eq(kprobes_read_chain_nofault((unsigned long)&root, next_off, ptr_size, 2, &v), 0);
+	cr_assert_eq(v, (uint64_t)(uintptr_t)&last);
+	/* Then each size, zero-extended. */
+	off[0] = 0;
+	off[1] = offsetof(struct chain_node, next);
+	size[0] = size[1] = 8;
+	struct { int32_t field; uint8_t size; uint64_t want; } f[] = {
+		{ offsetof(struct chain_node, b), 1, 0xf1 },
+		{ offsetof(struct chain_node, h), 2, 0xf2f3 },
+		{ offsetof(struct chain_node, w), 4, 0xf4f5f6f7 },
+		{ offsetof(struct chain_node, q), 8, 0x1122334455667788 },
+	};
+	for (size_t i = 0; i < sizeof(f) / sizeof(f[0]); i++) {
+		off[2] = f[i].field;
+		size[2] = f[i].size;
+		v = ~0ull;
+		cr_assert_eq(kprobes_read_chain_nofault((unsigned long)&root, off, size, 3, &v), 0);
+		cr_assert_eq(v, f[i].want, "size %u: %#lx", f[i].size, (unsigned long)v);
+	}
+	/* No hop: the base itself. */
+	cr_assert_eq(kprobes_read_chain_nofault(1234, NULL, NULL, 0, &v), 0);
+	cr_assert_eq(v, 1234);
+}
+
+Test(toolapi, read_chain_faults)
+{
+	long pg = sysconf(_SC_PAGESIZE);
+	char *none = mmap(NULL, (size_t)pg, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	struct chain_node last = { 0 };
+	struct chain_node *root = &last;	/* last.next is NULL */
+	const int32_t off[] = { 0, offsetof(struct chain_node, next), offsetof(struct chain_node, q) };
+	const uint8_t size[] = { 8, 8, 8 };
+	uint64_t v = 77;
+
+	cr_assert_neq(none, MAP_FAILED);
+	cr_assert_eq(kprobes_read_chain_nofault((unsigned long)none, off, size, 1, &v), -EFAULT);
+	/* A NULL pointer's field lies in the first page. */
+	cr_assert_eq(kprobes_read_chain_nofault((unsigned long)&root, off, size, 3, &v), -EFAULT);
+	cr_assert_eq(v, 77, "written despite the fault");
+	cr_assert_eq(kprobes_read_chain_nofault(0x7ffffffffff0ull << 4, off, size, 1, &v), -EFAULT);
+	munmap(none, (size_t)pg);
+}
+
+/* Where the fault signals are blocked a caught load would kill the
+ * process: the chain reads through the kernel instead. */
+Test(toolapi, read_chain_with_fault_signals_blocked)
+{
+	long pg = sysconf(_SC_PAGESIZE);
+	char *none = mmap(NULL, (size_t)pg, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	uint64_t word = 0xabcdef, v = 0;
+	const int32_t off[] = { 0 };
+	const uint8_t size[] = { 8 };
+	sigset_t segv;
+
+	cr_assert_neq(none, MAP_FAILED);
+	sigemptyset(&segv);
+	sigaddset(&segv, SIGSEGV);
+	sigaddset(&segv, SIGBUS);
+	cr_assert_eq(pthread_sigmask(SIG_BLOCK, &segv, NULL), 0);
+	cr_assert_eq(kprobes_read_chain_nofault((unsigned long)&word, off, size, 1, &v), 0);
+	cr_assert_eq(v, 0xabcdef);
+	cr_assert_eq(kprobes_read_chain_nofault((unsigned long)none, off, size, 1, &v), -EFAULT);
+	pthread_sigmask(SIG_UNBLOCK, &segv, NULL);
+	munmap(none, (size_t)pg);
+}
+
+Test(toolapi, read_chain_errors)
+{
+	const int32_t off[KPROBES_CHAIN_MAX + 1] = { 0 };
+	uint8_t size[KPROBES_CHAIN_MAX + 1];
+	uint64_t word = 5, v;
+
+	memset(size, 8, sizeof(size));
+	cr_assert_eq(kprobes_read_chain_nofault((unsigned long)&word, off, size, -1, &v), -EINVAL);
+	cr_assert_eq(kprobes_read_chain_nofault((unsigned long)&word, off, size,
+						KPROBES_CHAIN_MAX + 1, &v), -EINVAL);
+	cr_assert_eq(kprobes_read_chain_nofault((unsigned long)&word, NULL, size, 1, &v), -EINVAL);
+	cr_assert_eq(kprobes_read_chain_nofault((unsigned long)&word, off, NULL, 1, &v), -EINVAL);
+	cr_assert_eq(kprobes_read_chain_nofault((unsigned long)&word, off, size, 1, NULL), -EINVAL);
+	size[0] = 3;
+	cr_assert_eq(kprobes_read_chain_nofault((unsigned long)&word, off, size, 1, &v), -EINVAL);
+	size[0] = 0;
+	cr_assert_eq(kprobes_read_chain_nofault((unsigned long)&word, off, size, 1, &v), -EINVAL);
 }
