@@ -14,6 +14,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <kprobes/nofault_inline.h>
+
 #include "agent_hit.h"
 
 /* The calling thread's ring in the session of generation tls_gen. */
@@ -402,23 +404,47 @@ static inline uint64_t dwarf_reg(const struct pt_regs *regs, uint8_t reg)
 	return *(const uint64_t *)((const char *)regs + dwarf_reg_offsets[reg <= 16 ? reg : 16]);
 }
 
+/* A plan as it is, for the shapes the chain does not have and for
+ * threads where the caught load cannot be used: out of the way of the
+ * common case, which then needs no stack frame. */
+static __attribute__((noinline)) bool run_plan_slow(const struct pt_regs *regs,
+						     const struct spec_arg *a, uint64_t *out)
+{
+	const struct fetch_chain *c = &a->chain;
+	uint64_t v;
+
+	if (!c->ok)
+		return run_plan_stack(regs, a, out);
+	v = dwarf_reg(regs, c->reg);
+	for (int i = 0; i < c->nhops && i < SPEC_MAX_HOPS; i++)
+		if (!load_nofault(v + (uint64_t)(int64_t)c->add[i], c->size[i], &v))
+			return false;
+	*out = v + (uint64_t)(int64_t)c->last;
+	return true;
+}
+
 /* The compiled shape (spec_plan_compile()): the register straight from
- * pt_regs, then the pointer hops in one call, kprobes_read_chain_nofault():
- * one caught load per hop, nothing interpreted; whether the caught load may
- * be used is asked once for all of them.  Other shapes are interpreted. */
+ * pt_regs, then one caught load per pointer hop, nothing interpreted;
+ * whether the caught load may be used is asked once for all of them. */
 static inline __attribute__((always_inline)) bool run_plan(const struct pt_regs *regs,
 							    const struct spec_arg *a,
 							    uint64_t *out)
 {
 	const struct fetch_chain *c = &a->chain;
 	uint64_t v;
-	int n = c->nhops < SPEC_MAX_HOPS ? c->nhops : SPEC_MAX_HOPS;
+	int n = c->nhops;
 
-	if (__builtin_expect(!c->ok, 0))
-		return run_plan_stack(regs, a, out);
+	/* No call here: false until the thread's mask was read, which the
+	 * slow path's kprobes_read_nofault() does. */
+	if (__builtin_expect(!c->ok || (n && !kprobes_nofault_inline_ok()), 0))
+		return run_plan_slow(regs, a, out);
 	v = dwarf_reg(regs, c->reg);
-	if (n && kprobes_read_chain_nofault(v, c->add, c->size, n, &v))
-		return false;
+	for (int i = 0; i < n && i < SPEC_MAX_HOPS; i++) {
+		uint64_t addr = v + (uint64_t)(int64_t)c->add[i];
+
+		if (addr < 4096 || kprobes_load_nofault_inline(addr, c->size[i], &v))
+			return false;
+	}
 	*out = v + (uint64_t)(int64_t)c->last;
 	return true;
 }
