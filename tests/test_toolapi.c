@@ -1,5 +1,6 @@
 /* The calls for tools that drive the library from inside a process
- * (<kprobes.h>'s tool section, <kprobes/symbols.h>): optimizing now, the
+ * (<kprobes.h>'s tool section, <kprobes/symbols.h>,
+ * <kprobes/nofault_inline.h>): optimizing now, the
  * library's own threads, instruction boundaries, refusals, leaving a
  * process, symbol and object lookups — with every error they return. */
 #include <dirent.h>
@@ -18,6 +19,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <kprobes/nofault_inline.h>
 #include <kprobes/symbols.h>
 
 #include "testutil.h"
@@ -680,4 +682,44 @@ Test(toolapi, read_chain_errors)
 	cr_assert_eq(kprobes_read_chain_nofault((unsigned long)&word, off, size, 1, &v), -EINVAL);
 	size[0] = 0;
 	cr_assert_eq(kprobes_read_chain_nofault((unsigned long)&word, off, size, 1, &v), -EINVAL);
+}
+
+/* ---- <kprobes/nofault_inline.h> ---- */
+
+Test(toolapi, load_nofault_inline)
+{
+	long pg = sysconf(_SC_PAGESIZE);
+	char *none = mmap(NULL, (size_t)pg, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	uint64_t word = 0x8877665544332211ull, v, probe;
+	sigset_t segv;
+
+	cr_assert_neq(none, MAP_FAILED);
+	cr_assert_eq(KPROBES_NOFAULT_INLINE_VERSION, 1);
+	/* The thread's mask read once, the inline load may be used. */
+	cr_assert_eq(kprobes_read_nofault(&probe, &word, sizeof(probe)), 0);
+	cr_assert(kprobes_nofault_inline_ok());
+	cr_assert_eq(kprobes_load_nofault_inline((unsigned long)&word, 8, &v), 0);
+	cr_assert_eq(v, 0x8877665544332211ull);
+	cr_assert_eq(kprobes_load_nofault_inline((unsigned long)&word, 4, &v), 0);
+	cr_assert_eq(v, 0x44332211ull);
+	cr_assert_eq(kprobes_load_nofault_inline((unsigned long)&word, 2, &v), 0);
+	cr_assert_eq(v, 0x2211ull);
+	cr_assert_eq(kprobes_load_nofault_inline((unsigned long)&word + 7, 1, &v), 0);
+	cr_assert_eq(v, 0x88ull);
+	/* Faults come back as -EFAULT, the value untouched. */
+	v = 99;
+	for (unsigned int size = 1; size <= 8; size *= 2)
+		cr_assert_eq(kprobes_load_nofault_inline((unsigned long)none, size, &v), -EFAULT,
+			     "size %u", size);
+	cr_assert_eq(kprobes_load_nofault_inline(8, 8, &v), -EFAULT);
+	cr_assert_eq(kprobes_load_nofault_inline((unsigned long)&word, 3, &v), -EFAULT);
+	cr_assert_eq(v, 99);
+	/* A thread that blocks the fault signals must not use it. */
+	sigemptyset(&segv);
+	sigaddset(&segv, SIGSEGV);
+	cr_assert_eq(pthread_sigmask(SIG_BLOCK, &segv, NULL), 0);
+	cr_assert_not(kprobes_nofault_inline_ok());
+	cr_assert_eq(pthread_sigmask(SIG_UNBLOCK, &segv, NULL), 0);
+	cr_assert(kprobes_nofault_inline_ok());
+	munmap(none, (size_t)pg);
 }
