@@ -2604,7 +2604,7 @@ Test(optimize, threads_register_optimize_unregister_loop, .init = setup)
 	cr_assert_geq(rounds, MIN_ROUNDS, "only %lu rounds in %.1f s", rounds, now_s() - start);
 }
 
-/* kp_optimizer_flush() (what the kprobe agent calls to optimize at once)
+/* kp_optimizer_flush() (behind kprobes_optimize_now(), which the kprobe agent calls)
  * from a thread other than the optimizer: the jump goes in at once, and
  * the census does not wait for libkprobes' own optimizer thread, which
  * blocks every signal. */
