@@ -18,7 +18,7 @@ SONAME  := libkprobes.so.0
 CC      ?= cc
 CXX     ?= c++
 CFLAGS  ?= -O2 -g
-WARN    := -Wall -Wextra -Wno-unused-parameter -Wshadow -Wstrict-prototypes
+WARN    := -Wall -Wextra -Wno-unused-parameter -Wshadow -Wstrict-prototypes -Wmissing-prototypes
 BASE    := -std=gnu11 -D_GNU_SOURCE -Iinclude -Isrc -Isrc/arch/$(ARCH)/include $(WARN) -fno-omit-frame-pointer
 LIBFLAGS := $(BASE) -fPIC -fvisibility=hidden -fno-reorder-functions -fno-reorder-blocks-and-partition
 # All library code goes to one section, kprobes_text, whose bounds
@@ -131,6 +131,12 @@ $(B)/tests/test_nomem $(B)/tests-asan/test_nomem: TEST_LDFLAGS := -Wl,--wrap=cal
 A64_HOST := $(B)/tests/test_a64_insn $(B)/tests-asan/test_a64_insn
 $(A64_HOST): TEST_SRC_EXTRA := src/arch/arm64/insn.c
 $(A64_HOST): src/arch/arm64/insn.c src/arch/arm64/insn.h tests/a64/insn_table.h
+
+# The suites that run the kprobe tool share its runner (tests/cli_helpers.c).
+KP_CLI_SUITES := test_cli test_run test_cli_watch test_cli_stack
+KP_CLI_SUITE_BINS := $(KP_CLI_SUITES:%=$(B)/tests/%) $(KP_CLI_SUITES:%=$(B)/tests-asan/%)
+$(KP_CLI_SUITE_BINS): TEST_SRC_EXTRA := tests/cli_helpers.c
+$(KP_CLI_SUITE_BINS): tests/cli_helpers.c tests/cli_helpers.h
 
 $(B)/tests/%: tests/%.c $(TEST_HELPERS) tests/testutil.h $(B)/libkprobes.a
 	@mkdir -p $(dir $@)

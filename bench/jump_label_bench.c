@@ -15,6 +15,7 @@ KPROBES_TRACEPOINT(bench, tp, (long, i));
 
 static volatile long jl_sink;
 
+void bench_jl_handler(long i);
 __attribute__((noinline)) void bench_jl_handler(long i)
 {
 	asm volatile("" : : "r"(i));
@@ -71,6 +72,7 @@ void tp_on_teardown(void)
 /* 100 sites of one key, never run: what a switch rewrites. */
 #define SITE if (static_branch_unlikely(&bench_key100)) jl_sink++;
 #define SITE10 SITE SITE SITE SITE SITE SITE SITE SITE SITE SITE
+void bench_jl_sites100(void);
 __attribute__((noinline, used)) void bench_jl_sites100(void)
 {
 	SITE10 SITE10 SITE10 SITE10 SITE10 SITE10 SITE10 SITE10 SITE10 SITE10

@@ -51,6 +51,7 @@
 #include <kprobes.h>
 
 #include "bench.h"
+#include "core/internal.h"	/* kp_set_boost(): the boost_off row */
 
 size_t arch_detour_bytes(void);
 extern char bench_fns10k[];
@@ -65,6 +66,7 @@ extern char bench_fns10k[];
 
 /* ---- the probed function and the loops ---- */
 
+long bench_target(long x);
 __attribute__((noinline, noclone)) long bench_target(long x)
 {
 	asm volatile("" : "+r"(x));
@@ -209,7 +211,6 @@ static void kprobe_teardown(void)
 long bench_mid(long x);
 extern char bench_mid_probe[];
 void bench_xsave_pair(void *area);
-void kp_set_boost(bool on);
 
 static volatile double vec_sink;
 

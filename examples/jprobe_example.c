@@ -12,6 +12,8 @@
 #include <string.h>
 #include <unistd.h>
 
+long spawn_job(long id, const char *name, double weight,
+	       long a, long b, long c, long d, long e);
 __attribute__((noinline)) long spawn_job(long id, const char *name, double weight,
 					 long a, long b, long c, long d, long e)
 {

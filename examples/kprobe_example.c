@@ -49,6 +49,7 @@ static int handler_fault(struct kprobe *p, struct pt_regs *regs, int trapnr)
 	return 0;
 }
 
+long do_work(long n);
 __attribute__((noinline)) long do_work(long n)
 {
 	long s = 0;

@@ -53,6 +53,7 @@ static struct kretprobe my_kretprobe = {
 	.maxactive = 20,
 };
 
+long compute(long n);
 __attribute__((noinline)) long compute(long n)
 {
 	long s = 0;

@@ -15,6 +15,7 @@
 
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <sys/types.h>
 
@@ -219,6 +220,18 @@ int kprobes_vector_reg(const struct pt_regs *regs, unsigned int n, void *out, si
  * blocks them) it reads through process_vm_readv(2) instead. */
 long kprobes_read_nofault(void *dst, const void *src, size_t len);
 
+/* Follows a chain of pointers as kprobes_read_nofault() reads: v = base,
+ * then for each of the n hops v = the size[i] (1, 2, 4 or 8) bytes at
+ * v + off[i], zero-extended.  Returns 0 with *out = v; -EFAULT when a load
+ * faults or falls in the first page (a NULL pointer's field); -EINVAL for n
+ * outside 0..KPROBES_CHAIN_MAX, another size, off or size NULL with n > 0,
+ * out NULL.  Async-signal-safe, no lock, no allocation; one load per hop
+ * and no system call where kprobes_read_nofault() makes none: for handlers
+ * that fetch a program's variables through pointers at every hit. */
+#define KPROBES_CHAIN_MAX 16
+int kprobes_read_chain_nofault(unsigned long base, const int32_t *off, const uint8_t *size,
+			       int n, uint64_t *out);
+
 /* ---- Jprobes ---- */
 
 /* A jprobe's entry is a function with the probed function's prototype; it
@@ -306,6 +319,41 @@ bool kprobes_enabled(void);
 /* The "optimization" knob (KPROBES_OPTIMIZATION=0|1). */
 void kprobes_set_optimization(bool on);
 bool kprobes_optimization(void);
+
+/* ---- For tools that drive the library from inside a process ----
+ * (the kprobe tool's agent, a tracer's preloaded object; see also
+ * <kprobes/symbols.h>) */
+
+/* Runs the jump optimizer now, on the calling thread, over every probe
+ * waiting for its jump, rather than after the optimizer thread's delay.
+ * Returns how many still wait (a thread was in the code their jump would
+ * cover: the optimizer thread retries them), 0 when none.  Not from a
+ * handler. */
+int kprobes_optimize_now(void);
+
+/* Why a kprobe (is_return false) or a return probe at addr is refused
+ * with -EINVAL for the place itself (a short phrase such as "inside the
+ * library's own code"), or NULL when the place is not the reason (the
+ * instruction may still be).  The string is static. */
+const char *kprobes_probe_refusal(unsigned long addr, bool is_return);
+
+/* Whether tid is a thread the library runs itself (its optimizer): what
+ * it hits are the library's calls, not the program's.  Async-signal-safe,
+ * no lock, no system call: usable in any handler. */
+bool kprobes_library_thread(pid_t tid);
+
+/* Whether addr is an instruction boundary, decoding from start (a known
+ * instruction start) without leaving [start, start + len), with the code
+ * read as it was before any probe: 0; -EILSEQ: not a boundary (or code
+ * that does not decode that far); -EFAULT: unreadable code; -EINVAL: len
+ * 0, or addr outside the range; -ENOMEM. */
+int kprobes_insn_boundary(unsigned long start, size_t len, unsigned long addr);
+
+/* For a tool leaving a process it was loaded into: ends the library's
+ * optimizer thread and closes the library's descriptor of the process's
+ * memory.  Registered probes keep working; the next call that needs
+ * either starts it again.  Not from a handler. */
+void kprobes_release_resources(void);
 
 #ifdef __cplusplus
 }

@@ -33,8 +33,9 @@ fi
 # gzip, sqlite3, python3.11: the real programs tests/real/ probes; binutils:
 # objdump/readelf; gdb: the oracle of the stack and variables-by-name
 # tests; jq reads the latter's JSON; uftrace: the oracle of tests/record/
-# and `make bench`.
-PKGS="gcc make pkg-config libzydis-dev libelf-dev libdw-dev zlib1g-dev liblzma-dev libbz2-dev libcriterion-dev g++ gzip sqlite3 python3.11 binutils gdb jq uftrace"
+# and `make bench`; libexpat1: a library test_toolapi loads after the last
+# registration, to unwind through.
+PKGS="gcc make pkg-config libzydis-dev libelf-dev libdw-dev zlib1g-dev liblzma-dev libbz2-dev libcriterion-dev g++ gzip sqlite3 python3.11 binutils gdb jq uftrace libexpat1"
 missing=""
 for p in $PKGS; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

@@ -76,6 +76,7 @@ void kpt_hlt(void);
 void kpt_int3fn(void);
 long kpt_noprobe_asm(long x);
 
+long kpt_noprobe_c(long x);
 TEST_FN long kpt_noprobe_c(long x)
 {
 	__asm__ volatile("" : "+r"(x));
@@ -84,30 +85,35 @@ TEST_FN long kpt_noprobe_c(long x)
 NOKPROBE_SYMBOL(kpt_noprobe_c)
 NOKPROBE_SYMBOL(kpt_noprobe_asm)
 
+long kpt_fn1(long x);
 TEST_FN long kpt_fn1(long x)
 {
 	__asm__ volatile("" : "+r"(x));
 	return x * 2 + 1;
 }
 
+long kpt_fn2(long x);
 TEST_FN long kpt_fn2(long x)
 {
 	__asm__ volatile("" : "+r"(x));
 	return x * 3 + 2;
 }
 
+long kpt_fn3(long x);
 TEST_FN long kpt_fn3(long x)
 {
 	__asm__ volatile("" : "+r"(x));
 	return x * 5 + 3;
 }
 
+long kpt_id_c(long x);
 TEST_FN long kpt_id_c(long x)
 {
 	__asm__ volatile("" : "+r"(x));
 	return x;
 }
 
+int kpt_ret1(void);
 TEST_FN int kpt_ret1(void)
 {
 	int v = 1;
@@ -116,6 +122,7 @@ TEST_FN int kpt_ret1(void)
 	return v;
 }
 
+int kpt_ret2(void);
 TEST_FN int kpt_ret2(void)
 {
 	int v = 2;
@@ -124,18 +131,21 @@ TEST_FN int kpt_ret2(void)
 	return v;
 }
 
+long kpt_args8(long a, long b, long c, long d, long e, long f, long g, long h);
 TEST_FN long kpt_args8(long a, long b, long c, long d, long e, long f, long g, long h)
 {
 	__asm__ volatile("" : : "r"(a), "r"(b), "r"(c), "r"(d), "r"(e), "r"(f), "r"(g), "r"(h));
 	return a + b + c + d + e + f + g + h;
 }
 
+long kpt_inner(long x);
 TEST_FN long kpt_inner(long x)
 {
 	__asm__ volatile("" : "+r"(x));
 	return x + 100;
 }
 
+long kpt_outer(long x);
 TEST_FN long kpt_outer(long x)
 {
 	__asm__ volatile("" : "+r"(x));

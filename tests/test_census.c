@@ -14,6 +14,7 @@ static void program_handler(int sig)
 	program_got++;
 }
 
+long census_fn(long x);
 __attribute__((noinline, used)) long census_fn(long x)
 {
 	__asm__ volatile("" : "+r"(x));

@@ -25,6 +25,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cli_helpers.h"
+
 /* ---- paths: everything lives in the build directory above this test ---- */
 
 static char build_dir[PATH_MAX];
@@ -41,91 +43,22 @@ static char slowctor[PATH_MAX + 32];
 
 static void init_paths(void)
 {
-	ssize_t n = readlink("/proc/self/exe", build_dir, sizeof(build_dir) - 1);
-
-	cr_assert(n > 0);
-	build_dir[n] = '\0';
-	for (int i = 0; i < 2; i++)	/* build/tests/test_cli -> build */
-		*strrchr(build_dir, '/') = '\0';
-	snprintf(kprobe, sizeof(kprobe), "%s/kprobe", build_dir);
-	snprintf(target, sizeof(target), "%s/tests/cli/cli_target", build_dir);
-	snprintf(plugin, sizeof(plugin), "%s/tests/cli/libcliplugin.so", build_dir);
-	snprintf(zlib_prog, sizeof(zlib_prog), "%s/tests/cli/cli_zlib", build_dir);
-	snprintf(agent, sizeof(agent), "%s/libkprobe-agent.so", build_dir);
-	snprintf(static_prog, sizeof(static_prog), "%s/tests/cli/cli_static", build_dir);
-	snprintf(hostile_prog, sizeof(hostile_prog), "%s/tests/cli/cli_hostile", build_dir);
-	snprintf(fake_agent, sizeof(fake_agent), "%s/tests/cli/fake_agent", build_dir);
-	snprintf(odd, sizeof(odd), "%s/tests/cli/odd_target", build_dir);
-	snprintf(slowctor, sizeof(slowctor), "%s/tests/cli/libslowctor.so", build_dir);
+	snprintf(build_dir, sizeof(build_dir), "%s", cli_build_dir());
+	cli_build_path(kprobe, sizeof(kprobe), "kprobe");
+	cli_build_path(target, sizeof(target), "tests/cli/cli_target");
+	cli_build_path(plugin, sizeof(plugin), "tests/cli/libcliplugin.so");
+	cli_build_path(zlib_prog, sizeof(zlib_prog), "tests/cli/cli_zlib");
+	cli_build_path(agent, sizeof(agent), "libkprobe-agent.so");
+	cli_build_path(static_prog, sizeof(static_prog), "tests/cli/cli_static");
+	cli_build_path(hostile_prog, sizeof(hostile_prog), "tests/cli/cli_hostile");
+	cli_build_path(fake_agent, sizeof(fake_agent), "tests/cli/fake_agent");
+	cli_build_path(odd, sizeof(odd), "tests/cli/odd_target");
+	cli_build_path(slowctor, sizeof(slowctor), "tests/cli/libslowctor.so");
 }
 
 TestSuite(cli, .init = init_paths, .timeout = 20);
 
-/* ---- running commands ---- */
-
-struct run {
-	int status;		/* exit status, or 128 + signal */
-	char out[1 << 16];
-	char err[1 << 14];
-};
-
-static void drain(int fd, char *buf, size_t cap, size_t *len, bool *open)
-{
-	ssize_t n = read(fd, buf + *len, cap - 1 - *len);
-
-	if (n <= 0) {
-		*open = false;
-		return;
-	}
-	*len += (size_t)n;
-	buf[*len] = '\0';
-	if (*len == cap - 1)
-		*len = 0;	/* keep reading; tests look at small outputs */
-}
-
-/* Runs a shell command line, capturing stdout and stderr. */
-static int run(struct run *r, const char *fmt, ...)
-{
-	char cmd[8192];
-	int out[2], err[2], st;
-	size_t lo = 0, le = 0;
-	bool oo = true, eo = true;
-	va_list ap;
-	pid_t pid;
-
-	va_start(ap, fmt);
-	vsnprintf(cmd, sizeof(cmd), fmt, ap);
-	va_end(ap);
-	r->out[0] = r->err[0] = '\0';
-	cr_assert(!pipe(out) && !pipe(err));
-	pid = fork();
-	cr_assert(pid >= 0);
-	if (pid == 0) {
-		dup2(out[1], 1);
-		dup2(err[1], 2);
-		close(out[0]);
-		close(err[0]);
-		execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
-		_exit(127);
-	}
-	close(out[1]);
-	close(err[1]);
-	while (oo || eo) {
-		struct pollfd p[2] = { { out[0], POLLIN, 0 }, { err[0], POLLIN, 0 } };
-
-		if (poll(p, 2, 15000) <= 0)
-			break;
-		if (p[0].revents)
-			drain(out[0], r->out, sizeof(r->out), &lo, &oo);
-		if (p[1].revents)
-			drain(err[0], r->err, sizeof(r->err), &le, &eo);
-	}
-	close(out[0]);
-	close(err[0]);
-	cr_assert(waitpid(pid, &st, 0) == pid);
-	r->status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-	return r->status;
-}
+/* ---- running commands: cli_run() (cli_helpers.h) ---- */
 
 /* The file's content; "" if it does not exist (yet). */
 static char *slurp(const char *path)
@@ -404,7 +337,7 @@ Test(cli, count_exact)
 {
 	struct run r;
 
-	run(&r, "%s count target_add --format json -- %s calls 1000", kprobe, target);
+	cli_run(&r, "%s count target_add --format json -- %s calls 1000", kprobe, target);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	/* The results go to stderr: the command's stdout is its own. */
 	cr_assert_str_eq(r.out, "sum 1498500\n", "program output changed: %s", r.out);
@@ -419,17 +352,17 @@ Test(cli, object_by_relative_path)
 	struct run r;
 	struct bg b;
 
-	run(&r, "cd %s && %s count tests/cli/cli_target:target_add --format json -- "
+	cli_run(&r, "cd %s && %s count tests/cli/cli_target:target_add --format json -- "
 	    "tests/cli/cli_target calls 100", build_dir, kprobe);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	cr_assert_eq(json_num(count_entry(r.err, "target_add"), "hits"), 100, "%s", r.err);
-	run(&r, "cd %s && %s run -e 'uprobe:tests/cli/cli_target:target_add { @c = count(); }' "
+	cli_run(&r, "cd %s && %s run -e 'uprobe:tests/cli/cli_target:target_add { @c = count(); }' "
 	    "-- tests/cli/cli_target calls 100", build_dir, kprobe);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	cr_assert(strstr(r.err, "@c: 100\n"), "%s", r.err);
 	bg_start(&b, "loop");
 	usleep(100000);
-	run(&r, "cd %s && %s count tests/cli/cli_target:target_add --format json -d 0.3 -p %d",
+	cli_run(&r, "cd %s && %s count tests/cli/cli_target:target_add --format json -d 0.3 -p %d",
 	    build_dir, kprobe, (int)b.pid);
 	bg_stop(&b);
 	cr_assert_eq(r.status, 0, "%s", r.err);
@@ -444,7 +377,7 @@ Test(cli, count_exact_across_threads)
 	const char *e;
 
 	temp_path(out, sizeof(out), "count.json");
-	run(&r, "%s count target_add 'target_add%%return' --format json -o %s -- %s threads 8 5000",
+	cli_run(&r, "%s count target_add 'target_add%%return' --format json -o %s -- %s threads 8 5000",
 	    kprobe, out, target);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	json = slurp(out);
@@ -467,7 +400,7 @@ Test(cli, count_text_and_glob)
 {
 	struct run r;
 
-	run(&r, "%s count 'target_*' -z -- %s calls 7", kprobe, target);
+	cli_run(&r, "%s count 'target_*' -z -- %s calls 7", kprobe, target);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	cr_assert(matches(r.err, "^PROBE +ADDRESS +OBJECT +HITS +MISSED$"), "%s", r.err);
 	cr_assert(matches(r.err, "^target_add +0x[0-9a-f]{16} +cli_target +7 +0$"), "%s", r.err);
@@ -481,14 +414,14 @@ Test(cli, count_sorted_by_hits_zeros_on_request)
 	struct run r;
 	const char *lines, *add;
 
-	run(&r, "%s count target_greet target_lines target_add target_recurse -- %s recurse 3",
+	cli_run(&r, "%s count target_greet target_lines target_add target_recurse -- %s recurse 3",
 	    kprobe, target);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	cr_assert(!strstr(r.err, "target_greet") && !strstr(r.err, "target_add"), "%s", r.err);
 	cr_assert(matches(r.err, "^\\(3 probes with no hits not shown: -z shows them\\)$"), "%s",
 		  r.err);
 	cr_assert(matches(r.err, "^target_recurse +0x[0-9a-f]{16} +cli_target +4 +0$"), "%s", r.err);
-	run(&r, "%s count target_greet target_lines target_add -z -- %s lines 3", kprobe, target);
+	cli_run(&r, "%s count target_greet target_lines target_add -z -- %s lines 3", kprobe, target);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	lines = strstr(r.err, "\ntarget_lines ");
 	cr_assert(lines, "%s", r.err);
@@ -497,9 +430,9 @@ Test(cli, count_sorted_by_hits_zeros_on_request)
 	/* Ties keep the probes' order. */
 	add = strstr(r.err, "\ntarget_add ");
 	cr_assert(add && strstr(r.err, "\ntarget_greet ") < add, "%s", r.err);
-	run(&r, "%s count target_greet target_lines --format json -- %s lines 3", kprobe, target);
+	cli_run(&r, "%s count target_greet target_lines --format json -- %s lines 3", kprobe, target);
 	cr_assert_eq(json_num(count_entry(r.err, "target_greet"), "hits"), 0, "%s", r.err);
-	run(&r, "%s trace target_greet -z -- %s lines 3", kprobe, target);
+	cli_run(&r, "%s trace target_greet -z -- %s lines 3", kprobe, target);
 	assert_bad(&r, "-z");
 }
 
@@ -508,12 +441,12 @@ Test(cli, count_pid_column_for_several_processes)
 {
 	struct run r;
 
-	run(&r, "%s count -f target_add -- %s spawn 3", kprobe, target);
+	cli_run(&r, "%s count -f target_add -- %s spawn 3", kprobe, target);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	cr_assert(matches(r.err, "^ +PID +PROBE +ADDRESS +OBJECT +HITS +MISSED$"), "%s", r.err);
 	cr_assert(matches(r.err, "^ +[0-9]+ +target_add +0x[0-9a-f]{16} +cli_target +3 +0\n"
 			  " +[0-9]+ +target_add +0x[0-9a-f]{16} +cli_target +1 +0$"), "%s", r.err);
-	run(&r, "%s count target_add -- %s calls 3", kprobe, target);
+	cli_run(&r, "%s count target_add -- %s calls 3", kprobe, target);
 	cr_assert(matches(r.err, "^PROBE +ADDRESS"), "%s", r.err);
 }
 
@@ -527,7 +460,7 @@ Test(cli, count_huge_glob)
 	const char *e;
 
 	temp_path(out, sizeof(out), "glob.json");
-	run(&r, "%s count 'libc.so.6:*' --format json -o %s -- %s threads 4 100", kprobe, out,
+	cli_run(&r, "%s count 'libc.so.6:*' --format json -o %s -- %s threads 4 100", kprobe, out,
 	    target);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	cr_assert_str_eq(r.out, "threads done\n");
@@ -547,7 +480,7 @@ Test(cli, count_source_line)
 {
 	struct run r;
 
-	run(&r, "%s count cli_target.c:1003 --format json -- %s lines 5", kprobe, target);
+	cli_run(&r, "%s count cli_target.c:1003 --format json -- %s lines 5", kprobe, target);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	cr_assert_eq(json_num(count_entry(r.err, "cli_target.c:1003"), "hits"), 5, "%s", r.err);
 }
@@ -559,7 +492,7 @@ Test(cli, source_line_is_one_probe_per_statement)
 	struct run r;
 	const char *e;
 
-	run(&r, "%s count cli_target.c:2003 cli_target.c:2009 --format json -- %s statements 5",
+	cli_run(&r, "%s count cli_target.c:2003 cli_target.c:2009 --format json -- %s statements 5",
 	    kprobe, target);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	cr_assert_eq(count_occurrences(r.err, "\"probe\":\"cli_target.c:2003\""), 1, "%s", r.err);
@@ -578,12 +511,12 @@ Test(cli, agent_needs_only_libc)
 {
 	struct run r;
 
-	run(&r, "readelf -dW %s | grep NEEDED", agent);
+	cli_run(&r, "readelf -dW %s | grep NEEDED", agent);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	cr_assert(matches(r.out, "\\[libc\\.so\\.6\\]"), "%s", r.out);
 	cr_assert_eq(count_occurrences(r.out, "NEEDED"), 2, "%s", r.out);
 	cr_assert(matches(r.out, "\\[ld-linux-x86-64\\.so\\.2\\]"), "%s", r.out);
-	run(&r, "nm -D --defined-only %s | grep -E ' (Zydis|Zyan|elf_|gelf_|dwarf_|deflate|inflate"
+	cli_run(&r, "nm -D --defined-only %s | grep -E ' (Zydis|Zyan|elf_|gelf_|dwarf_|deflate|inflate"
 	    "|adler32|crc32|lzma_|BZ2_)'", agent);
 	cr_assert_eq(r.status, 1, "exported: %s", r.out);
 }
@@ -594,7 +527,7 @@ Test(cli, unqualified_symbol_resolves_into_the_program)
 {
 	struct run r;
 
-	run(&r, "%s count adler32 --format json -- %s 25", kprobe, zlib_prog);
+	cli_run(&r, "%s count adler32 --format json -- %s 25", kprobe, zlib_prog);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	cr_assert(strstr(r.out, "adler32 "), "program output changed: %s", r.out);
 	cr_assert(count_entry(r.err, "adler32"), "%s", r.err);
@@ -607,9 +540,9 @@ Test(cli, unqualified_symbol_never_resolves_into_the_agent)
 {
 	struct run r;
 
-	run(&r, "%s count adler32 -- %s calls 1", kprobe, target);
+	cli_run(&r, "%s count adler32 -- %s calls 1", kprobe, target);
 	assert_bad(&r, "adler32");
-	run(&r, "%s count 'Zydis*' -- %s calls 1", kprobe, target);
+	cli_run(&r, "%s count 'Zydis*' -- %s calls 1", kprobe, target);
 	assert_bad(&r, "Zydis*");
 }
 
@@ -618,7 +551,7 @@ Test(cli, program_lookups_never_find_the_agents_libraries)
 {
 	struct run r;
 
-	run(&r, "%s count target_add -- %s dlsym ZydisDecoderInit elf_begin dwarf_begin deflate "
+	cli_run(&r, "%s count target_add -- %s dlsym ZydisDecoderInit elf_begin dwarf_begin deflate "
 	    "lzma_code BZ2_bzDecompress malloc", kprobe, target);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	cr_assert(strstr(r.out, "ZydisDecoderInit: absent\nelf_begin: absent\n"
@@ -635,7 +568,7 @@ Test(cli, trace_args_and_retval)
 	char *text;
 
 	temp_path(out, sizeof(out), "trace.json");
-	run(&r, "%s trace 'target_add a=arg1:s64 b=arg2:u64' 'target_add%%return r=retval:s64' "
+	cli_run(&r, "%s trace 'target_add a=arg1:s64 b=arg2:u64' 'target_add%%return r=retval:s64' "
 	    "--format json -o %s -- %s calls 3", kprobe, out, target);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	cr_assert(strstr(r.out, "sum 9\n"), "%s", r.out);
@@ -658,16 +591,16 @@ Test(cli, trace_narrow_integer_types)
 {
 	struct run r;
 
-	run(&r, "%s trace 'target_add a=arg1:s32 b=arg1:u32 c=arg1:s16 d=arg1:u16 e=arg1:s8 "
+	cli_run(&r, "%s trace 'target_add a=arg1:s32 b=arg1:u32 c=arg1:s16 d=arg1:u16 e=arg1:s8 "
 	    "f=arg1:u8 g=arg2:s16 h=arg2:u8' -- %s narrow", kprobe, target);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	cr_assert(matches(r.err, " target_add a=-2 b=4294967294 c=-2 d=65534 e=-2 f=254 g=-128 "
 			  "h=128$"), "%s", r.err);
-	run(&r, "%s trace 'target_add%%return r=retval:s16 u=retval:u16 s=retval:s64' --format json "
+	cli_run(&r, "%s trace 'target_add%%return r=retval:s16 u=retval:u16 s=retval:s64' --format json "
 	    "-- %s narrow", kprobe, target);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	cr_assert(strstr(r.err, "\"args\":{\"r\":-130,\"u\":65406,\"s\":33554302}"), "%s", r.err);
-	run(&r, "%s trace 'target_add arg1:s12' -- %s narrow", kprobe, target);
+	cli_run(&r, "%s trace 'target_add arg1:s12' -- %s narrow", kprobe, target);
 	assert_bad(&r, "arg1:s12");
 }
 
@@ -680,14 +613,14 @@ Test(cli, trace_floating_point_arguments)
 	char *json;
 
 	temp_path(out, sizeof(out), "f64.json");
-	run(&r, "%s trace 'target_scale n=arg1:s64 k=arg2:s32 x=arg1:f64 y=arg2:f64' "
+	cli_run(&r, "%s trace 'target_scale n=arg1:s64 k=arg2:s32 x=arg1:f64 y=arg2:f64' "
 	    "'target_scale%%return r=retval:f64' -- %s float 3", kprobe, target);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	cr_assert(strstr(r.out, "15\n"), "program output changed: %s", r.out);
 	cr_assert_eq(count_occurrences(r.err, " target_scale n=3 k=2 x=1.5 y=0.25\n"), 3, "%s",
 		     r.err);
 	cr_assert_eq(count_occurrences(r.err, " target_scale%return r=5\n"), 3, "%s", r.err);
-	run(&r, "%s trace 'target_scale y=arg2:f64' --format json -o %s -- %s float 1", kprobe, out,
+	cli_run(&r, "%s trace 'target_scale y=arg2:f64' --format json -o %s -- %s float 1", kprobe, out,
 	    target);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	json = slurp(out);
@@ -695,13 +628,13 @@ Test(cli, trace_floating_point_arguments)
 	free(json);
 	unlink(out);
 	/* Only where the vector registers hold them. */
-	run(&r, "%s trace 'target_scale+4 arg1:f64' -- %s float", kprobe, target);
+	cli_run(&r, "%s trace 'target_scale+4 arg1:f64' -- %s float", kprobe, target);
 	assert_bad(&r, "arg1:f64");
-	run(&r, "%s trace 'target_scale%%return arg1:f64' -- %s float", kprobe, target);
+	cli_run(&r, "%s trace 'target_scale%%return arg1:f64' -- %s float", kprobe, target);
 	assert_bad(&r, "arg1:f64");
-	run(&r, "%s trace 'target_scale arg9:f64' -- %s float", kprobe, target);
+	cli_run(&r, "%s trace 'target_scale arg9:f64' -- %s float", kprobe, target);
 	assert_bad(&r, "arg9:f64");
-	run(&r, "%s trace 'target_scale arg7:s64' -- %s float", kprobe, target);
+	cli_run(&r, "%s trace 'target_scale arg7:s64' -- %s float", kprobe, target);
 	assert_bad(&r, "arg7:s64");
 }
 
@@ -709,13 +642,13 @@ Test(cli, trace_strings_never_crash)
 {
 	struct run r;
 
-	run(&r, "%s trace 'target_greet who=arg1:string n=arg2:u64' --format json -- %s greet",
+	cli_run(&r, "%s trace 'target_greet who=arg1:string n=arg2:u64' --format json -- %s greet",
 	    kprobe, target);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	cr_assert(strstr(r.out, "30 40\n"), "the program misbehaved: %s", r.out);
 	cr_assert(strstr(r.err, "\"args\":{\"who\":\"hello\",\"n\":3}"), "%s", r.err);
 	cr_assert(strstr(r.err, "\"args\":{\"who\":null,\"n\":4}"), "%s", r.err);
-	run(&r, "%s trace 'target_greet who=arg1:string' -- %s greet", kprobe, target);
+	cli_run(&r, "%s trace 'target_greet who=arg1:string' -- %s greet", kprobe, target);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	cr_assert(strstr(r.err, "who=\"hello\""), "%s", r.err);
 	cr_assert(strstr(r.err, "who=(fault 0x1)"), "%s", r.err);
@@ -725,7 +658,7 @@ Test(cli, trace_text_lines)
 {
 	struct run r;
 
-	run(&r, "%s trace 'target_add arg1:u64' -- %s calls 2", kprobe, target);
+	cli_run(&r, "%s trace 'target_add arg1:u64' -- %s calls 2", kprobe, target);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	cr_assert(matches(r.err, "^ *[0-9]+\\.[0-9]{6} +[0-9]+/[0-9]+ +target_add arg1=0$"),
 		  "%s", r.err);
@@ -740,7 +673,7 @@ Test(cli, trace_chrome_pairs)
 	char *text;
 
 	temp_path(out, sizeof(out), "chrome.json");
-	run(&r, "%s trace target_recurse%%return --format chrome -o %s -- %s recurse 5", kprobe,
+	cli_run(&r, "%s trace target_recurse%%return --format chrome -o %s -- %s recurse 5", kprobe,
 	    out, target);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	text = slurp(out);
@@ -750,7 +683,7 @@ Test(cli, trace_chrome_pairs)
 	cr_assert_eq(count_occurrences(text, "\"ph\":\"E\""), 6, "%s", text);
 	free(text);
 	/* With an entry probe too, the entry is the "B" and carries the args. */
-	run(&r, "%s trace 'target_greet n=arg2:u64' 'target_greet%%return' --format chrome -o %s "
+	cli_run(&r, "%s trace 'target_greet n=arg2:u64' 'target_greet%%return' --format chrome -o %s "
 	    "-- %s greet", kprobe, out, target);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	text = slurp(out);
@@ -773,7 +706,7 @@ Test(cli, trace_events_arrive_or_count_as_lost)
 	int lines;
 
 	temp_path(out, sizeof(out), "burst.json");
-	run(&r, "%s trace target_add --format json -o %s -- %s threads 4 20000", kprobe, out,
+	cli_run(&r, "%s trace target_add --format json -o %s -- %s threads 4 20000", kprobe, out,
 	    target);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	l = strstr(r.err, "lost ");
@@ -794,7 +727,7 @@ Test(cli, latency_buckets)
 	long long total = 0, next_low = 0;
 	const char *b;
 
-	run(&r, "%s latency target_spin_ns --format json -- %s spin 300000 20", kprobe, target);
+	cli_run(&r, "%s latency target_spin_ns --format json -- %s spin 300000 20", kprobe, target);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	cr_assert(json_valid(r.err), "invalid JSON: %s", r.err);
 	cr_assert(strstr(r.err, "{\"function\":\"target_spin_ns\",\"count\":20,\"histogram\":["),
@@ -812,7 +745,7 @@ Test(cli, latency_buckets)
 		total += json_num(b, "count");
 	}
 	cr_assert_eq(total, 20, "%s", r.err);
-	run(&r, "%s latency target_spin_ns -- %s spin 300000 3", kprobe, target);
+	cli_run(&r, "%s latency target_spin_ns -- %s spin 300000 3", kprobe, target);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	cr_assert(strstr(r.err, "latency of target_spin_ns: 3 calls"), "%s", r.err);
 	/* The text form: log2 buckets as funclatency prints them.  Which
@@ -828,14 +761,14 @@ Test(cli, exit_status_passes_through)
 {
 	struct run r;
 
-	cr_assert_eq(run(&r, "%s count target_add -- %s exit 42", kprobe, target), 42, "%s", r.err);
-	cr_assert_eq(run(&r, "%s count target_add -- %s kill 9", kprobe, target), 137, "%s",
+	cr_assert_eq(cli_run(&r, "%s count target_add -- %s exit 42", kprobe, target), 42, "%s", r.err);
+	cr_assert_eq(cli_run(&r, "%s count target_add -- %s kill 9", kprobe, target), 137, "%s",
 		     r.err);
-	cr_assert_eq(run(&r, "%s trace target_add -- %s calls 1", kprobe, target), 0, "%s", r.err);
+	cr_assert_eq(cli_run(&r, "%s trace target_add -- %s calls 1", kprobe, target), 0, "%s", r.err);
 	/* The command's stdin, stdout and stderr are its own. */
-	run(&r, "echo hi | %s count target_add -- /bin/cat", kprobe);
+	cli_run(&r, "echo hi | %s count target_add -- /bin/cat", kprobe);
 	cr_assert_eq(r.status, 2, "%s", r.err);	/* cat has no target_add */
-	run(&r, "echo hi | %s count 'libc.so.6:read' -- /bin/cat", kprobe);
+	cli_run(&r, "echo hi | %s count 'libc.so.6:read' -- /bin/cat", kprobe);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	cr_assert(!strncmp(r.out, "hi\n", 3), "%s", r.out);
 }
@@ -847,7 +780,7 @@ Test(cli, duration_ends_probing_not_the_command)
 	char *json;
 
 	temp_path(out, sizeof(out), "dur.json");
-	run(&r, "%s count target_add -d 0.2 --format json -o %s -- %s loop 100", kprobe, out,
+	cli_run(&r, "%s count target_add -d 0.2 --format json -o %s -- %s loop 100", kprobe, out,
 	    target);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	cr_assert(strstr(r.out, "tick 99 sum 4950\n"), "%s", r.out);
@@ -862,13 +795,13 @@ Test(cli, dlopen_deferred)
 {
 	struct run r;
 
-	run(&r, "%s count %s:plugin_work --format json -- %s dlopen %s 7", kprobe, plugin, target,
+	cli_run(&r, "%s count %s:plugin_work --format json -- %s dlopen %s 7", kprobe, plugin, target,
 	    plugin);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	cr_assert_eq(json_num(count_entry(r.err, "plugin_work"), "hits"), 7, "%s", r.err);
 	cr_assert(strstr(r.err, "\"object\":\"libcliplugin.so\""), "%s", r.err);
 	/* By file name: found beside the program, armed when it loads. */
-	run(&r, "%s count libcliplugin.so:plugin_work --format json -- %s dlopen %s 5", kprobe,
+	cli_run(&r, "%s count libcliplugin.so:plugin_work --format json -- %s dlopen %s 5", kprobe,
 	    target, plugin);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	cr_assert_eq(json_num(count_entry(r.err, "plugin_work"), "hits"), 5, "%s", r.err);
@@ -884,15 +817,15 @@ Test(cli, dlopen_deferred_by_file_name_anywhere)
 	temp_path(dir, sizeof(dir), "far");
 	cr_assert(!mkdir(dir, 0700) || errno == EEXIST);
 	snprintf(lib, sizeof(lib), "%s/libkpfar.so", dir);
-	run(&r, "cp %s %s", plugin, lib);
+	cli_run(&r, "cp %s %s", plugin, lib);
 	cr_assert_eq(r.status, 0, "%s", r.err);
-	run(&r, "%s count libkpfar.so:plugin_work --format json -- %s dlopen %s 4", kprobe, target,
+	cli_run(&r, "%s count libkpfar.so:plugin_work --format json -- %s dlopen %s 4", kprobe, target,
 	    lib);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	cr_assert_eq(json_num(count_entry(r.err, "plugin_work"), "hits"), 4, "%s", r.err);
 	cr_assert(strstr(r.err, "\"object\":\"libkpfar.so\""), "%s", r.err);
 	/* Never loaded: no probe, no error, the command runs. */
-	run(&r, "%s count libkpfar.so:plugin_work --format json -- %s calls 2", kprobe, target);
+	cli_run(&r, "%s count libkpfar.so:plugin_work --format json -- %s calls 2", kprobe, target);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	cr_assert(!count_entry(r.err, "plugin_work"), "%s", r.err);
 	unlink(lib);
@@ -903,12 +836,12 @@ Test(cli, fork_children_keep_working)
 {
 	struct run r;
 
-	run(&r, "%s count target_add --format json -- %s fork 10", kprobe, target);
+	cli_run(&r, "%s count target_add --format json -- %s fork 10", kprobe, target);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	cr_assert(strstr(r.out, "child status 7\n"), "%s", r.out);
 	cr_assert_eq(json_num(count_entry(r.err, "target_add"), "hits"), 10, "%s", r.err);
 	/* -f: the child's hits count too. */
-	run(&r, "%s count -f target_add --format json -- %s fork 10", kprobe, target);
+	cli_run(&r, "%s count -f target_add --format json -- %s fork 10", kprobe, target);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	cr_assert(strstr(r.out, "child status 7\n"), "%s", r.out);
 	cr_assert_eq(json_num(count_entry(r.err, "target_add"), "hits"), 20, "%s", r.err);
@@ -919,7 +852,7 @@ Test(cli, follow_exec)
 	struct run r;
 	const char *first, *second;
 
-	run(&r, "%s count -f target_add --format json -- %s exec 10", kprobe, target);
+	cli_run(&r, "%s count -f target_add --format json -- %s exec 10", kprobe, target);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	first = count_entry(r.err, "target_add");
 	cr_assert(first, "%s", r.err);
@@ -927,7 +860,7 @@ Test(cli, follow_exec)
 	cr_assert(second, "no entry for the exec'd program: %s", r.err);
 	cr_assert_eq(json_num(first, "hits") + json_num(second, "hits"), 11, "%s", r.err);
 	/* Without -f the exec'd program runs without the agent. */
-	run(&r, "%s count target_add --format json -- %s exec 10", kprobe, target);
+	cli_run(&r, "%s count target_add --format json -- %s exec 10", kprobe, target);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	cr_assert_eq(json_num(count_entry(r.err, "target_add"), "hits"), 1, "%s", r.err);
 }
@@ -972,14 +905,14 @@ static void assert_nothing_of_ours_runs(pid_t pid)
 
 	for (int i = 0; i < 100; i++) {	/* the control thread ends just after */
 		snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
-		run(&r, "ls %s | wc -l", path);
+		cli_run(&r, "ls %s | wc -l", path);
 		if (atoi(r.out) == 1)
 			break;
 		usleep(10000);
 	}
 	cr_assert_eq(atoi(r.out), 1, "threads left: %s", r.out);
 	snprintf(cmd, sizeof(cmd), "ls -l /proc/%d/fd | grep -E 'socket:|/mem$|memfd:'", (int)pid);
-	run(&r, "%s", cmd);
+	cli_run(&r, "%s", cmd);
 	cr_assert_str_eq(r.out, "", "descriptors left: %s", r.out);
 }
 
@@ -991,7 +924,7 @@ Test(cli, attach_and_detach_unharmed)
 
 	bg_start(&b, "loop 4000");
 	bg_wait_for(&b, "tick 3 ");
-	run(&r, "%s count target_add --format json -d 0.5 -p %d", kprobe, (int)b.pid);
+	cli_run(&r, "%s count target_add --format json -d 0.5 -p %d", kprobe, (int)b.pid);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	cr_assert(json_valid(r.out), "%s", r.out);
 	cr_assert_gt(json_num(count_entry(r.out, "target_add"), "hits"), 10, "%s", r.out);
@@ -999,7 +932,7 @@ Test(cli, attach_and_detach_unharmed)
 	cr_assert(alive(b.pid));
 	assert_untraced(b.pid);
 	assert_nothing_of_ours_runs(b.pid);
-	run(&r, "%s list -p %d", kprobe, (int)b.pid);
+	cli_run(&r, "%s list -p %d", kprobe, (int)b.pid);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	cr_assert_str_eq(r.out, "");
 	before = slurp(b.out);
@@ -1009,7 +942,7 @@ Test(cli, attach_and_detach_unharmed)
 	free(before);
 	free(after);
 	/* Again, with the agent already in place (dormant). */
-	run(&r, "%s trace 'target_add s=arg1:s64' --format json -d 0.3 -p %d", kprobe, (int)b.pid);
+	cli_run(&r, "%s trace 'target_add s=arg1:s64' --format json -d 0.3 -p %d", kprobe, (int)b.pid);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	cr_assert_gt(json_lines_valid(r.out), 5, "%s", r.out);
 	cr_assert(alive(b.pid));
@@ -1027,7 +960,7 @@ Test(cli, attach_to_busy_threads)
 	bg_start(&b, "busy 3 6");	/* long enough for three attaches under ASan on a loaded machine */
 	bg_wait_for(&b, "started");
 	for (int i = 0; i < 3; i++) {
-		run(&r, "%s count target_add 'target_add%%return' --format json -d 0.2 -p %d", kprobe,
+		cli_run(&r, "%s count target_add 'target_add%%return' --format json -d 0.2 -p %d", kprobe,
 		    (int)b.pid);
 		cr_assert_eq(r.status, 0, "%s", r.err);
 		cr_assert_gt(json_num(count_entry(r.out, "target_add"), "hits"), 0, "%s", r.out);
@@ -1053,7 +986,7 @@ Test(cli, attach_to_many_threads)
 
 	bg_start(&b, "busy 64 5");
 	bg_wait_for(&b, "started");
-	run(&r, "%s count target_add 'target_add%%return' --format json -d 0.3 -p %d", kprobe,
+	cli_run(&r, "%s count target_add 'target_add%%return' --format json -d 0.3 -p %d", kprobe,
 	    (int)b.pid);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	cr_assert_gt(json_num(count_entry(r.out, "target_add"), "hits"), 0, "%s", r.out);
@@ -1076,7 +1009,7 @@ Test(cli, attach_to_threads_blocking_signals)
 
 	bg_start(&b, "masked 2 2");
 	bg_wait_for(&b, "started");
-	run(&r, "%s count target_add --format json -d 0.3 -p %d", kprobe, (int)b.pid);
+	cli_run(&r, "%s count target_add --format json -d 0.3 -p %d", kprobe, (int)b.pid);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	cr_assert_gt(json_num(count_entry(r.out, "target_add"), "hits"), 0, "%s", r.out);
 	cr_assert_eq(waitpid(b.pid, &st, 0), b.pid);
@@ -1203,7 +1136,7 @@ Test(cli, attach_to_blocked_reader)
 	w.pid = cat;
 	w.flag = flag;
 	cr_assert_eq(pthread_create(&waiter, NULL, wait_read_probed, &w), 0);
-	run(&r, "%s count 'libc.so.6:read' 'libc.so.6:write' --format json -p %d & k=$!; "
+	cli_run(&r, "%s count 'libc.so.6:read' 'libc.so.6:write' --format json -p %d & k=$!; "
 	    "while [ ! -e %s ] && kill -0 $k 2>/dev/null; do sleep 0.01; done; kill -INT $k; wait $k", kprobe,
 	    (int)cat, flag);
 	w.stop = true;
@@ -1229,14 +1162,14 @@ Test(cli, attach_interrupted_by_sigint)
 
 	bg_start(&b, "loop 4000");
 	bg_wait_for(&b, "tick 1 ");
-	run(&r, "%s count target_add -p %d & k=$!; sleep 0.5; kill -INT $k; wait $k", kprobe,
+	cli_run(&r, "%s count target_add -p %d & k=$!; sleep 0.5; kill -INT $k; wait $k", kprobe,
 	    (int)b.pid);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	cr_assert(matches(r.out, "^target_add +0x[0-9a-f]{16} +cli_target +[1-9][0-9]* +0$"), "%s",
 		  r.out);
 	cr_assert(alive(b.pid));
 	assert_untraced(b.pid);
-	run(&r, "%s list -p %d", kprobe, (int)b.pid);
+	cli_run(&r, "%s list -p %d", kprobe, (int)b.pid);
 	cr_assert_str_eq(r.out, "");
 	bg_stop(&b);
 }
@@ -1250,7 +1183,7 @@ Test(cli, attach_dlopen_deferred)
 	snprintf(args, sizeof(args), "dlopen %s 9 800", plugin);
 	bg_start(&b, args);
 	bg_wait_for(&b, "waiting");
-	run(&r, "%s count %s:plugin_work --format json -p %d", kprobe, plugin, (int)b.pid);
+	cli_run(&r, "%s count %s:plugin_work --format json -p %d", kprobe, plugin, (int)b.pid);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	cr_assert_eq(json_num(count_entry(r.out, "plugin_work"), "hits"), 9, "%s", r.out);
 	bg_stop(&b);
@@ -1268,12 +1201,12 @@ Test(cli, list_and_knobs_on_a_live_process)
 	bg_wait_for(&b, "tick 1 ");
 	tool = fork();
 	if (tool == 0) {
-		run(&session, "%s count target_add 'target_add%%return' --format json -o %s -d 3 -p %d",
+		cli_run(&session, "%s count target_add 'target_add%%return' --format json -o %s -d 3 -p %d",
 		    kprobe, out, (int)b.pid);
 		_exit(session.status);
 	}
 	for (int i = 0; i < 200; i++) {
-		run(&r, "%s list -p %d", kprobe, (int)b.pid);
+		cli_run(&r, "%s list -p %d", kprobe, (int)b.pid);
 		if (count_occurrences(r.out, "\n") == 2)
 			break;
 		usleep(20000);
@@ -1281,23 +1214,23 @@ Test(cli, list_and_knobs_on_a_live_process)
 	cr_assert(matches(r.out, "^[0-9a-f]{16}  k  target_add\\+0x0( |$)"), "%s", r.out);
 	cr_assert(matches(r.out, "^[0-9a-f]{16}  r  target_add\\+0x0( |$)"), "%s", r.out);
 	cr_assert(!strstr(r.out, "# probing is disabled"), "%s", r.out);
-	cr_assert_eq(run(&r, "%s disable -p %d", kprobe, (int)b.pid), 0, "%s", r.err);
+	cr_assert_eq(cli_run(&r, "%s disable -p %d", kprobe, (int)b.pid), 0, "%s", r.err);
 	/* Globally disabled: a header says so; the probe lines keep their
 	 * format. */
-	run(&r, "%s list -p %d", kprobe, (int)b.pid);
+	cli_run(&r, "%s list -p %d", kprobe, (int)b.pid);
 	cr_assert(matches(r.out, "^# probing is disabled in process [0-9]+: no probe fires "
 			  "\\(kprobe enable -p [0-9]+\\)\n[0-9a-f]{16}  [kr]  target_add\\+0x0"),
 		  "%s", r.out);
-	cr_assert_eq(run(&r, "%s enable -p %d", kprobe, (int)b.pid), 0, "%s", r.err);
-	run(&r, "%s list -p %d", kprobe, (int)b.pid);
+	cr_assert_eq(cli_run(&r, "%s enable -p %d", kprobe, (int)b.pid), 0, "%s", r.err);
+	cli_run(&r, "%s list -p %d", kprobe, (int)b.pid);
 	cr_assert(!strstr(r.out, "# probing is disabled"), "%s", r.out);
-	cr_assert_eq(run(&r, "%s optimize off -p %d", kprobe, (int)b.pid), 0, "%s", r.err);
-	run(&r, "%s list -p %d", kprobe, (int)b.pid);
+	cr_assert_eq(cli_run(&r, "%s optimize off -p %d", kprobe, (int)b.pid), 0, "%s", r.err);
+	cli_run(&r, "%s list -p %d", kprobe, (int)b.pid);
 	cr_assert(!strstr(r.out, "[OPTIMIZED]"), "%s", r.out);
-	cr_assert_eq(run(&r, "%s optimize on -p %d", kprobe, (int)b.pid), 0, "%s", r.err);
+	cr_assert_eq(cli_run(&r, "%s optimize on -p %d", kprobe, (int)b.pid), 0, "%s", r.err);
 	for (int i = 0; i < 100 && !strstr(r.out, "[OPTIMIZED]"); i++) {
 		usleep(20000);
-		run(&r, "%s list -p %d", kprobe, (int)b.pid);
+		cli_run(&r, "%s list -p %d", kprobe, (int)b.pid);
 	}
 	cr_assert(strstr(r.out, "k  target_add+0x0  [OPTIMIZED]"), "%s", r.out);
 	{
@@ -1324,30 +1257,30 @@ Test(cli, list_functions_of_objects_and_processes)
 	struct bg b;
 	struct run r;
 
-	run(&r, "%s list %s 'target_a*'", kprobe, target);
+	cli_run(&r, "%s list %s 'target_a*'", kprobe, target);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	cr_assert(matches(r.out, "^.*/cli_target:target_add$"), "%s", r.out);
 	cr_assert_eq(count_occurrences(r.out, "\n"), 1, "%s", r.out);
-	run(&r, "%s -l libz.so.1 'inflate*'", kprobe);
+	cli_run(&r, "%s -l libz.so.1 'inflate*'", kprobe);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	cr_assert(matches(r.out, "^libz\\.so\\.1:inflate$"), "%s", r.out);
 	cr_assert(!strstr(r.out, ":deflate"), "%s", r.out);
-	run(&r, "%s list libz.so.1", kprobe);
+	cli_run(&r, "%s list libz.so.1", kprobe);
 	cr_assert(matches(r.out, "^libz\\.so\\.1:deflate$"), "%s", r.out);
-	run(&r, "%s list nosuch.so", kprobe);
+	cli_run(&r, "%s list nosuch.so", kprobe);
 	assert_bad(&r, "nosuch.so");
-	run(&r, "%s list %s 'zz*'", kprobe, target);
+	cli_run(&r, "%s list %s 'zz*'", kprobe, target);
 	assert_bad(&r, "zz*");
 
 	bg_start(&b, "loop 4000");
 	bg_wait_for(&b, "tick 1 ");
-	run(&r, "%s list -p %d 'target_a*'", kprobe, (int)b.pid);
+	cli_run(&r, "%s list -p %d 'target_a*'", kprobe, (int)b.pid);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	cr_assert_str_eq(r.out, "cli_target:target_add\n");
-	run(&r, "%s list -p %d libc.so.6 'pthread_create'", kprobe, (int)b.pid);
+	cli_run(&r, "%s list -p %d libc.so.6 'pthread_create'", kprobe, (int)b.pid);
 	cr_assert_str_eq(r.out, "libc.so.6:pthread_create\n", "%s", r.err);
 	/* Reading files only: the process got no agent. */
-	run(&r, "grep -c libkprobe-agent /proc/%d/maps", (int)b.pid);
+	cli_run(&r, "grep -c libkprobe-agent /proc/%d/maps", (int)b.pid);
 	cr_assert_str_eq(r.out, "0\n");
 	cr_assert(alive(b.pid));
 	bg_stop(&b);
@@ -1371,7 +1304,7 @@ Test(cli, attach_refused_without_ptrace_permission)
 	cr_assert(WIFSTOPPED(st));
 	ptrace(PTRACE_CONT, child, 0, 0);
 	usleep(100000);
-	run(&r, "%s count target_add -p %d", kprobe, (int)child);
+	cli_run(&r, "%s count target_add -p %d", kprobe, (int)child);
 	cr_assert_eq(r.status, 1, "%s", r.err);
 	cr_assert(strstr(r.err, "already traced by process"), "%s", r.err);
 	cr_assert_eq(count_occurrences(r.err, "\n"), 1, "%s", r.err);
@@ -1423,7 +1356,7 @@ Test(cli, attach_refuses_zombie)
 			break;
 		usleep(5000);
 	}
-	run(&r, "%s count target_add -p %d", kprobe, (int)child);
+	cli_run(&r, "%s count target_add -p %d", kprobe, (int)child);
 	assert_refused(&r, "it has exited");
 	cr_assert_eq(waitpid(child, &st, 0), child);
 	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 5);
@@ -1437,7 +1370,7 @@ Test(cli, attach_refuses_exited_main_thread)
 	bg_start_prog(&b, odd, "mainexit 60");
 	bg_wait_for(&b, "started");
 	usleep(50000);
-	run(&r, "%s count odd_work -p %d", kprobe, (int)b.pid);
+	cli_run(&r, "%s count odd_work -p %d", kprobe, (int)b.pid);
 	assert_refused(&r, "its main thread has exited");
 	bg_expect_exit(&b, "started\nticker ok\n");
 }
@@ -1449,7 +1382,7 @@ Test(cli, attach_refuses_seccomp_strict)
 
 	bg_start_prog(&b, odd, "strict 3");
 	bg_wait_for(&b, "started");
-	run(&r, "%s count odd_work -p %d", kprobe, (int)b.pid);
+	cli_run(&r, "%s count odd_work -p %d", kprobe, (int)b.pid);
 	assert_refused(&r, "seccomp strict mode");
 	bg_expect_exit(&b, "started\ntick\ntick\ntick\nstrict ok\n");
 }
@@ -1461,7 +1394,7 @@ Test(cli, attach_refuses_seccomp_filter)
 
 	bg_start_prog(&b, odd, "filter 60");
 	bg_wait_for(&b, "started");
-	run(&r, "%s count odd_work -p %d", kprobe, (int)b.pid);
+	cli_run(&r, "%s count odd_work -p %d", kprobe, (int)b.pid);
 	assert_refused(&r, "seccomp filter");
 	bg_expect_exit(&b, "started\nfilter ok\n");
 }
@@ -1495,7 +1428,7 @@ Test(cli, attach_to_stopped_process)
 			usleep(1000);
 		before = slurp(b.out);
 		/* (-d also bounds the arming: room for a loaded machine) */
-		run(&r, "%s count target_add --format json -d 1 -p %d", kprobe, (int)b.pid);
+		cli_run(&r, "%s count target_add --format json -d 1 -p %d", kprobe, (int)b.pid);
 		cr_assert_eq(r.status, 0, "%s", r.err);
 		cr_assert_eq(json_num(count_entry(r.out, "target_add"), "hits"), 0, "%s", r.out);
 		usleep(100000);
@@ -1506,7 +1439,7 @@ Test(cli, attach_to_stopped_process)
 		free(before);
 		free(after);
 		/* Continued while probed: the probes are there. */
-		run(&r, "(sleep 0.3; kill -CONT %d) & %s count target_add --format json -d 2 -p %d",
+		cli_run(&r, "(sleep 0.3; kill -CONT %d) & %s count target_add --format json -d 2 -p %d",
 		    (int)b.pid, kprobe, (int)b.pid);
 		cr_assert_eq(r.status, 0, "%s", r.err);
 		cr_assert_gt(json_num(count_entry(r.out, "target_add"), "hits"), 10, "%s", r.out);
@@ -1514,6 +1447,120 @@ Test(cli, attach_to_stopped_process)
 	usleep(50000);
 	cr_assert(alive(b.pid));
 	assert_untraced(b.pid);
+	assert_loop_output_correct(b.out);
+	bg_stop(&b);
+}
+
+/* A stopped process whose agent was preloaded: list and the knobs are
+ * answered at once (the agent's threads run, the program's stay stopped)
+ * rather than after the request's 10 s timeout. */
+Test(cli, knobs_on_a_stopped_process_answer_at_once)
+{
+	char prog[sizeof(agent) + sizeof(target) + 32], *before, *after;
+	struct timespec t0, t1;
+	struct bg b;
+	struct run r;
+
+	snprintf(prog, sizeof(prog), "env LD_PRELOAD=%s %s", agent, target);
+	bg_start_prog(&b, prog, "loop 4000");
+	bg_wait_for(&b, "tick 3 ");
+	kill(b.pid, SIGSTOP);
+	while (proc_state(b.pid) != 'T')
+		usleep(1000);
+	before = slurp(b.out);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	cli_run(&r, "%s list -p %d", kprobe, (int)b.pid);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert_str_eq(r.out, "");
+	cr_assert_eq(cli_run(&r, "%s disable -p %d", kprobe, (int)b.pid), 0, "%s", r.err);
+	/* The agent got it: its list says so now. */
+	cli_run(&r, "%s list -p %d", kprobe, (int)b.pid);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert(strstr(r.out, "# probing is disabled"), "%s", r.out);
+	cr_assert_eq(cli_run(&r, "%s enable -p %d", kprobe, (int)b.pid), 0, "%s", r.err);
+	clock_gettime(CLOCK_MONOTONIC, &t1);
+	cr_assert_lt(t1.tv_sec - t0.tv_sec, 5, "four requests took %ld s",
+		     (long)(t1.tv_sec - t0.tv_sec));
+	usleep(100000);
+	after = slurp(b.out);
+	cr_assert_str_eq(after, before, "the stopped process ran");
+	cr_assert_eq(proc_state(b.pid), 'T');
+	assert_untraced(b.pid);
+	free(before);
+	free(after);
+	kill(b.pid, SIGCONT);
+	bg_wait_for(&b, "tick 8 ");
+	cr_assert(alive(b.pid));
+	assert_loop_output_correct(b.out);
+	bg_stop(&b);
+}
+
+/* The thread of pid named comm, 0 if none. */
+static pid_t thread_named(pid_t pid, const char *comm)
+{
+	char path[96], name[32];
+	struct dirent *de;
+	pid_t tid = 0;
+	DIR *d;
+
+	snprintf(path, sizeof(path), "/proc/%d/task", (int)pid);
+	d = opendir(path);
+	while (d && !tid && (de = readdir(d))) {
+		FILE *f;
+
+		snprintf(path, sizeof(path), "/proc/%d/task/%.32s/comm", (int)pid, de->d_name);
+		f = fopen(path, "r");
+		if (f && fgets(name, sizeof(name), f) && !strncmp(name, comm, strlen(comm)) &&
+		    name[strlen(comm)] == '\n')
+			tid = (pid_t)atoi(de->d_name);
+		if (f)
+			fclose(f);
+	}
+	if (d)
+		closedir(d);
+	return tid;
+}
+
+/* Trace stops: one of the program's threads held by a tracer leaves the
+ * agent free to answer; the agent's own thread held, it cannot answer
+ * until the tracer lets it go, and the tool says so at once rather than
+ * after the request's timeout. */
+Test(cli, knobs_with_threads_held_by_a_tracer)
+{
+	char prog[sizeof(agent) + sizeof(target) + 32];
+	struct timespec t0, t1;
+	pid_t held[2];
+	struct bg b;
+	struct run r;
+	int st;
+
+	snprintf(prog, sizeof(prog), "env LD_PRELOAD=%s %s", agent, target);
+	bg_start_prog(&b, prog, "loop 4000");
+	bg_wait_for(&b, "tick 1 ");
+	held[0] = b.pid;
+	held[1] = thread_named(b.pid, "kprobe-agent");
+	cr_assert_neq(held[1], 0, "no agent thread in the process");
+	for (int i = 0; i < 2; i++) {
+		cr_assert_eq(ptrace(PTRACE_SEIZE, held[i], 0, 0), 0, "%s", strerror(errno));
+		cr_assert_eq(ptrace(PTRACE_INTERRUPT, held[i], 0, 0), 0, "%s", strerror(errno));
+		cr_assert_eq(waitpid(held[i], &st, __WALL), held[i]);
+		cr_assert(WIFSTOPPED(st));
+		clock_gettime(CLOCK_MONOTONIC, &t0);
+		cli_run(&r, "%s list -p %d", kprobe, (int)b.pid);
+		clock_gettime(CLOCK_MONOTONIC, &t1);
+		if (i == 0) {
+			cr_assert_eq(r.status, 0, "the main thread held: %s", r.err);
+		} else {
+			cr_assert_eq(r.status, 1, "%s", r.err);
+			cr_assert(strstr(r.err, "held by a tracer"), "%s", r.err);
+			cr_assert_eq(count_occurrences(r.err, "\n"), 1, "%s", r.err);
+		}
+		cr_assert_lt(t1.tv_sec - t0.tv_sec, 3, "the answer took %ld s",
+			     (long)(t1.tv_sec - t0.tv_sec));
+		cr_assert_eq(ptrace(PTRACE_DETACH, held[i], 0, 0), 0, "%s", strerror(errno));
+	}
+	bg_wait_for(&b, "tick 3 ");
+	cr_assert(alive(b.pid));
 	assert_loop_output_correct(b.out);
 	bg_stop(&b);
 }
@@ -1527,7 +1574,7 @@ Test(cli, attach_keeps_blocking_waits)
 
 	bg_start_prog(&b, odd, "waiters 1500");
 	bg_wait_for(&b, "started");
-	run(&r, "%s count odd_work --format json -d 0.3 -p %d", kprobe, (int)b.pid);
+	cli_run(&r, "%s count odd_work --format json -d 0.3 -p %d", kprobe, (int)b.pid);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	cr_assert_gt(json_num(count_entry(r.out, "odd_work"), "hits"), 0, "%s", r.out);
 	{
@@ -1564,7 +1611,7 @@ Test(cli, attach_to_python_between_sleeps)
 		      "print(\"done\")'");
 	usleep(300000);		/* early in its loop, as a user would attach */
 	for (int i = 0; i < 2; i++) {
-		run(&r, "%s count /usr/bin/python3.11:PyObject_Free --format json -d 2 -p %d",
+		cli_run(&r, "%s count /usr/bin/python3.11:PyObject_Free --format json -d 2 -p %d",
 		    kprobe, (int)b.pid);
 		cr_assert_eq(r.status, 0, "attach %d: %s", i, r.err);
 	}
@@ -1589,7 +1636,7 @@ Test(cli, attach_survives_tool_killed_mid_injection)
 	snprintf(args, sizeof(args), "slowload %s", slowctor);
 	bg_start_prog(&b, odd, args);
 	usleep(300000);		/* the constructor is sleeping now */
-	run(&r, "%s count odd_work -p %d & k=$!; sleep 0.4; kill -KILL $k; wait $k", kprobe,
+	cli_run(&r, "%s count odd_work -p %d & k=$!; sleep 0.4; kill -KILL $k; wait $k", kprobe,
 	    (int)b.pid);
 	cr_assert_eq(r.status, 128 + SIGKILL, "%s", r.err);
 	cr_assert_eq(waitpid(b.pid, &st, 0), b.pid);
@@ -1609,12 +1656,12 @@ Test(cli, attach_tool_killed_mid_session_leaves_target_unprobed)
 
 	bg_start(&b, "loop 4000");
 	bg_wait_for(&b, "tick 3 ");
-	run(&r, "%s count target_add -p %d & k=$!; sleep 0.6; kill -KILL $k; wait $k", kprobe,
+	cli_run(&r, "%s count target_add -p %d & k=$!; sleep 0.6; kill -KILL $k; wait $k", kprobe,
 	    (int)b.pid);
 	cr_assert_eq(r.status, 128 + SIGKILL, "%s", r.err);
 	assert_nothing_of_ours_runs(b.pid);
 	assert_untraced(b.pid);
-	run(&r, "%s list -p %d", kprobe, (int)b.pid);
+	cli_run(&r, "%s list -p %d", kprobe, (int)b.pid);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	cr_assert_str_eq(r.out, "");
 	usleep(50000);
@@ -1635,7 +1682,7 @@ Test(cli, attach_restores_every_register)
 	bg_start_prog(&b, odd, "vectors 250");
 	bg_wait_for(&b, "started");
 	for (int i = 0; i < 3; i++) {
-		run(&r, "%s count odd_work --format json -d 0.1 -p %d", kprobe, (int)b.pid);
+		cli_run(&r, "%s count odd_work --format json -d 0.1 -p %d", kprobe, (int)b.pid);
 		cr_assert_eq(r.status, 0, "%s", r.err);
 	}
 	bg_expect_exit(&b, "started\nregisters ok\n");
@@ -1655,16 +1702,16 @@ Test(cli, attach_then_program_takes_sigtrap_and_blocks_signals)
 	bg_wait_for(&b, "started");
 	tool = fork();
 	if (tool == 0) {
-		run(&r, "%s count odd_work --format json -d 1.8 -p %d", kprobe, (int)b.pid);
+		cli_run(&r, "%s count odd_work --format json -d 1.8 -p %d", kprobe, (int)b.pid);
 		_exit(r.status == 0 && json_num(count_entry(r.out, "odd_work"), "hits") > 0 ? 0 : 1);
 	}
 	for (int i = 0; i < 200; i++) {	/* until armed */
-		run(&r, "%s list -p %d", kprobe, (int)b.pid);
+		cli_run(&r, "%s list -p %d", kprobe, (int)b.pid);
 		if (strstr(r.out, "odd_work"))
 			break;
 		usleep(20000);
 	}
-	cr_assert_eq(run(&r, "%s optimize off -p %d", kprobe, (int)b.pid), 0, "%s", r.err);
+	cr_assert_eq(cli_run(&r, "%s optimize off -p %d", kprobe, (int)b.pid), 0, "%s", r.err);
 	kill(b.pid, SIGUSR1);
 	bg_expect_exit(&b, "started\ntraps 0\nwork ok\n");
 	cr_assert_eq(waitpid(tool, &st, 0), tool);
@@ -1726,7 +1773,7 @@ Test(cli, attach_survives_closed_and_reused_descriptors)
 	bg_wait_for(&b, "started");
 	tool = fork();
 	if (tool == 0) {
-		run(&r, "%s count odd_work -d 1.2 -p %d", kprobe, (int)b.pid);
+		cli_run(&r, "%s count odd_work -d 1.2 -p %d", kprobe, (int)b.pid);
 		_exit(0);
 	}
 	usleep(500000);		/* armed */
@@ -1741,7 +1788,7 @@ Test(cli, attach_survives_closed_and_reused_descriptors)
 		  cpu1 - cpu0);
 	cr_assert_eq(waitpid(tool, &st, 0), tool);
 	/* A new session works. */
-	run(&r, "%s count odd_work --format json -d 0.2 -p %d", kprobe, (int)b.pid);
+	cli_run(&r, "%s count odd_work --format json -d 0.2 -p %d", kprobe, (int)b.pid);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	cr_assert_gt(json_num(count_entry(r.out, "odd_work"), "hits"), 0, "%s", r.out);
 	bg_expect_exit(&b, "started\nfiles ok\n");
@@ -1760,7 +1807,7 @@ Test(cli, error_unknown_symbol_suggests)
 {
 	struct run r;
 
-	run(&r, "%s count target_ad -- %s calls 1", kprobe, target);
+	cli_run(&r, "%s count target_ad -- %s calls 1", kprobe, target);
 	assert_bad(&r, "did you mean 'target_add'?");
 	cr_assert_str_eq(r.out, "", "the command ran: %s", r.out);
 }
@@ -1769,10 +1816,10 @@ Test(cli, error_all_or_none)
 {
 	struct run r;
 
-	run(&r, "%s count target_add no_such_function -- %s calls 1", kprobe, target);
+	cli_run(&r, "%s count target_add no_such_function -- %s calls 1", kprobe, target);
 	assert_bad(&r, "no_such_function");
 	cr_assert_str_eq(r.out, "", "the command ran half-probed: %s", r.out);
-	run(&r, "%s count target_add target_add+0x1 -- %s calls 1", kprobe, target);
+	cli_run(&r, "%s count target_add target_add+0x1 -- %s calls 1", kprobe, target);
 	assert_bad(&r, "target_add+0x1");
 	cr_assert(strstr(r.err, "instruction boundary"), "%s", r.err);
 	cr_assert_str_eq(r.out, "");
@@ -1782,19 +1829,19 @@ Test(cli, error_objects)
 {
 	struct run r;
 
-	run(&r, "%s count /nonexistent/nosuchobject.so:foo -- %s calls 1", kprobe, target);
+	cli_run(&r, "%s count /nonexistent/nosuchobject.so:foo -- %s calls 1", kprobe, target);
 	assert_bad(&r, "nosuchobject.so");
-	run(&r, "%s count nosuchobject.so:0x1000 -- %s calls 1", kprobe, target);
+	cli_run(&r, "%s count nosuchobject.so:0x1000 -- %s calls 1", kprobe, target);
 	assert_bad(&r, "nosuchobject.so");
-	run(&r, "%s count libc.so:malloc -- %s calls 1", kprobe, target);
+	cli_run(&r, "%s count libc.so:malloc -- %s calls 1", kprobe, target);
 	assert_bad(&r, "did you mean 'libc.so.6'?");
-	run(&r, "%s count libcliplugin.so:plugin_wrk -- %s calls 1", kprobe, target);
+	cli_run(&r, "%s count libcliplugin.so:plugin_wrk -- %s calls 1", kprobe, target);
 	assert_bad(&r, "did you mean 'plugin_work'?");
-	run(&r, "%s count 'zz_nothing*' -- %s calls 1", kprobe, target);
+	cli_run(&r, "%s count 'zz_nothing*' -- %s calls 1", kprobe, target);
 	assert_bad(&r, "zz_nothing*");
-	run(&r, "%s count cli_target.c:1006 -- %s calls 1", kprobe, target);
+	cli_run(&r, "%s count cli_target.c:1006 -- %s calls 1", kprobe, target);
 	assert_bad(&r, "cli_target.c:1006");
-	run(&r, "%s count target_add+0x10000 -- %s calls 1", kprobe, target);
+	cli_run(&r, "%s count target_add+0x10000 -- %s calls 1", kprobe, target);
 	assert_bad(&r, "0x10000");
 }
 
@@ -1807,13 +1854,13 @@ Test(cli, return_probe_on_entry_point_refused)
 	char out[128];
 	char *json;
 
-	run(&r, "%s count '_start%%return' -- %s calls 3", kprobe, target);
+	cli_run(&r, "%s count '_start%%return' -- %s calls 3", kprobe, target);
 	assert_bad(&r, "_start%return");
 	cr_assert(strstr(r.err, "entry point"), "%s", r.err);
 	cr_assert_str_eq(r.out, "", "the command ran: %s", r.out);
 
 	temp_path(out, sizeof(out), "returns.json");
-	run(&r, "%s count 'cli_target:*%%return' --format json -o %s -- %s calls 3", kprobe, out,
+	cli_run(&r, "%s count 'cli_target:*%%return' --format json -o %s -- %s calls 3", kprobe, out,
 	    target);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	cr_assert(strstr(r.out, "sum 9\n"), "program output changed: %s", r.out);
@@ -1837,7 +1884,7 @@ Test(cli, glob_offsets_checked_per_match)
 
 	temp_path(out, sizeof(out), "offsets.json");
 	/* _start is 34 bytes long. */
-	run(&r, "%s count target_add 'cli_target:_st*+50' --format json -o %s -- %s calls 3",
+	cli_run(&r, "%s count target_add 'cli_target:_st*+50' --format json -o %s -- %s calls 3",
 	    kprobe, out, target);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	cr_assert(strstr(r.out, "sum 9\n"), "program output changed: %s", r.out);
@@ -1848,7 +1895,7 @@ Test(cli, glob_offsets_checked_per_match)
 	cr_assert_null(strstr(json, "_start+"), "%s", json);
 	free(json);
 	/* +2 is inside the first instruction of most functions. */
-	run(&r, "%s count 'cli_target:*+2' --format json -o %s -- %s calls 3", kprobe, out,
+	cli_run(&r, "%s count 'cli_target:*+2' --format json -o %s -- %s calls 3", kprobe, out,
 	    target);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	cr_assert(strstr(r.out, "sum 9\n"), "program output changed: %s", r.out);
@@ -1858,7 +1905,7 @@ Test(cli, glob_offsets_checked_per_match)
 	free(json);
 	unlink(out);
 	/* A symbol of size 0, decoded from its start. */
-	run(&r, "%s count 'cli_target:deregister_tm_clones+2' -- %s calls 1", kprobe, target);
+	cli_run(&r, "%s count 'cli_target:deregister_tm_clones+2' -- %s calls 1", kprobe, target);
 	assert_bad(&r, "deregister_tm_clones+0x2");
 	cr_assert(strstr(r.err, "instruction boundary"), "%s", r.err);
 	cr_assert_str_eq(r.out, "", "the command ran: %s", r.out);
@@ -1868,37 +1915,37 @@ Test(cli, error_specs_and_usage)
 {
 	struct run r;
 
-	run(&r, "%s trace 'target_add arg9' -- %s calls 1", kprobe, target);
+	cli_run(&r, "%s trace 'target_add arg9' -- %s calls 1", kprobe, target);
 	assert_bad(&r, "arg9");
-	run(&r, "%s trace 'target_add retval' -- %s calls 1", kprobe, target);
+	cli_run(&r, "%s trace 'target_add retval' -- %s calls 1", kprobe, target);
 	assert_bad(&r, "retval");
-	run(&r, "%s trace 'target_add x=arg1:u12' -- %s calls 1", kprobe, target);
+	cli_run(&r, "%s trace 'target_add x=arg1:u12' -- %s calls 1", kprobe, target);
 	assert_bad(&r, "x=arg1:u12");
-	run(&r, "%s trace 'target_add%%retrun' -- %s calls 1", kprobe, target);
+	cli_run(&r, "%s trace 'target_add%%retrun' -- %s calls 1", kprobe, target);
 	assert_bad(&r, "%retrun");
-	run(&r, "%s count target_add --formt json -- %s", kprobe, target);
+	cli_run(&r, "%s count target_add --formt json -- %s", kprobe, target);
 	assert_bad(&r, "did you mean '--format'?");
-	run(&r, "%s count target_add --format yaml -- %s", kprobe, target);
+	cli_run(&r, "%s count target_add --format yaml -- %s", kprobe, target);
 	assert_bad(&r, "yaml");
-	run(&r, "%s count target_add --format chrome -- %s", kprobe, target);
+	cli_run(&r, "%s count target_add --format chrome -- %s", kprobe, target);
 	assert_bad(&r, "chrome");
-	run(&r, "%s trcae target_add -- %s", kprobe, target);
+	cli_run(&r, "%s trcae target_add -- %s", kprobe, target);
 	assert_bad(&r, "did you mean 'trace'?");
-	run(&r, "%s count target_add", kprobe);
+	cli_run(&r, "%s count target_add", kprobe);
 	assert_bad(&r, "-p PID");
-	run(&r, "%s count -- %s", kprobe, target);
+	cli_run(&r, "%s count -- %s", kprobe, target);
 	assert_bad(&r, "probe");
-	run(&r, "%s count 'target_add arg1' -- %s", kprobe, target);
+	cli_run(&r, "%s count 'target_add arg1' -- %s", kprobe, target);
 	assert_bad(&r, "arg1");
-	run(&r, "%s latency target_add target_greet -- %s", kprobe, target);
+	cli_run(&r, "%s latency target_add target_greet -- %s", kprobe, target);
 	assert_bad(&r, "target_greet");
-	run(&r, "%s count target_add -d -1 -- %s", kprobe, target);
+	cli_run(&r, "%s count target_add -d -1 -- %s", kprobe, target);
 	assert_bad(&r, "-1");
-	run(&r, "%s optimize maybe -p 1", kprobe);
+	cli_run(&r, "%s optimize maybe -p 1", kprobe);
 	assert_bad(&r, "on");
-	run(&r, "%s", kprobe);
+	cli_run(&r, "%s", kprobe);
 	cr_assert_eq(r.status, 2);
-	cr_assert_eq(run(&r, "%s --help", kprobe), 0);
+	cr_assert_eq(cli_run(&r, "%s --help", kprobe), 0);
 	cr_assert(strstr(r.out, "usage: kprobe trace"), "%s", r.out);
 }
 
@@ -1906,15 +1953,15 @@ Test(cli, error_pid_and_command)
 {
 	struct run r;
 
-	run(&r, "%s count target_add -p 1073741823", kprobe);
+	cli_run(&r, "%s count target_add -p 1073741823", kprobe);
 	assert_bad(&r, "1073741823");
-	run(&r, "%s count target_add -p abc", kprobe);
+	cli_run(&r, "%s count target_add -p abc", kprobe);
 	assert_bad(&r, "abc");
-	run(&r, "%s list -p 1073741823", kprobe);
+	cli_run(&r, "%s list -p 1073741823", kprobe);
 	assert_bad(&r, "1073741823");
-	run(&r, "%s count target_add -- /nonexistent/program", kprobe);
+	cli_run(&r, "%s count target_add -- /nonexistent/program", kprobe);
 	assert_bad(&r, "/nonexistent/program");
-	run(&r, "%s count target_add -- no_such_command_here", kprobe);
+	cli_run(&r, "%s count target_add -- no_such_command_here", kprobe);
 	assert_bad(&r, "no_such_command_here");
 }
 
@@ -1925,7 +1972,7 @@ Test(cli, tracepoint_args_by_declared_name)
 	struct run r;
 	int lines = 0;
 
-	run(&r, "%s trace --format json 'tp:cli:order' -- %s tp 7", kprobe, target);
+	cli_run(&r, "%s trace --format json 'tp:cli:order' -- %s tp 7", kprobe, target);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	cr_assert_str_eq(r.out, "tp sum 21\n", "program output changed: %s", r.out);
 	cr_assert_eq(json_lines_valid(r.err), 7, "%s", r.err);
@@ -1947,7 +1994,7 @@ Test(cli, tracepoint_count_and_glob)
 {
 	struct run r;
 
-	run(&r, "%s count --format json 'tp:cli:*' -- %s tp 100000", kprobe, target);
+	cli_run(&r, "%s count --format json 'tp:cli:*' -- %s tp 100000", kprobe, target);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	cr_assert_str_eq(r.out, "tp sum 4999950000\n", "%s", r.out);
 	cr_assert(json_valid(r.err), "%s", r.err);
@@ -1960,7 +2007,7 @@ Test(cli, tracepoint_explicit_args)
 {
 	struct run r;
 
-	run(&r, "%s trace 'tp:cli:order what=arg2:string n=arg1:s64' -- %s tp 2", kprobe, target);
+	cli_run(&r, "%s trace 'tp:cli:order what=arg2:string n=arg1:s64' -- %s tp 2", kprobe, target);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	cr_assert(matches(r.err, "cli:order what=\"apple\" n=-5$"), "%s", r.err);
 	cr_assert(matches(r.err, "cli:order what=\"pear\" n=-4$"), "%s", r.err);
@@ -1970,15 +2017,15 @@ Test(cli, tracepoint_errors)
 {
 	struct run r;
 
-	run(&r, "%s trace 'tp:cli:nosuch' -- %s tp 1", kprobe, target);
+	cli_run(&r, "%s trace 'tp:cli:nosuch' -- %s tp 1", kprobe, target);
 	assert_bad(&r, "tp:cli:nosuch");
-	run(&r, "%s trace 'tp:cli:tick arg2' -- %s tp 1", kprobe, target);
+	cli_run(&r, "%s trace 'tp:cli:tick arg2' -- %s tp 1", kprobe, target);
 	assert_bad(&r, "cli:tick has 1 argument");
-	run(&r, "%s trace 'tp:cli' -- %s tp 1", kprobe, target);
+	cli_run(&r, "%s trace 'tp:cli' -- %s tp 1", kprobe, target);
 	assert_bad(&r, "tp:cli");
-	run(&r, "%s trace 'tp:cli:tick%%return' -- %s tp 1", kprobe, target);
+	cli_run(&r, "%s trace 'tp:cli:tick%%return' -- %s tp 1", kprobe, target);
 	assert_bad(&r, "tracepoint");
-	run(&r, "%s latency 'tp:cli:tick' -- %s tp 1", kprobe, target);
+	cli_run(&r, "%s latency 'tp:cli:tick' -- %s tp 1", kprobe, target);
 	assert_bad(&r, "tp:cli:tick");
 }
 
@@ -2009,12 +2056,12 @@ Test(cli, tracepoint_attach_list_detach)
 	bg_wait_for(&b, "tick 1\n");
 	tool = fork();
 	if (tool == 0) {
-		run(&session, "%s trace --format json 'tp:cli:tick' -o %s -d 1.5 -p %d", kprobe, out,
+		cli_run(&session, "%s trace --format json 'tp:cli:tick' -o %s -d 1.5 -p %d", kprobe, out,
 		    (int)b.pid);
 		_exit(session.status);
 	}
 	for (int i = 0; i < 200; i++) {
-		run(&r, "%s list -p %d", kprobe, (int)b.pid);
+		cli_run(&r, "%s list -p %d", kprobe, (int)b.pid);
 		if (strstr(r.out, "  t  "))
 			break;
 		usleep(20000);
@@ -2032,9 +2079,9 @@ Test(cli, tracepoint_attach_list_detach)
 		free(json);
 	}
 	/* The tool left: the agent (dormant) lists nothing. */
-	run(&r, "%s count 'tp:cli:tick' -d 0.2 -p %d", kprobe, (int)b.pid);
+	cli_run(&r, "%s count 'tp:cli:tick' -d 0.2 -p %d", kprobe, (int)b.pid);
 	cr_assert_eq(r.status, 0, "%s", r.err);
-	run(&r, "%s list -p %d", kprobe, (int)b.pid);
+	cli_run(&r, "%s list -p %d", kprobe, (int)b.pid);
 	cr_assert(!strstr(r.out, "  t  "), "%s", r.out);
 	cr_assert(alive(b.pid));
 	bg_stop(&b);
@@ -2168,7 +2215,7 @@ Test(cli, stale_session_memory_cleaned)
 	fd = open(live_path, O_CREAT | O_EXCL | O_WRONLY, 0600);
 	cr_assert(fd >= 0, "%s: %s", live_path, strerror(errno));
 	close(fd);
-	run(&r, "%s count target_add -- %s calls 1", kprobe, target);
+	cli_run(&r, "%s count target_add -- %s calls 1", kprobe, target);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	cr_assert(access(dead_path, F_OK) && errno == ENOENT, "a dead tool's memory stayed");
 	cr_assert(!access(live_path, F_OK), "a live process's memory was removed");
@@ -2180,7 +2227,7 @@ Test(cli, command_keeps_no_descriptor_of_ours)
 {
 	struct run r;
 
-	run(&r, "%s count 'libc.so.6:getenv' -o /dev/null -- /bin/sh -c "
+	cli_run(&r, "%s count 'libc.so.6:getenv' -o /dev/null -- /bin/sh -c "
 		"'for f in /proc/$$/fd/*; do readlink $f; done'", kprobe);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	cr_assert(!strstr(r.out, "memfd:kprobe"), "%s", r.out);
@@ -2194,7 +2241,7 @@ Test(cli, trace_many_threads_loses_nothing)
 	char *text;
 
 	temp_path(out, sizeof(out), "threads.json");
-	run(&r, "%s trace target_add --format json -o %s -- %s threads 250 20", kprobe, out,
+	cli_run(&r, "%s trace target_add --format json -o %s -- %s threads 250 20", kprobe, out,
 	    target);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	cr_assert(!strstr(r.err, "lost"), "%s", r.err);
@@ -2216,7 +2263,7 @@ Test(cli, trace_more_threads_than_rings_says_why)
 	long long lost;
 
 	temp_path(out, sizeof(out), "rings.json");
-	run(&r, "KPROBE_RINGS=100 %s trace target_add --format json -o %s -- %s threads 250 20",
+	cli_run(&r, "KPROBE_RINGS=100 %s trace target_add --format json -o %s -- %s threads 250 20",
 	    kprobe, out, target);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	l = strstr(r.err, "lost ");
@@ -2230,7 +2277,7 @@ Test(cli, trace_more_threads_than_rings_says_why)
 	cr_assert_eq(count_occurrences(text, "\n"), 2000);
 	free(text);
 	unlink(out);
-	run(&r, "KPROBE_RINGS=0 %s trace target_add -- %s calls 1", kprobe, target);
+	cli_run(&r, "KPROBE_RINGS=0 %s trace target_add -- %s calls 1", kprobe, target);
 	cr_assert_eq(r.status, 2, "%s", r.err);
 	cr_assert(strstr(r.err, "KPROBE_RINGS"), "%s", r.err);
 }
@@ -2249,7 +2296,7 @@ Test(cli, hostile_target_overwrites_the_session)
 	for (int i = 0; i < 3; i++) {
 		char *text;
 
-		run(&r, "%s %s hostile_work -o %s -- %s 200", kprobe, actions[i], out,
+		cli_run(&r, "%s %s hostile_work -o %s -- %s 200", kprobe, actions[i], out,
 		    hostile_prog);
 		cr_assert_eq(r.status, 0, "%s: %s", actions[i], r.err);
 		cr_assert(strstr(r.out, "scribbled"), "%s: %s", actions[i], r.out);
@@ -2304,7 +2351,7 @@ Test(cli, unanswered_arm_ends_with_duration)
 	fake_start(&b, "silent");
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	t0 = (unsigned long long)ts.tv_sec;
-	run(&r, "%s count target_add -d 1 -p %d", kprobe, (int)b.pid);
+	cli_run(&r, "%s count target_add -d 1 -p %d", kprobe, (int)b.pid);
 	clock_gettime(CLOCK_MONOTONIC, &ts);
 	cr_assert_eq(r.status, 1, "%s", r.err);
 	cr_assert(strstr(r.err, "gave up waiting"), "%s", r.err);
@@ -2322,7 +2369,7 @@ Test(cli, unanswered_arm_answers_sigterm_and_sigint)
 
 	fake_start(&b, "silent");
 	for (int i = 0; i < 2; i++) {
-		run(&r, "%s count target_add -p %d & k=$!; sleep 0.5; kill -%s $k; wait $k",
+		cli_run(&r, "%s count target_add -p %d & k=$!; sleep 0.5; kill -%s $k; wait $k",
 		    kprobe, (int)b.pid, sigs[i]);
 		cr_assert_eq(r.status, 1, "SIG%s: %s", sigs[i], r.err);
 		cr_assert(strstr(r.err, "interrupted"), "SIG%s: %s", sigs[i], r.err);
@@ -2338,12 +2385,12 @@ Test(cli, agent_replies_are_escaped)
 	struct run r;
 
 	fake_start(&b, "escapes");
-	run(&r, "%s list -p %d", kprobe, (int)b.pid);
+	cli_run(&r, "%s list -p %d", kprobe, (int)b.pid);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	cr_assert(strstr(r.out, "k  \\x1b]0;owned\\x07main+0x0\n"), "%s", r.out);
 	cr_assert(strstr(r.out, "\\x1b[2J\\x1b[31mred\\x9b1m\n"), "%s", r.out);
 	cr_assert(!has_escape_byte(r.out), "%s", r.out);
-	run(&r, "%s disable -p %d", kprobe, (int)b.pid);
+	cli_run(&r, "%s disable -p %d", kprobe, (int)b.pid);
 	cr_assert_eq(r.status, 1, "%s", r.err);
 	cr_assert(strstr(r.err, "\\x1b[31mthe agent\\x0dsays\\x07 no"), "%s", r.err);
 	cr_assert(!has_escape_byte(r.err), "%s", r.err);
@@ -2373,10 +2420,10 @@ Test(cli, impostor_socket_directory_refused)
 	rmdir(dir);
 	cr_assert_eq(mkdir(dir, 0777), 0, "%s", strerror(errno));
 	cr_assert_eq(chmod(dir, 0777), 0);
-	run(&r, "%s list -p %d", kprobe, (int)b.pid);
+	cli_run(&r, "%s list -p %d", kprobe, (int)b.pid);
 	cr_assert_eq(r.status, 1, "%s", r.err);
 	cr_assert(strstr(r.err, "refusing"), "%s", r.err);
-	run(&r, "%s count target_add -d 0.3 -p %d", kprobe, (int)b.pid);
+	cli_run(&r, "%s count target_add -d 0.3 -p %d", kprobe, (int)b.pid);
 	cr_assert_eq(r.status, 1, "%s", r.err);
 	cr_assert(strstr(r.err, "refusing"), "%s", r.err);
 	rmdir(dir);
@@ -2384,7 +2431,7 @@ Test(cli, impostor_socket_directory_refused)
 	cr_assert(mkdtemp(other));
 	cr_assert_eq(chown(other, uid, uid), 0);
 	cr_assert_eq(symlink(other, dir), 0);
-	run(&r, "%s count target_add -d 0.3 -p %d", kprobe, (int)b.pid);
+	cli_run(&r, "%s count target_add -d 0.3 -p %d", kprobe, (int)b.pid);
 	cr_assert_eq(r.status, 1, "%s", r.err);
 	cr_assert(strstr(r.err, "symlink"), "%s", r.err);
 	unlink(dir);
@@ -2416,7 +2463,7 @@ Test(cli, stale_socket_removed)
 	fd = socket(AF_UNIX, SOCK_STREAM, 0);
 	cr_assert_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0, "%s", strerror(errno));
 	close(fd);
-	run(&r, "%s list -p %d", kprobe, (int)b.pid);
+	cli_run(&r, "%s list -p %d", kprobe, (int)b.pid);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	cr_assert_str_eq(r.out, "");
 	cr_assert_neq(lstat(sa.sun_path, &st), 0, "%s is still there", sa.sun_path);
@@ -2427,7 +2474,7 @@ Test(cli, stale_socket_removed)
 	fd = socket(AF_UNIX, SOCK_STREAM, 0);
 	cr_assert_eq(bind(fd, (struct sockaddr *)&sa, sizeof(sa)), 0, "%s", strerror(errno));
 	close(fd);
-	run(&r, "%s count target_add -- %s calls 1", kprobe, target);
+	cli_run(&r, "%s count target_add -- %s calls 1", kprobe, target);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	cr_assert_neq(lstat(sa.sun_path, &st), 0, "%s is still there", sa.sun_path);
 }
@@ -2447,7 +2494,7 @@ Test(cli, command_stdout_untouched)
 	for (int i = 0; i < 2000; i++)
 		fprintf(f, "line %d\n", i);
 	fclose(f);
-	run(&r, "%s count 'libc.so.6:write' -- gzip -c %s > %s && gzip -t %s && echo intact",
+	cli_run(&r, "%s count 'libc.so.6:write' -- gzip -c %s > %s && gzip -t %s && echo intact",
 	    kprobe, in, gz, gz);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	cr_assert_str_eq(r.out, "intact\n");
@@ -2461,12 +2508,12 @@ Test(cli, output_write_failure_is_exit_1)
 {
 	struct run r;
 
-	run(&r, "%s count target_add -o /dev/full -- %s calls 3", kprobe, target);
+	cli_run(&r, "%s count target_add -o /dev/full -- %s calls 3", kprobe, target);
 	cr_assert_eq(r.status, 1, "%s", r.err);
 	cr_assert(strstr(r.err, "cannot write the results to /dev/full"), "%s", r.err);
 	cr_assert_str_eq(r.out, "sum 9\n");
 	/* The same with -p, the results on stdout. */
-	run(&r, "%s list -p %d > /dev/full", kprobe, (int)getpid());
+	cli_run(&r, "%s list -p %d > /dev/full", kprobe, (int)getpid());
 	cr_assert_eq(r.status, 0, "nothing to list, nothing lost: %s", r.err);
 }
 
@@ -2475,9 +2522,9 @@ Test(cli, version_several_pids_long_probes_control_chars)
 	struct run r;
 	char big[1200], *p = big;
 
-	cr_assert_eq(run(&r, "%s --version", kprobe), 0);
+	cr_assert_eq(cli_run(&r, "%s --version", kprobe), 0);
 	cr_assert(matches(r.out, "^kprobe \\(libkprobes\\) [0-9]+\\.[0-9]+\\.[0-9]+$"), "%s", r.out);
-	run(&r, "%s count target_add -p %d -p %d", kprobe, (int)getpid(), (int)getppid());
+	cli_run(&r, "%s count target_add -p %d -p %d", kprobe, (int)getpid(), (int)getppid());
 	assert_bad(&r, "one process at a time");
 	/* 250 + 200 characters of location and six named arguments: more
 	 * than the agent's 511, refused rather than cut. */
@@ -2490,11 +2537,11 @@ Test(cli, version_several_pids_long_probes_control_chars)
 	for (int i = 1; i <= 6; i++)
 		p += sprintf(p, " argument_name_%d=arg%d:u64", i, i);
 	sprintf(p, "'");
-	run(&r, "%s trace %s -- %s calls 1", kprobe, big, target);
+	cli_run(&r, "%s trace %s -- %s calls 1", kprobe, big, target);
 	assert_bad(&r, "probe too long");
 	cr_assert_str_eq(r.out, "");
 	/* A newline or an escape in bad input cannot split the line. */
-	run(&r, "%s count \"$(printf 'tar\\nget\\033[2J')\" -- %s calls 1", kprobe, target);
+	cli_run(&r, "%s count \"$(printf 'tar\\nget\\033[2J')\" -- %s calls 1", kprobe, target);
 	assert_bad(&r, "tar\\x0aget\\x1b[2J");
 	cr_assert(!has_escape_byte(r.err), "%s", r.err);
 }
@@ -2591,9 +2638,9 @@ Test(cli, list_of_an_object_escapes_names)
 	temp_path(dir, sizeof(dir), "esc");
 	cr_assert(!mkdir(dir, 0700) || errno == EEXIST);
 	snprintf(lib, sizeof(lib), "%s/lib\033]0;x\a.so", dir);
-	run(&r, "cp %s '%s'", plugin, lib);
+	cli_run(&r, "cp %s '%s'", plugin, lib);
 	cr_assert_eq(r.status, 0, "%s", r.err);
-	run(&r, "%s list '%s' 'plugin_*'", kprobe, lib);
+	cli_run(&r, "%s list '%s' 'plugin_*'", kprobe, lib);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	cr_assert(strstr(r.out, "/lib\\x1b]0;x\\x07.so:plugin_work\n"), "%s", r.out);
 	cr_assert(!has_escape_byte(r.out), "%s", r.out);
@@ -2616,10 +2663,10 @@ Test(cli, agent_refuses_a_directory_made_by_someone_else)
 	if (geteuid() != 0)
 		cr_skip_test("needs root to run the tool as another uid");
 	snprintf(dir, sizeof(dir), "/tmp/.kprobe-%u", uid);
-	run(&r, "rm -rf %s", dir);
+	cli_run(&r, "rm -rf %s", dir);
 	cr_assert_eq(mkdir(dir, 0777), 0, "%s", strerror(errno));
 	cr_assert_eq(chmod(dir, 0777), 0);
-	run(&r, "setpriv --reuid=%u --regid=%u --clear-groups %s count target_add -- %s calls 3",
+	cli_run(&r, "setpriv --reuid=%u --regid=%u --clear-groups %s count target_add -- %s calls 3",
 	    uid, uid, kprobe, target);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	cr_assert_str_eq(r.out, "sum 9\n");
@@ -2645,7 +2692,7 @@ Test(cli, second_sigint_ends_the_disarm_wait)
 
 	fake_start(&b, "nodisarm");
 	clock_gettime(CLOCK_MONOTONIC, &t0);
-	run(&r, "%s count target_add -p %d & k=$!; sleep 0.7; kill -INT $k; sleep 0.5; "
+	cli_run(&r, "%s count target_add -p %d & k=$!; sleep 0.7; kill -INT $k; sleep 0.5; "
 	    "kill -INT $k; wait $k", kprobe, (int)b.pid);
 	clock_gettime(CLOCK_MONOTONIC, &t1);
 	cr_assert_eq(r.status, 0, "%s", r.err);

@@ -13,6 +13,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "cli_helpers.h"
+
 static char kprobe[PATH_MAX + 16];
 static char prog[PATH_MAX + 32];
 static char prog_cxx[PATH_MAX + 32];
@@ -20,61 +22,28 @@ static char source[PATH_MAX + 32];
 
 static void init_paths(void)
 {
-	char dir[PATH_MAX];
-	ssize_t n = readlink("/proc/self/exe", dir, sizeof(dir) - 1);
-
-	cr_assert(n > 0);
-	dir[n] = '\0';
-	for (int i = 0; i < 2; i++)	/* build/tests/test_cli_stack -> build */
-		*strrchr(dir, '/') = '\0';
-	snprintf(kprobe, sizeof(kprobe), "%s/kprobe", dir);
-	snprintf(prog, sizeof(prog), "%s/tests/cli/cli_stack", dir);
-	snprintf(prog_cxx, sizeof(prog_cxx), "%s/tests/cli/cli_stack_cxx", dir);
-	*strrchr(dir, '/') = '\0';	/* the tree */
-	snprintf(source, sizeof(source), "%s/tests/cli/cli_stack.c", dir);
+	cli_build_path(kprobe, sizeof(kprobe), "kprobe");
+	cli_build_path(prog, sizeof(prog), "tests/cli/cli_stack");
+	cli_build_path(prog_cxx, sizeof(prog_cxx), "tests/cli/cli_stack_cxx");
+	cli_build_path(source, sizeof(source), "../tests/cli/cli_stack.c");
 }
 
 TestSuite(cli_stack, .init = init_paths, .timeout = 60);
 
-struct run {
-	int status;
-	char out[1 << 17];
-	char err[4096];
-};
-
-/* Runs kprobe SUB -o FILE ARGS...: the results from FILE (the command's
- * own output discarded), stderr through a file. */
-static void run(struct run *r, const char *sub, const char *fmt, ...)
+/* Runs kprobe SUB -o FILE ARGS...: r->out gets the results from FILE
+ * (the command's own output discarded), r->err its standard error. */
+static void run_results(struct run *r, const char *sub, const char *fmt, ...)
 {
-	char cmd[4096], full[PATH_MAX + 4096 + 200], errfile[] = "/tmp/kpstack-errXXXXXX";
-	char outfile[] = "/tmp/kpstack-outXXXXXX";
-	int efd = mkstemp(errfile), ofd = mkstemp(outfile), st;
-	size_t n;
+	char args[4096], results[64];
 	va_list ap;
-	FILE *f;
 
-	cr_assert(efd >= 0 && ofd >= 0);
-	close(efd);
-	close(ofd);
 	va_start(ap, fmt);
-	vsnprintf(cmd, sizeof(cmd), fmt, ap);
+	vsnprintf(args, sizeof(args), fmt, ap);
 	va_end(ap);
-	snprintf(full, sizeof(full), "%s %s -o %s %s >/dev/null 2>%s", kprobe, sub, outfile, cmd,
-		 errfile);
-	st = system(full);
-	r->status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-	f = fopen(outfile, "r");
-	n = f ? fread(r->out, 1, sizeof(r->out) - 1, f) : 0;
-	r->out[n] = '\0';
-	if (f)
-		fclose(f);
-	f = fopen(errfile, "r");
-	n = f ? fread(r->err, 1, sizeof(r->err) - 1, f) : 0;
-	r->err[n] = '\0';
-	if (f)
-		fclose(f);
-	unlink(outfile);
-	unlink(errfile);
+	cli_tmpfile(results, sizeof(results), "kpstack-out");
+	cli_run(r, "%s %s -o %s %s >/dev/null", kprobe, sub, results, args);
+	cli_read_file(results, r->out, sizeof(r->out));
+	unlink(results);
 }
 
 static int count_of(const char *s, const char *needle)
@@ -138,7 +107,7 @@ Test(cli_stack, trace_chain_without_frame_pointers)
 	struct run r;
 	int n, ntop = 0, nside = 0;
 
-	run(&r, "trace", "--stack --format json stack_leaf -- %s 3 2", prog);
+	run_results(&r, "trace", "--stack --format json stack_leaf -- %s 3 2", prog);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	n = stacks_of(r.out, stacks, 16);
 	cr_assert_eq(n, 5, "%s", r.out);
@@ -165,7 +134,7 @@ Test(cli_stack, return_probes_in_the_middle)
 	struct run r;
 	int n, nleaf = 0, nmid = 0;
 
-	run(&r, "trace", "--stack --format json 'stack_leaf%%return' 'stack_mid%%return' "
+	run_results(&r, "trace", "--stack --format json 'stack_leaf%%return' 'stack_mid%%return' "
 	    "-- %s 2 0", prog);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	n = stacks_of(r.out, stacks, 16);
@@ -184,7 +153,7 @@ Test(cli_stack, trace_text_depth_and_lines)
 	char want[128];
 	struct run r;
 
-	run(&r, "trace", "--stack=3 --lines stack_leaf -- %s 1 0", prog);
+	run_results(&r, "trace", "--stack=3 --lines stack_leaf -- %s 1 0", prog);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	snprintf(want, sizeof(want), "\n        stack_leaf+0x0 cli_stack.c:%d\n",
 		 line_of("LINE_LEAF"));
@@ -250,7 +219,7 @@ Test(cli_stack, same_as_gdb)
 		;
 	if (k == ng)
 		cr_skip_test("gdb could not run the program here: no oracle");
-	run(&r, "trace", "--stack --lines stack_leaf -- %s 1 0", prog);
+	run_results(&r, "trace", "--stack --lines stack_leaf -- %s 1 0", prog);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	/* ours: "        NAME+0xOFF [OBJECT] FILE:LINE" */
 	for (p = strstr(r.out, "\n        "); p && no < MAXF; p = strstr(p, "\n        ")) {
@@ -284,7 +253,7 @@ Test(cli_stack, count_folded_exact_per_chain_across_threads)
 	struct run r;
 	const char *a, *b;
 
-	run(&r, "count", "--stacks --format folded stack_leaf -- %s 7 4 3", prog);
+	run_results(&r, "count", "--stacks --format folded stack_leaf -- %s 7 4 3", prog);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	/* threads start in libc's thread start (no symbols in Debian's libc):
 	 * its frames first, then ours */
@@ -309,7 +278,7 @@ Test(cli_stack, count_attached)
 		_exit(127);
 	}
 	usleep(200000);
-	run(&r, "count", "--stacks --format folded stack_leaf -p %d -d 0.3", (int)pid);
+	run_results(&r, "count", "--stacks --format folded stack_leaf -p %d -d 0.3", (int)pid);
 	kill(pid, SIGKILL);
 	waitpid(pid, NULL, 0);
 	cr_assert_eq(r.status, 0, "%s", r.err);
@@ -323,7 +292,7 @@ Test(cli_stack, count_text_as_bpftrace_maps)
 {
 	struct run r;
 
-	run(&r, "count", "--stacks=4 stack_leaf -- %s 5 2", prog);
+	run_results(&r, "count", "--stacks=4 stack_leaf -- %s 5 2", prog);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	/* the totals as count prints them, then one map entry per stack */
 	cr_expect(strstr(r.out, "stack_leaf  "), "%s", r.out);
@@ -340,7 +309,7 @@ Test(cli_stack, count_json_has_the_stacks)
 {
 	struct run r;
 
-	run(&r, "count", "--stacks=4 --format json stack_leaf -- %s 3 2", prog);
+	run_results(&r, "count", "--stacks=4 --format json stack_leaf -- %s 3 2", prog);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	cr_expect(strstr(r.out, "\"hits\":5,"), "%s", r.out);
 	/* most hits first */
@@ -355,7 +324,7 @@ Test(cli_stack, cxx_names_demangled)
 {
 	struct run r;
 
-	run(&r, "trace", "--stack _ZN6shapes4leafEi -- %s", prog_cxx);
+	run_results(&r, "trace", "--stack _ZN6shapes4leafEi -- %s", prog_cxx);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	cr_expect(strstr(r.out, "\n        shapes::leaf(int)+0x0\n"
 				"        shapes::Circle::area(int) const+0x"), "%s", r.out);
@@ -368,7 +337,7 @@ Test(cli_stack, chrome_carries_the_stack)
 {
 	struct run r;
 
-	run(&r, "trace", "--stack=2 --format chrome stack_leaf -- %s 1 0", prog);
+	run_results(&r, "trace", "--stack=2 --format chrome stack_leaf -- %s 1 0", prog);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	cr_expect(strstr(r.out, "\"stack\":[\"stack_leaf+0x0\",\"stack_mid+0x"), "%s", r.out);
 }
@@ -382,7 +351,7 @@ Test(cli_stack, ustack_without_frame_pointers)
 
 	snprintf(cmd, sizeof(cmd), "-e 'uprobe:%s:stack_leaf { @[ustack(5)] = count(); }' "
 		 "-c '%s 4 0'", prog, prog);
-	run(&r, "run", "%s", cmd);
+	run_results(&r, "run", "%s", cmd);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	cr_expect(strstr(r.out, "@[\n    stack_leaf+0\n    stack_mid+"), "%s", r.out);
 	cr_expect(strstr(r.out, "\n    stack_top+"), "%s", r.out);
@@ -404,7 +373,7 @@ Test(cli_stack, bad_input)
 	struct run r;
 
 	for (unsigned int i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-		run(&r, bad[i][0], "%s -- %s", bad[i][1], prog);
+		run_results(&r, bad[i][0], "%s -- %s", bad[i][1], prog);
 		cr_expect_eq(r.status, 2, "%s: status %d", bad[i][1], r.status);
 		cr_expect(strstr(r.err, bad[i][2]), "%s: %s", bad[i][1], r.err);
 		cr_expect_eq(count_of(r.err, "\n"), 1, "%s: %s", bad[i][1], r.err);

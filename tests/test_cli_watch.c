@@ -12,82 +12,18 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "cli_helpers.h"
+
 static char kprobe[PATH_MAX + 16];
 static char prog[PATH_MAX + 32];
 
 static void init_paths(void)
 {
-	char dir[PATH_MAX];
-	ssize_t n = readlink("/proc/self/exe", dir, sizeof(dir) - 1);
-
-	cr_assert(n > 0);
-	dir[n] = '\0';
-	for (int i = 0; i < 2; i++)	/* build/tests/test_cli_watch -> build */
-		*strrchr(dir, '/') = '\0';
-	snprintf(kprobe, sizeof(kprobe), "%s/kprobe", dir);
-	snprintf(prog, sizeof(prog), "%s/tests/cli/cli_watch", dir);
+	cli_build_path(kprobe, sizeof(kprobe), "kprobe");
+	cli_build_path(prog, sizeof(prog), "tests/cli/cli_watch");
 }
 
 TestSuite(cli_watch, .init = init_paths, .timeout = 30);
-
-struct run {
-	int status;
-	char out[1 << 17];
-	char err[4096];
-};
-
-/* Runs a shell command line; stdout and stderr into r (stderr through a
- * file, so a full pipe never blocks the command). */
-static void run(struct run *r, const char *fmt, ...)
-{
-	char cmd[4096], full[4200], errfile[] = "/tmp/kpwatch-errXXXXXX";
-	int fd = mkstemp(errfile), st;
-	size_t n;
-	va_list ap;
-	FILE *p;
-
-	cr_assert(fd >= 0);
-	close(fd);
-	va_start(ap, fmt);
-	vsnprintf(cmd, sizeof(cmd), fmt, ap);
-	va_end(ap);
-	snprintf(full, sizeof(full), "%s 2>%s", cmd, errfile);
-	p = popen(full, "r");
-	cr_assert(p);
-	n = fread(r->out, 1, sizeof(r->out) - 1, p);
-	r->out[n] = '\0';
-	st = pclose(p);
-	r->status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-	p = fopen(errfile, "r");
-	n = p ? fread(r->err, 1, sizeof(r->err) - 1, p) : 0;
-	r->err[n] = '\0';
-	if (p)
-		fclose(p);
-	unlink(errfile);
-}
-
-/* A file for -o (with -- COMMAND the results go to stderr otherwise). */
-static void out_file(char *path, size_t len)
-{
-	int fd;
-
-	snprintf(path, len, "/tmp/kpwatch-outXXXXXX");
-	fd = mkstemp(path);
-	cr_assert(fd >= 0);
-	close(fd);
-}
-
-/* The results written with -o path into r->out; the file removed. */
-static void read_results(struct run *r, const char *path)
-{
-	FILE *f = fopen(path, "r");
-	size_t n = f ? fread(r->out, 1, sizeof(r->out) - 1, f) : 0;
-
-	r->out[n] = '\0';
-	if (f)
-		fclose(f);
-	unlink(path);
-}
 
 /* Skips where this system offers no perf hardware breakpoints. */
 static void skip_without_watchpoints(const struct run *r)
@@ -126,9 +62,10 @@ Test(cli_watch, count_per_instruction_all_threads)
 	struct run r;
 	char out[64];
 
-	out_file(out, sizeof(out));
-	run(&r, "%s watch watched --count --format json -o %s -- %s writes", kprobe, out, prog);
-	read_results(&r, out);
+	cli_tmpfile(out, sizeof(out), "kpwatch-out");
+	cli_run(&r, "%s watch watched --count --format json -o %s -- %s writes", kprobe, out, prog);
+	cli_read_file(out, r.out, sizeof(r.out));
+	unlink(out);
 	skip_without_watchpoints(&r);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	/* 100 by the main thread, 200 by each of three threads started
@@ -145,9 +82,10 @@ Test(cli_watch, trace_old_and_new)
 	struct run r;
 	char want[160], out[64];
 
-	out_file(out, sizeof(out));
-	run(&r, "%s watch watched --format json -o %s -- %s writes", kprobe, out, prog);
-	read_results(&r, out);
+	cli_tmpfile(out, sizeof(out), "kpwatch-out");
+	cli_run(&r, "%s watch watched --format json -o %s -- %s writes", kprobe, out, prog);
+	cli_read_file(out, r.out, sizeof(r.out));
+	unlink(out);
 	skip_without_watchpoints(&r);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	cr_expect_eq(count_lines(r.out, "\"probe\":\"store_a+0x0\""), 700);
@@ -168,9 +106,10 @@ Test(cli_watch, stack_of_each_access)
 	struct run r;
 	char out[64];
 
-	out_file(out, sizeof(out));
-	run(&r, "%s watch half:2 --stack --format json -o %s -- %s sizes", kprobe, out, prog);
-	read_results(&r, out);
+	cli_tmpfile(out, sizeof(out), "kpwatch-out");
+	cli_run(&r, "%s watch half:2 --stack --format json -o %s -- %s sizes", kprobe, out, prog);
+	cli_read_file(out, r.out, sizeof(r.out));
+	unlink(out);
 	skip_without_watchpoints(&r);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	cr_expect_eq(count_lines(r.out, "\"stack\":[\"main+0x"), 5, "%s", r.out);
@@ -183,17 +122,19 @@ Test(cli_watch, reads_with_rw)
 	struct run r;
 	char out[64];
 
-	out_file(out, sizeof(out));
-	run(&r, "%s watch watched --rw --count --format json -o %s -- %s reads", kprobe, out, prog);
-	read_results(&r, out);
+	cli_tmpfile(out, sizeof(out), "kpwatch-out");
+	cli_run(&r, "%s watch watched --rw --count --format json -o %s -- %s reads", kprobe, out, prog);
+	cli_read_file(out, r.out, sizeof(r.out));
+	unlink(out);
 	skip_without_watchpoints(&r);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	cr_expect_eq(hits_of(r.out, "load_c+0x0"), 30, "%s", r.out);
 	cr_expect_eq(hits_of(r.out, "store_b+0x1"), 1, "%s", r.out);
 	/* Without --rw, the reads are not caught. */
-	out_file(out, sizeof(out));
-	run(&r, "%s watch watched --count --format json -o %s -- %s reads", kprobe, out, prog);
-	read_results(&r, out);
+	cli_tmpfile(out, sizeof(out), "kpwatch-out");
+	cli_run(&r, "%s watch watched --count --format json -o %s -- %s reads", kprobe, out, prog);
+	cli_read_file(out, r.out, sizeof(r.out));
+	unlink(out);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	cr_expect_eq(hits_of(r.out, "load_c+0x0"), -1, "%s", r.out);
 	cr_expect_eq(hits_of(r.out, "store_b+0x1"), 1, "%s", r.out);
@@ -204,9 +145,10 @@ Test(cli_watch, two_byte_variable)
 	struct run r;
 	char out[64];
 
-	out_file(out, sizeof(out));
-	run(&r, "%s watch half:2 --count -z -o %s -- %s sizes", kprobe, out, prog);
-	read_results(&r, out);
+	cli_tmpfile(out, sizeof(out), "kpwatch-out");
+	cli_run(&r, "%s watch half:2 --count -z -o %s -- %s sizes", kprobe, out, prog);
+	cli_read_file(out, r.out, sizeof(r.out));
+	unlink(out);
 	skip_without_watchpoints(&r);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	/* Five stores to it; those next to it are not counted. */
@@ -258,7 +200,7 @@ Test(cli_watch, attach_and_detach)
 	close(fds[1]);
 	out = fdopen(fds[0], "r");
 	cr_assert(fgets(line, sizeof(line), out) && !strcmp(line, "ready\n"));
-	run(&r, "%s watch watched --count --format json -d 0.5 -p %d", kprobe, (int)pid);
+	cli_run(&r, "%s watch watched --count --format json -d 0.5 -p %d", kprobe, (int)pid);
 	if (r.status == 1)
 		kill(pid, SIGKILL);
 	skip_without_watchpoints(&r);
@@ -288,7 +230,7 @@ Test(cli_watch, bad_input)
 	struct run r;
 
 	for (unsigned int i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
-		run(&r, "%s %s -- %s writes", kprobe, bad[i][0], prog);
+		cli_run(&r, "%s %s -- %s writes", kprobe, bad[i][0], prog);
 		skip_without_watchpoints(&r);
 		cr_expect_eq(r.status, 2, "%s: status %d", bad[i][0], r.status);
 		cr_expect(strstr(r.err, bad[i][1]), "%s: %s", bad[i][0], r.err);

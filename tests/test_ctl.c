@@ -18,6 +18,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "cli.h"
 #include "ctl_client.h"
 #include "escape.h"
 

@@ -16,12 +16,14 @@
 
 TestSuite(fork_loader, .timeout = 30);
 
+long fl_fn(long x);
 TEST_FN long fl_fn(long x)
 {
 	__asm__ volatile("" : "+r"(x));
 	return x * 7 + 3;
 }
 
+long fl_ret(long x);
 TEST_FN long fl_ret(long x)
 {
 	__asm__ volatile("" : "+r"(x));

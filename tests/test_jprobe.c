@@ -67,6 +67,10 @@ static double checksum(const struct args *a)
 	return r + a->s.a * 31.0 + a->s.b * 37.0 + a->s.c * 41.0 + a->f10 * 43.0;
 }
 
+double jp_target(long i0, long i1, long i2, long i3, long i4, long i5,
+		 double d0, double d1, double d2, double d3, double d4, double d5,
+		 double d6, double d7, double d8, double d9, long i6, long i7,
+		 struct sbig s, float f10);
 TEST_FN double jp_target(long i0, long i1, long i2, long i3, long i4, long i5,
 			 double d0, double d1, double d2, double d3, double d4, double d5,
 			 double d6, double d7, double d8, double d9, long i6, long i7,
@@ -203,6 +207,7 @@ Test(jprobe, entry_sees_all_arguments_and_changes_nothing)
 }
 
 /* Integer-only, through regs_get_kernel_argument as well. */
+long jp_ints(long a, long b, long c, long d, long e, long f, long g, long h, long i);
 TEST_FN long jp_ints(long a, long b, long c, long d, long e, long f, long g, long h, long i)
 {
 	__asm__ volatile("" : "+r"(a), "+r"(i));
@@ -244,6 +249,8 @@ Test(jprobe, integer_arguments_on_registers_and_stack)
 }
 
 /* Floats only: xmm0-7, and more on the stack. */
+double jp_floats(double a, double b, double c, double d, double e, double f, double g,
+		 double h, double i, double j);
 TEST_FN double jp_floats(double a, double b, double c, double d, double e, double f, double g,
 			 double h, double i, double j)
 {
@@ -428,6 +435,7 @@ Test(jprobe, disable_enable)
 
 /* ---- probes hit from the entry function ---- */
 
+long jp_inner(long x);
 TEST_FN long jp_inner(long x)
 {
 	__asm__ volatile("" : "+r"(x));
@@ -436,6 +444,7 @@ TEST_FN long jp_inner(long x)
 
 static long (*volatile fp_inner)(long) = jp_inner;
 
+long jp_outer(long x);
 TEST_FN long jp_outer(long x)
 {
 	__asm__ volatile("" : "+r"(x));
@@ -488,6 +497,7 @@ Test(jprobe, probe_hit_inside_entry_function_is_missed)
 /* What the entry function and the handlers it triggers write to memory
  * stays written, even in the caller's stack frame: only the probed
  * function's own state (registers, its arguments) is put back. */
+long jp_ptr(long *out, long x);
 TEST_FN long jp_ptr(long *out, long x)
 {
 	__asm__ volatile("" : "+r"(x));
@@ -614,6 +624,10 @@ static double jp_thread_entry(long i0, long i1, long i2, long i3, long i4, long 
 	jprobe_return();
 }
 
+double jp_thread_target(long i0, long i1, long i2, long i3, long i4, long i5,
+			double d0, double d1, double d2, double d3, double d4, double d5,
+			double d6, double d7, double d8, double d9, long i6, long i7,
+			struct sbig s, float f10);
 TEST_FN double jp_thread_target(long i0, long i1, long i2, long i3, long i4, long i5,
 				double d0, double d1, double d2, double d3, double d4, double d5,
 				double d6, double d7, double d8, double d9, long i6, long i7,

@@ -124,6 +124,7 @@ static int check_table(const void *lo, const void *hi, const struct static_key *
 DEFINE_STATIC_KEY_TRUE(k_t);
 DEFINE_STATIC_KEY_FALSE(k_f);
 
+int t_likely(void);
 TEST_FN int t_likely(void)
 {
 	if (static_branch_likely(&k_t))
@@ -131,6 +132,7 @@ TEST_FN int t_likely(void)
 	return 0;
 }
 
+int t_unlikely(void);
 TEST_FN int t_unlikely(void)
 {
 	if (static_branch_unlikely(&k_t))
@@ -138,6 +140,7 @@ TEST_FN int t_unlikely(void)
 	return 0;
 }
 
+int f_likely(void);
 TEST_FN int f_likely(void)
 {
 	if (static_branch_likely(&k_f))
@@ -145,6 +148,7 @@ TEST_FN int f_likely(void)
 	return 0;
 }
 
+int f_unlikely(void);
 TEST_FN int f_unlikely(void)
 {
 	if (static_branch_unlikely(&k_f))
@@ -304,11 +308,13 @@ Test(jump_label, code_bytes_at_a_known_site)
  * -EINVAL and changes nothing, neither the key nor its other sites. */
 DEFINE_STATIC_KEY_FALSE(k_bad);
 
+int bad_a(void);
 TEST_FN int bad_a(void)
 {
 	return static_branch_unlikely(&k_bad) ? 2 : 1;
 }
 
+int bad_b(void);
 TEST_FN int bad_b(void)
 {
 	return static_branch_unlikely(&k_bad) ? 2 : 1;
@@ -345,11 +351,13 @@ Test(jump_label, foreign_code_at_a_site_is_refused)
 DEFINE_STATIC_KEY_FALSE(k_rc);
 DEFINE_STATIC_KEY_TRUE(k_rct);
 
+int rc_on(void);
 TEST_FN int rc_on(void)
 {
 	return static_branch_unlikely(&k_rc) ? 1 : 0;
 }
 
+int rct_on(void);
 TEST_FN int rct_on(void)
 {
 	return static_branch_likely(&k_rct) ? 1 : 0;
@@ -435,6 +443,7 @@ DEFINE_STATIC_KEY_TRUE(k_ctor_t);
 DEFINE_STATIC_KEY_FALSE(k_ctor_f);
 DEFINE_STATIC_KEY_FALSE(k_ctor_inc);
 
+int ctor_bits(void);
 TEST_FN int ctor_bits(void)
 {
 	int r = 0;
@@ -504,6 +513,7 @@ DEFINE_STATIC_KEY_FALSE(k100);
 #define S10(t) S1(t##0) S1(t##1) S1(t##2) S1(t##3) S1(t##4) \
 	       S1(t##5) S1(t##6) S1(t##7) S1(t##8) S1(t##9)
 
+long hundred(void);
 TEST_FN long hundred(void)
 {
 	long s = 0;
@@ -538,6 +548,8 @@ DEFINE_STATIC_KEY_FALSE(k_sh);
 
 /* 2: the true block ran, 1: the false block; anything else is wrong. */
 #define STORM_FNS(k)								\
+	int k##_u(void);							\
+	int k##_l(void);							\
 	TEST_FN int k##_u(void) { if (static_branch_unlikely(&k)) return 2; return 1; } \
 	TEST_FN int k##_l(void) { if (static_branch_likely(&k)) return 2; return 1; }
 STORM_FNS(k_w0)
@@ -1002,11 +1014,13 @@ Test(jump_label, no_jump_optimization_over_sites)
 
 DEFINE_STATIC_KEY_FALSE(k_fork);
 
+int fork_u(void);
 TEST_FN int fork_u(void)
 {
 	return static_branch_unlikely(&k_fork) ? 2 : 1;
 }
 
+int fork_l(void);
 TEST_FN int fork_l(void)
 {
 	return static_branch_likely(&k_fork) ? 2 : 1;

@@ -150,6 +150,7 @@ extern char kr_asm_regs_ret[];
 extern unsigned long kr_regs_out[16];
 extern const unsigned long kr_regs_want[16];
 
+long kr_long(long x);
 TEST_FN long kr_long(long x)
 {
 	SEE();
@@ -157,6 +158,7 @@ TEST_FN long kr_long(long x)
 	return x * 3 + 1;
 }
 
+void *kr_ptr(void *p);
 TEST_FN void *kr_ptr(void *p)
 {
 	SEE();
@@ -164,6 +166,7 @@ TEST_FN void *kr_ptr(void *p)
 	return (char *)p + 8;
 }
 
+double kr_double(double x);
 TEST_FN double kr_double(double x)
 {
 	SEE();
@@ -175,6 +178,7 @@ struct two_longs {
 	long a, b;
 };
 
+struct two_longs kr_pair(long x);
 TEST_FN struct two_longs kr_pair(long x)
 {
 	struct two_longs r = { x + 1, x * 2 };
@@ -188,6 +192,7 @@ struct two_doubles {
 	double a, b;
 };
 
+struct two_doubles kr_dpair(double x);
 TEST_FN struct two_doubles kr_dpair(double x)
 {
 	struct two_doubles r = { x + 0.5, x * -2.0 };
@@ -201,6 +206,7 @@ struct four_floats {
 	float a, b, c, d;	/* xmm0 (a, b) and xmm1 (c, d) */
 };
 
+struct four_floats kr_ffff(float x);
 TEST_FN struct four_floats kr_ffff(float x)
 {
 	struct four_floats r = { x + 1, x + 2, x + 3, x + 4 };
@@ -214,6 +220,7 @@ struct big {
 	long v[6];	/* returned in memory; rax = the hidden pointer */
 };
 
+struct big kr_big(long x);
 TEST_FN struct big kr_big(long x)
 {
 	struct big r;
@@ -225,6 +232,7 @@ TEST_FN struct big kr_big(long x)
 	return r;
 }
 
+long double kr_ld(long double x);
 TEST_FN long double kr_ld(long double x)
 {
 	volatile long double k = 3.0L;
@@ -233,6 +241,7 @@ TEST_FN long double kr_ld(long double x)
 	return x * k + 0.125L;
 }
 
+_Complex long double kr_cld(long double x);
 TEST_FN _Complex long double kr_cld(long double x)
 {
 	volatile long double k = 2.0L;
@@ -244,18 +253,21 @@ TEST_FN _Complex long double kr_cld(long double x)
 	return r;
 }
 
+__m256d kr_m256d(double x);
 __attribute__((target("avx"))) TEST_FN __m256d kr_m256d(double x)
 {
 	SEE();
 	return _mm256_set_pd(x + 4, x + 3, x + 2, x + 1);
 }
 
+__m256i kr_m256i(long x);
 __attribute__((target("avx"))) TEST_FN __m256i kr_m256i(long x)
 {
 	SEE();
 	return _mm256_set_epi64x(x * 4, x * 3, x * 2, x);
 }
 
+__m512d kr_m512d(double x);
 __attribute__((target("avx512f"))) TEST_FN __m512d kr_m512d(double x)
 {
 	SEE();
@@ -274,6 +286,7 @@ static _Complex long double (*volatile fp_cld)(long double) = kr_cld;
 static long (*volatile fp_asm_add)(long) = kr_asm_add;
 
 /* Fixed call sites: the return address is the same on every call. */
+long call_long(long x);
 TEST_FN long call_long(long x)
 {
 	long r = fp_long(x);
@@ -282,6 +295,7 @@ TEST_FN long call_long(long x)
 	return r;
 }
 
+void *call_ptr(void *p);
 TEST_FN void *call_ptr(void *p)
 {
 	void *r = fp_ptr(p);
@@ -290,6 +304,7 @@ TEST_FN void *call_ptr(void *p)
 	return r;
 }
 
+double call_double(double x);
 TEST_FN double call_double(double x)
 {
 	double r = fp_double(x);
@@ -298,6 +313,7 @@ TEST_FN double call_double(double x)
 	return r;
 }
 
+struct two_longs call_pair(long x);
 TEST_FN struct two_longs call_pair(long x)
 {
 	struct two_longs r = fp_pair(x);
@@ -306,6 +322,7 @@ TEST_FN struct two_longs call_pair(long x)
 	return r;
 }
 
+struct two_doubles call_dpair(double x);
 TEST_FN struct two_doubles call_dpair(double x)
 {
 	struct two_doubles r = fp_dpair(x);
@@ -314,6 +331,7 @@ TEST_FN struct two_doubles call_dpair(double x)
 	return r;
 }
 
+struct four_floats call_ffff(float x);
 TEST_FN struct four_floats call_ffff(float x)
 {
 	struct four_floats r = fp_ffff(x);
@@ -322,6 +340,7 @@ TEST_FN struct four_floats call_ffff(float x)
 	return r;
 }
 
+struct big call_big(long x);
 TEST_FN struct big call_big(long x)
 {
 	struct big r = fp_big(x);
@@ -330,6 +349,7 @@ TEST_FN struct big call_big(long x)
 	return r;
 }
 
+long double call_ld(long double x);
 TEST_FN long double call_ld(long double x)
 {
 	long double r = fp_ld(x);
@@ -338,6 +358,7 @@ TEST_FN long double call_ld(long double x)
 	return r;
 }
 
+_Complex long double call_cld(long double x);
 TEST_FN _Complex long double call_cld(long double x)
 {
 	_Complex long double r = fp_cld(x);
@@ -918,6 +939,7 @@ Test(kretprobe, nmissed_recursion_small_maxactive)
 #define BAR_THREADS 4
 static pthread_barrier_t kr_bar_barrier;
 
+long kr_bar(long x);
 TEST_FN long kr_bar(long x)
 {
 	pthread_barrier_wait(&kr_bar_barrier);
@@ -1008,6 +1030,7 @@ Test(kretprobe, deep_recursion_large_maxactive)
 static jmp_buf kr_jb;
 static sigjmp_buf kr_sjb;
 
+long kr_jmp(long x);
 TEST_FN long kr_jmp(long x)
 {
 	__asm__ volatile("" : "+r"(x));
@@ -1019,6 +1042,7 @@ TEST_FN long kr_jmp(long x)
 static long (*volatile fp_jmp)(long) = kr_jmp;
 
 /* A probed function calling another probed function that longjmps. */
+long kr_jmp_outer(long x);
 TEST_FN long kr_jmp_outer(long x)
 {
 	long r = fp_jmp(x);
@@ -1098,6 +1122,7 @@ Test(kretprobe, longjmp_through_nested_probed_frames)
 	unregister_kretprobe(&out.rp);
 }
 
+long kr_sigjmp(long x);
 TEST_FN long kr_sigjmp(long x)
 {
 	__asm__ volatile("" : "+r"(x));
@@ -1131,6 +1156,7 @@ Test(kretprobe, siglongjmp_out_of_probed_function)
 
 /* A signal arrives inside the probed function; its handler siglongjmps
  * out of both the handler and the probed frame. */
+long kr_raise(long x);
 TEST_FN long kr_raise(long x)
 {
 	__asm__ volatile("" : "+r"(x));
@@ -1176,6 +1202,7 @@ Test(kretprobe, siglongjmp_from_signal_handler)
 
 static volatile long nested_result;
 
+long kr_sig(long x);
 TEST_FN long kr_sig(long x)
 {
 	__asm__ volatile("" : "+r"(x));
@@ -1267,6 +1294,7 @@ Test(kretprobe, signal_on_alternate_stack_above_thread_stack)
 
 /* ---- threads that exit inside probed functions ---- */
 
+long kr_exit_inner(long x);
 TEST_FN long kr_exit_inner(long x)
 {
 	__asm__ volatile("" : "+r"(x));
@@ -1305,6 +1333,7 @@ Test(kretprobe, pthread_exit_inside_probed_function)
 	unregister_kretprobe(&c.rp);
 }
 
+void *kr_thread_fn(void *arg);
 TEST_FN void *kr_thread_fn(void *arg)
 {
 	long x = (long)(intptr_t)arg;
@@ -1342,6 +1371,7 @@ Test(kretprobe, probed_thread_function_exits_or_returns)
 static int cancel_pipe[2];
 static volatile int cancel_cleaned;
 
+long kr_cancel_wait(long x);
 TEST_FN long kr_cancel_wait(long x)
 {
 	char ch;
@@ -1416,6 +1446,7 @@ Test(kretprobe, pthread_cancel_inside_probed_function)
 	unregister_kretprobe(&c.rp);
 }
 
+long kr_sys_exit(long x);
 TEST_FN long kr_sys_exit(long x)
 {
 	__asm__ volatile("" : "+r"(x));
@@ -1458,6 +1489,7 @@ Test(kretprobe, thread_vanishing_inside_probed_function)
 
 /* ---- fork inside a probed function ---- */
 
+long kr_fork(long x);
 TEST_FN long kr_fork(long x)
 {
 	pid_t pid = fork();
@@ -1495,6 +1527,7 @@ Test(kretprobe, fork_inside_probed_function)
 static int block_pipe[2];
 static volatile int block_inside;
 
+long kr_block(long x);
 TEST_FN long kr_block(long x)
 {
 	char ch;
@@ -1640,6 +1673,7 @@ Test(kretprobe, many_threads_exact_counts)
 static void *bt_buf[64];
 static int bt_n;
 
+long kr_bt_leaf(long x);
 TEST_FN long kr_bt_leaf(long x)
 {
 	bt_n = backtrace(bt_buf, 64);
@@ -1649,6 +1683,7 @@ TEST_FN long kr_bt_leaf(long x)
 
 static long (*volatile fp_bt_leaf)(long) = kr_bt_leaf;
 
+long kr_bt(long x);
 TEST_FN long kr_bt(long x)
 {
 	long r;
@@ -1664,6 +1699,7 @@ TEST_FN long kr_bt(long x)
 
 static long (*volatile fp_bt)(long) = kr_bt;
 
+long kr_bt_caller(long x);
 TEST_FN long kr_bt_caller(long x)
 {
 	long r = fp_bt(x);
@@ -1724,6 +1760,7 @@ static _Unwind_Reason_Code uw_cb(struct _Unwind_Context *ctx, void *arg)
 	return _URC_NO_REASON;
 }
 
+long kr_uw(long x);
 TEST_FN long kr_uw(long x)
 {
 	struct uw_state s = { bt_buf, 0, 64 };
@@ -1737,6 +1774,7 @@ TEST_FN long kr_uw(long x)
 
 static long (*volatile fp_uw)(long) = kr_uw;
 
+long kr_uw_caller(long x);
 TEST_FN long kr_uw_caller(long x)
 {
 	long r = fp_uw(x);
@@ -1767,6 +1805,7 @@ Test(kretprobe, unwind_backtrace_from_inside_shows_real_callers)
 
 /* A kprobe on a function called by a return-probed one reads its caller's
  * return-address slot through the frame pointer and translates it. */
+long kr_fr_inner(long x);
 TEST_FN long kr_fr_inner(long x)
 {
 	__asm__ volatile("" : "+r"(x));
@@ -1775,6 +1814,7 @@ TEST_FN long kr_fr_inner(long x)
 
 static long (*volatile fp_fr_inner)(long) = kr_fr_inner;
 
+long kr_fr_outer(long x);
 TEST_FN long kr_fr_outer(long x)
 {
 	long r;
@@ -1787,6 +1827,7 @@ TEST_FN long kr_fr_outer(long x)
 
 static long (*volatile fp_fr_outer)(long) = kr_fr_outer;
 
+long kr_fr_caller(long x);
 TEST_FN long kr_fr_caller(long x)
 {
 	long r = fp_fr_outer(x);
@@ -2109,6 +2150,7 @@ Test(kretprobe, register_kretprobes_all_or_nothing)
 static volatile int kc_go;
 static int kc_in;
 
+long kc_block(long x);
 TEST_FN long kc_block(long x)
 {
 	__atomic_fetch_add(&kc_in, 1, __ATOMIC_RELAXED);
@@ -2238,6 +2280,7 @@ Test(kretprobe, unregister_frees_pool_with_cached_instances)
  * is free again. */
 static long kc_sig_calls;
 
+long kc_leaf(long x);
 TEST_FN long kc_leaf(long x)
 {
 	if (x < 0) {		/* stays until kc_go */

@@ -15,6 +15,7 @@
 
 TestSuite(limits, .timeout = 20);
 
+long lim_fn(long x);
 TEST_FN long lim_fn(long x)
 {
 	__asm__ volatile("" : "+r"(x));

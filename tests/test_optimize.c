@@ -569,6 +569,7 @@ static long (*volatile call_has_syscall)(void) = opt_has_syscall;
 #define NORMAL(a, b) ((a) + (b) + 0x101)
 
 /* A C switch with dense cases: a jump table at -O2. */
+long opt_switch(long x, long y);
 __attribute__((noinline, noclone, used, optimize("O2"))) long opt_switch(long x, long y)
 {
 	switch (x) {
@@ -605,6 +606,8 @@ static long switch_ref(long x, long y)
 
 /* 8 doubles and 6 longs; its entry is an optimized probe. */
 TEST_FN double opt_fargs(double a, double b, double c, double d, double e, double f, double g,
+			 double h, long i, long j, long k, long l, long m, long n);
+TEST_FN double opt_fargs(double a, double b, double c, double d, double e, double f, double g,
 			 double h, long i, long j, long k, long l, long m, long n)
 {
 	return a + 2 * b + 3 * c + 4 * d + 5 * e + 6 * f + 7 * g + 8 * h +
@@ -615,6 +618,7 @@ static double (*volatile call_fargs)(double, double, double, double, double, dou
 				     double, long, long, long, long, long, long) = opt_fargs;
 
 /* Variadic doubles: the prologue saves xmm0-7 when %al says so. */
+double opt_vsum(int n, ...);
 TEST_FN double opt_vsum(int n, ...)
 {
 	va_list ap;
@@ -2600,7 +2604,7 @@ Test(optimize, threads_register_optimize_unregister_loop, .init = setup)
 	cr_assert_geq(rounds, MIN_ROUNDS, "only %lu rounds in %.1f s", rounds, now_s() - start);
 }
 
-/* kp_optimizer_flush() (what the kprobe agent calls to optimize at once)
+/* kp_optimizer_flush() (behind kprobes_optimize_now(), which the kprobe agent calls)
  * from a thread other than the optimizer: the jump goes in at once, and
  * the census does not wait for libkprobes' own optimizer thread, which
  * blocks every signal. */
@@ -2955,6 +2959,8 @@ static bool detour_continues(const struct kprobe *p)
 }
 
 TEST_FN long rs_many(long a, long b, long c, long d, long e, long f, long g, long h, double x,
+		     double y);
+TEST_FN long rs_many(long a, long b, long c, long d, long e, long f, long g, long h, double x,
 		     double y)
 {
 	long r = a + 2 * b + 3 * c + 4 * d + 5 * e + 6 * f + 7 * g + 8 * h + (long)(x * 4 + y);
@@ -2987,6 +2993,7 @@ static void *rs_bt[32];
 static int rs_bt_n;
 static void *rs_real_ra;
 
+long rs_bt_fn(long x);
 TEST_FN long rs_bt_fn(long x)
 {
 	rs_bt_n = backtrace(rs_bt, 32);
@@ -2998,6 +3005,7 @@ TEST_FN long rs_bt_fn(long x)
 
 static long (*volatile call_rs_bt)(long) = rs_bt_fn;
 
+long rs_bt_caller(long x);
 TEST_FN long rs_bt_caller(long x)
 {
 	long r = call_rs_bt(x);

@@ -194,6 +194,7 @@ static const char good_string[] = "seen from the handler";
 static long handler_bad = 1, handler_good = 1;
 static char handler_copy[sizeof(good_string)];
 
+long nofault_target(const char *s, const void *bad);
 TEST_FN long nofault_target(const char *s, const void *bad)
 {
 	KEEP(s);

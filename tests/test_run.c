@@ -13,7 +13,8 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static char build_dir[PATH_MAX];
+#include "cli_helpers.h"
+
 static char kprobe[PATH_MAX + 16];
 static char target[PATH_MAX + 32];
 static char example[PATH_MAX + 64];
@@ -23,84 +24,19 @@ static char run_target[PATH_MAX + 32];
 
 static void init_paths(void)
 {
-	ssize_t n = readlink("/proc/self/exe", build_dir, sizeof(build_dir) - 1);
-
-	cr_assert(n > 0);
-	build_dir[n] = '\0';
-	for (int i = 0; i < 2; i++)	/* build/tests/test_run -> build */
-		*strrchr(build_dir, '/') = '\0';
-	snprintf(kprobe, sizeof(kprobe), "%s/kprobe", build_dir);
-	snprintf(target, sizeof(target), "%s/tests/cli/cli_target", build_dir);
-	snprintf(example, sizeof(example), "%s/examples/kprobe_module_example.so", build_dir);
-	snprintf(module, sizeof(module), "%s/tests/cli/cli_module.so", build_dir);
-	snprintf(plugin, sizeof(plugin), "%s/tests/cli/libcliplugin.so", build_dir);
-	snprintf(run_target, sizeof(run_target), "%s/tests/cli/run_target", build_dir);
+	cli_build_path(kprobe, sizeof(kprobe), "kprobe");
+	cli_build_path(target, sizeof(target), "tests/cli/cli_target");
+	cli_build_path(example, sizeof(example), "examples/kprobe_module_example.so");
+	cli_build_path(module, sizeof(module), "tests/cli/cli_module.so");
+	cli_build_path(plugin, sizeof(plugin), "tests/cli/libcliplugin.so");
+	cli_build_path(run_target, sizeof(run_target), "tests/cli/run_target");
+	/* Programs and modules take their time under load; every output
+	 * here must be seen whole. */
+	cli_run_quiet_ms = 25000;
+	cli_run_output_must_fit = true;
 }
 
 TestSuite(load, .init = init_paths, .timeout = 30);
-
-struct run {
-	int status;
-	char out[1 << 16];
-	char err[1 << 17];
-};
-
-static void drain(int fd, char *buf, size_t cap, size_t *len, bool *open)
-{
-	ssize_t n = read(fd, buf + *len, cap - 1 - *len);
-
-	if (n <= 0) {
-		*open = false;
-		return;
-	}
-	*len += (size_t)n;
-	buf[*len] = '\0';
-	cr_assert(*len < cap - 1, "output too long for the test");
-}
-
-/* Runs a shell command line, capturing stdout and stderr. */
-static int run(struct run *r, const char *fmt, ...)
-{
-	char cmd[8192];
-	int out[2], err[2], st;
-	size_t lo = 0, le = 0;
-	bool oo = true, eo = true;
-	va_list ap;
-	pid_t pid;
-
-	va_start(ap, fmt);
-	vsnprintf(cmd, sizeof(cmd), fmt, ap);
-	va_end(ap);
-	r->out[0] = r->err[0] = '\0';
-	cr_assert(!pipe(out) && !pipe(err));
-	pid = fork();
-	cr_assert(pid >= 0);
-	if (pid == 0) {
-		dup2(out[1], 1);
-		dup2(err[1], 2);
-		close(out[0]);
-		close(err[0]);
-		execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
-		_exit(127);
-	}
-	close(out[1]);
-	close(err[1]);
-	while (oo || eo) {
-		struct pollfd p[2] = { { out[0], POLLIN, 0 }, { err[0], POLLIN, 0 } };
-
-		if (poll(p, 2, 25000) <= 0)
-			break;
-		if (p[0].revents)
-			drain(out[0], r->out, sizeof(r->out), &lo, &oo);
-		if (p[1].revents)
-			drain(err[0], r->err, sizeof(r->err), &le, &eo);
-	}
-	close(out[0]);
-	close(err[0]);
-	cr_assert(waitpid(pid, &st, 0) == pid);
-	r->status = WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
-	return r->status;
-}
 
 static int count_lines(const char *text, const char *prefix)
 {
@@ -136,7 +72,7 @@ Test(load, example_module_before_main)
 	char exp[256];
 	const char *p;
 
-	run(&r, "%s load -o /dev/stderr %s target_add 3 -- %s calls 5", kprobe, example, target);
+	cli_run(&r, "%s load -o /dev/stderr %s target_add 3 -- %s calls 5", kprobe, example, target);
 	cr_assert_eq(r.status, 0, "status %d: %s", r.status, r.err);
 	cr_assert_str_eq(r.out, "sum 30\n");
 	cr_assert(!strncmp(r.err, "probing target_add at 0x", 24), "%s", r.err);
@@ -155,11 +91,11 @@ Test(load, module_args_and_formats)
 	struct run r;
 	char exp[2048];
 
-	run(&r, "%s load -o /dev/stderr %s args 'a b' '' -x -- %s calls 1", kprobe, module, target);
+	cli_run(&r, "%s load -o /dev/stderr %s args 'a b' '' -x -- %s calls 1", kprobe, module, target);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	cr_assert_str_eq(r.err, "argc 5\n[args]\n[a b]\n[]\n[-x]\nexit\n");
 
-	run(&r, "%s load -o /dev/stderr %s formats -- %s calls 1", kprobe, module, target);
+	cli_run(&r, "%s load -o /dev/stderr %s formats -- %s calls 1", kprobe, module, target);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	snprintf(exp, sizeof(exp),
 		 "d=%d i=%i neg=%d\n"
@@ -184,7 +120,7 @@ Test(load, long_line_is_cut)
 	struct run r;
 	char exp[1100];
 
-	run(&r, "%s load -o /dev/stderr %s long -- %s calls 1", kprobe, module, target);
+	cli_run(&r, "%s load -o /dev/stderr %s long -- %s calls 1", kprobe, module, target);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	exp[0] = 'x';
 	memset(exp + 1, 'y', 1023);
@@ -197,7 +133,7 @@ Test(load, handler_lines_from_eight_threads)
 {
 	struct run r;
 
-	run(&r, "%s load -o /dev/stderr %s hits target_add -- %s threads 8 500", kprobe, module,
+	cli_run(&r, "%s load -o /dev/stderr %s hits target_add -- %s threads 8 500", kprobe, module,
 	    target);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	cr_assert_eq(count_lines(r.err, "hit "), 8 * 500);
@@ -215,7 +151,7 @@ Test(load, json_lines)
 {
 	struct run r;
 
-	run(&r, "%s load --format json -o /dev/stderr %s args '\"q\"' -- %s calls 1", kprobe,
+	cli_run(&r, "%s load --format json -o /dev/stderr %s args '\"q\"' -- %s calls 1", kprobe,
 	    module, target);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	cr_assert_eq(count_lines(r.err, "{\"time_ns\":"), 4, "%s", r.err);
@@ -232,7 +168,7 @@ Test(load, attach_twice_and_detach)
 	pid_t pid = bg_start("loop");
 
 	for (int round = 0; round < 2; round++) {
-		run(&r, "%s load -d 0.3 -o /dev/stderr %s target_add 2 -p %d", kprobe, example,
+		cli_run(&r, "%s load -d 0.3 -o /dev/stderr %s target_add 2 -p %d", kprobe, example,
 		    (int)pid);
 		cr_assert_eq(r.status, 0, "round %d: %s", round, r.err);
 		cr_assert(!strncmp(r.err, "probing target_add at 0x", 24), "%s", r.err);
@@ -241,7 +177,7 @@ Test(load, attach_twice_and_detach)
 		cr_assert_eq(count_lines(r.err, "target_add: "), 1, "%s", r.err);
 		cr_assert_lt(atol(strstr(r.err, "target_add: ") + 12), 200, "%s", r.err);
 	}
-	run(&r, "%s list -p %d", kprobe, (int)pid);
+	cli_run(&r, "%s list -p %d", kprobe, (int)pid);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	cr_assert_null(strstr(r.out, "target_add"), "%s", r.out);
 	cr_assert_eq(waitpid(pid, NULL, WNOHANG), 0, "the target died");
@@ -253,29 +189,29 @@ Test(load, errors)
 {
 	struct run r;
 
-	run(&r, "%s load /nonexistent/mod.so -- %s calls 1", kprobe, target);
+	cli_run(&r, "%s load /nonexistent/mod.so -- %s calls 1", kprobe, target);
 	cr_assert_eq(r.status, 2);
 	cr_assert(strstr(r.err, "cannot load module '/nonexistent/mod.so'"), "%s", r.err);
-	run(&r, "%s load %s formats", kprobe, module);
+	cli_run(&r, "%s load %s formats", kprobe, module);
 	cr_assert_eq(r.status, 2);
 	cr_assert(strstr(r.err, "give a command after '--' or a process with -p PID"));
-	run(&r, "%s load -- %s calls 1", kprobe, target);
+	cli_run(&r, "%s load -- %s calls 1", kprobe, target);
 	cr_assert_eq(r.status, 2);
 	cr_assert(strstr(r.err, "load needs a module"), "%s", r.err);
 
 	/* Not a module: the command never runs. */
-	run(&r, "%s load %s -- %s calls 1", kprobe, plugin, target);
+	cli_run(&r, "%s load %s -- %s calls 1", kprobe, plugin, target);
 	cr_assert_eq(r.status, 1);
 	cr_assert(strstr(r.err, "does not export kprobe_module_init"), "%s", r.err);
 	cr_assert_str_eq(r.out, "");
 
 	/* Init fails: what it printed, then why, and the command never runs. */
-	run(&r, "%s load -o /dev/stderr %s fail -5 -- %s calls 1", kprobe, module, target);
+	cli_run(&r, "%s load -o /dev/stderr %s fail -5 -- %s calls 1", kprobe, module, target);
 	cr_assert_eq(r.status, 1);
 	cr_assert(strstr(r.err, "failing with -5\nkprobe: "), "%s", r.err);
 	cr_assert(strstr(r.err, "kprobe_module_init failed: Input/output error"), "%s", r.err);
 	cr_assert_str_eq(r.out, "");
-	run(&r, "%s load %s fail 3 -- %s calls 1", kprobe, module, target);
+	cli_run(&r, "%s load %s fail 3 -- %s calls 1", kprobe, module, target);
 	cr_assert_eq(r.status, 1);
 	cr_assert(strstr(r.err, "kprobe_module_init returned 3"), "%s", r.err);
 }
@@ -286,35 +222,35 @@ Test(load, run_usage_errors)
 {
 	struct run r;
 
-	run(&r, "%s run -- %s calls 1", kprobe, target);
+	cli_run(&r, "%s run -- %s calls 1", kprobe, target);
 	cr_assert_eq(r.status, 2);
 	cr_assert(strstr(r.err, "run needs a program"), "%s", r.err);
-	run(&r, "%s run -e 'BEGIN { exit(); }'", kprobe);
+	cli_run(&r, "%s run -e 'BEGIN { exit(); }'", kprobe);
 	cr_assert_eq(r.status, 2);
 	cr_assert(strstr(r.err, "give a command after '--' or with -c"), "%s", r.err);
-	run(&r, "%s run -e 'BEGIN { exit(); }' -c '%s calls 1' -- %s calls 1", kprobe, target,
+	cli_run(&r, "%s run -e 'BEGIN { exit(); }' -c '%s calls 1' -- %s calls 1", kprobe, target,
 	    target);
 	cr_assert_eq(r.status, 2);
 	cr_assert(strstr(r.err, "give one command"), "%s", r.err);
-	run(&r, "%s run -e 'BEGIN { exit(); }' -c '%s calls 1' -p 1", kprobe, target);
+	cli_run(&r, "%s run -e 'BEGIN { exit(); }' -c '%s calls 1' -p 1", kprobe, target);
 	cr_assert_eq(r.status, 2);
 	cr_assert(strstr(r.err, "not both"), "%s", r.err);
-	run(&r, "%s run -f yaml -e 'BEGIN { exit(); }' -c '%s calls 1'", kprobe, target);
+	cli_run(&r, "%s run -f yaml -e 'BEGIN { exit(); }' -c '%s calls 1'", kprobe, target);
 	cr_assert_eq(r.status, 2);
 	cr_assert(strstr(r.err, "bad format 'yaml'"), "%s", r.err);
-	run(&r, "%s run --format chrome -e 'BEGIN { exit(); }' -c '%s calls 1'", kprobe, target);
+	cli_run(&r, "%s run --format chrome -e 'BEGIN { exit(); }' -c '%s calls 1'", kprobe, target);
 	cr_assert_eq(r.status, 2);
 	cr_assert(strstr(r.err, "text or json"), "%s", r.err);
-	run(&r, "%s run --map-keys 0 -e 'BEGIN { exit(); }' -c '%s calls 1'", kprobe, target);
+	cli_run(&r, "%s run --map-keys 0 -e 'BEGIN { exit(); }' -c '%s calls 1'", kprobe, target);
 	cr_assert_eq(r.status, 2);
 	cr_assert(strstr(r.err, "bad --map-keys '0'"), "%s", r.err);
-	run(&r, "%s run -e 'BEGIN { exit(); }' -e 'END { }' -c '%s calls 1'", kprobe, target);
+	cli_run(&r, "%s run -e 'BEGIN { exit(); }' -e 'END { }' -c '%s calls 1'", kprobe, target);
 	cr_assert_eq(r.status, 2);
 	cr_assert(strstr(r.err, "give one program"), "%s", r.err);
-	run(&r, "%s run /nonexistent/prog.bt -c '%s calls 1'", kprobe, target);
+	cli_run(&r, "%s run /nonexistent/prog.bt -c '%s calls 1'", kprobe, target);
 	cr_assert_eq(r.status, 2);
 	cr_assert(strstr(r.err, "cannot read program '/nonexistent/prog.bt'"), "%s", r.err);
-	run(&r, "%s run -e 'BEGIN { exit(); }' -c ' '", kprobe);
+	cli_run(&r, "%s run -e 'BEGIN { exit(); }' -c ' '", kprobe);
 	cr_assert_eq(r.status, 2);
 	cr_assert(strstr(r.err, "-c needs a command"), "%s", r.err);
 	cr_assert_str_eq(r.out, "");
@@ -326,7 +262,7 @@ Test(load, run_program_error)
 {
 	struct run r;
 
-	run(&r, "%s run -e 'BEGIN { printf(\"a\\n\") ' -c '%s calls 1'", kprobe, target);
+	cli_run(&r, "%s run -e 'BEGIN { printf(\"a\\n\") ' -c '%s calls 1'", kprobe, target);
 	cr_assert_eq(r.status, 2, "%d: %s", r.status, r.err);
 	cr_assert(!strncmp(r.err, "stdin:1:", 8), "%s", r.err);
 	cr_assert(strstr(r.err, "ERROR: "), "%s", r.err);
@@ -366,7 +302,7 @@ Test(load, run_latency_eight_threads)
 {
 	struct run r;
 
-	run(&r, "%s run -o /dev/stdout -e 'uprobe:%s:run_value { @s[tid] = nsecs; } "
+	cli_run(&r, "%s run -o /dev/stdout -e 'uprobe:%s:run_value { @s[tid] = nsecs; } "
 	    "uretprobe:%s:run_value /@s[tid]/ { @ns = hist(nsecs - @s[tid]); @n = count(); "
 	    "delete(@s[tid]); }' -c '%s threads 8 1000'", kprobe, run_target, run_target,
 	    run_target);
@@ -384,13 +320,13 @@ Test(load, run_latency_pattern_fast_form)
 {
 	struct run r;
 
-	run(&r, "%s run -o /dev/stdout -e 'uprobe:%s:run_value { @s[tid] = nsecs; } "
+	cli_run(&r, "%s run -o /dev/stdout -e 'uprobe:%s:run_value { @s[tid] = nsecs; } "
 	    "uretprobe:%s:run_value /@s[tid]/ { @ns = hist(nsecs - @s[tid]); delete(@s[tid]); }' "
 	    "-c '%s threads 8 1000'", kprobe, run_target, run_target, run_target);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	cr_assert_eq(hist_total(r.out, "@ns: \n"), 8000, "%s", r.out);
 	cr_assert_null(strstr(r.out, "@s["), "%s", r.out);
-	run(&r, "%s run -o /dev/stdout -e 'uprobe:%s:run_recurse { @s[tid] = nsecs; } "
+	cli_run(&r, "%s run -o /dev/stdout -e 'uprobe:%s:run_recurse { @s[tid] = nsecs; } "
 	    "uretprobe:%s:run_recurse /@s[tid]/ { @ns = hist(nsecs - @s[tid]); delete(@s[tid]); }' "
 	    "-c '%s recurse 5'", kprobe, run_target, run_target, run_target);
 	cr_assert_eq(r.status, 0, "%s", r.err);
@@ -407,7 +343,7 @@ Test(load, run_fast_keyed_counts_exact)
 	struct run r;
 	char want[PATH_MAX + 128];
 
-	run(&r, "%s run -o /dev/stdout -e 'uprobe:%s:run_value, uretprobe:%s:run_value "
+	cli_run(&r, "%s run -o /dev/stdout -e 'uprobe:%s:run_value, uretprobe:%s:run_value "
 	    "{ @[probe] = count(); } uprobe:%s:run_value { @f[func] = count(); }' -c '%s calls 30'",
 	    kprobe, run_target, run_target, run_target, run_target);
 	cr_assert_eq(r.status, 0, "%s", r.err);
@@ -418,14 +354,14 @@ Test(load, run_fast_keyed_counts_exact)
 	cr_assert(strstr(r.out, "@f[run_value]: 30\n"), "%s", r.out);
 	cr_assert_eq(count_lines(r.out, "@["), 2, "%s", r.out);
 
-	run(&r, "%s run -o /dev/stdout -e 'uprobe:%s:run_value { @[tid] = count(); }' "
+	cli_run(&r, "%s run -o /dev/stdout -e 'uprobe:%s:run_value { @[tid] = count(); }' "
 	    "-c '%s threads 8 1000'", kprobe, run_target, run_target);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	cr_assert_eq(count_lines(r.out, "@["), 8, "%s", r.out);
 	for (const char *p = strstr(r.out, "@["); p; p = strstr(p + 1, "@["))
 		cr_assert(!strncmp(strstr(p, "]: "), "]: 1000\n", 8), "%s", r.out);
 
-	run(&r, "%s run -o /dev/stdout -e 'uprobe:%s:run_value { @[arg0] = count(); } "
+	cli_run(&r, "%s run -o /dev/stdout -e 'uprobe:%s:run_value { @[arg0] = count(); } "
 	    "uretprobe:%s:run_value { @r[retval] = count(); }' -c '%s calls 70'", kprobe,
 	    run_target, run_target, run_target);
 	cr_assert_eq(r.status, 0, "%s", r.err);
@@ -446,7 +382,7 @@ Test(load, run_fast_filtered_forms_exact)
 {
 	struct run r;
 
-	run(&r, "%s run -o /dev/stdout -e 'uprobe:%s:run_value /arg0 == 3/ { @a = count(); } "
+	cli_run(&r, "%s run -o /dev/stdout -e 'uprobe:%s:run_value /arg0 == 3/ { @a = count(); } "
 	    "uprobe:%s:run_value /tid != 0/ { @b = count(); } "
 	    "uprobe:%s:run_value /arg1 >= 60/ { @c[arg0] = count(); } "
 	    "uretprobe:%s:run_value /retval < 8/ { @d = hist(retval); } "
@@ -475,7 +411,7 @@ Test(load, run_fast_forms_after_clear_and_zero)
 	struct run r;
 	char want[PATH_MAX + 128];
 
-	run(&r, "%s run -o /dev/stdout -e 'uprobe:%s:run_tick { @[probe] = count(); } "
+	cli_run(&r, "%s run -o /dev/stdout -e 'uprobe:%s:run_tick { @[probe] = count(); } "
 	    "uprobe:%s:run_tick { @n = count(); } uprobe:%s:run_tick { @t[tid] = count(); } "
 	    "uprobe:%s:run_tick /arg0 == 1/ { clear(@); zero(@n); clear(@t); }' "
 	    "-c '%s ticks 5 300'", kprobe, run_target, run_target, run_target, run_target,
@@ -495,7 +431,7 @@ Test(load, run_fast_count_map_full_drops)
 {
 	struct run r;
 
-	run(&r, "%s run --map-keys 4 -o /dev/stdout -e 'uprobe:%s:run_value { @[arg0] = count(); }' "
+	cli_run(&r, "%s run --map-keys 4 -o /dev/stdout -e 'uprobe:%s:run_value { @[arg0] = count(); }' "
 	    "-c '%s calls 70'", kprobe, run_target, run_target);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	cr_assert_eq(count_lines(r.out, "@["), 4, "%s", r.out);
@@ -539,7 +475,7 @@ Test(load, run_probe_names_short_library_by_its_path)
 
 	if (!ldconfig_libc(libc, sizeof(libc)))
 		cr_skip_test("ldconfig -p lists no 64-bit libc.so.6 here");
-	run(&r, "%s run -o /dev/stdout -e 'uprobe:libc:exit { @[probe] = count(); }' -c '%s calls 1'",
+	cli_run(&r, "%s run -o /dev/stdout -e 'uprobe:libc:exit { @[probe] = count(); }' -c '%s calls 1'",
 	    kprobe, run_target);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	snprintf(want, sizeof(want), "@[uprobe:%s:exit]: 1\n", libc);
@@ -552,7 +488,7 @@ Test(load, run_comm_ustack_usym)
 	struct run r;
 	const char *st;
 
-	run(&r, "%s run -o /dev/stdout -e 'uprobe:%s:run_recurse /arg0 == 0/ { @[ustack] = count(); "
+	cli_run(&r, "%s run -o /dev/stdout -e 'uprobe:%s:run_recurse /arg0 == 0/ { @[ustack] = count(); "
 	    "@c[comm] = count(); @f[func] = count(); }' -c '%s recurse 3'", kprobe,
 	    run_target, run_target);
 	cr_assert_eq(r.status, 0, "%s", r.err);
@@ -587,14 +523,14 @@ Test(load, run_attach_interval_end)
 		_exit(127);
 	}
 	usleep(200000);
-	run(&r, "%s run -o /dev/stdout -e 'uprobe:%s:run_tick { @t = count(); } "
+	cli_run(&r, "%s run -o /dev/stdout -e 'uprobe:%s:run_tick { @t = count(); } "
 	    "interval:ms:100 { @i = @i + 1; if (@i == 3) { exit(); } } END { printf(\"end\\n\"); }' "
 	    "-p %d", kprobe, run_target, (int)pid);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	cr_assert(strstr(r.out, "end\n"), "%s", r.out);
 	cr_assert(strstr(r.out, "@i: 3\n"), "%s", r.out);
 	cr_assert_gt(atol(strstr(r.out, "@t: ") + 4), 50, "%s", r.out);
-	run(&r, "%s list -p %d", kprobe, (int)pid);
+	cli_run(&r, "%s list -p %d", kprobe, (int)pid);
 	cr_assert_null(strstr(r.out, "run_tick"), "%s", r.out);
 	cr_assert_eq(waitpid(pid, NULL, WNOHANG), 0, "the target died");
 	kill(pid, SIGKILL);
@@ -609,14 +545,14 @@ Test(load, run_losses_reported)
 	struct run r;
 	const char *lost;
 
-	run(&r, "KPROBE_RINGS=1 %s run -o /dev/stdout -e 'uprobe:%s:run_value { printf(\"x\\n\"); }' "
+	cli_run(&r, "KPROBE_RINGS=1 %s run -o /dev/stdout -e 'uprobe:%s:run_value { printf(\"x\\n\"); }' "
 	    "-c '%s threads 4 200'", kprobe, run_target, run_target);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	lost = strstr(r.out, "\nLost ");
 	cr_assert(lost, "%s", r.err);
 	cr_assert_eq(count_lines(r.out, "x") + atol(lost + 6), 800, "%s", r.err);
 
-	run(&r, "%s run --map-keys 3 -o /dev/stdout -e 'uprobe:%s:run_value { @[arg1] = count(); }' "
+	cli_run(&r, "%s run --map-keys 3 -o /dev/stdout -e 'uprobe:%s:run_value { @[arg1] = count(); }' "
 	    "-c '%s calls 30'", kprobe, run_target, run_target);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	cr_assert_eq(count_lines(r.out, "@["), 3, "%s", r.out);
@@ -629,12 +565,12 @@ Test(load, run_leaves_command_stdout_alone)
 {
 	struct run r;
 
-	run(&r, "%s run -e 'BEGIN { printf(\"hi\\n\"); } uprobe:%s:run_value { @c = count(); }' "
+	cli_run(&r, "%s run -e 'BEGIN { printf(\"hi\\n\"); } uprobe:%s:run_value { @c = count(); }' "
 	    "-c '%s calls 3'", kprobe, run_target, run_target);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	cr_assert_str_eq(r.out, "sum 6\n");
 	cr_assert_str_eq(r.err, "Attaching 2 probes...\nhi\n\n\n@c: 3\n");
-	run(&r, "%s load %s target_add 0 -- %s calls 5", kprobe, example, target);
+	cli_run(&r, "%s load %s target_add 0 -- %s calls 5", kprobe, example, target);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	cr_assert_str_eq(r.out, "sum 30\n");
 	cr_assert(strstr(r.err, "target_add: 5 calls, 0 missed\n"), "%s", r.err);

@@ -80,6 +80,7 @@ void kpt_stray_int3(void);
 long kpt_sc_getpid(void);
 long kpt_sc_regs(unsigned long out[3]);
 
+long kpt_sig_fn(long x);
 TEST_FN long kpt_sig_fn(long x)
 {
 	__asm__ volatile("" : "+r"(x));

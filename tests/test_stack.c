@@ -98,6 +98,7 @@ static bool in_trampoline(unsigned long a)
 static unsigned long target_ra[2];	/* [0] outer's (or the only) target's, [1] inner's */
 static volatile int record_ra;
 
+long st_inner(long x);
 TEST_FN long st_inner(long x)
 {
 	if (record_ra)
@@ -108,6 +109,7 @@ TEST_FN long st_inner(long x)
 
 static long (*volatile fp_inner)(long) = st_inner;
 
+long st_target(long x);
 TEST_FN long st_target(long x)
 {
 	long r;
@@ -123,6 +125,7 @@ static long (*volatile fp_target)(long) = st_target;
 
 static unsigned long caller_ra;
 
+long st_caller(long x);
 TEST_FN long st_caller(long x)
 {
 	long r;
@@ -210,6 +213,7 @@ static void check_result(const char *what, const struct st_result *r, unsigned l
 }
 
 /* One call site for the recording call and the probed one. */
+long run_caller(void);
 TEST_FN long run_caller(void)
 {
 	long r = st_caller(1);
@@ -308,6 +312,7 @@ static int oracle_ret(struct kretprobe_instance *ri, struct pt_regs *regs)
 	return 0;
 }
 
+NOFP long nf_leaf(long x);
 NOFP long nf_leaf(long x)
 {
 	__asm__ volatile("" : "+r"(x));
@@ -316,6 +321,7 @@ NOFP long nf_leaf(long x)
 
 static long (*volatile fp_nf_leaf)(long) = nf_leaf;
 
+NOFP long nf_mid(long x);
 NOFP long nf_mid(long x)
 {
 	volatile char buf[40];
@@ -326,6 +332,7 @@ NOFP long nf_mid(long x)
 
 static long (*volatile fp_nf_mid)(long) = nf_mid;
 
+NOFP long nf_top(long x);
 NOFP long nf_top(long x)
 {
 	long r = fp_nf_mid(x) * 2;
@@ -431,6 +438,7 @@ Test(stack, gdb_c_chain)
 
 /* ---- Debian's libc, built without frame pointers: qsort's callback ---- */
 
+NOFP int cmp_long(const void *a, const void *b);
 NOFP int cmp_long(const void *a, const void *b)
 {
 	long x = *(const long *)a, y = *(const long *)b;
@@ -503,6 +511,7 @@ Test(stack, gdb_signal_handler_on_alternate_stack)
 
 /* ---- deep recursion ---- */
 
+NOFP long nf_rec(long depth);
 NOFP long nf_rec(long depth)
 {
 	volatile long pad[3] = { depth, 0, 0 };
@@ -607,6 +616,7 @@ Test(stack, bad_arguments)
  * function's caller and that one's. */
 static unsigned long here_ra;
 
+int stack_here(unsigned long *ips, int max);
 TEST_FN int stack_here(unsigned long *ips, int max)
 {
 	struct pt_regs regs = { 0 };
@@ -619,6 +629,7 @@ TEST_FN int stack_here(unsigned long *ips, int max)
 
 static unsigned long outer_ra;
 
+int stack_here_outer(unsigned long *ips, int max);
 TEST_FN int stack_here_outer(unsigned long *ips, int max)
 {
 	int n;
@@ -840,6 +851,7 @@ extern char st_repmov_insn[];
 
 static unsigned long rep_ra;
 
+void rep_caller(char *dst, const char *src, size_t n);
 TEST_FN void rep_caller(char *dst, const char *src, size_t n)
 {
 	rep_ra = (unsigned long)__builtin_return_address(0);
@@ -984,6 +996,7 @@ Test(stack, interpreter_tables_equal_libdw_tables)
  * pointers in Debian's build): the next registration builds its tables,
  * and the stack at the callback equals gdb's.  dlclose drops them. */
 
+NOFP int sql_row(void *arg, int n, char **values, char **names);
 NOFP int sql_row(void *arg, int n, char **values, char **names)
 {
 	__asm__ volatile("" : : "r"(values) : "memory");
@@ -1060,6 +1073,7 @@ static void on_vdso_storm(int sig, siginfo_t *info, void *ctx)
 		vdso_ok++;
 }
 
+void vdso_loop(long ms);
 TEST_FN void vdso_loop(long ms)
 {
 	struct timespec t0, t;

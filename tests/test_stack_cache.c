@@ -154,6 +154,7 @@ static volatile long sink;
 static long thr_hits, thr_diffs;
 static volatile int thr_stop;
 
+long cache_leaf(long x);
 NOFP long cache_leaf(long x)
 {
 	sink += x;
@@ -176,6 +177,7 @@ static int thr_pre(struct kprobe *p, struct pt_regs *regs)
 NOFP long rec_a(long d, unsigned int *seed);
 NOFP long rec_b(long d, unsigned int *seed);
 
+long rec_c(long d, unsigned int *seed);
 NOFP long rec_c(long d, unsigned int *seed)
 {
 	volatile char pad[200];
@@ -341,12 +343,14 @@ static int dl_pre(struct kprobe *p, struct pt_regs *regs)
 	return 0;
 }
 
+long dl_callback(long x);
 NOFP long dl_callback(long x)
 {
 	lib_ra = (unsigned long)__builtin_return_address(0);
 	return cache_leaf(x);
 }
 
+long dl_drive(long (*call)(kpframe_cb, long), long x);
 NOFP long dl_drive(long (*call)(kpframe_cb, long), long x)
 {
 	long r = call(dl_callback, x);

@@ -49,30 +49,35 @@ long kpt_th_leaf(long x);
 #define CHAIN_SITES 5
 static const unsigned int chain_offs[CHAIN_SITES] = { 0, 1, 4, 9, 14 };
 
+long kpt_th_fn(long x);
 TEST_FN long kpt_th_fn(long x)
 {
 	__asm__ volatile("" : "+r"(x));
 	return x * 7 + 3;
 }
 
+long kpt_th_a(long x);
 TEST_FN long kpt_th_a(long x)
 {
 	__asm__ volatile("" : "+r"(x));
 	return x + 11;
 }
 
+long kpt_th_b(long x);
 TEST_FN long kpt_th_b(long x)
 {
 	__asm__ volatile("" : "+r"(x));
 	return x + 22;
 }
 
+long kpt_th_c(long x);
 TEST_FN long kpt_th_c(long x)
 {
 	__asm__ volatile("" : "+r"(x));
 	return x + 33;
 }
 
+long kpt_th_slow(long x);
 TEST_FN long kpt_th_slow(long x)
 {
 	__asm__ volatile("" : "+r"(x));

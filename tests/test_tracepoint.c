@@ -31,16 +31,19 @@ KPROBES_TRACEPOINT(tpt, listed, (int, x));
 KPROBES_TRACEPOINT(tpt, recur, (int, depth));
 KPROBES_TRACEPOINT(tpt, busy, (long, n));
 
+void fire_six(int i, long l, unsigned u, const char *s, double d, void *p);
 TEST_FN void fire_six(int i, long l, unsigned u, const char *s, double d, void *p)
 {
 	trace_tpt_six(i, l, u, s, d, p);
 }
 
+void fire_small(short sh, unsigned char uc, float f, size_t z, int8_t i8, uint64_t u64);
 TEST_FN void fire_small(short sh, unsigned char uc, float f, size_t z, int8_t i8, uint64_t u64)
 {
 	trace_tpt_small(sh, uc, f, z, i8, u64);
 }
 
+void fire_one(long n);
 TEST_FN void fire_one(long n)
 {
 	trace_tpt_one(n);
@@ -299,6 +302,7 @@ Test(tracepoint, errors)
  * handler and counts in nmissed. */
 static int recur_calls;
 
+void fire_recur(int depth);
 TEST_FN void fire_recur(int depth)
 {
 	trace_tpt_recur(depth);
@@ -336,6 +340,7 @@ static int probe_pre(struct kprobe *p, struct pt_regs *regs)
 	return 0;
 }
 
+long probed(long x);
 TEST_FN long probed(long x)
 {
 	__asm__ volatile("" : "+r"(x));
@@ -362,6 +367,7 @@ Test(tracepoint, inside_a_probe_handler)
 /* Exact counts from many threads. */
 static struct kprobes_tracepoint *const busy_tp = &KPROBES_TP_DESC(tpt, busy);
 
+void fire_busy(long n);
 TEST_FN void fire_busy(long n)
 {
 	trace_tpt_busy(n);

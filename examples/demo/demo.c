@@ -39,6 +39,7 @@ struct request {
 	long key;
 };
 
+long parse_request(long id, int kind, long key);
 __attribute__((noinline)) long parse_request(long id, int kind, long key)
 {
 	__asm__ volatile("" : "+r"(key));
@@ -48,6 +49,7 @@ __attribute__((noinline)) long parse_request(long id, int kind, long key)
 /* A tiny cache per worker thread: the result depends on the key only. */
 static __thread long table[4096], table_key[4096];
 
+long lookup(long key);
 __attribute__((noinline)) long lookup(long key)
 {
 	long v = table_key[key & 4095] == key + 1 ? table[key & 4095] : 0;

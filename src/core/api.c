@@ -3,10 +3,6 @@
 
 #include "core/internal.h"
 
-int kp_register_batch(struct kprobe **ps, int n, enum kp_type type);
-void kp_unregister_batch(struct kprobe **ps, int n);
-int kp_set_disabled(struct kprobe *p, bool disabled);
-
 KP_EXPORT int register_kprobe(struct kprobe *p)
 {
 	return kp_register_batch(&p, 1, KP_TYPE_KPROBE);

@@ -47,7 +47,12 @@ void kp_optimizer_after_fork_child(void);
 void kp_fork_init(void);
 void kp_blacklist_lock(void);
 void kp_blacklist_unlock(void);
-void kp_optimizer_flush(void);
+/* One optimizer pass now: how many probes wait for a retry. */
+int kp_optimizer_flush(void);
+/* Until a just-started optimizer thread has unblocked the census signal,
+ * a census counts it as inside every region: waits for that, at most
+ * 200 ms.  Not under kp_registry_lock. */
+void kp_optimizer_wait_ready(void);
 /* The thread id of the process's optimizer thread (0: none yet); its
  * libc calls are the library's, not the program's. */
 extern pid_t kp_optimizer_tid;
@@ -63,6 +68,13 @@ void kp_optimizer_stop(void);
  * lock (for the agent's globs). */
 int kp_check_symbol_offset(uintptr_t sym_addr, size_t sym_size, unsigned long offset);
 extern pthread_mutex_t kp_registry_lock;
+/* The registration calls of every probe type: all of ps (type) or none;
+ * removal; KPROBE_FLAG_DISABLED on or off.  Take the registry lock. */
+int kp_register_batch(struct kprobe **ps, int n, enum kp_type type);
+void kp_unregister_batch(struct kprobe **ps, int n);
+int kp_set_disabled(struct kprobe *p, bool disabled);
+/* Arms every probe again after the enabled knob came back on. */
+int kp_rearm_all(void);
 extern struct kp_probepoint *kp_all_probepoints;	/* oldest first */
 bool kp_probepoint_enabled(const struct kp_probepoint *pp);
 
@@ -77,6 +89,9 @@ const char *kp_probe_refusal(uintptr_t addr, bool is_return);
 
 /* knobs.c */
 void kp_knobs_init(void);
+/* Boosting (no second trap without post handlers) on or off: off only to
+ * measure the single-stepped path (kprobes-bench). */
+void kp_set_boost(bool on);
 
 /* blacklist.c */
 bool kp_blacklisted(uintptr_t addr);

@@ -8,10 +8,6 @@
 #include "core/internal.h"
 #include "os/linux/threads.h"
 
-
-int kp_register_batch(struct kprobe **ps, int n, enum kp_type type);
-void kp_unregister_batch(struct kprobe **ps, int n);
-
 static int jprobe_entry(struct kprobe *p, struct pt_regs *regs)
 {
 	struct jprobe *jp = container_of(p, struct jprobe, kp);

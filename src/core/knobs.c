@@ -5,8 +5,6 @@
 #include "core/internal.h"
 #include "core/wprobe.h"
 
-int kp_rearm_all(void);
-
 bool kp_knob_enabled = true;
 /* Never on where the architecture has no jump optimization
  * (ARCH_HAS_OPTPROBES, asm/kprobes.h): kprobes_optimization() says so. */

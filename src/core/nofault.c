@@ -26,3 +26,32 @@ KP_EXPORT long kprobes_read_nofault(void *dst, const void *src, size_t len)
 		return kp_copy_nofault(dst, src, len);
 	return kp_mem_read_nofault(s, dst, len);
 }
+
+/* Whether the caught loads may be used is asked once for the chain; each
+ * hop is then one load (kp_load_nofault_sized()), or one read through the
+ * kernel where a fault could not reach the library. */
+KP_EXPORT int kprobes_read_chain_nofault(unsigned long base, const int32_t *off,
+					 const uint8_t *size, int n, uint64_t *out)
+{
+	bool caught;
+	uint64_t v = base;
+
+	if (n < 0 || n > KPROBES_CHAIN_MAX || (n && (!off || !size)) || !out)
+		return -EINVAL;
+	for (int i = 0; i < n; i++)
+		if (size[i] != 1 && size[i] != 2 && size[i] != 4 && size[i] != 8)
+			return -EINVAL;
+	caught = n && __builtin_expect(kp_load_nofault_usable(), 1);
+	for (int i = 0; i < n; i++) {
+		uint64_t addr = v + (uint64_t)(int64_t)off[i];
+
+		/* The first page is nobody's: a NULL pointer's field. */
+		if (addr < 4096)
+			return -EFAULT;
+		if (caught ? kp_load_nofault_sized((uintptr_t)addr, size[i], &v) :
+			     kp_read_small_nofault((uintptr_t)addr, size[i], &v))
+			return -EFAULT;
+	}
+	*out = v;
+	return 0;
+}

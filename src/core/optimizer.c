@@ -27,6 +27,8 @@
 static struct kp_probepoint *queue;
 static pthread_cond_t kick = PTHREAD_COND_INITIALIZER;
 static pid_t thread_pid;
+/* The thread answers the census (has unblocked its signal). */
+static bool thread_ready;
 pid_t kp_optimizer_tid;
 
 int kp_function_bounds(uintptr_t addr, uintptr_t *start, size_t *size)
@@ -116,6 +118,7 @@ static void kick_optimizer(void)
 	pthread_sigmask(SIG_SETMASK, &all, &old);
 	pthread_attr_init(&attr);
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
+	__atomic_store_n(&thread_ready, false, __ATOMIC_RELEASE);
 	if (pthread_create(&t, &attr, optimizer_main, NULL) == 0) {
 		thread_pid = getpid();
 		pthread_setname_np(t, "kprobes-opt");
@@ -333,9 +336,21 @@ static int optimizer_pass(void)
 	return left;
 }
 
-void kp_optimizer_flush(void)
+int kp_optimizer_flush(void)
 {
-	optimizer_pass();
+	return optimizer_pass();
+}
+
+void kp_optimizer_wait_ready(void)
+{
+	struct timespec ts = { 0, 100000 };
+
+	for (int i = 0; i < 2000; i++) {
+		if (__atomic_load_n(&thread_pid, __ATOMIC_ACQUIRE) != getpid() ||
+		    __atomic_load_n(&thread_ready, __ATOMIC_ACQUIRE))
+			return;
+		nanosleep(&ts, NULL);
+	}
 }
 
 static void sleep_ns(long ns)
@@ -364,6 +379,7 @@ static void *optimizer_main(void *arg)
 	sigemptyset(&census);
 	sigaddset(&census, kp_census_signal());
 	pthread_sigmask(SIG_UNBLOCK, &census, NULL);
+	__atomic_store_n(&thread_ready, true, __ATOMIC_RELEASE);
 
 	pthread_mutex_lock(&kp_registry_lock);
 	while (thread_pid == me) {

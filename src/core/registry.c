@@ -358,7 +358,7 @@ static void probe_attach(struct kp_probepoint *pp, struct kprobe *p, enum kp_typ
 }
 
 /* Registers p without arming; *pp_out is the probepoint to arm. */
-int kp_register_locked(struct kprobe *p, enum kp_type type, struct kp_probepoint **pp_out)
+static int kp_register_locked(struct kprobe *p, enum kp_type type, struct kp_probepoint **pp_out)
 {
 	struct kp_probepoint *pp;
 	struct ksym fn;
@@ -413,7 +413,7 @@ static bool should_arm(const struct kp_probepoint *pp)
  * synchronization per direction.  Without memory for the batch, one
  * probepoint at a time: the state the callers have already changed (a
  * probe detached, disabled) must reach the code. */
-int kp_apply_arming(struct kp_probepoint **pps, int n)
+static int kp_apply_arming(struct kp_probepoint **pps, int n)
 {
 	struct kp_probepoint *one_arm[1], *one_disarm[1];
 	struct kp_probepoint **arm = n == 1 ? one_arm : calloc((size_t)n + 1, sizeof(*arm));
@@ -475,7 +475,7 @@ static struct kp_probepoint *probe_detach(struct kprobe *p)
 
 /* Unregisters n probes with one disarm batch and one grace period.  Cannot
  * fail: without memory for the batch, one probe at a time. */
-void kp_unregister_locked(struct kprobe **ps, int n)
+static void kp_unregister_locked(struct kprobe **ps, int n)
 {
 	struct kp_probepoint *one_touched[1], *one_empty[1];
 	bool one_live[1] = { false };

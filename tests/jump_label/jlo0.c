@@ -9,12 +9,14 @@ DEFINE_STATIC_KEY_FALSE(jl_o0_f);
 
 KPROBES_TRACEPOINT(jlo0, hit, (long, a), (const char *, b));
 
+void o0_keys(struct jl_o0_keys *out);
 __attribute__((visibility("default"))) void o0_keys(struct jl_o0_keys *out)
 {
 	out->t = &jl_o0_t;
 	out->f = &jl_o0_f;
 }
 
+int o0_branches(void);
 __attribute__((visibility("default"))) int o0_branches(void)
 {
 	int r = 0;
@@ -30,6 +32,7 @@ __attribute__((visibility("default"))) int o0_branches(void)
 	return r;
 }
 
+void o0_fire(long a, const char *b);
 __attribute__((visibility("default"))) void o0_fire(long a, const char *b)
 {
 	trace_jlo0_hit(a, b);

@@ -32,6 +32,7 @@ static int pre(struct kprobe *p, struct pt_regs *regs)
 	return 0;
 }
 
+long slow_fn(long x);
 __attribute__((noinline)) long slow_fn(long x)
 {
 	__asm__ volatile("" : "+r"(x));

@@ -1,12 +1,14 @@
 /* libsoakplugin.so: a shared object the soak test loads, probes by
  * "libsoakplugin.so:name", calls and unloads over and over. */
 
+long plug_leaf(long x);
 __attribute__((noinline, visibility("default"))) long plug_leaf(long x)
 {
 	__asm__ volatile("" : "+r"(x));
 	return 3 * x + 1;
 }
 
+long plug_ret(long x);
 __attribute__((noinline, visibility("default"))) long plug_ret(long x)
 {
 	__asm__ volatile("" : "+r"(x));

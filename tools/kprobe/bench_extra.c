@@ -50,6 +50,7 @@
 #define CALLS 2000000
 #define RUNS 7
 
+long bench_target(long a, long b);
 __attribute__((noinline, noclone, used)) long bench_target(long a, long b)
 {
 	__asm__ volatile("" ::: "memory");
@@ -59,6 +60,7 @@ __attribute__((noinline, noclone, used)) long bench_target(long a, long b)
 /* The same again: the reference probe (empty) sits here while a program
  * runs on bench_target, so that each program row is timed next to its
  * reference, run by run (ns_pair). */
+long bench_ref(long a, long b);
 __attribute__((noinline, noclone, used)) long bench_ref(long a, long b)
 {
 	__asm__ volatile("" ::: "memory");
@@ -71,6 +73,7 @@ struct bench_hdr {
 };
 
 /* Takes a pointer: the field behind it is what var_fetch reads. */
+long bench_struct(struct bench_hdr *h, long b);
 __attribute__((noinline, noclone, used)) long bench_struct(struct bench_hdr *h, long b)
 {
 	__asm__ volatile("" ::: "memory");
@@ -80,6 +83,7 @@ __attribute__((noinline, noclone, used)) long bench_struct(struct bench_hdr *h, 
 __attribute__((section(".probes"), used)) volatile unsigned short bench_sdt_semaphore;
 
 /* An SDT probe site inside a loop of optimized code. */
+long bench_sdt(long n);
 __attribute__((noinline, noclone, used)) long bench_sdt(long n)
 {
 	long sum = 0;

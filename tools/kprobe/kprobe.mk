@@ -76,10 +76,14 @@ $(B)/libkprobe-audit.so: $(KP_DIR)/agent/audit.c
 	$(CC) -O2 -g -Wall -Wextra -fPIC -shared -o $@ $<
 
 # Agent code goes to the library's kprobes_text section, so libkprobes'
-# blacklist keeps every probe out of the handlers and the agent.
+# blacklist keeps every probe out of the handlers and the agent.  It is
+# built like the library but sees only the public headers (include/) and
+# the tool's own: the agent uses libkprobes through its API, and an
+# include of the library's internals fails to build.
+KP_AGENT_FLAGS := $(filter-out -Isrc -Isrc/arch/%,$(LIBFLAGS))
 $(B)/kprobe-agent/%.o: %.c
 	@mkdir -p $(dir $@)
-	$(CC) $(CFLAGS) $(LIBFLAGS) $(KP_AGENT_INC) $(KP_CFLAGS) -MMD -MP -c $< -o $@
+	$(CC) $(CFLAGS) $(KP_AGENT_FLAGS) $(KP_AGENT_INC) $(KP_CFLAGS) -MMD -MP -c $< -o $@
 	$(TEXTSEC) $@
 
 # The agent's footprint in the target is this one object: it needs no

@@ -16,6 +16,8 @@ uintptr_t arch_detour_resume(const struct kp_probepoint *pp);
 bool arch_detour_fault_addr(uintptr_t ip, uintptr_t *orig, uintptr_t *copy,
 			    struct kp_probepoint **pp);
 size_t arch_detour_bytes(void);
+/* Sizes the vector state the detours save (xsave), once at start-up. */
+void arch_fpu_init(void);
 /* Detour buffers in use. */
 void arch_detour_stats(unsigned long *detours);
 /* Is ip on the way into a detour from outside it (a return stub's call)?

@@ -3,6 +3,7 @@
 #define KP_X86_REGS_H
 
 #include <stddef.h>
+#include <stdint.h>
 #include <ucontext.h>
 
 #include "kprobes.h"
@@ -30,6 +31,11 @@ void regs_to_ucontext(const struct pt_regs *regs, ucontext_t *uc);
  * bytes carry this magic (the kernel's FP_XSTATE_MAGIC1). */
 #define KP_VEC_SIG_MAGIC_OFF 464
 #define KP_VEC_SIG_MAGIC 0x46505853U
+
+/* At jprobe_return() (rethook.c): the state of the jprobe's entry comes
+ * back into uc; returns the address the probed instruction was at. */
+struct kp_thread;
+uintptr_t arch_jprobe_restore(struct kp_thread *t, ucontext_t *uc);
 
 static inline unsigned long regs_get(const struct pt_regs *regs, int slot)
 {

@@ -264,7 +264,6 @@ static bool slot_exit(struct kp_thread *t, struct xol_slot *s, uintptr_t bp, uco
 	return true;
 }
 
-uintptr_t arch_jprobe_restore(struct kp_thread *t, ucontext_t *uc);
 extern char kp_jprobe_return_trap[];
 
 /* jprobe_return(): back to the probed function's own state, then run the
@@ -523,8 +522,6 @@ static void fault_handler(int sig, siginfo_t *info, void *ctx)
 	if (copy && (uintptr_t)GREG(uc, REG_RIP) == orig)
 		GREG(uc, REG_RIP) = (greg_t)copy;
 }
-
-void arch_fpu_init(void);
 
 int arch_init(void)
 {

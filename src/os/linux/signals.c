@@ -465,6 +465,9 @@ KP_EXPORT sighandler_t signal(int sig, sighandler_t h)
 	return install_simple(sig, h, SA_RESTART, true);
 }
 
+/* glibc's <signal.h> declares bsd_signal() only for older X/Open levels. */
+sighandler_t bsd_signal(int sig, sighandler_t h);
+
 KP_EXPORT sighandler_t bsd_signal(int sig, sighandler_t h)
 {
 	return install_simple(sig, h, SA_RESTART, true);

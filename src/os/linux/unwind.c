@@ -11,6 +11,7 @@
  * run, as for a longjmp.
  */
 #include <dlfcn.h>
+#include <execinfo.h>
 #include <pthread.h>
 #include <stdbool.h>
 #include <stdlib.h>
@@ -72,6 +73,9 @@ KP_EXPORT _Unwind_Reason_Code _Unwind_Resume_or_Rethrow(struct _Unwind_Exception
 /* The exception is caught in the frame whose CFA phase 1 recorded
  * (libgcc: private_2): frames below it are gone, the others return
  * normally through the trampoline again. */
+/* The C++ runtime's entry (no C header declares it). */
+void *__cxa_begin_catch(void *e);
+
 KP_EXPORT void *__cxa_begin_catch(void *e)
 {
 	static void *(*real)(void *);

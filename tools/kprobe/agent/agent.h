@@ -17,6 +17,10 @@
 
 #define AGENT_EXPORT __attribute__((visibility("default")))
 
+/* The agent's entry for a later `kprobe -p` on a process it left: the tool
+ * calls it in the target, as it calls dlopen (agent.c). */
+AGENT_EXPORT long kprobe_agent_start(const char *unused, long unused_flags);
+
 struct prog_point;
 
 /* One registered probe point.  The kprobe (or kretprobe) comes first so

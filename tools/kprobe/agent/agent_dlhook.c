@@ -15,9 +15,9 @@
 #include <link.h>
 #include <string.h>
 
+#include <kprobes/symbols.h>
+
 #include "agent.h"
-#include "core/stack.h"
-#include "elf/symbols.h"
 
 static struct kprobe hook;
 static bool installed;
@@ -31,7 +31,7 @@ static void on_objects_changed(void)
 	agent_own_begin();
 	agent_session_arm_deferred();
 	/* the new objects' unwind tables, before their code runs */
-	kp_stack_objects_changed();
+	kprobes_objects_changed();
 	agent_own_end();
 	errno = saved;
 }
@@ -58,8 +58,8 @@ static int hook_pre(struct kprobe *p, struct pt_regs *regs)
  * entry. */
 static int find_hook_address(uintptr_t *addr)
 {
-	struct ksym sym;
-	int rc = ksym_lookup_name("_dl_debug_state", &sym);
+	struct kprobes_sym sym = { .sz = sizeof(sym) };
+	int rc = kprobes_sym_lookup_name("_dl_debug_state", &sym);
 
 	if (rc)
 		return rc;

@@ -14,9 +14,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <kprobes/nofault_inline.h>
+
 #include "agent_hit.h"
-#include "arch/x86_64/unwind.h"
-#include "os/linux/memory.h"
 
 /* The calling thread's ring in the session of generation tls_gen. */
 __thread struct hit_thread agent_tls_hit TLS = { .ring = -1 };
@@ -340,7 +340,7 @@ static void emit(struct agent_probe *ap, uint16_t type, uint64_t time_ns,
 /* ---- fetch plans: program variables the tool located with DWARF ----
  * The tool compiled each variable into a few steps (spec.h): registers,
  * constants, arithmetic, loads.  Loads are plain loads whose fault the
- * library catches (kp_load_nofault), so a stale pointer makes the value a
+ * library catches (kprobes_read_nofault), so a stale pointer makes the value a
  * fault instead of a crash. */
 
 /* pt_regs offsets of DWARF registers 0..16 (x86-64 psABI numbering: rax,
@@ -357,21 +357,17 @@ static const uint8_t dwarf_reg_offsets[17] = {
 	offsetof(struct pt_regs, ip),
 };
 
-/* A load the library's fault handler catches: no system call, unless the
- * program may have blocked the fault signals (then process_vm_readv, made
- * here without libc so that the handler touches no vector register). */
+/* kprobes_read_nofault(): for 1, 2, 4 or 8 bytes one load the library's
+ * fault handler catches, no system call (unless the program blocked the
+ * fault signals: then process_vm_readv, made without libc, so that the
+ * handler touches no vector register).  Zero-extended: little-endian. */
 static bool load_nofault(uint64_t addr, uint8_t size, uint64_t *out)
 {
 	uint64_t v = 0;
-	struct iovec local = { &v, size };
-	struct iovec remote = { (void *)(uintptr_t)addr, size };
 
-	if (addr < 4096)
+	if (addr < 4096 || size > sizeof(v))
 		return false;
-	if (__builtin_expect(kp_load_nofault_usable(), 1))
-		return kp_load_nofault_sized((uintptr_t)addr, size, out) == 0;
-	if (raw_syscall(SYS_process_vm_readv, tls_pid, (long)&local, 1, (long)&remote, 1, 0) !=
-	    size)
+	if (kprobes_read_nofault(&v, (const void *)(uintptr_t)addr, size))
 		return false;
 	*out = v;
 	return true;
@@ -438,18 +434,15 @@ static inline __attribute__((always_inline)) bool run_plan(const struct pt_regs 
 	uint64_t v;
 	int n = c->nhops;
 
-	/* kp_load_nofault_usable() without its first-use refresh (a call),
-	 * which the slow path makes. */
-	if (__builtin_expect(!c->ok || (n && (!__atomic_load_n(&kp_nofault_loads_ok,
-								  __ATOMIC_ACQUIRE) ||
-					      kp_fault_masked_depth ||
-					      kp_thread_mask_state != 1)), 0))
+	/* No call here: false until the thread's mask was read, which the
+	 * slow path's kprobes_read_nofault() does. */
+	if (__builtin_expect(!c->ok || (n && !kprobes_nofault_inline_ok()), 0))
 		return run_plan_slow(regs, a, out);
 	v = dwarf_reg(regs, c->reg);
 	for (int i = 0; i < n && i < SPEC_MAX_HOPS; i++) {
 		uint64_t addr = v + (uint64_t)(int64_t)c->add[i];
 
-		if (addr < 4096 || kp_load_nofault_sized(addr, c->size[i], &v))
+		if (addr < 4096 || kprobes_load_nofault_inline(addr, c->size[i], &v))
 			return false;
 	}
 	*out = v + (uint64_t)(int64_t)c->last;

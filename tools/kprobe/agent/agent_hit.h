@@ -10,10 +10,13 @@
 #include <stdint.h>
 #include <sys/types.h>
 
+#include <kprobes.h>
+
 #include "agent.h"
-#include "core/internal.h"
 
 #define TLS __attribute__((tls_model("initial-exec")))
+/* A handler's own struct around the probe it is given. */
+#define container_of(p, type, member) ((type *)((char *)(p) - offsetof(type, member)))
 /* general-regs-only: the helpers also go into the probe programs' handlers,
  * which libkprobes must be able to prove vector-free (any caller can
  * inline code that uses fewer registers). */

@@ -75,7 +75,7 @@ static __attribute__((noinline)) void first_hit_light(struct agent_session *s)
 		return;
 	tid = *(volatile const pid_t *)((const char *)__builtin_thread_pointer() + agent_tid_offset);
 	t->pid = agent_hit_pid;
-	if (tid == __atomic_load_n(&kp_optimizer_tid, __ATOMIC_ACQUIRE)) {
+	if (kprobes_library_thread(tid)) {
 		t->agent_depth = 1 << 20;
 		return;
 	}

@@ -17,10 +17,11 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <kprobes/symbols.h>
+
 #include "agent.h"
 #include "agent_resolve.h"
 #include "util.h"
-#include "os/linux/loader.h"
 
 #ifndef KP_LIBDW_SONAME
 #define KP_LIBDW_SONAME "libdw.so.1"
@@ -225,7 +226,7 @@ int agent_resolve_line(const struct probe_spec *s, int idx, struct resolve_list 
 	if (rc)
 		return rc;
 	agent_object_is_private("");	/* worked out once, outside the walk */
-	kp_dl_iterate_phdr(list_object, &objs);
+	kprobes_objects_foreach(list_object, &objs);
 	for (int i = 0; i < objs.n; i++)
 		/* The agent and what it loaded are not the program's code. */
 		if (i == 0 || !agent_object_is_private(path_base(objs.v[i].path)))

@@ -12,9 +12,10 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <kprobes/symbols.h>
+
 #include "agent.h"
 #include "util.h"
-#include "os/linux/loader.h"
 
 #define MAX_OBJECTS 512
 #define MAX_NEEDED 64
@@ -140,7 +141,7 @@ bool agent_object_is_private(const char *name)
 		l.n = 0;
 		if (!l.v)
 			return false;
-		kp_dl_iterate_phdr(list_object, &l);
+		kprobes_objects_foreach(list_object, &l);
 		nprivate = 0;
 		self = find(&l, agent_self_basename());
 		if (l.n && self) {

@@ -96,7 +96,7 @@ FAST_INLINE struct prog_thread *prog_thread(unsigned int gen)
 		t->pid = agent_hit_pid;
 		t->tid = *(volatile const pid_t *)((const char *)__builtin_thread_pointer() +
 						   agent_tid_offset);
-		t->library = t->tid == __atomic_load_n(&kp_optimizer_tid, __ATOMIC_ACQUIRE);
+		t->library = kprobes_library_thread(t->tid);
 		t->word = NULL;
 	}
 	return t->library ? NULL : t;

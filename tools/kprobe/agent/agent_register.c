@@ -1,7 +1,6 @@
 /* Registering a session's probe points with libkprobes: all or none, in
  * batches (big globs report progress between them), the jumps put in at
  * once when the session starts. */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdarg.h>
@@ -12,7 +11,6 @@
 
 #include "agent.h"
 #include "agent_register.h"
-#include "core/internal.h"
 
 /* Probes registered per library call: big globs report progress between. */
 #define BATCH 256
@@ -228,7 +226,7 @@ static const char *register_error(int rc, const struct kps_desc *d)
 	const char *why;
 
 	/* libkprobes knows which places it refuses for their own sake. */
-	if (rc == -EINVAL && (why = kp_probe_refusal(d->addr, d->kind == DESC_RETURN)))
+	if (rc == -EINVAL && (why = kprobes_probe_refusal(d->addr, d->kind == DESC_RETURN)))
 		return why;
 	switch (rc) {
 	case -EILSEQ:
@@ -448,59 +446,13 @@ out:
 	return rc;
 }
 
-/* libkprobes' optimizer thread blocks every signal, its own census signal
- * included, so while it runs (just created by the first registration) an
- * optimization waits a second or two for its answer and then gives up.
- * Asleep, it is read from /proc instead: wait for that, briefly. */
-static void wait_library_thread_asleep(void)
-{
-	char path[96], buf[64];
-	struct dirent *de;
-	DIR *d = opendir("/proc/self/task");
-	pid_t tid = 0;
-
-	while (d && (de = readdir(d))) {
-		int fd;
-		ssize_t n;
-
-		snprintf(path, sizeof(path), "/proc/self/task/%.32s/comm", de->d_name);
-		fd = open(path, O_RDONLY | O_CLOEXEC);
-		if (fd < 0)
-			continue;
-		n = read(fd, buf, sizeof(buf) - 1);
-		close(fd);
-		if (n > 0 && !strncmp(buf, "kprobes-opt", 11))
-			tid = (pid_t)atoi(de->d_name);
-	}
-	if (d)
-		closedir(d);
-	if (!tid)
-		return;
-	snprintf(path, sizeof(path), "/proc/self/task/%d/syscall", (int)tid);
-	for (int i = 0; i < 200; i++) {
-		int fd = open(path, O_RDONLY | O_CLOEXEC);
-		ssize_t n = fd < 0 ? -1 : read(fd, buf, sizeof(buf) - 1);
-
-		if (fd >= 0)
-			close(fd);
-		if (n <= 0 || strncmp(buf, "running", 7))
-			return;
-		usleep(1000);
-	}
-}
-
 /* Puts the jumps in now rather than after the optimizer's delay: a command
  * must start with its probes optimized, and an attached process's threads
- * are held still only while we arm.  (libkprobes' optimizer pass, under
- * its registry lock; a second pass takes what the first had to leave.) */
+ * are held still only while we arm.  What a thread was in the way of the
+ * library's optimizer thread takes later. */
 void agent_optimize_now(void)
 {
-	wait_library_thread_asleep();
-	for (int pass = 0; pass < 2; pass++) {
-		pthread_mutex_lock(&kp_registry_lock);
-		kp_optimizer_flush();
-		pthread_mutex_unlock(&kp_registry_lock);
-	}
+	kprobes_optimize_now();
 }
 
 /* Registers the session's first probes with the enabled knob off, then arms

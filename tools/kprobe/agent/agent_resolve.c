@@ -11,13 +11,12 @@
 #include <string.h>
 #include <unistd.h>
 
+#include <kprobes/symbols.h>
+
 #include "agent.h"
-#include "core/internal.h"
-#include "elf/symbols.h"
 #include "elf_file.h"
 #include "nearmatch.h"
 #include "util.h"
-#include "os/linux/loader.h"
 
 int resolve_push(struct resolve_list *l, const struct resolved *r)
 {
@@ -85,7 +84,7 @@ bool agent_object_loaded(const char *object)
 	struct object_query q = { .want = object };
 
 	nearmatch_init(&q.near, object);
-	kp_dl_iterate_phdr(query_object, &q);
+	kprobes_objects_foreach(query_object, &q);
 	return q.found;
 }
 
@@ -157,7 +156,7 @@ static bool find_on_disk(const char *object, char *out, size_t outlen)
 		if (try_beside(&d, exe))
 			goto found;
 	}
-	if (kp_dl_iterate_phdr(dir_of_loaded, &d))
+	if (kprobes_objects_foreach(dir_of_loaded, &d))
 		goto found;
 	return false;
 found:
@@ -191,10 +190,10 @@ static void find_unsafe(struct collect *c)
 {
 	for (unsigned int i = 0; i < NUNSAFE; i++) {
 		char name[64];
-		struct ksym sym;
+		struct kprobes_sym sym = { .sz = sizeof(sym) };
 
 		snprintf(name, sizeof(name), "libc.so.6:%s", signals_blocked_functions[i]);
-		c->unsafe[i] = ksym_lookup_name(name, &sym) ? 0 : sym.addr;
+		c->unsafe[i] = kprobes_sym_lookup_name(name, &sym) ? 0 : sym.addr;
 	}
 }
 
@@ -233,7 +232,7 @@ static void name_probe(struct resolved *r, const char *sym, unsigned long off, b
 		snprintf(r->name, sizeof(r->name), "%s%s", sym, is_return ? "%return" : "");
 }
 
-static int collect_glob(const struct ksym *sym, void *arg)
+static int collect_glob(const struct kprobes_sym *sym, void *arg)
 {
 	struct collect *c = arg;
 	struct resolved r = { .spec = c->idx, .from_glob = true };
@@ -273,7 +272,7 @@ static const char *offset_refusal(int rc)
 static void check_glob_offsets(struct resolve_list *l, int from, unsigned long offset)
 {
 	for (int i = from; i < l->n && offset; i++) {
-		int rc = kp_check_symbol_offset(l->v[i].addr - offset, l->v[i].sym_size, offset);
+		int rc = kprobes_sym_check_offset(l->v[i].addr - offset, l->v[i].sym_size, offset);
 
 		if (rc) {
 			l->v[i].refused = rc;
@@ -282,7 +281,7 @@ static void check_glob_offsets(struct resolve_list *l, int from, unsigned long o
 	}
 }
 
-static int offer_name(const struct ksym *sym, void *arg)
+static int offer_name(const struct kprobes_sym *sym, void *arg)
 {
 	if (sym->name)
 		nearmatch_offer(arg, sym->name);
@@ -304,7 +303,7 @@ static int unknown_symbol(const struct probe_spec *s, const char *path, char *er
 	if (path)
 		elf_file_foreach_function(path, offer_file_name, &m);
 	else
-		ksym_foreach(s->object[0] ? s->object : NULL, NULL, offer_name, &m);
+		kprobes_sym_foreach(s->object[0] ? s->object : NULL, NULL, offer_name, &m);
 	if (s->object[0])
 		snprintf(err, errlen, "unknown symbol '%s' in %s%s", s->symbol, s->object,
 			 nearmatch_hint(&m, hint, sizeof(hint)));
@@ -314,19 +313,19 @@ static int unknown_symbol(const struct probe_spec *s, const char *path, char *er
 	return -ENOENT;
 }
 
-static int take_public(const struct ksym *sym, void *arg)
+static int take_public(const struct kprobes_sym *sym, void *arg)
 {
 	if (agent_object_is_private(sym->basename))
 		return 0;
-	*(struct ksym *)arg = *sym;
+	*(struct kprobes_sym *)arg = *sym;
 	return 1;
 }
 
 /* An unqualified name found first in the agent or a library only it uses:
  * the program's own definition, in lookup order, or -ENOENT. */
-static int first_public(const char *name, struct ksym *out)
+static int first_public(const char *name, struct kprobes_sym *out)
 {
-	int rc = ksym_foreach(NULL, name, take_public, out);
+	int rc = kprobes_sym_foreach(NULL, name, take_public, out);
 
 	return rc == 1 ? 0 : rc < 0 ? rc : -ENOENT;
 }
@@ -335,7 +334,7 @@ static int resolve_symbol(const struct probe_spec *s, int idx, struct resolve_li
 			  char *err, size_t errlen)
 {
 	char full[600];
-	struct ksym sym;
+	struct kprobes_sym sym = { .sz = sizeof(sym) };
 	struct resolved r = { .spec = idx };
 	int rc;
 
@@ -345,7 +344,7 @@ static int resolve_symbol(const struct probe_spec *s, int idx, struct resolve_li
 
 		find_unsafe(&c);
 		agent_object_is_private("");	/* looked up once, outside the walk */
-		rc = ksym_foreach(s->object[0] ? s->object : NULL, s->symbol, collect_glob, &c);
+		rc = kprobes_sym_foreach(s->object[0] ? s->object : NULL, s->symbol, collect_glob, &c);
 		if (rc < 0 || c.err) {
 			snprintf(err, errlen, "cannot list the functions matching '%s': %s",
 				 s->symbol, strerror(-(rc < 0 ? rc : c.err)));
@@ -363,7 +362,7 @@ static int resolve_symbol(const struct probe_spec *s, int idx, struct resolve_li
 		snprintf(full, sizeof(full), "%s:%s", s->object, s->symbol);
 	else
 		snprintf(full, sizeof(full), "%s", s->symbol);
-	rc = ksym_lookup_name(full, &sym);
+	rc = kprobes_sym_lookup_name(full, &sym);
 	if (!rc && !s->object[0] && agent_object_is_private(sym.basename))
 		rc = first_public(s->symbol, &sym);
 	if (rc == -ENOENT)
@@ -372,7 +371,7 @@ static int resolve_symbol(const struct probe_spec *s, int idx, struct resolve_li
 		snprintf(err, errlen, "cannot look up '%s': %s", full, strerror(-rc));
 		return rc;
 	}
-	rc = s->offset ? kp_check_symbol_offset(sym.addr, sym.size, s->offset) : 0;
+	rc = s->offset ? kprobes_sym_check_offset(sym.addr, sym.size, s->offset) : 0;
 	if (rc == -EINVAL && sym.size) {
 		snprintf(err, errlen, "offset 0x%lx is beyond the end of %s (%zu bytes)",
 			 s->offset, s->symbol, sym.size);
@@ -415,13 +414,13 @@ static int resolve_address(const struct probe_spec *s, int idx, struct resolve_l
 			   char *err, size_t errlen)
 {
 	struct resolved r = { .spec = idx };
-	struct ksym sym;
+	struct kprobes_sym sym = { .sz = sizeof(sym) };
 
 	r.addr = s->address;
 	if (s->object[0]) {
 		struct bias_query q = { .want = s->object };
 
-		kp_dl_iterate_phdr(query_bias, &q);
+		kprobes_objects_foreach(query_bias, &q);
 		if (!q.found) {
 			snprintf(err, errlen, "unknown object '%s'", s->object);
 			return -ENOENT;
@@ -430,13 +429,13 @@ static int resolve_address(const struct probe_spec *s, int idx, struct resolve_l
 		if (s->semaphore)
 			r.semaphore = s->semaphore + q.bias;
 	}
-	if (ksym_object_of(r.addr, &sym)) {
+	if (kprobes_sym_object_of(r.addr, &sym)) {
 		snprintf(err, errlen, "address 0x%lx is not in the code of any loaded object",
 			 (unsigned long)r.addr);
 		return -EINVAL;
 	}
 	str_copy(r.object, sizeof(r.object), sym.basename);
-	if (!ksym_lookup_addr(r.addr, &sym) && sym.name)
+	if (!kprobes_sym_lookup_addr(r.addr, &sym) && sym.name)
 		name_probe(&r, sym.name, r.addr - sym.addr, false);
 	else
 		snprintf(r.name, sizeof(r.name), "0x%lx", (unsigned long)r.addr);
@@ -502,7 +501,7 @@ static bool may_load_later(const char *object)
 	if (strchr(object, '/'))
 		return false;
 	nearmatch_init(&q.near, object);
-	kp_dl_iterate_phdr(query_object, &q);
+	kprobes_objects_foreach(query_object, &q);
 	return !nearmatch_result(&q.near);
 }
 
@@ -512,7 +511,7 @@ static int unknown_object(const char *object, char *err, size_t errlen)
 	char hint[300];
 
 	nearmatch_init(&q.near, object);
-	kp_dl_iterate_phdr(query_object, &q);
+	kprobes_objects_foreach(query_object, &q);
 	snprintf(err, errlen, "unknown object '%s'%s", object,
 		 nearmatch_hint(&q.near, hint, sizeof(hint)));
 	return -ENOENT;

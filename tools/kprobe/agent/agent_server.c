@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/prctl.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
@@ -17,22 +18,74 @@
 #include <unistd.h>
 
 #include "agent.h"
-#include "core/internal.h"
-#include "os/linux/memory.h"
 
 #define MAX_CLIENTS 8
 #define FLUSH_MS 200
 
+/* ---- descriptors kept open in a program that is not ours ----
+ * Moved near the top of the descriptor limit, out of the way of a program
+ * that opens the lowest free number, and checked before each use: the
+ * program may close them (all of its descriptors, say) and get the number
+ * back for a file of its own. */
+
+/* What a descriptor refers to. */
+struct fd_id {
+	dev_t dev;
+	ino_t ino;
+};
+
+/* How far below the soft limit (capped at 64 Ki) moved descriptors go. */
+#define FD_HIGH_ROOM 64
+
+/* fd, or a close-on-exec duplicate of it high up (fd then closed). */
+static int fd_move_high(int fd)
+{
+	struct rlimit rl;
+	rlim_t limit;
+	int high;
+
+	if (fd < 0 || getrlimit(RLIMIT_NOFILE, &rl))
+		return fd;
+	limit = rl.rlim_cur == RLIM_INFINITY || rl.rlim_cur > 65536 ? 65536 : rl.rlim_cur;
+	if (limit <= 3 + FD_HIGH_ROOM)
+		return fd;
+	high = fcntl(fd, F_DUPFD_CLOEXEC, (int)(limit - FD_HIGH_ROOM));
+	if (high < 0)
+		return fd;
+	close(fd);
+	return high;
+}
+
+/* Records what fd refers to: 0 or -errno. */
+static int fd_identify(int fd, struct fd_id *id)
+{
+	struct stat st;
+
+	if (fstat(fd, &st))
+		return -errno;
+	id->dev = st.st_dev;
+	id->ino = st.st_ino;
+	return 0;
+}
+
+/* Whether fd still refers to what fd_identify() recorded. */
+static bool fd_unchanged(int fd, const struct fd_id *id)
+{
+	struct fd_id now = { 0, 0 };
+
+	return fd >= 0 && !fd_identify(fd, &now) && now.dev == id->dev && now.ino == id->ino;
+}
+
 struct client {
 	int fd;
-	struct kp_fd_id id;	/* the program may close fd and reuse it */
+	struct fd_id id;	/* the program may close fd and reuse it */
 	struct line_reader rd;
 	char *arm;		/* config being received after ARM, until END */
 	size_t arm_len;
 };
 
 static int listen_fd = -1;
-static struct kp_fd_id listen_id;
+static struct fd_id listen_id;
 static pid_t server_pid;
 static char sock_path[sizeof(((struct sockaddr_un *)0)->sun_path)];
 static struct client clients[MAX_CLIENTS];
@@ -180,7 +233,7 @@ static void client_close(int idx)
 
 	if (passed >= 0)
 		close(passed);
-	if (kp_fd_unchanged(c->fd, &c->id))	/* else it is not ours any more */
+	if (fd_unchanged(c->fd, &c->id))	/* else it is not ours any more */
 		close(c->fd);
 	free(c->arm);
 	memset(c, 0, sizeof(*c));
@@ -205,7 +258,7 @@ static bool peer_allowed(int fd)
 
 static void accept_client(void)
 {
-	int fd = kp_fd_move_high(accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC));
+	int fd = fd_move_high(accept4(listen_fd, NULL, NULL, SOCK_CLOEXEC));
 
 	if (fd < 0)
 		return;
@@ -214,7 +267,7 @@ static void accept_client(void)
 		return;
 	}
 	for (int i = 0; i < MAX_CLIENTS; i++) {
-		if (clients[i].fd < 0 && !kp_fd_identify(fd, &clients[i].id)) {
+		if (clients[i].fd < 0 && !fd_identify(fd, &clients[i].id)) {
 			clients[i].fd = fd;
 			line_reader_init(&clients[i].rd, fd);
 			/* ARM brings the session memory along. */
@@ -245,9 +298,9 @@ static int server_listen(void);
 static void check_descriptors(void)
 {
 	for (int i = 0; i < MAX_CLIENTS; i++)
-		if (clients[i].fd >= 0 && !kp_fd_unchanged(clients[i].fd, &clients[i].id))
+		if (clients[i].fd >= 0 && !fd_unchanged(clients[i].fd, &clients[i].id))
 			client_close(i);
-	if (listen_fd >= 0 && !kp_fd_unchanged(listen_fd, &listen_id))
+	if (listen_fd >= 0 && !fd_unchanged(listen_fd, &listen_id))
 		listen_fd = -1;
 	if (listen_fd < 0)
 		server_listen();
@@ -262,16 +315,13 @@ static void server_leave(void)
 	for (int i = 0; i < MAX_CLIENTS; i++)
 		if (clients[i].fd >= 0)
 			client_close(i);
-	if (listen_fd >= 0 && kp_fd_unchanged(listen_fd, &listen_id)) {
+	if (listen_fd >= 0 && fd_unchanged(listen_fd, &listen_id)) {
 		unlink(sock_path);
 		close(listen_fd);
 	}
 	listen_fd = -1;
 	server_pid = 0;
-	kp_optimizer_stop();
-	pthread_mutex_lock(&kp_registry_lock);
-	kp_mem_release();
-	pthread_mutex_unlock(&kp_registry_lock);
+	kprobes_release_resources();
 	__atomic_store_n(&leaving, false, __ATOMIC_RELEASE);
 	pthread_mutex_unlock(&server_lock);
 }
@@ -362,8 +412,8 @@ static int server_listen(void)
 	n = snprintf(sa.sun_path, sizeof(sa.sun_path), "%s.new", path);
 	if (n < 0 || (size_t)n >= sizeof(sa.sun_path))
 		return -ENAMETOOLONG;
-	fd = kp_fd_move_high(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
-	if (fd < 0 || kp_fd_identify(fd, &listen_id)) {
+	fd = fd_move_high(socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0));
+	if (fd < 0 || fd_identify(fd, &listen_id)) {
 		if (fd >= 0)
 			close(fd);
 		return -EMFILE;

@@ -16,10 +16,10 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <kprobes/symbols.h>
+
 #include "agent.h"
 #include "agent_register.h"
-#include "arch/x86_64/insn.h"
-#include "elf/symbols.h"
 
 #define container_of(p, type, member) ((type *)((char *)(p) - offsetof(type, member)))
 
@@ -131,29 +131,27 @@ static void on_access(struct wprobe *wp, struct pt_regs *regs)
 
 /* "func+0xOFF" of the instruction ending at ip, decoded from the start of
  * its function, and its address; "func+0xOFF>" (the next instruction) and
- * 0 when the decoding does not end there. */
+ * 0 when the decoding does not end there.  That instruction starts at the
+ * last instruction boundary before ip, when ip is one. */
 static uintptr_t name_instruction(uint64_t ip, char *name, size_t len, char *object,
 				  size_t olen)
 {
-	struct ksym fn;
-	uintptr_t at, start = 0, end;
+	struct kprobes_sym fn = { .sz = sizeof(fn) };
+	uintptr_t at, start = 0;
+	size_t span;
 
 	object[0] = '\0';
-	if (ip < 2 || ksym_lookup_addr(ip - 1, &fn) || !fn.addr) {
+	if (ip < 2 || kprobes_sym_lookup_addr(ip - 1, &fn) || !fn.addr) {
 		snprintf(name, len, "0x%lx>", (unsigned long)ip);
 		return 0;
 	}
-	end = fn.size ? fn.addr + fn.size : ip;
-	for (at = fn.addr; at < ip;) {
-		size_t avail = end - at < KP_MAX_INSN ? end - at : KP_MAX_INSN;
-		int n = insn_length((const uint8_t *)at, avail);
-
-		if (n <= 0)
-			break;
-		if (at + (uintptr_t)n == ip)
-			start = at;
-		at += (uintptr_t)n;
-	}
+	/* Through ip itself, which the function's last instruction may end
+	 * at; decoding never needs the bytes from ip on. */
+	span = ip - fn.addr + 1;
+	if (!kprobes_insn_boundary(fn.addr, span, ip))
+		for (at = ip - 1; at >= fn.addr && !start; at--)
+			if (!kprobes_insn_boundary(fn.addr, span, at))
+				start = at;
 	if (start)
 		snprintf(name, len, "%s+0x%lx", fn.name ? fn.name : "?",
 			 (unsigned long)(start - fn.addr));

@@ -47,7 +47,7 @@ static struct tracee_set agent_threads;
 /* Lets the agent's traced threads run on; called at least every 100 ms
  * while we wait for the agent (a ctl_request() poll function that says
  * nothing about progress). */
-static int keep_agent_running(void *arg)
+int attach_keep_agent_running(void *arg)
 {
 	(void)arg;
 	if (agent_threads.n)
@@ -73,22 +73,37 @@ static void wait_agent_threads_gone(void)
 	}
 }
 
-/* A stopped process whose agent is already there and serving (a
- * preloaded one): its threads (named by the agent and the library) are in
- * the group stop too. */
-static void run_stopped_agent(pid_t pid)
+int attach_run_stopped_agent(pid_t pid, char *why, size_t len)
 {
 	static const char *const names[] = { "kprobe-agent", "kprobes-opt", NULL };
 	int rc = tracee_seize_named(&agent_threads, pid, names);
 
 	for (int i = 0; !rc && i < agent_threads.n; i++)
 		rc = tracee_run(&agent_threads, agent_threads.v[i].tid);
-	if (rc || !agent_threads.n) {
+	if (!rc && !agent_threads.n)
+		rc = -ESRCH;
+	if (rc) {
 		tracee_release(&agent_threads);
-		cli_die(EXIT_FAIL, "cannot attach to process %d: it is stopped and its agent's "
-			"threads cannot be run (%s)", (int)pid,
-			rc ? strerror(-rc) : "not found");
+		snprintf(why, len, "%s", rc == -ESRCH ? "not found" : strerror(-rc));
 	}
+	return rc;
+}
+
+void attach_release_agent(void)
+{
+	tracee_release(&agent_threads);
+}
+
+/* A stopped process whose agent is already there and serving (a
+ * preloaded one): its threads (named by the agent and the library) are in
+ * the group stop too. */
+static void run_stopped_agent(pid_t pid)
+{
+	char why[128];
+
+	if (attach_run_stopped_agent(pid, why, sizeof(why)))
+		cli_die(EXIT_FAIL, "cannot attach to process %d: it is stopped and its agent's "
+			"threads cannot be run (%s)", (int)pid, why);
 }
 
 void attach_connect(struct ctl *c, pid_t pid, const char *agent)
@@ -119,7 +134,7 @@ void attach_connect(struct ctl *c, pid_t pid, const char *agent)
 		if (!rc)
 			return;
 		check_connect(c, pid, rc);
-		keep_agent_running(NULL);
+		attach_keep_agent_running(NULL);
 		poll(NULL, 0, 5);
 	}
 	cli_die(EXIT_FAIL, "the agent loaded into process %d but does not answer on its "
@@ -143,7 +158,7 @@ static int arm_progress(void *arg)
 	double d = w->s->opts->duration;
 
 	session_progress(w->s, w->start);
-	keep_agent_running(NULL);
+	attach_keep_agent_running(NULL);
 	if (w->held->n && cli_now_ns() - w->start > HOLD_MAX_NS)
 		tracee_release(w->held);
 	if ((d > 0 && (double)(cli_now_ns() - w->start) > d * 1e9) ||
@@ -160,8 +175,8 @@ static pid_t agent_thread(struct ctl *c)
 	char status[256];
 	const char *tid;
 
-	if (ctl_request(c, "HELLO\n", NULL, status, sizeof(status), 5000, keep_agent_running,
-			NULL))
+	if (ctl_request(c, "HELLO\n", NULL, status, sizeof(status), 5000,
+			attach_keep_agent_running, NULL))
 		return 0;
 	tid = strstr(status, "tid=");
 	return tid ? (pid_t)atoi(tid + 4) : 0;
@@ -214,7 +229,8 @@ static void arm(struct session *s)
 		cli_die(rc == EXIT_BAD ? EXIT_BAD : EXIT_FAIL, "%s", status);
 	}
 	/* If we die, the agent disarms and leaves by itself. */
-	ctl_request(&s->ctl, "OWN\n", NULL, status, sizeof(status), 5000, keep_agent_running, NULL);
+	ctl_request(&s->ctl, "OWN\n", NULL, status, sizeof(status), 5000,
+		    attach_keep_agent_running, NULL);
 	session_note_skipped(s);
 }
 
@@ -251,7 +267,7 @@ int attach_run(struct session *s, const char *agent)
 			alive = false;
 			break;
 		}
-		keep_agent_running(NULL);
+		attach_keep_agent_running(NULL);
 		/* Busy rings are read again at once, idle ones every 10 ms. */
 		poll(NULL, 0, busy ? 1 : 10);
 	}
@@ -260,7 +276,7 @@ int attach_run(struct session *s, const char *agent)
 		/* No thread may wait for ring space we no longer read. */
 		session_stop_reading(s);
 		ctl_request(&s->ctl, "DISARM\n", NULL, status, sizeof(status), 10000,
-			    keep_agent_running, NULL);
+			    attach_keep_agent_running, NULL);
 	}
 	/* A process still stopped takes the agent's threads back into its
 	 * group stop: first let them finish leaving (the control thread and
