@@ -107,6 +107,7 @@ A64_LIB_HELPERS := tests/arm64/helpers_a64.S tests/arm64/helpers_a64.h
 A64_SIM   := $(A64)/tests/test_a64_sim
 A64_TESTS := $(A64_SMOKE) $(A64)/tests-asan/test_arm64_smoke \
 	$(A64_SIM) $(A64)/tests-asan/test_a64_sim $(A64_LIB_TESTS) \
+	$(A64)/tests/test_arm64_fuzz $(A64)/tests-asan/test_arm64_fuzz \
 	$(A64)/tests/libkpgone.so $(A64_JL_SOS)
 
 $(A64)/tests/test_arm64_smoke: tests/arm64/test_arm64_smoke.c $(A64)/sysroot.stamp
@@ -117,13 +118,29 @@ $(A64)/tests-asan/test_arm64_smoke: tests/arm64/test_arm64_smoke.c $(A64)/sysroo
 	@mkdir -p $(dir $@)
 	$(A64_CC) $(A64_CFLAGS) -O1 $(SAN) -o $@ $< -lcriterion
 
-$(A64_SIM): tests/arm64/test_a64_sim.c src/arch/arm64/insn.c src/arch/arm64/insn.h $(A64)/sysroot.stamp
-	@mkdir -p $(dir $@)
-	$(A64_CC) $(A64_CFLAGS) -o $@ $< -Iinclude -Isrc src/arch/arm64/insn.c -lcriterion
+A64_HARNESS := tests/arm64/a64_harness.c tests/arm64/a64_harness.h
 
-$(A64)/tests-asan/test_a64_sim: tests/arm64/test_a64_sim.c src/arch/arm64/insn.c src/arch/arm64/insn.h $(A64)/sysroot.stamp
+$(A64_SIM): tests/arm64/test_a64_sim.c src/arch/arm64/insn.c src/arch/arm64/insn.h $(A64_HARNESS) $(A64)/sysroot.stamp
 	@mkdir -p $(dir $@)
-	$(A64_CC) $(A64_CFLAGS) -O1 $(SAN) -o $@ $< -Iinclude -Isrc src/arch/arm64/insn.c -lcriterion
+	$(A64_CC) $(A64_CFLAGS) -o $@ $< -Iinclude -Isrc src/arch/arm64/insn.c tests/arm64/a64_harness.c -lcriterion
+
+$(A64)/tests-asan/test_a64_sim: tests/arm64/test_a64_sim.c src/arch/arm64/insn.c src/arch/arm64/insn.h $(A64_HARNESS) $(A64)/sysroot.stamp
+	@mkdir -p $(dir $@)
+	$(A64_CC) $(A64_CFLAGS) -O1 $(SAN) -o $@ $< -Iinclude -Isrc src/arch/arm64/insn.c tests/arm64/a64_harness.c -lcriterion
+
+# The differential fuzzer with the library shares the simulator suite's
+# harness.
+A64_FUZZ_LIB := $(A64)/tests/test_arm64_fuzz
+
+$(A64_FUZZ_LIB): tests/arm64/test_arm64_fuzz.c $(A64_HARNESS) $(A64)/libkprobes.a
+	@mkdir -p $(dir $@)
+	$(A64_CC) $(A64_CFLAGS) $(A64_TEST_FLAGS) -o $@ $< tests/arm64/a64_harness.c \
+		$(A64)/libkprobes.a $(A64_LIBS) -lcriterion
+
+$(A64)/tests-asan/test_arm64_fuzz: tests/arm64/test_arm64_fuzz.c $(A64_HARNESS) $(A64)/libkprobes-asan.a
+	@mkdir -p $(dir $@)
+	$(A64_CC) $(A64_CFLAGS) -O1 $(SAN) $(A64_TEST_FLAGS) -o $@ $< tests/arm64/a64_harness.c \
+		$(A64)/libkprobes-asan.a $(A64_LIBS) -lcriterion
 
 # test_gone dlopens $(A64)/tests/libkpgone.so (tests/dl/), which goes into
 # the guest with the suites.
@@ -186,7 +203,7 @@ check-arm64: arm64-sysroot
 
 # The quick run: the machine's smoke suite, the A64 simulator's quick mode
 # and the library's core arm64 suite, not sanitized.
-A64_QUICK := $(A64_SMOKE) $(A64_SIM) $(A64)/tests/test_arm64_kprobes
+A64_QUICK := $(A64_SMOKE) $(A64_SIM) $(A64)/tests/test_arm64_kprobes $(A64_FUZZ_LIB)
 
 check-arm64-quick:
 	@B=$(B) A64_QUICK="$(A64_QUICK)" MAKE="$(MAKE)" bash tests/arm64/quick.sh

@@ -1,8 +1,9 @@
 #!/bin/bash
 # `make check`'s arm64 step: boots the arm64 guest with the smoke suite
-# (tests/arm64/test_arm64_smoke.c), the A64 simulator's quick mode
-# (tests/arm64/test_a64_sim.c) and the library's own core suite
-# (tests/arm64/test_arm64_kprobes.c), about 90 s once build/arm64 holds
+# (tests/arm64/test_arm64_smoke.c), the A64 simulator's and the fuzzer's
+# quick modes (tests/arm64/test_a64_sim.c, test_arm64_fuzz.c) and the
+# library's own core suite (tests/arm64/test_arm64_kprobes.c), about
+# 130 s on a loaded 2-core machine once build/arm64 holds
 # the packages and the cross-built library, a few minutes more the first
 # time.  When the cross toolchain, the
 # emulator or the arm64 packages cannot be had (no root, no package
