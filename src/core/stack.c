@@ -301,6 +301,7 @@ void kp_stack_tables_stats(struct kp_stack_tables_stats *st)
  * (frame 0, or interrupted by a signal), not a return address. */
 struct frame {
 	uintptr_t ip, sp, bp;
+	uintptr_t lr;		/* the link register, where known (first frame), or 0 */
 	bool exact;
 };
 
@@ -446,6 +447,7 @@ static inline bool unwind_signal(struct frame *f)
 	f->ip = ip;
 	f->sp = sp;
 	f->bp = bp;
+	f->lr = 0;
 	f->exact = true;
 	return true;
 }
@@ -480,6 +482,20 @@ unwind_one(const struct stack_set *set, const struct stack_obj **last, struct kp
 		if (bp8 != CFI_BP_SAME && bp8 != CFI_BP_LOST)
 			bp_at = cfa + (intptr_t)WORD * bp8;
 		break;
+	case CFI_LR:
+		/* the return address is still in the link register: known
+		 * only for the frame the registers were taken in */
+		cfa = f->sp + rule_cfa_off(r);
+		if (!f->lr || cfa < f->sp || (cfa & (WORD - 1)))
+			return false;
+		ra = f->lr;
+		if (t->ri_top)
+			ra = kretprobe_find_ret_addr(ra, arch_return_slot_of_cfa(cfa));
+		f->ip = ra;
+		f->sp = cfa;
+		f->lr = 0;
+		f->exact = false;
+		return true;
 	default:
 		if (!fp_plausible(f))
 			return false;
@@ -497,12 +513,14 @@ unwind_one(const struct stack_set *set, const struct stack_obj **last, struct kp
 		bp = f->bp;
 	else if (!bp_at || kp_load_nofault(bp_at, &bp))
 		bp = 0;
-	/* a return-probed frame returns to its instance's stub */
+	/* a return-probed frame returns to its instance's stub; the
+	 * instance knows the frame by its slot */
 	if (t->ri_top)
-		ra = kretprobe_find_ret_addr(ra, ra_at);
+		ra = kretprobe_find_ret_addr(ra, arch_return_slot_of_cfa(cfa));
 	f->ip = ra;
 	f->sp = cfa;
 	f->bp = bp;
+	f->lr = 0;
 	f->exact = false;
 	return true;
 }
@@ -512,13 +530,15 @@ unwind(const struct stack_set *set, struct kp_thread *t, const struct pt_regs *r
        unsigned long *ips, int max, bool cached)
 {
 	uintptr_t ip = instruction_pointer(regs);
-	struct frame f = { ip, user_stack_pointer(regs), arch_frame_pointer(regs), true };
+	struct frame f = { ip, user_stack_pointer(regs), arch_frame_pointer(regs),
+			   arch_link_register(regs), true };
 	const struct stack_obj *last = NULL;
 	int n = 0;
 
-	/* At a probe the ip is past the breakpoint (as the kernel's): the
-	 * probed instruction has not run yet. */
-	if (ip && kp_probepoint_lookup(ip - ARCH_BREAKPOINT_LEN))
+	/* At a probe the ip is past the breakpoint (as the kernel's on
+	 * x86-64): the probed instruction has not run yet.  Where the trap
+	 * reports the breakpoint's own address (arm64), the ip is exact. */
+	if (ARCH_BREAKPOINT_LEN && ip && kp_probepoint_lookup(ip - ARCH_BREAKPOINT_LEN))
 		f.exact = false;
 	ips[n++] = ip;
 	while (n < max) {

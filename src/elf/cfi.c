@@ -73,6 +73,22 @@ static bool words(long off, long lo, long hi, long *n)
 	return true;
 }
 
+/* A range where the return address is still in the link register (arm64:
+ * a function's first instructions, leaves): a rule when the CFA is the
+ * stack pointer plus an offset and the frame pointer is untouched. */
+static struct cfi_rule lr_rule(const struct frame_rules *st)
+{
+	struct cfi_rule r = { .kind = CFI_EXPR, .bp8 = CFI_BP_LOST, .ra8 = 1 };
+
+	if (st->cfa_expr || st->cfa_reg != ARCH_DWARF_SP || st->fp.how != RULE_SAME ||
+	    st->cfa_off < INT16_MIN || st->cfa_off > INT16_MAX)
+		return r;
+	r.kind = CFI_LR;
+	r.bp8 = CFI_BP_SAME;
+	r.cfa_off = (int16_t)st->cfa_off;
+	return r;
+}
+
 /* What the unwinder keeps of a range's rules. */
 static struct cfi_rule reduce(const struct frame_rules *st, bool signal)
 {
@@ -83,8 +99,12 @@ static struct cfi_rule reduce(const struct frame_rules *st, bool signal)
 		r.kind = CFI_SIGNAL;
 		return r;
 	}
-	/* undefined, or the same value, means the same for a return address:
-	 * the outermost frame */
+	/* the same value for a return address that arrives in a link
+	 * register: it is still there */
+	if (st->ra.how == RULE_SAME && ARCH_DWARF_RA_IN_LR)
+		return lr_rule(st);
+	/* undefined, or the same value, means the same for a return address
+	 * elsewhere: the outermost frame */
 	if (st->ra.how == RULE_UNDEF || st->ra.how == RULE_SAME) {
 		r.kind = CFI_END;
 		return r;
@@ -751,7 +771,10 @@ static bool run_cfi(struct cfi_run *x, const uint8_t *p, const uint8_t *end)
 static void interp_fde(const struct eh_reader *r, const struct cie_info *ci, const Dwarf_FDE *fde,
 		       struct row_vec *v, struct kfde *range, uintptr_t base)
 {
-	struct frame_rules init = { .cfa_reg = ARCH_DWARF_SP, .ra = { RULE_UNDEF, 0 },
+	/* A CIE that says nothing of the return address leaves it where the
+	 * call put it: nowhere known (x86-64), or the link register (arm64). */
+	struct frame_rules init = { .cfa_reg = ARCH_DWARF_SP,
+				    .ra = { ARCH_DWARF_RA_IN_LR ? RULE_SAME : RULE_UNDEF, 0 },
 				    .fp = { RULE_SAME, 0 } };
 	struct cfi_run x = { .r = r, .ci = ci, .signal = ci->signal };
 	const uint8_t *p = fde->start;

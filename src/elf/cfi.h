@@ -16,6 +16,9 @@ enum cfi_kind {
 	CFI_END,	/* the return address is undefined: outermost frame */
 	CFI_SIGNAL,	/* a signal frame (__restore_rt): registers in the ucontext at rsp */
 	CFI_EXPR,	/* a rule the rows cannot hold (DWARF expression): frame pointers */
+	CFI_LR,		/* CFA = rsp + cfa_off, the return address still in the link
+			 * register (arm64: x30, at a function's first
+			 * instructions and in leaves), rbp kept */
 };
 
 /* bp8 values that are not offsets from the CFA. */

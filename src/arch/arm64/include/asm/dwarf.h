@@ -8,4 +8,8 @@
 #define ARCH_DWARF_FP 29
 #define ARCH_DWARF_RA 30
 
+/* BL leaves the return address in x30 (the link register): where the CFI
+ * keeps "the same value" for it, it is still there. */
+#define ARCH_DWARF_RA_IN_LR 1
+
 #endif

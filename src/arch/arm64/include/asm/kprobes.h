@@ -77,6 +77,14 @@ static inline uintptr_t arch_frame_pointer(const struct pt_regs *regs)
 	return regs->regs[29];
 }
 
+/* The link register (x30): the return address at a function's first
+ * instructions and in leaves, which the stack unwinder uses where the CFI
+ * says it is still there. */
+static inline uintptr_t arch_link_register(const struct pt_regs *regs)
+{
+	return regs->regs[30];
+}
+
 /* An AAPCS64 frame record: x29 points at {caller's x29, x30}, the frame
  * record sits at the bottom of the frame, whose CFA is not derivable from
  * x29 in general; the frame-pointer unwinder takes CFA = x29 + 16 and the

@@ -8,4 +8,7 @@
 #define ARCH_DWARF_FP 6
 #define ARCH_DWARF_RA 16
 
+/* The return address is pushed by the call: never in a register. */
+#define ARCH_DWARF_RA_IN_LR 0
+
 #endif

@@ -81,6 +81,13 @@ static inline uintptr_t arch_frame_pointer(const struct pt_regs *regs)
 	return regs->bp;
 }
 
+/* The link register holding a return address (none on x86-64: 0). */
+static inline uintptr_t arch_link_register(const struct pt_regs *regs)
+{
+	(void)regs;
+	return 0;
+}
+
 /* A frame-pointer frame: the CFA is the frame pointer plus this, and the
  * caller's frame pointer is saved at the CFA plus ARCH_FP_SAVED_AT (the
  * return address at arch_return_slot_of_cfa()). */
