@@ -166,10 +166,10 @@ FUNC a64_fdouble
 	ret
 END a64_fdouble
 
-/* long a64_regs_kept(void): sets x9-x15 and x19-x28 to known values,
- * calls a64_add_one(1), and returns 0 only when all of them (and the
- * flags, set before the call) came back as they were: what a probe or a
- * return probe on a64_add_one must leave alone. */
+/* long a64_regs_kept(void): sets x9-x15 and x19-x28 to known values and
+ * the flags to N, calls a64_add_one_keeps(1), and returns 0 only when all
+ * of them came back as they were: what a probe or a return probe on
+ * a64_add_one_keeps must leave alone. */
 FUNC a64_regs_kept
 	stp x29, x30, [sp, #-96]!
 	mov x29, sp
@@ -196,8 +196,14 @@ FUNC a64_regs_kept
 	mov x27, #0x127
 	mov x28, #0x128
 	mov x0, #1
+	mov x16, #1
+	cmp x16, #2		/* NZCV = N: 1000 */
 	bl a64_add_one_keeps
+	mrs x16, nzcv
 	mov x0, #0
+	mov x17, #0x80000000
+	cmp x16, x17
+	cinc x0, x0, ne
 	cmp x9, #0x109
 	cinc x0, x0, ne
 	cmp x10, #0x110

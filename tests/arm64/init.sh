@@ -41,6 +41,7 @@ for t in /tests/* /tests-asan/*; do
 	fi
 	pass=$((pass + np)); fail=$((fail + nf))
 	[ -n "$verbose" ] && grep -E '^\[(PASS|FAIL|SKIP)' "$log"
+	grep '^bench:' "$log"	# the overhead rows (tests/arm64/bench_arm64.c)
 	echo "$t: ${line:-exit $rc}"
 	if [ $nf -ne 0 ]; then
 		failed_bins="$failed_bins $t"
