@@ -99,7 +99,7 @@ Test(a64_kprobe, register_and_unregister_while_threads_run, .timeout = 120)
 	stop_callers = false;
 	for (int i = 0; i < NTHREADS; i++)
 		pthread_create(&th[i], NULL, caller_until_stopped, NULL);
-	for (int round = 0; round < 40; round++) {
+	for (int round = 0; round < 20; round++) {
 		struct kprobe a = { .addr = AT(a64_add, (round % 5) * 4), .pre_handler = thread_pre };
 		struct kprobe b = { .addr = AT(a64_cbz, 0), .pre_handler = thread_pre,
 				    .post_handler = round & 1 ? thread_post : NULL };
