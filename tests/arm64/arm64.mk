@@ -222,3 +222,6 @@ bench-arm64: arm64-sysroot
 	@B=$(B) bash tests/arm64/arm64.sh run $(A64)/tests/bench_arm64
 
 CHECK_EXTRA += check-arm64-quick
+
+# The kprobe tool for arm64 and its guest tests.
+include tools/kprobe/arm64.mk

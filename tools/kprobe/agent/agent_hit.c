@@ -29,18 +29,10 @@ bool agent_hit_quiet;
 long agent_tid_offset = -1;
 pid_t agent_hit_pid;
 
+/* The architecture's system call instruction, inline (kp_arch.h). */
 static long raw_syscall(long n, long a, long b, long c, long d, long e, long f)
 {
-	long ret;
-	register long r10 __asm__("r10") = d;
-	register long r8 __asm__("r8") = e;
-	register long r9 __asm__("r9") = f;
-
-	__asm__ volatile("syscall"
-			 : "=a"(ret)
-			 : "a"(n), "D"(a), "S"(b), "d"(c), "r"(r10), "r"(r8), "r"(r9)
-			 : "rcx", "r11", "memory");
-	return ret;
+	return kp_raw_syscall6(n, a, b, c, d, e, f);
 }
 
 void agent_mark_own_thread(void)
@@ -192,8 +184,8 @@ static bool is_library_thread(void)
 {
 	static const char name[] = "kprobes-opt";
 	char comm[32];
-	long fd = raw_syscall(SYS_open, (long)"/proc/thread-self/comm", O_RDONLY | O_CLOEXEC, 0,
-			      0, 0, 0);
+	long fd = raw_syscall(SYS_openat, AT_FDCWD, (long)"/proc/thread-self/comm",
+			      O_RDONLY | O_CLOEXEC, 0, 0, 0);
 	long n;
 
 	if (fd < 0)
@@ -343,19 +335,9 @@ static void emit(struct agent_probe *ap, uint16_t type, uint64_t time_ns,
  * library catches (kprobes_read_nofault), so a stale pointer makes the value a
  * fault instead of a crash. */
 
-/* pt_regs offsets of DWARF registers 0..16 (x86-64 psABI numbering: rax,
- * rdx, rcx, rbx, rsi, rdi, rbp, rsp, r8..r15, return address = ip). */
-static const uint8_t dwarf_reg_offsets[17] = {
-	offsetof(struct pt_regs, ax), offsetof(struct pt_regs, dx),
-	offsetof(struct pt_regs, cx), offsetof(struct pt_regs, bx),
-	offsetof(struct pt_regs, si), offsetof(struct pt_regs, di),
-	offsetof(struct pt_regs, bp), offsetof(struct pt_regs, sp),
-	offsetof(struct pt_regs, r8), offsetof(struct pt_regs, r9),
-	offsetof(struct pt_regs, r10), offsetof(struct pt_regs, r11),
-	offsetof(struct pt_regs, r12), offsetof(struct pt_regs, r13),
-	offsetof(struct pt_regs, r14), offsetof(struct pt_regs, r15),
-	offsetof(struct pt_regs, ip),
-};
+/* pt_regs offsets of DWARF registers 0..KP_DWARF_PC (kp_arch.h: the
+ * architecture's numbering, the last one the pc). */
+static const uint16_t dwarf_reg_offsets[KP_DWARF_PC + 1] = { KP_DWARF_REG_OFFSETS };
 
 /* kprobes_read_nofault(): for 1, 2, 4 or 8 bytes one load the library's
  * fault handler catches, no system call (unless the program blocked the
@@ -401,7 +383,7 @@ static bool run_plan_stack(const struct pt_regs *regs, const struct spec_arg *a,
 
 static inline uint64_t dwarf_reg(const struct pt_regs *regs, uint8_t reg)
 {
-	return *(const uint64_t *)((const char *)regs + dwarf_reg_offsets[reg <= 16 ? reg : 16]);
+	return *(const uint64_t *)((const char *)regs + dwarf_reg_offsets[reg <= KP_DWARF_PC ? reg : KP_DWARF_PC]);
 }
 
 /* A plan as it is, for the shapes the chain does not have and for
@@ -462,7 +444,7 @@ static bool run_plan_stack(const struct pt_regs *regs, const struct spec_arg *a,
 
 		if (op->kind == FETCH_REG) {
 			st[++top & 7] = *(const uint64_t *)((const char *)regs +
-				dwarf_reg_offsets[op->reg <= 16 ? op->reg : 16]);
+				dwarf_reg_offsets[op->reg <= KP_DWARF_PC ? op->reg : KP_DWARF_PC]);
 		} else if (op->kind == FETCH_VREG) {
 			st[++top & 7] = 0;
 			if (kprobes_vector_reg(regs, op->reg, &st[top & 7], 8))
@@ -514,7 +496,7 @@ static inline uint32_t entry_values(const struct agent_probe *ap, const struct p
  * clock call would make every handler count as touching vector state). */
 static inline __attribute__((always_inline)) uint64_t stamp(bool tsc)
 {
-	return tsc ? __builtin_ia32_rdtsc() : now_ns();
+	return tsc ? kp_cycles() : now_ns();
 }
 
 static inline __attribute__((always_inline)) uint64_t stamp_to_ns(const struct agent_session *s,
@@ -554,7 +536,7 @@ __attribute__((target("general-regs-only"))) int agent_emit_record(struct agent_
 	ev->desc = desc;
 	ev->reserved = len;
 	if (s->time_tsc) {
-		ev->time_ns = __builtin_ia32_rdtsc();
+		ev->time_ns = kp_cycles();
 	} else {
 		/* the system call, not the vDSO: no call through the PLT */
 		struct timespec ts = { 0, 0 };
@@ -755,20 +737,8 @@ __attribute__((used)) static int return_f64_clock_c(struct kretprobe_instance *r
 int agent_return_f64_tsc(struct kretprobe_instance *ri, struct pt_regs *regs);
 int agent_return_f64_clock(struct kretprobe_instance *ri, struct pt_regs *regs);
 __asm__(".pushsection .text\n"
-	".p2align 4\n"
-	".hidden agent_return_f64_tsc\n"
-	".type agent_return_f64_tsc, @function\n"
-	"agent_return_f64_tsc:\n"
-	"	movq %xmm0, %rdx\n"
-	"	jmp return_f64_tsc_c\n"
-	".size agent_return_f64_tsc, .-agent_return_f64_tsc\n"
-	".p2align 4\n"
-	".hidden agent_return_f64_clock\n"
-	".type agent_return_f64_clock, @function\n"
-	"agent_return_f64_clock:\n"
-	"	movq %xmm0, %rdx\n"
-	"	jmp return_f64_clock_c\n"
-	".size agent_return_f64_clock, .-agent_return_f64_clock\n"
+	KP_F64_RETURN_ENTRY(agent_return_f64_tsc, return_f64_tsc_c)
+	KP_F64_RETURN_ENTRY(agent_return_f64_clock, return_f64_clock_c)
 	".popsection\n");
 
 /* ---- argN:f64 at entry ----

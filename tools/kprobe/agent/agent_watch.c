@@ -7,7 +7,7 @@
  * address and publishes an unnamed descriptor on its first access; a thread
  * of the agent names it soon after: the instruction that ends where the
  * thread resumed, found by decoding forward from the function's start
- * (decoding backwards from an address is ambiguous on x86). */
+ * (decoding backwards from an address is ambiguous on x86-64). */
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -20,6 +20,12 @@
 
 #include "agent.h"
 #include "agent_register.h"
+<<<<<<< HEAD
+=======
+#include "agent_arch.h"
+#include "kp_arch.h"
+#include "elf/symbols.h"
+>>>>>>> 1cd700a (kprobe: per-architecture files for the tool, and its arm64 cross-build)
 
 #define container_of(p, type, member) ((type *)((char *)(p) - offsetof(type, member)))
 
@@ -92,7 +98,7 @@ static uint32_t wait_published(const struct agent_watch *w, const struct watch_i
 
 		if (d)
 			return d - 1;
-		__builtin_ia32_pause();
+		kp_cpu_relax();
 	}
 	return w->var_desc;
 }
@@ -124,7 +130,7 @@ static void on_access(struct wprobe *wp, struct pt_regs *regs)
 		return;		/* the agent's, not the program's */
 	now = read_value(wp->addr, w->len);
 	old = __atomic_exchange_n(&w->last, now, __ATOMIC_ACQ_REL);
-	agent_watch_record(w->s, ip_desc(w, regs->ip), old, now, regs);
+	agent_watch_record(w->s, ip_desc(w, instruction_pointer(regs)), old, now, regs);
 }
 
 /* ---- naming the accessing instructions ---- */
@@ -145,6 +151,7 @@ static uintptr_t name_instruction(uint64_t ip, char *name, size_t len, char *obj
 		snprintf(name, len, "0x%lx>", (unsigned long)ip);
 		return 0;
 	}
+<<<<<<< HEAD
 	/* Through ip itself, which the function's last instruction may end
 	 * at; decoding never needs the bytes from ip on. */
 	span = ip - fn.addr + 1;
@@ -152,6 +159,19 @@ static uintptr_t name_instruction(uint64_t ip, char *name, size_t len, char *obj
 		for (at = ip - 1; at >= fn.addr && !start; at--)
 			if (!kprobes_insn_boundary(fn.addr, span, at))
 				start = at;
+=======
+	end = fn.size ? fn.addr + fn.size : ip;
+	for (at = fn.addr; at < ip;) {
+		size_t avail = end - at < KP_MAX_INSN_LEN ? end - at : KP_MAX_INSN_LEN;
+		int n = agent_insn_length((const uint8_t *)at, avail);
+
+		if (n <= 0)
+			break;
+		if (at + (uintptr_t)n == ip)
+			start = at;
+		at += (uintptr_t)n;
+	}
+>>>>>>> 1cd700a (kprobe: per-architecture files for the tool, and its arm64 cross-build)
 	if (start)
 		snprintf(name, len, "%s+0x%lx", fn.name ? fn.name : "?",
 			 (unsigned long)(start - fn.addr));

@@ -17,6 +17,7 @@
 
 #include "elf_file.h"
 #include "inject_call.h"
+#include "kp_ptrace.h"
 #include "tracee.h"
 #include "util.h"
 
@@ -155,12 +156,12 @@ static void loader_range(pid_t pid, uint64_t *lo, uint64_t *hi)
  * malloc, say, whose lock dlopen would then wait for forever). */
 static bool blocked_in_syscall(pid_t tid)
 {
-	struct user_regs_struct r;
-	long long ret;
+	struct kp_uregs r;
+	long ret;
 
-	if (ptrace(PTRACE_GETREGS, tid, 0, &r) || (long long)r.orig_rax < 0)
+	if (kp_uregs_get(tid, &r) || kp_uregs_syscall(&r) < 0)
 		return false;
-	ret = (long long)r.rax;
+	ret = kp_uregs_ret(&r);
 	return ret == -EINTR || (ret <= -512 && ret >= -516);
 }
 
@@ -282,6 +283,13 @@ int inject_agent(pid_t pid, const char *agent, bool stopped, struct tracee_set *
 		return rc;
 	}
 	rc = inject_find_stub_room(pid, &req.stub);
+	if (rc == -EOPNOTSUPP) {
+		tracee_release(&ts);
+		snprintf(err, errlen, "cannot load the agent into process %d: attaching is not "
+			 "supported on this architecture yet (start the program under kprobe)",
+			 (int)pid);
+		return rc;
+	}
 	if (rc) {
 		tracee_release(&ts);
 		snprintf(err, errlen, "cannot load the agent into process %d: no room for the "

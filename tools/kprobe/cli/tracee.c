@@ -1,6 +1,7 @@
 /* ptrace: stopping another process's threads and calling a function in it
  * (see tracee.h). */
 #include "tracee.h"
+#include "kp_ptrace.h"
 
 #include <dirent.h>
 #include <elf.h>
@@ -92,7 +93,9 @@ static enum stop_kind poll_stop_event(struct tracee *t, int *sig, int *event)
 static bool eintr_on_stop(long nr)
 {
 	switch (nr) {
+#ifdef SYS_epoll_wait		/* not on arm64, which has epoll_pwait only */
 	case SYS_epoll_wait:
+#endif
 	case SYS_epoll_pwait:
 #ifdef SYS_epoll_pwait2
 	case SYS_epoll_pwait2:
@@ -126,15 +129,15 @@ static bool eintr_on_stop(long nr)
  * here (rax 0), never this pair. */
 static void keep_syscall_going(pid_t tid)
 {
-	struct user_regs_struct r;
+	struct kp_uregs r;
 
-	if (ptrace(PTRACE_GETREGS, tid, 0, &r))
+	if (kp_uregs_get(tid, &r))
 		return;
-	if ((long long)r.orig_rax < 0 || (long long)r.rax != -EINTR ||
-	    !eintr_on_stop((long)r.orig_rax))
+	if (kp_uregs_syscall(&r) < 0 || kp_uregs_ret(&r) != -EINTR ||
+	    !eintr_on_stop(kp_uregs_syscall(&r)))
 		return;
-	r.rax = (unsigned long long)-ERESTARTNOHAND;
-	ptrace(PTRACE_SETREGS, tid, 0, &r);
+	kp_uregs_set_ret(&r, -ERESTARTNOHAND);
+	kp_uregs_set(tid, &r);
 }
 
 static void adopt_clone(struct tracee_set *ts, pid_t parent);
@@ -318,9 +321,9 @@ int tracee_hold(struct tracee_set *ts, pid_t pid, pid_t except)
 
 uint64_t tracee_ip(pid_t tid)
 {
-	struct user_regs_struct r;
+	struct kp_uregs r;
 
-	return ptrace(PTRACE_GETREGS, tid, 0, &r) ? 0 : r.rip;
+	return kp_uregs_get(tid, &r) ? 0 : kp_uregs_ip(&r);
 }
 
 /* Seizes thread tid and waits until it is held; a thread already in the
