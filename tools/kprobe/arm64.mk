@@ -61,3 +61,17 @@ A64_KP := $(A64)/kprobe $(A64)/libkprobe-agent.so $(A64)/libkprobe-audit.so
 arm64-kprobe: $(A64_KP)
 
 -include $(wildcard $(A64)/kprobe-agent/$(KP_DIR)/*/*.d $(A64)/kprobe-cli/$(KP_DIR)/*/*.d)
+
+# ---- the tool's suite in the guest (tests/arm64/cli_arm64.sh) ----
+# The test program, as natively (kprobe.mk), for arm64.
+$(A64)/tests/cli/cli_target: tests/cli/cli_target.c include/kprobes/tracepoint.h \
+	include/kprobes/jump_label.h $(A64)/sysroot.stamp
+	@mkdir -p $(dir $@)
+	$(A64_CC) --sysroot=$(A64_SYSROOT) -O1 -g -std=gnu11 -Wall -Iinclude -fno-omit-frame-pointer \
+		-o $@ $< -lpthread -ldl
+
+# The whole suite in check-arm64, its short set (A64_CLI=quick) in
+# check-arm64-quick.
+A64_KP_SUITE := $(A64_KP) $(A64)/tests/cli/cli_target tests/arm64/cli_arm64.sh
+A64_TESTS += $(A64_KP_SUITE)
+A64_QUICK += $(A64_KP_SUITE)
