@@ -72,17 +72,26 @@ t_trace_args_retval() {
 	ok trace_args_retval
 }
 
-# x0..x7 and v0..v7 are numbered apart, as rdi.. and xmm0.. on x86-64.
-t_trace_float() {
+# x0..x7 and v0..v7 are numbered apart, as rdi.. and xmm0.. on x86-64:
+# the floating-point arguments through the jprobe at the entry.
+t_trace_float_args() {
 	run "$KP" trace 'target_scale n=arg1:s64 k=arg2:s32 x=arg1:f64 y=arg2:f64' \
-		'target_scale%return r=retval:f64' -- "$T" float 3
-	[ $rc -eq 0 ] || { bad trace_float "status $rc" "$W/err"; return; }
-	has trace_float "$W/out" "15" || return
+		-- "$T" float 3
+	[ $rc -eq 0 ] || { bad trace_float_args "status $rc" "$W/err"; return; }
+	has trace_float_args "$W/out" "15" || return
 	n=$(count_of "$W/err" " target_scale n=3 k=2 x=1.5 y=0.25")
-	[ "$n" -eq 3 ] || { bad trace_float "$n entries with n=3 k=2 x=1.5 y=0.25, not 3" "$W/err"; return; }
+	[ "$n" -eq 3 ] || { bad trace_float_args "$n entries with n=3 k=2 x=1.5 y=0.25, not 3" "$W/err"; return; }
+	ok trace_float_args
+}
+
+# retval:f64 is d0 at the return; the program goes on to print its sum.
+t_trace_float_retval() {
+	run "$KP" trace 'target_scale%return r=retval:f64' -- "$T" float 3
+	[ $rc -eq 0 ] || { bad trace_float_retval "status $rc" "$W/err"; return; }
+	has trace_float_retval "$W/out" "15" || return
 	n=$(count_of "$W/err" " target_scale%return r=5")
-	[ "$n" -eq 3 ] || { bad trace_float "$n returns r=5, not 3" "$W/err"; return; }
-	ok trace_float
+	[ "$n" -eq 3 ] || { bad trace_float_retval "$n returns r=5, not 3" "$W/err"; return; }
+	ok trace_float_retval
 }
 
 t_trace_narrow() {
@@ -168,7 +177,8 @@ t_trace_args_retval
 t_run_count
 if [ "${A64_CLI:-}" != quick ]; then
 	t_count_text_glob
-	t_trace_float
+	t_trace_float_args
+	t_trace_float_retval
 	t_trace_narrow
 	t_latency
 	t_run_retval_printf
