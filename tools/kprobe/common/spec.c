@@ -207,7 +207,7 @@ void spec_plan_compile(struct spec_arg *a)
 
 	memset(&a->chain, 0, sizeof(a->chain));
 	if (a->src != ARG_SRC_PLAN || !a->nops || a->ops[0].kind != FETCH_REG ||
-	    a->ops[0].reg > 16)
+	    a->ops[0].reg > KP_DWARF_PC)
 		return;
 	memset(&c, 0, sizeof(c));
 	c.reg = a->ops[0].reg;
