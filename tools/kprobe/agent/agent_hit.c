@@ -26,7 +26,7 @@ __thread struct hit_thread agent_tls_hit TLS = { .ring = -1 };
 #define tls_agent_depth (agent_tls_hit.agent_depth)
 #define quiet agent_hit_quiet
 bool agent_hit_quiet;
-long agent_tid_offset = -1;
+long agent_tid_offset = AGENT_TID_UNKNOWN;
 pid_t agent_hit_pid;
 
 /* The architecture's system call instruction, inline (kp_arch.h). */
@@ -72,9 +72,9 @@ static void *check_tid_offsets(void *arg)
 	const char *tp = __builtin_thread_pointer();
 
 	agent_mark_own_thread();
-	for (int i = 0; cand[i] != -1; i++)
-		if (cand[i] >= 0 && *(const pid_t *)(tp + cand[i]) != tid)
-			cand[i] = -2;
+	for (int i = 0; cand[i] != AGENT_TID_UNKNOWN; i++)
+		if (cand[i] != -1 && *(const pid_t *)(tp + cand[i]) != tid)
+			cand[i] = -1;
 	return NULL;
 }
 
@@ -83,7 +83,9 @@ static void *check_tid_offsets(void *arg)
  * exits), and the kernel tells where it is; where it does not
  * (PR_GET_TID_ADDRESS needs CONFIG_CHECKPOINT_RESTORE): the words of this
  * thread's control block that hold its id, less those that do not hold a
- * second thread's. */
+ * second thread's.  The control block is above the thread pointer on
+ * x86-64 and below it on arm64 (TLS variants II and I): both sides are
+ * looked at. */
 void agent_hit_init(void)
 {
 	const char *tp = __builtin_thread_pointer();
@@ -95,21 +97,24 @@ void agent_hit_init(void)
 
 	agent_hit_pid = (pid_t)raw_syscall(SYS_getpid, 0, 0, 0, 0, 0, 0);
 	if (!raw_syscall(SYS_prctl, PR_GET_TID_ADDRESS, (long)&tid_addr, 0, 0, 0, 0) &&
-	    tid_addr > (uintptr_t)tp && tid_addr - (uintptr_t)tp < 4096 &&
+	    tid_addr + 4096 > (uintptr_t)tp && tid_addr < (uintptr_t)tp + 4096 &&
 	    *(const pid_t *)tid_addr == tid) {
 		agent_tid_offset = (long)(tid_addr - (uintptr_t)tp);
 		return;
 	}
 	/* glibc's struct pthread is larger than this; its tid is well inside. */
-	for (long off = 16; off < 1024 && n < 8; off += 4)
+	for (long off = 16; off < 1024 && n < 8; off += 4) {
 		if (*(const pid_t *)(tp + off) == tid)
 			cand[n++] = off;
-	cand[n] = -1;
+		if (KP_TCB_BELOW_TP && n < 8 && *(const pid_t *)(tp - off) == tid)
+			cand[n++] = -off;
+	}
+	cand[n] = AGENT_TID_UNKNOWN;
 	if (!n || pthread_create(&t, NULL, check_tid_offsets, cand))
 		return;
 	pthread_join(t, NULL);
 	for (int i = 0; i < n; i++)
-		if (cand[i] >= 0) {
+		if (cand[i] != -1) {
 			agent_tid_offset = cand[i];
 			return;
 		}
@@ -117,7 +122,7 @@ void agent_hit_init(void)
 
 bool agent_hit_light_ok(void)
 {
-	return agent_tid_offset >= 0;
+	return agent_tid_offset != AGENT_TID_UNKNOWN;
 }
 
 static bool owner_is_dead(uint64_t owner)

@@ -6,6 +6,7 @@
 #ifndef KPROBE_AGENT_HIT_H
 #define KPROBE_AGENT_HIT_H
 
+#include <limits.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -41,9 +42,10 @@ extern __thread struct hit_thread agent_tls_hit TLS;
 /* A forked child of a session that does not follow forks. */
 extern bool agent_hit_quiet;
 /* Where glibc keeps a thread's id in its thread control block (found by
- * agent_hit_init()), -1 when unknown; and the process id, kept by the
+ * agent_hit_init()), AGENT_TID_UNKNOWN when unknown; and the process id, kept by the
  * agent across forks: the light handlers know who they run on without a
  * system call. */
+#define AGENT_TID_UNKNOWN LONG_MIN
 extern long agent_tid_offset;
 extern pid_t agent_hit_pid;
 

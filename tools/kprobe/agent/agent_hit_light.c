@@ -71,7 +71,7 @@ static __attribute__((noinline)) void first_hit_light(struct agent_session *s)
 	t->gen = s->gen;
 	t->ring = -1;
 	t->rec_tsc_hi = 0;	/* no generation is 0: a full event first */
-	if (agent_tid_offset < 0)
+	if (agent_tid_offset == AGENT_TID_UNKNOWN)
 		return;
 	tid = *(volatile const pid_t *)((const char *)__builtin_thread_pointer() + agent_tid_offset);
 	t->pid = agent_hit_pid;

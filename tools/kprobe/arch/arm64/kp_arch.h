@@ -16,6 +16,10 @@
 
 #define KP_ARCH_NAME "arm64"
 
+/* glibc's thread control block (struct pthread) ends at the thread
+ * pointer, the TLS blocks follow it (TLS variant I). */
+#define KP_TCB_BELOW_TP 1
+
 /* Every instruction is one word. */
 #define KP_MAX_INSN_LEN 4
 

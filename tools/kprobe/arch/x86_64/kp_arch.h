@@ -15,6 +15,10 @@
 
 #define KP_ARCH_NAME "x86_64"
 
+/* glibc's thread control block (struct pthread) is at and above the
+ * thread pointer (TLS variant II). */
+#define KP_TCB_BELOW_TP 0
+
 /* The longest instruction, in bytes. */
 #define KP_MAX_INSN_LEN 15
 
