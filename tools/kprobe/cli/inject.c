@@ -157,12 +157,8 @@ static void loader_range(pid_t pid, uint64_t *lo, uint64_t *hi)
 static bool blocked_in_syscall(pid_t tid)
 {
 	struct kp_uregs r;
-	long ret;
 
-	if (kp_uregs_get(tid, &r) || kp_uregs_syscall(&r) < 0)
-		return false;
-	ret = kp_uregs_ret(&r);
-	return ret == -EINTR || (ret <= -512 && ret >= -516);
+	return !kp_uregs_get(tid, &r) && kp_uregs_blocked_in_syscall(tid, &r);
 }
 
 /* Whether tid is a thread of an agent that served earlier (the library's
@@ -283,13 +279,6 @@ int inject_agent(pid_t pid, const char *agent, bool stopped, struct tracee_set *
 		return rc;
 	}
 	rc = inject_find_stub_room(pid, &req.stub);
-	if (rc == -EOPNOTSUPP) {
-		tracee_release(&ts);
-		snprintf(err, errlen, "cannot load the agent into process %d: attaching is not "
-			 "supported on this architecture yet (start the program under kprobe)",
-			 (int)pid);
-		return rc;
-	}
 	if (rc) {
 		tracee_release(&ts);
 		snprintf(err, errlen, "cannot load the agent into process %d: no room for the "

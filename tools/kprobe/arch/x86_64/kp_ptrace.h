@@ -4,6 +4,8 @@
 #ifndef KPROBE_PTRACE_H
 #define KPROBE_PTRACE_H
 
+#include <errno.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <sys/ptrace.h>
 #include <sys/types.h>
@@ -43,6 +45,16 @@ static inline void kp_uregs_set_ret(struct kp_uregs *u, long v)
 static inline uint64_t kp_uregs_ip(const struct kp_uregs *u)
 {
 	return u->r.rip;
+}
+
+/* Whether the thread was stopped while blocked in a system call: the
+ * call returns a restart code, or EINTR. */
+static inline bool kp_uregs_blocked_in_syscall(pid_t tid, const struct kp_uregs *u)
+{
+	long ret = kp_uregs_ret(u);
+
+	(void)tid;
+	return kp_uregs_syscall(u) >= 0 && (ret == -EINTR || (ret <= -512 && ret >= -516));
 }
 
 #endif
