@@ -817,11 +817,12 @@ static bool op_reg(struct access *x, unsigned int reg)
 	return true;
 }
 
-/* A value wholly in register reg: a general register, or on x86-64 the
- * low bytes of xmm0..xmm15 (DWARF 17..32), where the compiler keeps float
- * and double locals; the agent reads those with kprobes_vector_reg(). */
-#define DWARF_XMM0 17
-#define DWARF_XMM15 32
+/* A value wholly in register reg: a general register, or the low bytes of
+ * vector register 0..15 (x86-64: xmm0..xmm15, DWARF 17..32; arm64:
+ * v0..v15, DWARF 64..79, kp_arch.h), where the compiler keeps float and
+ * double locals; the agent reads those with kprobes_vector_reg(). */
+#define DWARF_XMM0 KP_DWARF_VREG0
+#define DWARF_XMM15 (KP_DWARF_VREG0 + 15)
 
 static bool op_value_reg(struct access *x, unsigned int reg)
 {
