@@ -158,7 +158,8 @@ t_attach() {
 	pid=$!
 	sleep 0.5
 	for round in 1 2; do
-		run "$KP" count target_add --format json -d 1 -p "$pid"
+		# -d bounds the arming too: generous, for an emulator on a busy host
+		run "$KP" count target_add --format json -d 4 -p "$pid"
 		[ $rc -eq 0 ] || { bad attach "round $round: status $rc" "$W/err"; break; }
 		grep -Eq '"hits":[1-9]' "$W/out" ||
 			{ bad attach "round $round: no hits" "$W/out"; rc=1; break; }
