@@ -205,7 +205,7 @@ HIT_INLINE void record_plain(struct agent_probe *ap, struct hit_thread *t, uint1
 				    (uint64_t)ap->desc << KPS_REC_DESC_SHIFT |
 				    time << KPS_REC_TIME_SHIFT;
 	/* Own the next lines before they are needed (see ring_reserve). */
-	__asm__ volatile("prefetchw %0" : : "m"(data[(pos + 256) & (KPS_RING_BYTES - 1)]));
+	kp_prefetch_write(&data[(pos + 256) & (KPS_RING_BYTES - 1)]);
 	__atomic_store_n(&r->head, head + 8, __ATOMIC_RELEASE);
 	return;
 slow: {

@@ -20,12 +20,7 @@
 
 #include "agent.h"
 #include "agent_register.h"
-<<<<<<< HEAD
-=======
-#include "agent_arch.h"
 #include "kp_arch.h"
-#include "elf/symbols.h"
->>>>>>> 1cd700a (kprobe: per-architecture files for the tool, and its arm64 cross-build)
 
 #define container_of(p, type, member) ((type *)((char *)(p) - offsetof(type, member)))
 
@@ -151,7 +146,6 @@ static uintptr_t name_instruction(uint64_t ip, char *name, size_t len, char *obj
 		snprintf(name, len, "0x%lx>", (unsigned long)ip);
 		return 0;
 	}
-<<<<<<< HEAD
 	/* Through ip itself, which the function's last instruction may end
 	 * at; decoding never needs the bytes from ip on. */
 	span = ip - fn.addr + 1;
@@ -159,19 +153,6 @@ static uintptr_t name_instruction(uint64_t ip, char *name, size_t len, char *obj
 		for (at = ip - 1; at >= fn.addr && !start; at--)
 			if (!kprobes_insn_boundary(fn.addr, span, at))
 				start = at;
-=======
-	end = fn.size ? fn.addr + fn.size : ip;
-	for (at = fn.addr; at < ip;) {
-		size_t avail = end - at < KP_MAX_INSN_LEN ? end - at : KP_MAX_INSN_LEN;
-		int n = agent_insn_length((const uint8_t *)at, avail);
-
-		if (n <= 0)
-			break;
-		if (at + (uintptr_t)n == ip)
-			start = at;
-		at += (uintptr_t)n;
-	}
->>>>>>> 1cd700a (kprobe: per-architecture files for the tool, and its arm64 cross-build)
 	if (start)
 		snprintf(name, len, "%s+0x%lx", fn.name ? fn.name : "?",
 			 (unsigned long)(start - fn.addr));

@@ -10,8 +10,6 @@
 #include <Zydis/Zydis.h>
 
 #include "agent.h"
-#include "agent_arch.h"
-#include "arch/x86_64/insn.h"
 
 #ifndef KP_ZYDIS_SONAME
 #define KP_ZYDIS_SONAME "libZydis.so.4.0"
@@ -117,11 +115,4 @@ ZydisRegisterWidth ZydisRegisterGetWidth(ZydisMachineMode mode, ZydisRegister re
 ZydisRegister ZydisRegisterGetLargestEnclosing(ZydisMachineMode mode, ZydisRegister reg)
 {
 	return zy.reg_enclosing ? zy.reg_enclosing(mode, reg) : ZYDIS_REGISTER_NONE;
-}
-
-/* The length of the instruction at at (avail bytes readable), <= 0 when
- * it does not decode. */
-int agent_insn_length(const uint8_t *at, size_t avail)
-{
-	return insn_length(at, avail);
 }
