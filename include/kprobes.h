@@ -53,7 +53,7 @@ struct pt_regs {
 	unsigned long sp, pc, pstate;
 };
 
-#define regs_return_value(regs)		((regs)->regs[0])
+#define regs_return_value(r)		((r)->regs[0])
 #define instruction_pointer(regs)	((regs)->pc)
 #define instruction_pointer_set(regs, v) ((void)((regs)->pc = (unsigned long)(v)))
 #define user_stack_pointer(regs)	((regs)->sp)

@@ -89,7 +89,9 @@ A64_SMOKE := $(A64)/tests/test_arm64_smoke
 # and decoder; test_wprobe, test_cli_watch: watchpoints are -EOPNOTSUPP
 # on arm64; test_jump_label: x86-64 NOP/JMP bytes and an x86-64 site in
 # assembly (the static-key sites of test_tracepoint run); test_cli*,
-# test_run, test_lang, test_ctl: the kprobe tool, not built for arm64;
+# test_run, test_lang, test_ctl: the kprobe tool's x86-64 suites (the
+# tool itself runs in the guest: tests/arm64/cli_arm64.sh, built by
+# tools/kprobe/arm64.mk, included below);
 # test_fault_region: an x86-64 function in assembly (a fault in a slot,
 # shown at the probed address, is in test_arm64_kprobes); test_census:
 # waits for a jump optimization; test_fork_loader: in one guest run under
@@ -222,3 +224,6 @@ bench-arm64: arm64-sysroot
 	@B=$(B) bash tests/arm64/arm64.sh run $(A64)/tests/bench_arm64
 
 CHECK_EXTRA += check-arm64-quick
+
+# The kprobe tool for arm64 and its guest tests.
+include tools/kprobe/arm64.mk

@@ -176,6 +176,11 @@ make_initramfs() {
 		case "$(basename "$(dirname "$bin")")" in
 		tests-asan) dir=tests-asan ;;
 		jl) dir=tests/jl ;;	# objects test_tracepoint loads
+		cli) dir=tests/cli ;;	# programs the kprobe tool's suite runs
+		esac
+		case "$(basename "$bin")" in
+		# the kprobe tool: its agent and audit module beside it
+		kprobe | libkprobe-agent.so | libkprobe-audit.so) dir=tests/kprobe ;;
 		esac
 		mkdir -p "$root/$dir"
 		cp "$bin" "$root/$dir/"

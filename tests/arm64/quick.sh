@@ -22,4 +22,5 @@ sh scripts/install-deps.sh --arm64 >&2 ||
 B=$B bash tests/arm64/arm64.sh sysroot ||
 	skip "the arm64 packages cannot be had (see $B/arm64/apt-update.log)"
 ${MAKE:-make} --no-print-directory $A64_QUICK || exit 1
-B=$B ARM64_TIMEOUT=${ARM64_TIMEOUT:-300} bash tests/arm64/arm64.sh run $A64_QUICK
+B=$B ARM64_TIMEOUT=${ARM64_TIMEOUT:-300} ARM64_ENV="A64_CLI=quick ${ARM64_ENV:-}" \
+	bash tests/arm64/arm64.sh run $A64_QUICK

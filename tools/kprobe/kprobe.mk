@@ -23,12 +23,16 @@ KP_SHARED    := $(addprefix $(KP_DIR)/common/,spec.c proto.c nearmatch.c elf_fil
 # runtime half (verifier, interpreter, maps) in the agent.
 KP_LANG_SRC    := $(sort $(wildcard $(KP_DIR)/lang/*.c))
 KP_LANG_RT_SRC := $(addprefix $(KP_DIR)/lang/,verify.c vm.c maps.c)
+# What differs by architecture (registers, the cycle counter, the
+# instruction decoder) is in arch/$(ARCH)/: kp_arch.h for both sides, the
+# agent's decoder file.
 KP_AGENT_SRC := $(filter-out $(KP_DIR)/agent/audit.c,$(sort $(wildcard $(KP_DIR)/agent/*.c))) \
-		$(KP_SHARED) $(KP_LANG_RT_SRC)
-KP_CLI_SRC   := $(sort $(wildcard $(KP_DIR)/cli/*.c)) $(KP_SHARED) $(KP_LANG_SRC)
+		$(KP_SHARED) $(KP_LANG_RT_SRC) $(KP_DIR)/arch/$(ARCH)/agent_decoder.c
+KP_CLI_SRC   := $(sort $(wildcard $(KP_DIR)/cli/*.c)) $(KP_SHARED) $(KP_LANG_SRC) \
+		$(KP_DIR)/arch/$(ARCH)/inject_call.c
 KP_AGENT_OBJ := $(KP_AGENT_SRC:%.c=$(B)/kprobe-agent/%.o)
 KP_CLI_OBJ   := $(KP_CLI_SRC:%.c=$(B)/kprobe-cli/%.o)
-KP_CFLAGS    := -I$(KP_DIR) -I$(KP_DIR)/common
+KP_CFLAGS    := -I$(KP_DIR) -I$(KP_DIR)/common -I$(KP_DIR)/arch/$(ARCH)
 KP_CLI_INC   := -I$(KP_DIR)/cli
 KP_AGENT_INC := -I$(KP_DIR)/agent
 # Where `make install` puts the agent; the CLI looks beside itself first.
@@ -91,11 +95,11 @@ $(B)/kprobe-agent/%.o: %.c
 # libraries it needs come from their static archives with their symbols
 # hidden (--exclude-libs), so no lookup of the program's ever binds to
 # them; Zydis and, for FILE:LINE, libdw.so are loaded privately
-# (agent_private.c, agent_lines.c), by these sonames.
+# (arch/x86_64/agent_decoder.c, agent_lines.c), by these sonames.
 KP_SONAME_OF = $(shell objdump -p $$($(CC) -print-file-name=$(1)) 2>/dev/null | awk '/SONAME/ { print $$2 }')
 KP_ZYDIS_SONAME := $(or $(call KP_SONAME_OF,libZydis.so),libZydis.so.4.0)
 KP_LIBDW_SONAME := $(or $(call KP_SONAME_OF,libdw.so),libdw.so.1)
-$(B)/kprobe-agent/$(KP_DIR)/agent/agent_private.o: KP_CFLAGS += -DKP_ZYDIS_SONAME='"$(KP_ZYDIS_SONAME)"'
+$(B)/kprobe-agent/$(KP_DIR)/arch/x86_64/agent_decoder.o: KP_CFLAGS += -DKP_ZYDIS_SONAME='"$(KP_ZYDIS_SONAME)"'
 $(B)/kprobe-agent/$(KP_DIR)/agent/agent_lines.o: KP_CFLAGS += -DKP_LIBDW_SONAME='"$(KP_LIBDW_SONAME)"'
 
 # -Bsymbolic-functions: the library's own calls of sigaction, pthread_sigmask

@@ -150,6 +150,12 @@ static void agent_start(const char *config, bool follower, bool early)
 			_exit(AGENT_FAILED_EXIT);
 		start_from_environment(copy, follower);
 		free(copy);
+		/* Arming the probes may dlopen() too: libgcc_s, whose frame
+		 * registry takes the return stubs' unwind information (the
+		 * first return probe on arm64, where no decoder was loaded
+		 * above), which unsets the pointers again. */
+		if (early)
+			__ctype_init();
 	} else {
 		/* Injected: not first in symbol lookup. */
 		injected = true;

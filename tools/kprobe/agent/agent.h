@@ -217,7 +217,7 @@ bool agent_object_is_private(const char *name);
  * failure (dlerror() says why). */
 void *agent_object_open_private(const char *soname);
 
-/* agent_private.c: loads the instruction decoder privately (the agent's
+/* arch/<arch>/agent_decoder.c: loads the instruction decoder privately (the agent's
  * constructor does, before anything decodes).  0, or -1 with err set. */
 int agent_private_load(char *err, size_t errlen);
 

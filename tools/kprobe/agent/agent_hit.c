@@ -26,21 +26,13 @@ __thread struct hit_thread agent_tls_hit TLS = { .ring = -1 };
 #define tls_agent_depth (agent_tls_hit.agent_depth)
 #define quiet agent_hit_quiet
 bool agent_hit_quiet;
-long agent_tid_offset = -1;
+long agent_tid_offset = AGENT_TID_UNKNOWN;
 pid_t agent_hit_pid;
 
+/* The architecture's system call instruction, inline (kp_arch.h). */
 static long raw_syscall(long n, long a, long b, long c, long d, long e, long f)
 {
-	long ret;
-	register long r10 __asm__("r10") = d;
-	register long r8 __asm__("r8") = e;
-	register long r9 __asm__("r9") = f;
-
-	__asm__ volatile("syscall"
-			 : "=a"(ret)
-			 : "a"(n), "D"(a), "S"(b), "d"(c), "r"(r10), "r"(r8), "r"(r9)
-			 : "rcx", "r11", "memory");
-	return ret;
+	return kp_raw_syscall6(n, a, b, c, d, e, f);
 }
 
 void agent_mark_own_thread(void)
@@ -80,9 +72,9 @@ static void *check_tid_offsets(void *arg)
 	const char *tp = __builtin_thread_pointer();
 
 	agent_mark_own_thread();
-	for (int i = 0; cand[i] != -1; i++)
-		if (cand[i] >= 0 && *(const pid_t *)(tp + cand[i]) != tid)
-			cand[i] = -2;
+	for (int i = 0; cand[i] != AGENT_TID_UNKNOWN; i++)
+		if (cand[i] != -1 && *(const pid_t *)(tp + cand[i]) != tid)
+			cand[i] = -1;
 	return NULL;
 }
 
@@ -91,7 +83,9 @@ static void *check_tid_offsets(void *arg)
  * exits), and the kernel tells where it is; where it does not
  * (PR_GET_TID_ADDRESS needs CONFIG_CHECKPOINT_RESTORE): the words of this
  * thread's control block that hold its id, less those that do not hold a
- * second thread's. */
+ * second thread's.  The control block is above the thread pointer on
+ * x86-64 and below it on arm64 (TLS variants II and I): both sides are
+ * looked at. */
 void agent_hit_init(void)
 {
 	const char *tp = __builtin_thread_pointer();
@@ -103,21 +97,24 @@ void agent_hit_init(void)
 
 	agent_hit_pid = (pid_t)raw_syscall(SYS_getpid, 0, 0, 0, 0, 0, 0);
 	if (!raw_syscall(SYS_prctl, PR_GET_TID_ADDRESS, (long)&tid_addr, 0, 0, 0, 0) &&
-	    tid_addr > (uintptr_t)tp && tid_addr - (uintptr_t)tp < 4096 &&
+	    tid_addr + 4096 > (uintptr_t)tp && tid_addr < (uintptr_t)tp + 4096 &&
 	    *(const pid_t *)tid_addr == tid) {
 		agent_tid_offset = (long)(tid_addr - (uintptr_t)tp);
 		return;
 	}
 	/* glibc's struct pthread is larger than this; its tid is well inside. */
-	for (long off = 16; off < 1024 && n < 8; off += 4)
+	for (long off = 16; off < 1024 && n < 8; off += 4) {
 		if (*(const pid_t *)(tp + off) == tid)
 			cand[n++] = off;
-	cand[n] = -1;
+		if (KP_TCB_BELOW_TP && n < 8 && *(const pid_t *)(tp - off) == tid)
+			cand[n++] = -off;
+	}
+	cand[n] = AGENT_TID_UNKNOWN;
 	if (!n || pthread_create(&t, NULL, check_tid_offsets, cand))
 		return;
 	pthread_join(t, NULL);
 	for (int i = 0; i < n; i++)
-		if (cand[i] >= 0) {
+		if (cand[i] != -1) {
 			agent_tid_offset = cand[i];
 			return;
 		}
@@ -125,7 +122,7 @@ void agent_hit_init(void)
 
 bool agent_hit_light_ok(void)
 {
-	return agent_tid_offset >= 0;
+	return agent_tid_offset != AGENT_TID_UNKNOWN;
 }
 
 static bool owner_is_dead(uint64_t owner)
@@ -192,8 +189,8 @@ static bool is_library_thread(void)
 {
 	static const char name[] = "kprobes-opt";
 	char comm[32];
-	long fd = raw_syscall(SYS_open, (long)"/proc/thread-self/comm", O_RDONLY | O_CLOEXEC, 0,
-			      0, 0, 0);
+	long fd = raw_syscall(SYS_openat, AT_FDCWD, (long)"/proc/thread-self/comm",
+			      O_RDONLY | O_CLOEXEC, 0, 0, 0);
 	long n;
 
 	if (fd < 0)
@@ -343,19 +340,9 @@ static void emit(struct agent_probe *ap, uint16_t type, uint64_t time_ns,
  * library catches (kprobes_read_nofault), so a stale pointer makes the value a
  * fault instead of a crash. */
 
-/* pt_regs offsets of DWARF registers 0..16 (x86-64 psABI numbering: rax,
- * rdx, rcx, rbx, rsi, rdi, rbp, rsp, r8..r15, return address = ip). */
-static const uint8_t dwarf_reg_offsets[17] = {
-	offsetof(struct pt_regs, ax), offsetof(struct pt_regs, dx),
-	offsetof(struct pt_regs, cx), offsetof(struct pt_regs, bx),
-	offsetof(struct pt_regs, si), offsetof(struct pt_regs, di),
-	offsetof(struct pt_regs, bp), offsetof(struct pt_regs, sp),
-	offsetof(struct pt_regs, r8), offsetof(struct pt_regs, r9),
-	offsetof(struct pt_regs, r10), offsetof(struct pt_regs, r11),
-	offsetof(struct pt_regs, r12), offsetof(struct pt_regs, r13),
-	offsetof(struct pt_regs, r14), offsetof(struct pt_regs, r15),
-	offsetof(struct pt_regs, ip),
-};
+/* pt_regs offsets of DWARF registers 0..KP_DWARF_PC (kp_arch.h: the
+ * architecture's numbering, the last one the pc). */
+static const uint16_t dwarf_reg_offsets[KP_DWARF_PC + 1] = { KP_DWARF_REG_OFFSETS };
 
 /* kprobes_read_nofault(): for 1, 2, 4 or 8 bytes one load the library's
  * fault handler catches, no system call (unless the program blocked the
@@ -401,7 +388,7 @@ static bool run_plan_stack(const struct pt_regs *regs, const struct spec_arg *a,
 
 static inline uint64_t dwarf_reg(const struct pt_regs *regs, uint8_t reg)
 {
-	return *(const uint64_t *)((const char *)regs + dwarf_reg_offsets[reg <= 16 ? reg : 16]);
+	return *(const uint64_t *)((const char *)regs + dwarf_reg_offsets[reg <= KP_DWARF_PC ? reg : KP_DWARF_PC]);
 }
 
 /* A plan as it is, for the shapes the chain does not have and for
@@ -462,7 +449,7 @@ static bool run_plan_stack(const struct pt_regs *regs, const struct spec_arg *a,
 
 		if (op->kind == FETCH_REG) {
 			st[++top & 7] = *(const uint64_t *)((const char *)regs +
-				dwarf_reg_offsets[op->reg <= 16 ? op->reg : 16]);
+				dwarf_reg_offsets[op->reg <= KP_DWARF_PC ? op->reg : KP_DWARF_PC]);
 		} else if (op->kind == FETCH_VREG) {
 			st[++top & 7] = 0;
 			if (kprobes_vector_reg(regs, op->reg, &st[top & 7], 8))
@@ -514,7 +501,7 @@ static inline uint32_t entry_values(const struct agent_probe *ap, const struct p
  * clock call would make every handler count as touching vector state). */
 static inline __attribute__((always_inline)) uint64_t stamp(bool tsc)
 {
-	return tsc ? __builtin_ia32_rdtsc() : now_ns();
+	return tsc ? kp_cycles() : now_ns();
 }
 
 static inline __attribute__((always_inline)) uint64_t stamp_to_ns(const struct agent_session *s,
@@ -554,7 +541,7 @@ __attribute__((target("general-regs-only"))) int agent_emit_record(struct agent_
 	ev->desc = desc;
 	ev->reserved = len;
 	if (s->time_tsc) {
-		ev->time_ns = __builtin_ia32_rdtsc();
+		ev->time_ns = kp_cycles();
 	} else {
 		/* the system call, not the vDSO: no call through the PLT */
 		struct timespec ts = { 0, 0 };
@@ -755,20 +742,8 @@ __attribute__((used)) static int return_f64_clock_c(struct kretprobe_instance *r
 int agent_return_f64_tsc(struct kretprobe_instance *ri, struct pt_regs *regs);
 int agent_return_f64_clock(struct kretprobe_instance *ri, struct pt_regs *regs);
 __asm__(".pushsection .text\n"
-	".p2align 4\n"
-	".hidden agent_return_f64_tsc\n"
-	".type agent_return_f64_tsc, @function\n"
-	"agent_return_f64_tsc:\n"
-	"	movq %xmm0, %rdx\n"
-	"	jmp return_f64_tsc_c\n"
-	".size agent_return_f64_tsc, .-agent_return_f64_tsc\n"
-	".p2align 4\n"
-	".hidden agent_return_f64_clock\n"
-	".type agent_return_f64_clock, @function\n"
-	"agent_return_f64_clock:\n"
-	"	movq %xmm0, %rdx\n"
-	"	jmp return_f64_clock_c\n"
-	".size agent_return_f64_clock, .-agent_return_f64_clock\n"
+	KP_F64_RETURN_ENTRY(agent_return_f64_tsc, return_f64_tsc_c)
+	KP_F64_RETURN_ENTRY(agent_return_f64_clock, return_f64_clock_c)
 	".popsection\n");
 
 /* ---- argN:f64 at entry ----

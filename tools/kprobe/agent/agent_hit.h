@@ -6,12 +6,14 @@
 #ifndef KPROBE_AGENT_HIT_H
 #define KPROBE_AGENT_HIT_H
 
+#include <limits.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <sys/types.h>
 
 #include <kprobes.h>
 
+#include "kp_arch.h"
 #include "agent.h"
 
 #define TLS __attribute__((tls_model("initial-exec")))
@@ -40,9 +42,10 @@ extern __thread struct hit_thread agent_tls_hit TLS;
 /* A forked child of a session that does not follow forks. */
 extern bool agent_hit_quiet;
 /* Where glibc keeps a thread's id in its thread control block (found by
- * agent_hit_init()), -1 when unknown; and the process id, kept by the
+ * agent_hit_init()), AGENT_TID_UNKNOWN when unknown; and the process id, kept by the
  * agent across forks: the light handlers know who they run on without a
  * system call. */
+#define AGENT_TID_UNKNOWN LONG_MIN
 extern long agent_tid_offset;
 extern pid_t agent_hit_pid;
 
@@ -98,16 +101,16 @@ HIT_INLINE bool ring_wait(struct agent_session *s, struct kps_ring *r, uint64_t 
 	if (__atomic_load_n(&s->map.hdr->drop, __ATOMIC_RELAXED) ||
 	    __atomic_load_n(&s->stalled, __ATOMIC_RELAXED))
 		return false;
-	start = __builtin_ia32_rdtsc();
+	start = kp_cycles();
 	do {
 		for (int i = 0; i < 64; i++)
-			__builtin_ia32_pause();
+			kp_cpu_relax();
 		*tail = __atomic_load_n(&r->tail, __ATOMIC_ACQUIRE);
 		if ((int64_t)(*tail - want_tail) >= 0)
 			return true;
 		if (__atomic_load_n(&s->map.hdr->drop, __ATOMIC_RELAXED))
 			return false;
-	} while (__builtin_ia32_rdtsc() - start < s->wait_ticks);
+	} while (kp_cycles() - start < s->wait_ticks);
 	__atomic_store_n(&s->stalled, true, __ATOMIC_RELAXED);
 	return false;
 }
@@ -143,7 +146,7 @@ HIT_INLINE void *ring_reserve(struct agent_session *s, int ring, uint32_t len,
 	*head_out = head;
 	/* Own the next lines before they are needed: the reader's core had
 	 * them last, and waiting for that transfer is most of an event's cost. */
-	__asm__ volatile("prefetchw %0" : : "m"(data[(pos + 256) & (KPS_RING_BYTES - 1)]));
+	kp_prefetch_write(&data[(pos + 256) & (KPS_RING_BYTES - 1)]);
 	return data + pos;
 }
 
@@ -171,10 +174,8 @@ HIT_INLINE uint64_t arg_value(const struct pt_regs *regs, uint8_t src)
 	/* A table of offsets, not a switch: a jump table is an indirect
 	 * branch, which the library cannot follow. */
 	static const uint8_t offsets[ARG_SRC_RETVAL + 1] = {
-		offsetof(struct pt_regs, di), offsetof(struct pt_regs, si),
-		offsetof(struct pt_regs, dx), offsetof(struct pt_regs, cx),
-		offsetof(struct pt_regs, r8), offsetof(struct pt_regs, r9),
-		[ARG_SRC_RETVAL] = offsetof(struct pt_regs, ax),
+		KP_ARG_REG_OFFSETS,
+		[ARG_SRC_RETVAL] = KP_RET_REG_OFFSET,
 	};
 
 	return *(const uint64_t *)((const char *)regs + offsets[src]);

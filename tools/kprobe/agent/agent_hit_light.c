@@ -45,14 +45,14 @@ HIT_INLINE int wait_free_ring(struct agent_session *s, uint64_t me)
 	    __atomic_load_n(&s->stalled, __ATOMIC_RELAXED) ||
 	    __atomic_load_n(&s->rings_exhausted, __ATOMIC_RELAXED))
 		return -1;
-	start = __builtin_ia32_rdtsc();
+	start = kp_cycles();
 	do {
 		for (int i = 0; i < 1024; i++)
-			__builtin_ia32_pause();
+			kp_cpu_relax();
 		ring = take_free_ring(s, me);
 		if (ring >= 0)
 			return ring;
-	} while (__builtin_ia32_rdtsc() - start < s->wait_ticks &&
+	} while (kp_cycles() - start < s->wait_ticks &&
 		 !__atomic_load_n(&s->map.hdr->drop, __ATOMIC_RELAXED));
 	__atomic_store_n(&s->rings_exhausted, true, __ATOMIC_RELAXED);
 	return -1;
@@ -71,7 +71,7 @@ static __attribute__((noinline)) void first_hit_light(struct agent_session *s)
 	t->gen = s->gen;
 	t->ring = -1;
 	t->rec_tsc_hi = 0;	/* no generation is 0: a full event first */
-	if (agent_tid_offset < 0)
+	if (agent_tid_offset == AGENT_TID_UNKNOWN)
 		return;
 	tid = *(volatile const pid_t *)((const char *)__builtin_thread_pointer() + agent_tid_offset);
 	t->pid = agent_hit_pid;
@@ -205,7 +205,7 @@ HIT_INLINE void record_plain(struct agent_probe *ap, struct hit_thread *t, uint1
 				    (uint64_t)ap->desc << KPS_REC_DESC_SHIFT |
 				    time << KPS_REC_TIME_SHIFT;
 	/* Own the next lines before they are needed (see ring_reserve). */
-	__asm__ volatile("prefetchw %0" : : "m"(data[(pos + 256) & (KPS_RING_BYTES - 1)]));
+	kp_prefetch_write(&data[(pos + 256) & (KPS_RING_BYTES - 1)]);
 	__atomic_store_n(&r->head, head + 8, __ATOMIC_RELEASE);
 	return;
 slow: {
@@ -250,7 +250,7 @@ static inline __attribute__((always_inline)) void record_put(struct agent_probe 
 
 static int record_entry(struct kprobe *p, struct pt_regs *regs)
 {
-	uint64_t now = __builtin_ia32_rdtsc();
+	uint64_t now = kp_cycles();
 	struct agent_probe *ap = container_of(p, struct agent_probe, u.kp);
 	struct hit_thread *t = light_thread(ap->session);
 
@@ -262,7 +262,7 @@ static int record_entry(struct kprobe *p, struct pt_regs *regs)
 
 static int record_return(struct kretprobe_instance *ri, struct pt_regs *regs)
 {
-	uint64_t now = __builtin_ia32_rdtsc();
+	uint64_t now = kp_cycles();
 	struct agent_probe *ap = container_of(ri->rp, struct agent_probe, u.rp);
 	struct hit_thread *t = light_thread(ap->session);
 
@@ -275,7 +275,7 @@ static int record_return(struct kretprobe_instance *ri, struct pt_regs *regs)
 /* The same with integer arguments (or return values), read from pt_regs. */
 static int record_entry_args(struct kprobe *p, struct pt_regs *regs)
 {
-	uint64_t now = __builtin_ia32_rdtsc(), vals[SPEC_MAX_ARGS];
+	uint64_t now = kp_cycles(), vals[SPEC_MAX_ARGS];
 	struct agent_probe *ap = container_of(p, struct agent_probe, u.kp);
 	struct hit_thread *t = light_thread(ap->session);
 
@@ -289,14 +289,14 @@ static int record_entry_args(struct kprobe *p, struct pt_regs *regs)
 
 static int record_return_args(struct kretprobe_instance *ri, struct pt_regs *regs)
 {
-	uint64_t now = __builtin_ia32_rdtsc(), vals[SPEC_MAX_ARGS];
+	uint64_t now = kp_cycles(), vals[SPEC_MAX_ARGS];
 	struct agent_probe *ap = container_of(ri->rp, struct agent_probe, u.rp);
 	struct hit_thread *t = light_thread(ap->session);
 
 	if (!t)
 		return 0;
 	for (int i = 0; i < ap->nargs; i++)
-		vals[i] = regs->ax;
+		vals[i] = regs_return_value(regs);
 	record_put(ap, t, EV_RETURN, now, vals, ap->nargs);
 	return 0;
 }

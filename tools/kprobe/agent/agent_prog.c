@@ -15,7 +15,7 @@
  * The services (struct lang_ops), on the hit path:
  *   pid, tid       cached per thread (one system call on a thread's first use)
  *   uid            read when the session starts
- *   cpu            rdtscp's processor id (Linux keeps it in TSC_AUX)
+ *   cpu            kp_cpu_id(): no system call (kp_arch.h)
  *   nsecs          CLOCK_MONOTONIC as bpftrace's: from the TSC when it is
  *                  invariant (no call at all: a call into the vDSO would make
  *                  the probe save the vector state), else the vDSO
@@ -44,6 +44,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "kp_arch.h"
 #include "agent.h"
 #include "agent_register.h"
 #include "lang/lang.h"
@@ -66,18 +67,10 @@ static __thread pid_t tls_pid TLS, tls_tid TLS;
 static __thread unsigned int tls_ids_gen TLS, tls_comm_gen TLS;
 static __thread char tls_comm[LANG_COMM_LEN] TLS;
 
+/* The architecture's system call instruction, inline (kp_arch.h). */
 static long raw_syscall6(long n, long a, long b, long c, long d, long e, long f)
 {
-	long ret;
-	register long r10 __asm__("r10") = d;
-	register long r8 __asm__("r8") = e;
-	register long r9 __asm__("r9") = f;
-
-	__asm__ volatile("syscall"
-			 : "=a"(ret)
-			 : "a"(n), "D"(a), "S"(b), "d"(c), "r"(r10), "r"(r8), "r"(r9)
-			 : "rcx", "r11", "memory");
-	return ret;
+	return kp_raw_syscall6(n, a, b, c, d, e, f);
 }
 
 /* CLOCK_MONOTONIC by the system call: a call into the vDSO goes through
@@ -120,7 +113,6 @@ int lang_ext_read(void *dst, uintptr_t src, size_t len, void *arg)
 uint64_t lang_ext_get(int src, void *arg)
 {
 	struct prog_run *run = arg;
-	unsigned int aux = 0;
 
 	switch (src) {
 	case LANG_SRC_PID:
@@ -132,8 +124,7 @@ uint64_t lang_ext_get(int src, void *arg)
 	case LANG_SRC_UID:
 		return run->prog->uid;
 	case LANG_SRC_CPU:
-		__builtin_ia32_rdtscp(&aux);
-		return aux & 0xfff;
+		return kp_cpu_id();
 	case LANG_SRC_NSECS:
 		return prog_nsecs(run->prog);
 	case LANG_SRC_ELAPSED:
@@ -171,7 +162,7 @@ int lang_ext_ustack(const struct pt_regs *regs, uint64_t *pcs, int max, void *ar
 		return 0;
 	n = kprobes_stack(regs, (unsigned long *)pcs, max);
 	if (n <= 0) {
-		pcs[0] = regs->ip;
+		pcs[0] = instruction_pointer(regs);
 		n = 1;
 	}
 	if (run->ap && run->ap->u.kp.addr && !run->ap->is_return)
@@ -199,18 +190,18 @@ int lang_ext_signal(int sig, void *arg)
 	return (int)raw_syscall6(SYS_tgkill, tls_pid, tls_tid, sig, 0, 0, 0);
 }
 
-/* Returns v from the function without running it: its return address is
- * on top of the stack at the first instruction. */
+/* Returns v from the function without running it: at the first
+ * instruction the return address is on top of the stack (x86-64) or in
+ * the link register (arm64), kp_override_return(). */
 int lang_ext_override(struct pt_regs *regs, uint64_t v, void *arg)
 {
 	struct prog_run *run = arg;
-	uint64_t ret;
+	uint64_t ret = 0;
 
-	if (!run->at_entry || !regs || lang_ext_read(&ret, regs->sp, 8, arg))
+	if (!run->at_entry || !regs ||
+	    (KP_RET_ADDR_ON_STACK && lang_ext_read(&ret, regs->sp, 8, arg)))
 		return -EINVAL;
-	regs->ax = v;
-	regs->ip = ret;
-	regs->sp += 8;
+	kp_override_return(regs, v, ret);
 	run->override = true;
 	return 0;
 }
@@ -311,12 +302,8 @@ static inline __attribute__((always_inline)) bool pred_value(const struct agent_
 							     const struct pt_regs *regs,
 							     uint64_t *x)
 {
-	static const uint8_t arg_off[6] = {
-		offsetof(struct pt_regs, di), offsetof(struct pt_regs, si),
-		offsetof(struct pt_regs, dx), offsetof(struct pt_regs, cx),
-		offsetof(struct pt_regs, r8), offsetof(struct pt_regs, r9),
-	};
-	unsigned int src = d->pred_src, aux;
+	static const uint8_t arg_off[6] = { KP_ARG_REG_OFFSETS };
+	unsigned int src = d->pred_src;
 
 	if (src == LANG_SRC_TID || src == LANG_SRC_PID) {
 		thread_ids(p);
@@ -324,10 +311,9 @@ static inline __attribute__((always_inline)) bool pred_value(const struct agent_
 	} else if (src == LANG_SRC_ARG && d->pred_arg < 6 && d->kind == LANG_P_UPROBE) {
 		*x = *(const uint64_t *)((const char *)regs + arg_off[d->pred_arg]);
 	} else if (src == LANG_SRC_RETVAL && d->kind == LANG_P_URETPROBE) {
-		*x = regs->ax;
+		*x = regs_return_value(regs);
 	} else if (src == LANG_SRC_CPU) {
-		__builtin_ia32_rdtscp(&aux);
-		*x = aux & 0xfff;
+		*x = kp_cpu_id();
 	} else if (src == LANG_SRC_UID) {
 		*x = p->uid;
 	} else if (src == LANG_SRC_NSECS && p->tick_q32) {
@@ -652,7 +638,7 @@ int agent_prog_start(struct agent_session *s, struct agent_fail *f)
 	p->pid = getpid();
 	p->uid = (uint64_t)getuid();
 	p->start_ns = mono_ns();
-	p->start_tsc = __builtin_ia32_rdtsc();
+	p->start_tsc = kp_cycles();
 	/* The tick length the session measured against the clock. */
 	p->tick_q32 = s->time_tsc ? s->tick_ns_q32 : 0;
 	s->prog = p;

@@ -8,6 +8,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "kp_arch.h"
 #include "agent.h"
 #include "lang/lang.h"
 
@@ -48,7 +49,7 @@ struct agent_prog {
 static inline __attribute__((always_inline)) uint64_t agent_prog_tsc_nsecs(
 	const struct agent_prog *p)
 {
-	return p->start_ns + (uint64_t)(((unsigned __int128)(__builtin_ia32_rdtsc() -
+	return p->start_ns + (uint64_t)(((unsigned __int128)(kp_cycles() -
 							      p->start_tsc) *
 					 p->tick_q32) >> 32);
 }

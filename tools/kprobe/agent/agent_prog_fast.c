@@ -104,7 +104,7 @@ FAST_INLINE struct prog_thread *prog_thread(unsigned int gen)
 
 FAST_INLINE uint64_t point_nsecs(const struct prog_point *pt)
 {
-	return pt->start_ns + (uint64_t)(((unsigned __int128)(__builtin_ia32_rdtsc() -
+	return pt->start_ns + (uint64_t)(((unsigned __int128)(kp_cycles() -
 							       pt->start_tsc) *
 					  pt->tick_q32) >> 32);
 }
@@ -115,15 +115,12 @@ FAST_INLINE uint64_t fast_src_value(const struct prog_point *pt, const struct pr
 				    const struct pt_regs *regs, bool with_regs, int src,
 				    unsigned int arg)
 {
-	unsigned int aux;
-
 	if (src == LANG_SRC_TID)
 		return (uint64_t)t->tid;
 	if (src == LANG_SRC_PID)
 		return (uint64_t)t->pid;
 	if (src == LANG_SRC_CPU) {
-		__builtin_ia32_rdtscp(&aux);
-		return aux & 0xfff;
+		return kp_cpu_id();
 	}
 	if (src == LANG_SRC_UID)
 		return pt->uid;
@@ -134,19 +131,19 @@ FAST_INLINE uint64_t fast_src_value(const struct prog_point *pt, const struct pr
 	if (src == LANG_SRC_FUNC)
 		return pt->func;
 	if (with_regs && src == LANG_SRC_RETVAL)
-		return regs->ax;
+		return regs_return_value(regs);
 	if (with_regs && src == LANG_SRC_ARG) {
 		if (arg == 0)
-			return regs->di;
+			return KP_ARG_REG(regs, 0);
 		if (arg == 1)
-			return regs->si;
+			return KP_ARG_REG(regs, 1);
 		if (arg == 2)
-			return regs->dx;
+			return KP_ARG_REG(regs, 2);
 		if (arg == 3)
-			return regs->cx;
+			return KP_ARG_REG(regs, 3);
 		if (arg == 4)
-			return regs->r8;
-		return regs->r9;
+			return KP_ARG_REG(regs, 4);
+		return KP_ARG_REG(regs, 5);
 	}
 	return 0;	/* LANG_SRC_NONE */
 }

@@ -13,6 +13,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "kp_arch.h"
 #include "agent.h"
 #include "agent_register.h"
 #include "agent_resolve.h"
@@ -121,11 +122,11 @@ static void setup_clock(struct agent_session *s)
 	uint64_t ns, tsc;
 
 	/* A full ring is waited for a few seconds at most (any TSC rate). */
-	s->wait_ticks = 8000000000ull;
+	s->wait_ticks = kp_cycles_wait_limit();
 	if (!h->time_tsc)
 		return;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
-	tsc = __builtin_ia32_rdtsc();
+	tsc = kp_cycles();
 	ns = (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
 	if (s->cfg.action == ACT_LATENCY || s->cfg.action == ACT_RUN) {
 		if (ns < h->ns_base + 1000000 || tsc <= h->tsc_base)

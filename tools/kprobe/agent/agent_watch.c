@@ -7,7 +7,7 @@
  * address and publishes an unnamed descriptor on its first access; a thread
  * of the agent names it soon after: the instruction that ends where the
  * thread resumed, found by decoding forward from the function's start
- * (decoding backwards from an address is ambiguous on x86). */
+ * (decoding backwards from an address is ambiguous on x86-64). */
 #include <errno.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -20,6 +20,7 @@
 
 #include "agent.h"
 #include "agent_register.h"
+#include "kp_arch.h"
 
 #define container_of(p, type, member) ((type *)((char *)(p) - offsetof(type, member)))
 
@@ -92,7 +93,7 @@ static uint32_t wait_published(const struct agent_watch *w, const struct watch_i
 
 		if (d)
 			return d - 1;
-		__builtin_ia32_pause();
+		kp_cpu_relax();
 	}
 	return w->var_desc;
 }
@@ -124,7 +125,7 @@ static void on_access(struct wprobe *wp, struct pt_regs *regs)
 		return;		/* the agent's, not the program's */
 	now = read_value(wp->addr, w->len);
 	old = __atomic_exchange_n(&w->last, now, __ATOMIC_ACQ_REL);
-	agent_watch_record(w->s, ip_desc(w, regs->ip), old, now, regs);
+	agent_watch_record(w->s, ip_desc(w, instruction_pointer(regs)), old, now, regs);
 }
 
 /* ---- naming the accessing instructions ---- */

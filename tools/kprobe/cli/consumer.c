@@ -4,6 +4,7 @@
  * is read once and checked before use, a record's size is checked against
  * what is left of the ring before anything is copied, decoding works on
  * the copy only, and the read position that counts is our own. */
+#include "kp_arch.h"
 #include "consumer.h"
 
 #include <errno.h>
@@ -219,7 +220,7 @@ const struct kps_desc *consumer_desc(struct consumer *c, uint64_t id)
  * the better the estimate. */
 static void update_tick_rate(struct consumer *c)
 {
-	uint64_t ns = cli_now_ns(), tsc = __builtin_ia32_rdtsc();
+	uint64_t ns = cli_now_ns(), tsc = kp_cycles();
 
 	if (c->time_tsc && tsc > c->tsc_base && ns > c->ns_base)
 		c->ns_per_tick = (double)(ns - c->ns_base) / (double)(tsc - c->tsc_base);

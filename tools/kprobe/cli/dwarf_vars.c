@@ -10,6 +10,7 @@
  * the variables are those of the scopes around it, innermost first; their
  * locations come from the location lists at that address. */
 #include "dwarf_vars.h"
+#include "kp_arch.h"
 
 #include <ctype.h>
 #include <dwarf.h>
@@ -804,10 +805,11 @@ static void unavailable(struct access *x, const char *fmt, ...)
 	va_end(ap);
 }
 
-/* A general register's value (DWARF 0..16); false for vector registers. */
+/* A general register's value (DWARF 0..KP_DWARF_PC, kp_arch.h); false for
+ * vector registers. */
 static bool op_reg(struct access *x, unsigned int reg)
 {
-	if (reg > 16) {
+	if (reg > KP_DWARF_PC) {
 		unavailable(x, "in a vector register (DWARF register %u) here", reg);
 		return false;
 	}
@@ -815,11 +817,12 @@ static bool op_reg(struct access *x, unsigned int reg)
 	return true;
 }
 
-/* A value wholly in register reg: a general register, or on x86-64 the
- * low bytes of xmm0..xmm15 (DWARF 17..32), where the compiler keeps float
- * and double locals; the agent reads those with kprobes_vector_reg(). */
-#define DWARF_XMM0 17
-#define DWARF_XMM15 32
+/* A value wholly in register reg: a general register, or the low bytes of
+ * vector register 0..15 (x86-64: xmm0..xmm15, DWARF 17..32; arm64:
+ * v0..v15, DWARF 64..79, kp_arch.h), where the compiler keeps float and
+ * double locals; the agent reads those with kprobes_vector_reg(). */
+#define DWARF_XMM0 KP_DWARF_VREG0
+#define DWARF_XMM15 (KP_DWARF_VREG0 + 15)
 
 static bool op_value_reg(struct access *x, unsigned int reg)
 {
@@ -844,7 +847,7 @@ static bool plan_cfa(struct dbg *d, Dwarf_Addr pc, struct access *x)
 		free(frame);
 		return false;
 	}
-	if (nops == 1 && ops[0].atom >= DW_OP_breg0 && ops[0].atom <= DW_OP_breg16) {
+	if (nops == 1 && ops[0].atom >= DW_OP_breg0 && ops[0].atom <= DW_OP_breg31) {
 		ok = op_reg(x, ops[0].atom - DW_OP_breg0);
 		put_op(x, FETCH_ADD, 0, (int64_t)ops[0].number, 0);
 	} else if (nops == 1 && ops[0].atom == DW_OP_bregx) {
@@ -1074,7 +1077,7 @@ static bool plan_expr(struct dbg *d, Dwarf_Addr pc, Dwarf_Die *fn, Dwarf_Attribu
 				unavailable(x, "an address the tool cannot read");
 				return false;
 			}
-			if (!op_reg(x, 16))
+			if (!op_reg(x, KP_DWARF_PC))
 				return false;
 			put_op(x, FETCH_ADD, 0, (int64_t)(addr - pc - 1), 0);
 			sp++;

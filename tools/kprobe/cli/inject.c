@@ -17,6 +17,7 @@
 
 #include "elf_file.h"
 #include "inject_call.h"
+#include "kp_ptrace.h"
 #include "tracee.h"
 #include "util.h"
 
@@ -155,13 +156,9 @@ static void loader_range(pid_t pid, uint64_t *lo, uint64_t *hi)
  * malloc, say, whose lock dlopen would then wait for forever). */
 static bool blocked_in_syscall(pid_t tid)
 {
-	struct user_regs_struct r;
-	long long ret;
+	struct kp_uregs r;
 
-	if (ptrace(PTRACE_GETREGS, tid, 0, &r) || (long long)r.orig_rax < 0)
-		return false;
-	ret = (long long)r.rax;
-	return ret == -EINTR || (ret <= -512 && ret >= -516);
+	return !kp_uregs_get(tid, &r) && kp_uregs_blocked_in_syscall(tid, &r);
 }
 
 /* Whether tid is a thread of an agent that served earlier (the library's

@@ -24,6 +24,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "kp_arch.h"
 #include "record.h"
 
 #define RECORD_VERSION 1
@@ -287,7 +288,7 @@ bool record_drain(struct session *s)
 static double tick_rate(const struct session *s)
 {
 	unsigned long long ns = cli_now_ns();
-	uint64_t tsc = __builtin_ia32_rdtsc();
+	uint64_t tsc = kp_cycles();
 
 	if (!s->cons.time_tsc || tsc <= s->cons.tsc_base || ns <= s->cons.ns_base)
 		return 1.0;

@@ -1,6 +1,7 @@
 /* ptrace: stopping another process's threads and calling a function in it
  * (see tracee.h). */
 #include "tracee.h"
+#include "kp_ptrace.h"
 
 #include <dirent.h>
 #include <elf.h>
@@ -92,7 +93,9 @@ static enum stop_kind poll_stop_event(struct tracee *t, int *sig, int *event)
 static bool eintr_on_stop(long nr)
 {
 	switch (nr) {
+#ifdef SYS_epoll_wait		/* not on arm64, which has epoll_pwait only */
 	case SYS_epoll_wait:
+#endif
 	case SYS_epoll_pwait:
 #ifdef SYS_epoll_pwait2
 	case SYS_epoll_pwait2:
@@ -126,15 +129,15 @@ static bool eintr_on_stop(long nr)
  * here (rax 0), never this pair. */
 static void keep_syscall_going(pid_t tid)
 {
-	struct user_regs_struct r;
+	struct kp_uregs r;
 
-	if (ptrace(PTRACE_GETREGS, tid, 0, &r))
+	if (kp_uregs_get(tid, &r))
 		return;
-	if ((long long)r.orig_rax < 0 || (long long)r.rax != -EINTR ||
-	    !eintr_on_stop((long)r.orig_rax))
+	if (kp_uregs_syscall(&r) < 0 || kp_uregs_ret(&r) != -EINTR ||
+	    !eintr_on_stop(kp_uregs_syscall(&r)))
 		return;
-	r.rax = (unsigned long long)-ERESTARTNOHAND;
-	ptrace(PTRACE_SETREGS, tid, 0, &r);
+	kp_uregs_set_ret(&r, -ERESTARTNOHAND);
+	kp_uregs_set(tid, &r);
 }
 
 static void adopt_clone(struct tracee_set *ts, pid_t parent);
@@ -318,9 +321,9 @@ int tracee_hold(struct tracee_set *ts, pid_t pid, pid_t except)
 
 uint64_t tracee_ip(pid_t tid)
 {
-	struct user_regs_struct r;
+	struct kp_uregs r;
 
-	return ptrace(PTRACE_GETREGS, tid, 0, &r) ? 0 : r.rip;
+	return kp_uregs_get(tid, &r) ? 0 : kp_uregs_ip(&r);
 }
 
 /* Seizes thread tid and waits until it is held; a thread already in the
@@ -410,13 +413,14 @@ static void adopt_clone(struct tracee_set *ts, pid_t parent)
 	add(ts, (pid_t)child);	/* not stopped: serviced until released */
 }
 
-void tracee_service(struct tracee_set *ts)
+/* tracee_service() for every thread but except (0: none). */
+static void service_except(struct tracee_set *ts, pid_t except)
 {
 	for (int i = 0; i < ts->n; i++) {
 		int sig = 0, event = 0;
 		pid_t tid = ts->v[i].tid;
 
-		if (ts->v[i].stopped || ts->v[i].gone)
+		if (ts->v[i].stopped || ts->v[i].gone || tid == except)
 			continue;
 		switch (poll_stop_event(&ts->v[i], &sig, &event)) {
 		case STOP_EVENT:
@@ -435,6 +439,50 @@ void tracee_service(struct tracee_set *ts)
 			break;
 		}
 	}
+}
+
+void tracee_service(struct tracee_set *ts)
+{
+	service_except(ts, 0);
+}
+
+int tracee_run_to_fault(struct tracee_set *ts, pid_t tid, int sig_expected, uint64_t pc,
+			int timeout_ms)
+{
+	unsigned long long deadline = now_ns() + (unsigned long long)timeout_ms * 1000000ull;
+	int rc = tracee_run(ts, tid);
+
+	if (rc)
+		return rc;
+	while (now_ns() < deadline) {
+		struct tracee *t = find(ts, tid);
+		int sig = 0, event = 0;
+
+		if (!t || t->gone)
+			return -ESRCH;
+		switch (poll_stop_event(t, &sig, &event)) {
+		case STOP_SIGNAL:
+			if (sig == sig_expected && tracee_ip(tid) == pc) {
+				t->stopped = true;	/* held, the signal not delivered */
+				return 0;
+			}
+			ptrace(PTRACE_CONT, tid, 0, (void *)(long)sig);
+			break;
+		case STOP_EVENT:
+			if (event == PTRACE_EVENT_CLONE)
+				adopt_clone(ts, tid);	/* may move ts->v */
+			ptrace(PTRACE_CONT, tid, 0, 0);
+			break;
+		case STOP_GONE:
+			t->gone = true;
+			return -ESRCH;
+		case STOP_NONE:
+			service_except(ts, tid);
+			nap();
+			break;
+		}
+	}
+	return -ETIMEDOUT;
 }
 
 void tracee_detach_one(struct tracee_set *ts, pid_t tid)

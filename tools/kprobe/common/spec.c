@@ -1,5 +1,6 @@
 /* Parsing and printing of probe specifications (see spec.h). */
 #include "spec.h"
+#include "kp_arch.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -206,7 +207,7 @@ void spec_plan_compile(struct spec_arg *a)
 
 	memset(&a->chain, 0, sizeof(a->chain));
 	if (a->src != ARG_SRC_PLAN || !a->nops || a->ops[0].kind != FETCH_REG ||
-	    a->ops[0].reg > 16)
+	    a->ops[0].reg > KP_DWARF_PC)
 		return;
 	memset(&c, 0, sizeof(c));
 	c.reg = a->ops[0].reg;
@@ -262,7 +263,7 @@ static int parse_plan(const char *p, size_t len, struct spec_arg *a)
 		memset(op, 0, sizeof(*op));
 		switch (c) {
 		case 'r':
-			if (k < 0 || k > 16)
+			if (k < 0 || k > KP_DWARF_PC)
 				return -EINVAL;
 			op->kind = FETCH_REG;
 			op->reg = (uint8_t)k;

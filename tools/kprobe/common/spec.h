@@ -26,7 +26,7 @@
  * a new probe); in a quoted "PROBE ARG..." it does not.  The tool resolves
  * each EXPR into a fetch plan (dwarf_vars.c), which the agent receives as
  * NAME=@PLAN:TYPE, PLAN a sequence of
- *   rN    push the value of DWARF register N (0..16)
+ *   rN    push the value of DWARF register N (0..KP_DWARF_PC, kp_arch.h)
  *   vN    push the low 8 bytes of vector register N (0..15: xmm0..xmm15,
  *         DWARF 17..32), as the probed code had it (kprobes_vector_reg())
  *   #K    push the constant K
@@ -97,7 +97,7 @@ enum fetch_binop {
 struct fetch_op {
 	uint8_t kind;		/* enum fetch_kind */
 	uint8_t size;		/* FETCH_LOAD: 1, 2, 4 or 8 */
-	uint8_t reg;		/* FETCH_REG: 0..16; FETCH_VREG: 0..15 */
+	uint8_t reg;		/* FETCH_REG: 0..KP_DWARF_PC; FETCH_VREG: 0..15 */
 	int64_t k;
 };
 
@@ -110,7 +110,7 @@ struct fetch_op {
 
 struct fetch_chain {
 	uint8_t ok;		/* the plan has this shape, offsets within 32 bits */
-	uint8_t reg;		/* DWARF register 0..16 */
+	uint8_t reg;		/* DWARF register 0..KP_DWARF_PC */
 	uint8_t nhops;
 	uint8_t size[SPEC_MAX_HOPS];	/* 1, 2, 4 or 8 */
 	int32_t add[SPEC_MAX_HOPS];

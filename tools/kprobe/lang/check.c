@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "kp_arch.h"
 #include "lang_int.h"
 
 struct checker {
@@ -557,7 +558,7 @@ static int check_builtin(struct checker *c, struct node *n)
 		/* usdt: the SDT operands the agent fetched, signed 64-bit
 		 * as bpftrace types them; uprobes: the argument registers */
 		if (k > (only_usdt(c->pr) ? LANG_MAX_USDT_ARGS - 1 : 5)) {
-			prog_error(c->p, n->loc, "x86_64 doesn't support %s", n->name);
+			prog_error(c->p, n->loc, KP_ARCH_NAME " doesn't support %s", n->name);
 			return -1;
 		}
 		if (check_usdt_arg(c, n, k))

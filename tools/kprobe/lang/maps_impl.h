@@ -21,6 +21,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kp_arch.h"
 #include "maps_int.h"
 
 #define MAPS_INLINE static inline __attribute__((always_inline))
@@ -244,7 +245,7 @@ MAPS_INLINE uint8_t *mapi_lookup_hashed(const struct lang_image *img, void *regi
 				continue;
 			}
 			while (w_state(w) == ST_BUSY && spins++ < BUSY_SPINS) {
-				__builtin_ia32_pause();
+				kp_cpu_relax();
 				w = __atomic_load_n(word, __ATOMIC_ACQUIRE);
 			}
 			if (w_state(w) == ST_BUSY) {

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <string.h>
 
+#include "kp_arch.h"
 #include "lang_int.h"
 #include "maps_int.h"
 
@@ -54,19 +55,15 @@ static int scratch_streq(const uint8_t *a, const uint8_t *b, size_t n)
 	return 1;
 }
 
+/* The n-th integer argument register (kp_arch.h): a table, not a
+ * switch, which the hit path's flags would not make a jump table anyway. */
 static uint64_t arg_of(const struct pt_regs *r, unsigned n)
 {
-	if (!r)
+	static const uint16_t offsets[] = { KP_ARG_REG_OFFSETS };
+
+	if (!r || n >= sizeof(offsets) / sizeof(offsets[0]))
 		return 0;
-	switch (n) {
-	case 0: return r->di;
-	case 1: return r->si;
-	case 2: return r->dx;
-	case 3: return r->cx;
-	case 4: return r->r8;
-	case 5: return r->r9;
-	default: return 0;
-	}
+	return *(const uint64_t *)((const char *)r + offsets[n]);
 }
 
 static uint64_t ctx_value(const struct lang_ctx *c, unsigned src, unsigned arg)
@@ -76,7 +73,7 @@ static uint64_t ctx_value(const struct lang_ctx *c, unsigned src, unsigned arg)
 		if (c->argv)
 			return arg < c->nargv ? c->argv[arg] : 0;
 		return arg_of(c->regs, arg);
-	case LANG_SRC_RETVAL: return c->regs ? c->regs->ax : 0;
+	case LANG_SRC_RETVAL: return c->regs ? regs_return_value(c->regs) : 0;
 	case LANG_SRC_FUNC: return c->func_addr;
 	case LANG_SRC_PROBE: return c->probe_id;
 	default: return HAS_OP(c, get) ? OP(c, get, (int)src, c->arg) : 0;
