@@ -28,8 +28,13 @@ KP_LANG_RT_SRC := $(addprefix $(KP_DIR)/lang/,verify.c vm.c maps.c)
 # agent's decoder file.
 KP_AGENT_SRC := $(filter-out $(KP_DIR)/agent/audit.c,$(sort $(wildcard $(KP_DIR)/agent/*.c))) \
 		$(KP_SHARED) $(KP_LANG_RT_SRC) $(KP_DIR)/arch/$(ARCH)/agent_decoder.c
+# The SDT operand syntax of each architecture is parsed by the CLI on every
+# host (an object's e_machine picks which); only the AArch64 one has a file
+# of its own.
+KP_USDT_ARCH_SRC := $(KP_DIR)/arch/arm64/usdt_operand.c
 KP_CLI_SRC   := $(sort $(wildcard $(KP_DIR)/cli/*.c)) $(KP_SHARED) $(KP_LANG_SRC) \
-		$(KP_DIR)/arch/$(ARCH)/inject_call.c
+		$(KP_DIR)/arch/$(ARCH)/inject_call.c \
+		$(KP_USDT_ARCH_SRC)
 KP_AGENT_OBJ := $(KP_AGENT_SRC:%.c=$(B)/kprobe-agent/%.o)
 KP_CLI_OBJ   := $(KP_CLI_SRC:%.c=$(B)/kprobe-cli/%.o)
 KP_CFLAGS    := -I$(KP_DIR) -I$(KP_DIR)/common -I$(KP_DIR)/arch/$(ARCH)
@@ -216,7 +221,7 @@ KP_READER_SRC := $(addprefix $(KP_DIR)/cli/,session.c consumer.c record.c output
 		   ctl_client.c escape.c run.c ldcache.c symbolize.c \
 		   stacks.c dwarf_vars.c usdt.c debug_file.c cxx_names.c) \
 		   $(addprefix $(KP_DIR)/common/,spec.c proto.c elf_file.c) \
-		   $(KP_LANG_SRC)
+		   $(KP_LANG_SRC) $(KP_USDT_ARCH_SRC)
 KP_READER_ASAN_OBJ := $(KP_READER_SRC:%.c=$(B)/kprobe-cli-asan/%.o)
 
 $(B)/kprobe-cli-asan/%.o: %.c

@@ -7,7 +7,9 @@
  * then "provider\0name\0operands\0".  Each operand is SIZE@ASM: SIZE 1, 2,
  * 4, 8, negative when signed; ASM a register (%rdi, %eax, %r8d, %ah), an
  * immediate ($5), or memory DISP(%base[,%index[,scale]]), DISP a number or,
- * with %rip, a symbol plus offset. */
+ * with %rip, a symbol plus offset.  That is x86-64 syntax; the notes of an
+ * AArch64 object (its e_machine says which) use that assembler's, parsed by
+ * usdt_a64_operand(). */
 #include "usdt.h"
 
 #include <ctype.h>
@@ -83,6 +85,7 @@ int usdt_foreach(const char *path, int (*fn)(const struct usdt_probe *p, void *a
 	int fd = open(path, O_RDONLY | O_CLOEXEC), rc = 0;
 	uint64_t base_now = 0;
 	Elf_Scn *scn = NULL;
+	GElf_Ehdr eh;
 	GElf_Shdr sh;
 	Elf *elf;
 
@@ -90,7 +93,8 @@ int usdt_foreach(const char *path, int (*fn)(const struct usdt_probe *p, void *a
 		return -errno;
 	elf_version(EV_CURRENT);
 	elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
-	if (!elf || elf_kind(elf) != ELF_K_ELF || gelf_getclass(elf) != ELFCLASS64) {
+	if (!elf || elf_kind(elf) != ELF_K_ELF || gelf_getclass(elf) != ELFCLASS64 ||
+	    !gelf_getehdr(elf, &eh)) {
 		rc = -ENOEXEC;
 		goto out;
 	}
@@ -112,8 +116,10 @@ int usdt_foreach(const char *path, int (*fn)(const struct usdt_probe *p, void *a
 			    memcmp((const char *)data->d_buf + name_off, "stapsdt", 8))
 				continue;
 			if (parse_note((const unsigned char *)data->d_buf + desc_off, nh.n_descsz,
-				       base_now, &p))
+				       base_now, &p)) {
+				p.machine = eh.e_machine;
 				rc = fn(&p, arg);
+			}
 		}
 	}
 out:
@@ -123,15 +129,31 @@ out:
 	return rc;
 }
 
-/* The operands of p, split at spaces; returns how many (at most max). */
+/* The operands of p, split at spaces outside brackets (AArch64 memory
+ * operands hold one: "-4@[sp, 28]"); returns how many (at most max). */
 static int split_args(const struct usdt_probe *p, char buf[256], char **v, int max)
 {
-	char *save = NULL;
+	char *s = buf;
 	int n = 0;
 
 	snprintf(buf, 256, "%s", p->args);
-	for (char *t = strtok_r(buf, " ", &save); t && n < max; t = strtok_r(NULL, " ", &save))
-		v[n++] = t;
+	while (n < max) {
+		int depth = 0;
+
+		while (*s == ' ')
+			s++;
+		if (!*s)
+			break;
+		v[n++] = s;
+		for (; *s && (*s != ' ' || depth > 0); s++) {
+			if (*s == '[')
+				depth++;
+			else if (*s == ']' && depth > 0)
+				depth--;
+		}
+		if (*s)
+			*s++ = '\0';
+	}
 	return n;
 }
 
@@ -310,6 +332,8 @@ int usdt_arg_plan(const char *path, const struct usdt_probe *p, int index, struc
 	a->nops = 0;
 	if (labs(size) != 1 && labs(size) != 2 && labs(size) != 4 && labs(size) != 8) {
 		rc = -EINVAL;
+	} else if (p->machine == EM_AARCH64) {
+		rc = usdt_a64_operand(op, (unsigned int)labs(size), a);
 	} else if (op[0] == '%') {
 		rc = push_reg(a, op, strlen(op));
 	} else if (op[0] == '$') {

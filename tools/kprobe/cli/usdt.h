@@ -20,6 +20,7 @@ struct usdt_probe {
 	uint64_t pc;		/* link-time address of the probe's nop */
 	uint64_t semaphore;	/* link-time address of its semaphore, 0: none */
 	char args[256];		/* the operand specs, "8@%rdi -4@-20(%rbp)" */
+	uint16_t machine;	/* the object's e_machine: which syntax args use */
 };
 
 /* Calls fn for each SDT probe of the object at path (addresses adjusted
@@ -35,6 +36,11 @@ int usdt_nargs(const struct usdt_probe *p);
  * operand's size and sign.  0, or -EINVAL with one line in err. */
 int usdt_arg_plan(const char *path, const struct usdt_probe *p, int index, struct spec_arg *a,
 		  char *err, size_t errlen);
+
+/* One AArch64 operand (what follows SIZE@: x3, w1, sp, 7, [sp, 28],
+ * [x19, -8]) into a's fetch plan, loads of size bytes; 0 or -EINVAL.
+ * (tools/kprobe/arch/arm64/usdt_operand.c, built on every host.) */
+int usdt_a64_operand(const char *op, unsigned int size, struct spec_arg *a);
 
 /* The sites of the usdt: spec s: one OBJECT:0xADDRESS%sem= spec per
  * matching SDT probe, in the object s names, else in the first of the
