@@ -236,6 +236,16 @@ $(B)/tests-asan/test_cli_shm_fuzz: tests/test_cli_shm_fuzz.c $(KP_READER_ASAN_OB
 	@mkdir -p $(dir $@)
 	$(CC) -O1 -g $(BASE) $(SAN) $(KP_CLI_INC) $(KP_CFLAGS) -Itests -o $@ $^ -lpthread -lcriterion -ldw -lelf -lstdc++
 
+# tests/test_usdt.c: SDT operands compiled by the CLI's usdt.c (with the
+# same stand-ins for main.c), plain and with the sanitizers.
+$(B)/tests/test_usdt: tests/test_usdt.c $(KP_READER_SRC:%.c=$(B)/kprobe-cli/%.o)
+	@mkdir -p $(dir $@)
+	$(CC) $(CFLAGS) $(BASE) $(KP_CLI_INC) $(KP_CFLAGS) -Itests -o $@ $^ -lpthread -lcriterion -ldw -lelf -lstdc++
+
+$(B)/tests-asan/test_usdt: tests/test_usdt.c $(KP_READER_ASAN_OBJ)
+	@mkdir -p $(dir $@)
+	$(CC) -O1 -g $(BASE) $(SAN) $(KP_CLI_INC) $(KP_CFLAGS) -Itests -o $@ $^ -lpthread -lcriterion -ldw -lelf -lstdc++
+
 # ---- the control-channel client against fake agents (tests/test_ctl.c) ----
 # It links the client's own sources rather than the library.
 

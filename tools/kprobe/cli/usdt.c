@@ -333,7 +333,7 @@ int usdt_arg_plan(const char *path, const struct usdt_probe *p, int index, struc
 	if (labs(size) != 1 && labs(size) != 2 && labs(size) != 4 && labs(size) != 8) {
 		rc = -EINVAL;
 	} else if (p->machine == EM_AARCH64) {
-		rc = usdt_a64_operand(op, (unsigned int)labs(size), a);
+		rc = usdt_a64_operand(path, op, (unsigned int)labs(size), a);
 	} else if (op[0] == '%') {
 		rc = push_reg(a, op, strlen(op));
 	} else if (op[0] == '$') {

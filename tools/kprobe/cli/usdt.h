@@ -38,9 +38,10 @@ int usdt_arg_plan(const char *path, const struct usdt_probe *p, int index, struc
 		  char *err, size_t errlen);
 
 /* One AArch64 operand (what follows SIZE@: x3, w1, sp, 7, [sp, 28],
- * [x19, -8]) into a's fetch plan, loads of size bytes; 0 or -EINVAL.
+ * [x4, -8], [x0, #:lo12:SYMBOL] with SYMBOL looked up in the object at
+ * path) into a's fetch plan, loads of size bytes; 0 or -EINVAL.
  * (tools/kprobe/arch/arm64/usdt_operand.c, built on every host.) */
-int usdt_a64_operand(const char *op, unsigned int size, struct spec_arg *a);
+int usdt_a64_operand(const char *path, const char *op, unsigned int size, struct spec_arg *a);
 
 /* The sites of the usdt: spec s: one OBJECT:0xADDRESS%sem= spec per
  * matching SDT probe, in the object s names, else in the first of the

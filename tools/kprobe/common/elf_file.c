@@ -43,16 +43,24 @@ static bool is_defined_function(const GElf_Sym *sym)
 	return (type == STT_FUNC || type == STT_GNU_IFUNC) && sym->st_shndx != SHN_UNDEF;
 }
 
-/* Visits the function symbols of one table; hidden (non-default) versions
- * of .dynsym names are skipped. */
-static int foreach_in_table(Elf *elf, Elf_Scn *scn, Elf_Data *versym,
+/* A function or a data object (not TLS, whose value is no address). */
+static bool is_defined_address(const GElf_Sym *sym)
+{
+	return is_defined_function(sym) ||
+	       (GELF_ST_TYPE(sym->st_info) == STT_OBJECT && sym->st_shndx != SHN_UNDEF &&
+		sym->st_shndx != SHN_ABS);
+}
+
+/* Visits the function symbols (and, when data, the data objects) of one
+ * table; hidden (non-default) versions of .dynsym names are skipped. */
+static int foreach_in_table(Elf *elf, Elf_Scn *scn, Elf_Data *versym, bool data,
 			    int (*fn)(const char *name, const GElf_Sym *sym, void *arg), void *arg)
 {
 	GElf_Shdr shdr;
-	Elf_Data *data;
+	Elf_Data *d;
 	size_t n;
 
-	if (!gelf_getshdr(scn, &shdr) || !(data = elf_getdata(scn, NULL)) || !shdr.sh_entsize)
+	if (!gelf_getshdr(scn, &shdr) || !(d = elf_getdata(scn, NULL)) || !shdr.sh_entsize)
 		return 0;
 	n = shdr.sh_size / shdr.sh_entsize;
 	for (size_t i = 0; i < n; i++) {
@@ -61,7 +69,8 @@ static int foreach_in_table(Elf *elf, Elf_Scn *scn, Elf_Data *versym,
 		const char *name;
 		int rc;
 
-		if (!gelf_getsym(data, (int)i, &sym) || !is_defined_function(&sym))
+		if (!gelf_getsym(d, (int)i, &sym) ||
+		    !(data ? is_defined_address(&sym) : is_defined_function(&sym)))
 			continue;
 		if (versym && gelf_getversym(versym, (int)i, &ver) && (ver & 0x8000))
 			continue;
@@ -75,7 +84,7 @@ static int foreach_in_table(Elf *elf, Elf_Scn *scn, Elf_Data *versym,
 	return 0;
 }
 
-static int foreach_symbol(const char *path,
+static int foreach_symbol(const char *path, bool data,
 			  int (*fn)(const char *name, const GElf_Sym *sym, void *arg), void *arg)
 {
 	struct elf_handle h;
@@ -99,9 +108,9 @@ static int foreach_symbol(const char *path,
 	}
 	rc = 0;
 	if (symtab)
-		rc = foreach_in_table(h.elf, symtab, NULL, fn, arg);
+		rc = foreach_in_table(h.elf, symtab, NULL, data, fn, arg);
 	if (!rc && dynsym)
-		rc = foreach_in_table(h.elf, dynsym, versym, fn, arg);
+		rc = foreach_in_table(h.elf, dynsym, versym, data, fn, arg);
 	elf_handle_close(&h);
 	return rc;
 }
@@ -124,7 +133,20 @@ static int match_name(const char *name, const GElf_Sym *sym, void *arg)
 int elf_file_symbol(const char *path, const char *name, uint64_t *value)
 {
 	struct find_one f = { name, 0 };
-	int rc = foreach_symbol(path, match_name, &f);
+	int rc = foreach_symbol(path, false, match_name, &f);
+
+	if (rc < 0)
+		return rc;
+	if (!rc)
+		return -ENOENT;
+	*value = f.value;
+	return 0;
+}
+
+int elf_file_address_symbol(const char *path, const char *name, uint64_t *value)
+{
+	struct find_one f = { name, 0 };
+	int rc = foreach_symbol(path, true, match_name, &f);
 
 	if (rc < 0)
 		return rc;
@@ -152,7 +174,7 @@ int elf_file_foreach_function(const char *path, int (*fn)(const char *name, void
 {
 	struct visit v = { fn, arg };
 
-	return foreach_symbol(path, visit_name, &v);
+	return foreach_symbol(path, false, visit_name, &v);
 }
 
 int elf_file_first_load(const char *path, uint64_t *vaddr)
@@ -219,7 +241,7 @@ int elf_file_foreach_function_range(const char *path,
 {
 	struct visit_range v = { fn, arg };
 
-	return foreach_symbol(path, visit_range, &v);
+	return foreach_symbol(path, false, visit_range, &v);
 }
 
 int elf_file_loads(const char *path, struct elf_load *out, int max)

@@ -11,6 +11,9 @@
  * versioned).  0, -ENOENT, or -errno when the file cannot be read. */
 int elf_file_symbol(const char *path, const char *name, uint64_t *value);
 
+/* The same for a defined function or data object (a global variable). */
+int elf_file_address_symbol(const char *path, const char *name, uint64_t *value);
+
 /* Calls fn for each defined function symbol of the file (both tables);
  * stops when fn returns non-zero and returns that. */
 int elf_file_foreach_function(const char *path, int (*fn)(const char *name, void *arg),

@@ -2,12 +2,17 @@
  * notes of <sys/sdt.h> (constraint "nor"): a register (x3, w1, sp), an
  * immediate (7, -1, or #7 as some assemblers print it), or memory
  * [BASE] / [BASE, OFF] with BASE an x register or sp and OFF a signed
- * number (optionally #-prefixed).  Compiled into fetch plans naming
+ * number (optionally #-prefixed) or #:lo12:SYMBOL, the low 12 bits of a
+ * symbol's address added to a base an adrp loaded with its page (a global
+ * variable at -O2; the load bias keeps page offsets, so the link-time
+ * symbol's low bits are the run-time ones).  Compiled into fetch plans naming
  * registers by their AArch64 DWARF numbers (x0..x30 are 0..30, sp 31), the
  * numbering the arm64 agent's KP_DWARF_REG_OFFSETS reads.  Built into the
  * tool on every host so that the notes of an arm64 object parse the same
  * wherever the tool runs. */
 #include "usdt.h"
+
+#include "elf_file.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -78,12 +83,26 @@ static const char *skip_spaces(const char *s)
 	return s;
 }
 
+/* OFF of [BASE, OFF]: a number or #:lo12:SYMBOL (of the object at path). */
+static int a64_offset(const char *path, const char *s, int64_t *off)
+{
+	static const char lo12[] = "#:lo12:";
+	uint64_t value;
+
+	if (strncmp(s, lo12, sizeof(lo12) - 1))
+		return a64_number(s, off);
+	if (!path || elf_file_address_symbol(path, s + sizeof(lo12) - 1, &value))
+		return -EINVAL;
+	*off = (int64_t)(value & 0xfff);
+	return 0;
+}
+
 /* [BASE] or [BASE, OFF]: the address, then a load of size bytes. */
-static int a64_memory(const char *s, struct spec_arg *a, unsigned int size)
+static int a64_memory(const char *path, const char *s, struct spec_arg *a, unsigned int size)
 {
 	const char *close = strchr(s, ']'), *comma, *p = skip_spaces(s + 1), *q;
 	int64_t off = 0;
-	char num[32];
+	char num[128];
 	int r;
 
 	if (!close || close[1])
@@ -106,7 +125,7 @@ static int a64_memory(const char *s, struct spec_arg *a, unsigned int size)
 			return -EINVAL;
 		memcpy(num, p, (size_t)(q - p));
 		num[q - p] = '\0';
-		if (a64_number(num, &off))
+		if (a64_offset(path, num, &off))
 			return -EINVAL;
 	}
 	if (a64_put(a, FETCH_REG, (uint8_t)r, 0, 0) ||
@@ -116,13 +135,13 @@ static int a64_memory(const char *s, struct spec_arg *a, unsigned int size)
 	return 0;
 }
 
-int usdt_a64_operand(const char *op, unsigned int size, struct spec_arg *a)
+int usdt_a64_operand(const char *path, const char *op, unsigned int size, struct spec_arg *a)
 {
 	int64_t v;
 	int r;
 
 	if (op[0] == '[')
-		return a64_memory(op, a, size);
+		return a64_memory(path, op, a, size);
 	if (op[0] == '#' || op[0] == '-' || op[0] == '+' || isdigit((unsigned char)op[0])) {
 		if (a64_number(op, &v))
 			return -EINVAL;
