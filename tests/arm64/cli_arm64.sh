@@ -2,7 +2,8 @@
 # The kprobe tool on arm64, end to end in the test guest (busybox sh): the
 # cross-built tool, agent and audit module (/tests/kprobe/) launching the
 # cross-built test program (/tests/cli/cli_target) with count, trace,
-# latency, run -e and record, and attach mode (-p).  Each check prints
+# latency, run -e and record, and attach mode (-p), and usdt: probes on
+# /tests/cli/cli_usdt.  Each check prints
 # [PASS] or [FAIL] and the last line is a Criterion-style synthesis, which
 # tests/arm64/init.sh counts as it does a suite's.  A64_CLI=quick (on the
 # kernel command line, from tests/arm64/quick.sh) runs the short set that
@@ -10,6 +11,7 @@
 # Arguments (Criterion's, from init.sh) are ignored.
 KP=${KP:-/tests/kprobe/kprobe}
 T=${T:-/tests/cli/cli_target}
+U=${U:-/tests/cli/cli_usdt}
 W=$(mktemp -d)
 pass=0
 fail=0
@@ -177,6 +179,22 @@ t_attach() {
 	ok attach
 }
 
+# An SDT probe (tests/cli/cli_usdt.c, built for arm64 with GCC -O2): its
+# note's operands in AArch64 syntax, a register, a stack slot ([sp, N])
+# and a constant; the semaphore raised while probed.
+t_usdt() {
+	run "$KP" trace 'usdt:demo:req' -- "$U" 3
+	[ $rc -eq 0 ] || { bad usdt "status $rc" "$W/err"; return; }
+	has usdt "$W/out" "enabled=3 of 3" || return
+	has usdt "$W/err" " usdt:demo:req arg0=1000 arg1=0 arg2=7" || return
+	has usdt "$W/err" " usdt:demo:req arg0=1001 arg1=-1 arg2=7" || return
+	has usdt "$W/err" " usdt:demo:req arg0=1002 arg1=-2 arg2=7" || return
+	run "$KP" trace 'usdt:demo:req arg3' -- "$U" 1
+	[ $rc -eq 2 ] || { bad usdt "arg3 of 3: status $rc, not 2" "$W/err"; return; }
+	has usdt "$W/err" "has 3 arguments (arg0..arg2): not arg3" || return
+	ok usdt
+}
+
 t_bad_probe() {
 	run "$KP" trace 'target_add arg1:s12' -- "$T" narrow
 	[ $rc -eq 2 ] || { bad bad_probe "status $rc, not 2" "$W/err"; return; }
@@ -197,6 +215,7 @@ if [ "${A64_CLI:-}" != quick ]; then
 	t_record
 	t_attach
 	t_bad_probe
+	t_usdt
 fi
 rm -rf "$W"
 echo "[====] Synthesis: Tested: $((pass + fail)) | Passing: $pass | Failing: $fail | Crashing: 0"

@@ -70,8 +70,15 @@ $(A64)/tests/cli/cli_target: tests/cli/cli_target.c include/kprobes/tracepoint.h
 	$(A64_CC) --sysroot=$(A64_SYSROOT) -O1 -g -std=gnu11 -Wall -Iinclude -fno-omit-frame-pointer \
 		-o $@ $< -lpthread -ldl
 
+# The SDT probe program (operands in AArch64 syntax in its note), as
+# tests/dwarf/run-dwarf.sh builds it natively.
+$(A64)/tests/cli/cli_usdt: tests/cli/cli_usdt.c $(KP_DIR)/common/sdt_probe.h $(A64)/sysroot.stamp
+	@mkdir -p $(dir $@)
+	$(A64_CC) --sysroot=$(A64_SYSROOT) -O2 -g -std=gnu11 -Wall -I$(KP_DIR)/common -o $@ $<
+
 # The whole suite in check-arm64, its short set (A64_CLI=quick) in
 # check-arm64-quick.
-A64_KP_SUITE := $(A64_KP) $(A64)/tests/cli/cli_target tests/arm64/cli_arm64.sh
+A64_KP_SUITE := $(A64_KP) $(A64)/tests/cli/cli_target $(A64)/tests/cli/cli_usdt \
+		tests/arm64/cli_arm64.sh
 A64_TESTS += $(A64_KP_SUITE)
 A64_QUICK += $(A64_KP_SUITE)
