@@ -5,6 +5,7 @@
  * "nor" operands built at -O0 and -O2), x86-64 ones still parsed as before,
  * and bad operands refused with one line.  Links the CLI's own code. */
 #include <criterion/criterion.h>
+#include <link.h>
 #include <elf.h>
 #include <errno.h>
 #include <stdarg.h>
@@ -258,4 +259,31 @@ Test(usdt_x86, operands_keep_their_syntax)
 	cr_expect_eq(plan(EM_X86_64, "-4@[sp, 28]", 0, text, sizeof(text), &type, err,
 			  sizeof(err)),
 		     -EINVAL);
+}
+
+static int main_bias(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	(void)size;
+	*(uintptr_t *)arg = (uintptr_t)info->dlpi_addr;
+	return 1;	/* the first object is the program */
+}
+
+/* A global variable at -O2: SYMBOL(%rip), the symbol's link-time address
+ * relative to the probe's (0 here), minus the 1 a pre_handler's ip is
+ * past the probe's address. */
+Test(usdt_x86, rip_relative_global_variable)
+{
+	char text[128], want[64], err[256];
+	uintptr_t bias = 0;
+	uint8_t type;
+	int rc;
+
+	dl_iterate_phdr(main_bias, &bias);
+	rc = plan(EM_X86_64, "-4@usdt_test_global(%rip)", 0, text, sizeof(text), &type, err,
+		  sizeof(err));
+	cr_assert_eq(rc, 0, "%s", err);
+	snprintf(want, sizeof(want), "r16 %+lld *4",
+		 (long long)((uintptr_t)&usdt_test_global - bias) - 1);
+	cr_expect_str_eq(text, want);
+	cr_expect_eq(type, ARG_S32);
 }

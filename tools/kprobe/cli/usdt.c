@@ -275,7 +275,7 @@ static int memory_operand(const char *path, const struct usdt_probe *p, const ch
 			extra = strtoll(pm, NULL, 0);
 			*pm = '\0';
 		}
-		if (elf_file_symbol(path, disp, &value))
+		if (elf_file_address_symbol(path, disp, &value))
 			return -EINVAL;
 		off = (int64_t)(value - p->pc) + extra - 1;
 	}
