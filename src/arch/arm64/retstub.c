@@ -19,7 +19,7 @@
 #include <string.h>
 
 #include "arch/arch.h"
-#include "arch/arm64/execmem.h"
+#include "os/linux/execmem.h"
 #include "arch/arm64/text_poke.h"
 #include "arch/arm64/xol.h"
 

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <time.h>
 
-#include "arch/arm64/execmem.h"
+#include "os/linux/execmem.h"
 #include "arch/arm64/text_poke.h"
 #include "core/arch_api.h"
 #include "os/linux/threads.h"

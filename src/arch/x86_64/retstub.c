@@ -27,7 +27,7 @@
 
 #include "arch/arch.h"
 #include "arch/x86_64/detour.h"
-#include "arch/x86_64/execmem.h"
+#include "os/linux/execmem.h"
 #include "arch/x86_64/jitdebug.h"
 #include "os/linux/memory.h"
 

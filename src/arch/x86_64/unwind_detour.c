@@ -33,7 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "arch/x86_64/execmem.h"
+#include "os/linux/execmem.h"
 #include "arch/x86_64/insn.h"
 #include "arch/x86_64/jitdebug.h"
 #include "arch/x86_64/writer.h"

@@ -8,7 +8,7 @@
 #include <time.h>
 
 #include "arch/x86_64/detour.h"
-#include "arch/x86_64/execmem.h"
+#include "os/linux/execmem.h"
 #include "arch/x86_64/unwind_detour.h"
 #include "arch/x86_64/writer.h"
 #include "core/arch_api.h"

@@ -172,4 +172,9 @@ static inline bool arch_ret_stub_call(uintptr_t slot, const void *record, uintpt
 	return false;
 }
 
+/* Executable pools (os/linux/execmem.c) are placed so that every unit is
+ * within a direct branch of the code it serves: B reach (128 MB), less a margin; and below 48-bit user addresses, less a page group. */
+#define ARCH_EXEC_REACH 0x7e00000UL
+#define ARCH_USER_VA_END ((1UL << 48) - 0x10000)
+
 #endif

@@ -181,4 +181,9 @@ static inline bool arch_ret_stub_call(uintptr_t slot, const void *record, uintpt
 	return true;
 }
 
+/* Executable pools (os/linux/execmem.c) are placed so that every unit is
+ * within a direct branch of the code it serves: rel32 reach (2 GB), less a margin; and below the top of the 47-bit user address space, less a page group. */
+#define ARCH_EXEC_REACH 0x7fe00000UL
+#define ARCH_USER_VA_END 0x7fffffff0000UL
+
 #endif

@@ -1,5 +1,7 @@
 /* Pools of executable units near the code they serve. */
-#include "arch/arm64/execmem.h"
+#include "os/linux/execmem.h"
+
+#include "asm/kprobes.h"	/* ARCH_EXEC_REACH, ARCH_USER_VA_END */
 
 #include <stdlib.h>
 #include <string.h>
@@ -100,12 +102,13 @@ void exec_free(struct exec_arena *a, uintptr_t addr)
 	}
 }
 
-#define REACH ((uintptr_t)0x7e00000)	/* B reach (128 MB), less a margin */
+/* The architecture's direct-branch reach, less a margin. */
+#define REACH ((uintptr_t)ARCH_EXEC_REACH)
 
 void exec_reach_window(const uintptr_t *want, int n, uintptr_t *lo, uintptr_t *hi)
 {
 	*lo = 0x10000;
-	*hi = (1UL << 48) - 0x10000;	/* 48-bit user addresses */
+	*hi = ARCH_USER_VA_END;
 	for (int i = 0; i < n; i++) {
 		uintptr_t l = want[i] > REACH ? want[i] - REACH : 0x10000;
 		uintptr_t h = want[i] + REACH;

@@ -1,8 +1,9 @@
-/* Executable memory in units of a fixed size, placed within rel32 reach
- * of the code it serves, with per-unit metadata.  Lookups are lock-free;
+/* Executable memory in units of a fixed size, placed within the
+ * architecture's direct-branch reach of the code it serves (ARCH_EXEC_REACH
+ * in <asm/kprobes.h>: rel32 on x86-64, B on arm64), with per-unit metadata.  Lookups are lock-free;
  * allocation and freeing happen under the registry lock. */
-#ifndef KP_X86_EXECMEM_H
-#define KP_X86_EXECMEM_H
+#ifndef KP_OS_EXECMEM_H
+#define KP_OS_EXECMEM_H
 
 #include <stddef.h>
 #include <stdint.h>
@@ -33,7 +34,7 @@ void exec_free(struct exec_arena *a, uintptr_t addr);
 void *exec_meta_of(const struct exec_arena *a, uintptr_t ip, uintptr_t *unit_addr);
 
 /* The window [lo, hi) of unit addresses from which every address in
- * want[] is within rel32 reach. */
+ * want[] is within the direct-branch reach. */
 void exec_reach_window(const uintptr_t *want, int n, uintptr_t *lo, uintptr_t *hi);
 
 #endif
