@@ -13,12 +13,12 @@
  * through return-probed frames to the real callers.  The stubs are placed
  * within a B's reach of the trampoline.
  */
-#include <dlfcn.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "arch/arch.h"
+#include "os/linux/ehframe.h"
 #include "os/linux/execmem.h"
 #include "arch/arm64/text_poke.h"
 #include "arch/arm64/xol.h"
@@ -26,86 +26,14 @@
 #define STUB_SIZE 8
 #define STUB_RET ARCH_RET_STUB_ENTRY	/* the return point's offset */
 #define A64_BRK_STUB_IMM 0x6b73
-#define DW_CFA_def_cfa 0x0c
-#define DW_CFA_expression 0x10
-#define DW_OP_addr 0x03
-#define DW_REG_SP 31
-#define DW_REG_RA 30
 
 static struct exec_arena arena = { .unit = STUB_SIZE, .meta_size = 1 };
 
 struct ret_stubs {
 	int n;
 	uintptr_t *stub;	/* the return point of each stub */
-	uint8_t *eh_frame;	/* registered with the unwinder, or NULL */
-	bool registered;	/* with libgcc's frame registry */
+	struct kp_ehframe eh;	/* the stubs' unwind information */
 };
-
-typedef void (*register_frame_fn)(void *);
-
-/* libgcc's frame registry, the one every unwinder of the process uses
- * (RTLD_LOCAL, RTLD_NODELETE: see the x86-64 side, retstub.c there). */
-static register_frame_fn frame_fn(const char *name)
-{
-	void *fn = dlsym(RTLD_DEFAULT, name), *h;
-
-	if (!fn && (h = dlopen("libgcc_s.so.1", RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE)))
-		fn = dlsym(h, name);
-	return (register_frame_fn)fn;
-}
-
-static uint8_t *put32(uint8_t *p, uint32_t v)
-{
-	memcpy(p, &v, 4);
-	return p + 4;
-}
-
-static uint8_t *put64(uint8_t *p, uint64_t v)
-{
-	memcpy(p, &v, 8);
-	return p + 8;
-}
-
-/* CIE: CFA = sp at the stub (the caller's stack pointer after return). */
-static uint8_t *put_cie(uint8_t *p)
-{
-	static const uint8_t body[] = {
-		0, 0, 0, 0,		/* CIE id */
-		1,			/* version */
-		'z', 'R', 0,		/* augmentation */
-		4,			/* code alignment */
-		0x78,			/* data alignment -8 (sleb128) */
-		DW_REG_RA,		/* return address column */
-		1, 0x00,		/* augmentation data: absolute pointers */
-		DW_CFA_def_cfa, DW_REG_SP, 0,
-		0, 0, 0, 0,		/* DW_CFA_nop padding to 24 bytes */
-	};
-
-	p = put32(p, sizeof(body));
-	memcpy(p, body, sizeof(body));
-	return p + sizeof(body);
-}
-
-/* FDE of one stub: the return address is stored at *ret_loc. */
-static uint8_t *put_fde(uint8_t *p, const uint8_t *cie, uintptr_t start, uintptr_t ret_loc)
-{
-	uint8_t *len = p;
-
-	p = put32(p, 0);
-	p = put32(p, (uint32_t)(p - cie));
-	p = put64(p, start);
-	p = put64(p, STUB_SIZE);
-	*p++ = 0;			/* augmentation data length */
-	*p++ = DW_CFA_expression;
-	*p++ = DW_REG_RA;
-	*p++ = 9;
-	*p++ = DW_OP_addr;
-	p = put64(p, ret_loc);
-	while ((p - len) % 8)
-		*p++ = 0;		/* DW_CFA_nop */
-	put32(len, (uint32_t)(p - len - 4));
-	return p;
-}
 
 static int write_stub(uintptr_t at, uintptr_t tramp)
 {
@@ -118,16 +46,12 @@ static int write_stub(uintptr_t at, uintptr_t tramp)
 
 void arch_ret_stubs_destroy(struct ret_stubs *rs)
 {
-	register_frame_fn deregister;
-
 	if (!rs)
 		return;
-	if (rs->registered && (deregister = frame_fn("__deregister_frame")))
-		deregister(rs->eh_frame);
+	kp_ehframe_release(&rs->eh);
 	for (int i = 0; i < rs->n; i++)
 		if (rs->stub[i])
 			exec_free(&arena, rs->stub[i] - STUB_RET);
-	free(rs->eh_frame);
 	free(rs->stub);
 	free(rs);
 }
@@ -138,8 +62,6 @@ struct ret_stubs *arch_ret_stubs_create(int n, uintptr_t (*ret_loc)(int, void *)
 {
 	uintptr_t tramp = arch_kretprobe_trampoline(), lo, hi;
 	struct ret_stubs *rs = calloc(1, sizeof(*rs));
-	register_frame_fn reg = frame_fn("__register_frame");
-	uint8_t *p;
 	void *meta;
 
 	if (!rs || !(rs->stub = calloc((size_t)n, sizeof(*rs->stub))))
@@ -155,17 +77,8 @@ struct ret_stubs *arch_ret_stubs_create(int n, uintptr_t (*ret_loc)(int, void *)
 		if (write_stub(at, tramp))
 			goto fail;
 	}
-	rs->eh_frame = malloc(28 + (size_t)n * 48 + 4);
-	if (!rs->eh_frame)
-		return rs;	/* stubs still work, unwinders stop at them */
-	p = put_cie(rs->eh_frame);
-	for (int i = 0; i < n; i++)
-		p = put_fde(p, rs->eh_frame, rs->stub[i] - STUB_RET, ret_loc(i, arg));
-	put32(p, 0);
-	if (reg) {
-		reg(rs->eh_frame);
-		rs->registered = true;
-	}
+	/* Without it the stubs still work; unwinders stop at them. */
+	kp_ehframe_build(&rs->eh, n, rs->stub, STUB_RET, STUB_SIZE, ret_loc, arg);
 	return rs;
 fail:
 	arch_ret_stubs_destroy(rs);
