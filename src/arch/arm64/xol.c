@@ -43,7 +43,7 @@ static struct xol_slot *slot_alloc(uintptr_t addr)
 	if (!code && xol_reclaim() > 0)
 		code = exec_alloc(&arena, lo, hi, &meta);
 	if (!code)
-		code = exec_alloc(&arena, 0x10000, (1UL << 48) - 0x10000, &meta);
+		code = exec_alloc(&arena, 0x10000, ARCH_USER_VA_END, &meta);
 	if (!code)
 		return NULL;
 	((struct xol_slot *)meta)->code = code;
