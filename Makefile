@@ -121,7 +121,8 @@ $(B)/examples/%: examples/%.c $(B)/libkprobes.a include/kprobes.h
 # Tests link the static library so that its signal interposition comes first
 # in symbol lookup, exactly as it does for a program linked with -lkprobes.
 # The stack suites share the gdb oracle's header.
-$(B)/tests/test_stack $(B)/tests-asan/test_stack: tests/stack_oracle.h
+$(B)/tests/test_stack $(B)/tests-asan/test_stack: tests/stack_oracle.h tests/libc_workload.h
+$(B)/tests/test_stack_cache $(B)/tests-asan/test_stack_cache: tests/libc_workload.h
 $(B)/tests/test_stack_cxx $(B)/tests-asan/test_stack_cxx: tests/stack_oracle.h
 
 # The allocation-failure suite sees every calloc() of the library.

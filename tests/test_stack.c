@@ -40,6 +40,7 @@
 #include "arch/x86_64/xol.h"
 #include "os/linux/threads.h"
 #include "testutil.h"
+#include "libc_workload.h"
 
 TestSuite(stack, .timeout = 30);
 
@@ -663,36 +664,6 @@ static const char *const fuzz_fns[] = {
 	"atoi", "strtok_r",
 };
 
-static unsigned long fuzz_sink;
-
-static int cmp_int(const void *a, const void *b)
-{
-	return *(const int *)a - *(const int *)b;
-}
-
-static int cmp_int_r(const void *a, const void *b, void *arg)
-{
-	return cmp_int(a, b);
-}
-
-static void fuzz_workload(void)
-{
-	char buf[128], tok[] = "a b,c d";
-	int v[40], key = 7;
-	char *save;
-
-	for (int i = 0; i < 40; i++)
-		v[i] = (i * 17) % 40;
-	qsort_r(v, 40, sizeof(int), cmp_int_r, NULL);
-	fuzz_sink += (unsigned long)bsearch(&key, v, 40, sizeof(int), cmp_int);
-	fuzz_sink += (unsigned long)strtod("3.14159e2", NULL);
-	fuzz_sink += (unsigned long)strtol("-12345", NULL, 10) + strtoul("0x1f", NULL, 16);
-	fuzz_sink += (unsigned long)atoi("42");
-	fuzz_sink += (unsigned long)snprintf(buf, sizeof(buf), "%d %s %5.2f %lx", 12, "x", 2.5, 255UL);
-	fuzz_sink += (unsigned long)getenv("PATH");
-	for (char *t = strtok_r(tok, " ,", &save); t; t = strtok_r(NULL, " ,", &save))
-		fuzz_sink += (unsigned long)t[0];
-}
 
 static struct kprobe fuzz_kps[16];
 static int fuzz_hits[16];
@@ -731,7 +702,7 @@ static void fuzz_scenario(void)
 			placed++;
 	}
 	for (int round = 0; round < 3; round++)
-		fuzz_workload();
+		libc_workload();
 	for (int i = 0; i < placed; i++)
 		unregister_kprobe(&fuzz_kps[i]);
 }

@@ -22,6 +22,7 @@
 #include "core/stack.h"
 #include "elf/cfi.h"
 #include "testutil.h"
+#include "libc_workload.h"
 
 TestSuite(cache, .timeout = 60);
 
@@ -41,38 +42,9 @@ static const char *const libc_fns[] = {
 	"atoi", "strtok_r",
 };
 
-static unsigned long libc_sink;
 static struct kprobe libc_kps[24];
 static long libc_hits, libc_diffs, libc_cached, libc_deep;
 
-static int cmp_int(const void *a, const void *b)
-{
-	return *(const int *)a - *(const int *)b;
-}
-
-static int cmp_int_r(const void *a, const void *b, void *arg)
-{
-	return cmp_int(a, b);
-}
-
-static void libc_workload(void)
-{
-	char buf[128], tok[] = "a b,c d";
-	int v[40], key = 7;
-	char *save;
-
-	for (int i = 0; i < 40; i++)
-		v[i] = (i * 17) % 40;
-	qsort_r(v, 40, sizeof(int), cmp_int_r, NULL);
-	libc_sink += (unsigned long)bsearch(&key, v, 40, sizeof(int), cmp_int);
-	libc_sink += (unsigned long)strtod("3.14159e2", NULL);
-	libc_sink += (unsigned long)strtol("-12345", NULL, 10) + strtoul("0x1f", NULL, 16);
-	libc_sink += (unsigned long)atoi("42");
-	libc_sink += (unsigned long)snprintf(buf, sizeof(buf), "%d %s %5.2f %lx", 12, "x", 2.5, 255UL);
-	libc_sink += (unsigned long)getenv("PATH");
-	for (char *t = strtok_r(tok, " ,", &save); t; t = strtok_r(NULL, " ,", &save))
-		libc_sink += (unsigned long)t[0];
-}
 
 static int libc_pre(struct kprobe *p, struct pt_regs *regs)
 {
