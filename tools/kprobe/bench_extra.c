@@ -29,6 +29,10 @@
  *   usdt_trace     `kprobe trace` of the SDT site with its two register
  *                  operands (events that fit in the ring), next to the
  *                  same on a function entry
+ *   clock          ns per read of the time stamps' clock (kp_cycles(),
+ *                  what `nsecs` and record events read): the latency
+ *                  pattern reads it twice a call, so (ro + 2 clock) / ro
+ *                  is the floor of prog_latency's ratio on this machine
  *
  * Usage: kprobe-bench-extra [--json].  Medians of several runs. */
 #include <fcntl.h>
@@ -43,6 +47,7 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "kp_arch.h"
 #include "lang/lang.h"
 #include "sdt_probe.h"
 #include "spec.h"
@@ -108,6 +113,27 @@ static int cmp_double(const void *a, const void *b)
 	double x = *(const double *)a, y = *(const double *)b;
 
 	return x < y ? -1 : x > y;
+}
+
+/* ns per kp_cycles(), median of RUNS loops of CALLS reads; the sum keeps
+ * the reads from being dropped. */
+static double clock_read_ns(void)
+{
+	double t[RUNS];
+	volatile uint64_t sink = 0;
+
+	for (int r = 0; r < RUNS; r++) {
+		uint64_t sum = 0;
+		double t0 = now_s();
+
+		for (long i = 0; i < CALLS; i++)
+			sum += kp_cycles();
+		t[r] = (now_s() - t0) * 1e9 / CALLS;
+		sink += sum;
+	}
+	(void)sink;
+	qsort(t, RUNS, sizeof(t[0]), cmp_double);
+	return t[RUNS / 2];
 }
 
 /* The session memory, as the CLI makes it. */
@@ -515,10 +541,12 @@ int main(int argc, char **argv)
 	double pcount_o, pfilter_o, pfilter_tid_o, phist_o, plat_ro;
 	double pcount_q, pfilter_q, pfilter_tid_q, phist_q, plat_q;
 	double fetch0, fetch2, fetch, sdt_call, sdt, sdt_o, sdt_q, sdt_trace, entry_trace;
+	double clock_ns;
 	pthread_t th;
 
 	make_shm();
 	call = ns_per_call(0);
+	clock_ns = clock_read_ns();
 	if (register_kprobe(&kp)) {
 		fprintf(stderr, "kprobe-bench-extra: cannot probe bench_target\n");
 		return 1;
@@ -641,9 +669,10 @@ int main(int argc, char **argv)
 		       "\"prog_filter_tid_x_o\":%.2f,\"prog_hist_x_o\":%.2f,"
 		       "\"prog_latency_x_ro\":%.2f,"
 		       "\"var_fetch\":%.2f,\"usdt\":%.2f,\"usdt_x_o\":%.2f,\"usdt_trace\":%.2f,"
-		       "\"trace_entry\":%.2f}\n", call, probe, count - probe, trace - probe, rate,
-		       ret, pcount, pfilter, pfilter_tid, phist, plat, pcount_q, pfilter_q,
-		       pfilter_tid_q, phist_q, plat_q, fetch, sdt, sdt_q, sdt_trace, entry_trace);
+		       "\"trace_entry\":%.2f,\"clock\":%.2f}\n", call, probe, count - probe,
+		       trace - probe, rate, ret, pcount, pfilter, pfilter_tid, phist, plat, pcount_q,
+		       pfilter_q, pfilter_tid_q, phist_q, plat_q, fetch, sdt, sdt_q, sdt_trace,
+		       entry_trace, clock_ns);
 		return 0;
 	}
 	printf("call            %8.2f ns\n", call);
@@ -669,5 +698,7 @@ int main(int argc, char **argv)
 	       sdt, sdt_q, sdt_o);
 	printf("usdt_trace      %8.2f ns   (trace, 2 operands; on a function entry %.2f ns)\n",
 	       sdt_trace, entry_trace);
+	printf("clock           %8.2f ns   (one time stamp; prog_latency's floor (ro + 2 clock) / ro "
+	       "= %.2fx)\n", clock_ns, (plat_ro + 2 * clock_ns) / plat_ro);
 	return 0;
 }
