@@ -287,3 +287,50 @@ Test(usdt_x86, rip_relative_global_variable)
 	cr_expect_str_eq(text, want);
 	cr_expect_eq(type, ARG_S32);
 }
+
+/* ---- fetch plans with cases (a parameter's value at the entry, picked by
+ * the caller's call site): parsed, printed back, and malformed ones
+ * refused, since the agent runs a plan without checking it ---- */
+
+Test(spec_plan, cases_read_back_as_written)
+{
+	static const char *const ok[] = {
+		"p x=@r7+8*8r16o1?-4712r3+5?-4600#11!:s64",
+		"p x=@r7*8?12r7+16*8!+8*4:s32",
+	};
+	char err[160];
+
+	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+		struct probe_spec s;
+
+		memset(&s, 0, sizeof(s));
+		cr_assert_eq(spec_parse(ok[i], &s, err, sizeof(err)), 0, "%s: %s", ok[i], err);
+		cr_assert_eq(s.args[0].src, ARG_SRC_PLAN);
+		cr_assert(spec_plan_has_cases(&s.args[0]));
+		cr_assert_eq(spec_format(&s), 0);
+		cr_assert_str_eq(s.text, ok[i]);
+	}
+}
+
+Test(spec_plan, malformed_cases_are_refused)
+{
+	static const char *const bad_plans[] = {
+		"p x=@?5r3!:s64",		/* no key */
+		"p x=@r7?5r3:s64",		/* no end of the cases */
+		"p x=@r7?5!:s64",		/* a case with no value */
+		"p x=@r7?5r3r4!:s64",		/* a case with two */
+		"p x=@r7!:s64",			/* an end with no case */
+		"p x=@r7?5r3!?6r4!:s64",	/* two groups */
+		"p x=@r7r8?5r3!:s64",		/* two values before the case */
+		"p x=@r7?+5r3!:s64",		/* a sign the printer never writes */
+	};
+	char err[160];
+
+	for (size_t i = 0; i < sizeof(bad_plans) / sizeof(bad_plans[0]); i++) {
+		struct probe_spec s;
+
+		memset(&s, 0, sizeof(s));
+		cr_assert_neq(spec_parse(bad_plans[i], &s, err, sizeof(err)), 0, "%s accepted",
+			      bad_plans[i]);
+	}
+}

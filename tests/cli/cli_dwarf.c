@@ -78,6 +78,30 @@ __attribute__((noinline)) long span_len(struct span s, int k)
 	return r + s.lo + s.hi;
 }
 
+/* A call the compiler cannot see through (gcc would otherwise learn which
+ * registers it leaves alone). */
+#ifdef __clang__
+#define OPAQUE __attribute__((noinline))
+#else
+#define OPAQUE __attribute__((noipa))
+#endif
+OPAQUE long opaque(long v)
+{
+	sink += (int)v;
+	return v * 3;
+}
+
+/* After the call, at -O2, x, y and req are no longer in any register: their
+ * locations are their values at the entry (DW_OP_entry_value), which gdb
+ * recovers from the caller's call-site parameters (DW_AT_call_value). */
+__attribute__((noinline)) long after_call(long x, int y, struct request *req)
+{
+	long r = opaque(x + y);
+
+	sink = (int)r;	/* probe: after_call */
+	return r + req->hdr.len;
+}
+
 int main(int argc, char **argv)
 {
 	int rounds = argc > 1 ? atoi(argv[1]) : 3;
@@ -111,7 +135,12 @@ int main(int argc, char **argv)
 		total += parse_header(req, r + 5, 1.5 + r);
 		total += accumulate(req->vals, 3, 0.25f);
 		total += span_len((struct span){ r + 2, r * 5 + 13 }, r + 1);
+		total += after_call(r + 7, 11, req);
 	}
+	/* A call whose target DWARF does not name (an indirect call): at the
+	 * entry values of after_call there is no call site to go by. */
+	long (*volatile call)(long, int, struct request *) = after_call;
+	total += call(rounds, 5, req);
 	for (int r = 0; r < rounds * 7; r++)
 		total = mix(total, r);
 	if (rounds > 2)

@@ -381,7 +381,8 @@ static uint64_t binop(uint64_t x, uint64_t y, int64_t op)
 	return (uint64_t)((int64_t)x >> (y < 64 ? y : 63));
 }
 
-/* Runs an argument's fetch plan; false when a load faulted.  if-chains,
+/* Runs an argument's fetch plan; false when a load faulted or no case
+ * applied (spec.h).  if-chains,
  * not a switch: a jump table is an indirect branch the library cannot
  * follow when it checks what a handler touches. */
 static bool run_plan_stack(const struct pt_regs *regs, const struct spec_arg *a, uint64_t *out);
@@ -442,12 +443,28 @@ static bool run_plan_stack(const struct pt_regs *regs, const struct spec_arg *a,
 	 * with one value. */
 	uint64_t st[8];
 	int top = -1;
+	bool taken = false;
 
 	for (int i = 0; i < a->nops && i < SPEC_MAX_OPS; i++) {
 		const struct fetch_op *op = &a->ops[i];
 		uint64_t b;
 
-		if (op->kind == FETCH_REG) {
+		if (op->kind == FETCH_CASE) {
+			/* A case taken ends at the next one; one not taken
+			 * is skipped, the key staying on top. */
+			if (!taken && st[top & 7] == (uint64_t)op->k) {
+				top--;
+				taken = true;
+				continue;
+			}
+			while (i + 1 < a->nops && i + 1 < SPEC_MAX_OPS &&
+			       a->ops[i + 1].kind != FETCH_JOIN &&
+			       (taken || a->ops[i + 1].kind != FETCH_CASE))
+				i++;
+		} else if (op->kind == FETCH_JOIN) {
+			if (!taken)
+				return false;	/* no call site matched */
+		} else if (op->kind == FETCH_REG) {
 			st[++top & 7] = *(const uint64_t *)((const char *)regs +
 				dwarf_reg_offsets[op->reg <= KP_DWARF_PC ? op->reg : KP_DWARF_PC]);
 		} else if (op->kind == FETCH_VREG) {

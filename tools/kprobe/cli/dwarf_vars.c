@@ -80,6 +80,20 @@ struct access {
 	Dwarf_Addr pc;
 	Dwarf_Die fn;
 	Dwarf_Attribute attr;
+	/* Compiling a caller's call-site value: its registers are
+	 * recovered from the probed function's frame at that pc. */
+	const struct caller_frame *caller;
+	bool soft_limit;		/* a full plan: unavailable, not an error */
+};
+
+/* The caller's frame as of its call of the probed function, seen from the
+ * probe point pc in that function: its stack pointer is the function's
+ * CFA, its preserved registers are where the function's call frame
+ * information says, the others are lost. */
+struct caller_frame {
+	struct dbg *d;
+	Dwarf_Addr callee_pc;
+	Dwarf_Attribute *attr;
 };
 
 static __attribute__((noreturn, format(printf, 1, 2))) void bad(const char *fmt, ...)
@@ -475,9 +489,21 @@ static int offer_function(Dwarf_Die *fn, void *arg)
 }
 
 /* The CU whose ranges hold pc. */
+/* The unit holding pc: by .debug_aranges, else (clang emits none) by each
+ * unit's own ranges. */
 static bool cu_of(struct dbg *d, Dwarf_Addr pc, Dwarf_Die *cu)
 {
-	return dwarf_addrdie(d->dw, pc, cu) != NULL;
+	Dwarf_Off off = 0, next;
+	size_t hsize;
+
+	if (dwarf_addrdie(d->dw, pc, cu))
+		return true;
+	while (!dwarf_nextcu(d->dw, off, &next, &hsize, NULL, NULL, NULL)) {
+		if (dwarf_offdie(d->dw, off + hsize, cu) && dwarf_haspc(cu, pc) > 0)
+			return true;
+		off = next;
+	}
+	return false;
 }
 
 /* Whether a line table's file name is the FILE a probe gives: the same
@@ -774,6 +800,10 @@ static void put_op(struct access *x, enum fetch_kind kind, uint8_t reg, int64_t 
 {
 	struct fetch_op *op;
 
+	if (x->a->nops == SPEC_MAX_OPS && x->soft_limit) {
+		x->unavailable = true;
+		return;
+	}
 	if (x->a->nops == SPEC_MAX_OPS)
 		bad("'%s' needs more than %d steps to fetch", x->a->name, SPEC_MAX_OPS);
 	/* Fold additions. */
@@ -805,10 +835,14 @@ static void unavailable(struct access *x, const char *fmt, ...)
 	va_end(ap);
 }
 
+static bool op_caller_reg(struct access *x, unsigned int reg);
+
 /* A general register's value (DWARF 0..KP_DWARF_PC, kp_arch.h); false for
- * vector registers. */
+ * vector registers.  In a caller's frame, the caller's register. */
 static bool op_reg(struct access *x, unsigned int reg)
 {
+	if (x->caller)
+		return op_caller_reg(x, reg);
 	if (reg > KP_DWARF_PC) {
 		unavailable(x, "in a vector register (DWARF register %u) here", reg);
 		return false;
@@ -940,34 +974,19 @@ static bool callee_saved(unsigned int reg)
 	return reg == 3 || reg == 6 || (reg >= 12 && reg <= 15);
 }
 
-/* DW_OP_entry_value(DW_OP_regN): the value register N had when the
- * function was entered, pushed.  At the function's first instruction it is
- * the register.  Elsewhere the call frame information knows it for a
- * register the function must preserve: the caller's value, still in the
- * register ("same value") or saved in the frame.  An argument register
- * the function has reused is lost (gdb may find it in the caller's
- * call-site information, which the tool does not read). */
-static bool plan_entry_value(struct dbg *d, Dwarf_Addr pc, Dwarf_Attribute *attr, Dwarf_Op *op,
-			     struct access *x)
+/* The value register reg of the function's caller had, seen from pc in
+ * the function, pushed: for a register the function must preserve (and
+ * the return address column), the register itself while its rule is
+ * "same value", else the load from its save slot (CFA + offset). */
+static bool plan_preserved_reg(struct dbg *d, Dwarf_Addr pc, Dwarf_Attribute *attr,
+			       unsigned int reg, struct access *x)
 {
-	Dwarf_Attribute ea;
-	Dwarf_Op *sub, mem[3], *rops;
+	Dwarf_Op mem[3], *rops;
 	Dwarf_Frame *frame = NULL;
-	size_t ns, nr;
-	unsigned int reg;
+	size_t nr;
 	bool ok = false;
 
-	if (dwarf_getlocation_attr(attr, op, &ea) || dwarf_getlocation(&ea, &sub, &ns) != 0 ||
-	    ns != 1 || !((sub[0].atom >= DW_OP_reg0 && sub[0].atom <= DW_OP_reg31) ||
-			 sub[0].atom == DW_OP_regx)) {
-		unavailable(x, "only its value at the function's entry is known here");
-		return false;
-	}
-	reg = sub[0].atom == DW_OP_regx ? (unsigned int)sub[0].number :
-					  (unsigned int)(sub[0].atom - DW_OP_reg0);
-	if (function_entry_at(d, pc))
-		return op_reg(x, reg);
-	if (callee_saved(reg) && d->cfi && !dwarf_cfi_addrframe(d->cfi, pc, &frame) &&
+	if (d->cfi && !dwarf_cfi_addrframe(d->cfi, pc, &frame) &&
 	    !dwarf_frame_register(frame, (int)reg, mem, &rops, &nr)) {
 		if (!nr && !rops) {
 			ok = op_reg(x, reg);	/* same value: not changed yet */
@@ -978,14 +997,325 @@ static bool plan_entry_value(struct dbg *d, Dwarf_Addr pc, Dwarf_Attribute *attr
 			if (plan_expr(d, pc, NULL, attr, rops, nr, &at, 3) && at.in_memory) {
 				*x = at;
 				put_op(x, FETCH_LOAD, 0, 0, 8);
-				ok = true;
+				ok = !x->unavailable;
 			}
 		}
 	}
 	free(frame);
+	return ok;
+}
+
+/* A register of the caller's frame (x->caller): its stack pointer is the
+ * CFA at the probe point, a preserved register is recovered as above, the
+ * pc stays the probe's (static addresses are relative to it); the others
+ * are the callee's to clobber, so lost. */
+static bool op_caller_reg(struct access *x, unsigned int reg)
+{
+	const struct caller_frame *cf = x->caller;
+	bool ok;
+
+	x->caller = NULL;
+	if (reg == KP_DWARF_SP) {
+		ok = plan_cfa(cf->d, cf->callee_pc, x);
+	} else if (reg == KP_DWARF_PC) {
+		ok = op_reg(x, reg);
+	} else if (callee_saved(reg)) {
+		ok = plan_preserved_reg(cf->d, cf->callee_pc, cf->attr, reg, x);
+		if (!ok)
+			unavailable(x, "the caller's register %u is not known here", reg);
+	} else {
+		unavailable(x, "the caller's register %u is not known here", reg);
+		ok = false;
+	}
+	x->caller = cf;
+	return ok;
+}
+
+/* A call of the probed function found in the object's DWARF. */
+struct call_site {
+	Dwarf_Addr return_pc;
+	Dwarf_Die caller;		/* the DW_TAG_subprogram making the call */
+	Dwarf_Die site;
+};
+
+#define MAX_CALL_SITES 64
+
+/* What a call site's callee must be to be a call of the function: its
+ * DIE, the DIEs it completes (abstract origin, specification), and its
+ * name for a declaration in another unit. */
+struct callee_match {
+	Dwarf_Off offs[3];
+	int noffs;
+	const char *name;		/* linkage name, else name; NULL: none */
+	struct call_site *sites;
+	int nsites;
+	bool truncated;
+};
+
+static bool is_call_site(int tag)
+{
+	return tag == DW_TAG_call_site || tag == DW_TAG_GNU_call_site;
+}
+
+static bool callee_is(Dwarf_Die *site, const struct callee_match *m)
+{
+	Dwarf_Attribute attr;
+	Dwarf_Die origin, more;
+	const char *name;
+
+	if (!dwarf_attr(site, DW_AT_call_origin, &attr) &&
+	    !dwarf_attr(site, DW_AT_abstract_origin, &attr))
+		return false;	/* an indirect call: its target is not known here */
+	if (!dwarf_formref_die(&attr, &origin))
+		return false;
+	for (int k = 0; k < m->noffs; k++)
+		if (dwarf_dieoffset(&origin) == m->offs[k])
+			return true;
+	if ((dwarf_attr(&origin, DW_AT_abstract_origin, &attr) ||
+	     dwarf_attr(&origin, DW_AT_specification, &attr)) &&
+	    dwarf_formref_die(&attr, &more))
+		for (int k = 0; k < m->noffs; k++)
+			if (dwarf_dieoffset(&more) == m->offs[k])
+				return true;
+	/* A declaration in the caller's unit of a function defined in
+	 * another: the same external name. */
+	name = linkage_name(&origin);
+	return m->name && dwarf_hasattr(&origin, DW_AT_declaration) && name &&
+	       !strcmp(name, m->name);
+}
+
+static void collect_call_sites(Dwarf_Die *die, Dwarf_Die *caller, struct callee_match *m,
+			       int depth)
+{
+	Dwarf_Die child;
+
+	if (depth > 64 || dwarf_child(die, &child))
+		return;
+	do {
+		int tag = dwarf_tag(&child);
+		Dwarf_Attribute attr;
+		Dwarf_Addr ret;
+		bool tail;
+
+		if (tag == DW_TAG_subprogram) {
+			collect_call_sites(&child, &child, m, depth + 1);
+			continue;
+		}
+		if (!is_call_site(tag)) {
+			if (dwarf_haschildren(&child))
+				collect_call_sites(&child, caller, m, depth + 1);
+			continue;
+		}
+		/* A tail call returns to its caller's caller: the return
+		 * address does not name it. */
+		tail = dwarf_hasattr(&child, DW_AT_call_tail_call) ||
+		       dwarf_hasattr(&child, DW_AT_GNU_tail_call);
+		if (tail || !caller || !callee_is(&child, m))
+			continue;
+		if (dwarf_attr(&child, DW_AT_call_return_pc, &attr)) {
+			if (dwarf_formaddr(&attr, &ret))
+				continue;
+		} else if (dwarf_lowpc(&child, &ret)) {
+			continue;	/* DW_TAG_GNU_call_site: low_pc is the return */
+		}
+		if (m->nsites == MAX_CALL_SITES) {
+			m->truncated = true;
+			return;
+		}
+		m->sites[m->nsites].return_pc = ret;
+		m->sites[m->nsites].caller = *caller;
+		m->sites[m->nsites++].site = child;
+	} while (!dwarf_siblingof(&child, &child));
+}
+
+/* The out-of-line function holding pc (scopes are innermost first). */
+static bool function_of(struct dbg *d, Dwarf_Addr pc, Dwarf_Die *fn)
+{
+	Dwarf_Die cu, *scopes = NULL;
+	bool found = false;
+	int ns;
+
+	if (!cu_of(d, pc, &cu))
+		return false;
+	ns = dwarf_getscopes(&cu, pc, &scopes);
+	for (int k = ns - 1; k >= 0 && !found; k--)
+		if (dwarf_tag(&scopes[k]) == DW_TAG_subprogram) {
+			*fn = scopes[k];
+			found = true;
+		}
+	free(scopes);
+	return found;
+}
+
+/* The direct, non-tail calls of the function holding pc, over every unit
+ * of the object. */
+static int call_sites_of(struct dbg *d, Dwarf_Addr pc, struct call_site *sites)
+{
+	struct callee_match m = { .sites = sites };
+	Dwarf_Attribute attr;
+	Dwarf_Die fn, more;
+	Dwarf_Off off = 0, next;
+	size_t hsize;
+
+	if (!function_of(d, pc, &fn))
+		return 0;
+	m.offs[m.noffs++] = dwarf_dieoffset(&fn);
+	if (dwarf_attr(&fn, DW_AT_abstract_origin, &attr) && dwarf_formref_die(&attr, &more))
+		m.offs[m.noffs++] = dwarf_dieoffset(&more);
+	if (dwarf_attr(&fn, DW_AT_specification, &attr) && dwarf_formref_die(&attr, &more))
+		m.offs[m.noffs++] = dwarf_dieoffset(&more);
+	if (dwarf_hasattr_integrate(&fn, DW_AT_external))
+		m.name = linkage_name(&fn);
+	while (!dwarf_nextcu(d->dw, off, &next, &hsize, NULL, NULL, NULL)) {
+		Dwarf_Die cu;
+
+		if (dwarf_offdie(d->dw, off + hsize, &cu))
+			collect_call_sites(&cu, NULL, &m, 0);
+		off = next;
+	}
+	return m.truncated ? -1 : m.nsites;
+}
+
+/* The value a call site passes in register reg (its
+ * DW_TAG_call_site_parameter), compiled in the caller's frame onto x as
+ * one case: false, with x unchanged, when it passes none or the tool
+ * cannot compute it there. */
+static bool plan_call_site_value(struct dbg *d, Dwarf_Addr pc, Dwarf_Attribute *attr,
+				 const struct call_site *cs, unsigned int reg, struct access *x)
+{
+	struct caller_frame cf = { .d = d, .callee_pc = pc, .attr = attr };
+	Dwarf_Die param;
+	uint8_t nops = x->a->nops;
+
+	if (dwarf_child((Dwarf_Die *)&cs->site, &param))
+		return false;
+	do {
+		Dwarf_Attribute la, va;
+		Dwarf_Op *lops, *vops;
+		size_t nl, nv;
+		unsigned int preg;
+		struct access alt;
+
+		if (dwarf_tag(&param) != DW_TAG_call_site_parameter &&
+		    dwarf_tag(&param) != DW_TAG_GNU_call_site_parameter)
+			continue;
+		if (!dwarf_attr(&param, DW_AT_location, &la) ||
+		    dwarf_getlocation(&la, &lops, &nl) || nl != 1)
+			continue;
+		if (lops[0].atom >= DW_OP_reg0 && lops[0].atom <= DW_OP_reg31)
+			preg = lops[0].atom - DW_OP_reg0;
+		else if (lops[0].atom == DW_OP_regx)
+			preg = (unsigned int)lops[0].number;
+		else
+			continue;
+		if (preg != reg)
+			continue;
+		if ((!dwarf_attr(&param, DW_AT_call_value, &va) &&
+		     !dwarf_attr(&param, DW_AT_GNU_call_site_value, &va)) ||
+		    dwarf_getlocation(&va, &vops, &nv) || !nv)
+			return false;
+		/* The key: the return address, relative to the probe's ip
+		 * like a static address (the load bias cancels out). */
+		put_op(x, FETCH_CASE, 0, (int64_t)(cs->return_pc - pc - 1), 0);
+		alt = *x;
+		alt.caller = &cf;
+		alt.unavailable = false;
+		/* In the caller, at its call instruction (the return address
+		 * may already be another line's or range's). */
+		if (plan_expr(d, cs->return_pc - 1, (Dwarf_Die *)&cs->caller, &va, vops, nv, &alt,
+			      0) && !alt.unavailable) {
+			x->a->nops = alt.a->nops;
+			return true;
+		}
+		break;
+	} while (!dwarf_siblingof(&param, &param));
+	x->a->nops = nops;
+	return false;
+}
+
+/* DW_OP_entry_value(DW_OP_regN) where the function has reused register N
+ * (an argument register), as gdb does it: the caller's call site for the
+ * return address found at the hit gives the value it passed, computed in
+ * the caller's frame.  The plan computes the return address and picks
+ * among the object's call sites of the function (cases); at a call from
+ * elsewhere (another object, an indirect or a tail call), or one whose
+ * value the tool cannot compute, it is unavailable, as gdb says. */
+static bool plan_entry_from_callers(struct dbg *d, Dwarf_Addr pc, Dwarf_Attribute *attr,
+				    unsigned int reg, struct access *x)
+{
+	struct call_site sites[MAX_CALL_SITES];
+	Dwarf_Frame *frame = NULL;
+	Dwarf_Addr start, end;
+	bool signalp;
+	int ra, n, found = 0;
+	uint8_t nops = x->a->nops;
+	bool soft = x->soft_limit;
+
+	n = call_sites_of(d, pc, sites);
+	if (n <= 0 || !d->cfi || dwarf_cfi_addrframe(d->cfi, pc, &frame))
+		goto none;
+	ra = dwarf_frame_info(frame, &start, &end, &signalp);
+	free(frame);
+	frame = NULL;
+	x->soft_limit = true;
+	if (ra < 0 || !plan_preserved_reg(d, pc, attr, (unsigned int)ra, x) || x->unavailable)
+		goto none;
+	put_op(x, FETCH_REG, KP_DWARF_PC, 0, 0);
+	put_op(x, FETCH_BINOP, 0, BINOP_SUB, 0);
+	for (int k = 0; k < n && !x->unavailable; k++)
+		if (plan_call_site_value(d, pc, attr, &sites[k], reg, x))
+			found++;
+	if (found && !x->unavailable && x->a->nops < SPEC_MAX_OPS) {
+		put_op(x, FETCH_JOIN, 0, 0, 0);
+		x->soft_limit = soft;
+		return true;
+	}
+none:
+	x->a->nops = nops;
+	x->unavailable = false;
+	x->soft_limit = soft;
+	return false;
+}
+
+/* DW_OP_entry_value(DW_OP_regN): the value register N had when the
+ * function was entered, pushed.  At the function's first instruction it is
+ * the register.  Elsewhere the call frame information knows it for a
+ * register the function must preserve: the caller's value, still in the
+ * register ("same value") or saved in the frame.  An argument register
+ * the function has reused is found in the caller's call-site information
+ * (plan_entry_from_callers()), when it is the first step of the
+ * location. */
+static bool plan_entry_value(struct dbg *d, Dwarf_Addr pc, Dwarf_Attribute *attr, Dwarf_Op *op,
+			     struct access *x, bool first)
+{
+	Dwarf_Attribute ea;
+	Dwarf_Op *sub;
+	size_t ns;
+	unsigned int reg;
+	bool ok = false;
+
+	if (x->caller) {
+		unavailable(x, "the caller's own value at its entry");
+		return false;
+	}
+	if (dwarf_getlocation_attr(attr, op, &ea) || dwarf_getlocation(&ea, &sub, &ns) != 0 ||
+	    ns != 1 || !((sub[0].atom >= DW_OP_reg0 && sub[0].atom <= DW_OP_reg31) ||
+			 sub[0].atom == DW_OP_regx)) {
+		unavailable(x, "only its value at the function's entry is known here");
+		return false;
+	}
+	reg = sub[0].atom == DW_OP_regx ? (unsigned int)sub[0].number :
+					  (unsigned int)(sub[0].atom - DW_OP_reg0);
+	if (function_entry_at(d, pc))
+		return op_reg(x, reg);
+	if (callee_saved(reg))
+		ok = plan_preserved_reg(d, pc, attr, reg, x);
+	if (!ok && first)
+		ok = plan_entry_from_callers(d, pc, attr, reg, x);
 	if (!ok)
 		unavailable(x, "only its value at the function's entry is known here (DWARF "
-			    "register %u, reused since)", reg);
+			    "register %u, reused since, and no call site of the function gives it)",
+			    reg);
 	x->in_memory = true;
 	return ok;
 }
@@ -1061,7 +1391,7 @@ static bool plan_expr(struct dbg *d, Dwarf_Addr pc, Dwarf_Die *fn, Dwarf_Attribu
 		} else if (atom == DW_OP_piece && i + 1 == n && sp == 1) {
 			break;
 		} else if (atom == DW_OP_entry_value || atom == DW_OP_GNU_entry_value) {
-			if (!plan_entry_value(d, pc, attr, &ops[i], x))
+			if (!plan_entry_value(d, pc, attr, &ops[i], x, sp == 0 && depth == 0))
 				return false;
 			sp++;
 		} else if (atom == DW_OP_addr || atom == DW_OP_addrx || atom == DW_OP_GNU_addr_index) {
@@ -1077,9 +1407,12 @@ static bool plan_expr(struct dbg *d, Dwarf_Addr pc, Dwarf_Die *fn, Dwarf_Attribu
 				unavailable(x, "an address the tool cannot read");
 				return false;
 			}
+			/* (in a caller's frame, relative to the callee's
+			 * probe all the same) */
 			if (!op_reg(x, KP_DWARF_PC))
 				return false;
-			put_op(x, FETCH_ADD, 0, (int64_t)(addr - pc - 1), 0);
+			put_op(x, FETCH_ADD, 0,
+			       (int64_t)(addr - (x->caller ? x->caller->callee_pc : pc) - 1), 0);
 			sp++;
 		} else {
 			unavailable(x, "a location the tool cannot compute (DW_OP 0x%x)", atom);

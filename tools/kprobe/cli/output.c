@@ -92,7 +92,9 @@ static void text_value(FILE *f, const struct trace_event *ev, int i)
 	const struct spec_arg *a = &ev->spec->args[i];
 	const char *name;
 
-	if (a->src == ARG_SRC_UNAVAIL) {
+	/* A value picked by the caller's call site: none matched (or its
+	 * value could not be read), as gdb says it. */
+	if (a->src == ARG_SRC_UNAVAIL || (ev->faults & (1u << i) && spec_plan_has_cases(a))) {
 		fputs("<optimized out>", f);
 		return;
 	}
@@ -135,7 +137,8 @@ static void json_value(FILE *f, const struct trace_event *ev, int i)
 	const char *name;
 
 	/* Optimized out, or not readable: null. */
-	if (a->src == ARG_SRC_UNAVAIL || (ev->faults & (1u << i) && a->type != ARG_STRING)) {
+	if (a->src == ARG_SRC_UNAVAIL || (ev->faults & (1u << i) &&
+					  (a->type != ARG_STRING || spec_plan_has_cases(a)))) {
 		fputs("null", f);
 		return;
 	}

@@ -179,9 +179,22 @@ bool spec_token_is_arg(const char *tok)
 static int plan_check(const struct spec_arg *a)
 {
 	int depth = 0;
+	bool in_cases = false, joined = false;
 
 	for (int i = 0; i < a->nops; i++) {
 		switch (a->ops[i].kind) {
+		case FETCH_CASE:
+			/* the key, or the previous case's value */
+			if (joined || depth != 1)
+				return -EINVAL;
+			in_cases = true;
+			depth = 0;
+			break;
+		case FETCH_JOIN:
+			if (!in_cases || joined || depth != 1)
+				return -EINVAL;
+			joined = true;
+			break;
 		case FETCH_REG:
 		case FETCH_VREG:
 		case FETCH_CONST:
@@ -197,7 +210,17 @@ static int plan_check(const struct spec_arg *a)
 				return -EINVAL;
 		}
 	}
-	return depth == 1 ? 0 : -EINVAL;
+	return depth == 1 && in_cases == joined ? 0 : -EINVAL;
+}
+
+bool spec_plan_has_cases(const struct spec_arg *a)
+{
+	if (a->src != ARG_SRC_PLAN)
+		return false;
+	for (int i = 0; i < a->nops && i < SPEC_MAX_OPS; i++)
+		if (a->ops[i].kind == FETCH_JOIN)
+			return true;
+	return false;
 }
 
 void spec_plan_compile(struct spec_arg *a)
@@ -252,11 +275,20 @@ static int parse_plan(const char *p, size_t len, struct spec_arg *a)
 		char *num_end;
 		long long k;
 
-		if (a->nops == SPEC_MAX_OPS || p >= end || !strchr("rv#+-*o", c))
+		if (a->nops == SPEC_MAX_OPS || !strchr("rv#+-*o?!", c))
+			return -EINVAL;
+		if (c == '!') {
+			op = &a->ops[a->nops++];
+			memset(op, 0, sizeof(*op));
+			op->kind = FETCH_JOIN;
+			continue;
+		}
+		if (p >= end)
 			return -EINVAL;
 		errno = 0;
 		k = strtoll(p, &num_end, 10);
-		if (errno || num_end == p || num_end > end || (c != '#' && (*p == '-' || *p == '+')))
+		if (errno || num_end == p || num_end > end ||
+		    (c != '#' && c != '?' && *p == '-') || (c != '#' && *p == '+'))
 			return -EINVAL;
 		p = num_end;
 		op = &a->ops[a->nops++];
@@ -276,6 +308,10 @@ static int parse_plan(const char *p, size_t len, struct spec_arg *a)
 			break;
 		case '#':
 			op->kind = FETCH_CONST;
+			op->k = k;
+			break;
+		case '?':
+			op->kind = FETCH_CASE;
 			op->k = k;
 			break;
 		case 'o':
@@ -717,6 +753,10 @@ int spec_format(struct probe_spec *s)
 					PUT("+%lld", (long long)op->k);
 				else if (op->kind == FETCH_BINOP)
 					PUT("o%lld", (long long)op->k);
+				else if (op->kind == FETCH_CASE)
+					PUT("?%lld", (long long)op->k);
+				else if (op->kind == FETCH_JOIN)
+					PUT("!");
 				else
 					PUT("*%u", op->size);
 			}

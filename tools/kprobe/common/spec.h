@@ -34,8 +34,15 @@
  *   *S    replace the top by the S bytes (1, 2, 4, 8) at that address
  *   oC    pop b, pop a, push a OP b: C 0 +, 1 -, 2 *, 3 &, 4 |, 5 ^, 6 <<,
  *         7 >> (logical), 8 >> (arithmetic)
+ *   ?K    a case: the top (the key) equal to K: pop it and run the steps
+ *         that follow, up to the next case or "!"; else skip them
+ *   !     the end of the cases: with none taken the value is unavailable
+ *         (optimized out); else the case's value goes on
  * on a stack of at most SPEC_PLAN_DEPTH values, the result on top; or "@-":
- * optimized out at this point. */
+ * optimized out at this point.  Cases pick a value by a key computed at
+ * the hit (a parameter's value at the function's entry by the return
+ * address: the caller's call site); one group of them, each case starting
+ * and ending with one value on the stack. */
 #ifndef KPROBE_SPEC_H
 #define KPROBE_SPEC_H
 
@@ -75,7 +82,7 @@ enum arg_type {
 #define SPEC_MAX_FP_ARG 8
 
 #define SPEC_EXPR_MAX 64
-#define SPEC_MAX_OPS 12
+#define SPEC_MAX_OPS 24
 #define SPEC_PLAN_DEPTH 4
 #define SPEC_MAX_VREG 15
 
@@ -87,6 +94,8 @@ enum fetch_kind {
 	FETCH_LOAD,		/* value = the size bytes at value (fault-safe) */
 	FETCH_BINOP,		/* k: enum fetch_binop */
 	FETCH_VREG,		/* value = the low 8 bytes of vector register reg */
+	FETCH_CASE,		/* key == k: pop it, run this case; else skip it */
+	FETCH_JOIN,		/* the end of the cases (no case taken: unavailable) */
 };
 
 enum fetch_binop {
@@ -167,6 +176,10 @@ struct probe_spec {
 /* Compiles a's plan (ops[]) into a->chain when it has the chain's shape
  * (a->chain.ok); parsing a plan does it. */
 void spec_plan_compile(struct spec_arg *a);
+
+/* Whether a's plan picks its value among cases (spec.h): a plan that ran
+ * and failed then means no case applied (optimized out), not a fault. */
+bool spec_plan_has_cases(const struct spec_arg *a);
 
 /* Whether a command-line token is an ARG rather than the start of a probe. */
 bool spec_token_is_arg(const char *tok);

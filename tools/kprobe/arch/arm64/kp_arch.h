@@ -101,6 +101,8 @@ static inline long kp_raw_syscall6(long n, long a, long b, long c, long d, long 
 /* DWARF register numbers a fetch plan may read (AArch64 DWARF: x0..x30 are
  * 0..30, sp 31), and 32, the pc. */
 #define KP_DWARF_PC 32
+/* The stack pointer's DWARF number: a caller's is the callee's CFA. */
+#define KP_DWARF_SP 31
 /* The DWARF number of v0 (v1..v31 follow). */
 #define KP_DWARF_VREG0 64
 #define KP_DWARF_REG_OFFSETS                                                   \

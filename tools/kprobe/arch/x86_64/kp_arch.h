@@ -88,6 +88,8 @@ static inline long kp_raw_syscall6(long n, long a, long b, long c, long d, long 
  * rax, rdx, rcx, rbx, rsi, rdi, rbp, rsp, r8..r15), and the return
  * address column 16, which at a probe is the instruction pointer. */
 #define KP_DWARF_PC 16
+/* The stack pointer's DWARF number: a caller's is the callee's CFA. */
+#define KP_DWARF_SP 7
 /* The DWARF number of xmm0 (xmm1..xmm15 follow). */
 #define KP_DWARF_VREG0 17
 #define KP_DWARF_REG_OFFSETS                                                   \
