@@ -199,11 +199,14 @@ int kprobes_stack(const struct pt_regs *regs, unsigned long *ips, int max);
  * a probe registered with KPROBE_FLAG_VECTOR_REGS in flags (or whose
  * handler may change vector registers); at a function entry a detour keeps
  * only the argument registers xmm0..xmm7.  Async-signal-safe, no lock, no
- * allocation, no system call.  Returns 0; -EINVAL: out NULL, len 0 or
- * above 16, n above 15, or regs not those of a hit whose handlers run on
- * this thread; -ENOENT: inside a handler, but that register's value was
- * not kept for this hit (a jump-optimized probe without the flag, xmm8 and
- * up at a function entry, a return or jprobe handler, any arm64 hit). */
+ * allocation, no system call.  A return probe's handler reads the
+ * registers as the function returned (xmm0: a floating-point return
+ * value) when the return probe was registered with KPROBE_FLAG_VECTOR_REGS
+ * in kp.flags.  Returns 0; -EINVAL: out NULL, len 0 or above 16, n above
+ * 15, or regs not those of a hit whose handlers run on this thread;
+ * -ENOENT: inside a handler, but that register's value was not kept for
+ * this hit (a jump-optimized probe without the flag, xmm8 and up at a
+ * function entry, a return handler without the flag, any arm64 hit). */
 int kprobes_vector_reg(const struct pt_regs *regs, unsigned int n, void *out, size_t len);
 
 /* ---- Reading memory that may not be there ---- */

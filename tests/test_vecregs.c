@@ -83,6 +83,29 @@ __asm__(
 	"\t.size vec_mid_fn, . - vec_mid_fn\n"
 	".popsection\n");
 
+/* xmm i = vec_ret[i] when vec_ret_fn returns. */
+static unsigned char vec_ret[NXMM][16] __attribute__((aligned(16), used));
+void vec_ret_fn(void);
+
+__asm__(
+	".pushsection .text\n"
+	/* An entry the optimizer takes; it returns with xmm0-15 from
+	 * vec_ret (xmm0: a double return value). */
+	"\t.globl vec_ret_fn\n"
+	"\t.type vec_ret_fn, @function\n"
+	"\t.p2align 4, 0xcc\n"
+	"vec_ret_fn:\n"
+	"\tpush %rbp\n"
+	"\tmov %rsp, %rbp\n"
+	"\tlea vec_ret(%rip), %rax\n"
+	".irp i,0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15\n"
+	"\tmovdqu 16*\\i(%rax), %xmm\\i\n"
+	".endr\n"
+	"\tpop %rbp\n"
+	"\tret\n"
+	"\t.size vec_ret_fn, . - vec_ret_fn\n"
+	".popsection\n");
+
 /* What a handler read: per register the return value and the bytes. */
 static struct {
 	int hits;
@@ -346,4 +369,115 @@ Test(vecregs, layouts)
 		cr_expect_eq(b[i], 0, "initial state: byte %d is %#x", i, b[i]);
 	t->vec_regs = NULL;
 	cr_expect_eq(kprobes_vector_reg(&regs, 0, b, 16), -EINVAL);
+}
+
+/* ---- return probes: the registers at the return ---- */
+
+static struct {
+	int hits;
+	int rc[NXMM];
+	unsigned char got[NXMM][16];
+} seen_ret;
+
+static int ret_read(struct kretprobe_instance *ri, struct pt_regs *regs)
+{
+	(void)ri;
+	clobber_xmm();
+	for (unsigned int i = 0; i < NXMM; i++)
+		seen_ret.rc[i] = kprobes_vector_reg(regs, i, seen_ret.got[i], 16);
+	seen_ret.hits++;
+	return 0;
+}
+
+static int entry_read(struct kretprobe_instance *ri, struct pt_regs *regs)
+{
+	(void)ri;
+	read_all(regs);
+	return 0;
+}
+
+static void fill_ret_pattern(unsigned int seed)
+{
+	for (int i = 0; i < NXMM; i++) {
+		double d = -(double)i - 0.5 - seed;
+
+		memcpy(vec_ret[i], &d, sizeof(d));
+		for (int b = 8; b < 16; b++)
+			vec_ret[i][b] = (unsigned char)(0x31 + 3 * i + b + seed);
+	}
+}
+
+/* With the flag, the return handler reads every xmm register as the
+ * function returned (xmm0: its double return value), and the entry
+ * handler the arguments; the program's registers after the return are
+ * the function's, whatever the handler did to them.  Through the
+ * breakpoint entry and the optimized one. */
+static void return_probe_reads(bool optimize, unsigned int seed)
+{
+	struct kretprobe rp;
+	unsigned char after[NXMM][16];
+
+	memset(&rp, 0, sizeof(rp));
+	memset(&seen, 0, sizeof(seen));
+	memset(&seen_ret, 0, sizeof(seen_ret));
+	kprobes_set_optimization(optimize);
+	rp.kp.addr = (kprobe_opcode_t *)vec_ret_fn;
+	rp.kp.flags = KPROBE_FLAG_VECTOR_REGS;
+	rp.handler = ret_read;
+	rp.entry_handler = entry_read;
+	rp.maxactive = 4;
+	cr_assert_eq(register_kretprobe(&rp), 0);
+	if (optimize)
+		cr_assert(wait_optimized(&rp.kp), "entry not optimized");
+	for (int round = 0; round < 2; round++) {
+		fill_pattern(seed + round);
+		fill_ret_pattern(seed + round);
+		memset(&seen, 0, sizeof(seen));
+		memset(&seen_ret, 0, sizeof(seen_ret));
+		vec_call(vec_in, vec_ret_fn);
+		__asm__ volatile(".irp i,0,1,2,3,4,5,6,7,8,9,10,11,12,13,14,15\n"
+				 "\tmovdqu %%xmm\\i, 16*\\i(%0)\n"
+				 ".endr\n" : : "r"(after) : "memory");
+		expect_values(optimize ? "optimized entry of a return probe" :
+					 "breakpoint entry of a return probe",
+			      optimize ? 8 : NXMM);
+		cr_assert_eq(seen_ret.hits, 1, "%d return hits", seen_ret.hits);
+		for (int i = 0; i < NXMM; i++) {
+			cr_expect_eq(seen_ret.rc[i], 0, "return: xmm%d rc %d", i, seen_ret.rc[i]);
+			cr_expect_arr_eq(seen_ret.got[i], vec_ret[i], 16, "return: xmm%d differs", i);
+		}
+		cr_expect_arr_eq(after, vec_ret, sizeof(after), "registers changed by the handler");
+	}
+	unregister_kretprobe(&rp);
+}
+
+Test(vecregs, return_breakpoint_entry)
+{
+	return_probe_reads(false, 11);
+}
+
+Test(vecregs, return_optimized_entry)
+{
+	return_probe_reads(true, 21);
+}
+
+/* Without the flag the return path keeps no vector state (its fast path
+ * saves none): -ENOENT, as documented. */
+Test(vecregs, return_without_flag)
+{
+	struct kretprobe rp;
+
+	memset(&rp, 0, sizeof(rp));
+	memset(&seen_ret, 0, sizeof(seen_ret));
+	kprobes_set_optimization(false);
+	rp.kp.addr = (kprobe_opcode_t *)vec_ret_fn;
+	rp.handler = ret_read;
+	rp.maxactive = 4;
+	cr_assert_eq(register_kretprobe(&rp), 0);
+	fill_ret_pattern(3);
+	vec_call(vec_in, vec_ret_fn);
+	cr_assert_eq(seen_ret.hits, 1);
+	for (int i = 0; i < NXMM; i++)
+		cr_expect_eq(seen_ret.rc[i], -ENOENT, "xmm%d rc %d", i, seen_ret.rc[i]);
+	unregister_kretprobe(&rp);
 }

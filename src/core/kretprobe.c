@@ -489,6 +489,23 @@ static void fatal_no_instance(void)
 	abort();
 }
 
+/* A handler that may change vector state, called with it saved; one that
+ * asked for kprobes_vector_reg() also finds it there. */
+static void call_fpu_saved(struct kp_thread *t, struct kp_ri *ri, struct kretprobe *rp,
+			   struct pt_regs *regs)
+{
+	int (*fn)(void *, void *) = (int (*)(void *, void *))rp->handler;
+
+#ifdef ARCH_HAS_RETURN_VECTOR_REGS
+	if (rp->kp.flags & KPROBE_FLAG_VECTOR_REGS) {
+		kp_call_fpu_noted(t, fn, &ri->pub, regs);
+		return;
+	}
+#endif
+	(void)t;
+	kp_call_fpu_saved(fn, &ri->pub, regs);
+}
+
 /* The trampoline keeps only the general registers: the return value in
  * vector or x87 registers and errno are saved here, for a handler that may
  * change them. */
@@ -501,7 +518,7 @@ static void run_return_handler(struct kp_thread *t, struct kp_ri *ri, struct kre
 		saved_errno = errno;
 	t->in_handler++;
 	if (ri->pool->needs & KP_OPT_SAVE_VECTOR)
-		kp_call_fpu_saved((int (*)(void *, void *))rp->handler, &ri->pub, regs);
+		call_fpu_saved(t, ri, rp, regs);
 	else
 		rp->handler(&ri->pub, regs);
 	t->in_handler--;
@@ -656,6 +673,10 @@ static int pool_create(struct kretprobe *rp)
 	}
 	pool->rp = rp;
 	pool->needs = rp->handler ? arch_code_needs((uintptr_t)rp->handler) : 0;
+	/* kprobes_vector_reg() in the handler: the state saved around it
+	 * (out of the trampoline's fast path, which keeps none). */
+	if (rp->kp.flags & KPROBE_FLAG_VECTOR_REGS)
+		pool->needs |= KP_OPT_SAVE_VECTOR;
 	/* Others take cached instances back only after a membarrier. */
 	pool->cache_state = kp_membarrier_ok ? CACHE_ON : CACHE_OFF;
 	pool->cache_slot = (uint8_t)(__atomic_fetch_add(&next_cache_slot, 1, __ATOMIC_RELAXED) %

@@ -295,13 +295,17 @@ kp_kretprobe_trampoline:
 /*
  * int kp_call_fpu_saved(int (*fn)(void *, void *), void *a, void *b):
  * fn(a, b) with the whole x87/SSE/AVX state saved and restored around it
- * (xsave, or fxsave without it), for handlers that may change it.
+ * (xsave, or fxsave without it), for handlers that may change it.  fn
+ * also gets the saved image as a third argument, which
+ * kp_call_fpu_image(fn, a, b), the same code, declares (vecregs.c).
  */
-	.globl kp_call_fpu_saved
-	.hidden kp_call_fpu_saved
+	.globl kp_call_fpu_saved, kp_call_fpu_image
+	.hidden kp_call_fpu_saved, kp_call_fpu_image
 	.type kp_call_fpu_saved, @function
+	.type kp_call_fpu_image, @function
 	.p2align 4
 kp_call_fpu_saved:
+kp_call_fpu_image:
 	.cfi_startproc
 	push %rbp
 	.cfi_def_cfa_offset 16
@@ -339,6 +343,7 @@ kp_call_fpu_saved:
 	xsave64 (%rbx)
 	mov %r12, %rdi
 	mov %r13, %rsi
+	mov %rbx, %rdx
 	call *%r14
 	mov %eax, %r12d
 	mov $-1, %eax
@@ -351,6 +356,7 @@ kp_call_fpu_saved:
 	fxsave64 (%rbx)
 	mov %r12, %rdi
 	mov %r13, %rsi
+	mov %rbx, %rdx
 	call *%r14
 	mov %eax, %r12d
 	fxrstor64 (%rbx)
@@ -365,6 +371,7 @@ kp_call_fpu_saved:
 	ret
 	.cfi_endproc
 	.size kp_call_fpu_saved, . - kp_call_fpu_saved
+	.size kp_call_fpu_image, . - kp_call_fpu_image
 
 /* jprobe_return(): the trap handler recognizes this int3 and restores the
  * state saved at the jprobe's entry. */

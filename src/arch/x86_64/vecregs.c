@@ -1,6 +1,7 @@
 /* kprobes_vector_reg(): the probed code's vector registers, from wherever
  * the hit whose handlers run kept them (the signal frame of a breakpoint
- * hit, the image a detour saved).  The hit path notes the place in the
+ * hit, the image a detour saved, the image saved around a return
+ * handler).  The hit path notes the place in the
  * thread record (vec_regs, vec_area, vec_layout) for as long as its
  * handlers run.  General registers only, as the hit path: a handler that
  * calls this does not count as touching vector state. */
@@ -12,6 +13,7 @@
 #include <string.h>
 
 #include "kprobes.h"
+#include "arch/arch.h"
 #include "arch/x86_64/regs.h"
 #include "core/arch_api.h"
 #include "os/linux/threads.h"
@@ -60,4 +62,39 @@ KP_EXPORT int kprobes_vector_reg(const struct pt_regs *regs, unsigned int n, voi
 	for (size_t i = 0; i < len; i++)
 		dst[i] = src[i];
 	return 0;
+}
+
+/* kp_call_fpu_saved() under the name that says fn gets the saved image
+ * (trampoline.S). */
+int kp_call_fpu_image(int (*fn)(void *, void *, const void *), void *a, void *b);
+extern unsigned int kp_xsave_size;	/* detour.c: xsave is used */
+
+struct noted_call {
+	struct kp_thread *t;
+	int (*fn)(void *, void *);
+	void *a;
+};
+
+/* Runs on the saved state's far side: the note set before the handler,
+ * cleared after (no other hit can change it meanwhile: the thread is in
+ * a handler, any probe it hits is missed). */
+static int call_noted(void *arg, void *regs, const void *image)
+{
+	struct noted_call *c = arg;
+	int rc;
+
+	c->t->vec_area = image;
+	c->t->vec_layout = kp_xsave_size ? KP_VEC_XSAVE : KP_VEC_FXSAVE;
+	__atomic_store_n(&c->t->vec_regs, regs, __ATOMIC_RELAXED);
+	rc = c->fn(c->a, regs);
+	__atomic_store_n(&c->t->vec_regs, NULL, __ATOMIC_RELAXED);
+	return rc;
+}
+
+int kp_call_fpu_noted(struct kp_thread *t, int (*fn)(void *, void *), void *a,
+		      struct pt_regs *regs)
+{
+	struct noted_call c = { .t = t, .fn = fn, .a = a };
+
+	return kp_call_fpu_image(call_noted, &c, regs);
 }

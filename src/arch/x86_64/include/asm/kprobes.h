@@ -38,6 +38,10 @@
  * probepoints inside the region, retired slots, ...). */
 #define ARCH_OPT_CENSUS_MAX (2 + KP_MAX_INSN + 4 + 16)
 
+/* A return handler can be given the vector state at the return for
+ * kprobes_vector_reg() (kp_call_fpu_noted(), vecregs.c). */
+#define ARCH_HAS_RETURN_VECTOR_REGS 1
+
 /* Jump optimization (arch_opt_*, detours) is implemented. */
 #define ARCH_HAS_OPTPROBES 1
 
