@@ -102,6 +102,18 @@ __attribute__((noinline)) long after_call(long x, int y, struct request *req)
 	return r + req->hdr.len;
 }
 
+/* Floating-point return values (xmm0): retval prints them as the DWARF
+ * return type says. */
+__attribute__((noinline)) double weigh(const struct request *req, int k)
+{
+	return req->weight * k + sink * 0.0;
+}
+
+__attribute__((noinline)) float ratio(int a, int b)
+{
+	return (float)a / (float)b + (float)(sink & 0);
+}
+
 int main(int argc, char **argv)
 {
 	int rounds = argc > 1 ? atoi(argv[1]) : 3;
@@ -136,6 +148,7 @@ int main(int argc, char **argv)
 		total += accumulate(req->vals, 3, 0.25f);
 		total += span_len((struct span){ r + 2, r * 5 + 13 }, r + 1);
 		total += after_call(r + 7, 11, req);
+		total += (long)(weigh(req, r + 1) + ratio(r + 1, 3));
 	}
 	/* A call whose target DWARF does not name (an indirect call): at the
 	 * entry values of after_call there is no call site to go by. */

@@ -695,7 +695,8 @@ static inline __attribute__((always_inline)) int on_return(struct kretprobe_inst
 		t = stamp(tsc);
 		for (int i = 0; i < ap->nargs; i++)
 			vals[i] = ap->args[i].src != ARG_SRC_RETVAL ? d->args[i] :
-				  ap->args[i].type == ARG_F64 ? xmm0 : regs_return_value(regs);
+				  spec_type_is_float(ap->args[i].type) ? xmm0 :
+				  regs_return_value(regs);
 		/* A recorded return pairs with its entry by the call stack. */
 		if (s->cfg.action == ACT_RECORD)
 			emit(ap, EV_RETURN, t, NULL, 0, vals, (uint32_t)d->faults, NULL, 0);
@@ -829,7 +830,7 @@ static bool reads_vector_args(const struct agent_probe *ap)
 static bool returns_f64(const struct agent_probe *ap)
 {
 	for (int i = 0; i < ap->nargs; i++)
-		if (ap->args[i].src == ARG_SRC_RETVAL && ap->args[i].type == ARG_F64)
+		if (ap->args[i].src == ARG_SRC_RETVAL && spec_type_is_float(ap->args[i].type))
 			return true;
 	return false;
 }
@@ -927,6 +928,7 @@ static inline __attribute__((always_inline)) int on_return_stack(struct kretprob
 	struct return_data *d = (struct return_data *)ri->data;
 	struct agent_session *s = ap->session;
 	uint64_t t, vals[SPEC_MAX_ARGS], ips[KPS_STACK_MAX];
+	uint32_t faults = (uint32_t)d->faults;
 	int n;
 
 	if (silent(s))
@@ -936,10 +938,16 @@ static inline __attribute__((always_inline)) int on_return_stack(struct kretprob
 		return 0;
 	}
 	t = stamp(tsc);
-	for (int i = 0; i < ap->nargs; i++)
+	for (int i = 0; i < ap->nargs; i++) {
 		vals[i] = ap->args[i].src != ARG_SRC_RETVAL ? d->args[i] : regs_return_value(regs);
+		/* A floating-point return value: xmm0 as the function left
+		 * it, which the return probe's flag keeps for this handler. */
+		if (ap->args[i].src == ARG_SRC_RETVAL && spec_type_is_float(ap->args[i].type) &&
+		    kprobes_vector_reg(regs, 0, &vals[i], sizeof(vals[i])))
+			faults |= 1u << i;
+	}
 	n = agent_stack_capture(s, regs, ips);
-	emit(ap, EV_RETURN, t, &d->entry_time, 1, vals, (uint32_t)d->faults, ips, n);
+	emit(ap, EV_RETURN, t, &d->entry_time, 1, vals, faults, ips, n);
 	return 0;
 }
 
@@ -967,14 +975,15 @@ static int return_stack_clock(struct kretprobe_instance *ri, struct pt_regs *reg
 
 /* Whether the probe records stacks with the handlers above: trace and
  * count sessions with stacks, for probes whose handlers see pt_regs (not
- * tracepoints, nor the jprobe path of floating-point arguments, nor
- * retval:f64). */
+ * tracepoints, nor the jprobe path of floating-point arguments; a
+ * floating-point retval where the library keeps the vector registers
+ * for a return handler, KP_RETURN_VECTOR_REGS). */
 static bool with_stack_handlers(const struct agent_probe *ap)
 {
 	const struct session_config *cfg = &ap->session->cfg;
 
 	return cfg->stack_depth && (cfg->action == ACT_TRACE || cfg->action == ACT_COUNT) &&
-	       !ap->tp && !reads_vector_args(ap) && !returns_f64(ap);
+	       !ap->tp && !reads_vector_args(ap) && (KP_RETURN_VECTOR_REGS || !returns_f64(ap));
 }
 
 /* Whether a plan of the probe reads a vector register: the detour must
@@ -1001,6 +1010,8 @@ void agent_set_handlers(struct agent_probe *ap)
 	}
 	if (with_stack_handlers(ap)) {
 		if (ap->is_return) {
+			if (returns_f64(ap))
+				ap->u.rp.kp.flags |= KPROBE_FLAG_VECTOR_REGS;
 			ap->u.rp.entry_handler = tsc ? return_entry_tsc : return_entry_clock;
 			ap->u.rp.handler = tsc ? return_stack_tsc : return_stack_clock;
 			ap->u.rp.data_size = agent_return_data_size(ap);

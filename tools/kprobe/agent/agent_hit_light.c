@@ -311,7 +311,7 @@ static bool record_light(const struct agent_probe *ap)
 	for (int i = 0; i < ap->nargs; i++) {
 		const struct spec_arg *a = &ap->args[i];
 
-		if (a->type == ARG_STRING || a->type == ARG_F64)
+		if (a->type == ARG_STRING || spec_type_is_float(a->type))
 			return false;
 		if (ap->is_return ? a->src != ARG_SRC_RETVAL : a->src >= SPEC_MAX_INT_ARG)
 			return false;

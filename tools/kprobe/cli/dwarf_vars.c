@@ -2193,6 +2193,97 @@ void dwarf_vars_resolve(struct cli_opts *o)
 	}
 }
 
+/* A function's return type when it is floating point: ARG_F64 or
+ * ARG_F32; -1 otherwise (integers, pointers, structs, void). */
+static int float_return_type(Dwarf_Die *fn)
+{
+	Dwarf_Attribute a;
+	Dwarf_Word enc;
+	Dwarf_Die t;
+
+	if (!type_of(fn, &t) || !strip(&t, &t) || dwarf_tag(&t) != DW_TAG_base_type ||
+	    !dwarf_attr_integrate(&t, DW_AT_encoding, &a) || dwarf_formudata(&a, &enc) ||
+	    enc != DW_ATE_float)
+		return -1;
+	switch (type_size(&t)) {
+	case 8: return ARG_F64;
+	case 4: return ARG_F32;
+	default: return -1;	/* long double: on the x87 stack */
+	}
+}
+
+struct named_fn {
+	const char *name;
+	Dwarf_Die fn;
+	bool found;
+};
+
+static int offer_named(Dwarf_Die *fn, void *arg)
+{
+	struct named_fn *q = arg;
+	const char *name = linkage_name(fn);
+	Dwarf_Addr entry;
+
+	if (dwarf_entrypc(fn, &entry) ||
+	    !((name && !strcmp(name, q->name)) ||
+	      (dwarf_diename(fn) && !strcmp(dwarf_diename(fn), q->name))))
+		return DWARF_CB_OK;
+	q->fn = *fn;
+	q->found = true;
+	return DWARF_CB_ABORT;
+}
+
+/* The out-of-line function a %return probe names: by its symbol, or (a
+ * probe the tool resolved to OBJECT:0xVADDR) by the address. */
+static bool return_probe_function(struct dbg *d, const struct probe_spec *s, Dwarf_Die *fn)
+{
+	struct named_fn q = { s->symbol, { 0 }, false };
+	Dwarf_Off off = 0, next;
+	size_t hsize;
+
+	if (s->kind == SPEC_ADDRESS)
+		return function_of(d, s->address, fn);
+	while (!q.found && !dwarf_nextcu(d->dw, off, &next, &hsize, NULL, NULL, NULL)) {
+		Dwarf_Die cu;
+
+		if (dwarf_offdie(d->dw, off + hsize, &cu))
+			dwarf_getfuncs(&cu, offer_named, &q, 0);
+		off = next;
+	}
+	*fn = q.fn;
+	return q.found;
+}
+
+void dwarf_retval_types(struct cli_opts *o)
+{
+	for (int i = 0; i < o->nspecs; i++) {
+		struct probe_spec *s = &o->specs[i];
+		char path[PATH_MAX], err[PATH_MAX + 128];
+		bool untyped = false;
+		struct dbg d;
+		Dwarf_Die fn;
+		int type;
+
+		for (int k = 0; k < s->nargs; k++)
+			untyped |= s->args[k].src == ARG_SRC_RETVAL && !s->args[k].typed;
+		if (!s->is_return || !untyped || spec_is_glob(s) ||
+		    (s->kind != SPEC_SYMBOL && s->kind != SPEC_ADDRESS) || s->offset ||
+		    cli_object_path(o, s, path, sizeof(path), err, sizeof(err)))
+			continue;
+		if (!dbg_try_open(&d, path) && return_probe_function(&d, s, &fn) &&
+		    (type = float_return_type(&fn)) >= 0) {
+			for (int k = 0; k < s->nargs; k++)
+				if (s->args[k].src == ARG_SRC_RETVAL && !s->args[k].typed)
+					s->args[k].type = (uint8_t)type;
+			/* the text the agent receives says it too ("f64" is
+			 * as long as "x64") */
+			if (spec_format(s))
+				bad("%s: the probe's text is too long", s->text);
+		}
+		dbg_close(&d);
+	}
+}
+
 /* ---- inlined copies of probes without variables ---- */
 
 struct glob_count {

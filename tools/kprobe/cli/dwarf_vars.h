@@ -34,6 +34,12 @@ void dwarf_vars_resolve(struct cli_opts *o);
  * unless --no-inlines.  Objects without DWARF add nothing. */
 void dwarf_inlines_resolve(struct cli_opts *o);
 
+/* retval without :TYPE on a %return probe of one function (not a glob)
+ * whose DWARF return type is double or float: read as one (f64, f32:
+ * xmm0), where an integer or pointer stays x64.  Objects without DWARF,
+ * or not found, change nothing. */
+void dwarf_retval_types(struct cli_opts *o);
+
 /* kprobe vars: prints the variables at each point of o's probes; returns
  * the exit status. */
 int dwarf_vars_list(struct cli_opts *o);

@@ -132,6 +132,7 @@ int main(int argc, char **argv)
 		cxx_names_resolve(&o);
 		dwarf_inlines_resolve(&o);
 		dwarf_vars_resolve(&o);
+		dwarf_retval_types(&o);
 	}
 	if (cli_agent_path(agent, sizeof(agent)) &&
 	    CMD_PROBES(o.cmd))

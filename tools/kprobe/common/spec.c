@@ -424,8 +424,8 @@ int spec_add_arg(struct probe_spec *s, const char *tok, char *err, size_t errlen
 		return add_var_arg(s, tok, src, srclen, colon != NULL, type, err, errlen);
 	if (eq && !is_ident(tok, (size_t)(eq - tok)))
 		return fail(err, errlen, "bad argument name in '%s'", tok);
-	if (type == ARG_F32)
-		return fail(err, errlen, "'%s': f32 is for variables; argN and retval take f64", tok);
+	if (type == ARG_F32 && source != ARG_SRC_RETVAL)
+		return fail(err, errlen, "'%s': f32 is for variables and retval; argN takes f64", tok);
 	if (source == 100) {
 		long n = strtol(src + 3, NULL, 10);
 		long max = type == ARG_F64 ? SPEC_MAX_FP_ARG : SPEC_MAX_INT_ARG;
@@ -437,7 +437,7 @@ int spec_add_arg(struct probe_spec *s, const char *tok, char *err, size_t errlen
 	}
 	if (source == ARG_SRC_RETVAL && !s->is_return)
 		return fail(err, errlen, "'%s': retval needs a %%return probe", tok);
-	if (type == ARG_F64 && !f64_readable(s, source))
+	if ((type == ARG_F64 || type == ARG_F32) && !f64_readable(s, source))
 		return fail(err, errlen, "'%s': argN:f64 is read at a function's entry (a SYMBOL "
 			    "without +OFFSET or %%return) or from a tracepoint", tok);
 	a = &s->args[s->nargs++];

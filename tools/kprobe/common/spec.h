@@ -17,7 +17,8 @@
  * ARG is [NAME=]arg1..arg6|retval[:TYPE], TYPE one of u64 s64 x64 u32 s32 u16
  * s16 u8 s8 f64 f32 string; argN:f64 (arg1..arg8) is the N-th floating-point
  * argument, at a function's entry (SYMBOL without +OFFSET or %return) or of
- * a tracepoint; retval:f64 the floating-point return value.
+ * a tracepoint; retval:f64 (retval:f32) the floating-point return value, a
+ * double (float) in xmm0.
  *
  * ARG may also name a variable of the program (DWARF): [NAME=]EXPR[:TYPE],
  * EXPR a parameter or variable visible at the probe point followed by
@@ -215,5 +216,11 @@ uint64_t spec_int_value(enum arg_type t, uint64_t raw);
 bool spec_type_is_signed(enum arg_type t);
 /* Whether values of the type print as decimal integers. */
 bool spec_type_is_decimal(enum arg_type t);
+/* Whether the type is floating point (f64, f32: read from a vector
+ * register when it is an argument or the return value). */
+static inline bool spec_type_is_float(uint8_t t)
+{
+	return t == ARG_F64 || t == ARG_F32;
+}
 
 #endif

@@ -90,6 +90,9 @@ static inline long kp_raw_syscall6(long n, long a, long b, long c, long d, long 
 #define KP_DWARF_PC 16
 /* The stack pointer's DWARF number: a caller's is the callee's CFA. */
 #define KP_DWARF_SP 7
+/* kprobes_vector_reg() works in a return handler (a return probe
+ * registered with KPROBE_FLAG_VECTOR_REGS): xmm0 at the return. */
+#define KP_RETURN_VECTOR_REGS 1
 /* The DWARF number of xmm0 (xmm1..xmm15 follow). */
 #define KP_DWARF_VREG0 17
 #define KP_DWARF_REG_OFFSETS                                                   \
