@@ -411,7 +411,236 @@ struct inl_walk {
 	Dwarf_Die *cu;
 	struct point (*pts)[MAX_POINTS];
 	int *n;
+	Dwarf_Die caller;		/* the out-of-line function walked */
+	bool has_caller;
 };
+
+/* One line-table row as copies are told apart by: where in the source. */
+struct row_key {
+	Dwarf_Addr addr;
+	const char *file;
+	int line, col;
+};
+
+static bool same_key(const struct row_key *a, const struct row_key *b)
+{
+	return a->line == b->line && a->col == b->col &&
+	       (a->file == b->file || (a->file && b->file && !strcmp(a->file, b->file)));
+}
+
+#define MAX_COPY_ROWS 512
+
+/* The rows of the CU's line table that start inside [lo, hi), in address
+ * order, one per address (the last, as a debugger stops at) and one per
+ * run of the same source position. */
+static int rows_in(Dwarf_Die *cu, Dwarf_Addr lo, Dwarf_Addr hi, struct row_key *out, int n,
+		   int max)
+{
+	Dwarf_Lines *lines;
+	size_t nl;
+
+	if (dwarf_getsrclines(cu, &lines, &nl))
+		return n;
+	for (size_t k = 0; k < nl; k++) {
+		Dwarf_Line *l = dwarf_onesrcline(lines, k);
+		struct row_key r = { 0 };
+		bool end = false;
+
+		if (!l || dwarf_lineaddr(l, &r.addr) || r.addr < lo || r.addr >= hi ||
+		    dwarf_lineendsequence(l, &end) || end)
+			continue;
+		dwarf_lineno(l, &r.line);
+		dwarf_linecol(l, &r.col);
+		r.file = dwarf_linesrc(l, NULL, NULL);
+		if (n && out[n - 1].addr == r.addr) {
+			out[n - 1] = r;
+			continue;
+		}
+		if (n && same_key(&out[n - 1], &r))
+			continue;
+		if (n == max)
+			return -1;
+		out[n++] = r;
+	}
+	return n;
+}
+
+static int cmp_row_addr(const void *a, const void *b)
+{
+	const struct row_key *x = a, *y = b;
+
+	return x->addr < y->addr ? -1 : x->addr > y->addr;
+}
+
+/* Whether rows [a, a+n) and [b, b+n) name the same source positions. */
+static bool same_rows(const struct row_key *a, const struct row_key *b, int n)
+{
+	for (int k = 0; k < n; k++)
+		if (!same_key(&a[k], &b[k]))
+			return false;
+	return true;
+}
+
+/* The copies of an inlined instance's code that one DIE stands for.  A
+ * loop unroller or vectorizer clones the instructions with their source
+ * positions, so LLVM's unrolled copies of an inlined call share the
+ * call's one DW_TAG_inlined_subroutine (its ranges hold them all; its
+ * entry runs once per pass through the loop, not once per call).  In
+ * address order its line rows then come back to the first row's source
+ * position (file, line, column) at each copy.  When every such segment
+ * repeats the first one exactly (at least two positions each: one
+ * statement's instructions interleaved by the scheduler do not), they are
+ * copies: their starts go to starts[] and their number is returned.
+ * When the first position comes back at least twice over at least three
+ * separate ranges but the segments differ (a vector body beside scalar
+ * copies, one instruction standing for several calls), the copies cannot
+ * be told apart: minus their number.  (Twice in one or two ranges is what
+ * a scheduler makes of two expressions of one line, as gcc does with a
+ * call nested in another's arguments.)  0: one copy. */
+static int inline_copies(Dwarf_Die *cu, Dwarf_Die *inl, Dwarf_Addr *starts, int max)
+{
+	struct row_key rows[MAX_COPY_ROWS];
+	Dwarf_Addr base, lo, hi;
+	ptrdiff_t off = 0;
+	int n = 0, nseg = 0, len = -1, seg_at = 0, nranges = 0;
+	bool alike = true;
+
+	while ((off = dwarf_ranges(inl, off, &base, &lo, &hi)) > 0 && n >= 0) {
+		n = rows_in(cu, lo, hi, rows, n, MAX_COPY_ROWS);
+		nranges += hi > lo;
+	}
+	if (n < 2)
+		return 0;
+	qsort(rows, (size_t)n, sizeof(rows[0]), cmp_row_addr);
+	for (int k = 0; k <= n; k++) {
+		if (k > 0 && k < n && !same_key(&rows[k], &rows[0]))
+			continue;
+		if (k) {
+			/* the segment [seg_at, k) ends */
+			if (len < 0)
+				len = k - seg_at;
+			if (k - seg_at != len || len < 2 || !same_rows(&rows[seg_at], rows, len))
+				alike = false;
+		}
+		if (k < n) {
+			if (nseg < max)
+				starts[nseg] = rows[k].addr;
+			else
+				alike = false;
+			nseg++;
+			seg_at = k;
+		}
+	}
+	if (nseg < 2)
+		return 0;
+	if (alike)
+		return nseg;
+	return nseg >= 3 && nranges >= 3 ? -nseg : 0;
+}
+
+struct call_line_count {
+	Dwarf_Off origin;
+	Dwarf_Word file, line;
+	int n;
+	Dwarf_Off first;		/* the first instance found */
+};
+
+static bool same_call(Dwarf_Die *inl, Dwarf_Off origin, Dwarf_Word file, Dwarf_Word line)
+{
+	Dwarf_Attribute a;
+	Dwarf_Die o;
+	Dwarf_Word f, l;
+
+	return dwarf_attr(inl, DW_AT_abstract_origin, &a) && dwarf_formref_die(&a, &o) &&
+	       dwarf_dieoffset(&o) == origin &&
+	       dwarf_attr(inl, DW_AT_call_file, &a) && !dwarf_formudata(&a, &f) && f == file &&
+	       dwarf_attr(inl, DW_AT_call_line, &a) && !dwarf_formudata(&a, &l) && l == line;
+}
+
+/* The instances of one function inlined at one call line under die. */
+static void count_call_line(Dwarf_Die *die, struct call_line_count *c, int depth)
+{
+	Dwarf_Die child;
+
+	if (depth > 64 || dwarf_child(die, &child))
+		return;
+	do {
+		if (dwarf_tag(&child) == DW_TAG_inlined_subroutine &&
+		    same_call(&child, c->origin, c->file, c->line) && !c->n++)
+			c->first = dwarf_dieoffset(&child);
+		if (dwarf_haschildren(&child))
+			count_call_line(&child, c, depth + 1);
+	} while (!dwarf_siblingof(&child, &child));
+}
+
+/* Calls no probe can count: the code of the call line of inlined copy
+ * inl (in w->caller) comes in more copies (an unrolled or vectorized loop:
+ * segments of the line's rows as inline_copies() tells them apart, each
+ * at least two positions long) than there are inlined instances of the
+ * function for that line.  The others compute the function's result with
+ * no instruction of its own (folded into an induction variable, or one
+ * vector instruction for several calls), so no address runs once per
+ * call: said once per call line, on stderr. */
+static void uncounted_calls(struct inl_walk *w, Dwarf_Die *inl, const char *name)
+{
+	struct call_line_count c = { 0 };
+	struct row_key rows[MAX_COPY_ROWS];
+	Dwarf_Files *files;
+	Dwarf_Attribute a;
+	Dwarf_Die o;
+	Dwarf_Addr base, lo, hi;
+	ptrdiff_t off = 0;
+	const char *file;
+	int n = 0, m = 0, k, len = 0;
+
+	if (!w->has_caller || !dwarf_attr(inl, DW_AT_abstract_origin, &a) ||
+	    !dwarf_formref_die(&a, &o) || !dwarf_attr(inl, DW_AT_call_file, &a) ||
+	    dwarf_formudata(&a, &c.file) || !dwarf_attr(inl, DW_AT_call_line, &a) ||
+	    dwarf_formudata(&a, &c.line) || dwarf_getsrcfiles(w->cu, &files, NULL) ||
+	    !(file = dwarf_filesrc(files, c.file, NULL, NULL)))
+		return;
+	c.origin = dwarf_dieoffset(&o);
+	count_call_line(&w->caller, &c, 0);
+	while ((off = dwarf_ranges(&w->caller, off, &base, &lo, &hi)) > 0 && n >= 0)
+		n = rows_in(w->cu, lo, hi, rows, n, MAX_COPY_ROWS);
+	if (n <= 0)
+		return;
+	qsort(rows, (size_t)n, sizeof(rows[0]), cmp_row_addr);
+	/* The call line's rows only, then its copies: each return of the
+	 * first position starts one. */
+	for (k = 0; k < n; k++)
+		if (rows[k].line == (int)c.line && rows[k].file && !strcmp(rows[k].file, file) &&
+		    (!m || !same_key(&rows[m - 1], &rows[k])))
+			rows[m++] = rows[k];
+	for (k = 1, len = 1; k < m && !same_key(&rows[k], &rows[0]); k++)
+		len++;
+	if (len < 2 || m % len)
+		return;
+	for (k = len; k < m; k += len)
+		if (!same_rows(&rows[k], rows, len))
+			return;
+	/* said by the call line's first instance only */
+	if (m / len > c.n && c.first == dwarf_dieoffset(inl))
+		cli_warn("%s: the call at %s:%d has %d copies of its code and %d inlined "
+			 "cop%s of %s (an unrolled or vectorized loop computes the others with no "
+			 "instruction of their own): those calls are not counted", name,
+			 strrchr(file, '/') ? strrchr(file, '/') + 1 : file, (int)c.line, m / len,
+			 c.n, c.n == 1 ? "y" : "ies", name);
+}
+
+/* An inlined copy whose code the compiler cloned into copies the tool
+ * cannot tell apart (inline_copies()): probed at its entry, which runs
+ * once per pass, not per call; said on stderr. */
+static void unlike_copies(struct inl_walk *w, const char *name, Dwarf_Addr pc, int n)
+{
+	const char *caller = w->has_caller ? dwarf_diename(&w->caller) : NULL;
+
+	cli_warn("%s: its inlined copy at 0x%llx%s%s holds copies of its code that are not "
+		 "alike (its first line and column come back %d times over its ranges: an "
+		 "unrolled or vectorized loop, one instruction for several calls): probed at its "
+		 "entry, its calls there are undercounted", name, (unsigned long long)pc,
+		 caller ? " in " : "", caller ? caller : "", n);
+}
 
 /* Every DW_TAG_inlined_subroutine under die whose function matches one
  * of the globs, added to that glob's points. */
@@ -428,17 +657,41 @@ static void walk_inlines(Dwarf_Die *die, struct inl_walk *w, int depth)
 
 		if (tag == DW_TAG_inlined_subroutine && (name = dwarf_diename(&child)) &&
 		    inline_entry(&child, &pc)) {
+			Dwarf_Addr starts[16];
+			int ncopies = -1000;	/* not looked at yet */
+
 			for (int g = 0; g < w->nglobs; g++) {
 				struct point *p;
 
 				if (!function_named(&child, w->globs[g]) || w->n[g] == MAX_POINTS)
 					continue;
-				p = add_point(w->pts[g], &w->n[g], pc, w->cu);
-				if (p)
-					snprintf(p->inlined_of, sizeof(p->inlined_of), "%s", name);
+				if (ncopies == -1000) {
+					ncopies = inline_copies(w->cu, &child, starts, 16);
+					if (ncopies < 0)
+						unlike_copies(w, name, pc, -ncopies);
+					else
+						uncounted_calls(w, &child, name);
+				}
+				/* unrolled copies in one DIE: each copy's start
+				 * instead of the entry, which runs once per pass */
+				for (int c = 0; c < (ncopies > 0 ? ncopies : 1); c++) {
+					p = add_point(w->pts[g], &w->n[g], ncopies > 0 ? starts[c] : pc,
+						      w->cu);
+					if (p)
+						snprintf(p->inlined_of, sizeof(p->inlined_of), "%s",
+							 name);
+				}
 			}
 		}
-		if (tag == DW_TAG_subprogram || tag == DW_TAG_inlined_subroutine ||
+		if (tag == DW_TAG_subprogram) {
+			struct inl_walk in = *w;
+
+			in.caller = child;
+			in.has_caller = true;
+			walk_inlines(&child, &in, depth + 1);
+			continue;
+		}
+		if (tag == DW_TAG_inlined_subroutine ||
 		    tag == DW_TAG_lexical_block || tag == DW_TAG_namespace ||
 		    tag == DW_TAG_class_type || tag == DW_TAG_structure_type)
 			walk_inlines(&child, w, depth + 1);
@@ -455,7 +708,7 @@ static void inline_points(struct dbg *d, const char *const *globs, int nglobs,
 
 	while (!dwarf_nextcu(d->dw, off, &next, &hsize, NULL, NULL, NULL)) {
 		Dwarf_Die cu;
-		struct inl_walk w = { globs, nglobs, &cu, pts, n };
+		struct inl_walk w = { globs, nglobs, &cu, pts, n, { 0 }, false };
 
 		if (dwarf_offdie(d->dw, off + hsize, &cu))
 			walk_inlines(&cu, &w, 0);
