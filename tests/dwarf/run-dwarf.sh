@@ -175,26 +175,36 @@ done
 # Floating-point return values: retval (no :TYPE) of weigh() (double) and
 # ratio() (float) at every return, against gdb's "finish", in the plain
 # return handler and in the one that takes a stack (which reads xmm0 with
-# kprobes_vector_reg()).
+# kprobes_vector_reg()).  One gdb run and two kprobe runs a build.
 for prog in "$OUT"/cli_dwarf-*-O[02]; do
-	for fn in weigh ratio; do
-		timeout 60 gdb -nx -q -batch -ex "break $fn" -ex "run 2" -ex finish -ex c -ex finish \
-			"$prog" </dev/null 2>/dev/null | sed -n 's/^Value returned is \$[0-9]* = //p' \
-			>"$OUT/gdb-ret.txt"
-		for stack in "" --stack; do
-			timeout 60 "$KPROBE" trace $stack --format json -o "$OUT/ret.json" \
-				"$fn%return retval" -- "$prog" 2 >/dev/null 2>"$OUT/err"
-			jq -r '.args.retval | tostring' "$OUT/ret.json" >"$OUT/kp-ret.txt"
-			if [ "$(wc -l <"$OUT/gdb-ret.txt")" -ne 2 ] ||
-			   ! cmp -s "$OUT/gdb-ret.txt" "$OUT/kp-ret.txt"; then
-				echo "FAIL $(basename "$prog") $fn%return retval $stack: gdb" \
-				     "$(tr '\n' ' ' <"$OUT/gdb-ret.txt"), kprobe" \
-				     "$(tr '\n' ' ' <"$OUT/kp-ret.txt") $(cat "$OUT/err")"
-				fail=1
-			else
-				checked=$((checked + 2))
-			fi
+	{
+		for fn in weigh ratio; do
+			echo "break $fn"
+			echo "commands"
+			echo "silent"
+			echo "finish"
+			echo "end"
 		done
+		echo "run 2"
+		echo "continue"
+		echo "continue"
+		echo "continue"
+	} >"$OUT/ret.gdb"
+	timeout 60 gdb -nx -q -batch -x "$OUT/ret.gdb" "$prog" </dev/null 2>/dev/null |
+		sed -n 's/^Value returned is \$[0-9]* = //p' >"$OUT/gdb-ret.txt"
+	for stack in "" --stack; do
+		timeout 60 "$KPROBE" trace $stack --format json -o "$OUT/ret.json" \
+			"weigh%return retval" "ratio%return retval" -- "$prog" 2 >/dev/null 2>"$OUT/err"
+		jq -r '.args.retval | tostring' "$OUT/ret.json" >"$OUT/kp-ret.txt"
+		if [ "$(wc -l <"$OUT/gdb-ret.txt")" -ne 4 ] ||
+		   ! cmp -s "$OUT/gdb-ret.txt" "$OUT/kp-ret.txt"; then
+			echo "FAIL $(basename "$prog") weigh%return, ratio%return retval $stack: gdb" \
+			     "$(tr '\n' ' ' <"$OUT/gdb-ret.txt"), kprobe" \
+			     "$(tr '\n' ' ' <"$OUT/kp-ret.txt") $(cat "$OUT/err")"
+			fail=1
+		else
+			checked=$((checked + 4))
+		fi
 	done
 done
 echo "dwarf-vars: retval of double and float functions as gdb's finish (4 builds, with and without --stack)"
