@@ -1292,6 +1292,8 @@ struct call_site {
 };
 
 #define MAX_CALL_SITES 64
+/* Plan steps left free after the cases of an entry value. */
+#define CASE_RESERVE 8
 
 /* What a call site's callee must be to be a call of the function: its
  * DIE, the DIEs it completes (abstract origin, specification), and its
@@ -1515,9 +1517,20 @@ static bool plan_entry_from_callers(struct dbg *d, Dwarf_Addr pc, Dwarf_Attribut
 		goto none;
 	put_op(x, FETCH_REG, KP_DWARF_PC, 0, 0);
 	put_op(x, FETCH_BINOP, 0, BINOP_SUB, 0);
-	for (int k = 0; k < n && !x->unavailable; k++)
-		if (plan_call_site_value(d, pc, attr, &sites[k], reg, x))
-			found++;
+	/* Room kept for what follows the cases (the rest of the location,
+	 * fields, indexes, a final load): call sites that do not fit are
+	 * left out, their calls then print as optimized out. */
+	for (int k = 0; k < n && !x->unavailable; k++) {
+		uint8_t before = x->a->nops;
+
+		if (!plan_call_site_value(d, pc, attr, &sites[k], reg, x))
+			continue;
+		if (x->a->nops + 1 > SPEC_MAX_OPS - CASE_RESERVE) {
+			x->a->nops = before;
+			break;
+		}
+		found++;
+	}
 	if (found && !x->unavailable && x->a->nops < SPEC_MAX_OPS) {
 		put_op(x, FETCH_JOIN, 0, 0, 0);
 		x->soft_limit = soft;
