@@ -307,6 +307,17 @@ if [ $rc -ne 0 ] || ! grep -q 'a=(fault) b=(fault) c=(fault) d=(fault) e=(fault)
 	fail=1
 fi
 
+# Plans with cases, as entry values from call sites compile: the key
+# picks a case (the first, a later one, then steps after the end), none
+# matching is optimized out, and a case whose load faults too.
+out=$("$KPROBE" trace "cli_dwarf.c:$L1 a=@#7?7#42!:s64 b=@#7?6#1?7#42!:s64 c=@#7?7#42?8#1!+1:s64 d=@#7?6#1?8#2!:s64 e=@#7?7#4096*8!:u64 len" \
+	-o "$OUT/cases.txt" -- "$prog" 1 2>&1)
+rc=$?
+if [ $rc -ne 0 ] || ! grep -q 'a=42 b=42 c=43 d=<optimized out> e=<optimized out> len=5' "$OUT/cases.txt"; then
+	echo "FAIL plans with cases: exit $rc, $out, $(cat "$OUT/cases.txt")"
+	fail=1
+fi
+
 # With the fault signals blocked the agent cannot catch a faulting load:
 # plans (compiled chains and the general form) then read through the
 # kernel, with the same values, and a bad pointer is still a fault.
