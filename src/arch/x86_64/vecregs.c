@@ -64,11 +64,6 @@ KP_EXPORT int kprobes_vector_reg(const struct pt_regs *regs, unsigned int n, voi
 	return 0;
 }
 
-/* kp_call_fpu_saved() under the name that says fn gets the saved image
- * (trampoline.S). */
-int kp_call_fpu_image(int (*fn)(void *, void *, const void *), void *a, void *b);
-extern unsigned int kp_xsave_size;	/* detour.c: xsave is used */
-
 struct noted_call {
 	struct kp_thread *t;
 	int (*fn)(void *, void *);
