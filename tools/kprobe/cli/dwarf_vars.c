@@ -437,17 +437,33 @@ static int rows_in(Dwarf_Die *cu, Dwarf_Addr lo, Dwarf_Addr hi, struct row_key *
 		   int max)
 {
 	Dwarf_Lines *lines;
-	size_t nl;
+	size_t nl, k, first = 0, last;
 
 	if (dwarf_getsrclines(cu, &lines, &nl))
 		return n;
-	for (size_t k = 0; k < nl; k++) {
+	/* libdw keeps the rows sorted by address: the first at lo or
+	 * above by bisection (a unit can have a great many rows). */
+	last = nl;
+	while (first < last) {
+		size_t mid = first + (last - first) / 2;
+		Dwarf_Addr a = 0;
+
+		dwarf_lineaddr(dwarf_onesrcline(lines, mid), &a);
+		if (a < lo)
+			first = mid + 1;
+		else
+			last = mid;
+	}
+	for (k = first; k < nl; k++) {
 		Dwarf_Line *l = dwarf_onesrcline(lines, k);
 		struct row_key r = { 0 };
 		bool end = false;
 
-		if (!l || dwarf_lineaddr(l, &r.addr) || r.addr < lo || r.addr >= hi ||
-		    dwarf_lineendsequence(l, &end) || end)
+		if (!l || dwarf_lineaddr(l, &r.addr))
+			continue;
+		if (r.addr >= hi)
+			break;
+		if (r.addr < lo || dwarf_lineendsequence(l, &end) || end)
 			continue;
 		dwarf_lineno(l, &r.line);
 		dwarf_linecol(l, &r.col);
@@ -491,6 +507,9 @@ static bool same_rows(const struct row_key *a, const struct row_key *b, int n)
  * repeats the first one exactly (at least two positions each: one
  * statement's instructions interleaved by the scheduler do not), they are
  * copies: their starts go to starts[] and their number is returned.
+ * (gcc's copies of a path, tail duplication, show the same: each copy
+ * runs once per call that takes its path, where the entry alone missed
+ * the other paths' calls.)
  * When the first position comes back at least twice over at least three
  * separate ranges but the segments differ (a vector body beside scalar
  * copies, one instruction standing for several calls), the copies cannot
@@ -623,7 +642,7 @@ static void uncounted_calls(struct inl_walk *w, Dwarf_Die *inl, const char *name
 	if (m / len > c.n && c.first == dwarf_dieoffset(inl))
 		cli_warn("%s: the call at %s:%d has %d copies of its code and %d inlined "
 			 "cop%s of %s (an unrolled or vectorized loop computes the others with no "
-			 "instruction of their own): those calls are not counted", name,
+			 "instruction of their own): their calls are not counted", name,
 			 strrchr(file, '/') ? strrchr(file, '/') + 1 : file, (int)c.line, m / len,
 			 c.n, c.n == 1 ? "y" : "ies", name);
 }
@@ -636,9 +655,9 @@ static void unlike_copies(struct inl_walk *w, const char *name, Dwarf_Addr pc, i
 	const char *caller = w->has_caller ? dwarf_diename(&w->caller) : NULL;
 
 	cli_warn("%s: its inlined copy at 0x%llx%s%s holds copies of its code that are not "
-		 "alike (its first line and column come back %d times over its ranges: an "
-		 "unrolled or vectorized loop, one instruction for several calls): probed at its "
-		 "entry, its calls there are undercounted", name, (unsigned long long)pc,
+		 "alike (its first line and column come back %d times over its ranges: code the "
+		 "compiler duplicated, an unrolled or vectorized loop or a copied path): probed "
+		 "at its entry, its calls there may be undercounted", name, (unsigned long long)pc,
 		 caller ? " in " : "", caller ? caller : "", n);
 }
 
