@@ -188,6 +188,35 @@ unsigned long kretprobe_find_ret_addr(unsigned long addr, unsigned long slot);
  * -EINVAL (bad arguments), -EAGAIN (no per-thread record left). */
 int kprobes_stack(const struct pt_regs *regs, unsigned long *ips, int max);
 
+/* A memory of the last stack captured, which makes the next capture of a
+ * stack that shares its outer frames cheaper: kprobes_stack_memo() walks
+ * from the tables only until it meets a remembered frame, then checks the
+ * words the remembered frames' unwinding read (one load each) instead of
+ * unwinding them.  The result is always kprobes_stack()'s.  The caller
+ * provides KPROBES_STACK_MEMO_SIZE(max) bytes, 8-byte aligned, prepared
+ * by kprobes_stack_memo_init() (off the hit path), and uses a memo from
+ * one thread at a time (one per thread, typically). */
+struct kprobes_stack_memo;
+#define KPROBES_STACK_MEMO_SIZE(max)	(32 + 128 * (size_t)(max))
+#define KPROBES_STACK_MEMO_MAX		1024	/* frames a memo remembers at most */
+
+/* Prepares size bytes at memo; returns the frames it can remember (what
+ * the size allows, at most KPROBES_STACK_MEMO_MAX), or -EINVAL (NULL,
+ * misaligned, smaller than KPROBES_STACK_MEMO_SIZE(1)). */
+int kprobes_stack_memo_init(struct kprobes_stack_memo *memo, size_t size);
+
+/* kprobes_stack() with a memo: the same frames, the same returns, and
+ * async-signal-safe likewise.  *kept (kept may be NULL) says how this
+ * stack relates to the last one the memo remembered: k >= 0, its
+ * outermost k frames are that stack's outermost k frames, and this stack
+ * is remembered now; -1, it was captured without the memo (max larger
+ * than the memo remembers, an error, or the memo in use: a signal handler
+ * interrupting a call with the same memo, or a call left by longjmp,
+ * after which the memo stays unused until kprobes_stack_memo_init()),
+ * which still remembers the one before. */
+int kprobes_stack_memo(struct kprobes_stack_memo *memo, const struct pt_regs *regs,
+		       unsigned long *ips, int max, int *kept);
+
 /* ---- The probed code's vector registers ---- */
 
 /* Copies the low len bytes (1..16) of vector register n (xmm0..xmm15 on

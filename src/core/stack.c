@@ -70,6 +70,7 @@ struct rule_slot {
 /* What the hit path reads: objects sorted by lo, and their rules cache. */
 struct stack_set {
 	struct rule_slot *cache;
+	uint64_t gen;		/* never the same for two sets: memos name a set by it */
 	size_t n;
 	struct stack_obj *obj[];
 };
@@ -85,6 +86,7 @@ static struct stack_set *current;
 static pthread_mutex_t stack_lock = PTHREAD_MUTEX_INITIALIZER;
 static unsigned long long built_gen;
 static bool built;
+static uint64_t last_set_gen;
 
 /* ---- building (off the hit path) ---- */
 
@@ -229,6 +231,7 @@ int kp_stack_tables_update(void)
 	err = b.set ? 0 : -ENOMEM;
 	if (!err) {
 		b.set->n = 0;
+		b.set->gen = ++last_set_gen;
 		b.set->cache = calloc(RULE_CACHE_SLOTS, sizeof(*b.set->cache));
 		err = b.set->cache ? ksec_foreach_object(add_object, &b) : -ENOMEM;
 	}
@@ -460,23 +463,63 @@ static bool fp_plausible(const struct frame *f)
 	return f->bp >= f->sp && !(f->bp & (WORD - 1)) && f->bp - f->sp < (1UL << 30);
 }
 
+/*
+ * What one step of the walk did, for a memo (kprobes_stack_memo()): the
+ * frame's registers and the words it read.  The step is a function of
+ * them and of the set of tables alone, so when the registers are the same
+ * and the words still read the same, the step gives the same caller.
+ */
+struct memo_frame {
+	uintptr_t ip, sp, bp;		/* the frame's registers (ip mapped, if exact) */
+	uintptr_t ra_at, ra;		/* the return address's slot, and what it held */
+	uintptr_t bp_at, bpv;		/* the caller's bp's slot (0: none), what it held */
+	uint32_t flags;			/* MF_* */
+	uint32_t pad;
+};
+
+#define MF_EXACT	1u	/* the frame's ip is exact (frame.exact) */
+#define MF_FAST		2u	/* the step read ra_at (and bp_at) and nothing else */
+#define MF_END		4u	/* the walk ended here, by the rule or the registers */
+#define MF_USES_BP	8u	/* the step used the frame's bp (CFA or end) */
+#define MF_BP_SAME	16u	/* the caller's bp is the frame's own */
+#define MF_DEP		32u	/* the walk from this frame on depends on its bp */
+/* Neither MF_FAST nor MF_END: the step read more (a signal frame, the
+ * link register), or faulted, or mapped a return address: it is taken
+ * again, from the tables. */
+
+static inline __attribute__((always_inline)) void memo_state(struct memo_frame *rec,
+							     const struct frame *f)
+{
+	rec->ip = f->ip;
+	rec->sp = f->sp;
+	rec->bp = f->bp;
+	rec->flags = f->exact ? MF_EXACT : 0;
+}
+
 /* One frame up; false at the outermost frame or where the stack makes
- * no sense. */
+ * no sense.  rec, when not NULL, gets what the step did. */
 static inline __attribute__((always_inline)) bool
 unwind_one(const struct stack_set *set, const struct stack_obj **last, struct kp_thread *t,
-	   struct frame *f, bool cached)
+	   struct frame *f, bool cached, struct memo_frame *rec)
 {
-	uintptr_t pc = f->exact ? f->ip : f->ip - 1, cfa, ra, bp, ra_at, bp_at = 0;
+	uintptr_t pc = f->exact ? f->ip : f->ip - 1, cfa, ra, raw, bp, ra_at, bp_at = 0;
 	rule_t r = rule_at(set, last, pc, cached);
 	int bp8 = rule_bp8(r);
+	bool bp_fault;
 
+	if (rec)
+		memo_state(rec, f);
 	switch (rule_kind(r)) {
 	case CFI_END:
+		if (rec)
+			rec->flags |= MF_END;
 		return false;
 	case CFI_SIGNAL:
 		return unwind_signal(f);
 	case CFI_SP:
 	case CFI_BP:
+		if (rec && rule_kind(r) == CFI_BP)
+			rec->flags |= MF_USES_BP;
 		cfa = (rule_kind(r) == CFI_SP ? f->sp : f->bp) + rule_cfa_off(r);
 		ra_at = cfa - WORD * rule_ra8(r);
 		if (bp8 != CFI_BP_SAME && bp8 != CFI_BP_LOST)
@@ -497,26 +540,46 @@ unwind_one(const struct stack_set *set, const struct stack_obj **last, struct kp
 		f->exact = false;
 		return true;
 	default:
-		if (!fp_plausible(f))
+		if (rec)
+			rec->flags |= MF_USES_BP;
+		if (!fp_plausible(f)) {
+			if (rec)
+				rec->flags |= MF_END;
 			return false;
+		}
 		cfa = f->bp + ARCH_FP_CFA_OFFSET;
 		ra_at = arch_return_slot_of_cfa(cfa);
 		bp_at = cfa + ARCH_FP_SAVED_AT;
 		bp8 = 0;
 		break;
 	}
-	if (cfa <= f->sp || (cfa & (WORD - 1)))
+	if (cfa <= f->sp || (cfa & (WORD - 1))) {
+		if (rec)
+			rec->flags |= MF_END;
 		return false;
+	}
 	if (kp_load_nofault(ra_at, &ra) || !ra)
 		return false;
+	bp_fault = false;
 	if (bp8 == CFI_BP_SAME)
 		bp = f->bp;
-	else if (!bp_at || kp_load_nofault(bp_at, &bp))
+	else if (!bp_at || (bp_fault = kp_load_nofault(bp_at, &bp)))
 		bp = 0;
 	/* a return-probed frame returns to its instance's stub; the
 	 * instance knows the frame by its slot */
+	raw = ra;
 	if (t->ri_top)
 		ra = kretprobe_find_ret_addr(ra, arch_return_slot_of_cfa(cfa));
+	if (rec) {
+		rec->ra_at = ra_at;
+		rec->ra = raw;
+		rec->bp_at = bp8 == CFI_BP_SAME ? 0 : bp_at;
+		rec->bpv = bp;
+		if (bp8 == CFI_BP_SAME)
+			rec->flags |= MF_BP_SAME;
+		if (!bp_fault && ra == raw)
+			rec->flags |= MF_FAST;
+	}
 	f->ip = ra;
 	f->sp = cfa;
 	f->bp = bp;
@@ -548,7 +611,7 @@ unwind(const struct stack_set *set, struct kp_thread *t, const struct pt_regs *r
 			if (arch_unwind_map_ip(&at))
 				ips[n - 1] = f.ip = at;
 		}
-		if (!unwind_one(set, &last, t, &f, cached))
+		if (!unwind_one(set, &last, t, &f, cached, NULL))
 			break;
 		ips[n++] = f.ip;
 	}
@@ -582,6 +645,244 @@ KP_EXPORT int kprobes_stack(const struct pt_regs *regs, unsigned long *ips, int 
 int kp_stack_uncached(const struct pt_regs *regs, unsigned long *ips, int max)
 {
 	return stack_of(regs, ips, max, false);
+}
+
+/* ---- remembered stacks: kprobes_stack_memo() ----
+ *
+ * The walk is a function of the first frame's registers, the words it
+ * reads and the set of tables.  A memo keeps, for each frame of the last
+ * stack, its registers and the words its step read; a new walk goes on
+ * from the tables only until it reaches a frame whose registers are a
+ * remembered frame's, then checks the words the remembered steps read
+ * (independent loads, no rule looked up) and takes the remembered callers
+ * as long as they hold, going back to the tables at the first that does
+ * not.  A frame's bp need match only where the walk from it uses bp
+ * (MF_DEP): without frame pointers, bp is just one more register. */
+struct kprobes_stack_memo {
+	uint32_t cap;		/* frames in f[], and in the scratch after it */
+	uint32_t busy;		/* a call is using it (this thread's: a signal) */
+	uint64_t gen;		/* the set of tables f[] was unwound with */
+	uint32_t n;		/* frames in f[] (the last stack it returned), f[0] the outermost */
+	uint32_t pad;
+	uint64_t reserved;
+	struct memo_frame f[];
+};
+
+_Static_assert(sizeof(struct kprobes_stack_memo) == 32 && sizeof(struct memo_frame) == 64,
+	       "KPROBES_STACK_MEMO_SIZE() (kprobes.h) follows the memo's layout");
+
+/* Field by field, where a structure assignment could become a vector
+ * move or a call to memcpy. */
+static inline __attribute__((always_inline)) void memo_copy(struct memo_frame *d,
+							    const struct memo_frame *s)
+{
+	d->ip = s->ip;
+	d->sp = s->sp;
+	d->bp = s->bp;
+	d->ra_at = s->ra_at;
+	d->ra = s->ra;
+	d->bp_at = s->bp_at;
+	d->bpv = s->bpv;
+	d->flags = s->flags;
+}
+
+/* Whether the walk at f may go on as the remembered frame m did. */
+static inline __attribute__((always_inline)) bool memo_joins(const struct memo_frame *m,
+							     const struct frame *f)
+{
+	return m->sp == f->sp && m->ip == f->ip && !(m->flags & MF_EXACT) == !f->exact &&
+	       (!(m->flags & MF_DEP) || m->bp == f->bp);
+}
+
+/* MF_DEP of f[from..n), from the outermost in: a frame's walk depends on
+ * its bp where its step uses it, where its step is taken again from the
+ * tables, or where it hands it on to a caller that depends on it. */
+static void memo_deps(struct memo_frame *mf, uint32_t from, uint32_t n)
+{
+	bool dep = from && (mf[from - 1].flags & MF_DEP);
+
+	for (uint32_t i = from; i < n; i++) {
+		uint32_t fl = mf[i].flags & ~MF_DEP;
+
+		if (fl & MF_END)
+			dep = fl & MF_USES_BP;
+		else if (!(fl & MF_FAST) || !i)
+			dep = true;
+		else
+			dep = (fl & MF_USES_BP) || ((fl & MF_BP_SAME) && dep);
+		mf[i].flags = fl | (dep ? MF_DEP : 0);
+	}
+}
+
+/* The memo after a walk that did not follow it to the end: the n frames
+ * the walk recorded in the scratch, innermost first. */
+static void memo_take_walk(struct kprobes_stack_memo *m, const struct memo_frame *sc, int n)
+{
+	for (int i = 0; i < n; i++)
+		memo_copy(&m->f[i], &sc[n - 1 - i]);
+	m->n = (uint32_t)n;
+	memo_deps(m->f, 0, m->n);
+}
+
+/* The memo after a walk that joined it at f[p] and followed it to f[q]:
+ * f[q..p] stay (moved to the front), the walk's j frames before the join
+ * go in front of them. */
+static void memo_take_joined(struct kprobes_stack_memo *m, const struct memo_frame *sc, int j,
+			     int p, int q)
+{
+	int keep = p - q + 1;
+
+	for (int i = 0; q && i < keep; i++)
+		memo_copy(&m->f[i], &m->f[q + i]);
+	for (int i = 0; i < j; i++)
+		memo_copy(&m->f[keep + i], &sc[j - 1 - i]);
+	m->n = (uint32_t)(keep + j);
+	memo_deps(m->f, q ? 0 : (uint32_t)keep, m->n);
+}
+
+static int unwind_memo(const struct stack_set *set, struct kp_thread *t,
+		       const struct pt_regs *regs, unsigned long *ips, int max,
+		       struct kprobes_stack_memo *m, int *kept)
+{
+	struct memo_frame *mf = m->f, *sc = m->f + m->cap;
+	uintptr_t ip = instruction_pointer(regs), w, bp;
+	struct frame f = { ip, user_stack_pointer(regs), arch_frame_pointer(regs),
+			   arch_link_register(regs), true };
+	const struct stack_obj *last = NULL;
+	bool ended = false;
+	int n = 0, p = -1, q, j;
+
+	/* a memo of another set of tables, or return-probed frames on the
+	 * stack (their return addresses are mapped): the tables only */
+	if (set && m->gen == set->gen && !t->ri_top)
+		p = (int)(m->n < m->cap ? m->n : m->cap) - 1;
+	m->gen = set ? set->gen : 0;
+	if (ARCH_BREAKPOINT_LEN && ip && kp_probepoint_lookup(ip - ARCH_BREAKPOINT_LEN))
+		f.exact = false;
+	ips[n++] = ip;
+	while (n < max) {
+		if (f.exact) {
+			uintptr_t at = f.ip;
+
+			if (arch_unwind_map_ip(&at))
+				ips[n - 1] = f.ip = at;
+		}
+		if (p >= 0) {
+			/* frames further out are further up the stack */
+			while (p >= 0 && mf[p].sp < f.sp)
+				p--;
+			if (p >= 0 && memo_joins(&mf[p], &f))
+				goto joined;
+		}
+step:
+		if (!unwind_one(set, &last, t, &f, true, &sc[n - 1])) {
+			ended = true;
+			break;
+		}
+		ips[n++] = f.ip;
+	}
+	if (!ended)
+		memo_state(&sc[n - 1], &f);	/* not stepped: taken again */
+	memo_take_walk(m, sc, n);
+	*kept = 0;
+	return n;
+
+joined:
+	/* ips[n - 1] is mf[p]: check the words each remembered step read.
+	 * bp follows the walk (a remembered frame's may differ where the
+	 * remembered walk did not use it, and a walk taken again might). */
+	j = n - 1;
+	bp = f.bp;
+	for (q = p;; q--) {
+		const struct memo_frame *c = &mf[q];
+
+		if (n == max || (c->flags & MF_END)) {
+			/* the stack ends (or is cut) at mf[q]: it shares
+			 * mf[p..0] with the last one when q is 0 */
+			memo_take_joined(m, sc, j, p, q);
+			*kept = q ? 0 : p + 1;
+			return n;
+		}
+		if (!(c->flags & MF_FAST) || !q || kp_load_nofault(c->ra_at, &w) || w != c->ra ||
+		    (c->bp_at && (kp_load_nofault(c->bp_at, &w) || w != c->bpv)))
+			break;
+		ips[n++] = c->ra;
+		if (!(c->flags & MF_BP_SAME))
+			bp = c->bpv;
+	}
+	/* mf[q]'s step must be taken from the tables: the walk so far into
+	 * the scratch, and on from mf[q]'s registers */
+	for (int r = p; r >= q; r--)
+		memo_copy(&sc[j + p - r], &mf[r]);
+	if (q != p) {
+		f.ip = mf[q].ip;
+		f.sp = mf[q].sp;
+		f.bp = bp;
+		f.lr = 0;
+		f.exact = mf[q].flags & MF_EXACT;
+	}
+	p = -1;
+	goto step;
+}
+
+/* As kprobes_stack(), with the memo when this call is the only one using
+ * it; *kept as kprobes.h says. */
+static int stack_memo(struct kprobes_stack_memo *m, const struct pt_regs *regs,
+		      unsigned long *ips, int max, int *kept)
+{
+	const struct stack_set *set;
+	struct kp_thread *t;
+	int n;
+
+	*kept = -1;
+	if (!m || !regs || !ips || max < 0)
+		return -EINVAL;
+	if (!max)
+		return 0;
+	t = kp_thread_current();
+	if (!t)
+		return -EAGAIN;
+	kp_read_enter(t);
+	set = __atomic_load_n(&current, __ATOMIC_ACQUIRE);
+	/* A signal handler interrupting a call with this memo (or a call
+	 * left by longjmp) finds it busy: the walk without it. */
+	if (m->busy || (unsigned int)max > m->cap) {
+		n = unwind(set, t, regs, ips, max, true);
+	} else {
+		__atomic_store_n(&m->busy, 1, __ATOMIC_RELAXED);
+		__atomic_signal_fence(__ATOMIC_SEQ_CST);
+		n = unwind_memo(set, t, regs, ips, max, m, kept);
+		__atomic_signal_fence(__ATOMIC_SEQ_CST);
+		__atomic_store_n(&m->busy, 0, __ATOMIC_RELAXED);
+	}
+	kp_read_exit(t);
+	return n;
+}
+
+KP_EXPORT int kprobes_stack_memo(struct kprobes_stack_memo *memo, const struct pt_regs *regs,
+				 unsigned long *ips, int max, int *kept)
+{
+	int dummy;
+
+	return stack_memo(memo, regs, ips, max, kept ? kept : &dummy);
+}
+
+KP_EXPORT int kprobes_stack_memo_init(struct kprobes_stack_memo *memo, size_t size)
+{
+	size_t cap;
+
+	if (!memo || ((uintptr_t)memo & 7) || size < KPROBES_STACK_MEMO_SIZE(1))
+		return -EINVAL;
+	cap = (size - sizeof(*memo)) / (2 * sizeof(memo->f[0]));
+	if (cap > KPROBES_STACK_MEMO_MAX)
+		cap = KPROBES_STACK_MEMO_MAX;
+	memo->cap = (uint32_t)cap;
+	memo->busy = 0;
+	memo->gen = 0;
+	memo->n = 0;
+	memo->pad = 0;
+	memo->reserved = 0;
+	return (int)cap;
 }
 
 #pragma GCC pop_options
