@@ -472,10 +472,13 @@ static bool fp_plausible(const struct frame *f)
 struct memo_frame {
 	uintptr_t ip, sp, bp;		/* the frame's registers (ip mapped, if exact) */
 	uintptr_t ra_at, ra;		/* the return address's slot, and what it held */
-	uintptr_t bp_at, bpv;		/* the caller's bp's slot (0: none), what it held */
+	uintptr_t bp_at, bpv;		/* the caller's bp's slot (memo_no_slot: none), what it held */
 	uint32_t flags;			/* MF_* */
 	uint32_t pad;
 };
+
+/* What a step with no slot for the caller's bp reads for it. */
+static const uintptr_t memo_no_slot;
 
 #define MF_EXACT	1u	/* the frame's ip is exact (frame.exact) */
 #define MF_FAST		2u	/* the step read ra_at (and bp_at) and nothing else */
@@ -573,8 +576,15 @@ unwind_one(const struct stack_set *set, const struct stack_obj **last, struct kp
 	if (rec) {
 		rec->ra_at = ra_at;
 		rec->ra = raw;
-		rec->bp_at = bp8 == CFI_BP_SAME ? 0 : bp_at;
-		rec->bpv = bp;
+		/* no slot: a word that reads 0, so that following the memo
+		 * loads and compares two words per frame without a branch */
+		if (bp8 == CFI_BP_SAME || !bp_at) {
+			rec->bp_at = (uintptr_t)&memo_no_slot;
+			rec->bpv = 0;
+		} else {
+			rec->bp_at = bp_at;
+			rec->bpv = bp;
+		}
 		if (bp8 == CFI_BP_SAME)
 			rec->flags |= MF_BP_SAME;
 		if (!bp_fault && ra == raw)
@@ -740,12 +750,21 @@ static void memo_take_joined(struct kprobes_stack_memo *m, const struct memo_fra
 	memo_deps(m->f, q ? 0 : (uint32_t)keep, m->n);
 }
 
+/* The walk leaves the memo after following f[p..q] from its frame j: those
+ * frames into the scratch after the walk's own. */
+static inline __attribute__((always_inline)) void
+memo_leave(struct memo_frame *sc, const struct memo_frame *mf, int j, int p, int q)
+{
+	for (int r = p; r >= q; r--)
+		memo_copy(&sc[j + p - r], &mf[r]);
+}
+
 static int unwind_memo(const struct stack_set *set, struct kp_thread *t,
 		       const struct pt_regs *regs, unsigned long *ips, int max,
 		       struct kprobes_stack_memo *m, int *kept)
 {
 	struct memo_frame *mf = m->f, *sc = m->f + m->cap;
-	uintptr_t ip = instruction_pointer(regs), w, bp;
+	uintptr_t ip = instruction_pointer(regs), bp;
 	struct frame f = { ip, user_stack_pointer(regs), arch_frame_pointer(regs),
 			   arch_link_register(regs), true };
 	const struct stack_obj *last = NULL;
@@ -760,6 +779,7 @@ static int unwind_memo(const struct stack_set *set, struct kp_thread *t,
 	if (ARCH_BREAKPOINT_LEN && ip && kp_probepoint_lookup(ip - ARCH_BREAKPOINT_LEN))
 		f.exact = false;
 	ips[n++] = ip;
+walk:
 	while (n < max) {
 		if (f.exact) {
 			uintptr_t at = f.ip;
@@ -795,6 +815,7 @@ joined:
 	bp = f.bp;
 	for (q = p;; q--) {
 		const struct memo_frame *c = &mf[q];
+		uintptr_t ra, cbp, nbp;
 
 		if (n == max || (c->flags & MF_END)) {
 			/* the stack ends (or is cut) at mf[q]: it shares
@@ -803,17 +824,34 @@ joined:
 			*kept = q ? 0 : p + 1;
 			return n;
 		}
-		if (!(c->flags & MF_FAST) || !q || kp_load_nofault(c->ra_at, &w) || w != c->ra ||
-		    (c->bp_at && (kp_load_nofault(c->bp_at, &w) || w != c->bpv)))
+		if (!(c->flags & MF_FAST) || !q ||
+		    (kp_load_nofault(c->ra_at, &ra) | kp_load_nofault(c->bp_at, &cbp)) || !ra)
 			break;
-		ips[n++] = c->ra;
-		if (!(c->flags & MF_BP_SAME))
-			bp = c->bpv;
+		ips[n++] = ra;
+		nbp = c->flags & MF_BP_SAME ? bp : cbp;
+		if ((ra ^ c->ra) | (cbp ^ c->bpv)) {
+			/* The same registers, so the same rule and the same
+			 * words, but they hold another caller than the memo's
+			 * (a call from another place): its frame is
+			 * mf[q - 1]'s stack pointer with these, and the walk
+			 * goes on from it, to join the memo again further out. */
+			memo_leave(sc, mf, j, p, q);
+			sc[j + p - q].ra = ra;
+			sc[j + p - q].bpv = cbp;
+			f.ip = ra;
+			f.sp = mf[q - 1].sp;
+			f.bp = nbp;
+			f.lr = 0;
+			f.exact = false;
+			p = q - 1;
+			goto walk;
+		}
+		bp = nbp;
 	}
 	/* mf[q]'s step must be taken from the tables: the walk so far into
-	 * the scratch, and on from mf[q]'s registers */
-	for (int r = p; r >= q; r--)
-		memo_copy(&sc[j + p - r], &mf[r]);
+	 * the scratch, and on from mf[q]'s registers, to join the memo again
+	 * further out */
+	memo_leave(sc, mf, j, p, q);
 	if (q != p) {
 		f.ip = mf[q].ip;
 		f.sp = mf[q].sp;
@@ -821,7 +859,7 @@ joined:
 		f.lr = 0;
 		f.exact = mf[q].flags & MF_EXACT;
 	}
-	p = -1;
+	p = q - 1;
 	goto step;
 }
 
