@@ -80,6 +80,8 @@ struct agent_session {
 	struct agent_deferred *deferred;
 	int ndeferred;
 	struct agent_watch *watch;	/* a watch session's watchpoint */
+	char *stack_threads;		/* count --stacks: each ring's memo (agent_stacks.c) */
+	size_t stack_threads_bytes;
 };
 
 /* The session lock: the control thread and the dlopen hook both change the
@@ -174,6 +176,17 @@ agent_stack_capture(const struct agent_session *s, const struct pt_regs *regs, u
 }
 
 bool agent_stack_count(struct agent_session *s, uint32_t desc, const uint64_t *ips, int n);
+/* Captures the hit's stack (its first frame at, when not 0: a breakpoint's
+ * pt_regs are past the probed address) and counts it as
+ * agent_stack_count() does, with the ring's memo when the thread has a
+ * ring (ring >= 0).  agent_stacks_start() gives a count session with
+ * stacks its rings' memos (none when it cannot: the stacks are then
+ * captured without), agent_stacks_free() takes them back once no handler
+ * runs. */
+bool agent_stack_count_hit(struct agent_session *s, int ring, uint32_t desc,
+			   const struct pt_regs *regs, uint64_t at);
+void agent_stacks_start(struct agent_session *s);
+void agent_stacks_free(struct agent_session *s);
 
 /* agent_module.c: `kprobe load`: dlopens the session's module and calls
  * its init (0, or a negative errno with err set), and its exit once. */

@@ -886,13 +886,10 @@ static inline __attribute__((always_inline)) void count_stack(struct agent_sessi
 							     const struct pt_regs *regs,
 							     uint64_t at)
 {
-	uint64_t ips[KPS_STACK_MAX];
-	int ring = thread_ring(s), n = agent_stack_capture(s, regs, ips);
+	int ring = thread_ring(s);
 
-	if (n && at)
-		ips[0] = at;
 	counter_add(s, ring, desc);
-	if (!agent_stack_count(s, desc, ips, n))
+	if (!agent_stack_count_hit(s, ring, desc, regs, at))
 		count_lost(s, ring);
 }
 

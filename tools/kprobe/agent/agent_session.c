@@ -140,6 +140,7 @@ static void setup_clock(struct agent_session *s)
 static void session_free(struct agent_session *s)
 {
 	agent_prog_free(s);
+	agent_stacks_free(s);
 	for (int i = 0; i < s->nprobes; i++)
 		free(s->probes[i]);
 	free(s->probes);
@@ -259,6 +260,8 @@ int agent_session_start(const char *config, int shm_fd, bool follower, char *err
 		rc = s->cfg.action == ACT_RUN ? agent_prog_start(s, &f) : 0;
 		if (!rc)
 			rc = resolve_all(s, &pts, &f);
+		if (!rc)
+			agent_stacks_start(s);
 		if (!rc)
 			rc = agent_register_first(s, &pts, &f);
 	}

@@ -1,9 +1,73 @@
 /* Stacks on the hit path: capturing a hit's stack with the library's
  * unwinder, and counting hits per distinct stack in the session's table
  * (stack_table.h).  Async-signal-safe: no lock, no allocation, no system
- * call; atomic operations only. */
+ * call; atomic operations only.
+ *
+ * A count session gives each ring (each thread that has one) a memo of
+ * its last stack for kprobes_stack_memo(), which follows it instead of
+ * unwinding the frames the new stack shares with it, and with it the
+ * partial sums of that stack's hash and the entry it was counted in: a
+ * stack that shares the last one's outer frames is hashed from the first
+ * frame that differs, and the same stack again is counted without a
+ * search. */
+#include <sys/mman.h>
+
 #include "agent.h"
 #include "stack_table.h"
+
+/* A ring's memory of its last stack, before the library's memo. */
+struct stack_thread {
+	int32_t n;		/* frames of the memo's last stack; -1: not known */
+	uint32_t desc;		/* where it was hit */
+	uint32_t entry;		/* its entry + 1; 0: none */
+	uint32_t ready;		/* the memo is prepared */
+	uint64_t sums[];	/* sums[d]: the mixes of its frames at distance <= d
+				 * from the outermost (kps_stack_mix) */
+};
+
+static size_t thread_stride(unsigned int depth)
+{
+	size_t head = (sizeof(struct stack_thread) + 8 * (size_t)depth + 63) & ~(size_t)63;
+
+	return head + ((KPROBES_STACK_MEMO_SIZE(depth) + 63) & ~(size_t)63);
+}
+
+static struct stack_thread *thread_at(const struct agent_session *s, int ring)
+{
+	return (struct stack_thread *)(s->stack_threads + (size_t)ring * thread_stride(s->cfg.stack_depth));
+}
+
+static struct kprobes_stack_memo *memo_of(struct stack_thread *st, unsigned int depth)
+{
+	size_t head = (sizeof(struct stack_thread) + 8 * (size_t)depth + 63) & ~(size_t)63;
+
+	return (struct kprobes_stack_memo *)((char *)st + head);
+}
+
+void agent_stacks_start(struct agent_session *s)
+{
+	size_t bytes;
+	void *p;
+
+	if (s->cfg.action != ACT_COUNT || !s->cfg.stack_depth || !s->nrings)
+		return;
+	/* untouched pages cost nothing: a ring's is touched when its thread
+	 * first counts a stack */
+	bytes = (size_t)s->nrings * thread_stride(s->cfg.stack_depth);
+	p = mmap(NULL, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+		 -1, 0);
+	if (p == MAP_FAILED)
+		return;		/* counted without memos */
+	s->stack_threads = p;
+	s->stack_threads_bytes = bytes;
+}
+
+void agent_stacks_free(struct agent_session *s)
+{
+	if (s->stack_threads)
+		munmap(s->stack_threads, s->stack_threads_bytes);
+	s->stack_threads = NULL;
+}
 
 static struct kps_stack_entry *entry_at(const struct agent_session *s, uint32_t id)
 {
@@ -46,18 +110,16 @@ static struct kps_stack_entry *new_entry(struct agent_session *s, uint64_t hash,
 	return e;
 }
 
-bool agent_stack_count(struct agent_session *s, uint32_t desc, const uint64_t *ips, int n)
+/* Counts the stack, whose hash is hash, in its entry (found, or made and
+ * published); the entry's number + 1, or 0 when the table has no room. */
+static uint32_t count_hashed(struct agent_session *s, uint64_t hash, uint32_t desc,
+			     const uint64_t *ips, int n)
 {
 	uint64_t *index = (uint64_t *)(void *)(s->map.ring_data + KPS_STACK_INDEX_OFF);
-	uint64_t hash, tag;
+	uint64_t tag = hash & ~0xffffffffull;
+	uint32_t slot = (uint32_t)hash & (KPS_STACK_SLOTS - 1), id = 0;
 	struct kps_stack_entry *mine = NULL;
-	uint32_t slot, id = 0;
 
-	if (n < 0 || (unsigned int)n > s->cfg.stack_depth)
-		return false;
-	hash = kps_stack_hash(desc, ips, (unsigned int)n);
-	tag = hash & ~0xffffffffull;
-	slot = (uint32_t)hash & (KPS_STACK_SLOTS - 1);
 	for (int k = 0; k < KPS_STACK_PROBES; k++, slot = (slot + 1) & (KPS_STACK_SLOTS - 1)) {
 		uint64_t v = __atomic_load_n(&index[slot], __ATOMIC_ACQUIRE);
 		struct kps_stack_entry *e;
@@ -66,13 +128,13 @@ bool agent_stack_count(struct agent_session *s, uint32_t desc, const uint64_t *i
 			if (!mine)
 				mine = new_entry(s, hash, desc, ips, n, &id);
 			if (!mine)
-				return false;
+				return 0;
 			v = tag | (id + 1ull);
 			/* the entry is complete before the index names it */
 			if (__atomic_compare_exchange_n(&index[slot], &(uint64_t){ 0 }, v, false,
 							__ATOMIC_RELEASE, __ATOMIC_RELAXED)) {
 				__atomic_fetch_add(&mine->count, 1, __ATOMIC_RELEASE);
-				return true;
+				return id + 1;
 			}
 			v = __atomic_load_n(&index[slot], __ATOMIC_ACQUIRE);
 		}
@@ -82,8 +144,75 @@ bool agent_stack_count(struct agent_session *s, uint32_t desc, const uint64_t *i
 		e = entry_at(s, (uint32_t)v - 1);
 		if (same_stack(e, desc, ips, (unsigned int)n)) {
 			__atomic_fetch_add(&e->count, 1, __ATOMIC_RELEASE);
-			return true;
+			return (uint32_t)v;
 		}
 	}
-	return false;
+	return 0;
+}
+
+bool agent_stack_count(struct agent_session *s, uint32_t desc, const uint64_t *ips, int n)
+{
+	if (n < 0 || (unsigned int)n > s->cfg.stack_depth)
+		return false;
+	return count_hashed(s, kps_stack_hash(desc, ips, (unsigned int)n), desc, ips, n) != 0;
+}
+
+/* With the ring's memo: kept outermost frames are the last stack's, so
+ * are their sums; the same stack at the same place is the same entry. */
+static bool count_with_memo(struct agent_session *s, struct stack_thread *st, uint32_t desc,
+			    const struct pt_regs *regs, uint64_t at)
+{
+	unsigned int depth = s->cfg.stack_depth;
+	struct kprobes_stack_memo *memo = memo_of(st, depth);
+	uint64_t ips[KPS_STACK_MAX];
+	int kept = -1, n;
+
+	if (!st->ready) {
+		if (kprobes_stack_memo_init(memo, KPROBES_STACK_MEMO_SIZE(depth)) != (int)depth)
+			return agent_stack_count(s, desc, ips, 0);
+		st->n = -1;
+		st->ready = 1;
+	}
+	n = regs ? kprobes_stack_memo(memo, regs, (unsigned long *)ips, (int)depth, &kept) : 0;
+	if (n <= 0) {
+		/* nothing remembered: the memo's last stack is still its own */
+		return agent_stack_count(s, desc, ips, 0);
+	}
+	if (at)
+		ips[0] = at;
+	if (kept < 0 || st->n < 0) {
+		/* a stack the memo did not remember: its hash from scratch,
+		 * and the sums no longer the memo's last stack's */
+		st->n = kept < 0 ? -1 : 0;
+		kept = 0;
+	} else if (kept == n && n == st->n && desc == st->desc && st->entry) {
+		__atomic_fetch_add(&entry_at(s, st->entry - 1)->count, 1, __ATOMIC_RELEASE);
+		return true;
+	}
+	/* each stack's first frame may be the probe's address instead of the
+	 * one the memo has: its mix is made again */
+	if (kept > 0 && (kept >= n || kept >= st->n))
+		kept = (n < st->n ? n : st->n) - 1;
+	for (int d = kept; d < n; d++)
+		st->sums[d] = (d ? st->sums[d - 1] : 0) + kps_stack_mix(ips[n - 1 - d], (unsigned int)d);
+	st->entry = count_hashed(s, kps_stack_hash_of_sum(st->sums[n - 1], desc, (unsigned int)n),
+				 desc, ips, n);
+	st->desc = desc;
+	if (st->n >= 0)
+		st->n = n;
+	return st->entry != 0;
+}
+
+bool agent_stack_count_hit(struct agent_session *s, int ring, uint32_t desc,
+			   const struct pt_regs *regs, uint64_t at)
+{
+	uint64_t ips[KPS_STACK_MAX];
+	int n;
+
+	if (ring >= 0 && s->stack_threads && (uint32_t)ring < s->nrings)
+		return count_with_memo(s, thread_at(s, ring), desc, regs, at);
+	n = agent_stack_capture(s, regs, ips);
+	if (n && at)
+		ips[0] = at;
+	return agent_stack_count(s, desc, ips, n);
 }

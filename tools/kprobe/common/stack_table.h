@@ -61,22 +61,37 @@ static inline uint32_t kps_stack_max_entries(unsigned int depth)
 	return fit < KPS_STACK_ENTRIES ? (uint32_t)fit : KPS_STACK_ENTRIES;
 }
 
-/* Each frame is mixed on its own, with its position, and the mixes are
- * summed: the multiplications of a stack's frames overlap, where a chain
- * of them (one per frame, each waiting for the last) would cost a stack
- * of ten frames some fifty cycles on the hit path. */
-static inline uint64_t kps_stack_hash(uint32_t desc, const uint64_t *ips, unsigned int n)
+/* Each frame is mixed on its own, with its distance from the outermost
+ * frame, and the mixes are summed: the multiplications of a stack's
+ * frames overlap, where a chain of them (one per frame, each waiting for
+ * the last) would cost a stack of ten frames some fifty cycles on the hit
+ * path; and a thread whose next stack shares the last one's outer frames
+ * keeps their partial sum (agent_stacks.c), counted from the outermost
+ * so that it does not depend on how many frames lie inside them. */
+static inline uint64_t kps_stack_mix(uint64_t ip, unsigned int dist)
 {
-	uint64_t h = 0x9e3779b97f4a7c15ull ^ ((uint64_t)desc << 32 | n);
+	uint64_t x = (ip + dist * 0x9e3779b97f4a7c15ull) * 0xff51afd7ed558ccdull;
 
-	for (unsigned int i = 0; i < n; i++) {
-		uint64_t x = (ips[i] + i * 0x9e3779b97f4a7c15ull) * 0xff51afd7ed558ccdull;
+	return x ^ (x >> 29);
+}
 
-		h += x ^ (x >> 29);
-	}
+/* The hash of a stack of n frames at desc whose mixes sum to sum. */
+static inline uint64_t kps_stack_hash_of_sum(uint64_t sum, uint32_t desc, unsigned int n)
+{
+	uint64_t h = (0x9e3779b97f4a7c15ull ^ ((uint64_t)desc << 32 | n)) + sum;
+
 	h ^= h >> 32;
 	h *= 0xc4ceb9fe1a85ec53ull;
 	return h ^ (h >> 29);
+}
+
+static inline uint64_t kps_stack_hash(uint32_t desc, const uint64_t *ips, unsigned int n)
+{
+	uint64_t sum = 0;
+
+	for (unsigned int i = 0; i < n; i++)
+		sum += kps_stack_mix(ips[i], n - 1 - i);
+	return kps_stack_hash_of_sum(sum, desc, n);
 }
 
 #endif
