@@ -22,6 +22,7 @@ void bench_coverage_preloaded(void);
 
 /* stack_bench.c */
 double bench_stack8(bool fp, const char **note);
+double bench_stack8_memo(const char **note);
 void bench_stack_tables(double *ms, double *libc_ms, double *bytes_per_kib, const char **note);
 
 #endif

@@ -986,6 +986,8 @@ int main(int argc, char **argv)
 	const char *toggle_note = "not selected";
 	double stack8 = NAN, stack8_fp = NAN, tables_ms = NAN, tables_libc_ms = NAN, stack_bytes = NAN;
 	const char *stack8_note = "not selected", *stack8_fp_note = "not selected";
+	double stack8_memo = NAN;
+	const char *stack8_memo_note = "not selected";
 	const char *tables_note = "not selected";
 
 	for (int i = 1; i < argc; i++) {
@@ -1027,6 +1029,10 @@ int main(int argc, char **argv)
 		stack8_fp_note = NULL;
 		stack8_fp = bench_stack8(true, &stack8_fp_note);
 	}
+	if (selected(only, "stack8_memo")) {
+		stack8_memo_note = NULL;
+		stack8_memo = bench_stack8_memo(&stack8_memo_note);
+	}
 	if (selected(only, "stack_tables_ms") || selected(only, "stack_bytes")) {
 		tables_note = NULL;
 		bench_stack_tables(&tables_ms, &tables_libc_ms, &stack_bytes, &tables_note);
@@ -1061,6 +1067,7 @@ int main(int argc, char **argv)
 		{ "jl_toggle_us", toggle_us, toggle_note, false },
 		{ "stack8", stack8, stack8_note, false },
 		{ "stack8_fp", stack8_fp, stack8_fp_note, false },
+		{ "stack8_memo", stack8_memo, stack8_memo_note, false },
 		{ "stack_tables_ms", tables_ms, tables_note, false },
 		{ "stack_tables_libc_ms", tables_libc_ms, tables_note, false },
 		{ "stack_bytes", stack_bytes, tables_note, false },

@@ -5,6 +5,9 @@
  *                    pointers)
  *   stack8_fp        the same through frames that have frame pointers and
  *                    no unwind information
+ *   stack8_memo      stack8 with kprobes_stack_memo(): the same stack again,
+ *                    followed from the memo (a load and a comparison per
+ *                    frame instead of a rule and a chain of loads)
  *   stack_tables_ms  building the unwind tables of libc and libpython
  *   stack_tables_libc_ms  libc's alone
  *   stack_bytes      table bytes per KiB of code they cover
@@ -52,6 +55,7 @@ static int cmp_d(const void *a, const void *b)
 
 static double stack_ns[STACK_ROUNDS];
 static int stack_rounds, stack_depth;
+static struct kprobes_stack_memo *stack_memo;	/* stack8_memo's */
 
 static int time_stack(struct kprobe *p, struct pt_regs *regs)
 {
@@ -62,8 +66,12 @@ static int time_stack(struct kprobe *p, struct pt_regs *regs)
 	if (stack_rounds >= STACK_ROUNDS)
 		return 0;
 	t0 = clock_ns();
-	for (int i = 0; i < STACK_K; i++)
-		n = kprobes_stack(regs, ips, 8);
+	if (stack_memo)
+		for (int i = 0; i < STACK_K; i++)
+			n = kprobes_stack_memo(stack_memo, regs, ips, 8, NULL);
+	else
+		for (int i = 0; i < STACK_K; i++)
+			n = kprobes_stack(regs, ips, 8);
 	stack_ns[stack_rounds++] = (clock_ns() - t0) / STACK_K;
 	stack_depth = n;
 	return 0;
@@ -103,6 +111,25 @@ double bench_stack8(bool fp, const char **note)
 	}
 	qsort(stack_ns, STACK_ROUNDS, sizeof(double), cmp_d);
 	return stack_ns[STACK_ROUNDS / 2];
+}
+
+/* bench_stack8(false) with a memo. */
+double bench_stack8_memo(const char **note)
+{
+	size_t size = KPROBES_STACK_MEMO_SIZE(8);
+	double ns;
+
+	stack_memo = aligned_alloc(64, (size + 63) & ~(size_t)63);
+	if (!stack_memo || kprobes_stack_memo_init(stack_memo, size) != 8) {
+		*note = "no memo";
+		free(stack_memo);
+		stack_memo = NULL;
+		return NAN;
+	}
+	ns = bench_stack8(false, note);
+	free(stack_memo);
+	stack_memo = NULL;
+	return ns;
 }
 
 /* Builds the tables of one file; ms, or NAN. */
