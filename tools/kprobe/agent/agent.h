@@ -82,6 +82,7 @@ struct agent_session {
 	struct agent_watch *watch;	/* a watch session's watchpoint */
 	char *stack_threads;		/* count --stacks: each ring's memo (agent_stacks.c) */
 	size_t stack_threads_bytes;
+	uint32_t stack_entries;		/* entries its table holds (stack_table.h) */
 };
 
 /* The session lock: the control thread and the dlopen hook both change the

@@ -254,14 +254,13 @@ int agent_session_start(const char *config, int shm_fd, bool follower, char *err
 	}
 	s->gen = __atomic_fetch_add(&next_gen, 1, __ATOMIC_RELAXED);
 	setup_clock(s);
+	agent_stacks_start(s);
 	if (s->cfg.watch_len) {
 		rc = agent_watch_start(s, &f);
 	} else {
 		rc = s->cfg.action == ACT_RUN ? agent_prog_start(s, &f) : 0;
 		if (!rc)
 			rc = resolve_all(s, &pts, &f);
-		if (!rc)
-			agent_stacks_start(s);
 		if (!rc)
 			rc = agent_register_first(s, &pts, &f);
 	}

@@ -49,7 +49,11 @@ void agent_stacks_start(struct agent_session *s)
 	size_t bytes;
 	void *p;
 
-	if (s->cfg.action != ACT_COUNT || !s->cfg.stack_depth || !s->nrings)
+	if (s->cfg.action != ACT_COUNT || !s->cfg.stack_depth)
+		return;
+	/* a division: not on the hit path */
+	s->stack_entries = kps_stack_max_entries(s->cfg.stack_depth);
+	if (!s->nrings)
 		return;
 	/* untouched pages cost nothing: a ring's is touched when its thread
 	 * first counts a stack */
@@ -98,7 +102,7 @@ static struct kps_stack_entry *new_entry(struct agent_session *s, uint64_t hash,
 	uint64_t i = __atomic_fetch_add(next, 1, __ATOMIC_RELAXED);
 	struct kps_stack_entry *e;
 
-	if (i >= kps_stack_max_entries(s->cfg.stack_depth))
+	if (i >= s->stack_entries)
 		return NULL;
 	*id = (uint32_t)i;
 	e = entry_at(s, *id);
@@ -139,7 +143,7 @@ static uint32_t count_hashed(struct agent_session *s, uint64_t hash, uint32_t de
 			v = __atomic_load_n(&index[slot], __ATOMIC_ACQUIRE);
 		}
 		if ((v & ~0xffffffffull) != tag ||
-		    (uint32_t)v > kps_stack_max_entries(s->cfg.stack_depth))
+		    (uint32_t)v > s->stack_entries)
 			continue;
 		e = entry_at(s, (uint32_t)v - 1);
 		if (same_stack(e, desc, ips, (unsigned int)n)) {
