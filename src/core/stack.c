@@ -707,7 +707,8 @@ static inline __attribute__((always_inline)) bool memo_joins(const struct memo_f
 /* MF_DEP of f[from..n), from the outermost in: a frame's walk depends on
  * its bp where its step uses it, where its step is taken again from the
  * tables, or where it hands it on to a caller that depends on it. */
-static void memo_deps(struct memo_frame *mf, uint32_t from, uint32_t n)
+static inline __attribute__((always_inline)) void memo_deps(struct memo_frame *mf, uint32_t from,
+							     uint32_t n)
 {
 	bool dep = from && (mf[from - 1].flags & MF_DEP);
 

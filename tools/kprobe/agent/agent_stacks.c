@@ -168,7 +168,7 @@ static bool count_with_memo(struct agent_session *s, struct stack_thread *st, ui
 {
 	unsigned int depth = s->cfg.stack_depth;
 	struct kprobes_stack_memo *memo = memo_of(st, depth);
-	uint64_t ips[KPS_STACK_MAX];
+	uint64_t ips[KPS_STACK_MAX], sum;
 	int kept = -1, n;
 
 	if (!st->ready) {
@@ -197,10 +197,13 @@ static bool count_with_memo(struct agent_session *s, struct stack_thread *st, ui
 	 * one the memo has: its mix is made again */
 	if (kept > 0 && (kept >= n || kept >= st->n))
 		kept = (n < st->n ? n : st->n) - 1;
-	for (int d = kept; d < n; d++)
-		st->sums[d] = (d ? st->sums[d - 1] : 0) + kps_stack_mix(ips[n - 1 - d], (unsigned int)d);
-	st->entry = count_hashed(s, kps_stack_hash_of_sum(st->sums[n - 1], desc, (unsigned int)n),
-				 desc, ips, n);
+	/* the running sum in a register, not read back from the array */
+	sum = kept ? st->sums[kept - 1] : 0;
+	for (int d = kept; d < n; d++) {
+		sum += kps_stack_mix(ips[n - 1 - d], (unsigned int)d);
+		st->sums[d] = sum;
+	}
+	st->entry = count_hashed(s, kps_stack_hash_of_sum(sum, desc, (unsigned int)n), desc, ips, n);
 	st->desc = desc;
 	if (st->n >= 0)
 		st->n = n;
