@@ -81,7 +81,8 @@ A64_SMOKE := $(A64)/tests/test_arm64_smoke
 # (tests/arm64/test_arm64_kprobes.c and test_arm64_kretprobe.c, with their
 # A64 helper functions) and those of tests/ that are architecture-neutral.
 # Left out, and why: test_api, test_kretprobe, test_jprobe, test_signals,
-# test_threads, test_limits, test_stack, test_cxx_*, test_stack_cxx:
+# test_threads, test_limits, test_stack, test_stack_memo, test_cxx_*,
+# test_stack_cxx:
 # x86-64 inline assembly and instruction bytes in their probed functions
 # (their points, on A64 code, are in the two arm64 suites); test_optimize,
 # test_nomem, test_text_poke, test_insn: the x86-64 jump optimizer (an
