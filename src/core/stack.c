@@ -710,17 +710,17 @@ static inline __attribute__((always_inline)) bool memo_joins(const struct memo_f
 static inline __attribute__((always_inline)) void memo_deps(struct memo_frame *mf, uint32_t from,
 							     uint32_t n)
 {
-	bool dep = from && (mf[from - 1].flags & MF_DEP);
+	uint32_t dep = from && (mf[from - 1].flags & MF_DEP);
 
+	/* without a branch per frame (the flags vary from frame to frame):
+	 * an end depends on bp where it used it, a step taken again always,
+	 * a remembered step where it uses bp or hands it on */
 	for (uint32_t i = from; i < n; i++) {
 		uint32_t fl = mf[i].flags & ~MF_DEP;
+		uint32_t uses = !!(fl & MF_USES_BP), same = !!(fl & MF_BP_SAME);
+		uint32_t end = !!(fl & MF_END), fast = !!(fl & MF_FAST) & (i != 0);
 
-		if (fl & MF_END)
-			dep = fl & MF_USES_BP;
-		else if (!(fl & MF_FAST) || !i)
-			dep = true;
-		else
-			dep = (fl & MF_USES_BP) || ((fl & MF_BP_SAME) && dep);
+		dep = uses | ((end ^ 1) & ((fast ^ 1) | (same & dep)));
 		mf[i].flags = fl | (dep ? MF_DEP : 0);
 	}
 }
