@@ -194,15 +194,16 @@ int kprobes_stack(const struct pt_regs *regs, unsigned long *ips, int max);
  * words the remembered frames' unwinding read (one load each) instead of
  * unwinding them.  The result is always kprobes_stack()'s.  The caller
  * provides KPROBES_STACK_MEMO_SIZE(max) bytes, 8-byte aligned, prepared
- * by kprobes_stack_memo_init() (off the hit path), and uses a memo from
- * one thread at a time (one per thread, typically). */
+ * by kprobes_stack_memo_init(), and uses a memo from one thread at a time
+ * (one per thread, typically). */
 struct kprobes_stack_memo;
 #define KPROBES_STACK_MEMO_SIZE(max)	(32 + 128 * (size_t)(max))
 #define KPROBES_STACK_MEMO_MAX		1024	/* frames a memo remembers at most */
 
 /* Prepares size bytes at memo; returns the frames it can remember (what
  * the size allows, at most KPROBES_STACK_MEMO_MAX), or -EINVAL (NULL,
- * misaligned, smaller than KPROBES_STACK_MEMO_SIZE(1)). */
+ * misaligned, smaller than KPROBES_STACK_MEMO_SIZE(1)).  Allocates
+ * nothing: a handler may call it. */
 int kprobes_stack_memo_init(struct kprobes_stack_memo *memo, size_t size);
 
 /* kprobes_stack() with a memo: the same frames, the same returns, and
