@@ -243,7 +243,7 @@ static void random_patterns(bool optimize)
 	unregister_kprobe(&kp);
 	report(&c, optimize ? "optimized" : "breakpoint");
 	cr_assert_gt(c.calls, 4000);
-	cr_expect_gt(c.joined, c.calls / 4, "the memo was joined only %ld times in %ld", c.joined,
+	cr_expect_gt(c.joined, c.calls / 8, "the memo was joined only %ld times in %ld", c.joined,
 		     c.calls);
 	free(c.m);
 }
