@@ -665,9 +665,10 @@ int kp_stack_uncached(const struct pt_regs *regs, unsigned long *ips, int max)
  * from the tables only until it reaches a frame whose registers are a
  * remembered frame's, then checks the words the remembered steps read
  * (independent loads, no rule looked up) and takes the remembered callers
- * as long as they hold, going back to the tables at the first that does
- * not.  A frame's bp need match only where the walk from it uses bp
- * (MF_DEP): without frame pointers, bp is just one more register. */
+ * as long as they hold; where one does not, the walk goes on from the
+ * tables and may join the memo again further out.  A frame's bp need
+ * match only where the walk from it uses bp (MF_DEP): without frame
+ * pointers, bp is just one more register.  docs/design.md section 14. */
 struct kprobes_stack_memo {
 	uint32_t cap;		/* frames in f[], and in the scratch after it */
 	uint32_t busy;		/* a call is using it (this thread's: a signal) */
