@@ -82,6 +82,12 @@ typedef int (*kprobe_fault_handler_t)(struct kprobe *, struct pt_regs *,
 #define KPROBE_FLAG_DISABLED	2	/* probe is temporarily disabled */
 #define KPROBE_FLAG_OPTIMIZED	4	/* probe is jump-optimized */
 #define KPROBE_FLAG_VECTOR_REGS	8	/* handler reads vector registers (set before register) */
+/* The pre-handler reads only the integer argument registers of its
+ * pt_regs (regs_get_kernel_argument() n < 6; on x86-64 di si dx cx r8 r9)
+ * and changes none of it (set before register): a jump-optimized function
+ * entry then hands it those alone, at the cost of an empty probe.  Its
+ * other fields are then undefined. */
+#define KPROBE_FLAG_ARGS_ONLY	16
 
 struct kprobe {
 	/* Where: addr, or symbol_name (+ offset) — never both. */

@@ -45,6 +45,12 @@ struct kp_probepoint {
 	 * that relies on): what that reads instead.  Also in a pair (a
 	 * light kprobe first, in probes): the assembly runs that first. */
 	struct kprobe *rfast;
+	/* The only probe, when it is an enabled kprobe whose pre-handler
+	 * reads nothing of its pt_regs but the argument registers
+	 * (KP_OPT_ARGS): an optimized entry jumps into it with a pt_regs in
+	 * which only the caller-saved registers are the program's (the
+	 * light level it pushed, laid out as in struct pt_regs). */
+	struct kprobe *afast;
 	struct kp_probepoint *hnext;	/* hash chain, read lock-free */
 	struct kp_probepoint *all_next;	/* registry list in registration */
 	struct kp_probepoint *all_prev;	/* order, under the mutex */
@@ -81,6 +87,11 @@ enum kp_opt_state { OPT_NONE, OPT_QUEUED, OPT_PREPARED, OPT_OPTIMIZED };
  * write them (the detours always keep every caller-saved register). */
 #define KP_OPT_SAVE_R8_R11 8
 #define KP_OPT_SAVE_ALL 15
+/* Not a save: with KP_OPT_SAVE_REGS, the handler reads only the argument
+ * registers of its pt_regs (di si dx cx r8 r9) and writes none of it
+ * (KPROBE_FLAG_ARGS_ONLY), so at a function entry a pt_regs whose
+ * caller-saved registers alone are the program's does. */
+#define KP_OPT_ARGS 16
 
 /* A registered probe's KP_OPT_SAVE_* needs, kept in its private words:
  * read by the detours' assembly with the probe itself. */

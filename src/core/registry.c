@@ -277,7 +277,20 @@ static uint8_t probe_needs(const struct kprobe *p, enum kp_type type)
 	/* kprobes_vector_reg() reads the saved vector state. */
 	if (p->flags & KPROBE_FLAG_VECTOR_REGS)
 		need |= KP_OPT_SAVE_ALL & ~KP_OPT_SAVE_R8_R11;
+	/* The caller promises its handler reads only arguments from pt_regs. */
+	if (type == KP_TYPE_KPROBE && (p->flags & KPROBE_FLAG_ARGS_ONLY) && (need & KP_OPT_SAVE_REGS))
+		need |= KP_OPT_ARGS;
 	return need;
+}
+
+/* The probepoint's first probe p, when it is alone there, an enabled
+ * kprobe whose pre-handler needs its argument registers and nothing
+ * else: the args level (KP_OPT_ARGS). */
+static bool args_probe(const struct kprobe *p)
+{
+	return p && !p->__next && p->__type == KP_TYPE_KPROBE &&
+	       !(p->flags & KPROBE_FLAG_DISABLED) && p->pre_handler && !p->post_handler &&
+	       kp_probe_needs(p) == (KP_OPT_SAVE_REGS | KP_OPT_ARGS);
 }
 
 /* Recomputes pp->fast after any change of its probes, their flags or
@@ -298,6 +311,7 @@ static void pp_update_fast(struct kp_probepoint *pp)
 		fast = p->__next;
 	}
 	__atomic_store_n(&pp->fast, fast, __ATOMIC_RELEASE);
+	__atomic_store_n(&pp->afast, args_probe(p) ? p : NULL, __ATOMIC_RELEASE);
 	/* (A pair's kprobe is pp->probes: the assembly runs it first.) */
 	__atomic_store_n(&pp->rfast,
 			 fast && kp_probe_fast_fn(fast) == (void *)kp_kretprobe_entry_fast &&
@@ -345,7 +359,7 @@ static void probe_attach(struct kp_probepoint *pp, struct kprobe *p, enum kp_typ
 	p->__type = type;
 	p->opcode = arch_insn_opcode(&pp->ainsn);
 	p->nmissed = 0;
-	p->flags &= KPROBE_FLAG_DISABLED | KPROBE_FLAG_VECTOR_REGS;
+	p->flags &= KPROBE_FLAG_DISABLED | KPROBE_FLAG_VECTOR_REGS | KPROBE_FLAG_ARGS_ONLY;
 	p->addr = (kprobe_opcode_t *)pp->addr;
 	kp_probe_needs(p) = probe_needs(p, type);
 	kp_probe_fast_fn(p) = probe_fast_fn(p, type);
@@ -353,6 +367,7 @@ static void probe_attach(struct kp_probepoint *pp, struct kprobe *p, enum kp_typ
 	/* No hit may take the old single probe for all of them. */
 	__atomic_store_n(&pp->fast, NULL, __ATOMIC_RELEASE);
 	__atomic_store_n(&pp->rfast, NULL, __ATOMIC_RELEASE);
+	__atomic_store_n(&pp->afast, NULL, __ATOMIC_RELEASE);
 	__atomic_store_n(link, p, __ATOMIC_RELEASE);
 	pp_update_fast(pp);
 }

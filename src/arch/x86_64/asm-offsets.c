@@ -72,6 +72,7 @@ void kp_asm_offsets(void)
 	OFFSET(PP_ADDR, struct kp_probepoint, addr);
 	OFFSET(PP_PROBES, struct kp_probepoint, probes);
 	OFFSET(PP_FAST, struct kp_probepoint, fast);
+	OFFSET(PP_AFAST, struct kp_probepoint, afast);
 	OFFSET(PP_RFAST, struct kp_probepoint, rfast);
 	BLANK();
 

@@ -10,6 +10,14 @@
  *   D+112 the probepoint              (read at R+101)
  *   D+120 the shared save/restore code for this probe's kind
  *
+ * A mid-function detour whose probepoint has a light probe when it is
+ * built has the fast exit at R (MIDX_SKIP bytes, copied from
+ * detour_common.S: its handler returns straight there), then the lea:
+ *
+ *   D+11  the fast exit               (R)
+ *   D+59  lea 128(%rsp),%rsp          (the general path returns here)
+ *   D+67  the copied instructions ...
+ *
  * At a function entry nothing below the stack pointer is live (the call
  * wrote there), so the detour starts with the call (R = D+6).  The handler
  * of the common case returns straight to R, so the end of the read-side
@@ -49,6 +57,11 @@ extern char kp_opt_entry_sse_flags[], kp_opt_entry_avx_flags[], kp_opt_entry_avx
 extern char kp_opt_centry_sse[], kp_opt_centry_avx[], kp_opt_centry_avx512[];
 extern char kp_opt_centry_sse_flags[], kp_opt_centry_avx_flags[], kp_opt_centry_avx512_flags[];
 extern char kp_opt_mid_xsave[], kp_opt_mid_fxsave[];
+extern char kp_opt_midf_xsave[], kp_opt_midf_fxsave[];
+/* The fast exit of a mid-function detour (detour_common.S), MIDX_SKIP
+ * bytes: where the general path returns, past it. */
+extern const uint8_t kp_opt_mid_exit[], kp_opt_mid_exit_end[];
+#define MIDX_SKIP 48
 /* What an entry detour runs after its handlers (ends the section, puts the
  * light level back), without and with the status flags; plain, or
  * continuing (for return probes: detour_common.S). */
@@ -91,12 +104,14 @@ static int vector_width(void)
 	return __builtin_cpu_supports("avx") ? 1 : 0;
 }
 
-static uintptr_t common_for(bool entry, bool flags_dead, bool cont)
+static uintptr_t common_for(bool entry, bool flags_dead, bool cont, bool midf)
 {
 	__builtin_cpu_init();
 	if (entry)
 		return (uintptr_t)entry_common[cont][flags_dead][vector_width()];
 	arch_fpu_init();
+	if (midf)
+		return kp_xsave_size ? (uintptr_t)kp_opt_midf_xsave : (uintptr_t)kp_opt_midf_fxsave;
 	return kp_xsave_size ? (uintptr_t)kp_opt_mid_xsave : (uintptr_t)kp_opt_mid_fxsave;
 }
 
@@ -187,6 +202,18 @@ static bool wants_continuation(const struct kp_probepoint *pp)
 	return false;
 }
 
+/* Does the mid-function fast path serve this probepoint?  Its detour
+ * gets the fast exit.  Decided when the detour is built, and kept: a
+ * probepoint whose probes change later still works either way, the fast
+ * exit's detour then handing over to the general path at some cost. */
+static bool wants_mid_fast(const struct kp_probepoint *pp)
+{
+	const struct kprobe *p = __atomic_load_n(&pp->fast, __ATOMIC_ACQUIRE);
+
+	return p && kp_probe_fast_fn(p) != (void *)kp_kretprobe_entry_fast &&
+	       kp_probe_fast_fn(p) == (void *)p->pre_handler;
+}
+
 static int write_entry_exit(struct xw *w, bool flags_dead, bool cont)
 {
 	const uint8_t *b = flags_dead ? kp_opt_entry_exit : kp_opt_entry_exit_flags;
@@ -218,12 +245,13 @@ static uintptr_t pool_of(uintptr_t d)
 
 /* Unwind information for the detour just written (unwind_detour.c). */
 static void describe(const struct kp_probepoint *pp, uintptr_t d, const uint8_t *code, bool cont,
-		     size_t jmp_off)
+		     bool midf, size_t jmp_off)
 {
 	const struct arch_opt *o = pp->ainsn.opt;
 	struct detour_layout l = {
 		.pool = pool_of(d), .pool_size = EXEC_POOL_SIZE, .unit = DETOUR_SIZE,
 		.d = d, .addr = pp->addr, .entry = o->entry, .cont = cont, .code = code,
+		.mid_fast = midf, .mid_exit_len = MIDX_SKIP,
 		.ret_off = o->entry ? OFF_RET_ENTRY : OFF_RET, .ncopied = o->ncopied,
 		.insn_off = o->insn_off, .insn_orig = o->insn_orig, .orig = o->orig,
 		.jmp_off = (uint8_t)jmp_off,
@@ -234,13 +262,13 @@ static void describe(const struct kp_probepoint *pp, uintptr_t d, const uint8_t 
 		arch_detour_unwind_add(&l);
 }
 
-static int detour_write(struct kp_probepoint *pp, uintptr_t d, bool cont)
+static int detour_write(struct kp_probepoint *pp, uintptr_t d, bool cont, bool midf)
 {
 	struct arch_opt *o = pp->ainsn.opt;
 	uint8_t code[DETOUR_SIZE];
 	size_t jmp_off = 0;
 	int err;
-	uintptr_t common = common_for(o->entry, o->flags_dead, cont);
+	uintptr_t common = common_for(o->entry, o->flags_dead, cont, midf);
 	struct xw w;
 	bool last_ends = false;
 
@@ -255,6 +283,11 @@ static int detour_write(struct kp_probepoint *pp, uintptr_t d, bool cont)
 		xw_call_indirect(&w, d + OFF_COMMON);
 		if (w.len != OFF_RET)
 			return -EINVAL;
+		if (midf) {
+			if (kp_opt_mid_exit_end - kp_opt_mid_exit != MIDX_SKIP)
+				return -EINVAL;
+			xw_bytes(&w, kp_opt_mid_exit, MIDX_SKIP);
+		}
 		xw_lea_rsp(&w, 128);
 	}
 	o->copied_off = (uint8_t)w.len;
@@ -275,7 +308,7 @@ static int detour_write(struct kp_probepoint *pp, uintptr_t d, bool cont)
 	memcpy(code + OFF_COMMON, &common, sizeof(common));
 	err = kp_mem_write(d, code, sizeof(code));
 	if (!err)
-		describe(pp, d, code, cont, jmp_off);
+		describe(pp, d, code, cont, midf, jmp_off);
 	return err;
 }
 
@@ -314,11 +347,13 @@ int arch_detour_build(struct kp_probepoint *pp)
 	d = exec_alloc(&arena, lo, hi, (void **)&m);
 	if (!d)
 		return -ENOMEM;
-	err = detour_write(pp, d, o->entry && wants_continuation(pp));
-	/* The continuing exit is longer: a copy that does not fit after it
-	 * may fit after the plain one. */
-	if (err == -EINVAL && o->entry && wants_continuation(pp))
-		err = detour_write(pp, d, false);
+	err = detour_write(pp, d, o->entry && wants_continuation(pp),
+			   !o->entry && wants_mid_fast(pp));
+	/* The continuing exit and the mid-function fast exit take room: a
+	 * copy that does not fit after them may fit without. */
+	if (err == -EINVAL && ((o->entry && wants_continuation(pp)) ||
+			       (!o->entry && wants_mid_fast(pp))))
+		err = detour_write(pp, d, false, false);
 	if (err) {
 		exec_free(&arena, d);
 		return err;

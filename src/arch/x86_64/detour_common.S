@@ -150,7 +150,7 @@
 	lea FRAME + 8 + 128(%rbx), %rax
 	mov %rax, 152(%rbx)			/* sp before the detour */
 	mov FRAME(%rbx), %rax
-	mov R_PP(%rax), %rax
+	mov MID_PP(%rax), %rax
 	mov PP_ADDR(%rax), %rax
 	inc %rax
 	mov %rax, PT_IP(%rbx)			/* as after an int3 */
@@ -309,7 +309,7 @@
 	.macro PP_TO_RDI kind
 	.if \kind == 2
 	mov FRAME(%rbx), %rax
-	mov R_PP(%rax), %rdi
+	mov MID_PP(%rax), %rdi
 	.else
 	mov E_UP + G_R(%rbx), %rax
 	mov R_PP_ENTRY(%rax), %rdi
@@ -430,13 +430,16 @@
 	OUT_REGS \kind
 	.endm
 
-/* Mid-function. */
-	.macro COMMON name, vsave, vrestore
+/* Mid-function; the probepoint at ppoff from the return address (R_PP,
+ * or R_PP - MIDX_SKIP when the fast path of a detour with the fast exit
+ * hands over, which returns past that exit). */
+	.macro COMMON name, vsave, vrestore, ppoff
+	.set MID_PP, \ppoff
 FUNC \name
 	.cfi_startproc
 	.cfi_signal_frame
 	.cfi_def_cfa %rsp, 8 + 128
-	CFI_RA_AT (MID_CFA-FRAME), R_PP
+	CFI_RA_AT (MID_CFA-FRAME), \ppoff
 	PROLOGUE_MID
 	mov %rsp, %rbx
 	.cfi_def_cfa_register %rbx
@@ -446,7 +449,7 @@ FUNC \name
 	cld
 69:	SECTION_BEGIN 70f
 	mov FRAME(%rbx), %rax
-	mov R_PP(%rax), %rax
+	mov MID_PP(%rax), %rax
 	mov PP_PROBES(%rax), %r12
 	LEVELS \name, 2, \vsave, \vrestore
 	.cfi_endproc
@@ -458,17 +461,25 @@ FUNC \name
 /* The light level, pushed below the detour's return address R: L = %rsp
  * after it.  No instruction here changes %rsp but push and pop, which the
  * CPU tracks without waiting. */
+/* Above the flags, r11 to rdi are in struct pt_regs' order: L - L_PT is
+ * a struct pt_regs whose caller-saved registers (r11 r10 r9 r8 ax cx dx
+ * si di) are the program's, what the args level hands a handler that
+ * reads only its arguments. */
 	.set L_FLAGS, 0				/* lahf in %ah, OF in %al */
-	.set L_RAX, 8
-	.set L_R11, 16
-	.set L_R10, 24
-	.set L_R9, 32
-	.set L_R8, 40
+	.set L_R11, 8
+	.set L_R10, 16
+	.set L_R9, 24
+	.set L_R8, 32
+	.set L_RAX, 40
 	.set L_RCX, 48
 	.set L_RDX, 56
 	.set L_RSI, 64
 	.set L_RDI, 72
 	.set L_R, 80				/* R; then the record or the continuation */
+	.set L_PT, PT_R11 - L_R11
+	.if PT_R10 - L_PT - L_R10 || PT_R9 - L_PT - L_R9 || PT_R8 - L_PT - L_R8 || PT_RAX - L_PT - L_RAX || PT_RCX - L_PT - L_RCX || PT_RDX - L_PT - L_RDX || PT_RSI - L_PT - L_RSI || PT_RDI - L_PT - L_RDI
+	.error "the light level is not in struct pt_regs' order"
+	.endif
 /* With the continuing exit the frame is two words longer, so that the
  * light level ends right where the exit finds it below the stack pointer:
  * L_R is a pad, the continuation above it, and R above that. */
@@ -500,6 +511,8 @@ FUNC \name
 	.cfi_adjust_cfa_offset 8
 	push %rcx
 	.cfi_adjust_cfa_offset 8
+	push %rax
+	.cfi_adjust_cfa_offset 8
 	push %r8
 	.cfi_adjust_cfa_offset 8
 	push %r9
@@ -507,8 +520,6 @@ FUNC \name
 	push %r10
 	.cfi_adjust_cfa_offset 8
 	push %r11
-	.cfi_adjust_cfa_offset 8
-	push %rax
 	.cfi_adjust_cfa_offset 8
 	lahf
 	seto %al
@@ -560,11 +571,11 @@ FUNC \name
 	.if \flags
 	LAHF_RESTORE
 	.endif
-	pop %rax
 	pop %r11
 	pop %r10
 	pop %r9
 	pop %r8
+	pop %rax
 	pop %rcx
 	pop %rdx
 	pop %rsi
@@ -950,7 +961,7 @@ FUNC \name
 	mov R_PP_ENTRY(%rcx), %rdx
 	mov PP_FAST(%rdx), %rdi
 	test %rdi, %rdi
-	jz 68f
+	jz 67f
 	lea CUR_SLOT(%rsp), %rsi		/* the return address's slot */
 	.if \cont
 	mov %rax, %rdx				/* the thread record */
@@ -970,6 +981,24 @@ FUNC \name
 	jmp *KP_FAST_FN(%rdi)
 	.cfi_restore_state
 	.endif
+67:
+	.if !\cont
+	/* The args level: the only probe's handler reads nothing of its
+	 * pt_regs but the argument registers, which the light level holds
+	 * in pt_regs' order: it gets that, and is jumped into as above. */
+	mov PP_AFAST(%rdx), %rdi
+	test %rdi, %rdi
+	jz 68f
+	lea -L_PT(%rsp), %rsi
+	.cfi_remember_state
+	mov %rax, L_R(%rsp)
+	CFI_RA_IN_RCX R_PP_ENTRY
+	mov %rax, %rdx
+	push %rcx
+	.cfi_adjust_cfa_offset 8
+	jmp *KP_PRE_HANDLER(%rdi)
+	.cfi_restore_state
+	.endif
 68:
 	.if !\cont
 	mov %rax, L_R(%rsp)
@@ -986,6 +1015,122 @@ FUNC \name
 	.size \name, . - \name
 	.set CUR_CONT, 0
 	.set CUR_SLOT, L_R + 8
+	.endm
+
+/* ---- mid-function: the fast path ----
+ *
+ * A mid-function detour whose probepoint had a fast probe when it was
+ * built (the only probe, a kprobe whose handler needs the light level)
+ * gets the fast exit at R, and one of these as its common code: the same
+ * hand-over as at a function entry, for the light level of the middle
+ * of a function.  The flags are pushed whole (pushfq is cheap; popfq is
+ * not): a thread with DF or AC set takes the general path, otherwise the
+ * status flags are put back with sahf and an overflowing add, as at an
+ * entry.  The stack pointer here has whatever alignment the probed code
+ * had, so the handler's frame is aligned below the light level, with L's
+ * address at its top: the exit's first instruction, "pop %rsp", is back
+ * at L.  Every other case puts everything back as it found it and hands
+ * over to the general code (kp_opt_midx_*), which returns past the fast
+ * exit (R + MIDX_SKIP).
+ *
+ * Frame: L = the light level as at an entry (L_FLAGS .. L_RDI), the
+ * pushed flags at L + MF_FLAGS, R (then the thread record) at L + MF_R;
+ * the program's stack pointer is 128 (red zone) above R's slot.
+ */
+	.set MF_FLAGS, L_R
+	.set MF_R, L_R + 8
+	.set MF_CFA, MF_R + 8 + 128
+/* The fast exit's length (the mid_exit template's; detour.c checks). */
+	.set MIDX_SKIP, 48
+
+/* What a detour with the fast exit runs at R, after the handler: back to
+ * L, the section ended, the light level and the status flags put back,
+ * the flags and R's slot dropped; the detour's "lea 128(%rsp),%rsp"
+ * follows (R + MIDX_SKIP, where the general path returns). */
+	.macro MID_EXIT_TEMPLATE
+	.globl kp_opt_mid_exit, kp_opt_mid_exit_end
+	.hidden kp_opt_mid_exit, kp_opt_mid_exit_end
+kp_opt_mid_exit:
+	pop %rsp
+	mov MF_R(%rsp), %rax
+	SECTION_CLOSE
+	pop %rax
+	LAHF_RESTORE
+	pop %r11
+	pop %r10
+	pop %r9
+	pop %r8
+	pop %rax
+	pop %rcx
+	pop %rdx
+	pop %rsi
+	pop %rdi
+	lea 16(%rsp), %rsp
+kp_opt_mid_exit_end:
+	.endm
+
+	.section .rodata
+	MID_EXIT_TEMPLATE
+	.text
+
+	.macro MID_FAST name, general
+FUNC \name
+	.cfi_startproc
+	.cfi_signal_frame
+	.cfi_def_cfa %rsp, 8 + 128
+	CFI_RA_AT (8+128), R_PP
+	pushfq
+	.cfi_adjust_cfa_offset 8
+	PUSH_LIGHT
+	testl $(0x400 | AC_FLAG), MF_FLAGS(%rsp)	/* DF, AC */
+	jnz 51f
+	SECTION_BEGIN 51f
+	mov MF_R(%rsp), %rcx
+	mov R_PP(%rcx), %rdx
+	mov PP_FAST(%rdx), %rdi
+	test %rdi, %rdi
+	jz 52f
+	.cfi_remember_state
+	mov %rax, MF_R(%rsp)			/* the thread record, for the exit */
+	CFI_RA_IN_RCX R_PP
+	mov %rax, %rdx
+	mov %rsp, %rsi				/* L (a fast function ignores it) */
+	.cfi_def_cfa_register %rsi
+	lea -8(%rsp), %rsp
+	and $-16, %rsp
+	mov %rsi, (%rsp)			/* for the exit's pop %rsp */
+	push %rcx				/* R */
+	jmp *KP_FAST_FN(%rdi)
+	.cfi_restore_state
+	/* Not the fast case: everything back, then the general path. */
+52:	SECTION_CLOSE
+51:	pop %rax
+	.cfi_adjust_cfa_offset -8
+	pop %r11
+	.cfi_adjust_cfa_offset -8
+	pop %r10
+	.cfi_adjust_cfa_offset -8
+	pop %r9
+	.cfi_adjust_cfa_offset -8
+	pop %r8
+	.cfi_adjust_cfa_offset -8
+	pop %rax
+	.cfi_adjust_cfa_offset -8
+	pop %rcx
+	.cfi_adjust_cfa_offset -8
+	pop %rdx
+	.cfi_adjust_cfa_offset -8
+	pop %rsi
+	.cfi_adjust_cfa_offset -8
+	pop %rdi
+	.cfi_adjust_cfa_offset -8
+	addq $MIDX_SKIP, 8(%rsp)		/* past the fast exit */
+	CFI_RA_AT (8+128), (R_PP-MIDX_SKIP)
+	popfq
+	.cfi_adjust_cfa_offset -8
+	jmp \general
+	.cfi_endproc
+	.size \name, . - \name
 	.endm
 
 /* ---- vector state ---- */
@@ -1111,7 +1256,11 @@ FUNC \name
 
 	ENTRY_SET kp_opt_entry, 0
 	ENTRY_SET kp_opt_centry, 1
-	COMMON kp_opt_mid_xsave, XSAVE_SAVE, XSAVE_RESTORE
-	COMMON kp_opt_mid_fxsave, FXSAVE_SAVE, FXSAVE_RESTORE
+	COMMON kp_opt_mid_xsave, XSAVE_SAVE, XSAVE_RESTORE, R_PP
+	COMMON kp_opt_mid_fxsave, FXSAVE_SAVE, FXSAVE_RESTORE, R_PP
+	COMMON kp_opt_midx_xsave, XSAVE_SAVE, XSAVE_RESTORE, (R_PP-MIDX_SKIP)
+	COMMON kp_opt_midx_fxsave, FXSAVE_SAVE, FXSAVE_RESTORE, (R_PP-MIDX_SKIP)
+	MID_FAST kp_opt_midf_xsave, kp_opt_midx_xsave
+	MID_FAST kp_opt_midf_fxsave, kp_opt_midx_fxsave
 
 	.section .note.GNU-stack, "", @progbits

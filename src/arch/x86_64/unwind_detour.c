@@ -14,6 +14,10 @@
  *                     with the stack pointer at the program's already
  *   mid detour    D+0 lea -128(%rsp)    CFA = rsp, then rsp + 128
  *                 R   lea 128(%rsp)     CFA = rsp
+ *     or, with the fast exit:
+ *                 R-1 (from the handler) CFA = the word at rsp + 224
+ *                 R   pop %rsp, then the light level popped
+ *                     word by word down to rsp + 128, lea 128(%rsp)
  *   copies        each: RA = addr + its offset in the region; the jump
  *                 back: RA = addr + the copied length
  *
@@ -40,7 +44,13 @@
 #include "arch/x86_64/unwind_detour.h"
 #include "asm/dwarf.h"
 
+#define DW_CFA_advance_loc 0x40
 #define DW_CFA_advance_loc1 0x02
+#define DW_CFA_def_cfa 0x0c
+#define DW_CFA_def_cfa_expression 0x0f
+#define DW_OP_breg7 0x77
+#define DW_OP_deref 0x06
+#define DW_OP_plus_uconst 0x23
 #define DW_CFA_def_cfa_offset 0x0e
 #define DW_CFA_undefined 0x07
 #define DW_CFA_val_expression 0x16
@@ -139,9 +149,36 @@ static void advance_to(struct insns *s, size_t loc)
 {
 	uint8_t b[2] = { DW_CFA_advance_loc1, (uint8_t)(loc - s->loc) };
 
-	if (loc > s->loc)
+	/* DW_CFA_advance_loc (one byte) for a short step */
+	if (loc > s->loc && loc - s->loc < 64) {
+		b[0] = (uint8_t)(DW_CFA_advance_loc | (loc - s->loc));
+		emit(s, b, 1);
+	} else if (loc > s->loc) {
 		emit(s, b, 2);
+	}
 	s->loc = loc;
+}
+
+/* CFA = rsp + off (after a rule that was not register-based). */
+static void cfa_rsp(struct insns *s, unsigned int off)
+{
+	uint8_t b[4] = { DW_CFA_def_cfa, ARCH_DWARF_SP, (uint8_t)(off | 0x80), (uint8_t)(off >> 7) };
+
+	if (off < 128) {
+		b[2] = (uint8_t)off;
+		emit(s, b, 3);
+	} else {
+		emit(s, b, 4);
+	}
+}
+
+/* CFA = the word at rsp, plus off (off < 16384). */
+static void cfa_deref_rsp(struct insns *s, unsigned int off)
+{
+	uint8_t b[] = { DW_CFA_def_cfa_expression, 6, DW_OP_breg7, 0, DW_OP_deref,
+			DW_OP_plus_uconst, (uint8_t)(off | 0x80), (uint8_t)(off >> 7) };
+
+	emit(s, b, sizeof(b));
 }
 
 static void cfa_offset(struct insns *s, unsigned int off)
@@ -198,6 +235,40 @@ static void plain_exit(struct insns *s, const struct detour_layout *l)
 	}
 }
 
+/* The fast exit of a mid-function detour: R - 1 as seen from the handler
+ * (jumped into with R as its return address), whose frame is aligned
+ * below the light level and holds L's address at its top; at R that is
+ * popped into rsp, then the light level, the flags and R's slot are
+ * popped, down to the red zone's 128 bytes, which the lea after the exit
+ * steps back over. */
+static void mid_fast_exit(struct insns *s, const struct detour_layout *l)
+{
+	static const uint8_t lea16[] = { 0x48, 0x8d, 0x64, 0x24, 0x10 };
+	size_t end = l->ret_off + (size_t)l->mid_exit_len;
+	unsigned int off = 96 + 128;	/* L + 224: the program's stack pointer */
+
+	advance_to(s, l->ret_off - 1);
+	cfa_deref_rsp(s, off);
+	advance_to(s, l->ret_off + 1u);	/* after pop %rsp */
+	cfa_rsp(s, off);
+	for (size_t at = l->ret_off + 1u; at < end && off > 128;) {
+		int len = insn_length(l->code + at, end - at);
+		const uint8_t *c;
+
+		if (len <= 0)
+			break;
+		c = l->code + at;
+		at += (size_t)len;
+		if (pops(c, (size_t)len) || ((size_t)len == sizeof(lea16) && !memcmp(c, lea16, (size_t)len))) {
+			off -= pops(c, (size_t)len) ? 8 : 16;
+			advance_to(s, at);
+			cfa_offset(s, off);
+		}
+	}
+	advance_to(s, end + 8);		/* after lea 128(%rsp),%rsp */
+	cfa_offset(s, 0);
+}
+
 /* A call completing the region is emulated (detour.c): push %rax, mov
  * $ret,%rax, xchg %rax,(%rsp), then a jump to the target.  One word more
  * on the stack after the push; at the target's entry once the return
@@ -241,8 +312,12 @@ static void detour_insns(struct insns *s, const struct detour_layout *l)
 	} else {
 		advance_to(s, 5);		/* after lea -128(%rsp),%rsp */
 		cfa_offset(s, 128);
-		advance_to(s, l->ret_off + 8);	/* after lea 128(%rsp),%rsp */
-		cfa_offset(s, 0);
+		if (l->mid_fast) {
+			mid_fast_exit(s, l);
+		} else {
+			advance_to(s, l->ret_off + 8);	/* after lea 128(%rsp),%rsp */
+			cfa_offset(s, 0);
+		}
 	}
 	for (int i = 0; i < l->ncopied; i++) {
 		advance_to(s, l->insn_off[i]);

@@ -17,6 +17,8 @@ struct detour_layout {
 	uintptr_t d;
 	uintptr_t addr;			/* the probed address */
 	bool entry, cont;
+	bool mid_fast;			/* mid-function, with the fast exit at R */
+	uint8_t mid_exit_len;		/* its length */
 	const uint8_t *code;		/* the detour's bytes as written */
 	uint8_t ret_off;		/* R */
 	uint8_t ncopied;
