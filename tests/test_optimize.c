@@ -3415,3 +3415,412 @@ Test(optimize, no_jump_under_a_thread_stopped_in_a_retired_slot)
 	cr_expect_gt(rs_park_calls, 0);
 	unregister_kprobe(&b);
 }
+
+/* ------------------------------------------------------------------ */
+/* The args level (function entries) and the mid-function fast path   */
+/* ------------------------------------------------------------------ */
+
+#define NOSAN __attribute__((no_sanitize("address", "undefined")))
+
+long opt_args6(long a, long b, long c, long d, long e, long f);
+TEST_FN long opt_args6(long a, long b, long c, long d, long e, long f)
+{
+	__asm__ volatile("" : "+r"(a), "+r"(f));
+	return a + 2 * b + 3 * c + 4 * d + 5 * e + 6 * f;
+}
+
+static long (*volatile call_args6)(long, long, long, long, long, long) = opt_args6;
+
+#define ARGS6(a) ((a) + 2 * ((a) + 1) + 3 * ((a) + 2) + 4 * ((a) + 3) + 5 * ((a) + 4) + 6 * ((a) + 5))
+
+static unsigned long args_good, args_bad;
+
+/* Reads its arguments from pt_regs and nothing else (the promise of
+ * KPROBE_FLAG_ARGS_ONLY): each call passes a, a+1, ..., a+5. */
+static NOSAN int args_pre(struct kprobe *p, struct pt_regs *regs)
+{
+	unsigned long a = regs->di;
+
+	if (regs->si == a + 1 && regs->dx == a + 2 && regs->cx == a + 3 && regs->r8 == a + 4 &&
+	    regs->r9 == a + 5)
+		__atomic_fetch_add(&args_good, 1, __ATOMIC_RELAXED);
+	else
+		__atomic_fetch_add(&args_bad, 1, __ATOMIC_RELAXED);
+	return 0;
+}
+
+static struct kprobe *afast_of(const struct kprobe *p)
+{
+	const struct kp_probepoint *pp = p->__pp;
+
+	return __atomic_load_n(&pp->afast, __ATOMIC_ACQUIRE);
+}
+
+static void call_args_checked(long n, long base, const char *what)
+{
+	for (long i = 0; i < n; i++)
+		cr_assert_eq(call_args6(base + i, base + i + 1, base + i + 2, base + i + 3,
+					base + i + 4, base + i + 5),
+			     ARGS6(base + i), "%s", what);
+}
+
+/*
+ * A lone probe at a function entry whose handler reads only argument
+ * registers, registered with KPROBE_FLAG_ARGS_ONLY, is the probepoint's
+ * args probe: the optimized entry jumps into it with the light level as
+ * its pt_regs.  It sees every argument; joined by another probe,
+ * disabled, or registered without the flag, it gets a complete pt_regs
+ * and sees the same.
+ */
+Test(optimize, args_level_at_entry, .init = setup)
+{
+	struct kprobe a, b;
+	unsigned long g0;
+
+	init_probe(&a, opt_args6, args_pre);
+	a.flags = KPROBE_FLAG_ARGS_ONLY;
+	cr_assert_eq(register_kprobe(&a), 0);
+	cr_assert(wait_opt(&a, true, 2000));
+	cr_assert_eq(afast_of(&a), &a, "not served at the args level");
+	cr_assert_null(fast_of(&a));
+	cr_assert_eq(needs_of(&a), KP_OPT_SAVE_REGS | KP_OPT_ARGS);
+	g0 = args_good;
+	call_args_checked(1000, 7, "args level");
+	cr_assert_eq(args_good - g0, 1000);
+
+	init_probe(&b, opt_args6, count_pre);
+	cr_assert_eq(register_kprobe(&b), 0);
+	cr_assert_null(afast_of(&a));
+	cr_assert(wait_opt(&b, true, 2000));
+	g0 = args_good;
+	call_args_checked(500, -3, "with a second probe");
+	cr_assert_eq(args_good - g0, 500);
+	unregister_kprobe(&b);
+	cr_assert_eq(afast_of(&a), &a);
+
+	cr_assert_eq(disable_kprobe(&a), 0);
+	cr_assert_null(afast_of(&a));
+	g0 = args_good;
+	call_args_checked(100, 1, "disabled");
+	cr_assert_eq(args_good, g0);
+	cr_assert_eq(enable_kprobe(&a), 0);
+	cr_assert(wait_opt(&a, true, 2000));
+	cr_assert_eq(afast_of(&a), &a);
+	unregister_kprobe(&a);
+
+	/* without the flag: the analysis alone, a complete pt_regs */
+	init_probe(&a, opt_args6, args_pre);
+	cr_assert_eq(register_kprobe(&a), 0);
+	cr_assert(wait_opt(&a, true, 2000));
+	cr_assert_null(afast_of(&a));
+	cr_assert_eq(needs_of(&a) & KP_OPT_ARGS, 0);
+	g0 = args_good;
+	call_args_checked(100, 1 << 20, "no flag");
+	cr_assert_eq(args_good - g0, 100);
+	unregister_kprobe(&a);
+	cr_assert_eq(args_bad, 0);
+}
+
+/* Threads calling the function while signals land on them, their handler
+ * calling it too (a hit inside a hit's handler is missed, counted in
+ * nmissed): every hit sees its own arguments. */
+static volatile int astorm_stop;
+static unsigned long astorm_calls, astorm_sig_calls, astorm_errors;
+
+static void on_args_signal(int sig)
+{
+	long a = (long)__atomic_fetch_add(&astorm_sig_calls, 1, __ATOMIC_RELAXED) * 11 + 5;
+
+	if (call_args6(a, a + 1, a + 2, a + 3, a + 4, a + 5) != ARGS6(a))
+		__atomic_fetch_add(&astorm_errors, 1, __ATOMIC_RELAXED);
+}
+
+static void *args_caller(void *arg)
+{
+	long id = (long)arg;
+	unsigned long n = 0;
+
+	while (!__atomic_load_n(&astorm_stop, __ATOMIC_ACQUIRE)) {
+		long a = (long)n * 7 + id * 1000003;
+
+		if (call_args6(a, a + 1, a + 2, a + 3, a + 4, a + 5) != ARGS6(a))
+			__atomic_fetch_add(&astorm_errors, 1, __ATOMIC_RELAXED);
+		n++;
+	}
+	__atomic_fetch_add(&astorm_calls, n, __ATOMIC_RELAXED);
+	return NULL;
+}
+
+Test(optimize, args_level_threads_and_signals, .init = setup)
+{
+	struct sigaction sa = { .sa_handler = on_args_signal };
+	struct kprobe a;
+	pthread_t th[4];
+	double end;
+
+	sigemptyset(&sa.sa_mask);
+	cr_assert_eq(sigaction(SIGUSR2, &sa, NULL), 0);
+	init_probe(&a, opt_args6, args_pre);
+	a.flags = KPROBE_FLAG_ARGS_ONLY;
+	cr_assert_eq(register_kprobe(&a), 0);
+	cr_assert(wait_opt(&a, true, 2000));
+	cr_assert_eq(afast_of(&a), &a);
+	args_good = args_bad = 0;
+	for (long i = 0; i < 4; i++)
+		cr_assert_eq(pthread_create(&th[i], NULL, args_caller, (void *)i), 0);
+	end = now_s() + 0.5;
+	while (now_s() < end) {
+		for (int i = 0; i < 4; i++)
+			pthread_kill(th[i], SIGUSR2);
+		sleep_us(100);
+	}
+	__atomic_store_n(&astorm_stop, 1, __ATOMIC_RELEASE);
+	for (int i = 0; i < 4; i++)
+		pthread_join(th[i], NULL);
+	signal(SIGUSR2, SIG_IGN);
+	cr_assert(is_optimized(&a));
+	unregister_kprobe(&a);
+	cr_log_info("%lu calls, %lu from signal handlers, %lu missed", astorm_calls,
+		    astorm_sig_calls, a.nmissed);
+	cr_assert_eq(astorm_errors, 0, "a call returned a wrong value");
+	cr_assert_eq(args_bad, 0, "a handler saw wrong arguments");
+	cr_assert_gt(astorm_sig_calls, 0);
+	cr_assert_eq(args_good + a.nmissed, astorm_calls + astorm_sig_calls);
+}
+
+/* At the args level the program's registers, flags and vector argument
+ * registers are what they were, and the handler saw the arguments the
+ * instruction runner loaded (rdi rsi rdx rcx r8 r9: gpr 5 4 3 2 7 8). */
+static volatile unsigned long argrec[6], argrec_hits;
+
+static NOSAN int argrec_pre(struct kprobe *p, struct pt_regs *regs)
+{
+	argrec[0] = regs->di;
+	argrec[1] = regs->si;
+	argrec[2] = regs->dx;
+	argrec[3] = regs->cx;
+	argrec[4] = regs->r8;
+	argrec[5] = regs->r9;
+	argrec_hits++;
+	return 0;
+}
+
+Test(optimize, args_level_keeps_every_register, .init = setup)
+{
+	static const char *const fns[] = { "ic_flags", "ic_riprel", "ic_stack" };
+	static const int gpr_of_arg[6] = { 5, 4, 3, 2, 7, 8 };
+	int tested = 0;
+
+	memcpy(data_init, insn_data, sizeof(data_init));
+	for (size_t f = 0; f < sizeof(fns) / sizeof(fns[0]); f++) {
+		struct ksym sym;
+		struct kprobe kp;
+
+		struct cpu_state in[NSEEDS];
+		struct run_result base[NSEEDS];
+
+		if (ksym_lookup_name(fns[f], &sym))
+			continue;
+		for (unsigned int s = 0; s < NSEEDS; s++) {
+			make_input(&in[s], s + 40);
+			run((void *)sym.addr, &in[s], &base[s], s);
+		}
+		init_probe(&kp, (void *)sym.addr, argrec_pre);
+		kp.flags = KPROBE_FLAG_ARGS_ONLY;
+		cr_assert_eq(register_kprobe(&kp), 0);
+		if (!wait_opt(&kp, true, 2000)) {
+			unregister_kprobe(&kp);
+			continue;
+		}
+		cr_assert_eq(afast_of(&kp), &kp, "%s", fns[f]);
+		for (unsigned int s = 0; s < NSEEDS; s++) {
+			struct run_result probed;
+			unsigned long h0;
+			char what[96];
+
+			h0 = argrec_hits;
+			run((void *)sym.addr, &in[s], &probed, s);
+			snprintf(what, sizeof(what), "%s entry, args level, seed %u", fns[f], s);
+			cr_assert_eq(argrec_hits - h0, 1, "%s: not hit once", what);
+			compare(what, &base[s], &probed, true);
+			for (int i = 0; i < 6; i++)
+				cr_assert_eq(argrec[i], in[s].gpr[gpr_of_arg[i]],
+					     "%s: argument %d %#lx != %#lx", what, i, argrec[i],
+					     in[s].gpr[gpr_of_arg[i]]);
+		}
+		unregister_kprobe(&kp);
+		tested++;
+	}
+	cr_assert_gt(tested, 0, "no function entry was optimized");
+}
+
+/* The shared code a detour calls. */
+static uintptr_t detour_common_of(const struct kprobe *p)
+{
+	const struct kp_probepoint *pp = p->__pp;
+	uintptr_t c;
+
+	cr_assert(pp->ainsn.opt && pp->ainsn.opt->detour);
+	memcpy(&c, (const void *)(pp->ainsn.opt->detour + 120), sizeof(c));
+	return c;
+}
+
+extern char kp_opt_midf_xsave[], kp_opt_midf_fxsave[];
+
+static bool mid_fast(const struct kprobe *p)
+{
+	uintptr_t c = detour_common_of(p);
+
+	return c == (uintptr_t)kp_opt_midf_xsave || c == (uintptr_t)kp_opt_midf_fxsave;
+}
+
+/*
+ * A mid-function detour built for a lone light probe takes the fast path
+ * (the handler jumped into, returning to the detour's own exit); joined
+ * by a probe that reads its pt_regs it hands over to the general code,
+ * and back when that one leaves.  Every hit counted, pt_regs right.
+ */
+Test(optimize, mid_function_fast_path, .init = setup)
+{
+	const void *mid = (const char *)opt_normal + 9;
+	struct kprobe a, b;
+	unsigned long c0, l0;
+
+	init_probe(&a, mid, count_pre);
+	cr_assert_eq(register_kprobe(&a), 0);
+	cr_assert(wait_opt(&a, true, 2000));
+	cr_assert_eq(fast_of(&a), &a);
+	cr_assert(mid_fast(&a), "the detour does not take the mid-function fast path");
+	c0 = count_hits;
+	hit_normal(1000, "fast");
+	cr_assert_eq(count_hits - c0, 1000);
+
+	init_probe(&b, mid, light_pre);
+	cr_assert_eq(register_kprobe(&b), 0);
+	cr_assert(wait_opt(&a, true, 2000) && wait_opt(&b, true, 2000));
+	cr_assert_null(fast_of(&a));
+	c0 = count_hits;
+	l0 = light_hits;
+	hit_normal(1000, "handed over");
+	cr_assert_eq(count_hits - c0, 1000);
+	cr_assert_eq(light_hits - l0, 1000);
+	unregister_kprobe(&b);
+	cr_assert_eq(fast_of(&a), &a);
+	c0 = count_hits;
+	hit_normal(1000, "fast again");
+	cr_assert_eq(count_hits - c0, 1000);
+	unregister_kprobe(&a);
+	cr_assert_eq(light_bad_ip, 0);
+}
+
+/* Every mid-function boundary of a few instruction classes: a light
+ * probe first (the fast path), then probes that need more joining it
+ * (handed over to the general path): the program's state is kept both
+ * ways. */
+Test(optimize, mid_function_fast_detour_joined, .init = setup)
+{
+	static const char *const fns[] = { "ic_flags", "ic_stack", "ic_sse" };
+	int fast = 0;
+
+	memcpy(data_init, insn_data, sizeof(data_init));
+	for (size_t f = 0; f < sizeof(fns) / sizeof(fns[0]); f++) {
+		uintptr_t at[MAX_B];
+		struct ksym sym;
+		struct cpu_state in;
+		struct run_result base, probed;
+		int n;
+
+		if (ksym_lookup_name(fns[f], &sym))
+			continue;
+		n = boundaries(fns[f], at, MAX_B);
+		make_input(&in, 3);
+		run((void *)sym.addr, &in, &base, 3);
+		for (int i = 1; i < n; i++) {
+			struct kprobe kp[3];
+			unsigned long c0 = count_hits, l0 = light_hits, h0 = heavy_hits;
+			char what[96];
+
+			init_probe(&kp[0], (void *)at[i], count_pre);
+			cr_assert_eq(register_kprobe(&kp[0]), 0);
+			if (why_at(at[i]) || !wait_opt(&kp[0], true, 2000)) {
+				unregister_kprobe(&kp[0]);
+				continue;
+			}
+			snprintf(what, sizeof(what), "%s+%lu", fns[f], at[i] - at[0]);
+			/* (a copy too long for the fast exit's detour: the
+			 * general one) */
+			fast += mid_fast(&kp[0]);
+			run((void *)sym.addr, &in, &probed, 3);
+			compare(what, &base, &probed, false);
+			init_probe(&kp[1], (void *)at[i], light_pre);
+			init_probe(&kp[2], (void *)at[i], heavy_pre);
+			cr_assert_eq(register_kprobe(&kp[1]), 0);
+			cr_assert_eq(register_kprobe(&kp[2]), 0);
+			cr_assert(wait_opt(&kp[1], true, 2000) && wait_opt(&kp[2], true, 2000), "%s", what);
+			run((void *)sym.addr, &in, &probed, 3);
+			compare(what, &base, &probed, false);
+			cr_assert_eq(count_hits - c0, 2, "%s", what);
+			cr_assert_eq(light_hits - l0, 1, "%s", what);
+			cr_assert_eq(heavy_hits - h0, 1, "%s", what);
+			for (int k = 0; k < 3; k++)
+				unregister_kprobe(&kp[k]);
+		}
+	}
+	cr_assert_gt(fast, 0);
+	cr_assert_eq(light_bad_ip, 0);
+	cr_assert_eq(heavy_bad_ip, 0);
+}
+
+/* A mid-function site reached with DF and AC set: the handler runs with
+ * both clear (the general path), the program gets them back. */
+__asm__(".pushsection .text\n"
+	".globl opt_mid_df_ac\n"
+	".type opt_mid_df_ac, @function\n"
+	"opt_mid_df_ac:\n"
+	"\tpushfq\n"
+	"\torl $0x40400, (%rsp)\n"
+	"\tpopfq\n"
+	"\tmov %rdi, %rax\n"
+	".globl opt_mid_df_ac_site\n"
+	"opt_mid_df_ac_site:\n"
+	"\tadd $0x1234567, %rax\n"
+	"\tpushfq\n"
+	"\tpop %rdx\n"
+	"\tpushfq\n"
+	"\tandl $~0x40400, (%rsp)\n"
+	"\tpopfq\n"
+	"\tmov %rdx, (%rsi)\n"
+	"\tret\n"
+	".size opt_mid_df_ac, . - opt_mid_df_ac\n"
+	".popsection\n");
+long opt_mid_df_ac(long x, unsigned long *flags_after);
+extern char opt_mid_df_ac_site[];
+
+static unsigned long dfac_hits, dfac_bad;
+
+static NOSAN int dfac_pre(struct kprobe *p, struct pt_regs *regs)
+{
+	if (__builtin_ia32_readeflags_u64() & 0x40400)
+		__atomic_fetch_add(&dfac_bad, 1, __ATOMIC_RELAXED);
+	__atomic_fetch_add(&dfac_hits, 1, __ATOMIC_RELAXED);
+	return 0;
+}
+
+Test(optimize, mid_function_fast_path_df_ac, .init = setup)
+{
+	struct kprobe kp;
+
+	init_probe(&kp, opt_mid_df_ac_site, dfac_pre);
+	cr_assert_eq(register_kprobe(&kp), 0);
+	cr_assert(wait_opt(&kp, true, 2000));
+	cr_assert(mid_fast(&kp));
+	for (long i = 0; i < 100; i++) {
+		unsigned long fl = 0;
+
+		cr_assert_eq(opt_mid_df_ac(i, &fl), i + 0x1234567);
+		cr_assert_eq(fl & 0x40400, 0x40400, "flags after the site %#lx", fl);
+	}
+	unregister_kprobe(&kp);
+	cr_assert_eq(dfac_hits, 100);
+	cr_assert_eq(dfac_bad, 0, "a handler ran with DF or AC set");
+}

@@ -36,6 +36,7 @@
 
 #include "core/internal.h"
 #include "core/stack.h"
+#include "elf/symbols.h"
 #include "arch/x86_64/detour.h"
 #include "arch/x86_64/xol.h"
 #include "os/linux/threads.h"
@@ -797,6 +798,98 @@ Test(stack, signals_inside_a_detour_unwind_into_the_probed_function)
 		     "probed function's callers", storm_in - storm_ok, storm_in);
 }
 
+
+/* The same in the middle of a function, on the fast path: a light
+ * handler (it spins a little, so that signals land in it too) is jumped
+ * into with the detour's exit as its return address; from the handler,
+ * the exit and the copy, libgcc unwinds into st_target and its callers.
+ * The site is where st_target resumes after calling st_inner. */
+extern char kp_opt_midf_xsave[], kp_opt_midf_fxsave[];
+static volatile unsigned long mid_spin_sink;
+static uintptr_t mid_h_lo, mid_h_hi;
+static volatile long mid_h_in, mid_h_ok;
+
+static __attribute__((noinline, no_sanitize("address", "undefined"))) int
+mid_spin_pre(struct kprobe *p, struct pt_regs *regs)
+{
+	for (int i = 0; i < 40; i++)
+		mid_spin_sink = mid_spin_sink + 1;
+	return 0;
+}
+
+static void on_mid_storm(int sig, siginfo_t *info, void *ctx)
+{
+	ucontext_t *uc = ctx;
+	uintptr_t ip = (uintptr_t)uc->uc_mcontext.gregs[REG_RIP];
+	unsigned long buf[MAXF];
+	struct uw_state s = { buf, 0 };
+	bool in_detour = ip >= storm_lo && ip < storm_hi, in_handler = ip >= mid_h_lo && ip < mid_h_hi;
+
+	storm_samples++;
+	if (!in_detour && !in_handler)
+		return;
+	_Unwind_Backtrace(uw_cb, &s);
+	if (in_detour) {
+		storm_in++;
+		storm_ok += has(buf, s.n, target_ra[0]) && has(buf, s.n, caller_ra);
+	} else {
+		mid_h_in++;
+		mid_h_ok += has(buf, s.n, target_ra[0]) && has(buf, s.n, caller_ra);
+	}
+}
+
+Test(stack, signals_in_a_mid_function_fast_detour_unwind_into_the_probed_function)
+{
+	struct kprobe kp = { .pre_handler = mid_spin_pre };
+	struct sigaction sa = { .sa_sigaction = on_mid_storm, .sa_flags = SA_SIGINFO };
+	pthread_t self = pthread_self(), th;
+	struct kp_probepoint *pp;
+	struct ksym sym;
+	struct timespec t0, t;
+	uintptr_t common;
+
+	record_return_addresses();
+	cr_assert_eq(ksym_lookup_name("mid_spin_pre", &sym), 0);
+	cr_assert_gt(sym.size, 0);
+	mid_h_lo = sym.addr;
+	mid_h_hi = sym.addr + sym.size;
+	kp.addr = (void *)target_ra[1];		/* in st_target, after the call */
+	sigaction(SIGUSR2, &sa, NULL);
+	kprobes_set_optimization(true);
+	cr_assert_eq(register_kprobe(&kp), 0);
+	cr_assert(wait_opt(&kp, 3000), "the probe was not optimized");
+	pthread_mutex_lock(&kp_registry_lock);
+	pp = kp_probepoint_lookup((uintptr_t)kp.addr);
+	storm_lo = pp && pp->ainsn.opt ? pp->ainsn.opt->detour : 0;
+	cr_assert_eq(pp ? pp->fast : NULL, &kp, "not the probepoint's fast probe");
+	pthread_mutex_unlock(&kp_registry_lock);
+	cr_assert_neq(storm_lo, 0);
+	memcpy(&common, (const void *)(storm_lo + 120), sizeof(common));
+	cr_assert(common == (uintptr_t)kp_opt_midf_xsave || common == (uintptr_t)kp_opt_midf_fxsave,
+		  "the detour does not take the mid-function fast path");
+	storm_hi = storm_lo + arch_detour_bytes();
+	cr_assert_eq(pthread_create(&th, NULL, storm_kicker, &self), 0);
+	clock_gettime(CLOCK_MONOTONIC, &t0);
+	do {
+		for (int i = 0; i < 1000; i++)
+			cr_assert_eq(run_caller(), 5);
+		clock_gettime(CLOCK_MONOTONIC, &t);
+	} while ((t.tv_sec - t0.tv_sec) * 1000 + (t.tv_nsec - t0.tv_nsec) / 1000000 < 1500 &&
+		 (storm_in < 20 || mid_h_in < 20));
+	__atomic_store_n(&storm_stop, 1, __ATOMIC_RELEASE);
+	pthread_join(th, NULL);
+	signal(SIGUSR2, SIG_IGN);
+	unregister_kprobe(&kp);
+	cr_log_info("%ld signals, %ld inside the detour, %ld in the handler", storm_samples,
+		    storm_in, mid_h_in);
+	if (!storm_in && !mid_h_in)
+		cr_skip_test("no signal landed inside the detour or the handler in 1.5 s (%ld signals)",
+			     storm_samples);
+	cr_expect_eq(storm_ok, storm_in, "%ld of %ld samples in the detour did not unwind to the "
+		     "probed function's callers", storm_in - storm_ok, storm_in);
+	cr_expect_eq(mid_h_ok, mid_h_in, "%ld of %ld samples in the handler did not unwind to the "
+		     "probed function's callers", mid_h_in - mid_h_ok, mid_h_in);
+}
 
 /* ---- signals landing inside an out-of-line slot ----
  *
