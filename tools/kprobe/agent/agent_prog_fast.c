@@ -14,8 +14,11 @@
  * r8-r11 reserved (kprobe.mk), so the compiler never picks them: a form
  * on tid, pid, cpu, probe, func or nsecs then needs nothing saved beyond
  * the light level (an optimized entry jumps straight into its handler, a
- * return probe takes the assembly fast path), one on argN or retval a
- * complete pt_regs and still no vector state nor errno. */
+ * return probe takes the assembly fast path); one on argN at an entry
+ * reads its argument registers and nothing else of its pt_regs, and is
+ * registered with KPROBE_FLAG_ARGS_ONLY, which an optimized entry serves
+ * as cheaply as the light level; one on retval gets a complete pt_regs,
+ * still with no vector state nor errno. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -115,6 +118,20 @@ FAST_INLINE uint64_t fast_src_value(const struct prog_point *pt, const struct pr
 				    const struct pt_regs *regs, bool with_regs, int src,
 				    unsigned int arg)
 {
+	/* (first: a handler with pt_regs is there for an argument) */
+	if (with_regs && src == LANG_SRC_ARG) {
+		if (arg == 0)
+			return KP_ARG_REG(regs, 0);
+		if (arg == 1)
+			return KP_ARG_REG(regs, 1);
+		if (arg == 2)
+			return KP_ARG_REG(regs, 2);
+		if (arg == 3)
+			return KP_ARG_REG(regs, 3);
+		if (arg == 4)
+			return KP_ARG_REG(regs, 4);
+		return KP_ARG_REG(regs, 5);
+	}
 	if (src == LANG_SRC_TID)
 		return (uint64_t)t->tid;
 	if (src == LANG_SRC_PID)
@@ -132,19 +149,6 @@ FAST_INLINE uint64_t fast_src_value(const struct prog_point *pt, const struct pr
 		return pt->func;
 	if (with_regs && src == LANG_SRC_RETVAL)
 		return regs_return_value(regs);
-	if (with_regs && src == LANG_SRC_ARG) {
-		if (arg == 0)
-			return KP_ARG_REG(regs, 0);
-		if (arg == 1)
-			return KP_ARG_REG(regs, 1);
-		if (arg == 2)
-			return KP_ARG_REG(regs, 2);
-		if (arg == 3)
-			return KP_ARG_REG(regs, 3);
-		if (arg == 4)
-			return KP_ARG_REG(regs, 4);
-		return KP_ARG_REG(regs, 5);
-	}
 	return 0;	/* LANG_SRC_NONE */
 }
 
@@ -287,12 +291,22 @@ FAST_INLINE bool fast_hit(struct agent_probe *ap, const struct pt_regs *regs, bo
 {
 	struct prog_point *pt = ap->prog_point;
 	const struct region_hdr *rh = pt->region;
-	struct prog_thread *t = prog_thread(pt->gen);
+	/* A filter on anything but the thread's ids is tested first: a
+	 * false one ends the hit before the thread's state is looked at
+	 * (which only decides whether the hit counts at all). */
+	bool pred_first = pt->d.pred && pt->d.pred_src != LANG_SRC_TID &&
+			  pt->d.pred_src != LANG_SRC_PID;
+	struct prog_thread *t;
 
+	if (pred_first && !lang_fast_pred(&pt->d, fast_src_value(pt, NULL, regs, with_regs,
+								  pt->d.pred_src, pt->d.pred_arg)))
+		return false;
+	t = prog_thread(pt->gen);
 	if (!t || __atomic_load_n(&rh->exited, __ATOMIC_RELAXED))
 		return false;
-	if (pt->d.pred && !lang_fast_pred(&pt->d, fast_src_value(pt, t, regs, with_regs,
-								  pt->d.pred_src, pt->d.pred_arg)))
+	if (pt->d.pred && !pred_first &&
+	    !lang_fast_pred(&pt->d, fast_src_value(pt, t, regs, with_regs, pt->d.pred_src,
+						   pt->d.pred_arg)))
 		return false;
 	*x = fast_src_value(pt, t, regs, with_regs, pt->d.fast_src, pt->d.fast_arg);
 	*ptp = pt;
@@ -575,6 +589,10 @@ bool agent_prog_set_fast_handlers(struct agent_probe *ap)
 		ap->u.rp.data_size = 0;
 	} else {
 		ap->u.kp.pre_handler = regs ? f->entry_regs : f->entry;
+		/* An entry's sources read from pt_regs are arguments only
+		 * (fast_source): the library's args level is enough. */
+		if (regs)
+			ap->u.kp.flags |= KPROBE_FLAG_ARGS_ONLY;
 	}
 	return true;
 }
