@@ -43,7 +43,14 @@
  * still predicted.  So at an entry the detour itself ends
  * the read-side section and pops the light level, at R (the code is
  * below, copied into each detour); every other way through here returns
- * to R with the light level in place.
+ * to R with the light level in place.  The light level is laid out as the
+ * caller-saved part of a struct pt_regs: a lone probe whose handler reads
+ * only its arguments (the probepoint's afast) gets it as its pt_regs (the
+ * args level).
+ *
+ * In the middle of a function, a detour built for a lone light probe has
+ * an exit of its own at R, and kp_opt_midf_* hands over to the handler
+ * the same way (see "mid-function: the fast path" below).
  */
 #include "arch/x86_64/ptregs.inc"
 #include "arch/x86_64/hitpath.inc"
