@@ -3824,3 +3824,69 @@ Test(optimize, mid_function_fast_path_df_ac, .init = setup)
 	cr_assert_eq(dfac_hits, 100);
 	cr_assert_eq(dfac_bad, 0, "a handler ran with DF or AC set");
 }
+
+/* The mid-function fast path under threads and signals whose handlers
+ * hit the same site (a hit inside a hit's handler is missed and counted):
+ * every call's result right, every hit counted or missed. */
+static volatile int mstorm_stop;
+static unsigned long mstorm_calls, mstorm_sig_calls, mstorm_errors;
+
+static void on_mid_signal(int sig)
+{
+	long a = (long)__atomic_fetch_add(&mstorm_sig_calls, 1, __ATOMIC_RELAXED);
+
+	if (call_normal(a, 3) != NORMAL(a, 3))
+		__atomic_fetch_add(&mstorm_errors, 1, __ATOMIC_RELAXED);
+}
+
+static void *mid_caller(void *arg)
+{
+	long id = (long)arg;
+	unsigned long n = 0;
+
+	while (!__atomic_load_n(&mstorm_stop, __ATOMIC_ACQUIRE)) {
+		long a = (long)n * 5 + id;
+
+		if (call_normal(a, id) != NORMAL(a, id))
+			__atomic_fetch_add(&mstorm_errors, 1, __ATOMIC_RELAXED);
+		n++;
+	}
+	__atomic_fetch_add(&mstorm_calls, n, __ATOMIC_RELAXED);
+	return NULL;
+}
+
+Test(optimize, mid_function_fast_path_threads_and_signals, .init = setup)
+{
+	struct sigaction sa = { .sa_handler = on_mid_signal };
+	struct kprobe a;
+	pthread_t th[4];
+	unsigned long c0;
+	double end;
+
+	sigemptyset(&sa.sa_mask);
+	cr_assert_eq(sigaction(SIGUSR2, &sa, NULL), 0);
+	init_probe(&a, (const char *)opt_normal + 9, count_pre);
+	cr_assert_eq(register_kprobe(&a), 0);
+	cr_assert(wait_opt(&a, true, 2000));
+	cr_assert(mid_fast(&a));
+	c0 = count_hits;
+	for (long i = 0; i < 4; i++)
+		cr_assert_eq(pthread_create(&th[i], NULL, mid_caller, (void *)i), 0);
+	end = now_s() + 0.5;
+	while (now_s() < end) {
+		for (int i = 0; i < 4; i++)
+			pthread_kill(th[i], SIGUSR2);
+		sleep_us(100);
+	}
+	__atomic_store_n(&mstorm_stop, 1, __ATOMIC_RELEASE);
+	for (int i = 0; i < 4; i++)
+		pthread_join(th[i], NULL);
+	signal(SIGUSR2, SIG_IGN);
+	cr_assert(is_optimized(&a));
+	unregister_kprobe(&a);
+	cr_log_info("%lu calls, %lu from signal handlers, %lu missed", mstorm_calls,
+		    mstorm_sig_calls, a.nmissed);
+	cr_assert_eq(mstorm_errors, 0, "a call returned a wrong value");
+	cr_assert_gt(mstorm_sig_calls, 0);
+	cr_assert_eq(count_hits - c0 + a.nmissed, mstorm_calls + mstorm_sig_calls);
+}

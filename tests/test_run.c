@@ -406,6 +406,29 @@ Test(load, run_fast_filtered_forms_exact)
 /* The slots the fast forms keep (per point, keyless, per thread) follow
  * a clear() and a zero() the tool applies between two calls: the counts
  * start again from nothing. */
+/* The same fast forms alone on the function, one program each: the
+ * filter's and the histogram's argument read at the library's args level
+ * (an optimized entry hands the handler the registers it pushed). */
+Test(load, run_fast_forms_on_arguments_alone_exact)
+{
+	struct run r;
+	const char *b;
+
+	cli_run(&r, "%s run -o /dev/stdout -e 'uprobe:%s:run_value /arg0 == 3/ { @a = count(); }' "
+	    "-c '%s calls 70'", kprobe, run_target, run_target);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert(strstr(r.out, "\n@a: 10\n"), "%s", r.out);
+	cli_run(&r, "%s run -o /dev/stdout -e 'uprobe:%s:run_value { @h = hist(arg1); }' "
+	    "-c '%s calls 70'", kprobe, run_target, run_target);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	/* arg1 = i, 0..69: [0] 1, [1] 1, [2, 4) 2, [4, 8) 4, ..., [64, 128) 6 */
+	cr_assert_eq(hist_total(r.out, "@h: \n"), 70, "%s", r.out);
+	b = strstr(r.out, "[32, 64)");
+	cr_assert(b && strtol(b + strlen("[32, 64)"), NULL, 10) == 32, "%s", r.out);
+	b = strstr(r.out, "[64, 128)");
+	cr_assert(b && strtol(b + strlen("[64, 128)"), NULL, 10) == 6, "%s", r.out);
+}
+
 Test(load, run_fast_forms_after_clear_and_zero)
 {
 	struct run r;
