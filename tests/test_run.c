@@ -427,6 +427,23 @@ Test(load, run_fast_forms_on_arguments_alone_exact)
 	cr_assert(b && strtol(b + strlen("[32, 64)"), NULL, 10) == 32, "%s", r.out);
 	b = strstr(r.out, "[64, 128)");
 	cr_assert(b && strtol(b + strlen("[64, 128)"), NULL, 10) == 6, "%s", r.out);
+	/* every comparison of a filter the handler tests first, on
+	 * run_value(i % 7, i), i < 70 */
+	cli_run(&r, "%s run -o /dev/stdout -e 'uprobe:%s:run_value /arg0 != 3/ { @ne = count(); } "
+	    "uprobe:%s:run_value /arg0 < 2/ { @lt = count(); } "
+	    "uprobe:%s:run_value /arg1 <= 9/ { @le = count(); } "
+	    "uprobe:%s:run_value /arg1 > 65/ { @gt = count(); } "
+	    "uprobe:%s:run_value /arg0 >= 6/ { @ge = count(); } "
+	    "uprobe:%s:run_value /arg1 > 69/ { @none = count(); }' -c '%s calls 70'",
+	    kprobe, run_target, run_target, run_target, run_target, run_target, run_target,
+	    run_target);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert(strstr(r.out, "\n@ne: 60\n"), "%s", r.out);
+	cr_assert(strstr(r.out, "\n@lt: 20\n"), "%s", r.out);
+	cr_assert(strstr(r.out, "\n@le: 10\n"), "%s", r.out);
+	cr_assert(strstr(r.out, "\n@gt: 4\n"), "%s", r.out);
+	cr_assert(strstr(r.out, "\n@ge: 10\n"), "%s", r.out);
+	cr_assert_null(strstr(r.out, "@none"), "%s", r.out);
 }
 
 Test(load, run_fast_forms_after_clear_and_zero)

@@ -51,6 +51,14 @@ struct prog_point {
 	struct map_hdr *mh2;
 	/* `@[probe]`, `@[func]`: the slot of the point's own key, or NULL */
 	uint8_t *pval;
+	/* A filter on an argument at an entry: tested by the handler before
+	 * anything else (entry_arg_pred), from the argument's place in
+	 * pt_regs */
+	bool arg_pred;
+	bool pred_neg;
+	uint8_t pred_off;
+	/* the filter as a range: x passes when (x - lo <= span) != neg */
+	uint64_t pred_lo, pred_span;
 	struct prog_point *next;	/* the program's list */
 } __attribute__((aligned(64)));
 
@@ -417,6 +425,22 @@ FAST_INLINE void form_delta(struct agent_probe *ap, const struct pt_regs *regs, 
 
 #define container_of(p, type, member) ((type *)((char *)(p) - offsetof(type, member)))
 
+/* Whether an entry's filter on an argument lets the hit through (true
+ * when there is none): a false one ends the hit after three loads, with
+ * nothing saved, before the rest of the handler (out of line) sets up a
+ * frame. */
+FAST_INLINE bool entry_arg_pred(const struct kprobe *kp, const struct pt_regs *regs)
+{
+	const struct prog_point *pt = container_of(kp, struct agent_probe, u.kp)->prog_point;
+
+	uint64_t x;
+
+	if (!pt->arg_pred)
+		return true;
+	x = *(const uint64_t *)((const char *)regs + pt->pred_off);
+	return (x - pt->pred_lo <= pt->pred_span) != pt->pred_neg;
+}
+
 /* The four handlers of a form. */
 #define FORM_HANDLERS(form)                                                                   \
 	static int form##_entry(struct kprobe *kp, struct pt_regs *regs)                      \
@@ -431,10 +455,17 @@ FAST_INLINE void form_delta(struct agent_probe *ap, const struct pt_regs *regs, 
 		form_##form(container_of(ri->rp, struct agent_probe, u.rp), NULL, false);     \
 		return 0;                                                                      \
 	}                                                                                      \
-	static int form##_entry_regs(struct kprobe *kp, struct pt_regs *regs)                 \
+	static __attribute__((noinline)) int form##_entry_regs_rest(struct kprobe *kp,       \
+								     struct pt_regs *regs)     \
 	{                                                                                      \
 		form_##form(container_of(kp, struct agent_probe, u.kp), regs, true);          \
 		return 0;                                                                      \
+	}                                                                                      \
+	static int form##_entry_regs(struct kprobe *kp, struct pt_regs *regs)                 \
+	{                                                                                      \
+		if (!entry_arg_pred(kp, regs))                                                 \
+			return 0;                                                              \
+		return form##_entry_regs_rest(kp, regs);                                       \
 	}                                                                                      \
 	static int form##_return_regs(struct kretprobe_instance *ri, struct pt_regs *regs)    \
 	{                                                                                      \
@@ -519,6 +550,37 @@ static int form_of(const struct agent_prog *p, const struct lang_probe_desc *d)
 	return -1;
 }
 
+/* lang_fast_pred()'s /x CMP imm/ as a range [lo, lo + span] of x (modulo
+ * 2^64, so that a signed range works too), negated or not: one
+ * subtraction and one compare at a hit.  An empty range is the negation
+ * of the full one. */
+static void pred_as_range(struct prog_point *pt, uint8_t cmp, int64_t imm)
+{
+	uint64_t u = (uint64_t)imm, lo, hi;
+	bool empty = false;
+
+	pt->pred_neg = false;
+	switch (cmp) {
+	case LANG_OP_EQ: lo = hi = u; break;
+	case LANG_OP_NE: lo = hi = u; pt->pred_neg = true; break;
+	case LANG_OP_LT: lo = (uint64_t)INT64_MIN; hi = u - 1; empty = imm == INT64_MIN; break;
+	case LANG_OP_LE: lo = (uint64_t)INT64_MIN; hi = u; break;
+	case LANG_OP_GT: lo = u + 1; hi = (uint64_t)INT64_MAX; empty = imm == INT64_MAX; break;
+	case LANG_OP_GE: lo = u; hi = (uint64_t)INT64_MAX; break;
+	case LANG_OP_LTU: lo = 0; hi = u - 1; empty = u == 0; break;
+	case LANG_OP_LEU: lo = 0; hi = u; break;
+	case LANG_OP_GTU: lo = u + 1; hi = UINT64_MAX; empty = u == UINT64_MAX; break;
+	default: lo = u; hi = UINT64_MAX; break;	/* LANG_OP_GEU, as lang_fast_pred */
+	}
+	if (empty) {
+		lo = 0;
+		hi = UINT64_MAX;
+		pt->pred_neg = true;
+	}
+	pt->pred_lo = lo;
+	pt->pred_span = hi - lo;
+}
+
 /* The point's state, on the program's list. */
 static struct prog_point *new_point(struct agent_prog *p, const struct agent_probe *ap)
 {
@@ -548,6 +610,13 @@ static struct prog_point *new_point(struct agent_prog *p, const struct agent_pro
 	}
 	if (d->fast == LANG_FAST_DELTA_HIST)
 		pt->mh2 = mapi_map(img, p->region, d->fast_map2);
+	if (!ap->is_return && d->pred && d->pred_src == LANG_SRC_ARG && d->pred_arg < 6) {
+		static const uint8_t arg_off[6] = { KP_ARG_REG_OFFSETS };
+
+		pt->arg_pred = true;
+		pt->pred_off = arg_off[d->pred_arg];
+		pred_as_range(pt, d->fast_cmp, d->fast_imm);
+	}
 	pt->next = p->points;
 	p->points = pt;
 	return pt;
