@@ -299,10 +299,11 @@ FAST_INLINE bool fast_hit(struct agent_probe *ap, const struct pt_regs *regs, bo
 {
 	struct prog_point *pt = ap->prog_point;
 	const struct region_hdr *rh = pt->region;
-	/* A filter on anything but the thread's ids is tested first: a
-	 * false one ends the hit before the thread's state is looked at
-	 * (which only decides whether the hit counts at all). */
-	bool pred_first = pt->d.pred && pt->d.pred_src != LANG_SRC_TID &&
+	/* In a handler with pt_regs, a filter on anything but the thread's
+	 * ids is tested first: a false one ends the hit before the thread's
+	 * state is looked at (which only decides whether the hit counts at
+	 * all).  The handlers without pt_regs keep their order. */
+	bool pred_first = with_regs && pt->d.pred && pt->d.pred_src != LANG_SRC_TID &&
 			  pt->d.pred_src != LANG_SRC_PID;
 	struct prog_thread *t;
 
