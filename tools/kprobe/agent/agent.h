@@ -31,6 +31,7 @@ struct agent_probe {
 		struct kretprobe rp;
 	} u;
 	struct agent_session *session;
+	unsigned int gen;		/* the session's generation (hit paths) */
 	bool is_return;
 	struct kprobes_tracepoint *tp;	/* a tracepoint's handler, not a probe */
 	/* Entry probes with argN:f64: the kprobe only marks the hit, and this

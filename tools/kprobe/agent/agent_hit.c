@@ -35,14 +35,20 @@ static long raw_syscall(long n, long a, long b, long c, long d, long e, long f)
 	return kp_raw_syscall6(n, a, b, c, d, e, f);
 }
 
+/* Agent code from here: the depth first, then the count fast path off (a
+ * signal handler between the two is the program's, and counts). */
 void agent_mark_own_thread(void)
 {
 	tls_agent_depth = 1 << 20;
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	agent_tls_hit.count_gen = 0;
 }
 
 void agent_own_begin(void)
 {
 	tls_agent_depth++;
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	agent_tls_hit.count_gen = 0;
 }
 
 void agent_own_end(void)
@@ -60,6 +66,7 @@ void agent_hit_after_fork(bool follow)
 	tls_ring = -1;
 	tls_gen = 0;
 	tls_pid = 0;
+	agent_tls_hit.count_gen = 0;
 	agent_hit_pid = (pid_t)raw_syscall(SYS_getpid, 0, 0, 0, 0, 0, 0);
 	if (!follow)
 		__atomic_store_n(&quiet, true, __ATOMIC_RELAXED);

@@ -36,6 +36,13 @@ struct hit_thread {
 	/* record: the session generation and the upper TSC bits of the
 	 * thread's last light event (its next may be a compact one). */
 	uint64_t rec_tsc_hi;
+	/* count: the generation of the session whose hits this thread adds
+	 * straight to count_row, its row of counters there (it owns a ring,
+	 * runs no agent code and its process is traced); 0 when its next
+	 * hit must look again.  Cleared before anything that ends one of
+	 * those: agent code, a fork. */
+	unsigned int count_gen;
+	uint64_t *count_row;
 };
 
 extern __thread struct hit_thread agent_tls_hit TLS;

@@ -107,26 +107,51 @@ static inline __attribute__((always_inline)) struct hit_thread *light_thread(
  * registers for them, and a return probe without an entry handler takes
  * the library's assembly fast paths. */
 
+/* A count's hit off its fast path: the thread's first in the session, one
+ * counting in the shared row, agent code, an untraced fork child.  Sets
+ * the fast path up when the thread may take it.  One argument, as the
+ * handler analysis wants of a call. */
+static __attribute__((noinline)) int count_slow(struct agent_probe *ap)
+{
+	struct agent_session *s = ap->session;
+	struct hit_thread *t = light_thread(s);
+
+	if (!t)
+		return 0;
+	counter_add(s, t->ring, ap->desc);
+	if (t->ring >= 0) {
+		t->count_row = &s->map.counters[(size_t)t->ring * KPS_MAX_PROBES];
+		/* The row before the generation that says it is valid: a
+		 * signal handler's hit in between takes this path again. */
+		__atomic_signal_fence(__ATOMIC_SEQ_CST);
+		t->count_gen = s->gen;
+	}
+	return 0;
+}
+
+/* One plain increment in the thread's own row when the thread was set up
+ * for this session (count_slow); only this thread writes that row. */
+HIT_INLINE int count_hit(struct agent_probe *ap)
+{
+	uint64_t *c;
+
+	if (__builtin_expect(agent_tls_hit.count_gen != ap->gen, 0))
+		return count_slow(ap);
+	c = &agent_tls_hit.count_row[ap->desc];
+	__atomic_store_n(c, __atomic_load_n(c, __ATOMIC_RELAXED) + 1, __ATOMIC_RELAXED);
+	return 0;
+}
+
 static int count_entry(struct kprobe *p, struct pt_regs *regs)
 {
-	struct agent_probe *ap = container_of(p, struct agent_probe, u.kp);
-	struct hit_thread *t = light_thread(ap->session);
-
 	(void)regs;
-	if (t)
-		counter_add(ap->session, t->ring, ap->desc);
-	return 0;
+	return count_hit(container_of(p, struct agent_probe, u.kp));
 }
 
 static int count_return(struct kretprobe_instance *ri, struct pt_regs *regs)
 {
-	struct agent_probe *ap = container_of(ri->rp, struct agent_probe, u.rp);
-	struct hit_thread *t = light_thread(ap->session);
-
 	(void)regs;
-	if (t)
-		counter_add(ap->session, t->ring, ap->desc);
-	return 0;
+	return count_hit(container_of(ri->rp, struct agent_probe, u.rp));
 }
 
 /* An event without values off its common path (no ring, the ring full

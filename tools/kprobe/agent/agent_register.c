@@ -102,6 +102,7 @@ static struct agent_probe *probe_new(struct agent_session *s, const struct resol
 		return NULL;
 	}
 	ap->session = s;
+	ap->gen = s->gen;
 	ap->desc = (uint32_t)id;
 	ap->spec = (uint16_t)r->spec;
 	ap->is_return = spec->is_return;
