@@ -8,7 +8,12 @@
  *                      longjmps back to outer(): middle and inner never return
  *   fork N             leaf() N times in the parent, then N times in a child
  *   exit_in_call       leaf() once, then a thread that exits inside stay()
- *   fib N              fib(20) N times (the full-speed run) */
+ *   fib N              fib(20) N times (the full-speed run)
+ *   dlopen N LIB       open() N times, then dlopen(LIB): the agent,
+ *                      arming its probes on the new object on this thread,
+ *                      calls open() too (not the program's calls) */
+#include <dlfcn.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <setjmp.h>
 #include <stdio.h>
@@ -149,6 +154,12 @@ int main(int argc, char **argv)
 		for (long i = 0; i < n; i++)
 			s += fib(20);
 		printf("%ld\n", s);
+	} else if (!strcmp(argv[1], "dlopen") && argc > 3) {
+		for (long i = 0; i < n; i++)
+			close(open("/dev/null", O_RDONLY));
+		/* (not closed: dlclose() is libkprobes', and so are its calls) */
+		if (!dlopen(argv[3], RTLD_NOW))
+			return 1;
 	} else {
 		return 2;
 	}

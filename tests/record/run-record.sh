@@ -111,9 +111,9 @@ if record_json cxxname 'catcher(int)' 'catcher(int)%return' 'middle(int)' -- \
 else
 	fail "C++ names: record"
 fi
-if record_json line cli_record.c:68 -- "$P/cli_record" fib 1; then
+if record_json line cli_record.c:73 -- "$P/cli_record" fib 1; then
 	expect "FILE.c:LINE: every call of fib" "21891 0 0 0 1 1" \
-		"$(row "$T/line.counts" cli_record.c:68)"
+		"$(row "$T/line.counts" cli_record.c:73)"
 else
 	fail "FILE.c:LINE: record"
 fi
@@ -206,7 +206,31 @@ fi
 hits=$("$K" count ctor_helper -o /dev/stdout -- "$P/cli_ctor" 2>/dev/null | awk '$1 == "ctor_helper" { print $(NF-1) }')
 expect "constructor: ctor_helper counted in the constructor and in main" 2 "$hits"
 
-# 10. Bad input: one line, status 2 or 1; mutated recordings never crash
+# 10. count's fast path (a thread's own row, set up at its first hit) is
+# exact: entry and return on both fast paths; a fork child that is not
+# followed inherits a thread set up to count and counts nothing; agent code
+# on a program thread (arming the probes of a library dlopen() loaded,
+# which opens and reads its file) is not counted.
+# count_hits OUT PROBE: the hits of PROBE in count's table, over its rows
+# of every process (0 if not shown)
+count_hits() { awk -v p="$2" '$1 == p || $2 == p { h += $(NF-1) } END { print h + 0 }' "$1"; }
+"$K" count fib 'fib%return' -o "$T/cfib" -- "$P/cli_record" fib 3 >/dev/null 2>&1
+expect "count: fib's entries and returns, 3 x 21891" "65673 65673" \
+	"$(count_hits "$T/cfib" fib) $(count_hits "$T/cfib" 'fib%return')"
+"$K" count leaf 'leaf%return' -o "$T/cthr" -- "$P/cli_record" threads 8 2000 >/dev/null 2>&1
+expect "count: leaf on 8 threads" "16000 16000" \
+	"$(count_hits "$T/cthr" leaf) $(count_hits "$T/cthr" 'leaf%return')"
+"$K" count leaf -o "$T/cfork" -- "$P/cli_record" fork 300 >/dev/null 2>&1
+expect "count: an unfollowed fork child counts nothing" 300 "$(count_hits "$T/cfork" leaf)"
+"$K" count -f leaf -o "$T/cforkf" -- "$P/cli_record" fork 300 >/dev/null 2>&1
+expect "count -f: parent and child" 600 "$(count_hits "$T/cforkf" leaf)"
+lib=$(realpath "$P/libcli_ctor.so")
+"$K" count libc.so.6:open libc.so.6:read "$lib:ctor_helper" -o "$T/cdl" -- \
+	"$P/cli_record" dlopen 5 "$lib" >/dev/null 2>&1
+expect "count: the agent's open and read while arming a dlopen'ed library are not counted" \
+	"5 0 1" "$(count_hits "$T/cdl" open) $(count_hits "$T/cdl" read) $(count_hits "$T/cdl" ctor_helper)"
+
+# 11. Bad input: one line, status 2 or 1; mutated recordings never crash
 # the readers.
 bad=$(python3 tests/record/mutate_record.py "$K" "$T/lj" 40 | tail -1)
 expect "mutated recordings: report, replay, dump end with 0 or 1" 0 "$bad"
