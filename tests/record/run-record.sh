@@ -220,6 +220,10 @@ expect "count: fib's entries and returns, 3 x 21891" "65673 65673" \
 "$K" count leaf 'leaf%return' -o "$T/cthr" -- "$P/cli_record" threads 8 2000 >/dev/null 2>&1
 expect "count: leaf on 8 threads" "16000 16000" \
 	"$(count_hits "$T/cthr" leaf) $(count_hits "$T/cthr" 'leaf%return')"
+KPROBE_RINGS=2 "$K" count leaf 'leaf%return' -o "$T/cshared" -- "$P/cli_record" threads 8 2000 \
+	>/dev/null 2>&1
+expect "count: 8 threads on 2 rings, 6 in the shared row" "16000 16000" \
+	"$(count_hits "$T/cshared" leaf) $(count_hits "$T/cshared" 'leaf%return')"
 "$K" count leaf -o "$T/cfork" -- "$P/cli_record" fork 300 >/dev/null 2>&1
 expect "count: an unfollowed fork child counts nothing" 300 "$(count_hits "$T/cfork" leaf)"
 "$K" count -f leaf -o "$T/cforkf" -- "$P/cli_record" fork 300 >/dev/null 2>&1
