@@ -297,6 +297,9 @@ Test(spec_plan, cases_read_back_as_written)
 	static const char *const ok[] = {
 		"p x=@r7+8*8r16o1?-4712r3+5?-4600#11!:s64",
 		"p x=@r7*8?12r7+16*8!+8*4:s32",
+		/* the return address from its slot, as a return probe's
+		 * stub stands for it */
+		"p x=@r7+8Rr16o1?-4712r3+5!:s64",
 	};
 	char err[160];
 
@@ -323,6 +326,8 @@ Test(spec_plan, malformed_cases_are_refused)
 		"p x=@r7?5r3!?6r4!:s64",	/* two groups */
 		"p x=@r7r8?5r3!:s64",		/* two values before the case */
 		"p x=@r7?+5r3!:s64",		/* a sign the printer never writes */
+		"p x=@R:s64",			/* a return slot's address missing */
+		"p x=@r7R8:s64",		/* R takes no size */
 	};
 	char err[160];
 

@@ -122,9 +122,10 @@ compare_point() {
 }
 
 # EXPRs at every stop at LINE, gdb's and kprobe's, one value a line, in
-# the order of the stops.
+# the order of the stops; EXTRA: another probe traced alongside (its
+# events, without arguments, left out).
 compare_stops() {
-	prog=$1 tag=$2 line=$3 exprs=$4
+	prog=$1 tag=$2 line=$3 exprs=$4 extra=${5:-}
 	{
 		echo "break $SRCNAME:$line"
 		echo "commands"
@@ -137,23 +138,23 @@ compare_stops() {
 	timeout 60 gdb -nx -q -batch -x "$OUT/stops.gdb" "$prog" </dev/null 2>/dev/null |
 		sed -n 's/^\$[0-9]* = //p' >"$OUT/gdb.txt"
 	timeout 60 "$KPROBE" trace --format json -o "$OUT/trace.json" "$SRCNAME:$line $exprs" \
-		-- "$prog" 2 >/dev/null 2>"$OUT/err" || {
+		$extra -- "$prog" 2 >/dev/null 2>"$OUT/err" || {
 		echo "FAIL $tag:$line: kprobe trace failed: $(cat "$OUT/err")"
 		fail=1
 		return
 	}
 	: >"$OUT/kp.txt"
-	jq -r '.args | to_entries[] | .value | tostring' "$OUT/trace.json" |
+	jq -r 'select(.args) | .args | to_entries[] | .value | tostring' "$OUT/trace.json" |
 		sed 's/^null$/<optimized out>/' >"$OUT/kp.txt"
 	n=$(wc -l <"$OUT/gdb.txt")
 	if [ "$n" -eq 0 ] || ! cmp -s "$OUT/gdb.txt" "$OUT/kp.txt"; then
-		echo "FAIL $tag:$line $exprs at every stop: gdb, then kprobe:"
+		echo "FAIL $tag:$line $exprs at every stop${extra:+ (with $extra)}: gdb, then kprobe:"
 		paste "$OUT/gdb.txt" "$OUT/kp.txt"
 		fail=1
 		return
 	fi
 	checked=$((checked + n))
-	echo "dwarf-vars: $tag after_call: $n values at every stop as gdb's" \
+	echo "dwarf-vars: $tag after_call${extra:+ (with $extra)}: $n values at every stop as gdb's" \
 	     "($(grep -c '<optimized out>' "$OUT/gdb.txt") optimized out)"
 }
 
@@ -169,6 +170,9 @@ for cc in gcc clang; do
 		compare_point "$prog" "$cc-$opt" "$L2" "$P2"
 		compare_point "$prog" "$cc-$opt" "$L3" "$P3"
 		compare_stops "$prog" "$cc-$opt" "$L4" "$P4"
+		# The same with a return probe on the function: its stub in
+		# the return slot stands for the caller's call site.
+		compare_stops "$prog" "$cc-$opt" "$L4" "$P4" after_call%return
 	done
 done
 

@@ -486,6 +486,16 @@ static bool run_plan_stack(const struct pt_regs *regs, const struct spec_arg *a,
 			if (!load_nofault(st[top & 7], op->size,
 					  &st[top & 7]))
 				return false;
+		} else if (op->kind == FETCH_RET_ADDR) {
+			/* A function with a return probe has the probe's
+			 * stub in its return slot: the library knows what it
+			 * stands for (one TLS load and a walk of the thread's
+			 * pending returns, no system call). */
+			uint64_t slot = st[top & 7];
+
+			if (!load_nofault(slot, 8, &st[top & 7]))
+				return false;
+			st[top & 7] = kretprobe_find_ret_addr(st[top & 7], slot);
 		} else {
 			b = st[top-- & 7];
 			st[top & 7] = binop(st[top & 7], b, op->k);

@@ -1249,12 +1249,17 @@ static bool callee_saved(unsigned int reg)
 /* The value register reg of the function's caller had, seen from pc in
  * the function, pushed: for a register the function must preserve (and
  * the return address column), the register itself while its rule is
- * "same value", else the load from its save slot (CFA + offset). */
+ * "same value", else the load from its save slot (CFA + offset).  The
+ * return address is read with the R step: a return probe on the function
+ * has put its stub in that slot, and the plan must see the caller's
+ * address it stands for. */
 static bool plan_preserved_reg(struct dbg *d, Dwarf_Addr pc, Dwarf_Attribute *attr,
 			       unsigned int reg, struct access *x)
 {
 	Dwarf_Op mem[3], *rops;
 	Dwarf_Frame *frame = NULL;
+	Dwarf_Addr start, end;
+	bool signalp;
 	size_t nr;
 	bool ok = false;
 
@@ -1265,10 +1270,14 @@ static bool plan_preserved_reg(struct dbg *d, Dwarf_Addr pc, Dwarf_Attribute *at
 		} else if (nr && rops[nr - 1].atom != DW_OP_stack_value) {
 			/* saved at an address: the CFA plus an offset */
 			struct access at = *x;
+			bool ret = dwarf_frame_info(frame, &start, &end, &signalp) == (int)reg;
 
 			if (plan_expr(d, pc, NULL, attr, rops, nr, &at, 3) && at.in_memory) {
 				*x = at;
-				put_op(x, FETCH_LOAD, 0, 0, 8);
+				if (ret)
+					put_op(x, FETCH_RET_ADDR, 0, 0, 0);
+				else
+					put_op(x, FETCH_LOAD, 0, 0, 8);
 				ok = !x->unavailable;
 			}
 		}

@@ -275,12 +275,12 @@ static int parse_plan(const char *p, size_t len, struct spec_arg *a)
 		char *num_end;
 		long long k;
 
-		if (a->nops == SPEC_MAX_OPS || !strchr("rv#+-*o?!", c))
+		if (a->nops == SPEC_MAX_OPS || !c || !strchr("rv#+-*o?!R", c))
 			return -EINVAL;
-		if (c == '!') {
+		if (c == '!' || c == 'R') {
 			op = &a->ops[a->nops++];
 			memset(op, 0, sizeof(*op));
-			op->kind = FETCH_JOIN;
+			op->kind = c == '!' ? FETCH_JOIN : FETCH_RET_ADDR;
 			continue;
 		}
 		if (p >= end)
@@ -757,6 +757,8 @@ int spec_format(struct probe_spec *s)
 					PUT("?%lld", (long long)op->k);
 				else if (op->kind == FETCH_JOIN)
 					PUT("!");
+				else if (op->kind == FETCH_RET_ADDR)
+					PUT("R");
 				else
 					PUT("*%u", op->size);
 			}

@@ -33,6 +33,9 @@
  *   #K    push the constant K
  *   +K -K add K to the top
  *   *S    replace the top by the S bytes (1, 2, 4, 8) at that address
+ *   R     replace the top, the address of the stack slot of a return
+ *         address, by the return address there: the real one when the slot
+ *         holds a return probe's stub (kretprobe_find_ret_addr())
  *   oC    pop b, pop a, push a OP b: C 0 +, 1 -, 2 *, 3 &, 4 |, 5 ^, 6 <<,
  *         7 >> (logical), 8 >> (arithmetic)
  *   ?K    a case: the top (the key) equal to K: pop it and run the steps
@@ -97,6 +100,7 @@ enum fetch_kind {
 	FETCH_VREG,		/* value = the low 8 bytes of vector register reg */
 	FETCH_CASE,		/* key == k: pop it, run this case; else skip it */
 	FETCH_JOIN,		/* the end of the cases (no case taken: unavailable) */
+	FETCH_RET_ADDR,		/* value = the return address in the slot at value */
 };
 
 enum fetch_binop {
