@@ -277,6 +277,42 @@ if [ "$(jq '.probes | length' "$OUT/count.json")" != 1 ]; then
 	fail=1
 fi
 
+# A function of a library, named without its object: its variables from
+# the library's debug information (the executable has none), kept in a
+# separate file found through .gnu_debuglink, and libc's through its
+# build-id under /usr/lib/debug when libc6-dbg is installed.
+mkdir -p "$OUT/lib"
+printf '%s\n' 'struct pt { int x; long y; };' \
+	'__attribute__((noinline)) long lib_sum(struct pt *p, int k) { return p->x * k + p->y; }' \
+	>"$OUT/lib/libsep.c"
+printf '%s\n' '#include <stdlib.h>' 'struct pt { int x; long y; };' 'long lib_sum(struct pt *, int);' \
+	'int main(void) { struct pt p = { 3, 40 }; long t = 0;' \
+	'for (int k = 1; k <= 2; k++) t += lib_sum(&p, k); return getenv("KP_SEP_NONE") ? 1 : t != 89; }' \
+	>"$OUT/lib/main.c"
+gcc -O2 -g -shared -fPIC -o "$OUT/lib/libsep.so" "$OUT/lib/libsep.c" &&
+	objcopy --only-keep-debug "$OUT/lib/libsep.so" "$OUT/lib/libsep.so.dbg" &&
+	objcopy --strip-debug --add-gnu-debuglink="$OUT/lib/libsep.so.dbg" "$OUT/lib/libsep.so" &&
+	gcc -O2 -o "$OUT/lib/sepmain" "$OUT/lib/main.c" -L"$OUT/lib" -lsep ||
+	{ echo "FAIL: cannot build the separate debug file test"; fail=1; }
+got=$(LD_LIBRARY_PATH=$OUT/lib timeout 60 "$KPROBE" trace -o "$OUT/sep.txt" 'lib_sum p->x p->y k' \
+	-- "$OUT/lib/sepmain" 2>&1 && sed 's/.*lib_sum[^ ]* //' "$OUT/sep.txt" | tr '\n' ';')
+if [ "$got" != "p->x=3 p->y=40 k=1;p->x=3 p->y=40 k=2;" ]; then
+	echo "FAIL a library's variables through .gnu_debuglink, no object named: '$got'"
+	fail=1
+else
+	echo "dwarf-vars: a library's variables through .gnu_debuglink, no object named"
+fi
+LIBC=$(ldd "$OUT/lib/sepmain" | sed -n 's/.*libc\.so\.6 => \([^ ]*\).*/\1/p')
+BID=$(readelf -n "$LIBC" 2>/dev/null | sed -n 's/.*Build ID: \([0-9a-f]*\).*/\1/p')
+if [ -n "$BID" ] && [ -r "/usr/lib/debug/.build-id/$(echo "$BID" | cut -c1-2)/$(echo "$BID" | cut -c3-).debug" ]; then
+	got=$(LD_LIBRARY_PATH=$OUT/lib timeout 60 "$KPROBE" trace -o "$OUT/bid.txt" 'getenv name' \
+		-- "$OUT/lib/sepmain" 2>&1 && grep -c 'name="KP_SEP_NONE"' "$OUT/bid.txt")
+	[ "$got" = 1 ] && echo "dwarf-vars: libc's variables through its build-id" ||
+		{ echo "FAIL libc's getenv name through the build-id: '$got'"; fail=1; }
+else
+	echo "dwarf-vars: no debug file for libc under /usr/lib/debug/.build-id (libc6-dbg): not checked"
+fi
+
 # Bad input: one line, exit 2.
 prog=$OUT/cli_dwarf-gcc-O0
 "$KPROBE" trace "cli_dwarf.c:$L1 nosuch" -- "$prog" 1 >/dev/null 2>"$OUT/err"

@@ -857,8 +857,9 @@ static void line_points(struct dbg *d, const struct probe_spec *s, struct point 
 		add_point(pts, n, best[k], &cus[k]);
 }
 
-static void find_points(struct dbg *d, const struct probe_spec *s, struct point *pts, int *n,
-			bool inlines)
+/* The points of s in d's object, none when it has none. */
+static void collect_points(struct dbg *d, const struct probe_spec *s, struct point *pts, int *n,
+			   bool inlines)
 {
 	*n = 0;
 	if (s->kind == SPEC_LINE) {
@@ -885,11 +886,54 @@ static void find_points(struct dbg *d, const struct probe_spec *s, struct point 
 
 			inline_points(d, &glob, 1, (struct point (*)[MAX_POINTS])pts, n);
 		}
-	} else {
-		bad("'%s': a tracepoint's arguments are arg1.. or its own names", s->text);
 	}
+}
+
+static void find_points(struct dbg *d, const struct probe_spec *s, struct point *pts, int *n,
+			bool inlines)
+{
+	if (s->kind != SPEC_LINE && s->kind != SPEC_ADDRESS && s->kind != SPEC_SYMBOL)
+		bad("'%s': a tracepoint's arguments are arg1.. or its own names", s->text);
+	collect_points(d, s, pts, n, inlines);
 	if (!*n)
 		bad("'%s': no such function or line in the debug information of %s", s->text, d->path);
+}
+
+/* The object of s opened in d and its points: the object s names; with
+ * none, as the agent looks for a symbol, the main executable first, then
+ * the libraries it needs (-- COMMAND) or the objects mapped (-p PID), the
+ * first whose debug information has the function or line.  Exits with one
+ * line, about the main executable, when none has it. */
+static void open_points(const struct cli_opts *o, const struct probe_spec *s, struct dbg *d,
+			struct point *pts, int *n, bool inlines)
+{
+	char path[PATH_MAX];
+	char (*objs)[PATH_MAX];
+	int nobjs;
+
+	object_path(o, s, path, sizeof(path));
+	if (!s->object[0] && (s->kind == SPEC_SYMBOL || s->kind == SPEC_LINE) &&
+	    (o->command || o->pid)) {
+		objs = calloc(MAX_CANDIDATE_OBJECTS, sizeof(*objs));
+		if (!objs)
+			bad("out of memory");
+		nobjs = usdt_candidate_objects(o, s, objs, MAX_CANDIDATE_OBJECTS);
+		for (int k = 0; k < nobjs; k++) {
+			if (dbg_try_open(d, objs[k])) {
+				dbg_close(d);
+				continue;
+			}
+			collect_points(d, s, pts, n, inlines);
+			if (*n) {
+				free(objs);
+				return;
+			}
+			dbg_close(d);
+		}
+		free(objs);
+	}
+	dbg_open(d, path);
+	find_points(d, s, pts, n, inlines);
 }
 
 /* ---- variables at a point ---- */
@@ -2463,15 +2507,12 @@ void dwarf_vars_resolve(struct cli_opts *o)
 	for (int i = 0; i < nspecs; i++) {
 		struct probe_spec orig = o->specs[i];
 		struct point pts[MAX_POINTS];
-		char path[PATH_MAX];
 		struct dbg d;
 		int n;
 
 		if (!spec_has_vars(&orig))
 			continue;
-		object_path(o, &orig, path, sizeof(path));
-		dbg_open(&d, path);
-		find_points(&d, &orig, pts, &n, !o->no_inlines);
+		open_points(o, &orig, &d, pts, &n, !o->no_inlines);
 		if (orig.is_return && n > 1)
 			n = 1;
 		for (int k = 0; k < n; k++) {
@@ -2745,7 +2786,6 @@ int dwarf_vars_list(struct cli_opts *o)
 	for (int i = 0; i < o->nspecs; i++) {
 		struct probe_spec *s = &o->specs[i];
 		struct point pts[MAX_POINTS];
-		char path[PATH_MAX];
 		struct dbg d;
 		int n;
 
@@ -2763,12 +2803,8 @@ int dwarf_vars_list(struct cli_opts *o)
 			snprintf(tmp.object, sizeof(tmp.object), "%s", o->list_object);
 			if (!s->object[0])
 				s = &tmp;
-			object_path(o, s, path, sizeof(path));
-		} else {
-			object_path(o, s, path, sizeof(path));
 		}
-		dbg_open(&d, path);
-		find_points(&d, s, pts, &n, !o->no_inlines);
+		open_points(o, s, &d, pts, &n, !o->no_inlines);
 		for (int k = 0; k < n; k++)
 			list_point(&d, &pts[k], stdout);
 		dbg_close(&d);

@@ -411,11 +411,8 @@ static int needed_libraries(const char *path, char (*out)[PATH_MAX], int max)
 	return n;
 }
 
-/* The objects an unqualified usdt: probe is looked for in: the main
- * executable, then the libraries it needs (-- COMMAND) or every object
- * mapped (-p PID). */
-static int candidate_objects(const struct cli_opts *o, const struct probe_spec *s,
-			     char (*paths)[PATH_MAX], int max)
+int usdt_candidate_objects(const struct cli_opts *o, const struct probe_spec *s,
+			   char (*paths)[PATH_MAX], int max)
 {
 	char err[PATH_MAX + 128];
 	int n = 0;
@@ -493,10 +490,10 @@ int usdt_sites(const struct cli_opts *o, const struct probe_spec *orig, bool all
 	struct usdt_probe found[256];
 	int npaths, total = 0;
 
-	paths = calloc(64, PATH_MAX);
+	paths = calloc(MAX_CANDIDATE_OBJECTS, PATH_MAX);
 	if (!paths)
 		cli_die(EXIT_FAIL, "out of memory");
-	npaths = candidate_objects(o, orig, paths, 64);
+	npaths = usdt_candidate_objects(o, orig, paths, MAX_CANDIDATE_OBJECTS);
 	snprintf(glob, sizeof(glob), "%s", orig->symbol);
 	colon = strchr(glob, ':');
 	if (!colon)
@@ -549,11 +546,11 @@ int usdt_operand_count(const struct cli_opts *o, const struct probe_spec *s, int
 	if (!colon || cli_object_path(o, s, path, sizeof(path), err, sizeof(err)))
 		return -1;
 	*colon = '\0';
-	paths = calloc(64, PATH_MAX);
+	paths = calloc(MAX_CANDIDATE_OBJECTS, PATH_MAX);
 	found = calloc(256, sizeof(*found));
 	if (!paths || !found)
 		cli_die(EXIT_FAIL, "out of memory");
-	npaths = candidate_objects(o, s, paths, 64);
+	npaths = usdt_candidate_objects(o, s, paths, MAX_CANDIDATE_OBJECTS);
 	/* The objects usdt_sites() takes: the named one, or the first with
 	 * matches. */
 	for (int k = 0; k < npaths && least < 0; k++) {
@@ -605,7 +602,7 @@ int usdt_vars(const struct cli_opts *o, const struct probe_spec *s)
 
 	if (!paths || !found)
 		cli_die(EXIT_FAIL, "out of memory");
-	npaths = candidate_objects(o, s, paths, 64);
+	npaths = usdt_candidate_objects(o, s, paths, MAX_CANDIDATE_OBJECTS);
 	snprintf(glob, sizeof(glob), "%s", s->symbol);
 	colon = strchr(glob, ':');
 	if (!colon)

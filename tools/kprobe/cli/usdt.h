@@ -4,6 +4,7 @@
 #ifndef KPROBE_USDT_H
 #define KPROBE_USDT_H
 
+#include <limits.h>
 #include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -27,6 +28,15 @@ struct usdt_probe {
  * for prelinking through .stapsdt.base); stops when fn returns non-zero
  * and returns that.  0, or -errno when the file cannot be read. */
 int usdt_foreach(const char *path, int (*fn)(const struct usdt_probe *p, void *arg), void *arg);
+
+/* The objects a probe that names none is looked for in: the main
+ * executable (the command's, or of -p PID), then the libraries it needs
+ * (-- COMMAND) or every object mapped (-p PID); stores at most max paths
+ * and returns how many.  Exits with one line when the executable cannot
+ * be found. */
+#define MAX_CANDIDATE_OBJECTS 64
+int usdt_candidate_objects(const struct cli_opts *o, const struct probe_spec *s,
+			   char (*paths)[PATH_MAX], int max);
 
 /* How many operands the probe has. */
 int usdt_nargs(const struct usdt_probe *p);
