@@ -176,6 +176,31 @@ for cc in gcc clang; do
 	done
 done
 
+# $params and $vars: every parameter and then every local at the line,
+# names and values as gdb's "info args" and "info locals" print them
+# (pointers, which ASLR moves, as PTR).
+for prog in "$OUT"/cli_dwarf-*-O[02]; do
+	timeout 60 gdb -nx -q -batch -ex "break $SRCNAME:$L1" -ex 'run 1' -ex 'info args' \
+		-ex 'info locals' "$prog" </dev/null 2>/dev/null |
+		sed -n '/^[a-z_]* = /p' | sed 's/0x[0-9a-f]*/PTR/' >"$OUT/gdb-vars.txt"
+	for v in '$params' '$vars'; do
+		timeout 60 "$KPROBE" trace --format json -o "$OUT/vars.json" "$SRCNAME:$L1 $v" \
+			-- "$prog" 1 >/dev/null 2>"$OUT/err"
+		jq -r '.args | to_entries[] | "\(.key) = \(.value)"' "$OUT/vars.json" 2>/dev/null |
+			sed 's/ = null$/ = <optimized out>/; s/0x[0-9a-f]*/PTR/' >"$OUT/kp-vars.txt"
+		want=$OUT/gdb-vars.txt
+		[ "$v" = '$params' ] && { head -3 "$OUT/gdb-vars.txt" >"$OUT/gdb-params.txt"; want=$OUT/gdb-params.txt; }
+		if [ ! -s "$want" ] || ! cmp -s "$want" "$OUT/kp-vars.txt"; then
+			echo "FAIL $(basename "$prog") $v at $SRCNAME:$L1: gdb, then kprobe:"
+			paste "$want" "$OUT/kp-vars.txt"
+			fail=1
+		else
+			checked=$((checked + $(wc -l <"$want")))
+		fi
+	done
+done
+echo "dwarf-vars: \$params and \$vars as gdb's info args and info locals (4 builds)"
+
 # Floating-point return values: retval (no :TYPE) of weigh() (double) and
 # ratio() (float) at every return, against gdb's "finish", in the plain
 # return handler and in the one that takes a stack (which reads xmm0 with
