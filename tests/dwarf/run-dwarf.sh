@@ -601,6 +601,27 @@ if [ -x $PY ] && readelf -n $PY 2>/dev/null | grep -q function__entry; then
 	else
 		echo "dwarf-vars: bpftrace cannot run here: python's program output not compared"
 	fi
+	# gc__start (by generation) and line, counted in a program, as
+	# bpftrace counts them in the same run of the script.
+	prog="usdt:$PY:python:gc__start { @gc[arg0] = count(); } usdt:$PY:python:line { @lines = count(); }"
+	timeout 60 "$KPROBE" run -o "$OUT/py-gc.txt" -e "$prog" -c "$PY tests/dwarf/usdt.py" \
+		>/dev/null 2>"$OUT/err"
+	if ! grep -q '^@gc\[2\]: [1-9]' "$OUT/py-gc.txt" || ! grep -q '^@lines: [1-9]' "$OUT/py-gc.txt"; then
+		echo "FAIL python gc__start and line: $(cat "$OUT/py-gc.txt" "$OUT/err")"
+		fail=1
+	elif command -v bpftrace >/dev/null 2>&1 &&
+	     timeout 60 bpftrace -o "$OUT/py-gc-bpftrace.txt" -e "$prog" -c "$PY tests/dwarf/usdt.py" \
+		>/dev/null 2>&1 && [ -s "$OUT/py-gc-bpftrace.txt" ]; then
+		if ! cmp -s "$OUT/py-gc-bpftrace.txt" "$OUT/py-gc.txt"; then
+			echo "FAIL python gc__start and line differ from bpftrace's:"
+			diff "$OUT/py-gc-bpftrace.txt" "$OUT/py-gc.txt" | head -10
+			fail=1
+		else
+			echo "dwarf-vars: python3.11 gc__start and line counted as bpftrace counts them"
+		fi
+	else
+		echo "dwarf-vars: bpftrace cannot run here: python's gc__start and line not compared"
+	fi
 else
 	echo "dwarf-vars: $PY with SDT notes not installed: its probes not checked"
 fi

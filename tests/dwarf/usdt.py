@@ -7,6 +7,8 @@ def gen(k):
 
 for k in range(3):
     next(gen(k))
+# A full collection: gc__start with generation 2.
+__import__("gc").collect()
 # To stderr: bpftrace prints its events on the stdout this process shares,
 # and a line of ours could land inside one of its lines.  (No import at
 # the top: the line numbers above are what the test expects.)
