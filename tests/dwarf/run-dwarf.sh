@@ -485,6 +485,13 @@ if command -v g++ >/dev/null 2>&1; then
 	got=$(jq -r '[.probes[] | "\(.probe)=\(.hits)"] | sort | join(";")' "$OUT/count.json" 2>/dev/null)
 	want="demo::Widget::resize(double)=8;demo::Widget::resize(int)=4;double demo::twice<double>(double)=4;int demo::twice<int>(int)=4"
 	[ "$got" = "$want" ] || { echo "FAIL C++ names: '$got' $(cat "$OUT/err")"; fail=1; }
+	# kprobe vars takes the same names: an overload by its signature,
+	# both by a glob.
+	"$KPROBE" vars 'demo::Widget::resize(double)' "$OUT/cli_cxx" >"$OUT/vars.txt" 2>&1
+	"$KPROBE" vars 'demo::Widget::resize*' "$OUT/cli_cxx" >>"$OUT/vars.txt" 2>&1
+	got=$(sed -n 's/^\(demo[^+]*\)+.*/\1/p; s/^\t.* \([a-z]*\) (parameter)$/\1/p' "$OUT/vars.txt" | tr '\n' ' ')
+	want="demo::Widget::resize(double) this f demo::Widget::resize(double) this f demo::Widget::resize(int) this n "
+	[ "$got" = "$want" ] || { echo "FAIL kprobe vars of C++ names: '$got' $(cat "$OUT/vars.txt")"; fail=1; }
 else
 	echo "dwarf-vars: g++ not installed: C++ names not checked"
 fi

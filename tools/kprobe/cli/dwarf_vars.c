@@ -2783,6 +2783,14 @@ static void list_point(struct dbg *d, struct point *p, FILE *f)
 
 int dwarf_vars_list(struct cli_opts *o)
 {
+	/* The OBJECT of `kprobe vars PROBE OBJECT` is each probe's that
+	 * names none; C++ names are then matched in it as count and trace
+	 * match them. */
+	for (int i = 0; o->list_object && i < o->nspecs; i++)
+		if (!o->specs[i].object[0])
+			snprintf(o->specs[i].object, sizeof(o->specs[i].object), "%s",
+				 o->list_object);
+	cxx_names_resolve(o);
 	for (int i = 0; i < o->nspecs; i++) {
 		struct probe_spec *s = &o->specs[i];
 		struct point pts[MAX_POINTS];
@@ -2790,19 +2798,8 @@ int dwarf_vars_list(struct cli_opts *o)
 		int n;
 
 		if (s->kind == SPEC_USDT) {
-			struct probe_spec tmp = *s;
-
-			if (o->list_object && !s->object[0])
-				snprintf(tmp.object, sizeof(tmp.object), "%s", o->list_object);
-			usdt_vars(o, &tmp);
+			usdt_vars(o, s);
 			continue;
-		}
-		if (o->list_object) {
-			struct probe_spec tmp = *s;
-
-			snprintf(tmp.object, sizeof(tmp.object), "%s", o->list_object);
-			if (!s->object[0])
-				s = &tmp;
 		}
 		open_points(o, s, &d, pts, &n, !o->no_inlines);
 		for (int k = 0; k < n; k++)
