@@ -492,6 +492,10 @@ if command -v g++ >/dev/null 2>&1; then
 	got=$(sed -n 's/^\(demo[^+]*\)+.*/\1/p; s/^\t.* \([a-z]*\) (parameter)$/\1/p' "$OUT/vars.txt" | tr '\n' ' ')
 	want="demo::Widget::resize(double) this f demo::Widget::resize(double) this f demo::Widget::resize(int) this n "
 	[ "$got" = "$want" ] || { echo "FAIL kprobe vars of C++ names: '$got' $(cat "$OUT/vars.txt")"; fail=1; }
+	# this is a const pointer (gdb: "demo::Widget * const"), not a
+	# pointer to const.
+	grep -q '^	struct Widget \* const  *this (parameter)$' "$OUT/vars.txt" ||
+		{ echo "FAIL kprobe vars: the type of this: $(cat "$OUT/vars.txt")"; fail=1; }
 else
 	echo "dwarf-vars: g++ not installed: C++ names not checked"
 fi

@@ -1044,10 +1044,15 @@ static void type_name(Dwarf_Die *t, bool has, char *buf, size_t len)
 			snprintf(buf, len, "%s *", inner);
 		} else if (tag == DW_TAG_reference_type) {
 			snprintf(buf, len, "%s &", inner);
-		} else if (tag == DW_TAG_const_type) {
-			snprintf(buf, len, "const %s", inner);
-		} else if (tag == DW_TAG_volatile_type) {
-			snprintf(buf, len, "volatile %s", inner);
+		} else if (tag == DW_TAG_const_type || tag == DW_TAG_volatile_type) {
+			const char *q = tag == DW_TAG_const_type ? "const" : "volatile";
+
+			/* A qualified pointer (C++'s this: "Widget *const")
+			 * reads after the star, anything else before. */
+			if (hs && dwarf_tag(&sub) == DW_TAG_pointer_type)
+				snprintf(buf, len, "%s %s", inner, q);
+			else
+				snprintf(buf, len, "%s %s", q, inner);
 		} else {
 			Dwarf_Die r;
 			Dwarf_Attribute a;
