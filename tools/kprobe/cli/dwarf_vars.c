@@ -1314,8 +1314,13 @@ static bool plan_preserved_reg(struct dbg *d, Dwarf_Addr pc, Dwarf_Attribute *at
 
 	if (d->cfi && !dwarf_cfi_addrframe(d->cfi, pc, &frame) &&
 	    !dwarf_frame_register(frame, (int)reg, mem, &rops, &nr)) {
-		if (!nr && !rops) {
-			ok = op_reg(x, reg);	/* same value: not changed yet */
+		/* Same value: not changed yet.  A register the ABI says a
+		 * function preserves is that too when the CFI has no rule
+		 * for it (libdw says "undefined" then, unless its
+		 * architecture backend supplied the ABI's initial rules):
+		 * compilers write a rule only once they save it. */
+		if (!nr && (!rops || (rops == mem && callee_saved(reg)))) {
+			ok = op_reg(x, reg);
 		} else if (nr && rops[nr - 1].atom != DW_OP_stack_value) {
 			/* saved at an address: the CFA plus an offset */
 			struct access at = *x;
