@@ -547,6 +547,20 @@ fi
 "$KPROBE" trace "usdt:demo:nosuch" -- "$prog" 1 >/dev/null 2>"$OUT/err"
 [ $? -eq 2 ] || { echo "FAIL usdt:demo:nosuch: $(cat "$OUT/err")"; fail=1; }
 
+# A probe in a library the program loads with dlopen(): armed, its
+# semaphore raised, when the library loads.
+lib=$OUT/libusdt_lib.so
+gcc -O2 -shared -fPIC -Itools/kprobe/common -o "$lib" tests/cli/cli_usdt_lib.c &&
+	gcc -O2 -DMAIN -o "$OUT/cli_usdt_dl" tests/cli/cli_usdt_lib.c -ldl ||
+	{ echo "FAIL: cannot build the dlopen SDT test"; fail=1; }
+out=$(timeout 60 "$KPROBE" trace --format json -o "$OUT/usdt-dl.json" "usdt:$lib:libp:ev" \
+	-- "$OUT/cli_usdt_dl" "$lib" 2>&1)
+got=$(jq -r 'select(.args) | "\(.args.arg0) \(.args.arg1) \(.args.arg2)"' "$OUT/usdt-dl.json" | tr '\n' ';')
+if [ "$out" != "enabled=4 of 4" ] || [ "$got" != "0 0 5;1 -1 5;2 -2 5;3 -3 5;" ]; then
+	echo "FAIL usdt in a dlopen'ed library: program '$out', events '$got'"
+	fail=1
+fi
+
 # kprobe list and kprobe vars show SDT probes and their operands.
 "$KPROBE" list "$prog" | grep -qx "usdt:$prog:demo:req" ||
 	{ echo "FAIL kprobe list $prog: no usdt:$prog:demo:req"; fail=1; }
