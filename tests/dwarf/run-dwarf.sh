@@ -578,6 +578,23 @@ if ! grep -q '^	struct request \* *req (parameter)$' "$OUT/vars.txt" ||
 	fail=1
 fi
 
+# ... the same names as perf probe -V lists as available there (perf
+# lists each row of the line table for the line; the names are compared).
+if command -v perf >/dev/null 2>&1 &&
+   timeout 30 perf probe -x "$OUT/cli_dwarf-gcc-O0" -V "cli_dwarf.c:$L1" >/dev/null 2>&1; then
+	for prog in "$OUT"/cli_dwarf-*-O[02]; do
+		want=$(timeout 30 perf probe -x "$prog" -V "cli_dwarf.c:$L1" 2>/dev/null |
+			sed -n 's/^\t\t.*\t\([a-z_]*\)$/\1/p' | sort -u | tr '\n' ' ')
+		got=$("$KPROBE" vars "cli_dwarf.c:$L1" "$prog" 2>&1 | grep -v ': ' |
+			sed -n 's/^\t.* \([a-z_]*\)\( (parameter)\)\{0,1\}$/\1/p' | sort -u | tr '\n' ' ')
+		[ -n "$want" ] && [ "$got" = "$want" ] ||
+			{ echo "FAIL kprobe vars $(basename "$prog"): '$got', perf probe -V '$want'"; fail=1; }
+	done
+	echo "dwarf-vars: kprobe vars lists what perf probe -V lists (4 builds)"
+else
+	echo "dwarf-vars: perf probe cannot run here: kprobe vars not compared with it"
+fi
+
 # libstdc++'s throw and catch: once per exception.
 if command -v g++ >/dev/null 2>&1; then
 	printf '%s\n' '#include <stdexcept>' '#include <cstdio>' \
