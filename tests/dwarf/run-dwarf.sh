@@ -252,6 +252,36 @@ for prog in "$OUT"/cli_dwarf-*-O[02]; do
 done
 echo "dwarf-vars: retval of double and float functions as gdb's finish (4 builds, with and without --stack)"
 
+# ... and of int and long functions: signed, as gdb's finish prints them.
+for prog in "$OUT"/cli_dwarf-*-O[02]; do
+	{
+		for fn in parse_header span_len; do
+			echo "break $fn"
+			echo "commands"
+			echo "silent"
+			echo "finish"
+			echo "end"
+		done
+		echo "run 2"
+		echo "continue"
+		echo "continue"
+		echo "continue"
+	} >"$OUT/ret.gdb"
+	timeout 60 gdb -nx -q -batch -x "$OUT/ret.gdb" "$prog" </dev/null 2>/dev/null |
+		sed -n 's/^Value returned is \$[0-9]* = //p' >"$OUT/gdb-ret.txt"
+	timeout 60 "$KPROBE" trace --format json -o "$OUT/ret.json" \
+		"parse_header%return retval" "span_len%return retval" -- "$prog" 2 >/dev/null 2>"$OUT/err"
+	jq -r '.args.retval | tostring' "$OUT/ret.json" >"$OUT/kp-ret.txt"
+	if [ "$(wc -l <"$OUT/gdb-ret.txt")" -ne 4 ] || ! cmp -s "$OUT/gdb-ret.txt" "$OUT/kp-ret.txt"; then
+		echo "FAIL $(basename "$prog") parse_header%return, span_len%return retval: gdb" \
+		     "$(tr '\n' ' ' <"$OUT/gdb-ret.txt"), kprobe $(tr '\n' ' ' <"$OUT/kp-ret.txt") $(cat "$OUT/err")"
+		fail=1
+	else
+		checked=$((checked + 4))
+	fi
+done
+echo "dwarf-vars: retval of int and long functions as gdb's finish (4 builds)"
+
 # Inlined copies: the calls of mix() (out of line at -O0, inlined at -O2)
 # and scale() (always inlined) counted exactly, the same in every build.
 # clang -O2 unrolls main's loop by 4 and gives the copies of mix one

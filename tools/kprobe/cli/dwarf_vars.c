@@ -2538,23 +2538,37 @@ void dwarf_vars_resolve(struct cli_opts *o)
 	}
 }
 
-/* A function's return type when it is floating point: ARG_F64 or
- * ARG_F32; -1 otherwise (integers, pointers, structs, void). */
-static int float_return_type(Dwarf_Die *fn)
+/* How retval reads a function's return value by its DWARF type: a
+ * floating-point one (f64, f32: xmm0), an integer signed or unsigned of
+ * its size, a char pointer as a string; -1 otherwise (other pointers stay
+ * hex, structs, long double, void). */
+static int return_type(Dwarf_Die *fn)
 {
 	Dwarf_Attribute a;
-	Dwarf_Word enc;
-	Dwarf_Die t;
+	Dwarf_Word enc, size;
+	Dwarf_Die t, pt;
 
-	if (!type_of(fn, &t) || !strip(&t, &t) || dwarf_tag(&t) != DW_TAG_base_type ||
-	    !dwarf_attr_integrate(&t, DW_AT_encoding, &a) || dwarf_formudata(&a, &enc) ||
-	    enc != DW_ATE_float)
+	if (!type_of(fn, &t) || !strip(&t, &t))
 		return -1;
-	switch (type_size(&t)) {
-	case 8: return ARG_F64;
-	case 4: return ARG_F32;
-	default: return -1;	/* long double: on the x87 stack */
+	if (dwarf_tag(&t) == DW_TAG_pointer_type)
+		return type_of(&t, &pt) && strip(&pt, &pt) && is_char_type(&pt) ? ARG_STRING : -1;
+	if (dwarf_tag(&t) != DW_TAG_base_type || !dwarf_attr_integrate(&t, DW_AT_encoding, &a) ||
+	    dwarf_formudata(&a, &enc))
+		return -1;
+	size = type_size(&t);
+	if (enc == DW_ATE_float) {
+		switch (size) {
+		case 8: return ARG_F64;
+		case 4: return ARG_F32;
+		default: return -1;	/* long double: on the x87 stack */
+		}
 	}
+	if (enc != DW_ATE_signed && enc != DW_ATE_signed_char && enc != DW_ATE_unsigned &&
+	    enc != DW_ATE_unsigned_char && enc != DW_ATE_boolean)
+		return -1;
+	if (size != 1 && size != 2 && size != 4 && size != 8)
+		return -1;	/* __int128: in two registers */
+	return int_type(size, enc == DW_ATE_signed || enc == DW_ATE_signed_char);
 }
 
 struct named_fn {
@@ -2599,6 +2613,13 @@ static bool return_probe_function(struct dbg *d, const struct probe_spec *s, Dwa
 	return q.found;
 }
 
+static void set_retval_type(struct probe_spec *s, int type)
+{
+	for (int k = 0; k < s->nargs; k++)
+		if (s->args[k].src == ARG_SRC_RETVAL && !s->args[k].typed)
+			s->args[k].type = (uint8_t)type;
+}
+
 void dwarf_retval_types(struct cli_opts *o)
 {
 	for (int i = 0; i < o->nspecs; i++) {
@@ -2616,14 +2637,15 @@ void dwarf_retval_types(struct cli_opts *o)
 		    cli_object_path(o, s, path, sizeof(path), err, sizeof(err)))
 			continue;
 		if (!dbg_try_open(&d, path) && return_probe_function(&d, s, &fn) &&
-		    (type = float_return_type(&fn)) >= 0) {
-			for (int k = 0; k < s->nargs; k++)
-				if (s->args[k].src == ARG_SRC_RETVAL && !s->args[k].typed)
-					s->args[k].type = (uint8_t)type;
-			/* the text the agent receives says it too ("f64" is
-			 * as long as "x64") */
-			if (spec_format(s))
-				bad("%s: the probe's text is too long", s->text);
+		    (type = return_type(&fn)) >= 0) {
+			set_retval_type(s, type);
+			/* the text the agent receives says it too; "string"
+			 * is longer than "x64": a text at its limit keeps it */
+			if (spec_format(s)) {
+				set_retval_type(s, ARG_X64);
+				if (spec_format(s))
+					bad("%s: the probe's text is too long", s->text);
+			}
 		}
 		dbg_close(&d);
 	}

@@ -35,9 +35,10 @@ void dwarf_vars_resolve(struct cli_opts *o);
 void dwarf_inlines_resolve(struct cli_opts *o);
 
 /* retval without :TYPE on a %return probe of one function (not a glob)
- * whose DWARF return type is double or float: read as one (f64, f32:
- * xmm0), where an integer or pointer stays x64.  Objects without DWARF,
- * or not found, change nothing. */
+ * typed by the function's DWARF return type: double or float (f64, f32:
+ * xmm0), an integer signed or unsigned of its size, char * as a string;
+ * other pointers and the rest stay x64.  Objects without DWARF, or not
+ * found, change nothing. */
 void dwarf_retval_types(struct cli_opts *o);
 
 /* kprobe vars: prints the variables at each point of o's probes; returns
