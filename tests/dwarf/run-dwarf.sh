@@ -594,6 +594,9 @@ fi
 # kprobe list and kprobe vars show SDT probes and their operands.
 "$KPROBE" list "$prog" | grep -qx "usdt:$prog:demo:req" ||
 	{ echo "FAIL kprobe list $prog: no usdt:$prog:demo:req"; fail=1; }
+# ... alone, by a glob over the usdt: PROBE form.
+got=$("$KPROBE" list "$prog" 'usdt:*' 2>&1)
+[ "$got" = "usdt:$prog:demo:req" ] || { echo "FAIL kprobe list $prog 'usdt:*': '$got'"; fail=1; }
 "$KPROBE" vars usdt:demo:req "$prog" >"$OUT/vars.txt" 2>&1
 if ! grep -q '(semaphore)' "$OUT/vars.txt" || ! grep -q '^	arg1	s32 ' "$OUT/vars.txt" ||
    ! grep -q '^	arg2	s32      -4@\$7' "$OUT/vars.txt"; then

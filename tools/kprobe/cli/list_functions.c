@@ -63,14 +63,18 @@ struct sdt_print {
 };
 
 /* "usdt:label:provider:name" for an SDT probe whose "provider:name" or
- * name matches the glob. */
+ * name matches the glob, or its "usdt:provider:name" or the line printed
+ * ('usdt:*' lists them all). */
 static int print_sdt(const struct usdt_probe *p, void *arg)
 {
 	struct sdt_print *sp = arg;
-	char full[160];
+	char full[160], probe[168], line[PATH_MAX + 176];
 
 	snprintf(full, sizeof(full), "%s:%s", p->provider, p->name);
-	if (sp->glob && fnmatch(sp->glob, full, 0) && fnmatch(sp->glob, p->name, 0))
+	snprintf(probe, sizeof(probe), "usdt:%s", full);
+	snprintf(line, sizeof(line), "usdt:%s:%s", sp->label, full);
+	if (sp->glob && fnmatch(sp->glob, full, 0) && fnmatch(sp->glob, p->name, 0) &&
+	    fnmatch(sp->glob, probe, 0) && fnmatch(sp->glob, line, 0))
 		return 0;
 	fputs("usdt:", stdout);
 	text_escape_to(stdout, sp->label, strlen(sp->label));
