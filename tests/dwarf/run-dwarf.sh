@@ -371,6 +371,18 @@ if [ "$got" != "p->x=3 p->y=40 k=1;p->x=3 p->y=40 k=2;" ]; then
 else
 	echo "dwarf-vars: a library's variables through .gnu_debuglink, no object named"
 fi
+# A debug file of another build under the link's name (its CRC-32 is not
+# the link's): not read, as gdb does not read it (its locations would
+# give wrong values).
+gcc -O0 -g -shared -fPIC -o "$OUT/lib/other.so" "$OUT/lib/libsep.c" &&
+	objcopy --only-keep-debug "$OUT/lib/other.so" "$OUT/lib/libsep.so.dbg"
+LD_LIBRARY_PATH=$OUT/lib timeout 60 "$KPROBE" trace -o "$OUT/sep.txt" 'lib_sum p->x k' \
+	-- "$OUT/lib/sepmain" >/dev/null 2>"$OUT/err"
+rc=$?
+if [ $rc -ne 2 ] || ! grep -q 'no debug information\|no such function' "$OUT/err"; then
+	echo "FAIL a stale debug file was read: exit $rc, $(cat "$OUT/err" "$OUT/sep.txt")"
+	fail=1
+fi
 LIBC=$(ldd "$OUT/lib/sepmain" | sed -n 's/.*libc\.so\.6 => \([^ ]*\).*/\1/p')
 BID=$(readelf -n "$LIBC" 2>/dev/null | sed -n 's/.*Build ID: \([0-9a-f]*\).*/\1/p')
 if [ -n "$BID" ] && [ -r "/usr/lib/debug/.build-id/$(echo "$BID" | cut -c1-2)/$(echo "$BID" | cut -c3-).debug" ]; then

@@ -2,6 +2,9 @@
 #include "debug_file.h"
 
 #include <errno.h>
+#include <fcntl.h>
+#include <stdbool.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 #include <unistd.h>
@@ -61,6 +64,45 @@ static int try_path(char *out, size_t outlen, const char *fmt, const char *a, co
 	return access(out, R_OK) == 0 ? 0 : -ENOENT;
 }
 
+/* Whether the file at path has the CRC-32 .gnu_debuglink gives for it:
+ * a debug file of another build of the object would give wrong
+ * variables (gdb refuses it too). */
+static bool crc_matches(const char *path, uint32_t want)
+{
+	static uint32_t table[256];
+	unsigned char buf[65536];
+	uint32_t crc = 0xffffffffu;
+	ssize_t n;
+	int fd;
+
+	/* The CRC-32 of zlib and gdb (reflected, polynomial 0xedb88320). */
+	if (!table[1])
+		for (uint32_t i = 0; i < 256; i++) {
+			uint32_t c = i;
+
+			for (int k = 0; k < 8; k++)
+				c = c & 1 ? 0xedb88320u ^ (c >> 1) : c >> 1;
+			table[i] = c;
+		}
+	fd = open(path, O_RDONLY | O_CLOEXEC);
+	if (fd < 0)
+		return false;
+	while ((n = read(fd, buf, sizeof(buf))) > 0)
+		for (ssize_t i = 0; i < n; i++)
+			crc = table[(crc ^ buf[i]) & 0xff] ^ (crc >> 8);
+	close(fd);
+	return n == 0 && ~crc == want;
+}
+
+/* The debuglink file name at "dir/sub/name" (sub may be empty), readable
+ * and with the CRC the link gives. */
+static int try_link(char *out, size_t outlen, const char *dir, const char *sub, const char *name,
+		    uint32_t crc)
+{
+	snprintf(out, outlen, "%s%s/%s", dir, sub, name);
+	return access(out, R_OK) == 0 && crc_matches(out, crc) ? 0 : -ENOENT;
+}
+
 int debug_file_find(Elf *elf, const char *path, char *out, size_t outlen)
 {
 	char hex[128], dir[4096];
@@ -75,9 +117,21 @@ int debug_file_find(Elf *elf, const char *path, char *out, size_t outlen)
 	if (scn) {
 		Elf_Data *data = elf_getdata(scn, NULL);
 		const char *name = data ? data->d_buf : NULL;
+		const char *nul = name ? memchr(name, '\0', data->d_size) : NULL;
+		size_t crc_off;
+		uint32_t crc;
 
-		if (!name || !data->d_size || !memchr(name, '\0', data->d_size) || strchr(name, '/'))
+		if (!name || !nul || strchr(name, '/'))
 			return -ENOENT;
+		/* The name, NUL, padding to 4 bytes, then the CRC-32 of the
+		 * debug file in the object's byte order. */
+		crc_off = ((size_t)(nul - name) + 4) & ~(size_t)3;
+		if (crc_off + 4 > data->d_size)
+			return -ENOENT;
+		memcpy(&crc, name + crc_off, 4);
+		if (elf_getident(elf, NULL)[EI_DATA] != (__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__ ?
+							  ELFDATA2LSB : ELFDATA2MSB))
+			crc = __builtin_bswap32(crc);
 		snprintf(dir, sizeof(dir), "%s", path);
 		slash = strrchr(dir, '/');
 		if (slash)
@@ -85,9 +139,9 @@ int debug_file_find(Elf *elf, const char *path, char *out, size_t outlen)
 		else
 			snprintf(dir, sizeof(dir), ".");
 		/* Not the object itself under the same name. */
-		if ((try_path(out, outlen, "%s/%s", dir, name) || !strcmp(out, path)) &&
-		    try_path(out, outlen, "%s/.debug/%s", dir, name) &&
-		    try_path(out, outlen, DEBUG_ROOT "%s/%s", dir[0] == '/' ? dir : "", name))
+		if ((try_link(out, outlen, dir, "", name, crc) || !strcmp(out, path)) &&
+		    try_link(out, outlen, dir, "/.debug", name, crc) &&
+		    try_link(out, outlen, DEBUG_ROOT, dir[0] == '/' ? dir : "", name, crc))
 			return -ENOENT;
 		return 0;
 	}

@@ -8,7 +8,8 @@
 
 /* The separate debug file of the object at path (open as elf):
  * /usr/lib/debug/.build-id/xx/yyyy.debug, else the .gnu_debuglink name
- * beside the object, in its .debug/ directory or under /usr/lib/debug.
+ * beside the object, in its .debug/ directory or under /usr/lib/debug,
+ * with the CRC-32 the link gives (not a debug file of another build).
  * 0 with out set, or -ENOENT. */
 int debug_file_find(Elf *elf, const char *path, char *out, size_t outlen);
 
