@@ -176,6 +176,29 @@ for cc in gcc clang; do
 	done
 done
 
+# The same values by FUNCTION+OFFSET (the line's address), with a return
+# probe on the function, against gdb at that address, every stop.
+for prog in "$OUT"/cli_dwarf-*-O[02]; do
+	off=$("$KPROBE" vars "$SRCNAME:$L4" "$prog" 2>/dev/null | sed -n '1s/^after_call+\(0x[0-9a-f]*\) .*/\1/p')
+	[ -n "$off" ] || { echo "FAIL $(basename "$prog"): no address for $SRCNAME:$L4"; fail=1; continue; }
+	printf '%s\n' "break *after_call+$off" commands silent 'print x' 'print y' \
+		'print req->hdr.len' continue end 'run 2' >"$OUT/off.gdb"
+	timeout 60 gdb -nx -q -batch -x "$OUT/off.gdb" "$prog" </dev/null 2>/dev/null |
+		sed -n 's/^\$[0-9]* = //p' >"$OUT/gdb.txt"
+	timeout 60 "$KPROBE" trace --format json -o "$OUT/trace.json" "after_call+$off x y req->hdr.len" \
+		after_call%return -- "$prog" 2 >/dev/null 2>"$OUT/err"
+	jq -r 'select(.args) | .args | to_entries[] | .value | tostring' "$OUT/trace.json" |
+		sed 's/^null$/<optimized out>/' >"$OUT/kp.txt"
+	if [ ! -s "$OUT/gdb.txt" ] || ! cmp -s "$OUT/gdb.txt" "$OUT/kp.txt"; then
+		echo "FAIL $(basename "$prog") after_call+$off with after_call%return: gdb, then kprobe: $(cat "$OUT/err")"
+		paste "$OUT/gdb.txt" "$OUT/kp.txt"
+		fail=1
+	else
+		checked=$((checked + $(wc -l <"$OUT/gdb.txt")))
+	fi
+done
+echo "dwarf-vars: after_call+OFFSET with its return probe: values at every stop as gdb's (4 builds)"
+
 # An entry value a call site passes in a register the caller preserves
 # (rbx), which the callee's call-frame information has no rule for: every
 # stop as gdb's, also with a return probe on the function.
