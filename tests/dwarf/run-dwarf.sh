@@ -394,6 +394,13 @@ if [ "$got" != "p->x=3 p->y=40 k=1;p->x=3 p->y=40 k=2;" ]; then
 else
 	echo "dwarf-vars: a library's variables through .gnu_debuglink, no object named"
 fi
+# ... and a FILE:LINE probe in it (the agent reads the line table from
+# the same debug file).
+LD_LIBRARY_PATH=$OUT/lib timeout 60 "$KPROBE" count --format json -o "$OUT/sep.json" 'libsep.c:2' \
+	-- "$OUT/lib/sepmain" >/dev/null 2>"$OUT/err"
+got=$(jq -r '[.probes[] | "\(.object)=\(.hits)"] | join(" ")' "$OUT/sep.json" 2>/dev/null)
+[ "$got" = "libsep.so=2" ] ||
+	{ echo "FAIL a FILE:LINE probe through .gnu_debuglink: '$got' $(cat "$OUT/err")"; fail=1; }
 # A debug file of another build under the link's name (its CRC-32 is not
 # the link's): not read, as gdb does not read it (its locations would
 # give wrong values).

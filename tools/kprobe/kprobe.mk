@@ -18,7 +18,7 @@
 #            (agent side)
 # Each side sees only its own headers and common/'s.
 KP_DIR       := tools/kprobe
-KP_SHARED    := $(addprefix $(KP_DIR)/common/,spec.c proto.c nearmatch.c elf_file.c)
+KP_SHARED    := $(addprefix $(KP_DIR)/common/,spec.c proto.c nearmatch.c elf_file.c debug_file.c)
 # The probe-program language (its rules below): all of it in the CLI, the
 # runtime half (verifier, interpreter, maps) in the agent.
 KP_LANG_SRC    := $(sort $(wildcard $(KP_DIR)/lang/*.c))
@@ -219,8 +219,8 @@ install-kprobe: $(B)/kprobe $(B)/libkprobe-agent.so $(B)/libkprobe-audit.so
 # sanitizers like every suite.
 KP_READER_SRC := $(addprefix $(KP_DIR)/cli/,session.c consumer.c record.c output.c output_summary.c \
 		   ctl_client.c escape.c run.c ldcache.c symbolize.c \
-		   stacks.c dwarf_vars.c usdt.c debug_file.c cxx_names.c) \
-		   $(addprefix $(KP_DIR)/common/,spec.c proto.c elf_file.c) \
+		   stacks.c dwarf_vars.c usdt.c cxx_names.c) \
+		   $(addprefix $(KP_DIR)/common/,spec.c proto.c elf_file.c debug_file.c) \
 		   $(KP_LANG_SRC) $(KP_USDT_ARCH_SRC)
 KP_READER_ASAN_OBJ := $(KP_READER_SRC:%.c=$(B)/kprobe-cli-asan/%.o)
 

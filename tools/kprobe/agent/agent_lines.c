@@ -21,6 +21,7 @@
 
 #include "agent.h"
 #include "agent_resolve.h"
+#include "debug_file.h"
 #include "util.h"
 
 #ifndef KP_LIBDW_SONAME
@@ -165,6 +166,29 @@ static bool line_row(Dwarf_Line *line, unsigned int want, Dwarf_Addr *addr, bool
 	return true;
 }
 
+/* The DWARF of the object open as fd at path, or of its separate debug
+ * file (by build-id, else through .gnu_debuglink; *dfd is then its
+ * descriptor, to close after dwarf_end()); NULL without any. */
+static Dwarf *begin_dwarf(int fd, const char *path, int *dfd)
+{
+	char dpath[PATH_MAX];
+	Dwarf *dw = dw_api.begin(fd, DWARF_C_READ);
+	Elf *elf;
+
+	*dfd = -1;
+	if (dw)
+		return dw;
+	elf_version(EV_CURRENT);
+	elf = elf_begin(fd, ELF_C_READ_MMAP, NULL);
+	if (elf && elf_kind(elf) == ELF_K_ELF && !debug_file_find(elf, path, dpath, sizeof(dpath)))
+		*dfd = open(dpath, O_RDONLY | O_CLOEXEC);
+	if (elf)
+		elf_end(elf);
+	if (*dfd >= 0)
+		dw = dw_api.begin(*dfd, DWARF_C_READ);
+	return dw;
+}
+
 /* One probe per copy of file:line in one object; returns the number added. */
 static int lines_in(const struct object *o, const struct probe_spec *s, int idx,
 		    struct resolve_list *out)
@@ -173,12 +197,12 @@ static int lines_in(const struct object *o, const struct probe_spec *s, int idx,
 	struct line_copy *copies = NULL;
 	size_t nlines = 0, ncopies = 0;
 	bool any_stmt = false;
-	int fd = open(o->path, O_RDONLY | O_CLOEXEC), added = 0;
+	int fd = open(o->path, O_RDONLY | O_CLOEXEC), added = 0, dfd = -1;
 	Dwarf *dw = NULL;
 
 	if (fd < 0)
 		return 0;
-	dw = dw_api.begin(fd, DWARF_C_READ);
+	dw = begin_dwarf(fd, o->path, &dfd);
 	if (!dw || dw_api.getsrc_file(dw, s->symbol, (int)s->line, 0, &lines, &nlines) ||
 	    !(copies = calloc(nlines ? nlines : 1, sizeof(*copies))))
 		goto out;
@@ -213,6 +237,8 @@ out:
 	free(lines);
 	if (dw)
 		dw_api.end(dw);
+	if (dfd >= 0)
+		close(dfd);
 	close(fd);
 	return added;
 }

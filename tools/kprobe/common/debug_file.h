@@ -1,5 +1,6 @@
 /* Separate debug information files (the object's own, else by build-id,
- * else through .gnu_debuglink), as gdb and elfutils look for them. */
+ * else through .gnu_debuglink), as gdb and elfutils look for them: for the
+ * tool's variables by name and the agent's FILE:LINE probes. */
 #ifndef KPROBE_DEBUG_FILE_H
 #define KPROBE_DEBUG_FILE_H
 
