@@ -354,6 +354,28 @@ for cc in gcc clang; do
 	fi
 done
 
+# An inlined copy's own parameters at its entry, at every stop as gdb's
+# (gdb does not stop at a copy with no instruction of its own: those
+# builds are compared by the names kprobe vars lists there).
+for prog in "$OUT"/cli_dwarf-*-O[02]; do
+	printf '%s\n' 'break scale' commands silent 'print k' 'print x' continue end 'run 2' \
+		>"$OUT/scale.gdb"
+	timeout 60 gdb -nx -q -batch -x "$OUT/scale.gdb" "$prog" </dev/null 2>/dev/null |
+		sed -n 's/^\$[0-9]* = //p' >"$OUT/gdb.txt"
+	timeout 60 "$KPROBE" trace --format json -o "$OUT/trace.json" 'scale k x' -- "$prog" 2 \
+		>/dev/null 2>"$OUT/err"
+	jq -r 'select(.args) | .args | to_entries[] | .value | tostring' "$OUT/trace.json" |
+		sed 's/^null$/<optimized out>/' >"$OUT/kp.txt"
+	if [ "$(wc -l <"$OUT/gdb.txt")" = "$(wc -l <"$OUT/kp.txt")" ]; then
+		cmp -s "$OUT/gdb.txt" "$OUT/kp.txt" && checked=$((checked + $(wc -l <"$OUT/gdb.txt"))) ||
+			{ echo "FAIL $(basename "$prog") scale k x: gdb, then kprobe: $(cat "$OUT/err")";
+			  paste "$OUT/gdb.txt" "$OUT/kp.txt"; fail=1; }
+	fi
+	got=$("$KPROBE" vars scale "$prog" 2>&1 | sed -n 's/^\t.* \([a-z]*\) (parameter).*/\1/p' | sort -u | tr '\n' ' ')
+	[ "$got" = "k x " ] || { echo "FAIL kprobe vars scale $(basename "$prog"): '$got'"; fail=1; }
+done
+echo "dwarf-vars: an inlined copy's parameters as gdb's at every stop, its own names everywhere"
+
 # --no-inlines: only out-of-line copies; mix has none at gcc -O2.
 "$KPROBE" count --no-inlines --format json -o "$OUT/count.json" parse_header scale \
 	-- "$OUT/cli_dwarf-gcc-O0" 3 >/dev/null 2>"$OUT/err"

@@ -49,6 +49,8 @@ struct point {
 	Dwarf_Addr pc;
 	Dwarf_Die cu;
 	char inlined_of[SPEC_NAME_MAX * 2];	/* an inlined copy of this function */
+	Dwarf_Die inl;			/* its DW_TAG_inlined_subroutine */
+	bool has_inl;
 };
 
 /* A variable visible at a point. */
@@ -696,9 +698,12 @@ static void walk_inlines(Dwarf_Die *die, struct inl_walk *w, int depth)
 				for (int c = 0; c < (ncopies > 0 ? ncopies : 1); c++) {
 					p = add_point(w->pts[g], &w->n[g], ncopies > 0 ? starts[c] : pc,
 						      w->cu);
-					if (p)
+					if (p) {
 						snprintf(p->inlined_of, sizeof(p->inlined_of), "%s",
 							 name);
+						p->inl = child;
+						p->has_inl = true;
+					}
 				}
 			}
 		}
@@ -952,7 +957,6 @@ static int vars_at(struct point *p, struct var *out, int max, Dwarf_Die **scopes
 	int ns = dwarf_getscopes(&p->cu, p->pc, &scopes), n = 0;
 	int fn_scope = -1;
 
-	*scopes_out = scopes;
 	for (int k = 0; k < ns; k++) {
 		int tag = dwarf_tag(&scopes[k]);
 
@@ -961,6 +965,20 @@ static int vars_at(struct point *p, struct var *out, int max, Dwarf_Die **scopes
 			break;
 		}
 	}
+	/* An inlined copy the compiler left no instruction of its own (an
+	 * empty range at its entry) is not among the scopes of its entry
+	 * address: its own variables are the point's, not the caller's. */
+	if (p->has_inl && (fn_scope < 0 ||
+			   dwarf_dieoffset(&scopes[fn_scope]) != dwarf_dieoffset(&p->inl))) {
+		Dwarf_Die *own = realloc(scopes, sizeof(*own));
+
+		if (!own)
+			bad("out of memory");
+		scopes = own;
+		scopes[0] = p->inl;
+		fn_scope = 0;
+	}
+	*scopes_out = scopes;
 	if (fn_scope < 0)
 		return 0;
 	for (int k = params_only ? fn_scope : 0; k <= fn_scope; k++) {
@@ -1219,6 +1237,8 @@ static bool plan_expr(struct dbg *d, Dwarf_Addr pc, Dwarf_Die *fn, Dwarf_Attribu
 		      Dwarf_Op *ops, size_t n, struct access *x, int depth);
 
 /* DW_OP_fbreg: the function's frame base, itself a location. */
+static bool function_of(struct dbg *d, Dwarf_Addr pc, Dwarf_Die *fn);
+
 static bool plan_frame_base(struct dbg *d, Dwarf_Addr pc, Dwarf_Die *fn, struct access *x,
 			    int depth)
 {
@@ -1226,7 +1246,12 @@ static bool plan_frame_base(struct dbg *d, Dwarf_Addr pc, Dwarf_Die *fn, struct 
 	Dwarf_Op *ops;
 	size_t n;
 	struct access base = *x;
+	Dwarf_Die outer;
 
+	/* An inlined copy's DW_OP_fbreg is relative to the frame of the
+	 * function it was inlined into: the out-of-line one holding pc. */
+	if (dwarf_tag(fn) == DW_TAG_inlined_subroutine && function_of(d, pc, &outer))
+		fn = &outer;
 	if (depth > 2 || !dwarf_attr_integrate(fn, DW_AT_frame_base, &attr) ||
 	    dwarf_getlocation_addr(&attr, pc, &ops, &n, 1) != 1) {
 		unavailable(x, "no frame base here");
@@ -1466,6 +1491,28 @@ static void collect_call_sites(Dwarf_Die *die, Dwarf_Die *caller, struct callee_
 }
 
 /* The out-of-line function holding pc (scopes are innermost first). */
+/* The DW_TAG_subprogram with code at pc under die (a unit, a namespace,
+ * a class). */
+static bool subprogram_at(Dwarf_Die *die, Dwarf_Addr pc, Dwarf_Die *fn, int depth)
+{
+	Dwarf_Die child;
+
+	if (depth > 16 || dwarf_child(die, &child))
+		return false;
+	do {
+		int tag = dwarf_tag(&child);
+
+		if (tag == DW_TAG_subprogram && dwarf_haspc(&child, pc) > 0) {
+			*fn = child;
+			return true;
+		}
+		if ((tag == DW_TAG_namespace || tag == DW_TAG_structure_type ||
+		     tag == DW_TAG_class_type) && subprogram_at(&child, pc, fn, depth + 1))
+			return true;
+	} while (!dwarf_siblingof(&child, &child));
+	return false;
+}
+
 static bool function_of(struct dbg *d, Dwarf_Addr pc, Dwarf_Die *fn)
 {
 	Dwarf_Die cu, *scopes = NULL;
@@ -1481,7 +1528,9 @@ static bool function_of(struct dbg *d, Dwarf_Addr pc, Dwarf_Die *fn)
 			found = true;
 		}
 	free(scopes);
-	return found;
+	/* Inside an inlined copy the scopes go on with those of its
+	 * abstract definition, not of the function it was inlined into. */
+	return found || subprogram_at(&cu, pc, fn, 0);
 }
 
 /* The direct, non-tail calls of the function holding pc, over every unit
