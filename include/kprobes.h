@@ -190,8 +190,9 @@ unsigned long kretprobe_find_ret_addr(unsigned long addr, unsigned long slot);
  * object (tables built at registration and when objects load), frame
  * pointers where there is none; return-probed frames show their real
  * return addresses, signal frames are unwound through.  Async-signal-safe,
- * no lock, no allocation, no system call.  Returns the number stored, or
- * -EINVAL (bad arguments), -EAGAIN (no per-thread record left). */
+ * no lock, no allocation, no system call, and never claims a per-thread
+ * record (a handler's thread has one; a thread without one walks in a
+ * shared section).  Returns the number stored, or -EINVAL (bad arguments). */
 int kprobes_stack(const struct pt_regs *regs, unsigned long *ips, int max);
 
 /* A memory of the last stack captured, which makes the next capture of a

@@ -855,9 +855,10 @@ KP_EXPORT int enable_kretprobe(struct kretprobe *rp)
 
 KP_EXPORT unsigned long kretprobe_find_ret_addr(unsigned long addr, unsigned long slot)
 {
-	struct kp_thread *t;
+	/* A thread without a record has no instances: the unwinder calls
+	 * this from handlers, which must not reach a record's creation. */
+	struct kp_thread *t = kp_thread_existing();
 
-	t = kp_thread_current();
 	for (struct kp_ri *ri = t ? t->ri_top : NULL; ri; ri = ri->next)
 		if (ri->slot == slot && ri->stub == addr)
 			return (unsigned long)ri->pub.ret_addr;

@@ -502,7 +502,7 @@ static inline __attribute__((always_inline)) void memo_state(struct memo_frame *
 /* One frame up; false at the outermost frame or where the stack makes
  * no sense.  rec, when not NULL, gets what the step did. */
 static inline __attribute__((always_inline)) bool
-unwind_one(const struct stack_set *set, const struct stack_obj **last, struct kp_thread *t,
+unwind_one(const struct stack_set *set, const struct stack_obj **last, const struct kp_thread *t,
 	   struct frame *f, bool cached, struct memo_frame *rec)
 {
 	uintptr_t pc = f->exact ? f->ip : f->ip - 1, cfa, ra, raw, bp, ra_at, bp_at = 0;
@@ -599,7 +599,7 @@ unwind_one(const struct stack_set *set, const struct stack_obj **last, struct kp
 }
 
 static inline __attribute__((always_inline)) int
-unwind(const struct stack_set *set, struct kp_thread *t, const struct pt_regs *regs,
+unwind(const struct stack_set *set, const struct kp_thread *t, const struct pt_regs *regs,
        unsigned long *ips, int max, bool cached)
 {
 	uintptr_t ip = instruction_pointer(regs);
@@ -628,22 +628,47 @@ unwind(const struct stack_set *set, struct kp_thread *t, const struct pt_regs *r
 	return n;
 }
 
+/* The record of a thread that has none: no return-probe instances. */
+static const struct kp_thread no_record;
+
+/* The calling thread's record for a walk, and its read-side section begun:
+ * the thread's own (which every handler's thread has), else the shared
+ * section of threads without one.  Never claims a record: handlers call
+ * this, and the handler analysis would find the claim's system call and
+ * thread-pointer store, and make every hit keep errno. */
+static inline __attribute__((always_inline)) const struct kp_thread *walk_enter(void)
+{
+	struct kp_thread *t = kp_thread_existing();
+
+	if (__builtin_expect(!t, 0)) {
+		kp_guest_read_enter();
+		return &no_record;
+	}
+	kp_read_enter(t);
+	return t;
+}
+
+static inline __attribute__((always_inline)) void walk_exit(const struct kp_thread *t)
+{
+	if (__builtin_expect(t == &no_record, 0))
+		kp_guest_read_exit();
+	else
+		kp_read_exit((struct kp_thread *)t);
+}
+
 static inline __attribute__((always_inline)) int
 stack_of(const struct pt_regs *regs, unsigned long *ips, int max, bool cached)
 {
-	struct kp_thread *t;
+	const struct kp_thread *t;
 	int n;
 
 	if (!regs || !ips || max < 0)
 		return -EINVAL;
 	if (!max)
 		return 0;
-	t = kp_thread_current();
-	if (!t)
-		return -EAGAIN;
-	kp_read_enter(t);
+	t = walk_enter();
 	n = unwind(__atomic_load_n(&current, __ATOMIC_ACQUIRE), t, regs, ips, max, cached);
-	kp_read_exit(t);
+	walk_exit(t);
 	return n;
 }
 
@@ -761,7 +786,7 @@ memo_leave(struct memo_frame *sc, const struct memo_frame *mf, int j, int p, int
 		memo_copy(&sc[j + p - r], &mf[r]);
 }
 
-static int unwind_memo(const struct stack_set *set, struct kp_thread *t,
+static int unwind_memo(const struct stack_set *set, const struct kp_thread *t,
 		       const struct pt_regs *regs, unsigned long *ips, int max,
 		       struct kprobes_stack_memo *m, int *kept)
 {
@@ -871,7 +896,7 @@ static int stack_memo(struct kprobes_stack_memo *m, const struct pt_regs *regs,
 		      unsigned long *ips, int max, int *kept)
 {
 	const struct stack_set *set;
-	struct kp_thread *t;
+	const struct kp_thread *t;
 	int n;
 
 	*kept = -1;
@@ -879,10 +904,7 @@ static int stack_memo(struct kprobes_stack_memo *m, const struct pt_regs *regs,
 		return -EINVAL;
 	if (!max)
 		return 0;
-	t = kp_thread_current();
-	if (!t)
-		return -EAGAIN;
-	kp_read_enter(t);
+	t = walk_enter();
 	set = __atomic_load_n(&current, __ATOMIC_ACQUIRE);
 	/* A signal handler interrupting a call with this memo (or a call
 	 * left by longjmp) finds it busy: the walk without it. */
@@ -895,7 +917,7 @@ static int stack_memo(struct kprobes_stack_memo *m, const struct pt_regs *regs,
 		__atomic_signal_fence(__ATOMIC_SEQ_CST);
 		__atomic_store_n(&m->busy, 0, __ATOMIC_RELAXED);
 	}
-	kp_read_exit(t);
+	walk_exit(t);
 	return n;
 }
 

@@ -34,6 +34,7 @@ static unsigned int records_used;	/* high-water mark */
 __thread struct kp_thread *kp_self_tls __attribute__((tls_model("initial-exec")));
 #define self kp_self_tls
 int kp_membarrier_ok;
+unsigned int kp_guest_readers;
 
 static pid_t sys_gettid(void)
 {
@@ -125,6 +126,8 @@ static void after_fork_child(void)
 	}
 	if (self)
 		self->tid = sys_gettid();
+	/* sections of threads that do not exist here */
+	__atomic_store_n(&kp_guest_readers, 0, __ATOMIC_RELAXED);
 	census_after_fork();
 }
 
@@ -191,6 +194,16 @@ bool kp_thread_section_ended(const struct kp_thread *r, uint64_t snap)
 	return !(snap & SECTION_NEST) || !(now & SECTION_NEST) || (now >> 32) != (snap >> 32);
 }
 
+/* Sections of threads without a record (kp_guest_read_enter): one count
+ * for them all, so the wait is for a moment when none is inside.  They are
+ * short (a stack walk) and rare (outside handlers, before the thread ever
+ * met the library). */
+static void wait_guest_readers(void)
+{
+	while (__atomic_load_n(&kp_guest_readers, __ATOMIC_ACQUIRE))
+		sched_yield();
+}
+
 void kp_synchronize(void)
 {
 	unsigned int n = __atomic_load_n(&records_used, __ATOMIC_ACQUIRE);
@@ -207,6 +220,7 @@ void kp_synchronize(void)
 		for (unsigned int i = 0; i < n; i++)
 			while (&records[i] != me && section_word(&records[i]) & SECTION_NEST)
 				pause_briefly();
+		wait_guest_readers();
 		return;
 	}
 	for (unsigned int i = 0; i < n; i++)
@@ -227,6 +241,7 @@ void kp_synchronize(void)
 		}
 	}
 	free(snap);
+	wait_guest_readers();
 }
 
 /* Waits until no live thread runs the jprobe entry function of pp: the

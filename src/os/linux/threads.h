@@ -90,6 +90,33 @@ static inline struct kp_thread *kp_thread_current(void)
 	return t ? t : kp_thread_self();
 }
 
+/* The calling thread's record if it has one, never claiming one.  For
+ * code that handlers call (a handler always runs with its thread's record:
+ * the hit path claimed it): reaching kp_thread_self() from there, with its
+ * system call and its store through the thread pointer, would make the
+ * handler analysis (arch_code_needs) keep errno around every hit. */
+static inline struct kp_thread *kp_thread_existing(void)
+{
+	return kp_self_tls;
+}
+
+/* Read-side sections of threads without a record (kprobes_stack() called
+ * outside any handler by a thread that never met the library): one shared
+ * count, which kp_synchronize() also waits to see at zero.  A full
+ * barrier on entry (the atomic add) orders it before the reads it
+ * protects, as section_begun() does for a record's section. */
+extern unsigned int kp_guest_readers;
+
+static inline void kp_guest_read_enter(void)
+{
+	__atomic_fetch_add(&kp_guest_readers, 1, __ATOMIC_SEQ_CST);
+}
+
+static inline void kp_guest_read_exit(void)
+{
+	__atomic_fetch_sub(&kp_guest_readers, 1, __ATOMIC_RELEASE);
+}
+
 /* After a section's start: with membarrier the writers pay for the
  * barrier, otherwise the reader does. */
 static inline void section_begun(void)
