@@ -898,13 +898,11 @@ void agent_tp_handler(struct kprobes_tracepoint *tp, const uint64_t *args, void 
 
 /* Counts a hit at desc under its stack (count --stacks); at, when not 0,
  * the probed address (a breakpoint's pt_regs are past it). */
-static inline __attribute__((always_inline)) void count_stack(struct agent_session *s,
+static inline __attribute__((always_inline)) void count_stack(struct agent_session *s, int ring,
 							     uint32_t desc,
 							     const struct pt_regs *regs,
 							     uint64_t at)
 {
-	int ring = thread_ring(s);
-
 	counter_add(s, ring, desc);
 	if (!agent_stack_count_hit(s, ring, desc, regs, at))
 		count_lost(s, ring);
@@ -922,7 +920,7 @@ static inline __attribute__((always_inline)) int on_entry_stack(struct kprobe *p
 	if (silent(s))
 		return 0;
 	if (s->cfg.action == ACT_COUNT) {
-		count_stack(s, ap->desc, regs, (uint64_t)(uintptr_t)ap->u.kp.addr);
+		count_stack(s, thread_ring(s), ap->desc, regs, (uint64_t)(uintptr_t)ap->u.kp.addr);
 		return 0;
 	}
 	faults = entry_values(ap, regs, vals);
@@ -948,7 +946,7 @@ static inline __attribute__((always_inline)) int on_return_stack(struct kretprob
 	if (silent(s))
 		return 0;
 	if (s->cfg.action == ACT_COUNT) {
-		count_stack(s, ap->desc, regs, 0);
+		count_stack(s, thread_ring(s), ap->desc, regs, 0);
 		return 0;
 	}
 	t = stamp(tsc);
@@ -987,6 +985,33 @@ static int return_stack_clock(struct kretprobe_instance *ri, struct pt_regs *reg
 	return on_return_stack(ri, regs, false);
 }
 
+/* count --stacks with the light thread state (agent_hit_light.c): no
+ * system call and no store through %fs on the way to the unwinder, which
+ * itself makes neither, so the handler analysis finds only the reads of
+ * pt_regs, and an optimized probe keeps neither errno nor the vector
+ * registers for it.  A return probe has no entry handler: nothing of the
+ * entry is needed. */
+static int count_stack_entry(struct kprobe *p, struct pt_regs *regs)
+{
+	struct agent_probe *ap = container_of(p, struct agent_probe, u.kp);
+	struct hit_thread *t = light_thread(ap->session);
+
+	if (t)
+		count_stack(ap->session, t->ring, ap->desc, regs,
+			    (uint64_t)(uintptr_t)ap->u.kp.addr);
+	return 0;
+}
+
+static int count_stack_return(struct kretprobe_instance *ri, struct pt_regs *regs)
+{
+	struct agent_probe *ap = container_of(ri->rp, struct agent_probe, u.rp);
+	struct hit_thread *t = light_thread(ap->session);
+
+	if (t)
+		count_stack(ap->session, t->ring, ap->desc, regs, 0);
+	return 0;
+}
+
 /* Whether the probe records stacks with the handlers above: trace and
  * count sessions with stacks, for probes whose handlers see pt_regs (not
  * tracepoints, nor the jprobe path of floating-point arguments; a
@@ -1020,6 +1045,17 @@ void agent_set_handlers(struct agent_probe *ap)
 
 	if (ap->session->cfg.action == ACT_RUN) {
 		agent_prog_set_handlers(ap);
+		return;
+	}
+	if (with_stack_handlers(ap) && ap->session->cfg.action == ACT_COUNT &&
+	    agent_hit_light_ok()) {
+		if (ap->is_return) {
+			ap->u.rp.entry_handler = NULL;
+			ap->u.rp.handler = count_stack_return;
+			ap->u.rp.data_size = 0;
+		} else {
+			ap->u.kp.pre_handler = count_stack_entry;
+		}
 		return;
 	}
 	if (with_stack_handlers(ap)) {

@@ -68,6 +68,24 @@ HIT_INLINE struct hit_thread *self(void)
 	return t;
 }
 
+/* A thread's first hit in a session on the light path (agent_hit_light.c):
+ * no system call, no store through %fs. */
+void agent_first_hit_light(struct agent_session *s);
+
+/* The thread's state for a hit in s, or NULL when the hit is not the
+ * program's (agent code, a fork child of a session that does not follow).
+ * For handlers the analysis must find light (agent_hit_light_ok()). */
+HIT_INLINE struct hit_thread *light_thread(struct agent_session *s)
+{
+	struct hit_thread *t = self();
+
+	if (__builtin_expect(t->gen != s->gen, 0))
+		agent_first_hit_light(s);
+	if (t->agent_depth > 0 || __atomic_load_n(&agent_hit_quiet, __ATOMIC_RELAXED))
+		return NULL;
+	return t;
+}
+
 /* Tells the CLI how far to look for claimed rings. */
 HIT_INLINE void raise_rings_hint(struct agent_session *s, int ring)
 {

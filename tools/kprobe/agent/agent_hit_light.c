@@ -62,7 +62,7 @@ HIT_INLINE int wait_free_ring(struct agent_session *s, uint64_t me)
  * control block, and a free ring if there is one (a counting thread
  * without one counts in the shared row; a recording one waits for the
  * reader to free one). */
-static __attribute__((noinline)) void first_hit_light(struct agent_session *s)
+__attribute__((noinline)) void agent_first_hit_light(struct agent_session *s)
 {
 	struct hit_thread *t = self();
 	pid_t tid;
@@ -85,20 +85,6 @@ static __attribute__((noinline)) void first_hit_light(struct agent_session *s)
 	 * exited thread rather than lose its events. */
 	if (t->ring < 0 && s->cfg.action == ACT_RECORD)
 		t->ring = wait_free_ring(s, me);
-}
-
-/* The thread's state for a hit in s, or NULL when the hit is not the
- * program's (agent code, a fork child of a session that does not follow). */
-static inline __attribute__((always_inline)) struct hit_thread *light_thread(
-	struct agent_session *s)
-{
-	struct hit_thread *t = self();
-
-	if (__builtin_expect(t->gen != s->gen, 0))
-		first_hit_light(s);
-	if (t->agent_depth > 0 || __atomic_load_n(&agent_hit_quiet, __ATOMIC_RELAXED))
-		return NULL;
-	return t;
 }
 
 /* ---- light handlers: what count and record need, and no more ----
