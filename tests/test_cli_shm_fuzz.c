@@ -567,7 +567,8 @@ Test(shm_fuzz, load_lines_hostile)
 
 /* count --stacks: a table of valid entries among hostile ones (depths past
  * the session's, unknown descriptors, counts of zero), a hostile entry
- * count: only the valid stacks are printed, merged, with their counts. */
+ * count: only the valid stacks are printed, merged, with their counts
+ * (each entry's owner's hits and the other threads' summed). */
 Test(shm_fuzz, count_stacks_hostile_table)
 {
 	const uint32_t depth = 4, stride = kps_stack_stride(depth);
@@ -594,7 +595,10 @@ Test(shm_fuzz, count_stacks_hostile_table)
 		 * the session's, every fifth unused */
 		e->desc = i % 4 ? 0 : bad_desc[i % 3];
 		e->depth = i % 3 ? 2 : bad_depth[i % 3];
-		e->count = i % 5 ? 10 : 0;
+		/* the owner's and the others' hits add up: 10, however
+		 * split (own alone where i % 7 is 0) */
+		e->count = i % 5 ? i % 7 : 0;
+		e->own = i % 5 ? 10 - i % 7 : 0;
 		e->ips[0] = 0x1000;
 		e->ips[1] = i % 2 ? 0x2000 : 0x3000;
 	}

@@ -164,8 +164,9 @@ void agent_watch_record(struct agent_session *s, uint32_t desc, uint64_t old_val
 /* On the hit path.  capture: the stack at regs into ips
  * (room for cfg.stack_depth frames), its frame count (0 without stacks or
  * when none can be had).  count (agent_stacks.c): one more hit of this stack at desc in
- * the session's table (stack_table.h); false when it is full (the caller
- * counts the loss). */
+ * the session's table (stack_table.h) by the thread of ring (-1: none,
+ * the hit is added atomically); false when it is full (the caller counts
+ * the loss). */
 static inline __attribute__((always_inline)) int
 agent_stack_capture(const struct agent_session *s, const struct pt_regs *regs, uint64_t *ips)
 {
@@ -177,7 +178,8 @@ agent_stack_capture(const struct agent_session *s, const struct pt_regs *regs, u
 	return n > 0 ? n : 0;
 }
 
-bool agent_stack_count(struct agent_session *s, uint32_t desc, const uint64_t *ips, int n);
+bool agent_stack_count(struct agent_session *s, int ring, uint32_t desc, const uint64_t *ips,
+		       int n);
 /* Captures the hit's stack (its first frame at, when not 0: a breakpoint's
  * pt_regs are past the probed address) and counts it as
  * agent_stack_count() does, with the ring's memo when the thread has a

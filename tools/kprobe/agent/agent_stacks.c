@@ -9,7 +9,8 @@
  * partial sums of that stack's hash and the entry it was counted in: a
  * stack that shares the last one's outer frames is hashed from the first
  * frame that differs, and the same stack again is counted without a
- * search. */
+ * search.  An entry's hits by the thread that made it are counted with
+ * plain instructions (stack_table.h). */
 #include <sys/mman.h>
 
 #include "agent.h"
@@ -93,10 +94,23 @@ static bool same_stack(const struct kps_stack_entry *e, uint32_t desc, const uin
 	return !diff;
 }
 
-/* A new entry holding the stack (not yet in the index), or NULL when the
- * table has none left. */
-static struct kps_stack_entry *new_entry(struct agent_session *s, uint64_t hash, uint32_t desc,
-					 const uint64_t *ips, int n, uint32_t *id)
+/* One more hit of e by the thread of ring: a plain increment of the
+ * owner's count when that thread owns e (no other thread writes it, and
+ * none of the thread's hits runs its handlers while another's run), else
+ * an atomic add to the others'. */
+static inline void entry_add(struct kps_stack_entry *e, int ring)
+{
+	if (ring >= 0 && e->owner == (uint32_t)ring + 1)
+		__atomic_store_n(&e->own, __atomic_load_n(&e->own, __ATOMIC_RELAXED) + 1,
+				 __ATOMIC_RELEASE);
+	else
+		__atomic_fetch_add(&e->count, 1, __ATOMIC_RELEASE);
+}
+
+/* A new entry holding the stack (not yet in the index), owned by the
+ * thread of ring, or NULL when the table has none left. */
+static struct kps_stack_entry *new_entry(struct agent_session *s, int ring, uint64_t hash,
+					 uint32_t desc, const uint64_t *ips, int n, uint32_t *id)
 {
 	uint64_t *next = (uint64_t *)(void *)s->map.ring_data;
 	uint64_t i = __atomic_fetch_add(next, 1, __ATOMIC_RELAXED);
@@ -109,14 +123,16 @@ static struct kps_stack_entry *new_entry(struct agent_session *s, uint64_t hash,
 	e->hash = hash;
 	e->desc = desc;
 	e->depth = (uint32_t)n;
+	e->owner = ring >= 0 ? (uint32_t)ring + 1 : 0;
 	for (int k = 0; k < n; k++)
 		e->ips[k] = ips[k];
 	return e;
 }
 
 /* Counts the stack, whose hash is hash, in its entry (found, or made and
- * published); the entry's number + 1, or 0 when the table has no room. */
-static uint32_t count_hashed(struct agent_session *s, uint64_t hash, uint32_t desc,
+ * published) for the thread of ring; the entry's number + 1, or 0 when
+ * the table has no room. */
+static uint32_t count_hashed(struct agent_session *s, int ring, uint64_t hash, uint32_t desc,
 			     const uint64_t *ips, int n)
 {
 	uint64_t *index = (uint64_t *)(void *)(s->map.ring_data + KPS_STACK_INDEX_OFF);
@@ -130,14 +146,14 @@ static uint32_t count_hashed(struct agent_session *s, uint64_t hash, uint32_t de
 
 		if (!v) {
 			if (!mine)
-				mine = new_entry(s, hash, desc, ips, n, &id);
+				mine = new_entry(s, ring, hash, desc, ips, n, &id);
 			if (!mine)
 				return 0;
 			v = tag | (id + 1ull);
 			/* the entry is complete before the index names it */
 			if (__atomic_compare_exchange_n(&index[slot], &(uint64_t){ 0 }, v, false,
 							__ATOMIC_RELEASE, __ATOMIC_RELAXED)) {
-				__atomic_fetch_add(&mine->count, 1, __ATOMIC_RELEASE);
+				entry_add(mine, ring);
 				return id + 1;
 			}
 			v = __atomic_load_n(&index[slot], __ATOMIC_ACQUIRE);
@@ -147,24 +163,28 @@ static uint32_t count_hashed(struct agent_session *s, uint64_t hash, uint32_t de
 			continue;
 		e = entry_at(s, (uint32_t)v - 1);
 		if (same_stack(e, desc, ips, (unsigned int)n)) {
-			__atomic_fetch_add(&e->count, 1, __ATOMIC_RELEASE);
+			entry_add(e, ring);
 			return (uint32_t)v;
 		}
 	}
 	return 0;
 }
 
-bool agent_stack_count(struct agent_session *s, uint32_t desc, const uint64_t *ips, int n)
+bool agent_stack_count(struct agent_session *s, int ring, uint32_t desc, const uint64_t *ips,
+		       int n)
 {
 	if (n < 0 || (unsigned int)n > s->cfg.stack_depth)
 		return false;
-	return count_hashed(s, kps_stack_hash(desc, ips, (unsigned int)n), desc, ips, n) != 0;
+	return count_hashed(s, ring, kps_stack_hash(desc, ips, (unsigned int)n), desc, ips, n) != 0;
 }
 
 /* With the ring's memo: kept outermost frames are the last stack's, so
- * are their sums; the same stack at the same place is the same entry. */
-static bool count_with_memo(struct agent_session *s, struct stack_thread *st, uint32_t desc,
-			    const struct pt_regs *regs, uint64_t at)
+ * are their sums; the same stack at the same place is the same entry,
+ * counted without the index: when the memo kept every frame, or (the
+ * memo keeps nothing of a stack of one frame, and may keep less than it
+ * could) when the frames are the entry's. */
+static bool count_with_memo(struct agent_session *s, int ring, struct stack_thread *st,
+			    uint32_t desc, const struct pt_regs *regs, uint64_t at)
 {
 	unsigned int depth = s->cfg.stack_depth;
 	struct kprobes_stack_memo *memo = memo_of(st, depth);
@@ -173,25 +193,30 @@ static bool count_with_memo(struct agent_session *s, struct stack_thread *st, ui
 
 	if (!st->ready) {
 		if (kprobes_stack_memo_init(memo, KPROBES_STACK_MEMO_SIZE(depth)) != (int)depth)
-			return agent_stack_count(s, desc, ips, 0);
+			return agent_stack_count(s, ring, desc, ips, 0);
 		st->n = -1;
 		st->ready = 1;
 	}
 	n = regs ? kprobes_stack_memo(memo, regs, (unsigned long *)ips, (int)depth, &kept) : 0;
 	if (n <= 0) {
 		/* nothing remembered: the memo's last stack is still its own */
-		return agent_stack_count(s, desc, ips, 0);
+		return agent_stack_count(s, ring, desc, ips, 0);
 	}
 	if (at)
 		ips[0] = at;
+	if (kept >= 0 && n == st->n && desc == st->desc && st->entry) {
+		struct kps_stack_entry *e = entry_at(s, st->entry - 1);
+
+		if (kept == n || same_stack(e, desc, ips, (unsigned int)n)) {
+			entry_add(e, ring);
+			return true;
+		}
+	}
 	if (kept < 0 || st->n < 0) {
 		/* a stack the memo did not remember: its hash from scratch,
 		 * and the sums no longer the memo's last stack's */
 		st->n = kept < 0 ? -1 : 0;
 		kept = 0;
-	} else if (kept == n && n == st->n && desc == st->desc && st->entry) {
-		__atomic_fetch_add(&entry_at(s, st->entry - 1)->count, 1, __ATOMIC_RELEASE);
-		return true;
 	}
 	/* each stack's first frame may be the probe's address instead of the
 	 * one the memo has: its mix is made again */
@@ -203,7 +228,8 @@ static bool count_with_memo(struct agent_session *s, struct stack_thread *st, ui
 		sum += kps_stack_mix(ips[n - 1 - d], (unsigned int)d);
 		st->sums[d] = sum;
 	}
-	st->entry = count_hashed(s, kps_stack_hash_of_sum(sum, desc, (unsigned int)n), desc, ips, n);
+	st->entry = count_hashed(s, ring, kps_stack_hash_of_sum(sum, desc, (unsigned int)n), desc,
+				 ips, n);
 	st->desc = desc;
 	if (st->n >= 0)
 		st->n = n;
@@ -217,9 +243,9 @@ bool agent_stack_count_hit(struct agent_session *s, int ring, uint32_t desc,
 	int n;
 
 	if (ring >= 0 && s->stack_threads && (uint32_t)ring < s->nrings)
-		return count_with_memo(s, thread_at(s, ring), desc, regs, at);
+		return count_with_memo(s, ring, thread_at(s, ring), desc, regs, at);
 	n = agent_stack_capture(s, regs, ips);
 	if (n && at)
 		ips[0] = at;
-	return agent_stack_count(s, desc, ips, n);
+	return agent_stack_count(s, ring, desc, ips, n);
 }

@@ -240,7 +240,10 @@ static size_t collect(struct session *s, struct stack_total *v, uint64_t *frames
 		struct stack_total *t = &v[n];
 		uint64_t *ips = frames + n * (size_t)depth;
 
-		t->count = __atomic_load_n(&e->count, __ATOMIC_ACQUIRE);
+		/* the owner's and the others' hits (stack_table.h); a sum
+		 * that wraps is the target's garbage, harmless */
+		t->count = __atomic_load_n(&e->count, __ATOMIC_ACQUIRE) +
+			   __atomic_load_n(&e->own, __ATOMIC_ACQUIRE);
 		t->desc = __atomic_load_n(&e->desc, __ATOMIC_RELAXED);
 		t->depth = __atomic_load_n(&e->depth, __ATOMIC_RELAXED);
 		if (!t->count || t->depth > depth || !consumer_desc(&s->cons, t->desc))

@@ -11,7 +11,12 @@
  *            set once by compare-and-swap
  *   entries  appended in the order stacks first appear (so they fill
  *            pages densely), each written whole before the index names it
- *            and never changed after, but for its count (atomic add)
+ *            and never changed after, but for its two counts: the hits of
+ *            the thread that made it (own: plain increments, only that
+ *            thread, the owner of the ring named in owner, writes it) and
+ *            those of every other thread (count: atomic add).  A stack
+ *            counted by one thread, the common case, costs no locked
+ *            instruction; the hits of a stack are count + own.
  *
  * A thread meeting a new stack takes an entry, fills it, and publishes it
  * in a free slot; if another thread published the same stack first, it
@@ -30,10 +35,13 @@
 #include "shm.h"
 
 struct kps_stack_entry {
-	uint64_t count;			/* hits of this stack; 0: unused */
+	uint64_t count;			/* hits of threads other than the owner */
+	uint64_t own;			/* hits of the owner; count + own 0: unused */
 	uint64_t hash;
 	uint32_t desc;			/* the probe point hit */
 	uint32_t depth;			/* frames in ips[] */
+	uint32_t owner;			/* the owner's ring + 1; 0: none (atomic adds only) */
+	uint32_t reserved;
 	uint64_t ips[];			/* innermost first */
 };
 
