@@ -264,6 +264,66 @@ Test(cli_stack, count_folded_exact_per_chain_across_threads)
 	cr_expect_eq(count_of(r.out, " "), 2, "%s", r.out);
 }
 
+/* The sum of the counts of the folded lines holding what. */
+static unsigned long folded_sum(const char *folded, const char *what)
+{
+	unsigned long sum = 0;
+
+	for (const char *line = folded; *line;) {
+		const char *nl = strchr(line, '\n'), *sp;
+
+		if (!nl)
+			break;
+		sp = memrchr(line, ' ', (size_t)(nl - line));
+		if (sp && (!what || memmem(line, (size_t)(sp - line), what, strlen(what))))
+			sum += strtoul(sp + 1, NULL, 10);
+		line = nl + 1;
+	}
+	return sum;
+}
+
+/* Many hits of the same stacks by threads (each entry counted by the
+ * thread that made it with plain increments, by the others atomically),
+ * and hits inside signal handlers interrupting them anywhere, the probe's
+ * own handler included: every chain counted exactly, and the stacks add
+ * up to the probe's hits. */
+Test(cli_stack, count_exact_with_threads_and_signals)
+{
+	const unsigned long threads = 3, top = 100000, side = 50000;
+	struct run r, h;
+	unsigned long hits, sig_hits, runs;
+	const char *p;
+
+	run_results(&h, "count", "--stacks --format json stack_leaf -- %s %lu %lu %lu 200", prog,
+		    top, side, threads);
+	cr_assert_eq(h.status, 0, "%s", h.err);
+	p = strstr(h.out, "\"hits\":");
+	cr_assert(p, "%s", h.out);
+	hits = strtoul(p + 7, NULL, 10);
+	run_results(&r, "count", "--stacks --format folded stack_leaf -- %s %lu %lu %lu 200", prog,
+		    top, side, threads);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	p = strstr(r.err, "signals ");
+	cr_assert(p, "%s", r.err);
+	runs = strtoul(p + 8, NULL, 10);
+	cr_expect_eq(folded_sum(r.out, ";stack_run;stack_top;stack_mid;stack_leaf"), threads * top,
+		     "%s", r.out);
+	cr_expect_eq(folded_sum(r.out, ";stack_run;stack_side;stack_leaf"), threads * side, "%s",
+		     r.out);
+	sig_hits = folded_sum(r.out, ";stack_on_signal;stack_leaf");
+	cr_expect_eq(folded_sum(r.out, NULL), threads * (top + side) + sig_hits, "%s", r.out);
+	cr_expect_leq(sig_hits, runs, "%s", r.out);
+	/* the json run: its stacks add up to the probe's hits */
+	{
+		unsigned long sum = 0;
+
+		for (p = strstr(h.out, "\"count\":"); p; p = strstr(p + 8, "\"count\":"))
+			sum += strtoul(p + 8, NULL, 10);
+		cr_expect_eq(sum, hits, "%s", h.out);
+		cr_expect_geq(hits, threads * (top + side), "%s", h.out);
+	}
+}
+
 /* Attached to a running process: the target's mappings are read when the
  * tool arms it, the table is read when it detaches. */
 Test(cli_stack, count_attached)
