@@ -1319,6 +1319,36 @@ Test(optimize, deep_handler_needs_no_vector_state, .init = setup)
 #endif
 }
 
+/* A handler that unwinds its hit's stack (the kprobe tool's count by
+ * stack does, through a memo): the unwinder reads the thread's record,
+ * never claims one (no system call, no store through %fs), so the
+ * analysis finds nothing to keep but pt_regs, as for a light handler. */
+static char stack_memo_buf[KPROBES_STACK_MEMO_SIZE(8)] __attribute__((aligned(8)));
+static unsigned long stack_ips[8];
+
+static int stack_pre(struct kprobe *p, struct pt_regs *regs)
+{
+	int kept;
+
+	(void)p;
+	if (kprobes_stack_memo((struct kprobes_stack_memo *)stack_memo_buf, regs, stack_ips, 8,
+			       &kept) < 0)
+		kprobes_stack(regs, stack_ips, 8);
+	return 0;
+}
+
+Test(optimize, stack_handler_keeps_the_light_level, .init = setup)
+{
+#if !defined(__SANITIZE_ADDRESS__)
+	uint8_t need = arch_code_needs((uintptr_t)stack_pre) & ~KP_OPT_SAVE_R8_R11;
+
+	cr_assert_eq(need, KP_OPT_SAVE_REGS, "stack handler, needs %#x", need);
+#else
+	(void)stack_pre;
+	cr_skip_test("sanitizer calls in every function: nothing to prove");
+#endif
+}
+
 /* ------------------------------------------------------------------ */
 /* Code bytes before, during, after                                    */
 /* ------------------------------------------------------------------ */
