@@ -4,6 +4,7 @@
  * cli_stack_cxx), with gdb as the oracle where it can run. */
 #include <criterion/criterion.h>
 #include <criterion/logging.h>
+#include <dlfcn.h>
 #include <limits.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -13,6 +14,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <kprobes/symbols.h>
+
+#include "arch/arch.h"
+#include "core/arch_api.h"
 #include "cli_helpers.h"
 
 static char kprobe[PATH_MAX + 16];
@@ -322,6 +327,36 @@ Test(cli_stack, count_exact_with_threads_and_signals)
 		cr_expect_eq(sum, hits, "%s", h.out);
 		cr_expect_geq(hits, threads * (top + side), "%s", h.out);
 	}
+}
+
+/* The agent's count-by-stack handlers, as libkprobes' handler analysis
+ * sees them in the agent loaded here: nothing to keep around a hit but
+ * pt_regs (the light level, with the registers the unwinder reads), not
+ * errno nor the vector registers, which a thread's first hit reaching its
+ * ring through system calls and stores through %fs would cost every hit. */
+Test(cli_stack, count_handlers_keep_the_light_level)
+{
+#if !defined(__SANITIZE_ADDRESS__)
+	static const char *const handlers[] = { "count_stack_entry", "count_stack_return" };
+	char agent[PATH_MAX + 32];
+	void *h;
+
+	cli_build_path(agent, sizeof(agent), "libkprobe-agent.so");
+	h = dlopen(agent, RTLD_NOW | RTLD_LOCAL);
+	cr_assert(h, "%s", dlerror());
+	for (size_t i = 0; i < sizeof(handlers) / sizeof(handlers[0]); i++) {
+		struct kprobes_sym sym = { .sz = sizeof(sym) };
+		char spec[64];
+		uint8_t need;
+
+		snprintf(spec, sizeof(spec), "libkprobe-agent.so:%s", handlers[i]);
+		cr_assert_eq(kprobes_sym_lookup_name(spec, &sym), 0, "%s", spec);
+		need = arch_code_needs(sym.addr) & ~KP_OPT_SAVE_R8_R11;
+		cr_expect_eq(need, KP_OPT_SAVE_REGS, "%s needs %#x", handlers[i], need);
+	}
+#else
+	cr_skip_test("the analysis is the library's, tested without sanitizers");
+#endif
 }
 
 /* Attached to a running process: the target's mappings are read when the
