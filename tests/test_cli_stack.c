@@ -269,7 +269,9 @@ Test(cli_stack, count_folded_exact_per_chain_across_threads)
 	cr_expect_eq(count_of(r.out, " "), 2, "%s", r.out);
 }
 
-/* The sum of the counts of the folded lines holding what. */
+/* The sum of the counts of the folded lines whose stack ends with what
+ * (its innermost frames; a signal handler's stack holds the interrupted
+ * one's further out). */
 static unsigned long folded_sum(const char *folded, const char *what)
 {
 	unsigned long sum = 0;
@@ -280,7 +282,8 @@ static unsigned long folded_sum(const char *folded, const char *what)
 		if (!nl)
 			break;
 		sp = memrchr(line, ' ', (size_t)(nl - line));
-		if (sp && (!what || memmem(line, (size_t)(sp - line), what, strlen(what))))
+		if (sp && (!what || ((size_t)(sp - line) >= strlen(what) &&
+				     !memcmp(sp - strlen(what), what, strlen(what)))))
 			sum += strtoul(sp + 1, NULL, 10);
 		line = nl + 1;
 	}
