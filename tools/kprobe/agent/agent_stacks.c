@@ -197,7 +197,15 @@ static bool count_with_memo(struct agent_session *s, int ring, struct stack_thre
 		st->n = -1;
 		st->ready = 1;
 	}
-	n = regs ? kprobes_stack_memo(memo, regs, (unsigned long *)ips, (int)depth, &kept) : 0;
+	/* a memo keeps nothing of a stack of one frame, and costs its
+	 * bookkeeping on every hit: the stack from the registers alone */
+	if (depth == 1) {
+		n = regs ? kprobes_stack(regs, (unsigned long *)ips, 1) : 0;
+		kept = 0;
+	} else {
+		n = regs ? kprobes_stack_memo(memo, regs, (unsigned long *)ips, (int)depth, &kept) :
+			   0;
+	}
 	if (n <= 0) {
 		/* nothing remembered: the memo's last stack is still its own */
 		return agent_stack_count(s, ring, desc, ips, 0);
