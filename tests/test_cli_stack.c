@@ -362,6 +362,19 @@ Test(cli_stack, count_handlers_keep_the_light_level)
 #endif
 }
 
+/* At a return (a return probe without an entry handler): the stack of
+ * the caller it returns to, exact per chain across threads. */
+Test(cli_stack, count_folded_at_returns)
+{
+	struct run r;
+
+	run_results(&r, "count", "--stacks --format folded 'stack_leaf%%return' -- %s 7 4 3", prog);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_expect_eq(folded_sum(r.out, ";stack_run;stack_top;stack_mid"), 21, "%s", r.out);
+	cr_expect_eq(folded_sum(r.out, ";stack_run;stack_side"), 12, "%s", r.out);
+	cr_expect_eq(folded_sum(r.out, NULL), 33, "%s", r.out);
+}
+
 /* Attached to a running process: the target's mappings are read when the
  * tool arms it, the table is read when it detaches. */
 Test(cli_stack, count_attached)
