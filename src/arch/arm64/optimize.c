@@ -696,7 +696,10 @@ int a64_detour_reclaim(void)
 				detour_free(batch[i]);
 			continue;
 		}
+		/* Rest again before the next census: one that failed is
+		 * not repeated at every retirement meanwhile. */
 		for (int i = 0; i < n; i++) {
+			batch[i]->ainsn.opt->retired_ns = now;
 			batch[i]->ainsn.opt->next_retired = retired;
 			retired = batch[i];
 		}
