@@ -577,17 +577,21 @@ static int clobber_fp(struct kprobe *p, struct pt_regs *regs)
 	return 0;
 }
 
+/* At the entry (the argument in d0) and at the RET (the result in d0),
+ * which take the entry's and the mid-function's save. */
 Test(a64_optimized, fp_registers_are_kept)
 {
-	struct kprobe kp = { .addr = AT(a64_fdouble, 0), .pre_handler = clobber_fp };
+	for (unsigned int off = 0; off <= 4; off += 4) {
+		struct kprobe kp = { .addr = AT(a64_fdouble, off), .pre_handler = clobber_fp };
 
-	reset();
-	cr_assert_eq(register_kprobe(&kp), 0);
-	cr_assert_eq(kprobes_optimize_now(), 0);
-	cr_assert(optimized(&kp));
-	cr_expect_eq(a64_fdouble(1.25), 2.5);
-	cr_expect_eq(hits, 1);
-	unregister_kprobe(&kp);
+		reset();
+		cr_assert_eq(register_kprobe(&kp), 0);
+		cr_assert_eq(kprobes_optimize_now(), 0);
+		cr_assert(optimized(&kp));
+		cr_expect_eq(a64_fdouble(1.25), 2.5, "probe at +%u", off);
+		cr_expect_eq(hits, 1);
+		unregister_kprobe(&kp);
+	}
 }
 
 /* The instructions that read the PC or branch, re-done in the detour for

@@ -8,7 +8,8 @@
  * BRK path builds it (x2-x29, sp as the probed instruction sees it, pc =
  * the probed address, NZCV in pstate), saves the FP/SIMD registers
  * (q0-q31, FPCR, FPSR: handlers are ordinary C and may use any of them,
- * and mid-function every vector register may be live), calls
+ * and mid-function every vector register may be live; at a function
+ * entry q0-q7, FPCR and FPSR: kp_a64_detour_entry), calls
  * kp_a64_detour_call(pp, regs) (optimize.c: the thread record, the
  * re-entrance rule, the read-side section, errno, the pre-handlers), and
  * returns to R with every register loaded back from
@@ -37,14 +38,12 @@
 	.set F_Q, 48			/* q0-q31 */
 	.set F_SIZE, 560
 
-	.text
-	.globl kp_a64_detour_common
-	.hidden kp_a64_detour_common
-	.type kp_a64_detour_common, %function
-	.globl kp_a64_detour_common_end
-	.hidden kp_a64_detour_common_end
+	.macro DETOUR_COMMON name, full
+	.globl \name
+	.hidden \name
+	.type \name, %function
 	.p2align 4
-kp_a64_detour_common:
+\name:
 	.cfi_startproc
 	.cfi_signal_frame
 	.cfi_def_cfa sp, PT_SIZE
@@ -85,6 +84,7 @@ kp_a64_detour_common:
 	stp q2, q3, [sp, #F_Q + 32]
 	stp q4, q5, [sp, #F_Q + 64]
 	stp q6, q7, [sp, #F_Q + 96]
+	.if \full
 	stp q8, q9, [sp, #F_Q + 128]
 	stp q10, q11, [sp, #F_Q + 160]
 	stp q12, q13, [sp, #F_Q + 192]
@@ -97,6 +97,7 @@ kp_a64_detour_common:
 	stp q26, q27, [sp, #F_Q + 416]
 	stp q28, q29, [sp, #F_Q + 448]
 	stp q30, q31, [sp, #F_Q + 480]
+	.endif
 	mrs x9, fpcr
 	mrs x10, fpsr
 	str x9, [sp, #F_FPCR]
@@ -121,6 +122,7 @@ kp_a64_detour_common:
 	ldp q2, q3, [sp, #F_Q + 32]
 	ldp q4, q5, [sp, #F_Q + 64]
 	ldp q6, q7, [sp, #F_Q + 96]
+	.if \full
 	ldp q8, q9, [sp, #F_Q + 128]
 	ldp q10, q11, [sp, #F_Q + 160]
 	ldp q12, q13, [sp, #F_Q + 192]
@@ -133,6 +135,7 @@ kp_a64_detour_common:
 	ldp q26, q27, [sp, #F_Q + 416]
 	ldp q28, q29, [sp, #F_Q + 448]
 	ldp q30, q31, [sp, #F_Q + 480]
+	.endif
 	ldr x30, [sp, #8]
 	mov sp, x19
 	.cfi_def_cfa sp, PT_SIZE
@@ -154,8 +157,21 @@ kp_a64_detour_common:
 	ldp x26, x27, [sp, #PT_REGS + 208]
 	ldp x28, x29, [sp, #PT_REGS + 224]
 	ret
-kp_a64_detour_common_end:
 	.cfi_endproc
-	.size kp_a64_detour_common, . - kp_a64_detour_common
+	.size \name, . - \name
+	.endm
+
+
+/* Mid-function every FP/SIMD register may be live; at a function's first
+ * instruction only the argument registers q0-q7 (and FPCR, FPSR) can be:
+ * the rest are the caller's to lose at a call (AAPCS64), and the low
+ * halves of v8-v15, which it may keep, the handlers keep too.  Both are
+ * one range for the census (kp_a64_detour_common .. _end). */
+	.text
+	.globl kp_a64_detour_common_end
+	.hidden kp_a64_detour_common_end
+	DETOUR_COMMON kp_a64_detour_common, 1
+	DETOUR_COMMON kp_a64_detour_entry, 0
+kp_a64_detour_common_end:
 
 	.section .note.GNU-stack, "", %progbits

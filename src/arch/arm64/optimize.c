@@ -357,12 +357,21 @@ const char *arch_opt_check(uintptr_t addr, uintptr_t func, size_t size, size_t p
 
 /* ---- detours ---- */
 
-extern char kp_a64_detour_common[];
+extern char kp_a64_detour_common[], kp_a64_detour_entry[];
+
+/* The shared code for pp: at a function's first instruction (its symbol's
+ * start) only the argument registers of the FP/SIMD file can be live. */
+static uintptr_t common_for(const struct kp_probepoint *pp)
+{
+	if (pp->func_size && pp->addr == pp->func)
+		return (uintptr_t)kp_a64_detour_entry;
+	return (uintptr_t)kp_a64_detour_common;
+}
 
 static int detour_write(struct kp_probepoint *pp, uintptr_t d)
 {
 	uint32_t code[DETOUR_SIZE / 4];
-	uintptr_t common = (uintptr_t)kp_a64_detour_common;
+	uintptr_t common = common_for(pp);
 	struct dw w = { .w = code, .at = d, .max = OFF_PP / 4 };
 
 	memset(code, 0, sizeof(code));	/* UDF #0 */
@@ -522,7 +531,6 @@ uint8_t arch_code_needs(uintptr_t fn)
  * raised together before anything else runs, errno included (errno is a
  * call of __errno_location(), which may itself be an optimized probe).
  */
-void kp_a64_detour_call(struct kp_probepoint *pp, struct pt_regs *regs);
 void kp_a64_detour_call(struct kp_probepoint *pp, struct pt_regs *regs)
 {
 	struct kp_thread *t = kp_thread_current();

@@ -7,6 +7,11 @@
 #include <stdint.h>
 
 struct kp_probepoint;
+struct pt_regs;
+
+/* Called by detour.S with the registers saved in regs: the probepoint's
+ * pre-handlers under the trap path's rules. */
+void kp_a64_detour_call(struct kp_probepoint *pp, struct pt_regs *regs);
 
 /* Async-signal-safe.  The probepoint whose detour's copy of the probed
  * instruction holds ip, or NULL. */
