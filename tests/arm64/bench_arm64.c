@@ -1,14 +1,17 @@
 /*
  * The overhead rows on arm64, in the emulator: ns per call of a tiny
  * function, bare and probed every way the arm64 backend offers, with the
- * ratios to `call` and to a bare BRK trap (`brk`: the kernel's SIGTRAP
- * round trip and nothing of the library) measured in the same run, as
- * kprobes-bench prints them on x86-64.  Under emulation only these ratios
+ * ratios to `call`, to a bare BRK trap (`brk`: the kernel's SIGTRAP
+ * round trip and nothing of the library) and to the BRK probe (`k`)
+ * measured in the same run, as kprobes-bench prints them on x86-64.
+ * `o` and `ro` are a kprobe and a return probe on the same entry,
+ * jump-optimized (a B to a detour instead of the BRK).  Under emulation only these ratios
  * mean anything.  Built as a Criterion suite so that the guest runs it
  * (`make bench-arm64`); it prints "bench:" lines and checks that every
  * probed call was counted.
  */
 #include <criterion/criterion.h>
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
@@ -96,14 +99,25 @@ static struct kretprobe row_rp;
 static struct jprobe row_jp;
 static struct ksigaction bare_old;
 
-enum row_kind { ROW_CALL, ROW_BRK, ROW_K, ROW_K_SIM, ROW_KP, ROW_R, ROW_J, NROWS };
-static const char *const row_names[NROWS] = { "call", "brk", "k", "k_sim", "kp", "r", "j" };
+enum row_kind { ROW_CALL, ROW_BRK, ROW_K, ROW_K_SIM, ROW_KP, ROW_R, ROW_J, ROW_O, ROW_RO, NROWS };
+static const char *const row_names[NROWS] = { "call", "brk", "k", "k_sim", "kp", "r", "j",
+					      "o", "ro" };
+
+/* The jump-optimized rows (a B to a detour): the others are the BRK's,
+ * measured with the optimizer off so that it cannot put its B in while
+ * they run. */
+static bool row_optimized(int r)
+{
+	return r == ROW_O || r == ROW_RO;
+}
 
 /* Arms row r (0 or a negative errno). */
 static int row_setup(int r)
 {
 	struct ksigaction ksa = { .handler = bare_trap, .flags = SA_SIGINFO };
+	int err;
 
+	kprobes_set_optimization(row_optimized(r));
 	switch (r) {
 	case ROW_BRK:
 		return syscall(SYS_rt_sigaction, SIGTRAP, &ksa, &bare_old, 8) ? -1 : 0;
@@ -121,6 +135,19 @@ static int row_setup(int r)
 	case ROW_J:
 		row_jp = (struct jprobe){ .kp.addr = AT(a64_add, 0), .entry = (void *)jp_entry };
 		return register_jprobe(&row_jp);
+	case ROW_O:
+		row_kp = (struct kprobe){ .addr = AT(a64_add, 0), .pre_handler = pre };
+		err = register_kprobe(&row_kp);
+		if (!err && (kprobes_optimize_now() || !(row_kp.flags & KPROBE_FLAG_OPTIMIZED)))
+			err = -EAGAIN;
+		return err;
+	case ROW_RO:
+		row_rp = (struct kretprobe){ .kp.addr = AT(a64_add, 0), .handler = ret_handler,
+					     .maxactive = 4 };
+		err = register_kretprobe(&row_rp);
+		if (!err && (kprobes_optimize_now() || !(row_rp.kp.flags & KPROBE_FLAG_OPTIMIZED)))
+			err = -EAGAIN;
+		return err;
 	default:
 		return 0;
 	}
@@ -135,9 +162,11 @@ static void row_teardown(int r)
 	case ROW_K:
 	case ROW_K_SIM:
 	case ROW_KP:
+	case ROW_O:
 		unregister_kprobe(&row_kp);
 		break;
 	case ROW_R:
+	case ROW_RO:
 		unregister_kretprobe(&row_rp);
 		break;
 	case ROW_J:
@@ -148,10 +177,10 @@ static void row_teardown(int r)
 	}
 }
 
-static void report(const char *name, double ns, double call, double brk)
+static void report(const char *name, double ns, double call, double brk, double k)
 {
-	printf("bench: %-8s %10.1f ns  %8.1fx call  %6.2fx brk\n", name, ns, ns / call,
-	       ns / brk);
+	printf("bench: %-8s %10.1f ns  %8.1fx call  %6.2fx brk  %6.3fx k\n", name, ns,
+	       ns / call, ns / brk, ns / k);
 	fflush(stdout);
 }
 
@@ -159,12 +188,12 @@ static void report(const char *name, double ns, double call, double brk)
  * load that comes and goes on the host weighs on every row alike. */
 Test(arm64_bench, overhead_rows, .timeout = 110)
 {
-	const long calls = 200000, traps = 1000;
+	const long calls = 200000, traps = 1000, jumps = 50000;
 	double best[NROWS] = { 0 };
 
 	for (int rep = 0; rep < REPS; rep++)
 		for (int r = 0; r < NROWS; r++) {
-			long n = r == ROW_CALL ? calls : traps;
+			long n = r == ROW_CALL ? calls : row_optimized(r) ? jumps : traps;
 			double ns;
 
 			cr_assert_eq(row_setup(r), 0, "%s", row_names[r]);
@@ -177,5 +206,5 @@ Test(arm64_bench, overhead_rows, .timeout = 110)
 				best[r] = ns;
 		}
 	for (int r = 0; r < NROWS; r++)
-		report(row_names[r], best[r], best[ROW_CALL], best[ROW_BRK]);
+		report(row_names[r], best[r], best[ROW_CALL], best[ROW_BRK], best[ROW_K]);
 }

@@ -5,9 +5,11 @@
  * ADR x16 + BR/BLR/RET x16, PAC hints) run unprobed, then with a kprobe on
  * every instruction at once and on each one alone, in every mode the
  * arm64 port has: a pre handler only (the slot branches back, or the
- * instruction is simulated) and with a post handler (the slot ends in a
- * BRK).  Registers, flags and memory must end as unprobed, and every
- * probe must accept its instruction.
+ * instruction is simulated), with a post handler (the slot ends in a
+ * BRK), and jump-optimized (a B to a detour that runs the instruction or
+ * re-does it for its address; what cannot be optimized keeps its BRK).
+ * Registers, flags and memory must end as unprobed, and every probe must
+ * accept its instruction.
  *
  * The quick mode runs in `make check-arm64-quick` (about 20 s);
  * A64_FUZZ=long (set by `make check-arm64`) runs five times as many
@@ -21,6 +23,7 @@
 #include <stdint.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include "kprobes.h"
 #include "a64_harness.h"
@@ -46,9 +49,11 @@ static void on_post(struct kprobe *p, struct pt_regs *regs, unsigned long flags)
 	post_hits++;
 }
 
-enum mode { PRE_ONLY, WITH_POST };
+enum mode { PRE_ONLY, WITH_POST, OPTIMIZED, NMODES };
 
-static const char *const mode_names[] = { "pre handler only", "with a post handler" };
+static const char *const mode_names[] = { "pre handler only", "with a post handler",
+					  "jump-optimized" };
+static unsigned long optimized_probes;
 
 static void arm_probes(unsigned int n, const bool *probed, enum mode m, const uint32_t *words)
 {
@@ -65,6 +70,13 @@ static void arm_probes(unsigned int n, const bool *probed, enum mode m, const ui
 		cr_assert_eq(ret, 0, "register_kprobe on word %u (%#010x): %d (%s)",
 			     k, words[k], ret, strerror(-ret));
 	}
+	if (m != OPTIMIZED)
+		return;
+	kprobes_set_optimization(true);
+	kprobes_optimize_now();
+	for (unsigned int k = 0; k < n; k++)
+		if (probed[k] && (kps[k].flags & KPROBE_FLAG_OPTIMIZED))
+			optimized_probes++;
 }
 
 static void disarm_probes(unsigned int n, const bool *probed)
@@ -72,6 +84,7 @@ static void disarm_probes(unsigned int n, const bool *probed)
 	for (unsigned int k = 0; k < n; k++)
 		if (probed[k])
 			unregister_kprobe(&kps[k]);
+	kprobes_set_optimization(false);
 }
 
 static void run_probed(const uint32_t *words, unsigned int n, const struct pt_regs *in,
@@ -105,6 +118,28 @@ static void map_arena(void)
 		arena[i] = BRK(BRK_STOP);
 }
 
+/*
+ * The jump-optimized mode.  The code sits in the middle of the harness's
+ * 512 MiB reservation, where no executable pool could be placed within a
+ * B's reach: a megabyte of it 64 MiB below the code is given back for
+ * the detours.  The optimizer's first pass takes the list of loaded
+ * objects and marks probes outside every object (this anonymous code) as
+ * gone: it runs once here, on a libc function, before any probe is on
+ * the sequences, and the optimizer stays off but in that mode.
+ */
+static void prepare_optimized_mode(void)
+{
+	struct kprobe kp = { .addr = (kprobe_opcode_t *)getppid, .pre_handler = on_pre };
+
+	cr_assert_eq(munmap((uint8_t *)code - (64ul << 20), 1ul << 20), 0);
+	kprobes_set_optimization(true);
+	cr_assert_eq(register_kprobe(&kp), 0);
+	kprobes_optimize_now();
+	unregister_kprobe(&kp);
+	kprobes_set_optimization(false);
+	pre_hits = 0;
+}
+
 static void fuzz_with_library(unsigned int sequences, uint64_t seed)
 {
 	uint32_t words[SEQ_MAX + 2];
@@ -112,6 +147,7 @@ static void fuzz_with_library(unsigned int sequences, uint64_t seed)
 
 	setup_machine(seed);
 	map_arena();
+	prepare_optimized_mode();
 	cr_assert_leq(sequences * SEQ_STRIDE, ARENA_PAGES * PAGE / 4);
 	for (unsigned int s = 0; s < sequences; s++) {
 		struct outcome ref, got;
@@ -141,15 +177,15 @@ static void fuzz_with_library(unsigned int sequences, uint64_t seed)
 		for (unsigned int k = 0; k < n; k++) {
 			memset(probed, 0, sizeof(probed));
 			probed[k] = true;
-			run_probed(words, n, &in, probed, k & 1 ? WITH_POST : PRE_ONLY, &got);
+			run_probed(words, n, &in, probed, (enum mode)((k + s) % NMODES), &got);
 			if (got.sig != ref.sig || memcmp(&got.regs, &ref.regs, sizeof(ref.regs)))
 				print_sequence(words, n);
 			snprintf(how, sizeof(how), "one probe, on word %u (%#010x), %s", k,
-				 words[k], mode_names[k & 1]);
+				 words[k], mode_names[(k + s) % NMODES]);
 			expect_same_outcome(&ref, &got, words, n, how);
 			runs++;
 		}
-		for (enum mode m = PRE_ONLY; m <= WITH_POST; m++) {
+		for (enum mode m = PRE_ONLY; m < NMODES; m++) {
 			for (unsigned int k = 0; k < n; k++)
 				probed[k] = true;
 			run_probed(words, n, &in, probed, m, &got);
@@ -163,8 +199,11 @@ static void fuzz_with_library(unsigned int sequences, uint64_t seed)
 		     discarded, sequences);
 	cr_assert_gt(pre_hits, 4 * sequences, "only %lu hits", pre_hits);
 	cr_assert_gt(post_hits, 0, "no post handler ran");
+	cr_assert_gt(optimized_probes, 4 * sequences, "only %lu probes were jump-optimized",
+		     optimized_probes);
 	cr_log_info("%u sequences (%lu discarded), %lu probed runs, %lu hits, %lu post "
-		    "handler runs", sequences, discarded, runs, pre_hits, post_hits);
+		    "handler runs, %lu probes jump-optimized", sequences, discarded, runs,
+		    pre_hits, post_hits, optimized_probes);
 }
 
 /*

@@ -3,13 +3,17 @@
  * of line and on simulated ones (ADR, ADRP, literal loads, B, BL, BLR,
  * B.cond, CBZ, TBNZ, RET), refusals (exclusive sequences, foreign BRKs,
  * misaligned addresses), handlers that change registers and the path,
- * enabling, missed hits, faults in slots, the list.  The probed functions
+ * enabling, missed hits, faults in slots, the list; jump-optimized probes
+ * (a B to a detour): exact hits, the BRK path's registers, PC-relative
+ * instructions re-done in the detour, landing pads, faults, no memory in
+ * reach, and churn while other threads hammer the probe.  The probed functions
  * are A64 assembly (helpers_a64.S), so each probe sits on the instruction
  * class it means.  Return probes, jprobes, threads and fork:
  * test_arm64_kretprobe.c.
  */
 #include <criterion/criterion.h>
 #include <errno.h>
+#include <pthread.h>
 #include <setjmp.h>
 #include <signal.h>
 #include <stdio.h>
@@ -114,6 +118,9 @@ Test(a64_kprobe, pre_handler_changes_the_path)
 {
 	struct kprobe kp = { .addr = AT(a64_add, 8), .pre_handler = skip_insn };
 
+	/* A jump-optimized probe ignores a changed pc (as on x86-64 and in
+	 * Linux): this is the BRK path's. */
+	kprobes_set_optimization(false);
 	cr_assert_eq(register_kprobe(&kp), 0);
 	cr_expect_eq(a64_add(7, 2), 7, "the add was skipped");
 	unregister_kprobe(&kp);
@@ -344,7 +351,6 @@ Test(a64_kprobe, list_shows_the_probe)
 	fclose(f);
 	snprintf(want, sizeof(want), "%016lx  k  a64_add+0x8", (unsigned long)AT(a64_add, 8));
 	cr_expect(strstr(buf, want), "list: %s", buf);
-	cr_expect(!strstr(buf, "[OPTIMIZED]"), "no jump optimization on arm64");
 	unregister_kprobe(&kp);
 }
 
@@ -393,6 +399,7 @@ Test(a64_kprobe, probed_landing_pad_on_a_guarded_page)
 	__builtin___clear_cache((char *)page, (char *)page + sizeof(code));
 	fn = (long (*)(long))page;
 	cr_assert_eq(fn(1), 5);
+	kprobes_set_optimization(false);	/* the BRK's case */
 	cr_assert_eq(probe_at(&kp, page, 0, true), 0);
 	cr_expect_eq(fn(1), 5);
 	cr_expect_eq(hits, 1);
@@ -400,4 +407,360 @@ Test(a64_kprobe, probed_landing_pad_on_a_guarded_page)
 	unregister_kprobe(&kp);
 	cr_expect_eq(fn(2), 6);
 	munmap(page, 4096);
+}
+
+/* ---- jump optimization ---- */
+
+#define A64_B_MASK 0xfc000000u
+#define A64_B_OP 0x14000000u
+#define A64_BRK_PROBE 0xd42d6e00u	/* BRK #0x6b70 */
+
+static bool optimized(const struct kprobe *p)
+{
+	return __atomic_load_n(&p->flags, __ATOMIC_ACQUIRE) & KPROBE_FLAG_OPTIMIZED;
+}
+
+static uint32_t word_at(const void *a)
+{
+	return *(volatile const uint32_t *)a;
+}
+
+/* The optimizer's first pass takes the list of loaded objects and marks
+ * probes outside every object as gone (their code unmapped): one on an
+ * anonymous code page must come after that pass. */
+static void objects_taken(void)
+{
+	struct kprobe kp = { .addr = AT(a64_add_one, 0), .pre_handler = count_pre };
+
+	cr_assert_eq(register_kprobe(&kp), 0);
+	kprobes_optimize_now();
+	unregister_kprobe(&kp);
+}
+
+/* Registers a64_add+off's probe and has the optimizer put its B in. */
+static void optimize_at(struct kprobe *kp, void *fn, unsigned int off)
+{
+	cr_assert_eq(probe_at(kp, fn, off, false), 0);
+	cr_assert_eq(kprobes_optimize_now(), 0);
+	cr_assert(optimized(kp), "%p+%u: not optimized", fn, off);
+	cr_assert_eq(word_at(kp->addr) & A64_B_MASK, A64_B_OP, "a B at the probe: %#x",
+		     word_at(kp->addr));
+}
+
+Test(a64_optimized, hits_exactly_and_goes_away)
+{
+	struct kprobe kp;
+
+	optimize_at(&kp, a64_add, 0);
+	for (long i = 0; i < 1000; i++)
+		cr_assert_eq(a64_add(i, 2), i + 2);
+	cr_expect_eq(hits, 1000, "every call one hit: %ld", hits);
+	cr_expect_eq(seen_pc, (unsigned long)a64_add, "the probed pc");
+	cr_expect_eq(seen_arg0, 999);
+	cr_expect_eq(seen_arg1, 2);
+	cr_expect_eq(kp.nmissed, 0);
+	unregister_kprobe(&kp);
+	cr_expect_eq(word_at(a64_add), 0xa9bf7bfdu, "the word is back");
+	cr_expect_eq(a64_add(5, 6), 11);
+	cr_expect_eq(hits, 1000);
+}
+
+/* The list says so, and the probe's BRK comes back when disabled. */
+Test(a64_optimized, list_disable_enable)
+{
+	struct kprobe kp;
+	char buf[4096] = "";
+	FILE *f = fmemopen(buf, sizeof(buf) - 1, "w");
+
+	optimize_at(&kp, a64_add, 8);
+	kprobes_list(f);
+	fclose(f);
+	cr_expect(strstr(buf, "[OPTIMIZED]"), "list: %s", buf);
+	cr_assert_eq(disable_kprobe(&kp), 0);
+	cr_expect(!optimized(&kp));
+	cr_expect_eq(word_at(kp.addr), 0x8b010000u, "disabled: add x0, x0, x1 back");
+	cr_expect_eq(a64_add(1, 2), 3);
+	cr_expect_eq(hits, 0);
+	cr_assert_eq(enable_kprobe(&kp), 0);
+	cr_expect_eq(word_at(kp.addr), A64_BRK_PROBE, "enabled: the BRK first");
+	cr_assert_eq(kprobes_optimize_now(), 0);
+	cr_expect(optimized(&kp));
+	cr_expect_eq(a64_add(1, 2), 3);
+	cr_expect_eq(hits, 1);
+	unregister_kprobe(&kp);
+}
+
+/* A post handler cannot run from a detour: adding one takes the B away. */
+Test(a64_optimized, post_handler_unoptimizes)
+{
+	struct kprobe kp, post = { .addr = AT(a64_add, 8), .pre_handler = count_pre,
+				    .post_handler = count_post };
+
+	optimize_at(&kp, a64_add, 8);
+	cr_assert_eq(register_kprobe(&post), 0);
+	cr_expect(!optimized(&kp));
+	cr_expect_eq(word_at(kp.addr), A64_BRK_PROBE);
+	cr_expect_eq(a64_add(20, 22), 42);
+	cr_expect_eq(hits, 2);
+	cr_expect_eq(posts, 1);
+	cr_expect_eq(post_x0, 42);
+	unregister_kprobe(&post);
+	cr_assert_eq(kprobes_optimize_now(), 0);
+	cr_expect(optimized(&kp), "optimized again without the post handler");
+	cr_expect_eq(a64_add(1, 1), 2);
+	cr_expect_eq(hits, 3);
+	unregister_kprobe(&kp);
+}
+
+Test(a64_optimized, pre_handler_changes_registers)
+{
+	struct kprobe kp = { .addr = AT(a64_add, 8), .pre_handler = change_x1 };
+
+	cr_assert_eq(register_kprobe(&kp), 0);
+	cr_assert_eq(kprobes_optimize_now(), 0);
+	cr_assert(optimized(&kp));
+	cr_expect_eq(a64_add(1, 2), 101);
+	unregister_kprobe(&kp);
+}
+
+/* The registers a handler sees on the detour are those of the BRK path. */
+static struct pt_regs captured;
+
+static int capture_pre(struct kprobe *p, struct pt_regs *regs)
+{
+	captured = *regs;
+	return 0;
+}
+
+static void capture_at_keeps(struct pt_regs *out, bool optimize)
+{
+	struct kprobe kp = { .addr = AT(a64_add_one_keeps, 0), .pre_handler = capture_pre };
+
+	kprobes_set_optimization(optimize);
+	memset(&captured, 0, sizeof(captured));
+	cr_assert_eq(register_kprobe(&kp), 0);
+	cr_assert_eq(kprobes_optimize_now(), 0);
+	cr_assert_eq(optimized(&kp), optimize);
+	cr_expect_eq(a64_regs_kept(), 0, "registers and flags kept (%s)",
+		     optimize ? "detour" : "BRK");
+	unregister_kprobe(&kp);
+	*out = captured;
+}
+
+Test(a64_optimized, regs_equal_the_brk_paths)
+{
+	static const int compared[] = { 0, 9, 10, 11, 12, 13, 14, 15, 19, 20, 21, 22, 23,
+					24, 25, 26, 27, 28, 29, 30 };
+	struct pt_regs brk, opt;
+
+	capture_at_keeps(&brk, false);
+	capture_at_keeps(&opt, true);
+	for (unsigned int i = 0; i < sizeof(compared) / sizeof(compared[0]); i++)
+		cr_expect_eq(brk.regs[compared[i]], opt.regs[compared[i]], "x%d: %#lx / %#lx",
+			     compared[i], brk.regs[compared[i]], opt.regs[compared[i]]);
+	cr_expect_eq(brk.sp, opt.sp);
+	cr_expect_eq(brk.pc, opt.pc);
+	cr_expect_eq(opt.pc, (unsigned long)a64_add_one_keeps);
+	cr_expect_eq(brk.pstate & 0xf0000000ul, opt.pstate & 0xf0000000ul, "NZCV %#lx / %#lx",
+		     brk.pstate, opt.pstate);
+	cr_expect_eq(opt.pstate & 0xf0000000ul, 0x80000000ul, "N set by a64_regs_kept");
+}
+
+/* A handler free to use the FP/SIMD registers: the program's d0 and the
+ * rest survive the detour. */
+static int clobber_fp(struct kprobe *p, struct pt_regs *regs)
+{
+	hits++;
+	__asm__ volatile("movi v0.2d, #0\n\tmovi v1.2d, #0\n\tmovi v8.2d, #0\n\t"
+			 "movi v16.2d, #0\n\tmovi v31.2d, #0\n\tmsr fpsr, xzr"
+			 ::: "v0", "v1", "v8", "v16", "v31");
+	return 0;
+}
+
+/* At the entry (the argument in d0) and at the RET (the result in d0),
+ * which take the entry's and the mid-function's save. */
+Test(a64_optimized, fp_registers_are_kept)
+{
+	for (unsigned int off = 0; off <= 4; off += 4) {
+		struct kprobe kp = { .addr = AT(a64_fdouble, off), .pre_handler = clobber_fp };
+
+		reset();
+		cr_assert_eq(register_kprobe(&kp), 0);
+		cr_assert_eq(kprobes_optimize_now(), 0);
+		cr_assert(optimized(&kp));
+		cr_expect_eq(a64_fdouble(1.25), 2.5, "probe at +%u", off);
+		cr_expect_eq(hits, 1);
+		unregister_kprobe(&kp);
+	}
+}
+
+/* The instructions that read the PC or branch, re-done in the detour for
+ * their original address: the same results as unprobed. */
+Test(a64_optimized, pc_relative_instructions)
+{
+	unsigned int n = 0, opt = 0;
+
+	for (size_t i = 0; i < sizeof(sim_cases) / sizeof(sim_cases[0]); i++) {
+		const struct sim_case *c = &sim_cases[i];
+		struct kprobe kp;
+		long want = sim_want(c);
+
+		cr_assert_eq(probe_at(&kp, c->fn, c->off, false), 0, "%s", c->name);
+		cr_assert_eq(kprobes_optimize_now(), 0);
+		opt += optimized(&kp);
+		cr_expect_eq(c->call(), want, "%s (%s)", c->name,
+			     optimized(&kp) ? "optimized" : "BRK");
+		cr_expect_eq(hits, 1, "%s: %ld hits", c->name, hits);
+		unregister_kprobe(&kp);
+		cr_expect_eq(c->call(), want, "%s unprobed", c->name);
+		n++;
+	}
+	/* BLR alone keeps its BRK */
+	cr_expect_eq(opt, n - 1, "%u of %u optimized", opt, n);
+}
+
+Test(a64_optimized, pac_and_bti_entries)
+{
+	struct kprobe a, b;
+
+	optimize_at(&a, a64_pac, 0);
+	cr_expect_eq(a64_pac(1), 4);
+	cr_expect_eq(hits, 1);
+	unregister_kprobe(&a);
+	optimize_at(&b, a64_bti, 0);
+	cr_expect_eq(a64_bti(1), 5);
+	cr_expect_eq(hits, 1);
+	unregister_kprobe(&b);
+}
+
+/* An indirect call to an optimized BTI C on a guarded page meets the B:
+ * the Branch Target exception is taken and the call goes on through the
+ * detour. */
+Test(a64_optimized, landing_pad_on_a_guarded_page)
+{
+	static const uint32_t code[] = { 0xd503245fu, 0x91001000u, 0xd65f03c0u };
+	long (*volatile fn)(long);
+	struct kprobe kp;
+	uint32_t *page;
+
+	if (!(getauxval(AT_HWCAP2) & HWCAP2_BTI))
+		cr_skip_test("no BTI on this CPU");
+	page = mmap(NULL, 4096, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	cr_assert_neq(page, MAP_FAILED);
+	memcpy(page, code, sizeof(code));
+	cr_assert_eq(mprotect(page, 4096, PROT_READ | PROT_EXEC | PROT_BTI), 0);
+	__builtin___clear_cache((char *)page, (char *)page + sizeof(code));
+	fn = (long (*)(long))page;
+	objects_taken();
+	optimize_at(&kp, page, 0);
+	cr_expect_eq(fn(1), 5);
+	cr_expect_eq(fn(2), 6);
+	cr_expect_eq(hits, 2);
+	unregister_kprobe(&kp);
+	cr_expect_eq(fn(2), 6);
+	munmap(page, 4096);
+}
+
+Test(a64_optimized, fault_in_the_detour_is_at_the_probed_address)
+{
+	struct sigaction sa = { .sa_sigaction = on_segv, .sa_flags = SA_SIGINFO };
+	struct kprobe kp;
+	long v = 9;
+
+	optimize_at(&kp, a64_load, 0);
+	cr_assert_eq(sigaction(SIGSEGV, &sa, NULL), 0);
+	if (!sigsetjmp(fault_jmp, 1))
+		a64_load((long *)8);
+	cr_expect_eq(fault_pc, (uintptr_t)a64_load);
+	cr_expect_eq(hits, 1);
+	cr_expect_eq(a64_load(&v), 9);
+	cr_expect_eq(hits, 2);
+	unregister_kprobe(&kp);
+}
+
+/* No executable memory within a B's reach of the probe: its BRK stays.
+ * The code page sits in the middle of 512 MB of reserved address space. */
+Test(a64_optimized, out_of_range_keeps_the_brk)
+{
+	static const uint32_t code[] = { 0x91001000u, 0xd65f03c0u };	/* add x0, x0, #4; ret */
+	const size_t span = 512ul << 20;
+	char *res = mmap(NULL, span, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+			 -1, 0);
+	long (*volatile fn)(long);
+	struct kprobe kp;
+	uint32_t *page;
+
+	cr_assert_neq(res, MAP_FAILED);
+	page = mmap(res + span / 2, 4096, PROT_READ | PROT_WRITE,
+		    MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED, -1, 0);
+	cr_assert_eq((char *)page, res + span / 2);
+	memcpy(page, code, sizeof(code));
+	cr_assert_eq(mprotect(page, 4096, PROT_READ | PROT_EXEC), 0);
+	__builtin___clear_cache((char *)page, (char *)page + sizeof(code));
+	fn = (long (*)(long))page;
+	objects_taken();
+	cr_assert_eq(probe_at(&kp, page, 0, false), 0);
+	kprobes_optimize_now();
+	cr_expect(!optimized(&kp), "no detour can be in reach");
+	cr_expect_eq(word_at(page), A64_BRK_PROBE, "the BRK stays");
+	cr_expect_eq(fn(1), 5);
+	cr_expect_eq(hits, 1);
+	unregister_kprobe(&kp);
+	cr_expect_eq(fn(1), 5);
+	munmap(res, span);
+}
+
+/* Threads call the probed function while one registers, unregisters,
+ * disables, enables and optimizes it over and over: every call computes
+ * its result, no hit lands on a probe that is not there. */
+#define CHURN_THREADS 2
+#define CHURN_ROUNDS 60
+
+static volatile bool churn_stop;
+static volatile long churn_bad;
+
+static void *churn_caller(void *arg)
+{
+	long (*volatile fn)(long, long) = a64_add;
+	long calls = 0;
+
+	while (!__atomic_load_n(&churn_stop, __ATOMIC_ACQUIRE)) {
+		if (fn(calls, 3) != calls + 3)
+			__atomic_add_fetch(&churn_bad, 1, __ATOMIC_RELAXED);
+		calls++;
+	}
+	return (void *)calls;
+}
+
+Test(a64_optimized, churn_while_others_hammer)
+{
+	pthread_t th[CHURN_THREADS];
+	long opt_rounds = 0;
+
+	reset();
+	for (int i = 0; i < CHURN_THREADS; i++)
+		cr_assert_eq(pthread_create(&th[i], NULL, churn_caller, NULL), 0);
+	for (int r = 0; r < CHURN_ROUNDS; r++) {
+		struct kprobe kp = { .addr = AT(a64_add, (r % 3) * 4), .pre_handler = count_pre };
+
+		cr_assert_eq(register_kprobe(&kp), 0);
+		kprobes_optimize_now();
+		opt_rounds += optimized(&kp);
+		if (r & 1) {
+			cr_assert_eq(disable_kprobe(&kp), 0);
+			cr_assert_eq(enable_kprobe(&kp), 0);
+			kprobes_optimize_now();
+		}
+		usleep(1000);
+		unregister_kprobe(&kp);
+	}
+	__atomic_store_n(&churn_stop, true, __ATOMIC_RELEASE);
+	for (int i = 0; i < CHURN_THREADS; i++)
+		pthread_join(th[i], NULL);
+	cr_expect_eq(churn_bad, 0, "%ld wrong results", churn_bad);
+	cr_expect_gt(opt_rounds, CHURN_ROUNDS / 2, "optimized in %ld of %d rounds", opt_rounds,
+		     CHURN_ROUNDS);
+	cr_expect_gt(hits, 0);
+	cr_expect_eq(word_at(a64_add), 0xa9bf7bfdu);
+	cr_expect_eq(word_at(AT(a64_add, 4)), 0x910003fdu);
 }

@@ -611,3 +611,84 @@ Test(a64_stack, through_a_return_probed_frame)
 	cr_expect(st_has(st_mid, 64), "st_mid's call in the stack");
 	cr_expect(st_has(st_top, 64), "st_top's call, past the stub, in the stack");
 }
+
+/* ---- return probes and unwinding on jump-optimized entries ---- */
+
+static bool optimized(const struct kprobe *p)
+{
+	return __atomic_load_n(&p->flags, __ATOMIC_ACQUIRE) & KPROBE_FLAG_OPTIMIZED;
+}
+
+/* The entry's hijack of x30 works from the detour as from the BRK. */
+Test(a64_kretprobe, optimized_entry)
+{
+	struct kretprobe rp = { .kp.addr = AT(a64_add, 0), .handler = ret_handler };
+	unsigned long mine;
+
+	ret_reset();
+	cr_assert_eq(register_kretprobe(&rp), 0);
+	cr_assert_eq(kprobes_optimize_now(), 0);
+	cr_assert(optimized(&rp.kp), "the entry is jump-optimized");
+	cr_assert_eq(*(volatile uint32_t *)a64_add & 0xfc000000u, 0x14000000u, "a B");
+	for (int i = 0; i < 100; i++)
+		cr_expect_eq(call_add_from_here(40, i, &mine), 40 + i);
+	cr_expect_eq(ret_hits, 100);
+	cr_expect_eq(ret_value, 139);
+	cr_expect(ret_addr_seen > (unsigned long)call_add_from_here &&
+		  ret_addr_seen < (unsigned long)call_add_from_here + 256,
+		  "the real return address, in call_add_from_here: %#lx", ret_addr_seen);
+	unregister_kretprobe(&rp);
+	cr_expect_eq(a64_add(1, 1), 2);
+	cr_expect_eq(ret_hits, 100);
+}
+
+Test(a64_kretprobe, optimized_leaf_and_pac_entries)
+{
+	struct kretprobe rp = { .kp.addr = AT(a64_add_one, 0), .handler = ret_with_data,
+				.entry_handler = entry_handler,
+				.data_size = sizeof(struct entry_data) };
+	struct kretprobe pac = { .kp.addr = AT(a64_pac, 0), .handler = ret_handler };
+
+	ret_reset();
+	cr_assert_eq(register_kretprobe(&rp), 0);
+	cr_assert_eq(register_kretprobe(&pac), 0);
+	cr_assert_eq(kprobes_optimize_now(), 0);
+	cr_assert(optimized(&rp.kp));
+	cr_assert(optimized(&pac.kp));
+	cr_expect_eq(a64_add_one(9), 10);
+	cr_expect_eq(entry_hits, 1);
+	cr_expect_eq(data_seen, 9);
+	for (int i = 0; i < 10; i++)
+		cr_expect_eq(a64_pac(i), i + 3);
+	cr_expect_eq(ret_hits, 11);
+	cr_expect_eq(ret_value, 12);
+	unregister_kretprobe(&pac);
+	unregister_kretprobe(&rp);
+}
+
+/* backtrace() in a handler called from a detour goes on into the probed
+ * function's callers (detour.S describes its frame as the probed code). */
+static int bt_pre(struct kprobe *p, struct pt_regs *regs)
+{
+	bt_depth = backtrace(bt_frames, 32);
+	return 0;
+}
+
+Test(a64_kretprobe, unwinders_pass_through_the_detour)
+{
+	struct kprobe kp = { .addr = (kprobe_opcode_t *)bt_outer, .pre_handler = bt_pre };
+	bool found = false;
+
+	cr_assert_eq(register_kprobe(&kp), 0);
+	cr_assert_eq(kprobes_optimize_now(), 0);
+	cr_assert(optimized(&kp));
+	bt_depth = 0;
+	cr_expect_eq(bt_caller(), 3);
+	for (int i = 0; i < bt_depth; i++)
+		if ((uintptr_t)bt_frames[i] > (uintptr_t)bt_caller &&
+		    (uintptr_t)bt_frames[i] < (uintptr_t)bt_caller + 128)
+			found = true;
+	cr_expect(found, "backtrace() in a detour's handler reaches the probed function's "
+			 "caller (%d frames)", bt_depth);
+	unregister_kprobe(&kp);
+}

@@ -3,7 +3,7 @@
  * build time as the kernel's asm-offsets: this file is compiled to
  * assembly only (never linked), each DEFINE leaves a "->NAME value" marker
  * in it, and the Makefile turns the markers into .set lines in
- * asm-offsets.inc, which trampoline.S includes.
+ * asm-offsets.inc, which trampoline.S and detour.S include.
  */
 #include <stddef.h>
 
@@ -26,4 +26,6 @@ void kp_asm_offsets(void)
 	OFFSET(PT_SP, struct pt_regs, sp);
 	OFFSET(PT_PC, struct pt_regs, pc);
 	OFFSET(PT_PSTATE, struct pt_regs, pstate);
+	/* struct kp_probepoint (core/arch_api.h), for the detours */
+	OFFSET(PP_ADDR, struct kp_probepoint, addr);
 }

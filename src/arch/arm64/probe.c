@@ -4,6 +4,7 @@
 
 #include "arch/arch.h"
 #include "arch/arm64/insn.h"
+#include "arch/arm64/optimize.h"
 #include "arch/arm64/text_poke.h"
 #include "arch/arm64/xol.h"
 #include "core/arch_api.h"
@@ -98,12 +99,22 @@ int arch_prepare_probepoint(struct kp_probepoint *pp, uintptr_t func, size_t siz
 	return 0;
 }
 
-void arch_retire_probepoint(struct kp_probepoint *pp)
+void a64_retire_rest(struct kp_probepoint *pp)
 {
 	if (pp->ainsn.slot)
 		xol_retire(pp->ainsn.slot);
 	else
 		kp_probepoint_free(pp);
+}
+
+/* A detour first (its threads come back to addr + 4, not through the
+ * slot), then the slot, which frees pp. */
+void arch_retire_probepoint(struct kp_probepoint *pp)
+{
+	if (!a64_opt_retire(pp))
+		a64_retire_rest(pp);
+	if (a64_detour_reclaim_due())
+		a64_detour_reclaim();
 	if (xol_reclaim_due())
 		xol_reclaim();
 }

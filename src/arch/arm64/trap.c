@@ -11,12 +11,14 @@
 
 #include "arch/arch.h"
 #include "arch/arm64/insn.h"
+#include "arch/arm64/optimize.h"
 #include "arch/arm64/regs.h"
 #include "arch/arm64/unwind.h"
 #include "arch/arm64/xol.h"
 #include "core/arch_api.h"
 #include "os/linux/signals.h"
 #include "os/linux/threads.h"
+#include "os/linux/upcalls.h"
 
 #define PC(uc) ((uc)->uc_mcontext.pc)
 
@@ -285,6 +287,35 @@ static bool fault_in_slot(struct kp_thread *t, struct xol_slot *s, int sig,
 	return handled;
 }
 
+/* A fault in a detour's copy of the probed instruction: every register
+ * is the program's there, so it happened, for the program, at the probed
+ * address (after the probe's fault handlers, as for a slot).  False when
+ * ip is not in one, or the program is to see the fault. */
+static bool fault_in_detour(struct kp_thread *t, int sig, siginfo_t *info, ucontext_t *uc)
+{
+	uintptr_t pc = (uintptr_t)PC(uc);
+	struct kp_probepoint *pp = a64_detour_copy_owner(pc);
+	struct pt_regs regs;
+	int handled = 0;
+
+	if (!pp)
+		return false;
+	PC(uc) = pp->addr;
+	if (sig != SIGSEGV && sig != SIGBUS && (uintptr_t)info->si_addr == pc)
+		info->si_addr = (void *)pp->addr;
+	if (!t->in_handler) {
+		int e;
+
+		regs_from_ucontext(&regs, uc);
+		e = handlers_begin(t);
+		handled = kp_run_fault_handlers(pp, &regs, trap_number(sig));
+		handlers_end(t, e);
+		if (handled)
+			regs_to_ucontext(&regs, uc);
+	}
+	return handled;
+}
+
 /* PSTATE.BTYPE: the branch type a Branch Target Identification check
  * was made for. */
 #define PSTATE_BTYPE 0xc00UL
@@ -311,11 +342,23 @@ static void fault_handler(int sig, siginfo_t *info, void *ctx)
 		if (trap_at(pc, uc))
 			return;
 	}
+	/* The same for an optimized probe's B: taken again with BTYPE
+	 * cleared, it goes to the detour (one signal per such call, as the
+	 * BRK costs). */
+	if (sig == SIGILL && info->si_code == ILL_ILLOPC && !(pc & 3) &&
+	    (uc->uc_mcontext.pstate & PSTATE_BTYPE) && a64_detour_jump_at(pc)) {
+		uc->uc_mcontext.pstate &= ~PSTATE_BTYPE;
+		return;
+	}
 	s = xol_slot_of(pc);
 	t = kp_thread_self();
 	if (t && s) {
 		kp_read_enter(t);
 		handled = fault_in_slot(t, s, sig, info, uc);
+		kp_read_exit(t);
+	} else if (t) {
+		kp_read_enter(t);
+		handled = fault_in_detour(t, sig, info, uc);
 		kp_read_exit(t);
 	}
 	if (!handled)
@@ -327,6 +370,7 @@ int arch_init(void)
 	static const int faults[] = { SIGSEGV, SIGBUS, SIGFPE, SIGILL };
 	int err;
 
+	kp_os_upcall_set(ip_bound_for_detour, a64_ip_bound_for_detour);
 	err = kp_sig_own(SIGTRAP, trap_handler, 0, true);
 	for (unsigned int i = 0; !err && i < sizeof(faults) / sizeof(faults[0]); i++)
 		err = kp_sig_own(faults[i], fault_handler, SA_ONSTACK, true);

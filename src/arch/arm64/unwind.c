@@ -4,6 +4,7 @@
 #include <errno.h>
 
 #include "arch/arch.h"
+#include "arch/arm64/optimize.h"
 #include "arch/arm64/xol.h"
 #include "core/arch_api.h"
 
@@ -33,7 +34,7 @@ bool arch_unwind_map_ip(uintptr_t *ip)
 	struct kp_probepoint *pp;
 
 	if (!s)
-		return false;
+		return a64_detour_map_ip(ip);
 	pp = __atomic_load_n(&s->owner, __ATOMIC_ACQUIRE);
 	if (!pp)
 		return false;

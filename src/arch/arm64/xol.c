@@ -7,6 +7,7 @@
 #include <time.h>
 
 #include "os/linux/execmem.h"
+#include "arch/arm64/optimize.h"
 #include "arch/arm64/text_poke.h"
 #include "core/arch_api.h"
 #include "os/linux/threads.h"
@@ -76,7 +77,7 @@ void arch_stats(unsigned long *slots, unsigned long *retired_slots, unsigned lon
 {
 	*slots = arena.in_use;
 	*retired_slots = nretired;
-	*detours = 0;
+	*detours = a64_detours_in_use();
 }
 
 bool xol_reclaim_due(void)
@@ -158,7 +159,11 @@ int xol_reclaim(void)
 	return freed;
 }
 
+/* Detours first: freeing one hands its probepoint's slot to the slots'
+ * quarantine. */
 int arch_reclaim(void)
 {
-	return xol_reclaim();
+	int n = a64_detour_reclaim();
+
+	return n + xol_reclaim();
 }

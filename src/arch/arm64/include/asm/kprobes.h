@@ -27,16 +27,15 @@
 /* Every instruction is one word. */
 #define ARCH_MAX_INSN_LEN 4
 
-/* Jump optimization is not implemented on arm64: every probe keeps its
- * BRK (arch_opt_analyse_pp() refuses with a reason).  A region would be
- * one word, replaced by a B. */
+/* Jump optimization: the probed word is replaced by a B to the
+ * probepoint's detour, allocated within the B's +-128 MB (optimize.c,
+ * detour.S; "The arm64 backend" in docs/design.md).  A region is that one
+ * word; nothing has to be outside it while the B goes in (no census
+ * range), but threads must be out of a detour before it is reused. */
 #define ARCH_OPT_JUMP_LEN 4
 #define ARCH_MAX_OPTIMIZED_LENGTH 4
-#define ARCH_OPT_CENSUS_MAX 4
-
-/* Jump optimization is not implemented on arm64 (optimize.c refuses
- * every probepoint): the optimization knob stays off. */
-#define ARCH_HAS_OPTPROBES 0
+#define ARCH_OPT_CENSUS_MAX 1
+#define ARCH_HAS_OPTPROBES 1
 
 /* A static-key site: NOP or B. */
 #define ARCH_JUMP_LABEL_LEN 4
@@ -49,12 +48,14 @@
 #define ARCH_WATCH_AFTER_ACCESS 0
 
 struct xol_slot;
+struct a64_opt;
 
 /* The instruction holder of a probepoint. */
 struct arch_insn {
 	uint32_t insn;			/* the original word */
 	struct a64_insn dec;		/* what a64_insn_decode() made of it */
 	struct xol_slot *slot;		/* out-of-line copy; NULL: simulated */
+	struct a64_opt *opt;		/* jump optimization (optimize.c) */
 };
 
 /* The opcode a registered kprobe shows (struct kprobe.opcode): the word. */
@@ -63,11 +64,8 @@ static inline kprobe_opcode_t arch_insn_opcode(const struct arch_insn *ai)
 	return ai->insn;
 }
 
-/* The probepoint's code was unmapped: no jump to forget on arm64. */
-static inline void arch_opt_forget_gone(struct arch_insn *ai)
-{
-	(void)ai;
-}
+/* The probepoint's code was unmapped: its B went with it (optimize.c). */
+void arch_opt_forget_gone(struct arch_insn *ai);
 
 /* ---- frames ---- */
 
