@@ -7,6 +7,8 @@
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 static int hits;
@@ -66,4 +68,46 @@ Test(gone, dlclose_marks_probes_gone)
 	cr_assert_eq(cube(4), 64);
 	cr_assert_eq(hits, 1);
 	dlclose(h);
+}
+
+/* Code in anonymous executable memory (a JIT's) belongs to no object: an
+ * object unloaded elsewhere must not take its probes for gone, which
+ * would leave their breakpoints with no probe behind them. */
+Test(gone, anonymous_code_outlives_other_objects_unloading)
+{
+#if defined(__x86_64__)
+	/* mov eax, 42; ret */
+	static const unsigned char code[] = { 0xb8, 0x2a, 0x00, 0x00, 0x00, 0xc3 };
+#elif defined(__aarch64__)
+	/* mov w0, #42; ret */
+	static const uint32_t code[] = { 0x52800540, 0xd65f03c0 };
+#endif
+	const char *lib = gone_lib();
+	unsigned char *page = mmap(NULL, 4096, PROT_READ | PROT_WRITE,
+				   MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+	struct kprobe kp = { .pre_handler = count_hit };
+	int (*fn)(void);
+	void *h;
+
+	cr_assert_neq(page, MAP_FAILED);
+	memset(page, 0xcc, 4096);
+	memcpy(page, code, sizeof(code));
+	__builtin___clear_cache((char *)page, (char *)page + sizeof(code));
+	cr_assert_eq(mprotect(page, 4096, PROT_READ | PROT_EXEC), 0);
+	fn = (int (*)(void))page;
+	kp.addr = (kprobe_opcode_t *)page;
+	cr_assert_eq(register_kprobe(&kp), 0);
+	cr_assert_eq(fn(), 42);
+	cr_assert_eq(hits, 1);
+	h = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
+	cr_assert_not_null(h, "%s", dlerror());
+	cr_assert_eq(dlclose(h), 0);
+	kprobes_optimize_now();
+	cr_assert(!(kp.flags & KPROBE_FLAG_GONE), "flags %#x", kp.flags);
+	cr_assert_eq(fn(), 42);
+	cr_assert_eq(hits, 2);
+	unregister_kprobe(&kp);
+	cr_assert_eq(fn(), 42);
+	cr_assert_eq(hits, 2);
+	munmap(page, 4096);
 }

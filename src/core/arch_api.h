@@ -62,6 +62,10 @@ struct kp_probepoint {
 	size_t pad_after;		/* unreachable padding after it */
 	struct kp_probepoint *opt_next;	/* optimizer queue */
 	bool gone;			/* object unloaded */
+	/* In a loaded object when registered, so able to go with it; code
+	 * in anonymous memory (a JIT's) never is, and no object unloading
+	 * elsewhere may take its probes for gone. */
+	bool in_object;
 	char *symbol;			/* "name+0xOFF" for the list */
 	char *object;			/* file name, NULL for the main executable */
 	/* Writer-side bookkeeping, under the registry lock, so that adding,

@@ -238,12 +238,14 @@ static int probepoint_create(uintptr_t addr, const struct ksym *fn, bool have_fn
 			     struct kp_probepoint **out)
 {
 	struct kp_probepoint *pp = calloc(1, sizeof(*pp));
+	struct ksym obj;
 	int err;
 
 	if (!pp)
 		return -ENOMEM;
 	__atomic_fetch_add(&kp_probepoints_alive, 1, __ATOMIC_RELAXED);
 	pp->addr = addr;
+	pp->in_object = ksym_object_of(addr, &obj) == 0;
 	if (have_fn) {
 		pp->func = fn->addr;
 		pp->func_size = fn->size;
@@ -660,7 +662,7 @@ void kp_objects_unloaded_locked(void)
 
 	ksym_refresh();
 	for (struct kp_probepoint *pp = kp_all_probepoints; pp; pp = pp->all_next) {
-		if (pp->gone || ksym_object_of(pp->addr, &obj) == 0)
+		if (pp->gone || !pp->in_object || ksym_object_of(pp->addr, &obj) == 0)
 			continue;
 		kp_optimizer_forget_gone(pp);
 		pp->gone = true;
