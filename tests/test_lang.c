@@ -594,6 +594,23 @@ Test(lang_errors, filename_and_multiline_positions)
 	cr_assert_eq(err.col_end, 12);
 }
 
+/* bpftrace prints each tab of the source line as four spaces, in the
+ * line and in the underline alike, so the tildes stay under the code. */
+Test(lang_errors, tabs_in_the_source_line)
+{
+	struct lang_compile_opts o = { .filename = "prog.bt" };
+	struct lang_error err;
+	void *img = NULL;
+	size_t len;
+
+	cr_assert_eq(lang_compile("BEGIN {\n\t\t@y = 1;  \t@x = hist(1, 2);\n}\n", &o, &img, &len, &err),
+		     -EINVAL);
+	cr_assert_str_eq(err.text, "prog.bt:2:18-28: ERROR: hist() requires one argument (2 provided)\n"
+			 "        @y = 1;      @x = hist(1, 2);\n"
+			 "                          ~~~~~~~~~~\n");
+	cr_assert_eq(err.col, 18);
+}
+
 Test(lang_errors, bad_arguments)
 {
 	void *img;

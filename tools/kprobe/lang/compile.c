@@ -48,6 +48,31 @@ static void source_line(const char *src, int line, const char **b, size_t *len)
 	*len = strcspn(s, "\n");
 }
 
+/* bpftrace prints each tab of a source line as this many spaces. */
+#define ERR_TAB_WIDTH 4
+
+/* Appends the len bytes of line at text[o], tabs as spaces, and a newline;
+ * returns the new offset (text stays terminated within size). */
+static size_t put_source_line(char *text, size_t size, size_t o, const char *line, size_t len)
+{
+	size_t i;
+	int w;
+
+	if (o >= size)
+		return size - 1;
+	for (i = 0; i < len && o + 2 < size; i++) {
+		if (line[i] != '\t') {
+			text[o++] = line[i];
+			continue;
+		}
+		for (w = 0; w < ERR_TAB_WIDTH && o + 2 < size; w++)
+			text[o++] = ' ';
+	}
+	text[o++] = '\n';
+	text[o] = 0;
+	return o;
+}
+
 void prog_error(struct prog *p, struct loc loc, const char *fmt, ...)
 {
 	struct lang_error *e = p->err;
@@ -65,10 +90,18 @@ void prog_error(struct prog *p, struct loc loc, const char *fmt, ...)
 	e->col = loc.col;
 	e->col_end = loc.col_end > loc.col ? loc.col_end : loc.col + 1;
 	source_line(p->src, loc.line, &lb, &ll);
-	o = (size_t)snprintf(e->text, sizeof(e->text), "%s:%d:%d-%d: ERROR: %s\n%.*s\n",
-			     p->filename, e->line, e->col, e->col_end, e->msg, (int)ll, lb);
-	for (i = 1; i < e->col_end && o + 2 < sizeof(e->text); i++)
-		e->text[o++] = i < e->col ? ' ' : '~';
+	o = (size_t)snprintf(e->text, sizeof(e->text), "%s:%d:%d-%d: ERROR: %s\n",
+			     p->filename, e->line, e->col, e->col_end, e->msg);
+	o = put_source_line(e->text, sizeof(e->text), o, lb, ll);
+	/* The underline: one mark per printed column of the characters before
+	 * col (spaces) and from col to col_end (tildes). */
+	for (i = 1; i < e->col_end && o + 2 < sizeof(e->text); i++) {
+		char mark = i < e->col ? ' ' : '~';
+		int w = (size_t)i <= ll && lb[i - 1] == '\t' ? ERR_TAB_WIDTH : 1;
+
+		while (w-- > 0 && o + 2 < sizeof(e->text))
+			e->text[o++] = mark;
+	}
 	if (o + 1 < sizeof(e->text)) {
 		e->text[o++] = '\n';
 		e->text[o] = 0;
