@@ -594,6 +594,29 @@ Test(lang_errors, filename_and_multiline_positions)
 	cr_assert_eq(err.col_end, 12);
 }
 
+/* $0 does not exist; unroll($N) needs a number there, as bpftrace says. */
+Test(lang_errors, positional_zero_and_unroll_param)
+{
+	char *params[] = { "x", "200" };
+	struct lang_compile_opts o = { .filename = "stdin", .nparams = 2, .params = params };
+	struct lang_error err;
+	void *img = NULL;
+	size_t len;
+
+	expect_error("BEGIN { @x = $0; }",
+		     "stdin:1:14-16: ERROR: param $0 is out of integer range [1, 9223372036854775807]\n"
+		     "BEGIN { @x = $0; }\n             ~~\n");
+	cr_assert_eq(lang_compile("BEGIN { unroll($1) { @x = 1; } }", &o, &img, &len, &err), -EINVAL);
+	cr_assert_str_eq(err.text, "stdin:1:9-18: ERROR: $1 used numerically but given \"x\"\n"
+			 "BEGIN { unroll($1) { @x = 1; } }\n        ~~~~~~~~~\n");
+	cr_assert_eq(lang_compile("BEGIN { unroll($2) { @x = 1; } }", &o, &img, &len, &err), -EINVAL);
+	cr_assert_str_eq(err.msg, "unroll maximum value is 100");
+	cr_assert_eq(lang_compile("BEGIN { unroll($3) { @x = 1; } }", &o, &img, &len, &err), -EINVAL);
+	cr_assert_str_eq(err.msg, "unroll minimum value is 1");
+	cr_assert_eq(lang_compile("BEGIN { unroll($#) { @x = $#; } }", &o, &img, &len, &err), 0, "%s", err.text);
+	free(img);
+}
+
 /* bpftrace prints each tab of the source line as four spaces, in the
  * line and in the underline alike, so the tildes stay under the code. */
 Test(lang_errors, tabs_in_the_source_line)

@@ -505,6 +505,36 @@ static int check_args_field(struct checker *c, struct node *n)
 	return 0;
 }
 
+
+/* The value of positional parameter $pos used as a number (bpftrace: a
+ * missing one reads as 0, $0 does not exist).  hint: the error suggests
+ * str(), as bpftrace's does in an expression (not in unroll()). */
+static int positional_value(struct prog *p, struct loc loc, long long pos, bool hint,
+			    long long *out)
+{
+	const char *v;
+	char *e;
+
+	if (pos < 1) {
+		prog_error(p, loc, "param $%lld is out of integer range [1, 9223372036854775807]", pos);
+		return -1;
+	}
+	*out = 0;
+	if (pos > p->opts->nparams)
+		return 0;
+	v = p->opts->params[pos - 1];
+	*out = strtoll(v, &e, 0);
+	if (!*v || *e) {
+		if (hint)
+			prog_error(p, loc, "$%lld used numerically but given \"%s\". Try using str($%lld).",
+				   pos, v, pos);
+		else
+			prog_error(p, loc, "$%lld used numerically but given \"%s\"", pos, v);
+		return -1;
+	}
+	return 0;
+}
+
 static int check_builtin(struct checker *c, struct node *n)
 {
 	static const struct { const char *name; int b; } names[] = {
@@ -524,24 +554,10 @@ static int check_builtin(struct checker *c, struct node *n)
 		return check_args_field(c, n);
 	if (n->op == -1) {	/* $N */
 		struct prog *p = c->p;
-		const char *v;
-		char *e;
 		long long x;
 
-		if (n->ival < 1 || n->ival > p->opts->nparams) {
-			/* bpftrace: a missing parameter reads as 0 / "" */
-			n->kind = N_INT;
-			n->ival = 0;
-			n->type = T_I64;
-			return 0;
-		}
-		v = p->opts->params[n->ival - 1];
-		x = strtoll(v, &e, 0);
-		if (!*v || *e) {
-			prog_error(p, n->loc, "$%ld used numerically but given \"%s\". Try using str($%ld).",
-				   (long)n->ival, v, (long)n->ival);
+		if (positional_value(p, n->loc, n->ival, true, &x))
 			return -1;
-		}
 		n->kind = N_INT;
 		n->ival = x;
 		n->type = T_I64;
@@ -1432,6 +1448,17 @@ static int check_stmt(struct checker *c, struct node *s)
 		}
 		return check_stmts(c, s->b) || (s->c && (s->c->kind == S_IF ? check_stmt(c, s->c) : check_stmts(c, s->c)));
 	case S_UNROLL:
+		if (s->post) {	/* unroll($N): the parameter's value */
+			long long v;
+
+			struct loc l = s->loc;
+
+			l.col_end--;	/* bpftrace points at unroll( up to the parameter */
+			if (positional_value(c->p, l, s->ival, false, &v))
+				return -1;
+			s->ival = v;
+			s->post = 0;
+		}
 		if (s->ival > 100) {
 			prog_error(c->p, s->loc, "unroll maximum value is 100");
 			return -1;

@@ -323,6 +323,12 @@ static int next(struct parser *ps)
 			tok_finish(ps, T_POS);
 			return 0;
 		}
+		if (peekc(ps, 0) == '#') {	/* $#: how many positional parameters */
+			advance(ps);
+			ps->ival = ps->p->opts ? ps->p->opts->nparams : 0;
+			tok_finish(ps, T_INT);
+			return 0;
+		}
 		if (!isalpha(peekc(ps, 0)) && peekc(ps, 0) != '_') {
 			tok_finish(ps, T_BAD);
 			prog_error(ps->p, ps->loc, "syntax error, unexpected $");
