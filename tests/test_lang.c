@@ -617,6 +617,22 @@ Test(lang_errors, positional_zero_and_unroll_param)
 	free(img);
 }
 
+/* str() of a string other than a positional parameter, and a negative
+ * literal length, are refused with bpftrace's words. */
+Test(lang_errors, str_of_a_string_and_negative_length)
+{
+	expect_error("BEGIN { @x = str(\"abc\"); }",
+		     "stdin:1:14-24: ERROR: str() expects an integer or a pointer type as first argument "
+		     "(string[4] provided)\nBEGIN { @x = str(\"abc\"); }\n             ~~~~~~~~~~\n");
+	expect_error("BEGIN { printf(\"%s\", str(comm)); }",
+		     "stdin:1:22-31: ERROR: str() expects an integer or a pointer type as first argument "
+		     "(string[16] provided)\nBEGIN { printf(\"%s\", str(comm)); }\n"
+		     "                     ~~~~~~~~~\n");
+	expect_error("BEGIN { @x = str(0, -1); }",
+		     "stdin:1:14-24: ERROR: strcannot use negative length (-1)\n"
+		     "BEGIN { @x = str(0, -1); }\n             ~~~~~~~~~~\n");
+}
+
 /* bpftrace prints each tab of the source line as four spaces, in the
  * line and in the underline alike, so the tildes stay under the code. */
 Test(lang_errors, tabs_in_the_source_line)

@@ -1238,15 +1238,34 @@ static int check_call(struct checker *c, struct node *n, int as_stmt)
 		return 0;
 	}
 	if (!strcmp(f, "str")) {
+		const struct node *len = n->nargs == 2 ? n->args[1] : NULL;
+
 		if (need_args(c, n, 1, 2))
 			return -1;
 		if (n->args[0]->kind == N_BUILTIN && n->args[0]->op == -1)
-			positional_as_string(c, n->args[0]);
+			positional_as_string(c, n->args[0]);	/* keeps op -1: see below */
 		for (k = 0; k < n->nargs; k++)
 			if (check_expr(c, n->args[k]))
 				return -1;
-		if (!c->collect && n->args[0]->type.kind == LANG_T_STR) {
-			n->type = n->args[0]->type;
+		if (len && len->kind == N_UNOP && len->op == OP_NEG && len->a->kind == N_INT &&
+		    len->a->ival > 0) {
+			/* sic: bpftrace's message has no space after str */
+			prog_error(c->p, n->loc, "strcannot use negative length (-%lld)",
+				   (long long)len->a->ival);
+			return -1;
+		}
+		/* str($N) is the parameter itself; bpftrace refuses str() of
+		 * any other string */
+		if (!c->collect && n->args[0]->type.kind == LANG_T_STR && n->args[0]->kind == N_STR &&
+		    n->args[0]->op == -1) {
+			struct node *a = n->args[0];
+
+			if (len && len->kind == N_INT && (uint64_t)len->ival < a->slen) {
+				a->slen = (size_t)len->ival;	/* str($N, LEN): its first LEN bytes */
+				if (check_expr(c, a))
+					return -1;
+			}
+			n->type = a->type;
 			n->post = 1;	/* str() of a string: itself */
 			return 0;
 		}
