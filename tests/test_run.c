@@ -546,6 +546,23 @@ Test(load, run_comm_ustack_usym)
 			     "    main+"), "%s", r.out);
 }
 
+/* -f json: a stack in a map key has its frames indented by 4, as in
+ * the text output (bpftrace's JSON key is the text key's stack), while a
+ * printed stack value keeps bpftrace's 8. */
+Test(load, run_json_stack_key_and_value)
+{
+	struct run r;
+
+	cli_run(&r, "%s run -f json -o /dev/stdout -e 'uprobe:%s:run_recurse /arg0 == 0/ "
+	    "{ @[ustack(2)] = count(); print(ustack(1)); }' -c '%s recurse 3'", kprobe,
+	    run_target, run_target);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert(strstr(r.out, "{\"type\": \"map\", \"data\": {\"@\": {\"\\n    run_recurse+0\\n"
+			     "    run_recurse+40\\n\": 1}}}\n"), "%s", r.out);
+	cr_assert(strstr(r.out, "{\"type\": \"value\", \"data\": \"\\n        run_recurse+0\\n\"}\n"),
+		  "%s", r.out);
+}
+
 /* Attached to a running process for a while: counts, END, and the
  * process goes on unprobed. */
 Test(load, run_attach_interval_end)

@@ -522,17 +522,37 @@ static struct entry *map_entries(struct run_program *p, unsigned i, size_t *n)
 }
 
 /* The key as bpftrace writes it in JSON: the parts' text joined by ','. */
+/* A stack in a map key (text and JSON alike): bpftrace indents its
+ * frames by 4, not the 8 of values and printf.  Rewrites stack in place
+ * (it only shrinks). */
+static void key_stack_indent(char *stack)
+{
+	char *w = stack;
+
+	for (const char *p = stack; *p; p++) {
+		*w++ = *p;
+		if (*p == '\n' && !strncmp(p + 1, "        ", 8)) {
+			memcpy(w, "    ", 4);
+			w += 4;
+			p += 8;
+		}
+	}
+	*w = '\0';
+}
+
 static void json_key(struct run_program *p, const struct lang_map_desc *m, const void *key,
 		     FILE *f)
 {
 	struct lang_fmt_ops ops = fmt_ops(p);
-	char joined[2048] = "", part[1024];
+	char joined[16384] = "", part[8192];
 	size_t off = 0, len = 0;
 
 	for (int i = 0; i < m->nkeys && i < LANG_MAX_KEY_PARTS; i++) {
 		if (lang_format_value(&m->keys[i], (const unsigned char *)key + off, &ops, part,
 				      sizeof(part)) < 0)
 			part[0] = '\0';
+		if (m->keys[i].kind == LANG_T_USTACK)
+			key_stack_indent(part);
 		len += (size_t)snprintf(joined + len, sizeof(joined) - len, "%s%s", i ? "," : "",
 					part);
 		if (len >= sizeof(joined))
@@ -655,18 +675,6 @@ static void json_map(struct run_program *p, unsigned i, int64_t top, int64_t div
 
 /* ---- text as bpftrace prints it ---- */
 
-/* A stack in a map key: bpftrace indents its frames by 4, not the 8 of
- * values and printf. */
-static void put_key_stack(const char *stack, FILE *f)
-{
-	for (const char *p = stack; *p; p++) {
-		fputc(*p, f);
-		if (*p == '\n' && !strncmp(p + 1, "        ", 8)) {
-			fputs("    ", f);
-			p += 8;
-		}
-	}
-}
 
 /* "@name[part, part]" (keyless: "@name"). */
 static void text_key(struct run_program *p, const struct lang_map_desc *m, const void *key,
@@ -686,9 +694,8 @@ static void text_key(struct run_program *p, const struct lang_map_desc *m, const
 			part[0] = '\0';
 		fputs(i ? ", " : "", f);
 		if (m->keys[i].kind == LANG_T_USTACK)
-			put_key_stack(part, f);
-		else
-			fputs(part, f);
+			key_stack_indent(part);
+		fputs(part, f);
 		off += m->keys[i].size;
 	}
 	fputc(']', f);
