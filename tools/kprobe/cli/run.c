@@ -795,6 +795,10 @@ static void print_map(struct session *s, unsigned i, int64_t top, int64_t div)
 
 	if (i >= p->img.hdr->nmaps)
 		return;
+	if (p->img.maps[i].kind == LANG_M_STATS) {
+		top = 0;	/* bpftrace ignores top and div for stats() maps */
+		div = 1;
+	}
 	if (div <= 0)
 		div = 1;
 	if (s->out.format == FMT_JSON)
