@@ -358,6 +358,27 @@ static int check_agg(struct checker *c, struct node *call, struct node *m, struc
 	return 0;
 }
 
+/* bpftrace's integer arithmetic is signed when both operands are (a
+ * shift: when its left one is). */
+static int binop_signed(int op, int lsigned, int rsigned)
+{
+	if (op == OP_SHL || op == OP_SHR)
+		return lsigned;
+	return lsigned && rsigned;
+}
+
+/* Whether a read of the integer map mi is signed here: in the first pass,
+ * a map not assigned yet (in source order) reads as bpftrace's untyped
+ * value, unsigned; after that, as its value type. */
+static int map_read_signed(struct checker *c, const struct mapinfo *mi)
+{
+	if (!mi->val_known)
+		return 0;
+	if (mi->d.kind != LANG_M_INT)
+		return 1;
+	return mi->d.val.is_signed;
+}
+
 static int check_map_read(struct checker *c, struct node *n)
 {
 	struct mapinfo *mi = map_get(c, n);
@@ -366,6 +387,7 @@ static int check_map_read(struct checker *c, struct node *n)
 		return -1;
 	if (c->collect) {
 		n->type = T_I64;
+		n->type.is_signed = (uint8_t)map_read_signed(c, mi);
 		return 0;
 	}
 	if (!mi->val_known) {
@@ -664,7 +686,13 @@ static int binop_type(struct checker *c, struct node *n)
 	};
 
 	if (c->collect) {
+		/* Integer signedness as bpftrace's first pass has it (a map read
+		 * before its first assignment has no type yet: unsigned), for
+		 * the maps this pass types from the values assigned to them. */
 		n->type = T_I64;
+		if (l->type.kind == LANG_T_INT && r->type.kind == LANG_T_INT && n->op < OP_EQ)
+			n->type.is_signed = (uint8_t)binop_signed(n->op, l->type.is_signed,
+								  r->type.is_signed);
 		return 0;
 	}
 	int lagg = l->kind == N_MAP && l->cast.kind, ragg = r->kind == N_MAP && r->cast.kind;
@@ -1384,10 +1412,17 @@ static int check_assign(struct checker *c, struct node *s)
 			prog_error(c->p, s->loc, "compound assignment needs an integer");
 			return -1;
 		}
-		if (set_map_kind(c, lhs, mi, kind_of_value(&rhs->type), &rhs->type, rhs))
-			return -1;
-		if (mi->d.kind == LANG_M_INT && !c->collect && rhs->cast.kind == 0)
-			mi->d.val.is_signed = rhs->type.is_signed;
+		{
+			struct lang_type t = rhs->type;
+
+			if (s->op)	/* @m OP= v is @m = @m OP v */
+				t.is_signed = (uint8_t)binop_signed(s->op, map_read_signed(c, mi),
+								    rhs->type.is_signed);
+			if (set_map_kind(c, lhs, mi, kind_of_value(&t), &t, rhs))
+				return -1;
+			if (mi->d.kind == LANG_M_INT && !c->collect && rhs->cast.kind == 0)
+				mi->d.val.is_signed = t.is_signed;
+		}
 		return 0;
 	}
 	/* a scratch variable */
