@@ -443,7 +443,7 @@ Test(lang_errors, every_path_names_the_problem)
 		{ "BEGIN { @x = (1, 2); }", "tuples are not supported" },
 		{ "BEGIN { @x = arg0[1]; }", "array indexing is not supported" },
 		{ "BEGIN { @x = (int32 **)arg0; }", "pointers to pointers" },
-		{ "BEGIN { return; }", "return is not supported" },
+		{ "BEGIN { return 1; }", "syntax error, unexpected integer" },
 		{ "BEGIN { { } }", "syntax error, unexpected {" },
 		{ "BEGIN { 1 = 2; }", "syntax error, unexpected =" },
 		{ "BEGIN { @x = 1 ? 2; }", "expecting :" },

@@ -712,6 +712,9 @@ static int gen_stmt(struct gen *g, struct node *s)
 	case S_CONTINUE:
 		r = emit(g, LANG_OP_LOOP, 0, 0, 0, (uint32_t)g->loop->top, 0) < 0 ? -1 : 0;
 		break;
+	case S_RETURN:	/* the probe's run ends here, as at its last RET */
+		r = emit(g, LANG_OP_RET, 0, 0, 0, 0, 0) < 0 ? -1 : 0;
+		break;
 	default:
 		r = -1;
 	}

@@ -14,7 +14,7 @@ enum node_kind {
 	N_INT, N_STR, N_BUILTIN, N_VAR, N_MAP, N_BINOP, N_UNOP, N_TERNARY,
 	N_CALL, N_CAST, N_DEREF, N_INCDEC,
 	/* statements */
-	S_EXPR, S_ASSIGN, S_IF, S_UNROLL, S_WHILE, S_BREAK, S_CONTINUE,
+	S_EXPR, S_ASSIGN, S_IF, S_UNROLL, S_WHILE, S_BREAK, S_CONTINUE, S_RETURN,
 	/* EXPR->FIELD, EXPR.FIELD on a cast to a struct type of the probed
 	 * object's DWARF (name: the field, op: 1 for ->): the checker turns
 	 * it into address arithmetic and a load (check.c, check_field). */

@@ -1029,9 +1029,11 @@ static struct node *parse_stmt(struct parser *ps)
 			return NULL;
 		return n;
 	}
-	if (ps->t == T_IDENT && !strcmp(ps->sval, "return")) {
-		prog_error(ps->p, l, "return is not supported");
-		return NULL;
+	if (ps->t == T_IDENT && !strcmp(ps->sval, "return")) {	/* ends this probe's run */
+		n = new_node(ps, S_RETURN, l);
+		if (!n || next(ps))
+			return NULL;
+		return n;
 	}
 	if (ps->t == T_LBRACE) {
 		prog_error(ps->p, l, "syntax error, unexpected {");
