@@ -440,6 +440,7 @@ Test(lang_errors, every_path_names_the_problem)
 		{ "BEGIN { @x = $; }", "syntax error, unexpected $" },
 		{ "BEGIN { @x = 1 # 2; }", "syntax error, unexpected #" },
 		{ "#include <x.h>\nBEGIN { }", "#include" },
+		{ "struct S { int a; }\nBEGIN { }", "struct definitions are not supported" },
 		{ "BEGIN { @x = (1, 2); }", "tuples are not supported" },
 		{ "BEGIN { @x = arg0[1]; }", "array indexing is not supported" },
 		{ "BEGIN { @x = (int32 **)arg0; }", "pointers to pointers" },

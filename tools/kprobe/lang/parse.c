@@ -1338,6 +1338,16 @@ int lang_parse(struct prog *p)
 			prog_error(p, ps.loc, "#include and preprocessor directives are not supported");
 			return -1;
 		}
+		if (!strncmp(ps.s + ps.pos, "struct", 6) && !isalnum(peekc(&ps, 6)) &&
+		    peekc(&ps, 6) != '_') {
+			tok_begin(&ps);
+			for (int k = 0; k < 6; k++)
+				advance(&ps);
+			tok_finish(&ps, T_BAD);
+			prog_error(p, ps.loc, "struct definitions are not supported (casts to the "
+				   "probed object's DWARF struct types are)");
+			return -1;
+		}
 		if (parse_probe(&ps, &pr))
 			return -1;
 		*tail = pr;
