@@ -177,11 +177,24 @@ static void wait_armed(struct session *s, pid_t child)
 }
 
 /* Ends probing: the agent removes every probe (the command keeps running). */
+/* The agent opens its control socket just after it reports the session
+ * armed, so the connection made then can miss it: try again (briefly)
+ * before disarming, or END would not run until the process exits. */
+static void connect_late(struct session *s)
+{
+	for (int i = 0; s->ctl.fd < 0 && i < 50; i++) {
+		if (ctl_connect(&s->ctl, s->target) != -ENOENT)
+			break;
+		poll(NULL, 0, 10);
+	}
+}
+
 static void disarm(struct session *s)
 {
 	char status[256];
 
 	session_stop_reading(s);
+	connect_late(s);
 	if (s->ctl.fd >= 0)
 		ctl_request(&s->ctl, "DISARM\n", NULL, status, sizeof(status), 5000, NULL, NULL);
 	ctl_close(&s->ctl);
