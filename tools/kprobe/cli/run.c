@@ -587,9 +587,12 @@ static void json_hist(const struct lang_map_desc *m, const uint64_t *b, unsigned
 				fputs("\"min\": 0, \"max\": 0, ", f);
 			else if (i == 2)
 				fputs("\"min\": 1, \"max\": 1, ", f);
-			else
-				fprintf(f, "\"min\": %ld, \"max\": %ld, ", (long)(1ULL << (i - 2)),
-					(long)((1ULL << (i - 1)) - 1));
+			else	/* bpftrace 0.17 computes these in 32-bit int (x86 shifts
+				 * mod 32): its top bucket, [2^31, ...), prints as
+				 * min -2147483648, max 0 */
+				fprintf(f, "\"min\": %d, \"max\": %d, ",
+					(int32_t)(1U << ((i - 2) & 31)),
+					(int32_t)((1U << ((i - 1) & 31)) - 1));
 			fprintf(f, "\"count\": %" PRIu64 "}", b[i] / (uint64_t)div);
 			continue;
 		}
