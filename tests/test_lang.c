@@ -441,6 +441,8 @@ Test(lang_errors, every_path_names_the_problem)
 		{ "BEGIN { @x = 1 # 2; }", "syntax error, unexpected #" },
 		{ "#include <x.h>\nBEGIN { }", "#include" },
 		{ "struct S { int a; }\nBEGIN { }", "struct definitions are not supported" },
+		{ "BEGIN { printf(\"%rx\\n\", 1); }", "the %r specifier (a buf() value) is not supported" },
+		{ "BEGIN { printf(\"%-8r\\n\", 1); }", "the %r specifier (a buf() value) is not supported" },
 		{ "BEGIN { @x = (1, 2); }", "tuples are not supported" },
 		{ "BEGIN { @x = arg0[1]; }", "array indexing is not supported" },
 		{ "BEGIN { @x = (int32 **)arg0; }", "pointers to pointers" },

@@ -1074,6 +1074,27 @@ static int check_print_map_arg(struct checker *c, struct node *n, struct node *m
 }
 
 /* printf argument checking against the conversion specifiers. */
+
+/* Whether a format has bpftrace's %r (a buffer from buf(), which we do not
+ * have): the flags, width, precision and length before it included. */
+static bool has_buffer_spec(const char *fmt, size_t len)
+{
+	for (size_t i = 0; i + 1 < len; i++) {
+		if (fmt[i] != '%')
+			continue;
+		if (fmt[i + 1] == '%') {
+			i++;
+			continue;
+		}
+		i++;
+		while (i < len && strchr("-+ #0123456789.hlzjt", fmt[i]))
+			i++;
+		if (i < len && fmt[i] == 'r')
+			return true;
+	}
+	return false;
+}
+
 static int check_printf(struct checker *c, struct node *n)
 {
 	struct node *f;
@@ -1093,6 +1114,11 @@ static int check_printf(struct checker *c, struct node *n)
 			return -1;
 		snprintf(tn, sizeof(tn), "%s", f->type.kind == LANG_T_INT ? "integer" : "string");
 		prog_error(c->p, n->loc, "printf() expects a string literal (%s provided)", tn);
+		return -1;
+	}
+	if (has_buffer_spec(f->name, f->slen)) {
+		prog_error(c->p, n->loc, "printf: the %%r specifier (a buf() value) is not supported by "
+			   "kprobe run");
 		return -1;
 	}
 	{
