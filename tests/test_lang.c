@@ -636,6 +636,27 @@ Test(lang_errors, str_of_a_string_and_negative_length)
 		     "BEGIN { @x = str(0, -1); }\n             ~~~~~~~~~~\n");
 }
 
+/* bpftrace's lexer moves a location's start only over blanks: a token
+ * right after another begins where that one did, so an error in an
+ * expression right after "(" or "[" points from there. */
+Test(lang_errors, locations_start_after_blanks)
+{
+	expect_error("BEGIN { @x = (1 + \"a\"); }",
+		     "stdin:1:14-22: ERROR: Type mismatch for '+': comparing 'int64' with 'string[2]'\n"
+		     "BEGIN { @x = (1 + \"a\"); }\n             ~~~~~~~~\n");
+	expect_error("BEGIN { @x[1 + \"a\"] = 1; }",
+		     "stdin:1:9-19: ERROR: Type mismatch for '+': comparing 'int64' with 'string[2]'\n"
+		     "BEGIN { @x[1 + \"a\"] = 1; }\n        ~~~~~~~~~~\n");
+	expect_error("BEGIN { @x =foo(); }",
+		     "stdin:1:12-16: ERROR: Unknown function: foo\nBEGIN { @x =foo(); }\n           ~~~~\n");
+	expect_error("BEGIN { @x = (-\"a\"); }",
+		     "stdin:1:14-16: ERROR: The - operator can not be used on expressions of type 'string[2]'\n"
+		     "BEGIN { @x = (-\"a\"); }\n             ~~\n");
+	expect_error("BEGIN { @x = 1 + \"a\"; }",
+		     "stdin:1:14-21: ERROR: Type mismatch for '+': comparing 'int64' with 'string[2]'\n"
+		     "BEGIN { @x = 1 + \"a\"; }\n             ~~~~~~~\n");
+}
+
 /* bpftrace prints each tab of the source line as four spaces, in the
  * line and in the underline alike, so the tildes stay under the code. */
 Test(lang_errors, tabs_in_the_source_line)

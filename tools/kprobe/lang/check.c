@@ -941,7 +941,7 @@ static int check_expr(struct checker *c, struct node *n)
 			const char *on = n->op == OP_NEG ? "-" : n->op == OP_NOT ? "~" : "!";
 
 			type_name(&n->a->type, tn, sizeof(tn));
-			n->loc.col_end = n->loc.col + 1;
+			/* n->loc is the operator's token */
 			prog_error(c->p, n->loc, "The %s operator can not be used on expressions of type '%s'", on, tn);
 			return -1;
 		}

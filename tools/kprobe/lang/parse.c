@@ -26,6 +26,12 @@ struct parser {
 	const char *s;
 	size_t pos;		/* of the next character */
 	int line, col;		/* of the next character */
+	/* Where the current run of characters with no blank in it began:
+	 * bpftrace's lexer moves a location's start only over blanks, so a
+	 * token right after another one (no blank between) begins where
+	 * the first of them did, and so do the nodes it starts. */
+	int run_line, run_col;
+	bool in_run;
 	/* current token */
 	enum tok t;
 	struct loc loc;
@@ -93,10 +99,13 @@ static int skip_space(struct parser *ps)
 
 		if (c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v') {
 			advance(ps);
+			ps->in_run = false;
 		} else if (c == '/' && peekc(ps, 1) == '/') {
 			while (peekc(ps, 0) && peekc(ps, 0) != '\n')
 				advance(ps);
+			ps->in_run = false;
 		} else if (c == '/' && peekc(ps, 1) == '*') {
+			ps->in_run = false;
 			struct loc l = { ps->line, ps->col, ps->col + 2 };
 
 			advance(ps);
@@ -117,9 +126,14 @@ static int skip_space(struct parser *ps)
 
 static void tok_begin(struct parser *ps)
 {
+	if (!ps->in_run) {
+		ps->run_line = ps->line;
+		ps->run_col = ps->col;
+		ps->in_run = true;
+	}
 	ps->start = ps->pos;
-	ps->loc.line = ps->line;
-	ps->loc.col = ps->col;
+	ps->loc.line = ps->run_line;
+	ps->loc.col = ps->run_col;
 }
 
 static void tok_finish(struct parser *ps, enum tok t)
@@ -299,6 +313,8 @@ static int next(struct parser *ps)
 	tok_begin(ps);
 	c = peekc(ps, 0);
 	if (!c) {
+		ps->loc.line = ps->line;	/* the end itself, not its run */
+		ps->loc.col = ps->col;
 		tok_finish(ps, T_EOF);
 		if (ps->loc.col > 1) {
 			ps->loc.col--;
