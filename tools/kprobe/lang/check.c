@@ -39,6 +39,17 @@ static void type_name(const struct lang_type *t, char *out, size_t n)
 	}
 }
 
+/* A type's kind as bpftrace words it in some messages. */
+static void type_kind_name(const struct lang_type *t, char *out, size_t n)
+{
+	if (t->kind == LANG_T_INT)
+		snprintf(out, n, "integer");
+	else if (t->kind == LANG_T_STR)
+		snprintf(out, n, "string");
+	else
+		type_name(t, out, n);
+}
+
 /* bpftrace's short names in binop messages: 'int64', 'uint64'. */
 static void type_short(const struct lang_type *t, char *out, size_t n)
 {
@@ -591,7 +602,11 @@ static int check_builtin(struct checker *c, struct node *n)
 
 		if (*e)
 			goto unknown;
-		if (probe_kinds_allow(c, n, 1, 0, 1, "The arg builtins can only be used with 'kprobes', 'uprobes' and 'usdt' probes"))
+		char what[96];
+
+		snprintf(what, sizeof(what), "The %s builtin can only be used with 'kprobes', "
+			 "'uprobes' and 'usdt' probes", n->name);
+		if (probe_kinds_allow(c, n, 1, 0, 1, what))
 			return -1;
 		/* usdt: the SDT operands the agent fetched, signed 64-bit
 		 * as bpftrace types them; uprobes: the argument registers */
@@ -963,8 +978,9 @@ static int check_expr(struct checker *c, struct node *n)
 		if (n->b->type.kind != n->c->type.kind) {
 			char a[64], b[64];
 
-			type_name(&n->b->type, a, sizeof(a));
-			type_name(&n->c->type, b, sizeof(b));
+			/* bpftrace names the kinds here, not the sized types */
+			type_kind_name(&n->b->type, a, sizeof(a));
+			type_kind_name(&n->c->type, b, sizeof(b));
 			prog_error(c->p, n->loc, "Ternary operator must return the same type: have '%s' and '%s'", a, b);
 			return -1;
 		}
