@@ -1,6 +1,7 @@
 /* A program for the `kprobe run` tests (tests/run/): functions called a
  * known number of times with known values, in the modes below. */
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -79,6 +80,92 @@ static void on_usr1(int sig)
 	got_signal++;
 }
 
+/* sigthreads T N K: T threads (at most 128) call run_value(i % 5, 1) N
+ * times each (N 0: until the signals are all sent), while the main thread
+ * sends each of them K SIGUSR2, one at a time, waiting for each to be
+ * handled (N 0: K rounds 0.2 ms apart, without waiting); the handler calls
+ * run_value(7, 2), so that hits land in the middle of the same thread's
+ * probe updates.  Prints the calls made: with N, exactly T * (N + K), T *
+ * K of them with 7 as first argument. */
+#define SIG_THREADS_MAX 128
+
+static volatile long sig_handled[SIG_THREADS_MAX];
+static volatile int sig_done;
+static __thread int sig_index;
+
+static void on_usr2(int sig)
+{
+	(void)sig;
+	run_value(7, 2);
+	sig_handled[sig_index]++;
+}
+
+struct sig_thread {
+	int index;
+	long calls;		/* 0: until sig_done */
+	long made;
+	volatile int ready;
+};
+
+static void *sig_thread_main(void *arg)
+{
+	struct sig_thread *t = arg;
+
+	long i;
+
+	sig_index = t->index;
+	t->ready = 1;
+	for (i = 0; t->calls ? i < t->calls : !sig_done; i++)
+		run_value(i % 5, 1);
+	t->made = i;
+	while (!sig_done)
+		sched_yield();
+	return NULL;
+}
+
+static int run_sigthreads(int nthreads, long calls, long nsig)
+{
+	static struct sig_thread st[SIG_THREADS_MAX];
+	pthread_t th[SIG_THREADS_MAX];
+	struct sigaction sa;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = on_usr2;
+	sigaction(SIGUSR2, &sa, NULL);
+	if (nthreads > SIG_THREADS_MAX)
+		nthreads = SIG_THREADS_MAX;
+	for (int i = 0; i < nthreads; i++) {
+		st[i].index = i;
+		st[i].calls = calls;
+		pthread_create(&th[i], NULL, sig_thread_main, &st[i]);
+	}
+	for (int i = 0; i < nthreads; i++)
+		while (!st[i].ready)
+			sched_yield();
+	for (long k = 0; k < nsig; k++) {
+		struct timespec gap = { 0, 200000 };
+
+		for (int i = 0; i < nthreads; i++) {
+			pthread_kill(th[i], SIGUSR2);
+			/* N 0: a storm (pending signals merge, the handler
+			 * counts what ran), else exactly K each */
+			while (calls && sig_handled[i] <= k)
+				sched_yield();
+		}
+		if (!calls)
+			nanosleep(&gap, NULL);
+	}
+	long total = 0;
+
+	sig_done = 1;
+	for (int i = 0; i < nthreads; i++) {
+		pthread_join(th[i], NULL);
+		total += st[i].made + sig_handled[i];
+	}
+	printf("calls %ld\n", total);
+	return 0;
+}
+
 /* sdt N [MS]: N rounds, MS apart, of two SDT probes, demo:req (operands 1000 + i in a
  * register, -(i % 3) in memory, the constant 7), which fires only while
  * its semaphore is raised, and demo:name (a string, i, 0) always; prints
@@ -130,6 +217,8 @@ int main(int argc, char **argv)
 	}
 	if (!strcmp(mode, "threads"))
 		return run_threads((int)a, b);
+	if (!strcmp(mode, "sigthreads"))
+		return run_sigthreads((int)a, b, argc > 4 ? atol(argv[4]) : 0);
 	if (!strcmp(mode, "recurse")) {
 		printf("depth %ld\n", run_recurse(a));
 		return 0;
@@ -159,7 +248,7 @@ int main(int argc, char **argv)
 		run_sdt(a, b);
 		return 0;
 	}
-	fputs("usage: run_target calls N | names | threads T N | recurse N | check | signal |"
-	      " ticks N MS | sdt N [MS]\n", stderr);
+	fputs("usage: run_target calls N | names | threads T N | sigthreads T N K | recurse N |"
+	      " check | signal | ticks N MS | sdt N [MS]\n", stderr);
 	return 64;
 }

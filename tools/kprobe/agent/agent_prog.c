@@ -277,6 +277,7 @@ static int run_probe(struct agent_prog *p, struct agent_probe *ap, unsigned prob
 		.probe_id = ap ? PROBE_ID_DESC | ap->desc : probe,
 		.func_addr = func,
 		.maps = p->region,
+		.shard = p->shards ? agent_prog_thread_shard(p) : 0,
 		.ops = &prog_ops,
 		.arg = &run,
 	};
@@ -619,6 +620,8 @@ static int load_image(struct agent_prog *p, struct agent_session *s, struct agen
 		return agent_fail(f, 1, -EPROTO, "the program's maps are not the size the "
 				  "session gave them");
 	p->region = (char *)s->map.base + kps_off_region(cfg->image_len);
+	for (unsigned int m = 0; m < p->img.hdr->nmaps; m++)
+		p->shards |= p->img.map_shard_off[m] != 0;
 	return 0;
 }
 

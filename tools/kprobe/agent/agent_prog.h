@@ -41,6 +41,7 @@ struct agent_prog {
 	struct interval *intervals;
 	int nintervals;
 	bool ended;			/* END ran */
+	bool shards;			/* some map has per-thread shards */
 	/* The fast forms' points' states (agent_prog_fast.c) */
 	struct prog_point *points;
 };
@@ -58,6 +59,9 @@ static inline __attribute__((always_inline)) uint64_t agent_prog_tsc_nsecs(
  * fast form when the form and the point allow (agent_prog_fast.c):
  * whether it did. */
 bool agent_prog_set_fast_handlers(struct agent_probe *ap);
+/* 1 + the calling thread's shard of p's keyless aggregations, taken at
+ * its first call in p's session (0: all taken). */
+uint32_t agent_prog_thread_shard(const struct agent_prog *p);
 /* Frees the states agent_prog_set_fast_handlers() gave the points. */
 void agent_prog_free_points(struct agent_prog *p);
 

@@ -47,6 +47,9 @@ struct prog_point {
 	 * its one slot's word and value, fixed for the program's life */
 	const uint64_t *kword;
 	int64_t *kval;
+	/* its shards when it has them (lang_image.map_shard_off), else NULL */
+	uint8_t *kshards;
+	uint32_t kstride;
 	/* fast_map2 (the latency pattern's start values): its header */
 	struct map_hdr *mh2;
 	/* `@[probe]`, `@[func]`: the slot of the point's own key, or NULL */
@@ -79,6 +82,13 @@ struct prog_thread {
 	uint64_t *word;		/* NULL: none */
 	uint64_t w;
 	int64_t *val;
+	/* 1 + the thread's shard of the keyless aggregations (0: none, the
+	 * locked path), taken in the session of generation shard_gen by
+	 * the process shard_pid (a fork child takes its own: the region may
+	 * be shared with the parent). */
+	uint32_t shard;
+	unsigned int shard_gen;
+	pid_t shard_pid;
 };
 
 static __thread struct prog_thread prog_tls TLS;
@@ -111,6 +121,45 @@ FAST_INLINE struct prog_thread *prog_thread(unsigned int gen)
 		t->word = NULL;
 	}
 	return t->library ? NULL : t;
+}
+
+/* The thread's shard (1 + index, 0: none) in the session of generation
+ * gen, taken from region at its first use.  A signal handler that hits a
+ * probe while the thread takes one takes its own and the thread keeps
+ * that: the shard is published (gen and pid) only once it is stored. */
+FAST_INLINE uint32_t thread_shard(struct prog_thread *t, unsigned int gen, void *region)
+{
+	if (__builtin_expect(t->shard_gen == gen && t->shard_pid == agent_hit_pid, 1))
+		return t->shard;
+	t->shard = mapi_take_shard(region);
+	__asm__ volatile("" ::: "memory");
+	t->shard_pid = agent_hit_pid;
+	t->shard_gen = gen;
+	return t->shard;
+}
+
+uint32_t agent_prog_thread_shard(const struct agent_prog *p)
+{
+	return thread_shard(prog_self(), p->gen, p->region);
+}
+
+/* Adds v to a keyless map's value val (keyless_val's), to the thread's
+ * shard of it when the map has shards and the thread one. */
+FAST_INLINE void keyless_add(struct prog_thread *t, const struct prog_point *pt, int64_t *val,
+			     int64_t v)
+{
+	uint32_t shard;
+
+	if (pt->kshards) {
+		shard = thread_shard(t, pt->gen, pt->region);
+		if (__builtin_expect(shard != 0, 1)) {
+			mapi_owner_add((int64_t *)(pt->kshards + (size_t)(shard - 1) * pt->kstride +
+						   ((uint8_t *)val - (uint8_t *)pt->kval)),
+				       v);
+			return;
+		}
+	}
+	__atomic_fetch_add(val, v, __ATOMIC_RELAXED);
 }
 
 FAST_INLINE uint64_t point_nsecs(const struct prog_point *pt)
@@ -280,9 +329,9 @@ FAST_INLINE void delta_hist(struct prog_thread *t, struct prog_point *pt, uint64
 		return;	/* the filter is false */
 	hist = keyless_val(pt);
 	if (hist)
-		__atomic_fetch_add(&hist[mapi_hist_index((int64_t)(point_nsecs(pt) -
+		keyless_add(t, pt, &hist[mapi_hist_index((int64_t)(point_nsecs(pt) -
 								   (uint64_t)start))],
-				   1, __ATOMIC_RELAXED);
+			    1);
 	/* t->word is val's slot's word, as it read live; NULL when the slot
 	 * was no longer live once found (deleted or cleared meanwhile:
 	 * nothing left to delete) */
@@ -341,7 +390,7 @@ FAST_INLINE void form_count_keyless(struct agent_probe *ap, const struct pt_regs
 		return;
 	val = keyless_val(pt);
 	if (val)
-		__atomic_fetch_add(val, 1, __ATOMIC_RELAXED);
+		keyless_add(t, pt, val, 1);
 }
 
 /* @[probe] = count(), @[func] = count(): the point's own key */
@@ -375,10 +424,11 @@ FAST_INLINE void form_count_key(struct agent_probe *ap, const struct pt_regs *re
 	if (!val)
 		return;
 	/* A thread's own tid is a key no other thread counts (a tid is
-	 * reused only after its thread is gone): a plain add, as count's
-	 * per-thread rows.  Any other key may be shared. */
+	 * reused only after its thread is gone): the owner's add, one
+	 * instruction its signal handlers can not split.  Any other key may
+	 * be shared. */
 	if (pt->d.fast_src == LANG_SRC_TID)
-		__atomic_store_n(val, __atomic_load_n(val, __ATOMIC_RELAXED) + 1, __ATOMIC_RELAXED);
+		mapi_owner_add(val, 1);
 	else
 		__atomic_fetch_add(val, 1, __ATOMIC_RELAXED);
 }
@@ -395,7 +445,7 @@ FAST_INLINE void form_hist(struct agent_probe *ap, const struct pt_regs *regs, b
 		return;
 	val = keyless_val(pt);
 	if (val)
-		__atomic_fetch_add(&val[mapi_hist_index((int64_t)x)], 1, __ATOMIC_RELAXED);
+		keyless_add(t, pt, &val[mapi_hist_index((int64_t)x)], 1);
 }
 
 /* @s[src] = nsecs */
@@ -608,6 +658,10 @@ static struct prog_point *new_point(struct agent_prog *p, const struct agent_pro
 
 		pt->kword = (const uint64_t *)slot;
 		pt->kval = (int64_t *)mapi_val(img, d->fast_map, slot);
+		if (img->map_shard_off[d->fast_map]) {
+			pt->kshards = (uint8_t *)p->region + img->map_shard_off[d->fast_map];
+			pt->kstride = img->map_shard_stride[d->fast_map];
+		}
 	}
 	if (d->fast == LANG_FAST_DELTA_HIST)
 		pt->mh2 = mapi_map(img, p->region, d->fast_map2);

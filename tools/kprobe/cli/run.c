@@ -39,6 +39,9 @@ struct run_program {
 	/* the last object named by `probe`, and how bpftrace prints it */
 	char obj_written[256];
 	char obj_printed[4096];
+	/* the value of a sharded map, summed (lang_map_value): at most an
+	 * lhist's 1002 buckets */
+	uint64_t val_sum[1024];
 };
 
 /* ---- compiling ---- */
@@ -501,6 +504,9 @@ static struct entry *map_entries(struct run_program *p, unsigned i, size_t *n)
 				break;
 			v = w;
 		}
+		/* a sharded map is keyless: its one entry's value is the sum */
+		if (m->val_size <= sizeof(p->val_sum))
+			val = lang_map_value(&p->img, p->region, i, val, p->val_sum);
 		e = &v[(*n)++];
 		memset(e, 0, sizeof(*e));
 		e->key = key;

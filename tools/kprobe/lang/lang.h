@@ -56,6 +56,11 @@
 #define LANG_MAX_INSNS		65536	/* in a whole image */
 #define LANG_MAX_PROBES		1024
 #define LANG_MAX_MAPS		128
+/* Per-thread shards of each sharded map: the first LANG_SHARDS threads
+ * of a process that aggregate into a keyless map each own one (written by
+ * that thread only, without a locked instruction); later threads share
+ * the map's slot with locked adds. */
+#define LANG_SHARDS		64
 #define LANG_MAX_FMTS		1024
 #define LANG_MAX_FMT_ARGS	16
 #define LANG_MAX_KEY_PARTS	8
@@ -344,6 +349,14 @@ struct lang_image {
 	size_t map_off[LANG_MAX_MAPS];	/* offset of each map in the region */
 	uint32_t map_cap[LANG_MAX_MAPS];	/* slots (a power of two) */
 	uint32_t map_slot[LANG_MAX_MAPS];	/* bytes per slot */
+	/* A sharded map (a keyless count, sum, avg, stats, hist or lhist the
+	 * program never deletes): the offset of its base (what clear() and
+	 * zero() took away, written by the tool only) and of its
+	 * LANG_SHARDS shards, map_shard_stride bytes apart; 0 when the map
+	 * is not sharded. */
+	size_t map_base_off[LANG_MAX_MAPS];
+	size_t map_shard_off[LANG_MAX_MAPS];
+	uint32_t map_shard_stride[LANG_MAX_MAPS];
 	size_t region_size;		/* bytes the map region needs */
 };
 
@@ -361,6 +374,12 @@ const char *lang_image_str(const struct lang_image *img, uint32_t off);
  * and decoding functions bound every index they read. */
 int lang_maps_init(const struct lang_image *img, void *region, size_t size);
 
+/* A shard for the calling thread, once per thread and region: 1 + its
+ * index, or 0 when all are taken (the thread then uses the locked path).
+ * A shard is never given back: a thread that exits keeps its counts in
+ * it. */
+uint32_t lang_maps_take_shard(void *region);
+
 /* Drop counters: updates that found the map full, and runs ended by the
  * loop budget. */
 uint64_t lang_maps_dropped(const struct lang_image *img, const void *region, unsigned map);
@@ -372,9 +391,19 @@ uint64_t lang_maps_aborted(const struct lang_image *img, const void *region);
 int lang_map_next(const struct lang_image *img, const void *region, unsigned map,
 		  size_t *pos, const void **key, const void **val);
 
+/* The value to decode of an entry lang_map_next gave: val itself, or for
+ * a sharded map buf (val_size bytes, the caller's) holding the map's slot
+ * plus its shards less its base. */
+const void *lang_map_value(const struct lang_image *img, const void *region, unsigned map,
+			   const void *val, void *buf);
+
 /* clear(@m) and zero(@m), done by whoever handles the events in order
  * (the tool), since bpftrace runs them asynchronously after earlier
- * print() events.  Lock-free against concurrent writers. */
+ * print() events.  Lock-free against concurrent writers.  A sharded map
+ * is cleared or zeroed by moving its base up to what it holds: an update
+ * racing with either lands, whole, on one side of it (taken away or
+ * kept), never lost nor counted twice; the writers' memory is never
+ * written. */
 void lang_map_clear(const struct lang_image *img, void *region, unsigned map);
 void lang_map_zero(const struct lang_image *img, void *region, unsigned map);
 
@@ -435,6 +464,9 @@ struct lang_ctx {
 	const uint64_t *argv;
 	unsigned int nargv;
 	void *maps;		/* the region (lang_maps_init'ed) */
+	/* 1 + the calling thread's shard (lang_maps_take_shard), written by
+	 * no other thread; 0: none, the locked path. */
+	uint32_t shard;
 	const struct lang_ops *ops;
 	void *arg;
 };

@@ -15,6 +15,15 @@
  * waits a bounded number of pauses, then gives up (the update counts as
  * dropped): nothing ever blocks.  Values are updated with atomic adds or
  * compare-and-swap loops (min/max), so counts from many threads add up.
+ *
+ * A keyless count, sum, avg, stats, hist or lhist that the program never
+ * deletes is sharded: after its one slot come a base and LANG_SHARDS
+ * shards of its value, each on cache lines of its own.  A thread that got
+ * a shard (lang_maps_take_shard) adds to it alone, with no locked
+ * instruction (mapi_owner_add); threads beyond LANG_SHARDS add to the slot
+ * with locked adds.  The value is the slot plus the shards less the base,
+ * summed by whoever reads it; clear and zero move the base (the tool
+ * alone writes it).
  * Known races, all benign for the reader: an update that races with a
  * delete of the same key may land in the slot's next key; two inserts of
  * one key racing with a delete may both create it.
@@ -96,10 +105,20 @@ static void store_max(int64_t *p, int64_t v)
 		;
 }
 
+/* adds v to *p: by its owner, or by anyone (locked) */
+static void add_to(int64_t *p, int64_t v, bool owned)
+{
+	if (owned)
+		mapi_owner_add(p, v);
+	else
+		__atomic_fetch_add(p, v, __ATOMIC_RELAXED);
+}
+
 void lang_map_aggregate(const struct lang_image *img, void *region, unsigned m,
-			const void *key, int64_t v)
+			const void *key, int64_t v, uint32_t shard)
 {
 	const struct lang_map_desc *d = &img->maps[m];
+	bool owned = false;
 	int64_t *val;
 
 	switch (d->kind) {
@@ -122,30 +141,91 @@ void lang_map_aggregate(const struct lang_image *img, void *region, unsigned m,
 	default:
 		break;
 	}
-	val = (int64_t *)lang_map_lookup(img, region, m, key, 1);
+	if (d->nkeys)
+		val = (int64_t *)lang_map_lookup(img, region, m, key, 1);
+	else
+		val = mapi_agg_target(img, region, m, shard, &owned);
 	if (!val)
 		return;
 	switch (d->kind) {
 	case LANG_M_COUNT:
-		__atomic_fetch_add(val, 1, __ATOMIC_RELAXED);
+		add_to(val, 1, owned);
 		break;
 	case LANG_M_SUM:
-		__atomic_fetch_add(val, v, __ATOMIC_RELAXED);
+		add_to(val, v, owned);
 		break;
 	case LANG_M_AVG:
 	case LANG_M_STATS:
-		__atomic_fetch_add(&val[0], 1, __ATOMIC_RELAXED);
-		__atomic_fetch_add(&val[1], v, __ATOMIC_RELAXED);
+		add_to(&val[0], 1, owned);
+		add_to(&val[1], v, owned);
 		break;
 	case LANG_M_HIST:
-		__atomic_fetch_add(&val[lang_hist_index(v)], 1, __ATOMIC_RELAXED);
+		add_to(&val[lang_hist_index(v)], 1, owned);
 		break;
 	case LANG_M_LHIST:
-		__atomic_fetch_add(&val[lang_lhist_index(v, d->lhist_min, d->lhist_max, d->lhist_step)], 1,
-				   __ATOMIC_RELAXED);
+		add_to(&val[lang_lhist_index(v, d->lhist_min, d->lhist_max, d->lhist_step)], 1,
+		       owned);
 		break;
 	default:
 		break;
+	}
+}
+
+uint32_t lang_maps_take_shard(void *region)
+{
+	return mapi_take_shard(region);
+}
+
+/* Words first to first + n - 1 of sharded map m's value (whose slot
+ * value is val): the slot plus the shards less the base, modulo 2^64 as
+ * the writers add.  Every word is read whole (aligned 8 bytes), none
+ * written. */
+void lang_map_sum(const struct lang_image *img, const void *region, unsigned m,
+		  const void *val, uint32_t first, uint64_t *out, uint32_t n)
+{
+	const uint64_t *slot = (const uint64_t *)val + first;
+	const uint64_t *base =
+		(const uint64_t *)((const uint8_t *)region + img->map_base_off[m]) + first;
+	uint32_t k, s;
+
+	for (k = 0; k < n; k++)
+		out[k] = __atomic_load_n(&slot[k], __ATOMIC_RELAXED) -
+			 __atomic_load_n(&base[k], __ATOMIC_RELAXED);
+	for (s = 1; s <= LANG_SHARDS; s++) {
+		const uint64_t *sh =
+			(const uint64_t *)mapi_shard_val(img, (void *)region, m, s) + first;
+
+		for (k = 0; k < n; k++)
+			out[k] += __atomic_load_n(&sh[k], __ATOMIC_RELAXED);
+	}
+}
+
+const void *lang_map_value(const struct lang_image *img, const void *region, unsigned m,
+			   const void *val, void *buf)
+{
+	if (m >= img->hdr->nmaps || !val || !img->map_shard_off[m])
+		return val;
+	lang_map_sum(img, region, m, val, 0, buf, img->maps[m].val_size / 8);
+	return buf;
+}
+
+/* Moves sharded map m's base up to what it holds (clear, zero): the
+ * value reads zero, and an update racing with this lands whole on one
+ * side of the read of its word. */
+static void rebase(const struct lang_image *img, void *region, unsigned m)
+{
+	uint64_t *base = (uint64_t *)((uint8_t *)region + img->map_base_off[m]);
+	const uint64_t *slot =
+		(const uint64_t *)slot_val(img, m, slot_at(img, map_at(img, region, m), m, 0));
+	uint32_t n = img->maps[m].val_size / 8, k, s;
+
+	for (k = 0; k < n; k++) {
+		uint64_t total = __atomic_load_n(&slot[k], __ATOMIC_RELAXED);
+
+		for (s = 1; s <= LANG_SHARDS; s++)
+			total += __atomic_load_n((uint64_t *)mapi_shard_val(img, region, m, s) + k,
+						 __ATOMIC_RELAXED);
+		__atomic_store_n(&base[k], total, __ATOMIC_RELAXED);
 	}
 }
 
@@ -227,6 +307,16 @@ void lang_map_clear(const struct lang_image *img, void *region, unsigned m)
 	if (m >= img->hdr->nmaps)
 		return;
 	mh = map_at(img, region, m);
+	if (img->map_shard_off[m]) {
+		/* the writers' memory stays theirs: the base moves, then the
+		 * map reads empty until its next update */
+		uint64_t w = ST_LIVE;
+
+		rebase(img, region, m);
+		__atomic_compare_exchange_n((uint64_t *)slot_at(img, mh, m, 0), &w, ST_EMPTY, false,
+					    __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
+		return;
+	}
 	for (i = 0; i < img->map_cap[m]; i++) {
 		uint8_t *slot = slot_at(img, mh, m, i);
 		uint64_t *word = (uint64_t *)slot;
@@ -250,6 +340,10 @@ void lang_map_zero(const struct lang_image *img, void *region, unsigned m)
 
 	if (m >= img->hdr->nmaps)
 		return;
+	if (img->map_shard_off[m]) {
+		rebase(img, region, m);
+		return;
+	}
 	mh = map_at(img, region, m);
 	for (i = 0; i < img->map_cap[m]; i++) {
 		uint8_t *slot = slot_at(img, mh, m, i);

@@ -335,6 +335,67 @@ MAPS_INLINE int mapi_delete_val(const struct lang_image *img, void *region, unsi
 	return 0;
 }
 
+/* *p += v by the one thread that owns *p, exact against that thread's
+ * own signal handlers (which may update *p in between) without a locked
+ * instruction: on x86-64 a plain `add` to memory, one instruction a
+ * signal can not split; on arm64 LSE's `stadd` where the build targets
+ * it, else a load/store-exclusive pair, which an exception return (the
+ * end of a signal handler) makes fail and retry.  Readers on other CPUs
+ * see the old or the new value, never a torn one (aligned 8 bytes). */
+MAPS_INLINE void mapi_owner_add(int64_t *p, int64_t v)
+{
+#if defined(__x86_64__)
+	__asm__ volatile("addq %1, %0" : "+m"(*p) : "er"(v));
+#elif defined(__aarch64__) && defined(__ARM_FEATURE_ATOMICS)
+	__asm__ volatile("stadd %1, %0" : "+Q"(*p) : "r"(v));
+#elif defined(__aarch64__)
+	int64_t tmp;
+	uint32_t fail;
+
+	__asm__ volatile("1:	ldxr	%0, %2\n"
+			 "	add	%0, %0, %3\n"
+			 "	stxr	%w1, %0, %2\n"
+			 "	cbnz	%w1, 1b"
+			 : "=&r"(tmp), "=&r"(fail), "+Q"(*p)
+			 : "r"(v));
+#else
+	__atomic_fetch_add(p, v, __ATOMIC_RELAXED);
+#endif
+}
+
+/* A shard for the calling thread (lang_maps_take_shard). */
+MAPS_INLINE uint32_t mapi_take_shard(void *region)
+{
+	struct region_hdr *rh = region;
+	uint64_t i = __atomic_fetch_add(&rh->shards_taken, 1, __ATOMIC_RELAXED);
+
+	return i < LANG_SHARDS ? (uint32_t)i + 1 : 0;
+}
+
+/* The value of shard (1 + its index) of sharded map m. */
+MAPS_INLINE int64_t *mapi_shard_val(const struct lang_image *img, void *region, unsigned m,
+				    uint32_t shard)
+{
+	return (int64_t *)((uint8_t *)region + img->map_shard_off[m] +
+			   (size_t)(shard - 1) * img->map_shard_stride[m]);
+}
+
+/* Where a thread with shard adds to keyless map m: its shard when the map
+ * has shards and the thread one, else the map's value (locked adds); NULL
+ * when the value can not be made live.  The map's word goes live either
+ * way, so that an entry printed is one that was updated. */
+MAPS_INLINE int64_t *mapi_agg_target(const struct lang_image *img, void *region, unsigned m,
+				     uint32_t shard, bool *owned)
+{
+	int64_t *val = (int64_t *)mapi_lookup_keyless(img, region, m, 1);
+
+	*owned = false;
+	if (!val || !shard || shard > LANG_SHARDS || !img->map_shard_off[m])
+		return val;
+	*owned = true;
+	return mapi_shard_val(img, region, m, shard);
+}
+
 /* bpftrace 0.17's log2 bucket: a binary search over 32 bits only (values
  * from 2^31 up share the last bucket). */
 MAPS_INLINE unsigned mapi_hist_index(int64_t v)

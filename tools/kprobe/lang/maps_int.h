@@ -9,6 +9,7 @@ struct region_hdr {
 	uint64_t nmaps;
 	uint64_t aborted;	/* runs ended by the loop budget */
 	uint64_t exited;	/* exit() was called: later runs do nothing */
+	uint64_t shards_taken;	/* shards handed out (may pass LANG_SHARDS) */
 };
 
 struct map_hdr {
@@ -53,8 +54,13 @@ int lang_map_delete_val(const struct lang_image *img, void *region, unsigned m, 
  * changed meanwhile (look the key up then) or the map is full. */
 uint8_t *lang_map_revive(const struct lang_image *img, void *region, unsigned m, uint8_t *val,
 			 uint64_t dead_w, const void *key);
+/* An aggregation's update; shard is the calling thread's (lang_ctx). */
 void lang_map_aggregate(const struct lang_image *img, void *region, unsigned m,
-			const void *key, int64_t v);
+			const void *key, int64_t v, uint32_t shard);
+/* Words first .. first + n - 1 of sharded map m's value, whose slot's
+ * value is val (see lang_map_value). */
+void lang_map_sum(const struct lang_image *img, const void *region, unsigned m,
+		  const void *val, uint32_t first, uint64_t *out, uint32_t n);
 int64_t lang_map_read_int(const struct lang_image *img, unsigned m, const void *val);
 
 #endif

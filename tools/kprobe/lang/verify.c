@@ -76,6 +76,48 @@ static uint32_t expected_val_size(const struct lang_map_desc *d)
 	}
 }
 
+static size_t align64(size_t n)
+{
+	return (n + 63) & ~(size_t)63;
+}
+
+/* Whether map m keeps per-thread shards: a keyless aggregation whose
+ * updates add up (not min/max, whose common case, no new extreme, is a
+ * plain load already), that no instruction deletes (a delete on the hit
+ * path would have to reset other threads' shards). */
+static bool map_sharded(const struct lang_image *img, uint32_t m)
+{
+	const struct lang_map_desc *d = &img->maps[m];
+	uint32_t pc;
+
+	if (d->nkeys)
+		return false;
+	switch (d->kind) {
+	case LANG_M_COUNT: case LANG_M_SUM: case LANG_M_AVG: case LANG_M_STATS:
+	case LANG_M_HIST: case LANG_M_LHIST:
+		break;
+	default:
+		return false;
+	}
+	for (pc = 0; pc < img->hdr->ninsns; pc++)
+		if (img->insns[pc].op == LANG_OP_MAP_DEL && img->insns[pc].b == m)
+			return false;
+	return true;
+}
+
+/* A sharded map's base and shards after its slot, each shard on cache
+ * lines of its own (region offsets: the region is page-aligned). */
+static uint64_t layout_shards(struct lang_image *img, uint32_t m, size_t off, uint64_t bytes)
+{
+	uint32_t vs = (uint32_t)align8(img->maps[m].val_size);
+
+	img->map_base_off[m] = off + (size_t)bytes;
+	bytes += vs;
+	img->map_shard_stride[m] = (uint32_t)align64(vs);
+	img->map_shard_off[m] = align64(off + (size_t)bytes);
+	return img->map_shard_off[m] - off + (uint64_t)LANG_SHARDS * img->map_shard_stride[m];
+}
+
 static int check_maps(struct vctx *v)
 {
 	struct lang_image *img = v->img;
@@ -112,6 +154,8 @@ static int check_maps(struct vctx *v)
 		img->map_slot[m] = (uint32_t)(8 + align8(d->key_size) + align8(d->val_size));
 		img->map_off[m] = off;
 		bytes = sizeof(struct map_hdr) + (uint64_t)cap * img->map_slot[m];
+		if (map_sharded(img, m))
+			bytes = layout_shards(img, m, off, bytes);
 		if (bytes > (1ull << 34) || off + bytes > (1ull << 36))
 			return bad(v, "map %u: too large", m);
 		off += align8((size_t)bytes);

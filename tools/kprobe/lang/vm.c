@@ -11,6 +11,7 @@
 #include "kp_arch.h"
 #include "lang_int.h"
 #include "maps_int.h"
+#include "maps_impl.h"
 
 /* The services: through ctx->ops, or, built with LANG_DIRECT_OPS (the
  * agent), by direct calls to the lang_ext_* functions the agent defines,
@@ -128,8 +129,44 @@ static int64_t load(const struct lang_ctx *c, uint64_t addr, unsigned size, int 
 static int64_t map_get(const struct lang_image *img, void *region, unsigned m, const void *key)
 {
 	const uint8_t *v = lang_map_lookup(img, region, m, key, 0);
+	uint64_t sum[2];
 
+	if (v && img->map_shard_off[m]) {
+		/* an integer read needs the count and the sum at most */
+		lang_map_sum(img, region, m, v, 0, sum, img->maps[m].val_size >= 16 ? 2 : 1);
+		v = (const uint8_t *)sum;
+	}
 	return v ? lang_map_read_int(img, m, v) : 0;
+}
+
+/* The value of a keyless aggregation a thread with shard adds to: its
+ * shard, or the map's value (locked adds); NULL when it can not be made
+ * live. */
+static int64_t *agg_target(const struct lang_image *img, void *region, unsigned m,
+			   uint32_t shard, bool *owned)
+{
+	return mapi_agg_target(img, region, m, shard, owned);
+}
+
+/* A sharded map's value into scratch memory (which need not be
+ * aligned), a word at a time. */
+static void sum_words(const struct lang_image *img, void *region, unsigned m, const void *val,
+		      uint8_t *dst, uint32_t n)
+{
+	for (uint32_t k = 0; k < n; k++) {
+		uint64_t w;
+
+		lang_map_sum(img, region, m, val, k, &w, 1);
+		memcpy(dst + 8 * (size_t)k, &w, 8);
+	}
+}
+
+static void agg_add(int64_t *p, int64_t v, bool owned)
+{
+	if (owned)
+		mapi_owner_add(p, v);
+	else
+		__atomic_fetch_add(p, v, __ATOMIC_RELAXED);
 }
 
 /* The forms recognised at compile time; 1 when done, 0 to interpret. */
@@ -137,25 +174,28 @@ static int run_fast(const struct lang_image *img, const struct lang_probe_desc *
 {
 	uint64_t x;
 	int64_t *val;
+	bool owned;
 
 	if (p->pred && !lang_fast_pred(p, ctx_value(c, p->pred_src, p->pred_arg)))
 		return 1;	/* the filter is false: nothing more to do */
 	x = p->fast_src ? ctx_value(c, p->fast_src, p->fast_arg) : 0;
 	switch (p->fast) {
 	case LANG_FAST_COUNT_KEYLESS:
-		val = (int64_t *)lang_map_lookup(img, c->maps, p->fast_map, NULL, 1);
+		val = agg_target(img, c->maps, p->fast_map, c->shard, &owned);
 		if (val)
-			__atomic_fetch_add(val, 1, __ATOMIC_RELAXED);
+			agg_add(val, 1, owned);
 		return 1;
 	case LANG_FAST_COUNT_KEY:
 		val = (int64_t *)lang_map_lookup(img, c->maps, p->fast_map, &x, 1);
+		/* a thread's own tid is a key no other thread updates (a tid
+		 * is reused only once its thread is gone) */
 		if (val)
-			__atomic_fetch_add(val, 1, __ATOMIC_RELAXED);
+			agg_add(val, 1, p->fast_src == LANG_SRC_TID);
 		return 1;
 	case LANG_FAST_HIST:
-		val = (int64_t *)lang_map_lookup(img, c->maps, p->fast_map, NULL, 1);
+		val = agg_target(img, c->maps, p->fast_map, c->shard, &owned);
 		if (val)
-			__atomic_fetch_add(&val[lang_hist_index((int64_t)x)], 1, __ATOMIC_RELAXED);
+			agg_add(&val[lang_hist_index((int64_t)x)], 1, owned);
 		return 1;
 	case LANG_FAST_PRED_ONLY:
 		return 0;	/* the filter holds: the body is interpreted */
@@ -171,11 +211,11 @@ static int run_fast(const struct lang_image *img, const struct lang_probe_desc *
 		start = val ? __atomic_load_n(val, __ATOMIC_RELAXED) : 0;
 		if (!start)
 			return 1;	/* the filter is false */
-		hist = (int64_t *)lang_map_lookup(img, c->maps, p->fast_map, NULL, 1);
+		hist = agg_target(img, c->maps, p->fast_map, c->shard, &owned);
 		if (hist) {
 			int64_t d = (int64_t)(ctx_value(c, p->fast_src2, 0) - (uint64_t)start);
 
-			__atomic_fetch_add(&hist[lang_hist_index(d)], 1, __ATOMIC_RELAXED);
+			agg_add(&hist[lang_hist_index(d)], 1, owned);
 		}
 		lang_map_delete_val(img, c->maps, p->fast_map2, (uint8_t *)val);
 		return 1;
@@ -323,7 +363,9 @@ static int interpret(const struct lang_image *img, const struct lang_probe_desc 
 			const uint8_t *v = lang_map_lookup(img, region, in->b, s + in->aux, 0);
 			uint32_t n = img->maps[in->b].val_size;
 
-			if (v)
+			if (v && img->map_shard_off[in->b])
+				sum_words(img, region, in->b, v, s + in->imm, n / 8);
+			else if (v)
 				memcpy(s + in->imm, v, n);
 			else
 				memset(s + in->imm, 0, n);
@@ -347,7 +389,8 @@ static int interpret(const struct lang_image *img, const struct lang_probe_desc 
 			break;
 		}
 		case LANG_OP_MAP_AGG:
-			lang_map_aggregate(img, region, in->b, s + in->aux, (int64_t)r[in->a]);
+			lang_map_aggregate(img, region, in->b, s + in->aux, (int64_t)r[in->a],
+					   c->shard);
 			break;
 		case LANG_OP_MAP_DEL:
 			lang_map_delete(img, region, in->b, s + in->aux);
