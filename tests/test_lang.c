@@ -6,12 +6,14 @@
 #include <criterion/criterion.h>
 #include <errno.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <sys/syscall.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -238,11 +240,15 @@ static int64_t map_int(struct env *e, const char *name, const int64_t *key, int 
 	const void *k, *v;
 	struct lang_agg a;
 
+	uint64_t sum[2];
+
 	*found = 0;
 	while (lang_map_next(&e->img, e->region, (unsigned)m, &pos, &k, &v)) {
 		if (key && memcmp(k, key, 8))
 			continue;
 		*found = 1;
+		if (e->img.maps[m].val_size <= sizeof(sum))
+			v = lang_map_value(&e->img, e->region, (unsigned)m, v, sum);
 		lang_map_agg(&e->img, (unsigned)m, v, &a);
 		return a.value;
 	}
@@ -1682,6 +1688,286 @@ Test(lang_maps, concurrent_updates_add_up, .timeout = 60)
 		total += map_val(e, "@k", i);
 	cr_assert_eq(total, 160000);
 	cr_assert_eq(map_count(e, "@k"), 7);
+	env_free(e);
+}
+
+/* ---- per-thread shards of the keyless aggregations ---- */
+
+#define SHARD_THREADS (LANG_SHARDS + 16)
+#define SHARD_RUNS 3000
+
+struct shard_thr {
+	struct env *e;
+	uint32_t shard;
+	pthread_barrier_t *go;
+};
+
+static void *shard_thread(void *arg)
+{
+	struct shard_thr *t = arg;
+	struct env local;
+
+	memcpy(&local, t->e, sizeof(local));
+	local.ctx.regs = &local.regs;
+	local.ctx.arg = &local;
+	t->shard = lang_maps_take_shard(t->e->region);
+	local.ctx.shard = t->shard;
+	pthread_barrier_wait(t->go);
+	for (int i = 0; i < SHARD_RUNS; i++) {
+		local.regs.di = (uint64_t)(i % 9);
+		lang_run(&t->e->img, 0, &local.ctx);
+		lang_run(&t->e->img, 1, &local.ctx);
+	}
+	return NULL;
+}
+
+/* The value of keyless map name as the tool reads it (lang_map_value),
+ * into buf; NULL when it is not live. */
+static const uint64_t *keyless_value(struct env *e, const char *name, uint64_t *buf, int raw)
+{
+	unsigned m = (unsigned)map_index(e, name);
+	size_t pos = 0;
+	const void *k, *v;
+
+	if (!lang_map_next(&e->img, e->region, m, &pos, &k, &v))
+		return NULL;
+	return raw ? v : lang_map_value(&e->img, e->region, m, v, buf);
+}
+
+/* More threads than shards: the first LANG_SHARDS get one, the others add
+ * to the map's slot with locked adds, and every update is there once. */
+Test(lang_maps, shards_run_out_to_the_locked_path, .timeout = 60)
+{
+	/* probe 0 is a fast form (the interpreter's run_fast), probe 1 the
+	 * general code (MAP_AGG) */
+	struct env *e = compile("uprobe:a:f { @n = count(); }"
+				" uprobe:a:g { @h = hist(arg0); @s = sum(arg0); @a = avg(arg0);"
+				" @l = lhist(arg0, 0, 10, 2); @c = count(); }");
+	static struct shard_thr t[SHARD_THREADS];
+	pthread_t th[SHARD_THREADS];
+	pthread_barrier_t go;
+	uint64_t buf[LANG_HIST_BUCKETS];
+	const uint64_t *b;
+	unsigned with = 0, n = (unsigned)SHARD_THREADS * SHARD_RUNS, fallback;
+	int i;
+
+	for (i = 0; i < (int)e->img.hdr->nmaps; i++)
+		cr_assert_neq(e->img.map_shard_off[i], 0, "map %d not sharded", i);
+	pthread_barrier_init(&go, NULL, SHARD_THREADS);
+	for (i = 0; i < SHARD_THREADS; i++) {
+		t[i].e = e;
+		t[i].go = &go;
+		cr_assert_eq(pthread_create(&th[i], NULL, shard_thread, &t[i]), 0);
+	}
+	for (i = 0; i < SHARD_THREADS; i++)
+		pthread_join(th[i], NULL);
+	pthread_barrier_destroy(&go);
+	for (i = 0; i < SHARD_THREADS; i++)
+		with += t[i].shard != 0;
+	cr_assert_eq(with, LANG_SHARDS);
+	fallback = n - LANG_SHARDS * SHARD_RUNS;
+	cr_assert_eq(scalar(e, "@n"), n);
+	cr_assert_eq(scalar(e, "@c"), n);
+	/* the slot holds the locked path's share only */
+	cr_assert_eq(keyless_value(e, "@n", buf, 1)[0], fallback);
+	cr_assert_eq(keyless_value(e, "@c", buf, 1)[0], fallback);
+	/* i % 9 over 3000 runs: 334 each of 0..2, 333 of 3..8 */
+	cr_assert_eq(scalar(e, "@s"), (int64_t)SHARD_THREADS * (334 * 3 + 333 * (3 + 4 + 5 + 6 + 7 + 8)));
+	b = keyless_value(e, "@h", buf, 0);
+	cr_assert(b);
+	cr_assert_eq(b[1], SHARD_THREADS * 334u);		/* 0 */
+	cr_assert_eq(b[2], SHARD_THREADS * 334u);		/* 1 */
+	cr_assert_eq(b[3], SHARD_THREADS * (334u + 333));	/* 2, 3 */
+	cr_assert_eq(b[4], SHARD_THREADS * 333u * 4);		/* 4..7 */
+	cr_assert_eq(b[5], SHARD_THREADS * 333u);		/* 8 */
+	b = keyless_value(e, "@l", buf, 0);
+	cr_assert(b);
+	cr_assert_eq(b[1], SHARD_THREADS * 668u);		/* [0, 2) */
+	cr_assert_eq(b[5], SHARD_THREADS * 333u);		/* [8, 10) */
+	b = keyless_value(e, "@a", buf, 0);
+	cr_assert_eq(b[0], n);
+	env_free(e);
+}
+
+/* clear() and zero() of a sharded map move its base: what was counted
+ * before reads as gone, what comes after counts, whichever shard (or the
+ * slot) it went to. */
+Test(lang_maps, sharded_clear_and_zero)
+{
+	struct env *e = compile("uprobe:a:f { @n = count(); @h = hist(arg0); }");
+	unsigned n = (unsigned)map_index(e, "@n"), h = (unsigned)map_index(e, "@h");
+	uint32_t s1 = lang_maps_take_shard(e->region), s2 = lang_maps_take_shard(e->region);
+	uint64_t buf[LANG_HIST_BUCKETS];
+	int i;
+
+	cr_assert(e->img.map_shard_off[n] && e->img.map_shard_off[h]);
+	cr_assert(s1 && s2 && s1 != s2);
+	for (i = 0; i < 5; i++) {
+		e->ctx.shard = i % 3 == 0 ? 0 : i % 3 == 1 ? s1 : s2;
+		e->regs.di = 4;
+		run(e, 0);
+	}
+	cr_assert_eq(scalar(e, "@n"), 5);
+	lang_map_zero(&e->img, e->region, n);
+	cr_assert_eq(scalar(e, "@n"), 0);	/* zero: still there, reading 0 */
+	for (i = 0; i < 3; i++) {
+		e->ctx.shard = i == 0 ? s2 : 0;
+		run(e, 0);
+	}
+	cr_assert_eq(scalar(e, "@n"), 3);
+	cr_assert_eq(keyless_value(e, "@h", buf, 0)[4], 8);
+	lang_map_clear(&e->img, e->region, n);
+	lang_map_clear(&e->img, e->region, h);
+	cr_assert_eq(map_count(e, "@n"), 0);	/* clear: gone until updated */
+	cr_assert_eq(map_count(e, "@h"), 0);
+	e->ctx.shard = s1;
+	e->regs.di = 1;
+	run(e, 0);
+	e->ctx.shard = 0;
+	run(e, 0);
+	cr_assert_eq(scalar(e, "@n"), 2);
+	cr_assert_eq(keyless_value(e, "@h", buf, 0)[4], 0);
+	cr_assert_eq(keyless_value(e, "@h", buf, 0)[2], 2);
+	/* a program's own read of the map sums the shards too */
+	env_free(e);
+}
+
+struct clear_race {
+	struct env *e;
+	uint32_t shard;
+	volatile int done;
+};
+
+static void *clear_race_writer(void *arg)
+{
+	struct clear_race *r = arg;
+	struct env local;
+
+	memcpy(&local, r->e, sizeof(local));
+	local.ctx.regs = &local.regs;
+	local.ctx.arg = &local;
+	local.ctx.shard = r->shard;
+	for (int i = 0; i < 400000; i++)
+		lang_run(&r->e->img, 0, &local.ctx);
+	r->done = 1;
+	return NULL;
+}
+
+/* clear() and zero() racing with a shard's writer never write the
+ * writer's memory: every update stays counted in the slot and shards, and
+ * the value after the last clear is what came after it (never negative:
+ * no update is taken away twice). */
+Test(lang_maps, sharded_clear_races_writers, .timeout = 60)
+{
+	struct env *e = compile("uprobe:a:f { @n = count(); }");
+	unsigned m = (unsigned)map_index(e, "@n");
+	struct clear_race r = { e, lang_maps_take_shard(e->region), 0 };
+	uint64_t buf[1], raw, prev = 0;
+	const uint64_t *v;
+	pthread_t th;
+	int rounds = 0;
+
+	cr_assert_eq(pthread_create(&th, NULL, clear_race_writer, &r), 0);
+	while (!r.done) {
+		if (rounds++ & 1)
+			lang_map_clear(&e->img, e->region, m);
+		else
+			lang_map_zero(&e->img, e->region, m);
+		v = keyless_value(e, "@n", buf, 0);
+		/* the value only grows between clears, from 0 */
+		cr_assert(!v || *v < 400000, "value %lu after a clear", v ? (unsigned long)*v : 0ul);
+		sched_yield();
+	}
+	pthread_join(th, NULL);
+	raw = keyless_value(e, "@n", buf, 1) ? keyless_value(e, "@n", buf, 1)[0] : 0;
+	raw += ((uint64_t *)((char *)e->region + e->img.map_shard_off[m] +
+			     (r.shard - 1) * (size_t)e->img.map_shard_stride[m]))[0];
+	cr_assert_eq(raw, 400000, "the slot and the shard hold %lu updates", (unsigned long)raw);
+	prev = *(uint64_t *)((char *)e->region + e->img.map_base_off[m]);
+	v = keyless_value(e, "@n", buf, 0);
+	cr_assert_eq(v ? *v : 0, 400000 - prev);
+	cr_assert_gt(rounds, 1);
+	env_free(e);
+}
+
+/* A hit in a signal handler that interrupts the same thread's update of
+ * its shard: both updates count, with no locked instruction. */
+static struct env sig_env;
+static volatile long sig_hits;
+
+static void shard_on_signal(int sig)
+{
+	(void)sig;
+	lang_run(&sig_env.img, 0, &sig_env.ctx);
+	sig_hits++;
+}
+
+/* The worker runs the program back to back while a 20 us timer signals
+ * it (the signal arrives at whatever instruction the timer interrupt
+ * found), until 5000 handlers ran or 8 seconds passed. */
+static void *sig_worker_main(void *arg)
+{
+	struct env *e = arg;
+	struct env local;
+	struct sigevent sev;
+	struct itimerspec its = { { 0, 20000 }, { 0, 20000 } };
+	timer_t timer;
+	time_t end = time(NULL) + 8;
+	uint64_t sum = 0, *out = malloc(2 * sizeof(uint64_t));
+	long runs;
+
+	memcpy(&local, e, sizeof(local));
+	local.ctx.regs = &local.regs;
+	local.ctx.arg = &local;
+	local.ctx.shard = sig_env.ctx.shard;	/* this thread's, as the handler's */
+	memset(&sev, 0, sizeof(sev));
+	sev.sigev_notify = SIGEV_THREAD_ID;
+	sev.sigev_signo = SIGUSR2;
+	sev._sigev_un._tid = (pid_t)syscall(SYS_gettid);
+	cr_assert_eq(timer_create(CLOCK_MONOTONIC, &sev, &timer), 0);
+	cr_assert_eq(timer_settime(timer, 0, &its, NULL), 0);
+	for (runs = 0; sig_hits < 5000 && ((runs & 0xffff) || time(NULL) < end); runs++) {
+		local.regs.di = (uint64_t)(runs & 7);
+		sum += local.regs.di;
+		lang_run(&e->img, 0, &local.ctx);
+	}
+	timer_delete(timer);
+	out[0] = (uint64_t)runs;
+	out[1] = sum;
+	return out;
+}
+
+Test(lang_maps, shard_update_exact_under_signals, .timeout = 60)
+{
+	struct env *e = compile("uprobe:a:f { @n = count(); @h = hist(arg0); @s = sum(arg0); }");
+	struct sigaction sa;
+	uint64_t buf[LANG_HIST_BUCKETS], total = 0, *res;
+	const uint64_t *h;
+	long hits;
+	pthread_t th;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_handler = shard_on_signal;
+	sa.sa_flags = SA_RESTART;
+	cr_assert_eq(sigaction(SIGUSR2, &sa, NULL), 0);
+	memcpy(&sig_env, e, sizeof(sig_env));
+	sig_env.ctx.regs = &sig_env.regs;
+	sig_env.ctx.arg = &sig_env;
+	sig_env.ctx.shard = lang_maps_take_shard(e->region);
+	sig_env.regs.di = 100;
+	cr_assert(sig_env.ctx.shard);
+	cr_assert_eq(pthread_create(&th, NULL, sig_worker_main, e), 0);
+	pthread_join(th, (void **)&res);
+	hits = sig_hits;
+	cr_assert_gt(hits, 1000, "only %ld signals handled", hits);
+	cr_assert_eq(scalar(e, "@n"), (int64_t)res[0] + hits, "%lu runs, %ld in handlers",
+		     (unsigned long)res[0], hits);
+	h = keyless_value(e, "@h", buf, 0);
+	for (unsigned k = 0; k < LANG_HIST_BUCKETS; k++)
+		total += h[k];
+	cr_assert_eq(total, res[0] + (uint64_t)hits);
+	cr_assert_eq((uint64_t)scalar(e, "@s"), res[1] + 100 * (uint64_t)hits);
+	free(res);
 	env_free(e);
 }
 
