@@ -10,6 +10,7 @@
  *   ro_ns          a return probe with an empty handler (the kretprobe
  *                  `kprobe run` uses for uretprobe)
  *   prog_count     `kprobe run` of  @[tid] = count()  on the function
+ *   prog_count_keyless  @ = count()  (the thread's shard of the map)
  *   prog_filter    a program whose filter is false (on arg0)
  *   prog_filter_tid  the same filter on tid, a source read without pt_regs
  *   prog_hist      @ = hist(arg0)
@@ -540,6 +541,7 @@ int main(int argc, char **argv)
 	double call, probe, count, trace, rate, ret, pcount, pfilter, pfilter_tid, phist, plat;
 	double pcount_o, pfilter_o, pfilter_tid_o, phist_o, plat_ro;
 	double pcount_q, pfilter_q, pfilter_tid_q, phist_q, plat_q;
+	double pkeyless, pkeyless_o, pkeyless_q;
 	double fetch0, fetch2, fetch, sdt_call, sdt, sdt_o, sdt_q, sdt_trace, entry_trace;
 	double clock_ns;
 	pthread_t th;
@@ -635,6 +637,9 @@ int main(int argc, char **argv)
 	start_prog("uprobe:%s:bench_target { @[tid] = count(); }");
 	ns_pair(&pcount, &pcount_o, &pcount_q);
 	agent_session_stop();
+	start_prog("uprobe:%s:bench_target { @ = count(); }");
+	ns_pair(&pkeyless, &pkeyless_o, &pkeyless_q);
+	agent_session_stop();
 	start_prog("uprobe:%s:bench_target /arg0 == 0xfffffffff/ { @hit = count(); }");
 	ns_pair(&pfilter, &pfilter_o, &pfilter_q);
 	agent_session_stop();
@@ -669,10 +674,11 @@ int main(int argc, char **argv)
 		       "\"prog_filter_tid_x_o\":%.2f,\"prog_hist_x_o\":%.2f,"
 		       "\"prog_latency_x_ro\":%.2f,"
 		       "\"var_fetch\":%.2f,\"usdt\":%.2f,\"usdt_x_o\":%.2f,\"usdt_trace\":%.2f,"
-		       "\"trace_entry\":%.2f,\"clock\":%.2f}\n", call, probe, count - probe,
+		       "\"trace_entry\":%.2f,\"clock\":%.2f,\"prog_count_keyless\":%.2f,"
+		       "\"prog_count_keyless_x_o\":%.2f}\n", call, probe, count - probe,
 		       trace - probe, rate, ret, pcount, pfilter, pfilter_tid, phist, plat, pcount_q,
 		       pfilter_q, pfilter_tid_q, phist_q, plat_q, fetch, sdt, sdt_q, sdt_trace,
-		       entry_trace, clock_ns);
+		       entry_trace, clock_ns, pkeyless, pkeyless_q);
 		return 0;
 	}
 	printf("call            %8.2f ns\n", call);
@@ -685,6 +691,8 @@ int main(int argc, char **argv)
 	 * bench_ref): the median of the ratios of the turns */
 	printf("prog_count      %8.2f ns   %.2fx o  (o %.2f ns; target <= 2x)\n", pcount,
 	       pcount_q, pcount_o);
+	printf("prog_count_keyless %5.2f ns   %.2fx o  (o %.2f ns; @ = count())\n", pkeyless,
+	       pkeyless_q, pkeyless_o);
 	printf("prog_filter     %8.2f ns   %.2fx o  (o %.2f ns; target <= 1.3x)\n", pfilter,
 	       pfilter_q, pfilter_o);
 	printf("prog_filter_tid %8.2f ns   %.2fx o  (o %.2f ns; the filter on tid: no pt_regs)\n",
