@@ -50,6 +50,8 @@ struct prog_point {
 	/* its shards when it has them (lang_image.map_shard_off), else NULL */
 	uint8_t *kshards;
 	uint32_t kstride;
+	/* fast_map counted by tid, and by nothing else (map_tid_owned) */
+	bool tid_owned;
 	/* fast_map2 (the latency pattern's start values): its header */
 	struct map_hdr *mh2;
 	/* `@[probe]`, `@[func]`: the slot of the point's own key, or NULL */
@@ -424,10 +426,10 @@ FAST_INLINE void form_count_key(struct agent_probe *ap, const struct pt_regs *re
 	if (!val)
 		return;
 	/* A thread's own tid is a key no other thread counts (a tid is
-	 * reused only after its thread is gone): the owner's add, one
-	 * instruction its signal handlers can not split.  Any other key may
-	 * be shared. */
-	if (pt->d.fast_src == LANG_SRC_TID)
+	 * reused only after its thread is gone) when every writer of the map
+	 * keys by it: the owner's add, one instruction its signal handlers
+	 * can not split.  Any other key may be shared. */
+	if (pt->tid_owned)
 		mapi_owner_add(val, 1);
 	else
 		__atomic_fetch_add(val, 1, __ATOMIC_RELAXED);
@@ -672,6 +674,8 @@ static struct prog_point *new_point(struct agent_prog *p, const struct agent_pro
 		pt->pred_off = arg_off[d->pred_arg];
 		pred_as_range(pt, d->fast_cmp, d->fast_imm);
 	}
+	pt->tid_owned = d->fast == LANG_FAST_COUNT_KEY && d->fast_src == LANG_SRC_TID &&
+			img->map_tid_owned[d->fast_map];
 	pt->next = p->points;
 	p->points = pt;
 	return pt;

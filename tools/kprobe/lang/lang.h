@@ -357,6 +357,10 @@ struct lang_image {
 	size_t map_base_off[LANG_MAX_MAPS];
 	size_t map_shard_off[LANG_MAX_MAPS];
 	uint32_t map_shard_stride[LANG_MAX_MAPS];
+	/* A count map every writer of which keys by its own thread's `tid`
+	 * (the fast form @m[tid] = count(), and nothing else updates the
+	 * map): a key no two threads share, updated by the owner's add. */
+	bool map_tid_owned[LANG_MAX_MAPS];
 	size_t region_size;		/* bytes the map region needs */
 };
 

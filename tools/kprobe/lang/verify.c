@@ -436,6 +436,37 @@ static int check_probes(struct vctx *v)
 	return 0;
 }
 
+/* Which count maps only threads' own tids key (lang_image.map_tid_owned),
+ * from the verified probes: a fast form runs from its descriptor (its
+ * code never runs), any other probe runs its code. */
+static void mark_tid_owned(struct lang_image *img)
+{
+	uint32_t m, p, pc;
+
+	for (m = 0; m < img->hdr->nmaps; m++)
+		img->map_tid_owned[m] = img->maps[m].nkeys == 1 && img->maps[m].kind == LANG_M_COUNT;
+	for (p = 0; p < img->hdr->nprobes; p++) {
+		const struct lang_probe_desc *d = &img->probes[p];
+
+		if (d->fast == LANG_FAST_COUNT_KEY) {
+			if (d->fast_src != LANG_SRC_TID)
+				img->map_tid_owned[d->fast_map] = false;
+			continue;
+		}
+		if (d->fast && d->fast != LANG_FAST_PRED_ONLY) {
+			img->map_tid_owned[d->fast_map] = false;
+			continue;
+		}
+		for (pc = d->code; pc < d->code + d->ncode; pc++) {
+			const struct lang_insn *in = &img->insns[pc];
+
+			if (in->op == LANG_OP_MAP_AGG || in->op == LANG_OP_MAP_SET ||
+			    in->op == LANG_OP_MAP_SETX)
+				img->map_tid_owned[in->b] = false;
+		}
+	}
+}
+
 int lang_image_load(struct lang_image *img, const void *image, size_t len, char *why, size_t whylen)
 {
 	struct vctx v = { img, why, whylen };
@@ -489,6 +520,7 @@ int lang_image_load(struct lang_image *img, const void *image, size_t len, char 
 			goto fail;
 	if (check_probes(&v))
 		goto fail;
+	mark_tid_owned(img);
 	return 0;
 fail:
 	memset(img, 0, sizeof(*img));

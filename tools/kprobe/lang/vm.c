@@ -188,9 +188,10 @@ static int run_fast(const struct lang_image *img, const struct lang_probe_desc *
 	case LANG_FAST_COUNT_KEY:
 		val = (int64_t *)lang_map_lookup(img, c->maps, p->fast_map, &x, 1);
 		/* a thread's own tid is a key no other thread updates (a tid
-		 * is reused only once its thread is gone) */
+		 * is reused only once its thread is gone), when every writer
+		 * of the map keys by it */
 		if (val)
-			agg_add(val, 1, p->fast_src == LANG_SRC_TID);
+			agg_add(val, 1, p->fast_src == LANG_SRC_TID && img->map_tid_owned[p->fast_map]);
 		return 1;
 	case LANG_FAST_HIST:
 		val = agg_target(img, c->maps, p->fast_map, c->shard, &owned);
