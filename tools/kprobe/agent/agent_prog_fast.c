@@ -47,9 +47,10 @@ struct prog_point {
 	 * its one slot's word and value, fixed for the program's life */
 	const uint64_t *kword;
 	int64_t *kval;
-	/* its shards when it has them (lang_image.map_shard_off), else NULL */
-	uint8_t *kshards;
-	uint32_t kstride;
+	/* whether it has shards, and its shard's offset in a thread's
+	 * block (lang_image.map_shard_off) */
+	bool ksharded;
+	size_t koff;
 	/* fast_map counted by tid, and by nothing else (map_tid_owned) */
 	bool tid_owned;
 	/* fast_map2 (the latency pattern's start values): its header */
@@ -75,6 +76,11 @@ struct prog_thread {
 	pid_t pid;
 	pid_t tid;
 	bool library;		/* the library's own thread: not the program's */
+	/* The fast handlers' view of shard below, valid while gen and pid
+	 * are: the thread's block of shards in the region (NULL: not looked
+	 * at yet, NO_SHARD: none), so that a hit checks one word, on the line
+	 * it reads already. */
+	uint8_t *fblock;
 	/* The slot the thread's last keyed form went to (a thread counting
 	 * or timing by its own tid hits the same one every time): valid
 	 * while the map and the key are the same and the slot's word still
@@ -115,6 +121,10 @@ FAST_INLINE struct prog_thread *prog_thread(unsigned int gen)
 	if (self()->agent_depth > 0 || __atomic_load_n(&agent_hit_quiet, __ATOMIC_RELAXED))
 		return NULL;
 	if (__builtin_expect(t->gen != gen || t->pid != agent_hit_pid, 0)) {
+		/* before gen: a hit in a signal handler from here on sees
+		 * no shard kept, whatever it sees of the rest */
+		t->fblock = NULL;
+		__asm__ volatile("" ::: "memory");
 		t->gen = gen;
 		t->pid = agent_hit_pid;
 		t->tid = *(volatile const pid_t *)((const char *)__builtin_thread_pointer() +
@@ -145,23 +155,41 @@ uint32_t agent_prog_thread_shard(const struct agent_prog *p)
 	return thread_shard(prog_self(), p->gen, p->region);
 }
 
-/* Adds v to a keyless map's value val (keyless_val's), to the thread's
- * shard of it when the map has shards and the thread one. */
-FAST_INLINE void keyless_add(struct prog_thread *t, const struct prog_point *pt, int64_t *val,
+#define NO_SHARD ((uint8_t *)1)
+
+/* The fast handlers' block of shards of the thread, taken at its first
+ * keyless update in the session (prog_thread() resets it).  A signal
+ * handler's hit between the take and the store takes its own: the thread
+ * then keeps one of the two, and neither is written by another thread. */
+static __attribute__((noinline)) uint8_t *fast_take_shard(const struct prog_point *pt)
+{
+	const struct lang_image *img = &pt->prog->img;
+	struct prog_thread *t = prog_self();
+	uint32_t shard = thread_shard(t, pt->gen, pt->region);
+
+	t->fblock = shard ? (uint8_t *)pt->region + img->shards_off +
+				    (size_t)(shard - 1) * img->shard_block :
+			    NO_SHARD;
+	return t->fblock;
+}
+
+/* Adds v to the word at byte off of a keyless map's value (keyless_val's,
+ * which made it live): in the thread's shard of it when the map has shards
+ * and the thread one, else with a locked add. */
+FAST_INLINE void keyless_add(struct prog_thread *t, const struct prog_point *pt, size_t off,
 			     int64_t v)
 {
-	uint32_t shard;
+	uint8_t *block = t->fblock;
 
-	if (pt->kshards) {
-		shard = thread_shard(t, pt->gen, pt->region);
-		if (__builtin_expect(shard != 0, 1)) {
-			mapi_owner_add((int64_t *)(pt->kshards + (size_t)(shard - 1) * pt->kstride +
-						   ((uint8_t *)val - (uint8_t *)pt->kval)),
-				       v);
+	if (__builtin_expect(pt->ksharded, 1)) {
+		if (__builtin_expect(!block, 0))
+			block = fast_take_shard(pt);
+		if (__builtin_expect(block != NO_SHARD, 1)) {
+			mapi_owner_add((int64_t *)(block + pt->koff + off), v);
 			return;
 		}
 	}
-	__atomic_fetch_add(val, v, __ATOMIC_RELAXED);
+	__atomic_fetch_add((int64_t *)((uint8_t *)pt->kval + off), v, __ATOMIC_RELAXED);
 }
 
 FAST_INLINE uint64_t point_nsecs(const struct prog_point *pt)
@@ -331,8 +359,8 @@ FAST_INLINE void delta_hist(struct prog_thread *t, struct prog_point *pt, uint64
 		return;	/* the filter is false */
 	hist = keyless_val(pt);
 	if (hist)
-		keyless_add(t, pt, &hist[mapi_hist_index((int64_t)(point_nsecs(pt) -
-								   (uint64_t)start))],
+		keyless_add(t, pt, 8 * (size_t)mapi_hist_index((int64_t)(point_nsecs(pt) -
+									 (uint64_t)start)),
 			    1);
 	/* t->word is val's slot's word, as it read live; NULL when the slot
 	 * was no longer live once found (deleted or cleared meanwhile:
@@ -392,7 +420,7 @@ FAST_INLINE void form_count_keyless(struct agent_probe *ap, const struct pt_regs
 		return;
 	val = keyless_val(pt);
 	if (val)
-		keyless_add(t, pt, val, 1);
+		keyless_add(t, pt, 0, 1);
 }
 
 /* @[probe] = count(), @[func] = count(): the point's own key */
@@ -447,7 +475,7 @@ FAST_INLINE void form_hist(struct agent_probe *ap, const struct pt_regs *regs, b
 		return;
 	val = keyless_val(pt);
 	if (val)
-		keyless_add(t, pt, &val[mapi_hist_index((int64_t)x)], 1);
+		keyless_add(t, pt, 8 * (size_t)mapi_hist_index((int64_t)x), 1);
 }
 
 /* @s[src] = nsecs */
@@ -661,8 +689,8 @@ static struct prog_point *new_point(struct agent_prog *p, const struct agent_pro
 		pt->kword = (const uint64_t *)slot;
 		pt->kval = (int64_t *)mapi_val(img, d->fast_map, slot);
 		if (img->map_shard_off[d->fast_map]) {
-			pt->kshards = (uint8_t *)p->region + img->map_shard_off[d->fast_map];
-			pt->kstride = img->map_shard_stride[d->fast_map];
+			pt->ksharded = true;
+			pt->koff = img->map_shard_off[d->fast_map] - img->shards_off;
 		}
 	}
 	if (d->fast == LANG_FAST_DELTA_HIST)

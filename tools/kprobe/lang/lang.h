@@ -351,12 +351,16 @@ struct lang_image {
 	uint32_t map_slot[LANG_MAX_MAPS];	/* bytes per slot */
 	/* A sharded map (a keyless count, sum, avg, stats, hist or lhist the
 	 * program never deletes): the offset of its base (what clear() and
-	 * zero() took away, written by the tool only) and of its
-	 * LANG_SHARDS shards, map_shard_stride bytes apart; 0 when the map
-	 * is not sharded. */
+	 * zero() took away, written by the tool only) and of its first
+	 * shard, the next ones map_shard_stride bytes apart; 0 when the map
+	 * is not sharded.  The shards are LANG_SHARDS blocks of shard_block
+	 * bytes from shards_off, one per thread, holding that thread's shard
+	 * of every sharded map. */
 	size_t map_base_off[LANG_MAX_MAPS];
 	size_t map_shard_off[LANG_MAX_MAPS];
 	uint32_t map_shard_stride[LANG_MAX_MAPS];
+	size_t shards_off;
+	uint32_t shard_block;
 	/* A count map every writer of which keys by its own thread's `tid`
 	 * (the fast form @m[tid] = count(), and nothing else updates the
 	 * map): a key no two threads share, updated by the owner's add. */

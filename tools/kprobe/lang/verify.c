@@ -105,24 +105,46 @@ static bool map_sharded(const struct lang_image *img, uint32_t m)
 	return true;
 }
 
-/* A sharded map's base and shards after its slot, each shard on cache
- * lines of its own (region offsets: the region is page-aligned). */
-static uint64_t layout_shards(struct lang_image *img, uint32_t m, size_t off, uint64_t bytes)
+/* A sharded map's base after its slot; its shards' place in the threads'
+ * blocks (in map_shard_off until place_shards() makes it a region
+ * offset). */
+static uint64_t layout_base(struct lang_image *img, uint32_t m, size_t off, uint64_t bytes,
+			    uint32_t *block)
 {
 	uint32_t vs = (uint32_t)align8(img->maps[m].val_size);
 
 	img->map_base_off[m] = off + (size_t)bytes;
-	bytes += vs;
-	img->map_shard_stride[m] = (uint32_t)align64(vs);
-	img->map_shard_off[m] = align64(off + (size_t)bytes);
-	return img->map_shard_off[m] - off + (uint64_t)LANG_SHARDS * img->map_shard_stride[m];
+	img->map_shard_off[m] = *block;
+	img->map_shard_stride[m] = 1;	/* sharded: placed below */
+	*block += vs;
+	return bytes + vs;
+}
+
+/* The shards after the maps: LANG_SHARDS blocks, one per thread, each
+ * holding that thread's shard of every sharded map side by side (a thread
+ * reaches all of them from one pointer), on cache lines of its own. */
+static size_t place_shards(struct lang_image *img, size_t off, uint32_t block)
+{
+	uint32_t m;
+
+	if (!block)
+		return off;
+	img->shard_block = (uint32_t)align64(block);
+	img->shards_off = align64(off);
+	for (m = 0; m < img->hdr->nmaps; m++) {
+		if (!img->map_shard_stride[m])
+			continue;
+		img->map_shard_off[m] += img->shards_off;
+		img->map_shard_stride[m] = img->shard_block;
+	}
+	return img->shards_off + (size_t)LANG_SHARDS * img->shard_block;
 }
 
 static int check_maps(struct vctx *v)
 {
 	struct lang_image *img = v->img;
 	size_t off = align8(sizeof(struct region_hdr));
-	uint32_t m;
+	uint32_t m, block = 0;
 
 	for (m = 0; m < img->hdr->nmaps; m++) {
 		const struct lang_map_desc *d = &img->maps[m];
@@ -155,12 +177,12 @@ static int check_maps(struct vctx *v)
 		img->map_off[m] = off;
 		bytes = sizeof(struct map_hdr) + (uint64_t)cap * img->map_slot[m];
 		if (map_sharded(img, m))
-			bytes = layout_shards(img, m, off, bytes);
+			bytes = layout_base(img, m, off, bytes, &block);
 		if (bytes > (1ull << 34) || off + bytes > (1ull << 36))
 			return bad(v, "map %u: too large", m);
 		off += align8((size_t)bytes);
 	}
-	img->region_size = off;
+	img->region_size = place_shards(img, off, block);
 	return 0;
 }
 
