@@ -17,9 +17,10 @@
  * compare-and-swap loops (min/max), so counts from many threads add up.
  *
  * A keyless count, sum, avg, stats, hist or lhist that the program never
- * deletes is sharded: after its one slot come a base and LANG_SHARDS
- * shards of its value, each on cache lines of its own.  A thread that got
- * a shard (lang_maps_take_shard) adds to it alone, with no locked
+ * deletes is sharded: after its one slot comes a base, and after all the
+ * maps come LANG_SHARDS blocks, one per thread, each holding that thread's
+ * shard of every sharded map, on cache lines of its own.  A thread that
+ * got a shard (lang_maps_take_shard) adds to it alone, with no locked
  * instruction (mapi_owner_add); threads beyond LANG_SHARDS add to the slot
  * with locked adds.  The value is the slot plus the shards less the base,
  * summed by whoever reads it; clear and zero move the base (the tool
