@@ -465,6 +465,26 @@ Test(load, run_fast_forms_after_clear_and_zero)
 	cr_assert(strstr(strstr(r.out, "@t["), "]: 3\n"), "%s", r.out);
 }
 
+/* Keyless aggregations from more threads (70) than a map has shards (64):
+ * the first threads add to their shards, the last ones to the map's slot
+ * with locked adds, and every call counts once, in the fast forms and in
+ * the interpreter. */
+Test(load, run_keyless_shards_run_out_exact)
+{
+	struct run r;
+
+	cli_run(&r, "%s run -o /dev/stdout -e 'uprobe:%s:run_value { @n = count(); } "
+	    "uprobe:%s:run_value { @h = hist(arg0); } "
+	    "uprobe:%s:run_value { @s = sum(arg0); @c = count(); }' -c '%s sigthreads 70 300 0'",
+	    kprobe, run_target, run_target, run_target, run_target);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert(strstr(r.out, "\n@n: 21000\n"), "%s", r.out);
+	cr_assert(strstr(r.out, "\n@c: 21000\n"), "%s", r.out);
+	cr_assert_eq(hist_total(r.out, "@h: \n"), 21000, "%s", r.out);
+	/* run_value(i % 5, 1), i < 300: 60 each of 0..4, 600 a thread */
+	cr_assert(strstr(r.out, "\n@s: 42000\n"), "%s", r.out);
+}
+
 /* A full map drops and counts on the fast path too: four keys of room,
  * seven values of arg0 (10 calls each), the first four kept. */
 Test(load, run_fast_count_map_full_drops)
