@@ -81,12 +81,15 @@ static void on_usr1(int sig)
 }
 
 /* sigthreads T N K: T threads (at most 128) call run_value(i % 5, 1) N
- * times each (N 0: until the signals are all sent), while the main thread
- * sends each of them K SIGUSR2, one at a time, waiting for each to be
- * handled (N 0: K rounds 0.2 ms apart, without waiting); the handler calls
- * run_value(7, 2), so that hits land in the middle of the same thread's
- * probe updates.  Prints the calls made: with N, exactly T * (N + K), T *
- * K of them with 7 as first argument. */
+ * times each, then the main thread sends each of them K SIGUSR2, one at a
+ * time, waiting for each to be handled; the handler calls run_value(7, 2).
+ * Exactly T * (N + K) calls, T * K of them with 7 as first argument.  The
+ * signals wait for the calls: one that lands while its thread runs a
+ * probe's handler makes the handler's own call a hit the probes miss (as
+ * kernel kprobes miss a hit inside a handler), which would make the
+ * count vary.  N 0: the threads call until the signals are all sent, K
+ * rounds 0.2 ms apart without waiting, so that signals land anywhere,
+ * handlers included; prints the calls made. */
 #define SIG_THREADS_MAX 128
 
 static volatile long sig_handled[SIG_THREADS_MAX];
@@ -104,7 +107,7 @@ struct sig_thread {
 	int index;
 	long calls;		/* 0: until sig_done */
 	long made;
-	volatile int ready;
+	volatile int ready, called;
 };
 
 static void *sig_thread_main(void *arg)
@@ -118,6 +121,7 @@ static void *sig_thread_main(void *arg)
 	for (i = 0; t->calls ? i < t->calls : !sig_done; i++)
 		run_value(i % 5, 1);
 	t->made = i;
+	t->called = 1;
 	while (!sig_done)
 		sched_yield();
 	return NULL;
@@ -140,7 +144,7 @@ static int run_sigthreads(int nthreads, long calls, long nsig)
 		pthread_create(&th[i], NULL, sig_thread_main, &st[i]);
 	}
 	for (int i = 0; i < nthreads; i++)
-		while (!st[i].ready)
+		while (calls ? !st[i].called : !st[i].ready)
 			sched_yield();
 	for (long k = 0; k < nsig; k++) {
 		struct timespec gap = { 0, 200000 };
