@@ -1906,7 +1906,7 @@ Test(lang_maps, tid_owned_only_when_every_writer_keys_by_tid)
 
 	cr_assert(e->img.map_tid_owned[map_index(e, "@")]);
 	cr_assert_not(e->img.map_tid_owned[map_index(e, "@c")]);
-	cr_assert_not(e->img.map_tid_owned[map_index(e, "@d")]);	/* interpreted */
+	cr_assert(e->img.map_tid_owned[map_index(e, "@d")]);	/* interpreted, by tid */
 	e->tid = 7;
 	run(e, 0);
 	run(e, 1);
@@ -1915,6 +1915,16 @@ Test(lang_maps, tid_owned_only_when_every_writer_keys_by_tid)
 	run(e, 3);
 	cr_assert_eq(map_val(e, "@", 7), 2);
 	cr_assert_eq(map_val(e, "@c", 7), 2);
+	env_free(e);
+	/* interpreted aggregations keyed by a tuple with tid in it, in the
+	 * same part everywhere; elsewhere in another part, or not at all */
+	e = compile("uprobe:a:f { @t[tid, arg0] = count(); @u[arg0, tid] = sum(arg1); $x = 1; }"
+		    " uprobe:a:g { @t[tid, 5] = count(); @u[tid, arg0] = sum(arg1); }"
+		    " uprobe:a:h { @w[tid, comm] = hist(arg0); @v[pid, arg0] = count(); }");
+	cr_assert(e->img.map_tid_owned[map_index(e, "@t")]);
+	cr_assert_not(e->img.map_tid_owned[map_index(e, "@u")]);
+	cr_assert(e->img.map_tid_owned[map_index(e, "@w")]);
+	cr_assert_not(e->img.map_tid_owned[map_index(e, "@v")]);
 	env_free(e);
 }
 

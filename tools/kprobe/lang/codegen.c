@@ -583,6 +583,19 @@ static int gen_call_stmt(struct gen *g, struct node *n)
 	return gen_expr(g, n, &a);
 }
 
+/* 1 + the part of map access m's key that is the thread's own `tid` (in
+ * four bytes or more, which hold any tid), 0 when none is: the part the
+ * verifier checks every writer of the map keys by, to let the owner add
+ * without a locked instruction (lang_image.map_tid_owned). */
+static int tid_key_part(const struct mapinfo *mi, const struct node *m)
+{
+	for (int i = 0; i < m->nargs && i < mi->d.nkeys; i++)
+		if (m->args[i]->kind == N_BUILTIN && m->args[i]->op == B_TID &&
+		    mi->d.keys[i].size >= 4)
+			return i + 1;
+	return 0;
+}
+
 static int gen_assign(struct gen *g, struct node *s)
 {
 	struct node *lhs = s->a, *rhs = s->b;
@@ -598,7 +611,8 @@ static int gen_assign(struct gen *g, struct node *s)
 			if (rhs->nargs && gen_expr(g, rhs->args[0], &v))
 				return -1;
 			key = gen_key(g, lhs);
-			return key < 0 || emit(g, LANG_OP_MAP_AGG, 0, v.reg, lhs->map, (uint32_t)key, 0) < 0 ? -1 : 0;
+			return key < 0 || emit(g, LANG_OP_MAP_AGG, 0, v.reg, lhs->map, (uint32_t)key,
+					       tid_key_part(mi, lhs)) < 0 ? -1 : 0;
 		}
 		if (gen_expr(g, rhs, &v))
 			return -1;

@@ -257,7 +257,8 @@ enum lang_op {
 	LANG_OP_MAP_SET,	/* map b [scratch[aux]] = a (int-valued maps) */
 	LANG_OP_MAP_SETX,	/* map b [scratch[aux]] = value bytes at scratch[imm] */
 	LANG_OP_MAP_AGG,	/* aggregate a into map b [scratch[aux]] by its kind;
-				   count ignores a */
+				   count ignores a; imm: 1 + the key part that
+				   is the thread's own tid, or 0 */
 	LANG_OP_MAP_DEL,	/* delete map b [scratch[aux]] */
 	LANG_OP_EMIT,		/* event dst-type (enum lang_event), id aux,
 				   data scratch[imm & 0xffffffff], len imm >> 32 */
@@ -361,9 +362,11 @@ struct lang_image {
 	uint32_t map_shard_stride[LANG_MAX_MAPS];
 	size_t shards_off;
 	uint32_t shard_block;
-	/* A count map every writer of which keys by its own thread's `tid`
-	 * (the fast form @m[tid] = count(), and nothing else updates the
-	 * map): a key no two threads share, updated by the owner's add. */
+	/* A keyed count, sum, avg, stats, hist or lhist every writer of
+	 * which puts its own thread's `tid` in the same part of the key (the
+	 * fast form @m[tid] = count(), or aggregations whose MAP_AGG names
+	 * that part, and nothing else updates the map): a key no two threads
+	 * share, updated by the owner's add. */
 	bool map_tid_owned[LANG_MAX_MAPS];
 	size_t region_size;		/* bytes the map region needs */
 };

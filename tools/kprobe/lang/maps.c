@@ -142,9 +142,11 @@ void lang_map_aggregate(const struct lang_image *img, void *region, unsigned m,
 	default:
 		break;
 	}
-	if (d->nkeys)
+	if (d->nkeys) {
 		val = (int64_t *)lang_map_lookup(img, region, m, key, 1);
-	else
+		/* a key holding the thread's own tid: no one else writes it */
+		owned = img->map_tid_owned[m];
+	} else
 		val = mapi_agg_target(img, region, m, shard, &owned);
 	if (!val)
 		return;

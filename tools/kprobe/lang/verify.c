@@ -316,6 +316,8 @@ static int check_insn(struct vctx *v, uint32_t pc)
 			return bad(v, "insn %u: bad register", pc);
 		if ((in->op == LANG_OP_MAP_SET || in->op == LANG_OP_MAP_AGG) && !reg_ok(img, in->a))
 			return bad(v, "insn %u: bad register", pc);
+		if (in->op == LANG_OP_MAP_AGG && (in->imm < 0 || in->imm > d->nkeys))
+			return bad(v, "insn %u: bad tid key part", pc);
 		if ((in->op == LANG_OP_MAP_GETX || in->op == LANG_OP_MAP_SETX) && !in_stack(img, imm, d->val_size))
 			return bad(v, "insn %u: bad value offset", pc);
 		return 0;
@@ -458,21 +460,33 @@ static int check_probes(struct vctx *v)
 	return 0;
 }
 
-/* Which count maps only threads' own tids key (lang_image.map_tid_owned),
- * from the verified probes: a fast form runs from its descriptor (its
- * code never runs), any other probe runs its code. */
+/* Which keyed aggregations only threads' own tids key
+ * (lang_image.map_tid_owned), from the verified probes: a fast form runs
+ * from its descriptor (its code never runs), any other probe runs its
+ * code, where a MAP_AGG's imm names the key part (1 + index) the compiler
+ * filled from `tid`.  That claim is the tool's: a false one can only make
+ * the program's own counts racy, never touch memory outside the map. */
 static void mark_tid_owned(struct lang_image *img)
 {
+	uint8_t part[LANG_MAX_MAPS];
 	uint32_t m, p, pc;
 
-	for (m = 0; m < img->hdr->nmaps; m++)
-		img->map_tid_owned[m] = img->maps[m].nkeys == 1 && img->maps[m].kind == LANG_M_COUNT;
+	for (m = 0; m < img->hdr->nmaps; m++) {
+		const struct lang_map_desc *d = &img->maps[m];
+
+		part[m] = 0;
+		img->map_tid_owned[m] = d->nkeys && d->kind >= LANG_M_COUNT &&
+					d->kind <= LANG_M_LHIST && d->kind != LANG_M_MIN &&
+					d->kind != LANG_M_MAX;
+	}
 	for (p = 0; p < img->hdr->nprobes; p++) {
 		const struct lang_probe_desc *d = &img->probes[p];
 
 		if (d->fast == LANG_FAST_COUNT_KEY) {
-			if (d->fast_src != LANG_SRC_TID)
+			if (d->fast_src != LANG_SRC_TID ||
+			    (part[d->fast_map] && part[d->fast_map] != 1))
 				img->map_tid_owned[d->fast_map] = false;
+			part[d->fast_map] = 1;
 			continue;
 		}
 		if (d->fast && d->fast != LANG_FAST_PRED_ONLY) {
@@ -482,9 +496,13 @@ static void mark_tid_owned(struct lang_image *img)
 		for (pc = d->code; pc < d->code + d->ncode; pc++) {
 			const struct lang_insn *in = &img->insns[pc];
 
-			if (in->op == LANG_OP_MAP_AGG || in->op == LANG_OP_MAP_SET ||
-			    in->op == LANG_OP_MAP_SETX)
+			if (in->op == LANG_OP_MAP_AGG) {
+				if (!in->imm || (part[in->b] && part[in->b] != in->imm))
+					img->map_tid_owned[in->b] = false;
+				part[in->b] = (uint8_t)in->imm;
+			} else if (in->op == LANG_OP_MAP_SET || in->op == LANG_OP_MAP_SETX) {
 				img->map_tid_owned[in->b] = false;
+			}
 		}
 	}
 }
