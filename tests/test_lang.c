@@ -1891,8 +1891,16 @@ Test(lang_maps, sharded_clear_races_writers, .timeout = 60)
 	cr_assert_eq(raw, r.runs, "the slot and the shard hold %lu of %lu updates",
 		     (unsigned long)raw, (unsigned long)r.runs);
 	base = *(uint64_t *)((char *)e->region + e->img.map_base_off[m]);
+	/* what the last clear or zero left is what came after it; the map
+	 * may read empty only if nothing did, or if the one update after a
+	 * clear was preempted between its look at the map's word and its add
+	 * (it shows at the next update) */
 	v = keyless_value(e, "@n", buf, 0);
-	cr_assert_eq(v ? *v : 0, r.runs - base);
+	if (v)
+		cr_assert_eq(*v, r.runs - base);
+	else
+		cr_assert_leq(r.runs - base, 1, "%lu updates hidden after a clear",
+			      (unsigned long)(r.runs - base));
 	env_free(e);
 }
 

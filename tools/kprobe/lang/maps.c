@@ -232,6 +232,42 @@ static void rebase(const struct lang_image *img, void *region, unsigned m)
 	}
 }
 
+/* Whether sharded map m holds anything above its base. */
+static bool sharded_nonzero(const struct lang_image *img, void *region, unsigned m)
+{
+	const uint8_t *val = slot_val(img, m, slot_at(img, map_at(img, region, m), m, 0));
+	uint32_t n = img->maps[m].val_size / 8, k;
+
+	for (k = 0; k < n; k++) {
+		uint64_t w;
+
+		lang_map_sum(img, region, m, val, k, &w, 1);
+		if (w)
+			return true;
+	}
+	return false;
+}
+
+/* clear() of a sharded map: the writers' memory stays theirs, the base
+ * moves and the map reads empty until its next update (which makes it
+ * live again).  An update that landed between the base's move and the
+ * map going empty makes it live again here, so that it is not hidden
+ * until the next one. */
+static void clear_sharded(const struct lang_image *img, void *region, unsigned m)
+{
+	uint64_t *word = (uint64_t *)slot_at(img, map_at(img, region, m), m, 0);
+	uint64_t w = ST_LIVE;
+
+	rebase(img, region, m);
+	if (!__atomic_compare_exchange_n(word, &w, ST_EMPTY, false, __ATOMIC_ACQ_REL,
+					 __ATOMIC_RELAXED))
+		return;
+	w = ST_EMPTY;
+	if (sharded_nonzero(img, region, m))
+		__atomic_compare_exchange_n(word, &w, ST_LIVE, false, __ATOMIC_ACQ_REL,
+					    __ATOMIC_RELAXED);
+}
+
 /* An integer read of a map value (int maps and readable aggregates). */
 int64_t lang_map_read_int(const struct lang_image *img, unsigned m, const void *val)
 {
@@ -311,13 +347,7 @@ void lang_map_clear(const struct lang_image *img, void *region, unsigned m)
 		return;
 	mh = map_at(img, region, m);
 	if (img->map_shard_off[m]) {
-		/* the writers' memory stays theirs: the base moves, then the
-		 * map reads empty until its next update */
-		uint64_t w = ST_LIVE;
-
-		rebase(img, region, m);
-		__atomic_compare_exchange_n((uint64_t *)slot_at(img, mh, m, 0), &w, ST_EMPTY, false,
-					    __ATOMIC_ACQ_REL, __ATOMIC_RELAXED);
+		clear_sharded(img, region, m);
 		return;
 	}
 	for (i = 0; i < img->map_cap[m]; i++) {
