@@ -26,9 +26,12 @@
 #include "elf/symbols.h"
 #include "os/linux/loader.h"
 #include "os/linux/signals.h"
+#include "os/linux/threads.h"
 
 static void fork_prepare(void)
 {
+	struct kp_thread *t = kp_lib_code_begin();
+
 	kp_stack_fork_lock();
 	kp_jl_lock();
 	pthread_mutex_lock(&kp_registry_lock);
@@ -37,10 +40,13 @@ static void fork_prepare(void)
 	kp_jl_scan_lock();
 	kp_loader_lock();
 	kp_sig_fork_lock();
+	kp_lib_code_end(t);
 }
 
 static void fork_parent(void)
 {
+	struct kp_thread *t = kp_lib_code_begin();
+
 	kp_sig_fork_unlock();
 	kp_loader_unlock();
 	kp_jl_scan_unlock();
@@ -49,10 +55,13 @@ static void fork_parent(void)
 	pthread_mutex_unlock(&kp_registry_lock);
 	kp_jl_unlock();
 	kp_stack_fork_unlock();
+	kp_lib_code_end(t);
 }
 
 static void fork_child(void)
 {
+	struct kp_thread *t = kp_lib_code_begin();
+
 	kp_sig_fork_unlock();
 	kp_loader_unlock();
 	kp_jl_scan_unlock();
@@ -63,8 +72,12 @@ static void fork_child(void)
 	kp_jl_unlock();
 	kp_stack_fork_unlock();
 	kp_optimizer_after_fork_child();
+	kp_lib_code_end(t);
 }
 
+/* Each handler runs on the forking thread, inside the program's fork():
+ * the locks it takes (pthread_mutex_lock() and the like) are the
+ * library's calls, not the program's (kp_lib_code_begin()). */
 static void fork_register(void)
 {
 	pthread_atfork(fork_prepare, fork_parent, fork_child);

@@ -613,13 +613,14 @@ static uintptr_t ret_addr_location(int i, void *arg)
  * again, or a reap in the child would take them as a dead thread's. */
 static void after_fork_child(void)
 {
-	struct kp_thread *t = kp_thread_current();
+	struct kp_thread *t = kp_lib_code_begin();
 	pid_t tid = kp_gettid();
 
 	for (struct kp_ri *ri = t ? t->ri_top : NULL; ri; ri = ri->next) {
 		ri->owner = tid;
 		ri->pub.task = tid;
 	}
+	kp_lib_code_end(t);
 }
 
 static pthread_once_t atfork_once = PTHREAD_ONCE_INIT;

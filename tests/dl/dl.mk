@@ -19,3 +19,4 @@ $(B)/tests/test_stack_cache $(B)/tests-asan/test_stack_cache: $(B)/tests/libkpfr
 	$(B)/tests/libkpframe_b.so
 $(B)/tests/test_stack_memo $(B)/tests-asan/test_stack_memo: $(B)/tests/libkpframe_a.so \
 	$(B)/tests/libkpframe_b.so
+$(B)/tests/test_libcalls $(B)/tests-asan/test_libcalls: $(B)/tests/libkpgone.so

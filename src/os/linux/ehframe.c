@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "asm/dwarf.h"	/* ARCH_DWARF_SP, ARCH_DWARF_RA */
+#include "os/linux/threads.h"
 
 #define DW_CFA_def_cfa 0x0c
 #define DW_CFA_expression 0x10
@@ -90,12 +91,17 @@ void kp_ehframe_build(struct kp_ehframe *eh, int n, const uintptr_t *at, size_t 
 		      size_t len, uintptr_t (*ret_loc)(int, void *), void *arg)
 {
 	register_frame_fn reg = frame_fn("__register_frame");
+	struct kp_thread *t;
 	uint8_t *p;
 
 	memset(eh, 0, sizeof(*eh));
+	/* The allocation and libgcc's registry are the library's calls
+	 * (kp_lib_code_begin()); frame_fn()'s dlopen() stays unmarked, as
+	 * any load must be seen by whoever watches for new objects. */
+	t = kp_lib_code_begin();
 	eh->buf = malloc(CIE_BYTES + (size_t)n * FDE_BYTES + 4);
 	if (!eh->buf)
-		return;
+		goto out;
 	p = put_cie(eh->buf);
 	for (int i = 0; i < n; i++)
 		p = put_fde(p, eh->buf, at[i] - before, len, ret_loc(i, arg));
@@ -105,14 +111,18 @@ void kp_ehframe_build(struct kp_ehframe *eh, int n, const uintptr_t *at, size_t 
 		reg(eh->buf);
 		eh->registered = true;
 	}
+out:
+	kp_lib_code_end(t);
 }
 
 void kp_ehframe_release(struct kp_ehframe *eh)
 {
-	register_frame_fn deregister;
+	register_frame_fn deregister = eh->registered ? frame_fn("__deregister_frame") : NULL;
+	struct kp_thread *t = kp_lib_code_begin();
 
-	if (eh->registered && (deregister = frame_fn("__deregister_frame")))
+	if (deregister)
 		deregister(eh->buf);
 	free(eh->buf);
 	memset(eh, 0, sizeof(*eh));
+	kp_lib_code_end(t);
 }

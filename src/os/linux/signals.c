@@ -81,13 +81,17 @@ void kp_sig_fork_unlock(void)
 
 static void resolve_real(void)
 {
+	struct kp_thread *t;
+
 	if (real_sigaction)
 		return;
+	t = kp_lib_code_begin();
 	real_sigprocmask = (sigmask_fn)next_symbol("sigprocmask");
 	real_pthread_sigmask = (sigmask_fn)next_symbol("pthread_sigmask");
 	real_attr_setsigmask = (attr_sigmask_fn)next_symbol("pthread_attr_setsigmask_np");
 	__atomic_store_n(&real_sigaction, (sigaction_fn)next_symbol("sigaction"),
 			 __ATOMIC_RELEASE);
+	kp_lib_code_end(t);
 }
 
 bool kp_sig_is_owned(int sig)
@@ -260,6 +264,7 @@ static void call_program_handler(int sig, const struct sigaction *a,
 				 siginfo_t *info, ucontext_t *uc)
 {
 	sigset_t mask, old;
+	unsigned int lib;
 
 	program_mask(sig, a, uc, &mask);
 	if (a->sa_flags & SA_RESETHAND) {
@@ -275,10 +280,12 @@ static void call_program_handler(int sig, const struct sigaction *a,
 	kp_sigframe_push(uc);
 	kp_fault_masked_depth += masked;
 	raw_sigmask(SIG_SETMASK, &mask, &old);
+	lib = kp_lib_code_suspend();
 	if (a->sa_flags & SA_SIGINFO)
 		a->sa_sigaction(sig, info, uc);
 	else
 		a->sa_handler(sig);
+	kp_lib_code_resume(lib);
 	/* Our mask (census blocked) first: a census between forgetting the
 	 * frame and the sigreturn would not see where the thread goes. */
 	raw_sigmask(SIG_SETMASK, &old, NULL);
@@ -320,6 +327,7 @@ static void frame_wrapper(int sig, siginfo_t *info, void *ctx)
 {
 	struct sigaction a = *prog_current(sig);
 	bool masked, unblocked;
+	unsigned int lib;
 
 	if (a.sa_flags & SA_RESETHAND) {
 		struct sigaction dfl;
@@ -338,10 +346,13 @@ static void frame_wrapper(int sig, siginfo_t *info, void *ctx)
 	/* The kernel delivered it with the handler's mask. */
 	masked = blocks_faults(&a.sa_mask);
 	kp_fault_masked_depth += masked;
+	/* The program's code, even when it interrupted the library's. */
+	lib = kp_lib_code_suspend();
 	if (a.sa_flags & SA_SIGINFO)
 		a.sa_sigaction(sig, info, ctx);
 	else
 		a.sa_handler(sig);
+	kp_lib_code_resume(lib);
 	kp_fault_masked_depth -= masked;
 	/* Once the frame is forgotten the thread is on its way back to the
 	 * place it records: a census must not ask it before it is there. */
@@ -360,17 +371,22 @@ static bool is_handler(const struct sigaction *act)
 static int wrap_sigaction(int sig, const struct sigaction *act, struct sigaction *oact)
 {
 	struct sigaction k, old;
+	struct kp_thread *t;
 	bool was_wrapped;
 	int ret = 0;
 
 	if (sig <= 0 || sig >= NSIG || sig == SIGKILL || sig == SIGSTOP)
 		return real_sigaction(sig, act, oact);
+	/* The lock and the look at the current action are the library's
+	 * calls; the change itself is the program's. */
+	t = kp_lib_code_begin();
 	pthread_mutex_lock(&prog_lock);
 	was_wrapped = prog[sig].wrapped;
 	if (was_wrapped)
 		old = *prog_current(sig);
 	else
 		ret = real_sigaction(sig, NULL, &old);
+	kp_lib_code_end(t);
 	if (!ret && act) {
 		k = *act;
 		strip_trap(&k.sa_mask);
@@ -385,6 +401,7 @@ static int wrap_sigaction(int sig, const struct sigaction *act, struct sigaction
 				set_add(&k.sa_mask, kp_census_signal());
 		}
 		ret = real_sigaction(sig, &k, NULL);
+		t = kp_lib_code_begin();
 		if (ret) {
 			/* Nothing changed: the table as it was. */
 			if (was_wrapped)
@@ -393,8 +410,11 @@ static int wrap_sigaction(int sig, const struct sigaction *act, struct sigaction
 		} else if (!is_handler(act)) {
 			__atomic_store_n(&prog[sig].wrapped, false, __ATOMIC_RELEASE);
 		}
+		kp_lib_code_end(t);
 	}
+	t = kp_lib_code_begin();
 	pthread_mutex_unlock(&prog_lock);
+	kp_lib_code_end(t);
 	if (!ret && oact)
 		*oact = old;
 	return ret;
@@ -425,6 +445,8 @@ void kp_sig_forward(int sig, siginfo_t *info, void *ctx)
 
 KP_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction *oact)
 {
+	struct kp_thread *t;
+
 	resolve_real();
 	if (!kp_sig_is_owned(sig))
 		return wrap_sigaction(sig, act, oact);
@@ -432,12 +454,14 @@ KP_EXPORT int sigaction(int sig, const struct sigaction *act, struct sigaction *
 		errno = EINVAL;
 		return -1;
 	}
+	t = kp_lib_code_begin();
 	pthread_mutex_lock(&prog_lock);
 	if (oact)
 		*oact = *prog_current(sig);
 	if (act)
 		prog_publish(sig, act);
 	pthread_mutex_unlock(&prog_lock);
+	kp_lib_code_end(t);
 	return 0;
 }
 

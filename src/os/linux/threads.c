@@ -60,6 +60,7 @@ static bool record_claim(struct kp_thread *r, pid_t tid, bool reap)
 		return false;
 	r->nest = 0;
 	r->in_handler = 0;
+	r->lib_code = 0;
 	r->ri_top = NULL;
 	r->jprobe_pp = NULL;
 	r->nsigframes = 0;
@@ -116,6 +117,7 @@ static void after_fork_child(void)
 		records[i].tid = 0;
 		records[i].nest = 0;
 		records[i].in_handler = 0;
+		records[i].lib_code = 0;
 		records[i].ri_top = NULL;
 		records[i].jprobe_pp = NULL;
 		records[i].nsigframes = 0;

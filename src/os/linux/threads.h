@@ -58,6 +58,10 @@ struct kp_thread {
 	const void *vec_regs;
 	const void *vec_area;
 	unsigned int vec_layout;
+	/* How much of in_handler is the library's own code running on this
+	 * thread outside any handler (kp_lib_code_begin()): never more than
+	 * in_handler holds. */
+	unsigned int lib_code;
 } __attribute__((aligned(64)));
 
 /* Every thread record: *n of them (live, free or of exited threads). */
@@ -153,6 +157,70 @@ static inline void kp_handler_section_enter(struct kp_thread *t)
 static inline void kp_handler_section_exit(struct kp_thread *t)
 {
 	arch_section_pair_sub(t->nest, t->gen, KP_NEST_AND_HANDLER);
+}
+
+/* Library code on a program thread, outside any handler: the interposed
+ * functions' own work, the fork handlers, the unwind tables' updates.  The
+ * libc and loader functions it calls are not the program's calls, so a
+ * probe hit there runs no handler and counts in nmissed, exactly as a hit
+ * inside a handler does: the mark is in_handler itself, which every hit
+ * path checks already (nothing is added to them).  A return probe whose
+ * function was entered before the mark returns after it is dropped (the
+ * marked stretches nest inside the calls), and fires as usual.  Returns
+ * the thread's record for kp_lib_code_end() (NULL: none, nothing marked).
+ * in_handler first and dropped last: a signal handler in between finds
+ * lib_code no larger than what in_handler holds (see signals.c). */
+static inline struct kp_thread *kp_lib_code_begin(void)
+{
+	struct kp_thread *t = kp_thread_current();
+
+	if (!t)
+		return NULL;
+	t->in_handler++;
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	t->lib_code++;
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	return t;
+}
+
+static inline void kp_lib_code_end(struct kp_thread *t)
+{
+	if (!t)
+		return;
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	t->lib_code--;
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	t->in_handler--;
+}
+
+/* Around a program signal handler the library calls: a signal that came
+ * in while the thread ran marked library code runs the program's code,
+ * whose hits are the program's.  Only the library's part of in_handler is
+ * set aside (a probe handler interrupted keeps its own).  Returns what to
+ * give back to kp_lib_code_resume(). */
+static inline unsigned int kp_lib_code_suspend(void)
+{
+	struct kp_thread *t = kp_self_tls;
+	unsigned int n = t ? t->lib_code : 0;
+
+	if (!n)
+		return 0;
+	t->lib_code = 0;
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	t->in_handler -= n;
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	return n;
+}
+
+static inline void kp_lib_code_resume(unsigned int n)
+{
+	struct kp_thread *t = kp_self_tls;
+
+	if (!n)
+		return;
+	t->in_handler += n;
+	__atomic_signal_fence(__ATOMIC_SEQ_CST);
+	t->lib_code = n;
 }
 
 /* Record r's read-side section state now, and whether the section seen in

@@ -18,32 +18,44 @@
 #include <stdint.h>
 #include <unwind.h>
 
+#include "os/linux/threads.h"
 #include "os/linux/upcalls.h"
 
 #define KP_EXPORT __attribute__((visibility("default")))
 
 char kp_unwind_interposers;
 
+/* The library's work inside the program's call (kp_lib_code_begin()). */
 static void unhijack(bool release)
 {
 	void (*fn)(bool) = kp_os_upcall_get(ret_unhijack);
+	struct kp_thread *t;
 
-	if (fn)
-		fn(release);
+	if (!fn)
+		return;
+	t = kp_lib_code_begin();
+	fn(release);
+	kp_lib_code_end(t);
 }
 
 static void rehijack(void)
 {
 	void (*fn)(void) = kp_os_upcall_get(ret_rehijack);
+	struct kp_thread *t;
 
-	if (fn)
-		fn();
+	if (!fn)
+		return;
+	t = kp_lib_code_begin();
+	fn();
+	kp_lib_code_end(t);
 }
 
 static void *next_fn(const char *name)
 {
+	struct kp_thread *t = kp_lib_code_begin();
 	void *fn = dlsym(RTLD_NEXT, name);
 
+	kp_lib_code_end(t);
 	if (!fn)
 		abort();
 	return fn;
@@ -86,8 +98,12 @@ KP_EXPORT void *__cxa_begin_catch(void *e)
 		real = next_fn("__cxa_begin_catch");
 	r = real(e);
 	after_catch = kp_os_upcall_get(ret_after_catch);
-	if (after_catch)
+	if (after_catch) {
+		struct kp_thread *t = kp_lib_code_begin();
+
 		after_catch(((struct _Unwind_Exception *)e)->private_2);
+		kp_lib_code_end(t);
+	}
 	return r;
 }
 
