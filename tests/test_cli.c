@@ -7,6 +7,7 @@
 #include <fcntl.h>
 #include <grp.h>
 #include <limits.h>
+#include <link.h>
 #include <poll.h>
 #include <pthread.h>
 #include <regex.h>
@@ -830,6 +831,51 @@ Test(cli, dlopen_deferred_by_file_name_anywhere)
 	cr_assert(!count_entry(r.err, "plugin_work"), "%s", r.err);
 	unlink(lib);
 	rmdir(dir);
+}
+
+/* What Linux uprobes count for dl_iterate_phdr in libc over `args` run by
+ * the target, through bpftrace (only the target's: a uprobe is on the file
+ * for every process); -1 when bpftrace cannot run here. */
+static long uprobe_dl_iterate_count(const char *args)
+{
+	struct run r;
+	Dl_info libc;
+	const char *at;
+
+	if (!dladdr((void *)dl_iterate_phdr, &libc) || !libc.dli_fname)
+		return -1;
+	cli_run(&r, "command -v bpftrace >/dev/null && timeout 60 bpftrace -e "
+	    "'uprobe:%s:dl_iterate_phdr /pid == cpid/ { @ = count(); }' -c '%s %s' 2>&1",
+	    libc.dli_fname, target, args);
+	at = strstr(r.out, "\n@: ");
+	if (r.status != 0 || !at)
+		return -1;
+	return strtol(at + 4, NULL, 10);
+}
+
+/* The agent's dlclose() interposer walks the loader's list on the
+ * program's thread: those calls are the library's, not the program's.
+ * Exactly the program's own dl_iterate_phdr() calls count, as with
+ * uprobes. */
+Test(cli, count_leaves_out_library_calls_on_program_threads)
+{
+	char args[PATH_MAX + 64];
+	const char *e;
+	struct run r;
+	long oracle;
+
+	snprintf(args, sizeof(args), "dlwalk %s 5 3", plugin);
+	cli_run(&r, "%s count dl_iterate_phdr --format json -- %s %s", kprobe, target, args);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	e = count_entry(r.err, "dl_iterate_phdr");
+	cr_assert(e, "%s", r.err);
+	cr_assert_eq(json_num(e, "hits"), 3, "%s", r.err);
+	oracle = uprobe_dl_iterate_count(args);
+	if (oracle < 0) {
+		cr_log_warn("bpftrace cannot run here: the uprobe oracle is skipped");
+		return;
+	}
+	cr_assert_eq(oracle, 3, "uprobes counted %ld", oracle);
 }
 
 Test(cli, fork_children_keep_working)

@@ -1,6 +1,8 @@
 /* A program for the kprobe CLI tests: known functions called a known number
  * of times, in the modes the tests need (see usage()). */
+#define _GNU_SOURCE	/* dl_iterate_phdr() */
 #include <dlfcn.h>
+#include <link.h>
 #include <pthread.h>
 #include <signal.h>
 #include <stdbool.h>
@@ -236,6 +238,25 @@ static int run_dlcycle(const char *path, long cycles)
 	return 0;
 }
 
+static int walk_first(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	(void)info;
+	(void)size;
+	(void)arg;
+	return 1;
+}
+
+/* cycles dlopen()/dlclose() pairs, then walks calls to dl_iterate_phdr():
+ * the program's only calls of it. */
+static int run_dlwalk(const char *path, long cycles, long walks)
+{
+	int ret = run_dlcycle(path, cycles);
+
+	for (long i = 0; i < walks && !ret; i++)
+		sink += dl_iterate_phdr(walk_first, NULL);
+	return ret;
+}
+
 static int run_fork(long calls)
 {
 	pid_t child = fork();
@@ -288,7 +309,7 @@ static void usage(void)
 	fputs("usage: cli_target calls N | threads T N | busy T SECONDS |\n"
 	      "       masked T SECONDS | greet | spin NS N | recurse N |\n"
 	      "       lines N | statements N | loop [TICKS] | dlopen LIB N [DELAY_MS] |\n"
-	      "       dlcycle LIB N | fork N | exec N | spawn N | narrow | float [N] | dlsym NAME... | exit CODE |\n"
+	      "       dlcycle LIB N | dlwalk LIB N M | fork N | exec N | spawn N | narrow | float [N] | dlsym NAME... | exit CODE |\n"
 	      "       kill SIG | tp N | tploop\n",
 	      stderr);
 	exit(64);
@@ -345,6 +366,8 @@ int main(int argc, char **argv)
 		return run_dlopen(argv[2], b, argc > 4 ? atol(argv[4]) : 0);
 	if (!strcmp(mode, "dlcycle") && argc > 3)
 		return run_dlcycle(argv[2], b);
+	if (!strcmp(mode, "dlwalk") && argc > 4)
+		return run_dlwalk(argv[2], b, atol(argv[4]));
 	if (!strcmp(mode, "tp"))
 		return run_tracepoints(a);
 	if (!strcmp(mode, "tploop"))
