@@ -8,6 +8,7 @@
 #include "core/stack.h"
 #include "elf/symbols.h"
 #include "os/linux/loader.h"
+#include "os/linux/threads.h"
 
 /* The library's struct, filled from its cache's. */
 static void sym_from_ksym(struct kprobes_sym *out, const struct ksym *k)
@@ -116,12 +117,31 @@ KP_EXPORT int kprobes_sym_check_offset(unsigned long sym_addr, size_t sym_size,
 	return kp_check_symbol_offset(sym_addr, sym_size, offset);
 }
 
+struct caller_walk {
+	int (*fn)(struct dl_phdr_info *info, size_t size, void *arg);
+	void *arg;
+};
+
+/* The walk is the library's, the caller's function is the caller's: its
+ * calls count as usual (kp_lib_code_suspend()). */
+static int caller_walk_one(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	struct caller_walk *w = arg;
+	unsigned int lib = kp_lib_code_suspend();
+	int ret = w->fn(info, size, w->arg);
+
+	kp_lib_code_resume(lib);
+	return ret;
+}
+
 KP_EXPORT int kprobes_objects_foreach(int (*fn)(struct dl_phdr_info *info, size_t size, void *arg),
 				      void *arg)
 {
+	struct caller_walk w = { fn, arg };
+
 	if (!fn)
 		return -EINVAL;
-	return kp_dl_iterate_phdr(fn, arg);
+	return kp_dl_iterate_phdr(caller_walk_one, &w);
 }
 
 KP_EXPORT void kprobes_objects_changed(void)

@@ -12,6 +12,7 @@
 #include <pthread.h>
 
 #include "os/linux/loader.h"
+#include "os/linux/threads.h"
 
 /* A leaf: nothing is locked under it. */
 static pthread_mutex_t loader_lock = PTHREAD_MUTEX_INITIALIZER;
@@ -29,10 +30,15 @@ void kp_loader_unlock(void)
 int kp_dl_iterate_phdr(int (*fn)(struct dl_phdr_info *info, size_t size, void *arg),
 		       void *arg)
 {
+	struct kp_thread *t = kp_lib_code_begin();
 	int ret;
 
+	/* The library's walk, on whatever thread needs it (a registration,
+	 * the dlclose() interposer): a probe on dl_iterate_phdr or the
+	 * mutex functions must not count it as the program's call. */
 	kp_loader_lock();
 	ret = dl_iterate_phdr(fn, arg);
 	kp_loader_unlock();
+	kp_lib_code_end(t);
 	return ret;
 }

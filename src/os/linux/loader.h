@@ -5,7 +5,8 @@
 
 #include <link.h>
 
-/* dl_iterate_phdr() under the loader lock. */
+/* dl_iterate_phdr() under the loader lock, as library code
+ * (kp_lib_code_begin()): fn runs with the mark up. */
 int kp_dl_iterate_phdr(int (*fn)(struct dl_phdr_info *info, size_t size, void *arg),
 		       void *arg);
 

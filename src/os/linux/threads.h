@@ -193,11 +193,12 @@ static inline void kp_lib_code_end(struct kp_thread *t)
 	t->in_handler--;
 }
 
-/* Around a program signal handler the library calls: a signal that came
- * in while the thread ran marked library code runs the program's code,
- * whose hits are the program's.  Only the library's part of in_handler is
- * set aside (a probe handler interrupted keeps its own).  Returns what to
- * give back to kp_lib_code_resume(). */
+/* Around the program's code called from marked library code: a program
+ * signal handler the library calls (the signal may have come in while the
+ * thread ran marked code), a caller's function given to a walk.  Its hits
+ * are the program's.  Only the library's part of in_handler is set aside
+ * (a probe handler interrupted keeps its own).  Returns what to give back
+ * to kp_lib_code_resume(). */
 static inline unsigned int kp_lib_code_suspend(void)
 {
 	struct kp_thread *t = kp_self_tls;
