@@ -7,6 +7,8 @@
  * probes whose function was entered before the library's code ran. */
 #include "testutil.h"
 
+#include <kprobes/symbols.h>
+
 #include <dlfcn.h>
 #include <libgen.h>
 #include <limits.h>
@@ -262,4 +264,41 @@ Test(libcalls, fork_thread_sigaction_optimized)
 	struct kprobe kp = { .symbol_name = "pthread_mutex_lock", .pre_handler = count_entry };
 
 	mutex_calls_counted(&kp, true);
+}
+
+/* kprobes_objects_foreach(): the walk is the library's, the caller's
+ * function is the caller's, and its calls count. */
+static TEST_FN int callers_own(int x)
+{
+	__asm__ volatile("");
+	return x + 1;
+}
+
+static int foreach_cb(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	(void)info;
+	(void)size;
+	KEEP(callers_own(*(int *)arg));
+	++*(int *)arg;
+	return 0;
+}
+
+Test(libcalls, objects_foreach_callback_is_the_callers)
+{
+	struct kprobe walks = { .symbol_name = "dl_iterate_phdr", .pre_handler = count_entry,
+				.post_handler = keep_breakpoint };
+	struct kprobe own = { .addr = (kprobe_opcode_t *)callers_own,
+			      .pre_handler = count_entry, .post_handler = keep_breakpoint };
+	int calls = 0;
+
+	cr_assert_eq(register_kprobe(&walks), 0);
+	cr_assert_eq(register_kprobe(&own), 0);
+	entries = 0;
+	cr_assert_eq(kprobes_objects_foreach(foreach_cb, &calls), 0);
+	cr_assert_gt(calls, 0);
+	/* the callback's calls, not the library's walk */
+	cr_expect_eq(entries, (unsigned long)calls, "%lu hits for %d calls", entries, calls);
+	cr_expect_eq(own.nmissed, 0);
+	unregister_kprobe(&own);
+	unregister_kprobe(&walks);
 }
