@@ -23,6 +23,7 @@
 static char kprobe[PATH_MAX + 16];
 static char prog[PATH_MAX + 32];
 static char prog_cxx[PATH_MAX + 32];
+static char prog_dl[PATH_MAX + 32];
 static char source[PATH_MAX + 32];
 
 static void init_paths(void)
@@ -30,6 +31,7 @@ static void init_paths(void)
 	cli_build_path(kprobe, sizeof(kprobe), "kprobe");
 	cli_build_path(prog, sizeof(prog), "tests/cli/cli_stack");
 	cli_build_path(prog_cxx, sizeof(prog_cxx), "tests/cli/cli_stack_cxx");
+	cli_build_path(prog_dl, sizeof(prog_dl), "tests/cli/cli_stack_dl");
 	cli_build_path(source, sizeof(source), "../tests/cli/cli_stack.c");
 }
 
@@ -469,6 +471,63 @@ Test(cli_stack, ustack_without_frame_pointers)
 	cr_expect(strstr(r.out, "\n    stack_run+"), "%s", r.out);
 	cr_expect(strstr(r.out, "\n    main+"), "%s", r.out);
 	cr_expect(strstr(r.out, "]: 4\n"), "%s", r.out);
+}
+
+/* A library dlopen()ed after the probes were armed (libsqlite3, without
+ * frame pointers) calls the probed function back: its tables are built
+ * when it loads, so the stack goes on through its frames to main and
+ * _start, in trace --stack, count --stacks and ustack alike. */
+static void skip_without_sqlite(void)
+{
+	void *h = dlopen("libsqlite3.so.0", RTLD_NOW | RTLD_LOCAL);
+
+	if (!h)
+		cr_skip_test("libsqlite3.so.0 is not installed");
+	dlclose(h);
+}
+
+Test(cli_stack, trace_through_a_library_loaded_later)
+{
+	char stacks[8][512];
+	struct run r;
+	int n;
+
+	skip_without_sqlite();
+	run_results(&r, "trace", "--stack --format json stack_dl_row -- %s 3", prog_dl);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	n = stacks_of(r.out, stacks, 8);
+	cr_assert_eq(n, 3, "%s", r.out);
+	for (int i = 0; i < n; i++) {
+		cr_expect(!strncmp(stacks[i], "stack_dl_row|", 13), "%s", stacks[i]);
+		cr_expect(strstr(stacks[i], "|main|"), "%s", stacks[i]);
+		cr_expect(strstr(stacks[i], "|_start"), "%s", stacks[i]);
+	}
+}
+
+Test(cli_stack, count_through_a_library_loaded_later)
+{
+	struct run r;
+
+	skip_without_sqlite();
+	run_results(&r, "count", "--stacks --format folded stack_dl_row -- %s 4", prog_dl);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_expect(strstr(r.out, "_start;") && strstr(r.out, ";main;") &&
+		  strstr(r.out, ";stack_dl_row 4\n"), "%s", r.out);
+}
+
+Test(cli_stack, ustack_through_a_library_loaded_later)
+{
+	char cmd[PATH_MAX * 2 + 256];
+	struct run r;
+
+	skip_without_sqlite();
+	snprintf(cmd, sizeof(cmd), "-e 'uprobe:%s:stack_dl_row { @[ustack] = count(); }' "
+		 "-c '%s 2'", prog_dl, prog_dl);
+	run_results(&r, "run", "%s", cmd);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_expect(strstr(r.out, "@[\n    stack_dl_row+0\n"), "%s", r.out);
+	cr_expect(strstr(r.out, "\n    main+"), "%s", r.out);
+	cr_expect(strstr(r.out, "]: 2\n"), "%s", r.out);
 }
 
 Test(cli_stack, bad_input)

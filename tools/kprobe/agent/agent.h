@@ -190,6 +190,10 @@ bool agent_stack_count(struct agent_session *s, int ring, uint32_t desc, const u
 bool agent_stack_count_hit(struct agent_session *s, int ring, uint32_t desc,
 			   const struct pt_regs *regs, uint64_t at);
 void agent_stacks_start(struct agent_session *s);
+/* Whether the session's handlers unwind stacks (trace or count with
+ * stacks, a program, which may use ustack): then the objects loaded
+ * later need their unwind tables before their code runs. */
+bool agent_stacks_wanted(const struct agent_session *s);
 void agent_stacks_free(struct agent_session *s);
 
 /* agent_module.c: `kprobe load`: dlopens the session's module and calls

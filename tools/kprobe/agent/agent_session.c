@@ -267,6 +267,9 @@ int agent_session_start(const char *config, int shm_fd, bool follower, char *err
 	if (!rc && s->ndeferred && agent_dlhook_install())
 		rc = agent_fail(&f, 1, -ENOSYS, "cannot watch for objects loaded later "
 				"(no _dl_debug_state in the dynamic loader)");
+	/* best effort: a static program loads nothing later */
+	if (!rc && agent_stacks_wanted(s))
+		(void)agent_dlhook_install();
 	if (!rc && s->cfg.module)
 		rc = start_module(s, &f);
 	if (!rc && s->prog)

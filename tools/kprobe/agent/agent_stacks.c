@@ -67,6 +67,11 @@ void agent_stacks_start(struct agent_session *s)
 	s->stack_threads_bytes = bytes;
 }
 
+bool agent_stacks_wanted(const struct agent_session *s)
+{
+	return s->cfg.stack_depth || s->cfg.action == ACT_RUN;
+}
+
 void agent_stacks_free(struct agent_session *s)
 {
 	if (s->stack_threads)
