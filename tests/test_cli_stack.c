@@ -255,6 +255,109 @@ Test(cli_stack, same_as_gdb)
 	}
 }
 
+/* Debian's python3.11 (built without frame pointers, libpython linked
+ * in, stripped of its local symbols): at the first PyObject_Repr() the
+ * interpreter makes, from deep inside its start-up, every frame equals
+ * gdb's, by name where gdb names it and by address where it cannot
+ * (the executable is not position-independent: its addresses are its
+ * link-time ones, which is how ours name a frame without a symbol). */
+#define PY "/usr/bin/python3.11"
+#define PY_ARGS "-I -S -c 'repr(1)'"
+#define PY_MAXF 64
+
+struct py_frame {
+	char fn[256];
+	unsigned long pc;
+};
+
+static int python_gdb_frames(struct py_frame *f)
+{
+	char line[4096];
+	int n = 0;
+	FILE *g = popen("gdb -batch -nx -ex 'set backtrace past-main on' "
+			"-ex 'break PyObject_Repr' -ex run -ex bt --args " PY " " PY_ARGS
+			" 2>/dev/null", "r");
+
+	cr_assert(g);
+	while (n < PY_MAXF && fgets(line, sizeof(line), g)) {
+		const char *in = strstr(line, " in ");
+		int k;
+
+		if (line[0] != '#' || sscanf(line, "#%d", &k) != 1 || k != n)
+			continue;
+		f[n].pc = 0;
+		if (in)
+			sscanf(strchr(line, ' '), " %lx", &f[n].pc);
+		else	/* frame 0, "#0  PyObject_Repr ()" with no pc */
+			f[n].pc = 0;
+		if (sscanf(in ? in + 4 : strchr(line, ' ') + 2, "%255s", f[n].fn) != 1)
+			break;
+		n++;
+	}
+	pclose(g);
+	return n;
+}
+
+/* ET_DYN: run-time addresses are not the file's. */
+static bool executable_is_pie(const char *path)
+{
+	unsigned char h[18] = { 0 };
+	FILE *f = fopen(path, "rb");
+
+	cr_assert(f, "cannot read %s", path);
+	cr_assert_eq(fread(h, 1, sizeof(h), f), sizeof(h));
+	fclose(f);
+	return h[16] == 3;	/* e_type, little-endian */
+}
+
+Test(cli_stack, same_as_gdb_in_python)
+{
+	struct py_frame gdb[PY_MAXF];
+	char ours[PY_MAXF][256];
+	int ng, no = 0, k;
+	bool pie;
+	const char *p;
+	struct run r;
+
+	if (system("gdb --version >/dev/null 2>&1"))
+		cr_skip_test("gdb is not installed: no oracle");
+	if (access(PY, X_OK))
+		cr_skip_test(PY " is not installed");
+	pie = executable_is_pie(PY);
+	ng = python_gdb_frames(gdb);
+	for (k = 0; k < ng && strcmp(gdb[k].fn, "Py_BytesMain"); k++)
+		;
+	if (k == ng)
+		cr_skip_test("gdb could not run " PY " here: no oracle");
+	run_results(&r, "trace", "--stack=64 PyObject_Repr -- " PY " " PY_ARGS);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	/* the first event's frames: "        NAME+0xOFF [OBJECT]" */
+	for (p = strstr(r.out, "\n        "); p && no < PY_MAXF; p = strstr(p, "\n        ")) {
+		p += 9;
+		if (sscanf(p, "%255s", ours[no]) != 1)
+			break;
+		no++;
+		if (p[strcspn(p, "\n")] == '\n' && p[strcspn(p, "\n") + 1] != ' ')
+			break;	/* the next event */
+	}
+	cr_assert_gt(no, k + 2, "%s", r.out);
+	for (int i = 0; i <= k; i++) {
+		char want[300];
+
+		if (!strcmp(gdb[i].fn, "??") && !pie)
+			snprintf(want, sizeof(want), "[python3.11]+0x%lx", gdb[i].pc);
+		else if (!strcmp(gdb[i].fn, "??"))	/* load address unknown here */
+			snprintf(want, sizeof(want), "[python3.11]+0x");
+		else
+			snprintf(want, sizeof(want), "%.255s+0x", gdb[i].fn);
+		cr_expect(!strncmp(ours[i], want, strlen(want)), "frame %d: %s, gdb %s (%#lx)\n%s",
+			  i, ours[i], gdb[i].fn, gdb[i].pc, r.out);
+	}
+	/* past the interpreter's main: libc's two frames, then _start */
+	cr_expect(!strncmp(ours[k + 1], "__libc_start_call_main+0x", 25), "%s", ours[k + 1]);
+	cr_expect(!strncmp(ours[no - 1], "_start+0x", 9), "%s", r.out);
+}
+
 Test(cli_stack, count_folded_exact_per_chain_across_threads)
 {
 	struct run r;
