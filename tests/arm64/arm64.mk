@@ -103,7 +103,7 @@ A64_SMOKE := $(A64)/tests/test_arm64_smoke
 # not finish within its 60 s (400 of them took 8 s and passed; 800 at
 # once, in batches, are in test_arm64_kretprobe);
 # test_a64_insn: the classifier's host unit tests (run natively).
-A64_LIB_NAMES := test_arm64_kprobes test_arm64_kretprobe test_gone \
+A64_LIB_NAMES := test_arm64_kprobes test_arm64_kretprobe test_arm64_vecregs test_gone \
 	test_nofault test_read_nofault test_elf test_tracepoint
 A64_LIB_TESTS := $(A64_LIB_NAMES:%=$(A64)/tests/%) $(A64_LIB_NAMES:%=$(A64)/tests-asan/%)
 A64_LIB_HELPERS := tests/arm64/helpers_a64.S tests/arm64/helpers_a64.h
