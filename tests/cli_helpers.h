@@ -7,6 +7,9 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+/* KP_TEST_SLOWDOWN also multiplies the tool's -d durations in cli_run(). */
+#include "slowdown.h"
+
 /* What a command did. */
 struct run {
 	int status;		/* exit status, or 128 + signal */
@@ -31,7 +34,9 @@ extern int cli_run_quiet_ms;
 extern bool cli_run_output_must_fit;
 
 /* Runs a shell command line (a printf format), capturing its standard
- * output and error into r; returns r->status. */
+ * output and error into r; returns r->status.  Each " -d SECONDS" (the
+ * tool's duration, which also bounds its arming) is multiplied by
+ * KP_TEST_SLOWDOWN. */
 int cli_run(struct run *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* A new empty file /tmp/TAG-XXXXXX: its name into path. */
