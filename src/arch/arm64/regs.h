@@ -9,6 +9,11 @@
 void regs_from_ucontext(struct pt_regs *regs, const ucontext_t *uc);
 void regs_to_ucontext(const struct pt_regs *regs, ucontext_t *uc);
 
+/* Copies n bytes with no call to memcpy(), on which a probe may sit: for
+ * the trap path (a struct copy or memcpy() of a few hundred bytes is a
+ * call on AArch64). */
+void a64_copy_bytes(void *dst, const void *src, size_t n);
+
 /* The V registers (kprobes_vector_reg()): 32 of 16 bytes. */
 #define A64_VEC_NREGS 32
 #define A64_VEC_BYTES 16
