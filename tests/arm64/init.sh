@@ -19,14 +19,15 @@ export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 mount -t proc proc /proc
 mount -t sysfs sysfs /sys
 mount -t devtmpfs devtmpfs /dev 2>/dev/null
-# What udev makes on a system: the tool's suites write to /dev/stdout.
-ln -sf /proc/self/fd /dev/fd
-ln -sf /proc/self/fd/0 /dev/stdin
-ln -sf /proc/self/fd/1 /dev/stdout
-ln -sf /proc/self/fd/2 /dev/stderr
 # Every applet of busybox (the suites' shell commands use more than the
-# initramfs links).
-busybox --install -s /bin
+# initramfs links; this shell, the dynamically linked busybox, runs only
+# linked applets).
+/bin/busybox --install -s /bin
+# What udev makes on a system: the tool's suites write to /dev/stdout.
+/bin/busybox ln -sf /proc/self/fd /dev/fd
+/bin/busybox ln -sf /proc/self/fd/0 /dev/stdin
+/bin/busybox ln -sf /proc/self/fd/1 /dev/stdout
+/bin/busybox ln -sf /proc/self/fd/2 /dev/stderr
 mkdir -p /dev/shm /dev/pts
 mount -t tmpfs tmpfs /dev/shm
 mount -t tmpfs tmpfs /tmp
