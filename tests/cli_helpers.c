@@ -115,7 +115,7 @@ int cli_run(struct run *r, const char *fmt, ...)
 	while (oo || eo) {
 		struct pollfd p[2] = { { out[0], POLLIN, 0 }, { err[0], POLLIN, 0 } };
 
-		if (poll(p, 2, cli_run_quiet_ms) <= 0)
+		if (poll(p, 2, cli_run_quiet_ms * KP_TEST_SLOWDOWN) <= 0)
 			break;
 		if (p[0].revents)
 			drain(out[0], r->out, sizeof(r->out), &lo, &oo);

@@ -25,8 +25,8 @@ const char *cli_build_dir(void);
 void cli_build_path(char *path, size_t len, const char *rel);
 
 /* How long cli_run() waits for more output before it stops reading (it
- * still waits for the command): 15 s unless a suite's init says
- * otherwise. */
+ * still waits for the command, which a write then kills with SIGPIPE):
+ * 15 s unless a suite's init says otherwise, times KP_TEST_SLOWDOWN. */
 extern int cli_run_quiet_ms;
 /* Whether output beyond a buffer fails the test; otherwise (the default)
  * reading goes on at the buffer's start, for tests that look at small
