@@ -82,8 +82,7 @@ A64_SMOKE := $(A64)/tests/test_arm64_smoke
 # A64 helper functions) and those of tests/ that are architecture-neutral.
 # Left out, and why: test_api, test_kretprobe, test_jprobe, test_signals,
 # test_threads, test_limits, test_stack, test_stack_memo, test_cxx_*,
-# test_stack_cxx:
-# x86-64 inline assembly and instruction bytes in their probed functions
+# test_stack_cxx: x86-64 inline assembly and instruction bytes in their probed functions
 # (their points, on A64 code, are in the arm64 suites); test_vecregs:
 # xmm registers loaded by x86-64 assembly (the V registers are in
 # test_arm64_vecregs); test_optimize, test_nomem, test_text_poke,
