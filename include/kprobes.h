@@ -228,7 +228,8 @@ int kprobes_stack_memo(struct kprobes_stack_memo *memo, const struct pt_regs *re
 /* ---- The probed code's vector registers ---- */
 
 /* Copies the low len bytes (1..16) of vector register n (xmm0..xmm15 on
- * x86-64) as the probed code had it at the probed instruction into out.
+ * x86-64, v0..v31 on arm64) as the probed code had it at the probed
+ * instruction into out.
  * Only from inside a pre- or post-handler of a kprobe running for that hit:
  * regs is the pt_regs the handler was given, which identifies the hit.
  * Breakpoint hits read the registers the kernel saved in the signal frame;
@@ -239,11 +240,11 @@ int kprobes_stack_memo(struct kprobes_stack_memo *memo, const struct pt_regs *re
  * allocation, no system call.  A return probe's handler reads the
  * registers as the function returned (xmm0: a floating-point return
  * value) when the return probe was registered with KPROBE_FLAG_VECTOR_REGS
- * in kp.flags.  Returns 0; -EINVAL: out NULL, len 0 or above 16, n above
- * 15, or regs not those of a hit whose handlers run on this thread;
- * -ENOENT: inside a handler, but that register's value was not kept for
- * this hit (a jump-optimized probe without the flag, xmm8 and up at a
- * function entry, a return handler without the flag, any arm64 hit). */
+ * in kp.flags (x86-64).  Returns 0; -EINVAL: out NULL, len 0 or above 16,
+ * n above 15 (31 on arm64), or regs not those of a hit whose handlers run
+ * on this thread; -ENOENT: inside a handler, but that register's value was
+ * not kept for this hit (a jump-optimized probe without the flag, xmm8 and
+ * up at a function entry, a return handler without the flag or on arm64). */
 int kprobes_vector_reg(const struct pt_regs *regs, unsigned int n, void *out, size_t len);
 
 /* ---- Reading memory that may not be there ---- */

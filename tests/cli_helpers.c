@@ -57,6 +57,34 @@ static void drain(int fd, char *buf, size_t cap, size_t *len, bool *open)
 	}
 }
 
+/* Every " -d SECONDS" (a positive number) of cmd multiplied by
+ * KP_TEST_SLOWDOWN: the tool's duration bounds the session and its
+ * arming, which take that much longer. */
+static void scale_durations(char *cmd, size_t cap)
+{
+	char out[8192], *p = cmd;
+	size_t o = 0;
+
+	if (KP_TEST_SLOWDOWN == 1)
+		return;
+	while (*p && o < sizeof(out) - 32) {
+		char *end;
+		double d;
+
+		if (!strncmp(p, " -d ", 4) && (p[4] == '.' || (p[4] >= '0' && p[4] <= '9'))) {
+			d = strtod(p + 4, &end);
+			o += (size_t)snprintf(out + o, sizeof(out) - o, " -d %g",
+					      d * KP_TEST_SLOWDOWN);
+			p = end;
+			continue;
+		}
+		out[o++] = *p++;
+	}
+	cr_assert(!*p && o < cap, "command too long: %s", cmd);
+	out[o] = '\0';
+	memcpy(cmd, out, o + 1);
+}
+
 int cli_run(struct run *r, const char *fmt, ...)
 {
 	char cmd[8192];
@@ -69,6 +97,7 @@ int cli_run(struct run *r, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(cmd, sizeof(cmd), fmt, ap);
 	va_end(ap);
+	scale_durations(cmd, sizeof(cmd));
 	r->out[0] = r->err[0] = '\0';
 	cr_assert(!pipe(out) && !pipe(err));
 	pid = fork();
@@ -86,7 +115,7 @@ int cli_run(struct run *r, const char *fmt, ...)
 	while (oo || eo) {
 		struct pollfd p[2] = { { out[0], POLLIN, 0 }, { err[0], POLLIN, 0 } };
 
-		if (poll(p, 2, cli_run_quiet_ms) <= 0)
+		if (poll(p, 2, cli_run_quiet_ms * KP_TEST_SLOWDOWN) <= 0)
 			break;
 		if (p[0].revents)
 			drain(out[0], r->out, sizeof(r->out), &lo, &oo);

@@ -7,6 +7,9 @@
 #include <stdbool.h>
 #include <stddef.h>
 
+/* KP_TEST_SLOWDOWN also multiplies the tool's -d durations in cli_run(). */
+#include "slowdown.h"
+
 /* What a command did. */
 struct run {
 	int status;		/* exit status, or 128 + signal */
@@ -22,8 +25,8 @@ const char *cli_build_dir(void);
 void cli_build_path(char *path, size_t len, const char *rel);
 
 /* How long cli_run() waits for more output before it stops reading (it
- * still waits for the command): 15 s unless a suite's init says
- * otherwise. */
+ * still waits for the command, which a write then kills with SIGPIPE):
+ * 15 s unless a suite's init says otherwise, times KP_TEST_SLOWDOWN. */
 extern int cli_run_quiet_ms;
 /* Whether output beyond a buffer fails the test; otherwise (the default)
  * reading goes on at the buffer's start, for tests that look at small
@@ -31,7 +34,9 @@ extern int cli_run_quiet_ms;
 extern bool cli_run_output_must_fit;
 
 /* Runs a shell command line (a printf format), capturing its standard
- * output and error into r; returns r->status. */
+ * output and error into r; returns r->status.  Each " -d SECONDS" (the
+ * tool's duration, which also bounds its arming) is multiplied by
+ * KP_TEST_SLOWDOWN. */
 int cli_run(struct run *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* A new empty file /tmp/TAG-XXXXXX: its name into path. */

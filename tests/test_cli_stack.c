@@ -35,7 +35,7 @@ static void init_paths(void)
 	cli_build_path(source, sizeof(source), "../tests/cli/cli_stack.c");
 }
 
-TestSuite(cli_stack, .init = init_paths, .timeout = 60);
+TestSuite(cli_stack, .init = init_paths, .timeout = 60 * KP_TEST_SLOWDOWN);
 
 /* Runs kprobe SUB -o FILE ARGS...: r->out gets the results from FILE
  * (the command's own output discarded), r->err its standard error. */

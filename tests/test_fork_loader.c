@@ -14,7 +14,7 @@
 
 #include "testutil.h"
 
-TestSuite(fork_loader, .timeout = 30);
+TestSuite(fork_loader, .timeout = 30 * KP_TEST_SLOWDOWN);
 
 long fl_fn(long x);
 TEST_FN long fl_fn(long x)
@@ -62,12 +62,13 @@ Test(fork_loader, children_register_while_another_thread_registers)
 {
 	pthread_t t;
 	int hung = 0, failed = 0, forks = 0;
-	double start = now_s();
+	double start = now_s(), slowest = 0;
 
 	/* At least 3 s and 12 forks: a loaded machine (ASan, parallel
 	 * builds) may fork slowly, and a handful of forks proves little. */
 	cr_assert_eq(pthread_create(&t, NULL, register_return_probes, NULL), 0);
-	while ((now_s() < start + 3.0 || forks < 12) && now_s() < start + 20.0) {
+	while ((now_s() < start + 3.0 || forks < 12) && now_s() < start + 20.0 * KP_TEST_SLOWDOWN) {
+		double t0 = now_s();
 		pid_t pid = fork();
 		int status;
 
@@ -75,7 +76,7 @@ Test(fork_loader, children_register_while_another_thread_registers)
 		if (pid == 0) {
 			struct kprobe kp = { .symbol_name = "fl_fn" };
 
-			alarm(5);	/* a hung child ends here */
+			alarm(5 * KP_TEST_SLOWDOWN);	/* a hung child ends here */
 			if (register_kprobe(&kp))
 				_exit(1);
 			unregister_kprobe(&kp);
@@ -83,6 +84,8 @@ Test(fork_loader, children_register_while_another_thread_registers)
 		}
 		forks++;
 		cr_assert_eq(waitpid(pid, &status, 0), pid);
+		if (now_s() - t0 > slowest)
+			slowest = now_s() - t0;
 		if (WIFSIGNALED(status) && WTERMSIG(status) == SIGALRM)
 			hung++;
 		else if (!WIFEXITED(status) || WEXITSTATUS(status))
@@ -90,6 +93,8 @@ Test(fork_loader, children_register_while_another_thread_registers)
 	}
 	churn_stop = 1;
 	pthread_join(t, NULL);
+	cr_log_info("%d fork children in %.1f s, the slowest %.2f s", forks, now_s() - start,
+		    slowest);
 	cr_expect_eq(hung, 0, "%d of %d fork children hung", hung, forks);
 	cr_expect_eq(failed, 0, "%d of %d fork children failed", failed, forks);
 	cr_expect_geq(forks, 12);

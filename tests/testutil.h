@@ -7,6 +7,8 @@
 #include <kprobes.h>
 #include <string.h>
 
+#include "slowdown.h"
+
 /* A function the compiler cannot inline, fold or clone. */
 #define TEST_FN __attribute__((noinline, noclone, used))
 

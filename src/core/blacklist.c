@@ -55,8 +55,12 @@ static uintptr_t find_restorer(void)
 /* Code a new thread runs before glibc restores its signal mask (all
  * signals blocked): a breakpoint there would make the kernel kill the
  * process.  __ctype_init, clone and setjmp by name; start_thread is local
- * to libc, so a short-lived thread reports it (its return address). */
-#define NBLOCKED 5
+ * to libc, so a short-lived thread reports it (its return address).  And
+ * what an exiting thread calls after glibc blocked every signal (its
+ * start_thread gives the stack back: advise_stack_range calls
+ * getpagesize and madvise): where a probe is jump-optimized no trap is
+ * taken, but a breakpoint (arm64, or before the optimizer ran) kills. */
+#define NBLOCKED 7
 static uintptr_t blocked_window[NBLOCKED];
 
 static void *report_caller(void *arg)
@@ -80,6 +84,10 @@ static void find_blocked_window(void)
 		blocked_window[2] = s.addr;
 	if (ksym_lookup_name("libc.so.6:__sigsetjmp", &s) == 0)
 		blocked_window[3] = s.addr;
+	if (ksym_lookup_name("libc.so.6:getpagesize", &s) == 0)
+		blocked_window[5] = s.addr;
+	if (ksym_lookup_name("libc.so.6:madvise", &s) == 0)
+		blocked_window[6] = s.addr;
 	if (pthread_create(&t, NULL, report_caller, &blocked_window[4]) == 0)
 		pthread_join(t, NULL);
 }

@@ -82,29 +82,21 @@ A64_SMOKE := $(A64)/tests/test_arm64_smoke
 # A64 helper functions) and those of tests/ that are architecture-neutral.
 # Left out, and why: test_api, test_kretprobe, test_jprobe, test_signals,
 # test_threads, test_limits, test_stack, test_stack_memo, test_cxx_*,
-# test_stack_cxx:
-# x86-64 inline assembly and instruction bytes in their probed functions
-# (their points, on A64 code, are in the two arm64 suites); test_optimize,
-# test_nomem, test_text_poke, test_insn: the x86-64 jump optimizer (an
-# x86-64 target function; arm64 has no jump optimization yet), patcher
-# and decoder; test_wprobe, test_cli_watch: watchpoints are -EOPNOTSUPP
-# on arm64; test_jump_label: x86-64 NOP/JMP bytes and an x86-64 site in
-# assembly (the static-key sites of test_tracepoint run); test_cli*,
-# test_run, test_lang, test_ctl: the kprobe tool's x86-64 suites (the
-# tool itself runs in the guest: tests/arm64/cli_arm64.sh, built by
-# tools/kprobe/arm64.mk, included below);
-# test_fault_region: an x86-64 function in assembly (a fault in a slot,
-# shown at the probed address, is in test_arm64_kprobes); test_census:
-# waits for a jump optimization; test_fork_loader: in one guest run under
-# heavy host load 1 of its 12 fork children did not finish registering a
-# probe within its 5 s alarm (in an earlier run none hung); not diagnosed
-# (emulation speed or a hang), left out until it is;
-# test_libc_all: registers 2,451 libc entries one by one, which TCG does
-# not finish within its 60 s (400 of them took 8 s and passed; 800 at
-# once, in batches, are in test_arm64_kretprobe);
-# test_a64_insn: the classifier's host unit tests (run natively).
-A64_LIB_NAMES := test_arm64_kprobes test_arm64_kretprobe test_gone \
-	test_nofault test_read_nofault test_elf test_tracepoint
+# test_stack_cxx: x86-64 inline assembly and instruction bytes in their probed functions
+# (their points, on A64 code, are in the arm64 suites); test_vecregs:
+# xmm registers loaded by x86-64 assembly (the V registers are in
+# test_arm64_vecregs); test_optimize, test_nomem, test_text_poke,
+# test_insn: the x86-64 jump optimizer (an x86-64 target function; arm64
+# has no jump optimization yet), patcher and decoder; test_wprobe,
+# test_cli_watch: watchpoints are -EOPNOTSUPP on arm64; test_jump_label:
+# x86-64 NOP/JMP bytes and an x86-64 site in assembly (the static-key
+# sites of test_tracepoint run); test_fault_region: an x86-64 function in
+# assembly (a fault in a slot, shown at the probed address, is in
+# test_arm64_kprobes); test_census: waits for a jump optimization;
+# test_a64_insn: the classifier's host unit tests (run natively).  The
+# kprobe tool's suites: tools/kprobe/arm64.mk.
+A64_LIB_NAMES := test_arm64_kprobes test_arm64_kretprobe test_arm64_vecregs test_gone \
+	test_nofault test_read_nofault test_elf test_tracepoint test_fork_loader test_libc_all
 A64_LIB_TESTS := $(A64_LIB_NAMES:%=$(A64)/tests/%) $(A64_LIB_NAMES:%=$(A64)/tests-asan/%)
 A64_LIB_HELPERS := tests/arm64/helpers_a64.S tests/arm64/helpers_a64.h
 # Each is also built with ASan+UBSan (the cross compiler's libasan runs in
@@ -170,7 +162,10 @@ $(A64)/tests/jl/libjlo0.so: tests/jump_label/jlo0.c $(JL_PLUGIN_DEPS) $(A64)/sys
 
 $(A64)/tests/test_tracepoint $(A64)/tests-asan/test_tracepoint: $(A64_JL_SOS)
 
-A64_TEST_FLAGS = -Iinclude -Isrc -Isrc/arch/arm64/include -Itests -Wno-missing-prototypes
+# The suites run in an emulator: their hang guards (tests/slowdown.h) are
+# four times the native ones.
+A64_TEST_FLAGS = -Iinclude -Isrc -Isrc/arch/arm64/include -Itests -Wno-missing-prototypes \
+	-DKP_TEST_SLOWDOWN=4
 
 $(A64)/tests/%: tests/arm64/%.c $(A64_LIB_HELPERS) tests/testutil.h $(A64)/libkprobes.a
 	@mkdir -p $(dir $@)
@@ -184,12 +179,12 @@ $(A64)/tests-asan/%: tests/arm64/%.c $(A64_LIB_HELPERS) tests/testutil.h $(A64)/
 
 $(A64)/tests/%: tests/%.c tests/testutil.h $(A64)/libkprobes.a
 	@mkdir -p $(dir $@)
-	$(A64_CC) $(A64_CFLAGS) $(A64_TEST_FLAGS) -o $@ $< $(A64)/libkprobes.a \
+	$(A64_CC) $(A64_CFLAGS) $(A64_TEST_FLAGS) -o $@ $< $(A64_TEST_SRC_EXTRA) $(A64)/libkprobes.a \
 		$(A64_LIBS) -lcriterion $(A64_TEST_LDFLAGS)
 
 $(A64)/tests-asan/%: tests/%.c tests/testutil.h $(A64)/libkprobes-asan.a
 	@mkdir -p $(dir $@)
-	$(A64_CC) $(A64_CFLAGS) -O1 $(SAN) $(A64_TEST_FLAGS) -o $@ $< $(A64)/libkprobes-asan.a \
+	$(A64_CC) $(A64_CFLAGS) -O1 $(SAN) $(A64_TEST_FLAGS) -o $@ $< $(A64_TEST_SRC_EXTRA) $(A64)/libkprobes-asan.a \
 		$(A64_LIBS) -lcriterion $(A64_TEST_LDFLAGS)
 
 # The sysroot's own script decides what is stale (new package versions)

@@ -253,6 +253,55 @@ static int run_trapper(void)
 }
 
 /* One round: 0 when every register came back. */
+#if defined(__aarch64__)
+/* x9-x12, both halves of v0, v1 and v31 set, a busy loop (where an attach
+ * finds the thread), then each compared. */
+static long vector_round(uint64_t pattern)
+{
+	uint64_t bad;
+
+	__asm__ volatile(
+		"mov x9, %[p]\n"
+		"add x10, %[p], #1\n"
+		"add x11, %[p], #2\n"
+		"add x12, %[p], #3\n"
+		"fmov d0, x9\n"
+		"mov v0.d[1], x9\n"
+		"fmov d1, x10\n"
+		"fmov d31, x11\n"
+		"movz w13, #0x0900\n"
+		"movk w13, #0x3d, lsl #16\n"	/* 4,000,000 */
+		"1: subs w13, w13, #1\n"
+		"b.ne 1b\n"
+		"mov %[bad], #0\n"
+		"cmp x9, %[p]\n"
+		"b.ne 2f\n"
+		"add x13, %[p], #1\n"
+		"cmp x10, x13\n"
+		"b.ne 2f\n"
+		"add x13, %[p], #2\n"
+		"cmp x11, x13\n"
+		"b.ne 2f\n"
+		"add x13, %[p], #3\n"
+		"cmp x12, x13\n"
+		"b.ne 2f\n"
+		"fmov x13, d1\n"
+		"cmp x13, x10\n"
+		"b.ne 2f\n"
+		"fmov x13, d31\n"
+		"cmp x13, x11\n"
+		"b.ne 2f\n"
+		"mov x13, v0.d[1]\n"	/* the high half */
+		"cmp x13, x9\n"
+		"b.eq 3f\n"
+		"2: mov %[bad], #2\n"
+		"3:\n"
+		: [bad] "=&r"(bad)
+		: [p] "r"(pattern)
+		: "x9", "x10", "x11", "x12", "x13", "v0", "v1", "v31", "cc");
+	return (long)bad;
+}
+#else
 static long vector_round(uint64_t pattern)
 {
 	uint64_t bad;
@@ -298,6 +347,7 @@ static long vector_round(uint64_t pattern)
 		: "rcx", "r8", "r9", "r10", "r11", "xmm0", "xmm1", "xmm15", "cc");
 	return (long)bad;
 }
+#endif
 
 static int run_vectors(long n)
 {

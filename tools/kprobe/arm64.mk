@@ -82,3 +82,86 @@ A64_KP_SUITE := $(A64_KP) $(A64)/tests/cli/cli_target $(A64)/tests/cli/cli_usdt 
 		tests/arm64/cli_arm64.sh
 A64_TESTS += $(A64_KP_SUITE)
 A64_QUICK += $(A64_KP_SUITE)
+
+# ---- the tool's Criterion suites in the guest ----
+# tests/test_cli.c, test_run.c and test_cli_stack.c, as natively, with the
+# programs they run.  In the guest a suite at /tests/test_cli takes / for
+# its build directory: the tool is linked at /kprobe, the programs are in
+# /tests/cli and the modules in /examples (tests/arm64/arm64.sh).  Their
+# timeouts (hang guards) are four times the native ones: the emulator.
+# Plain only: a sanitized build instruments the suite's own harness, not
+# the tool and agent it runs (the same plain binaries), and that harness
+# is sanitized natively by make check; in the emulator it would double
+# the suites' 8 minutes.  Left out: test_cli_watch (watchpoint probes are
+# -EOPNOTSUPP on arm64).
+A64_KP_SUITES := test_cli test_run test_cli_stack
+A64_KP_SUITE_BINS := $(A64_KP_SUITES:%=$(A64)/tests/%)
+$(A64_KP_SUITE_BINS): A64_TEST_SRC_EXTRA := tests/cli_helpers.c
+$(A64_KP_SUITE_BINS): tests/cli_helpers.c tests/cli_helpers.h
+
+A64_KP_PROG_CFLAGS = --sysroot=$(A64_SYSROOT) -O1 -g -std=gnu11 -Wall
+A64_CXX := aarch64-linux-gnu-g++
+
+$(A64)/tests/cli/libcliplugin.so: tests/cli/cli_plugin.c $(A64)/sysroot.stamp
+	@mkdir -p $(dir $@)
+	$(A64_CC) --sysroot=$(A64_SYSROOT) -O1 -g -shared -fPIC -o $@ $<
+
+$(A64)/tests/cli/cli_zlib: tests/cli/cli_zlib.c $(A64)/sysroot.stamp
+	@mkdir -p $(dir $@)
+	$(A64_CC) --sysroot=$(A64_SYSROOT) -O1 -g -o $@ $< -lz
+
+$(A64)/tests/cli/cli_hostile: tests/cli/cli_hostile.c $(KP_DIR)/common/shm.h $(A64)/sysroot.stamp
+	@mkdir -p $(dir $@)
+	$(A64_CC) $(A64_KP_PROG_CFLAGS) -I$(KP_DIR)/common -o $@ $<
+
+$(A64)/tests/cli/cli_static: tests/cli/cli_static.c $(A64)/sysroot.stamp
+	@mkdir -p $(dir $@)
+	$(A64_CC) --sysroot=$(A64_SYSROOT) -O1 -static -o $@ $<
+
+$(A64)/tests/cli/fake_agent: tests/cli/fake_agent.c $(A64)/sysroot.stamp
+	@mkdir -p $(dir $@)
+	$(A64_CC) $(A64_KP_PROG_CFLAGS) -o $@ $<
+
+$(A64)/tests/cli/odd_target: tests/cli/odd_target.c $(A64)/sysroot.stamp
+	@mkdir -p $(dir $@)
+	$(A64_CC) $(A64_KP_PROG_CFLAGS) -fno-omit-frame-pointer -o $@ $< -lpthread -ldl
+
+$(A64)/tests/cli/libslowctor.so: tests/cli/slow_ctor.c $(A64)/sysroot.stamp
+	@mkdir -p $(dir $@)
+	$(A64_CC) --sysroot=$(A64_SYSROOT) -O1 -g -shared -fPIC -o $@ $<
+
+$(A64)/tests/cli/cli_module.so: tests/cli/cli_module.c include/kprobes/module.h $(A64)/sysroot.stamp
+	@mkdir -p $(dir $@)
+	$(A64_CC) $(A64_KP_PROG_CFLAGS) -Iinclude -shared -fPIC -o $@ $<
+
+$(A64)/tests/cli/run_target: tests/cli/run_target.c $(KP_DIR)/common/sdt_probe.h $(A64)/sysroot.stamp
+	@mkdir -p $(dir $@)
+	$(A64_CC) $(A64_KP_PROG_CFLAGS) -fno-omit-frame-pointer -I$(KP_DIR)/common -o $@ $< -lpthread
+
+# Built without frame pointers, as distribution binaries are
+# (tests/cli/stacks.mk).
+$(A64)/tests/cli/cli_stack: tests/cli/cli_stack.c $(A64)/sysroot.stamp
+	@mkdir -p $(dir $@)
+	$(A64_CC) --sysroot=$(A64_SYSROOT) -O2 -g -fomit-frame-pointer -std=gnu11 -Wall -o $@ $< -lpthread
+
+$(A64)/tests/cli/cli_stack_cxx: tests/cli/cli_stack_cxx.cpp $(A64)/sysroot.stamp
+	@mkdir -p $(dir $@)
+	$(A64_CXX) --sysroot=$(A64_SYSROOT) -O2 -g -fomit-frame-pointer -Wall -o $@ $<
+
+A64_KP_MODULES := $(patsubst examples/modules/%.c,$(A64)/examples/%.so,\
+		$(sort $(wildcard examples/modules/*.c)))
+$(A64)/examples/%.so: examples/modules/%.c include/kprobes.h include/kprobes/module.h $(A64)/sysroot.stamp
+	@mkdir -p $(dir $@)
+	$(A64_CC) $(A64_CFLAGS) -Iinclude -shared -fPIC -o $@ $<
+
+A64_KP_CLI_PROGS := $(A64)/tests/cli/cli_target $(A64)/tests/cli/libcliplugin.so \
+	$(A64)/tests/cli/cli_zlib $(A64)/tests/cli/cli_static $(A64)/tests/cli/cli_hostile \
+	$(A64)/tests/cli/fake_agent $(A64)/tests/cli/odd_target $(A64)/tests/cli/libslowctor.so \
+	$(A64)/tests/cli/cli_module.so $(A64)/tests/cli/run_target \
+	$(A64)/tests/cli/cli_stack $(A64)/tests/cli/cli_stack_cxx $(A64_KP_MODULES)
+# test_cli_stack reads the stack program's source (its build directory's
+# ../tests/cli/cli_stack.c: /tests/cli/ in the guest).
+A64_KP_CLI_PROGS += tests/cli/cli_stack.c
+$(A64_KP_SUITE_BINS): $(A64_KP) $(A64_KP_CLI_PROGS)
+
+A64_TESTS += $(A64_KP_SUITE_BINS) $(A64_KP_CLI_PROGS)

@@ -31,6 +31,17 @@ void regs_to_ucontext(const struct pt_regs *r, ucontext_t *uc)
 	m->pstate = (m->pstate & ~PSTATE_USER_MASK) | (r->pstate & PSTATE_USER_MASK);
 }
 
+/* Not turned back into a call to memcpy() by the loop optimizer. */
+__attribute__((optimize("no-tree-loop-distribute-patterns")))
+void a64_copy_bytes(void *dst, const void *src, size_t n)
+{
+	unsigned char *d = dst;
+	const unsigned char *s = src;
+
+	for (size_t i = 0; i < n; i++)
+		d[i] = s[i];
+}
+
 /* The n-th integer argument at a function entry, as AAPCS64 passes it:
  * x0..x7, then the stack at sp, 8 bytes each (read without faulting; 0
  * when unreadable). */

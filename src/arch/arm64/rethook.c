@@ -70,11 +70,11 @@ int arch_jprobe_save(struct kp_thread *t, struct pt_regs *regs)
 
 	if (!js || !uc)
 		return -ENOMEM;
-	js->regs = *regs;
+	a64_copy_bytes(&js->regs, regs, sizeof(*regs));
 	fp = fpsimd_record(uc);
 	js->fp_saved = fp != NULL;
 	if (fp)
-		memcpy(js->fp, fp, FPSIMD_SIZE);
+		a64_copy_bytes(js->fp, fp, FPSIMD_SIZE);
 	while (len && kp_mem_read_nofault(regs->sp, js->stack, len))
 		len /= 2;
 	js->stack_len = len;
@@ -85,7 +85,7 @@ int arch_jprobe_save(struct kp_thread *t, struct pt_regs *regs)
 		uintptr_t here = (uintptr_t)__builtin_frame_address(0);
 		uintptr_t copy = (here - 16384 - JPROBE_STACK) & ~(uintptr_t)15;
 
-		memcpy((void *)copy, js->stack, len);
+		a64_copy_bytes((void *)copy, js->stack, len);
 		regs->sp = copy;
 	}
 	return 0;
@@ -101,7 +101,7 @@ uintptr_t arch_jprobe_restore(struct kp_thread *t, ucontext_t *uc)
 
 	regs_to_ucontext(&js->regs, uc);
 	if (fp && js->fp_saved)
-		memcpy(fp, js->fp, FPSIMD_SIZE);
+		a64_copy_bytes(fp, js->fp, FPSIMD_SIZE);
 	/* regs.pc is the probed instruction's own address on arm64. */
 	return js->regs.pc;
 }

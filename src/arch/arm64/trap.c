@@ -44,6 +44,27 @@ static void handlers_end(struct kp_thread *t, int saved_errno)
 	t->in_handler--;
 }
 
+/* While handlers run for regs, kprobes_vector_reg() reads the program's
+ * V registers from the signal frame's FP/SIMD record: the kernel saved
+ * them there and puts them back from there when the handler returns.
+ * Handlers run only outside any other hit's handlers, so there is no
+ * outer note to keep. */
+static void vec_note(struct kp_thread *t, const struct pt_regs *regs, const ucontext_t *uc)
+{
+	const void *vregs = a64_sigframe_vregs(uc);
+
+	if (!vregs)
+		return;
+	t->vec_area = vregs;
+	t->vec_layout = KP_VEC_FPSIMD;
+	__atomic_store_n(&t->vec_regs, regs, __ATOMIC_RELAXED);
+}
+
+static void vec_forget(struct kp_thread *t)
+{
+	__atomic_store_n(&t->vec_regs, NULL, __ATOMIC_RELAXED);
+}
+
 static void run_post(struct kp_thread *t, struct kp_probepoint *pp, ucontext_t *uc)
 {
 	struct pt_regs regs;
@@ -52,7 +73,9 @@ static void run_post(struct kp_thread *t, struct kp_probepoint *pp, ucontext_t *
 
 	regs_from_ucontext(&regs, uc);
 	e = handlers_begin(t);
+	vec_note(t, &regs, uc);
 	kp_run_post_handlers(pp, &regs);
+	vec_forget(t);
 	handlers_end(t, e);
 	regs.pc = pc;
 	regs_to_ucontext(&regs, uc);
@@ -143,12 +166,15 @@ static void probe_hit(struct kp_thread *t, struct kp_probepoint *pp, ucontext_t 
 	}
 	regs_from_ucontext(&regs, uc);
 	e = handlers_begin(t);
+	vec_note(t, &regs, uc);
 	if (kp_run_pre_handlers(pp, &regs)) {
 		/* The handler changed the path: resume where it said. */
+		vec_forget(t);
 		handlers_end(t, e);
 		regs_to_ucontext(&regs, uc);
 		return;
 	}
+	vec_forget(t);
 	handlers_end(t, e);
 	regs_to_ucontext(&regs, uc);
 	resume_probed(t, pp, uc, wants_post(pp));

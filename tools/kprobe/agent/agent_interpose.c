@@ -27,6 +27,7 @@
 #include <unistd.h>
 
 #include "agent.h"
+#include "kp_arch.h"
 
 static const char *const names[] = {
 	"sigaction", "signal", "bsd_signal", "sysv_signal",
@@ -133,7 +134,7 @@ static void patch_relocs(uintptr_t base, const struct dyn_info *d, const Elf64_R
 		const Elf64_Sym *sym;
 		int i;
 
-		if (type != R_X86_64_JUMP_SLOT && type != R_X86_64_GLOB_DAT)
+		if (type != KP_R_JUMP_SLOT && type != KP_R_GLOB_DAT)
 			continue;
 		sym = &d->symtab[ELF64_R_SYM(r[k].r_info)];
 		if (sym->st_name >= d->strsz || sym->st_shndx != SHN_UNDEF)

@@ -15,6 +15,7 @@
 
 #include "agent.h"
 #include "elf_file.h"
+#include "kp_arch.h"
 #include "nearmatch.h"
 #include "util.h"
 
@@ -123,7 +124,7 @@ static int dir_of_loaded(struct dl_phdr_info *info, size_t size, void *arg)
 static bool find_on_disk(const char *object, char *out, size_t outlen)
 {
 	static const char *const dirs[] = {
-		"/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib64", "/usr/lib64",
+		"/lib/" KP_MULTIARCH, "/usr/lib/" KP_MULTIARCH, "/lib64", "/usr/lib64",
 		"/lib", "/usr/lib", "/usr/local/lib",
 	};
 	struct disk_search d = { .want = object };

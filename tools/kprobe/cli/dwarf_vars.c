@@ -162,7 +162,7 @@ static bool object_of_pid(pid_t pid, const char *want, char *out, size_t outlen)
 bool cli_library_on_disk(const char *name, char *out, size_t outlen)
 {
 	static const char *const dirs[] = {
-		"/lib/x86_64-linux-gnu", "/usr/lib/x86_64-linux-gnu", "/lib64", "/usr/lib64",
+		"/lib/" KP_MULTIARCH, "/usr/lib/" KP_MULTIARCH, "/lib64", "/usr/lib64",
 		"/lib", "/usr/lib", "/usr/local/lib",
 	};
 	const char *ld = getenv("LD_LIBRARY_PATH");

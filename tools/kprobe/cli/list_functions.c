@@ -15,6 +15,7 @@
 
 #include "elf_file.h"
 #include "escape.h"
+#include "kp_arch.h"
 #include "usdt.h"
 
 #define AGENT_FILE "libkprobe-agent.so"
@@ -146,7 +147,7 @@ static bool try_dirs(const char *list, const char *name, char *out, size_t len)
  * then, for programs, on PATH. */
 static bool find_object(const char *name, char *out, size_t len)
 {
-	static const char system_dirs[] = "/lib/x86_64-linux-gnu:/usr/lib/x86_64-linux-gnu:"
+	static const char system_dirs[] = "/lib/" KP_MULTIARCH ":/usr/lib/" KP_MULTIARCH ":"
 					  "/lib64:/usr/lib64:/lib:/usr/lib:/usr/local/lib";
 	const char *llp = getenv("LD_LIBRARY_PATH"), *path = getenv("PATH");
 

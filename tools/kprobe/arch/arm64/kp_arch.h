@@ -151,4 +151,15 @@ static inline void kp_override_return(struct pt_regs *regs, uint64_t v, uint64_t
 /* The return address is in x30 at the entry, not in memory. */
 #define KP_RET_ADDR_ON_STACK 0
 
+/* The relocations that fill a GOT slot with a function's address (a
+ * PLT call's and a data reference's): the injected agent points the
+ * program's slots for the signal functions at the library's interposers
+ * (agent_interpose.c, with <elf.h>). */
+#define KP_R_JUMP_SLOT R_AARCH64_JUMP_SLOT
+#define KP_R_GLOB_DAT R_AARCH64_GLOB_DAT
+
+/* Debian's multiarch directory name: where the system's libraries are
+ * (/lib/KP_MULTIARCH, /usr/lib/KP_MULTIARCH). */
+#define KP_MULTIARCH "aarch64-linux-gnu"
+
 #endif

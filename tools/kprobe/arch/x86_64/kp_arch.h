@@ -133,4 +133,15 @@ static inline void kp_override_return(struct pt_regs *regs, uint64_t v, uint64_t
  * kp_override_return() needs it read first. */
 #define KP_RET_ADDR_ON_STACK 1
 
+/* The relocations that fill a GOT slot with a function's address (a
+ * PLT call's and a data reference's): the injected agent points the
+ * program's slots for the signal functions at the library's interposers
+ * (agent_interpose.c, with <elf.h>). */
+#define KP_R_JUMP_SLOT R_X86_64_JUMP_SLOT
+#define KP_R_GLOB_DAT R_X86_64_GLOB_DAT
+
+/* Debian's multiarch directory name: where the system's libraries are
+ * (/lib/KP_MULTIARCH, /usr/lib/KP_MULTIARCH). */
+#define KP_MULTIARCH "x86_64-linux-gnu"
+
 #endif
