@@ -398,13 +398,14 @@ static unsigned long folded_sum(const char *folded, const char *what)
 /* Many hits of the same stacks by threads (each entry counted by the
  * thread that made it with plain increments, by the others atomically),
  * and hits inside signal handlers interrupting them anywhere, the probe's
- * own handler included: every chain counted exactly, and the stacks add
- * up to the probe's hits. */
+ * own handler included: every chain counted exactly, the stacks add up to
+ * the probe's hits, and every call from a signal handler is a hit or
+ * missed (one that interrupted the probe's handler), none unaccounted. */
 Test(cli_stack, count_exact_with_threads_and_signals)
 {
 	const unsigned long threads = 3, top = 100000, side = 50000;
 	struct run r, h;
-	unsigned long hits, sig_hits, runs;
+	unsigned long hits, missed, sig_hits, runs, h_runs;
 	const char *p;
 
 	run_results(&h, "count", "--stacks --format json stack_leaf -- %s %lu %lu %lu 200", prog,
@@ -413,6 +414,12 @@ Test(cli_stack, count_exact_with_threads_and_signals)
 	p = strstr(h.out, "\"hits\":");
 	cr_assert(p, "%s", h.out);
 	hits = strtoul(p + 7, NULL, 10);
+	p = strstr(h.out, "\"missed\":");
+	cr_assert(p, "%s", h.out);
+	missed = strtoul(p + 9, NULL, 10);
+	p = strstr(h.err, "signals ");
+	cr_assert(p, "%s", h.err);
+	h_runs = strtoul(p + 8, NULL, 10);
 	run_results(&r, "count", "--stacks --format folded stack_leaf -- %s %lu %lu %lu 200", prog,
 		    top, side, threads);
 	cr_assert_eq(r.status, 0, "%s", r.err);
@@ -435,6 +442,11 @@ Test(cli_stack, count_exact_with_threads_and_signals)
 		cr_expect_eq(sum, hits, "%s", h.out);
 		cr_expect_geq(hits, threads * (top + side), "%s", h.out);
 	}
+	/* the probes are armed before main and removed after exit: every
+	 * run of the handler called stack_leaf once while they were */
+	cr_expect_eq(hits - threads * (top + side) + missed, h_runs,
+		     "%lu hits in signal handlers, %lu missed, %lu handler runs", hits -
+		     threads * (top + side), missed, h_runs);
 }
 
 /* The agent's count-by-stack handlers, as libkprobes' handler analysis
