@@ -63,6 +63,9 @@
 /* Mid-function: the program's stack pointer is 128 (red zone) + 8 (R)
  * above the entry's, FRAME + 8 + 128 above the frame. */
 	.set MID_CFA, FRAME + 8 + 128
+/* Where the probepoint is from the return address R's slot holds: moved
+ * by the slow path, which returns past the section's end. */
+	.set CUR_PPOFF, R_PP_ENTRY
 
 	.macro FUNC name
 	.text
@@ -82,9 +85,9 @@
  * R + R_PP_ENTRY).  As for a frame a signal interrupted, unwinders look
  * the caller up at that address exactly, so a handler's backtrace goes on
  * into the probed function and its callers (libgcc, gdb).  The callee-saved
- * registers this code uses are described where they are kept.  In the
- * epilogues the return address is undefined: an interrupt there ends the
- * unwind (no handler runs there).
+ * registers this code uses are described where they are kept, in the
+ * epilogues too: a program's signal handler runs wherever the signal
+ * lands, and its backtrace must go on into the probed code from there.
  */
 
 /* DW_CFA_val_expression for the return address: R at CFA - \below. */
@@ -101,10 +104,10 @@
 	.cfi_escape 0x16, 0x10, 5, 0x72, (\ppoff & 0x7f) | 0x80, \ppoff >> 7, 0x06, 0x06
 	.endm
 
-/* An epilogue: unwinding stops inside it; the state after is the one before. */
+/* An epilogue (each step described where it is); the state after is the
+ * one before. */
 	.macro CFI_EPILOGUE_BEGIN
 	.cfi_remember_state
-	.cfi_undefined %rip
 	.endm
 
 	.macro CFI_EPILOGUE_END
@@ -256,8 +259,10 @@
 	testl $AC_FLAG, 144(%rsp)
 	jz 94f
 	pushfq
+	.cfi_adjust_cfa_offset 8
 	orl $AC_FLAG, (%rsp)
 	popfq
+	.cfi_adjust_cfa_offset -8
 94:
 	.endm
 
@@ -265,19 +270,28 @@
  * would overwrite the arithmetic flags). */
 	.macro EPILOGUE_LIGHT
 	mov %rbx, %rsp
+	.cfi_def_cfa_register %rsp
 	RESTORE_AC
 	PT_RESTORE_FLAGS
 	LOAD_LIGHT
+	.cfi_restore %r12
+	.cfi_restore %rbx
 	lea FRAME(%rsp), %rsp
+	.cfi_adjust_cfa_offset -FRAME
 	ret
 	.endm
 
 	.macro EPILOGUE_REGS
 	mov %rbx, %rsp
+	.cfi_def_cfa_register %rsp
 	RESTORE_AC
 	PT_RESTORE_FLAGS
 	PT_LOAD_GPRS
+	.cfi_restore %r12
+	.cfi_restore %r13
+	.cfi_restore %rbx
 	lea FRAME(%rsp), %rsp
+	.cfi_adjust_cfa_offset -FRAME
 	ret
 	.endm
 
@@ -377,7 +391,10 @@
 	addq $\skip, E_L + C_R(%rbx)
 	.else
 	addq $\skip, E_UP + G_R(%rbx)
+	CFI_RA_AT (CUR_CFA_L+8), (R_PP_ENTRY-\skip)
 	.endif
+	/* the return address is past the section's end from here on */
+	.set CUR_PPOFF, (R_PP_ENTRY-\skip)
 	.endif
 	.endm
 
@@ -435,6 +452,7 @@
 	\vrestore
 	SLOW_SKIP \kind, \skip
 	OUT_REGS \kind
+	.set CUR_PPOFF, R_PP_ENTRY
 	.endm
 
 /* Mid-function; the probepoint at ppoff from the return address (R_PP,
@@ -696,6 +714,7 @@ FUNC \name
  * here, nothing after changes it); then to the detour. */
 	.macro ENTRY_EPILOGUE_REGS kind
 	mov %rbx, %rsp
+	.cfi_def_cfa_register %rsp
 	COPY_DOWN 48, L_R11
 	COPY_DOWN 56, L_R10
 	COPY_DOWN 64, L_R9
@@ -721,8 +740,10 @@ FUNC \name
 	mov 0(%rsp), %r15
 	mov 8(%rsp), %r14
 	mov 16(%rsp), %r13
+	.cfi_restore %r13
 	mov 32(%rsp), %rbp
 	lea E_UP(%rsp), %rsp
+	.cfi_adjust_cfa_offset -E_UP
 	ENTRY_OUT_LIGHT
 	.endm
 
@@ -741,12 +762,20 @@ FUNC \name
  * cannot overwrite) from its slot above the light level: the light level
  * is below the stack pointer then, where the exit finds it. */
 	.macro ENTRY_OUT_LIGHT
+	.cfi_def_cfa %rsp, CUR_CFA_L + G_L	/* rsp is G */
 	pop %rbx				/* pad */
+	.cfi_adjust_cfa_offset -8
 	pop %rbx
+	.cfi_adjust_cfa_offset -8
+	.cfi_restore %rbx
 	pop %r12
+	.cfi_adjust_cfa_offset -8
+	.cfi_restore %r12
 	.if CUR_CONT
 	CONT_OWN_LOADS 8
 	lea 8 + C_R(%rsp), %rsp
+	.cfi_def_cfa_offset 8
+	CFI_RA_AT 8, CUR_PPOFF
 	.endif
 	ret
 	.endm
@@ -976,6 +1005,7 @@ FUNC \name
 	CONT_OWN_LOADS 0
 	CFI_EPILOGUE_BEGIN
 	lea C_R(%rsp), %rsp
+	.cfi_def_cfa_offset 8
 	ret
 	CFI_EPILOGUE_END
 	.else
