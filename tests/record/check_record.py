@@ -54,5 +54,18 @@ def chrome(path):
     print(begins)
 
 
+CLOSED = ("no return (longjmp, exception or missed)", "still running at the end")
+
+
+def events(path):
+    n = 0
+    with open(path) as f:
+        for line in f:
+            ev = json.loads(line)
+            if ev.get("unmatched") not in CLOSED:
+                n += 1
+    print(n)
+
+
 if __name__ == "__main__":
-    {"counts": counts, "chrome": chrome}[sys.argv[1]](sys.argv[2])
+    {"counts": counts, "chrome": chrome, "events": events}[sys.argv[1]](sys.argv[2])

@@ -162,6 +162,41 @@ else
 	fail "full speed: record"; sed 's/^/#   /' "$T/big.err"
 fi
 
+# 7c. --drop: what a full buffer drops is counted, and the events kept
+# plus the events counted lost are every event of the run.
+N=100
+if "$K" record --drop -o "$T/drop" fib 'fib%return' -- "$P/cli_record" fib $N >/dev/null \
+	2>"$T/drop.err" && "$K" dump --format json "$T/drop" >"$T/drop.json" 2>/dev/null; then
+	lost=$(awk '/^lost_/ { s += $2 } END { print s + 0 }' "$T/drop/info")
+	kept=$($CHECK events "$T/drop.json")
+	expect "--drop: events kept plus events counted lost" $((2 * N * 21891)) $((kept + lost))
+	said=$(sed -n 's/^kprobe: lost \([0-9]*\) events.*/\1/p' "$T/drop.err")
+	expect "--drop: the loss said on stderr" "$lost" "${said:-0}"
+else
+	fail "--drop: record"
+fi
+
+# 7d. latency at full speed loses nothing: every call of fib timed.
+if "$K" latency fib -- "$P/cli_record" fib 20 >"$T/lat.out" 2>"$T/lat.err"; then
+	expect "latency at full speed: every call of fib" "latency of fib: $((20 * 21891)) calls" \
+		"$(cat "$T/lat.out" "$T/lat.err" | grep -o 'latency of fib: [0-9]* calls')"
+	expect "latency at full speed: no loss reported" "" "$(grep -i lost "$T/lat.err")"
+else
+	fail "latency at full speed"
+fi
+
+# 7e. -F LIBRARY: every function of a library, its constructor's calls
+# included (the probes are armed before the library's constructors run).
+if record_json flib -F libcli_ctor.so -- "$P/cli_ctor"; then
+	expect "-F library: ctor_helper from the constructor and from main" "2 2 0 1 1 1" \
+		"$(row "$T/flib.counts" ctor_helper)"
+	expect "-F library: the constructor itself" "1 1 0 0 1 1" \
+		"$(row "$T/flib.counts" lib_constructor)"
+	expect "-F library: nothing of the program" "" "$(row "$T/flib.counts" main)"
+else
+	fail "-F library: record"
+fi
+
 # 7a. Compact events across a wrap of the TSC's low 48 bits keep their
 # durations (a recording written by make_wrap_recording.py).
 python3 tests/record/make_wrap_recording.py "$T/wrap"
@@ -248,6 +283,19 @@ printf 'garbage' >"$T/rec/$(ls "$T/rec" | grep -m1 '\.dat$')"
 expect "replay of a corrupt thread file exits 0" 0 $?
 grep -q "make no sense" "$T/corrupt.err" && ok "replay warns about the corrupt file" ||
 	fail "replay warns about the corrupt file"
+
+# A FIFO or a device in place of a recording's file: refused or skipped,
+# never waited on.
+cp -r "$T/lj" "$T/fifo"
+mkfifo "$T/fifo/1-1.dat"
+timeout 10 "$K" replay "$T/fifo" >/dev/null 2>&1
+expect "a FIFO as a thread file is skipped" 0 $?
+rm "$T/fifo/specs" && mkfifo "$T/fifo/specs"
+timeout 10 "$K" report "$T/fifo" >/dev/null 2>"$T/fifo.err"
+expect "a FIFO as the specs file fails with 1" "1 1" "$? $(wc -l <"$T/fifo.err")"
+rm "$T/fifo/info" && mkfifo "$T/fifo/info"
+timeout 10 "$K" dump --format json "$T/fifo" >/dev/null 2>"$T/fifo.err"
+expect "a FIFO as the info file fails with 1" "1 1" "$? $(wc -l <"$T/fifo.err")"
 
 echo "# record: $((n - fails))/$n passed"
 [ "$fails" -eq 0 ]

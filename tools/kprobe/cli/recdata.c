@@ -97,12 +97,39 @@ static void die_bad_recording(const struct recording *r, const char *what)
 
 /* ---- loading ---- */
 
+/* Opens a file of the recording for reading, or NULL (errno set).  Only a
+ * regular file: a FIFO or a device put in its place must not block or
+ * feed the reader forever (O_NONBLOCK keeps open() itself from waiting
+ * for a FIFO's writer). */
+static int open_regular(int dirfd, const char *name)
+{
+	struct stat st;
+	int fd = openat(dirfd, name, O_RDONLY | O_CLOEXEC | O_NONBLOCK | O_NOCTTY);
+
+	if (fd < 0)
+		return -1;
+	if (fstat(fd, &st) || !S_ISREG(st.st_mode)) {
+		close(fd);
+		errno = EINVAL;
+		return -1;
+	}
+	return fd;
+}
+
 static FILE *open_in(const struct recording *r, const char *name)
 {
 	char path[PATH_MAX];
+	FILE *f;
+	int fd;
 
 	snprintf(path, sizeof(path), "%s/%s", r->dir, name);
-	return fopen(path, "re");
+	fd = open_regular(AT_FDCWD, path);
+	if (fd < 0)
+		return NULL;
+	f = fdopen(fd, "r");
+	if (!f)
+		close(fd);
+	return f;
 }
 
 static void load_info(struct recording *r)
@@ -115,7 +142,7 @@ static void load_info(struct recording *r)
 
 	if (!f)
 		cli_die(EXIT_FAIL, "cannot read %s/info: %s (record with kprobe record -o %s)",
-			r->dir, strerror(errno), r->dir);
+			r->dir, errno == EINVAL ? "not a regular file" : strerror(errno), r->dir);
 	if (fscanf(f, "kprobe-record %d\n", &version) != 1 || version != 1)
 		die_bad_recording(r, "unknown version");
 	r->ns_per_tick = 1.0;
@@ -450,8 +477,8 @@ static struct rd_thread *load_threads(struct recording *r, int *count)
 
 		if (sscanf(e->d_name, "%u-%u.%7s", &pid, &tid, tail) != 3 || strcmp(tail, "dat"))
 			continue;
-		fd = openat(dirfd(dir), e->d_name, O_RDONLY | O_CLOEXEC);
-		if (fd < 0 || fstat(fd, &st) || !S_ISREG(st.st_mode) || !st.st_size) {
+		fd = open_regular(dirfd(dir), e->d_name);
+		if (fd < 0 || fstat(fd, &st) || !st.st_size) {
 			if (fd >= 0)
 				close(fd);
 			continue;
