@@ -237,6 +237,44 @@ else
 	echo "# skipped: uftrace oracle (uftrace not installed or cannot run here)"
 fi
 
+# 8b. uftrace's report as the oracle of Calls: every function uftrace
+# reports for a threaded run and a forking run, with the same calls
+# (uftrace cannot patch the C runtime's own functions, that kprobe also
+# records: only uftrace's rows are compared).
+if command -v uftrace >/dev/null 2>&1; then
+	for args in "threads 3 100" "fork 20"; do
+		d=uft${args%% *}
+		rm -rf "$T/$d" "$T/k$d"
+		if timeout 60 uftrace record --no-libcall -P . -d "$T/$d" "$P/cli_record" $args \
+			>/dev/null 2>&1 &&
+		   "$K" record -f -o "$T/k$d" -- "$P/cli_record" $args >/dev/null 2>&1; then
+			uftrace report -d "$T/$d" 2>/dev/null | awk 'NR > 2 && $NF !~ /^linux:|\)$/ {
+				print $NF, $(NF-1) }' | sort >"$T/$d.calls"
+			"$K" report "$T/k$d" | awk 'NR > 2 { print $NF, $(NF-1) }' | sort >"$T/k$d.calls"
+			miss=$(join -a 1 -e none -o 0,1.2,2.2 "$T/$d.calls" "$T/k$d.calls" |
+				awk '$2 != $3' | tr '\n' ' ')
+			if [ -s "$T/$d.calls" ] && [ -z "$miss" ]; then
+				ok "uftrace oracle: report's calls for '$args'"
+			else
+				fail "uftrace oracle: report's calls for '$args' differ: $miss"
+			fi
+		else
+			echo "# skipped: uftrace report oracle for '$args' (a record failed)"
+		fi
+	done
+fi
+
+# 8c. Arguments and return values recorded, in order.
+if record_json args 'leaf arg1' 'leaf%return retval' -- "$P/cli_record" threads 1 5; then
+	got=$(python3 -c 'import json, sys
+print(" ".join("%s:%s" % (e["type"][0], list(e["args"].values())[0])
+      for e in map(json.loads, sys.stdin) if e["function"] == "leaf"))' <"$T/args.json")
+	expect "arguments and return values of leaf" \
+		"e:0x0 r:1 e:0x1 r:2 e:0x2 r:3 e:0x3 r:4 e:0x4 r:5" "$got"
+else
+	fail "arguments: record"
+fi
+
 # 9. Calls made by a library's constructor are counted (uprobes count 2).
 hits=$("$K" count ctor_helper -o /dev/stdout -- "$P/cli_ctor" 2>/dev/null | awk '$1 == "ctor_helper" { print $(NF-1) }')
 expect "constructor: ctor_helper counted in the constructor and in main" 2 "$hits"
