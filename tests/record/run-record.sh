@@ -322,6 +322,20 @@ expect "replay of a corrupt thread file exits 0" 0 $?
 grep -q "make no sense" "$T/corrupt.err" && ok "replay warns about the corrupt file" ||
 	fail "replay warns about the corrupt file"
 
+# A record that fails before it records (a bad probe, a command that
+# cannot run) leaves the earlier recording in DIR as it was; one that
+# records replaces it whole.
+"$K" record -o "$T/keep" -- "$P/cli_record" recurse 3 >/dev/null 2>&1
+"$K" record -o "$T/keep" no_such_function -- "$P/cli_record" recurse 3 >/dev/null 2>&1
+st=$?
+"$K" record -o "$T/keep" -- "$T/no-such-program" >/dev/null 2>&1
+st="$st $?"
+expect "failed records: status 2, the earlier recording still there" "2 2 4 rec" \
+	"$st $("$K" report "$T/keep" 2>/dev/null | awk '$NF == "rec" { print $(NF-1), $NF }')"
+"$K" record -o "$T/keep" -- "$P/cli_record" longjmp 2 >/dev/null 2>&1
+expect "a new recording replaces the earlier one" "1 " \
+	"$(ls "$T/keep" | grep -c '\.dat$') $("$K" report "$T/keep" | awk '$NF == "rec"')"
+
 # A FIFO or a device in place of a recording's file: refused or skipped,
 # never waited on.
 cp -r "$T/lj" "$T/fifo"

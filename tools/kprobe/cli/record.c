@@ -45,12 +45,15 @@ struct recorder {
 	size_t nfiles, cap;
 	uint64_t bytes;
 	uint64_t corrupt;
+	bool cleared;			/* an earlier recording's files removed */
 };
 
 static struct recorder rec;
 
-/* Removes what an earlier recording left in dir (our file names only). */
-static void clear_old_recording(int dfd, const char *dir)
+/* Refuses a directory that holds something other than a recording and,
+ * with remove, removes what an earlier recording left in it (our file
+ * names only). */
+static void clear_old_recording(int dfd, const char *dir, bool remove)
 {
 	DIR *d = fdopendir(dup(dfd));
 	struct dirent *e;
@@ -59,6 +62,8 @@ static void clear_old_recording(int dfd, const char *dir)
 
 	if (!d)
 		cli_die(EXIT_FAIL, "cannot read %s: %s", dir, strerror(errno));
+	/* The duplicate shares dfd's position, at the end after a first read. */
+	rewinddir(d);
 	while ((e = readdir(d))) {
 		size_t n = strlen(e->d_name);
 
@@ -66,7 +71,7 @@ static void clear_old_recording(int dfd, const char *dir)
 			continue;
 		if (!strcmp(e->d_name, "info") || !strcmp(e->d_name, "descs") ||
 		    !strcmp(e->d_name, "specs") || (n > 4 && !strcmp(e->d_name + n - 4, ".dat"))) {
-			if (ours)
+			if (ours && remove)
 				unlinkat(dfd, e->d_name, 0);
 		} else {
 			other = true;
@@ -88,7 +93,10 @@ void record_open(struct session *s)
 	rec.dirfd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
 	if (rec.dirfd < 0)
 		cli_die(EXIT_FAIL, "cannot open %s: %s", dir, strerror(errno));
-	clear_old_recording(rec.dirfd, dir);
+	/* Checked now, replaced only once this recording writes: a session
+	 * that fails before (a bad probe, a command that cannot run) leaves
+	 * the earlier recording as it was. */
+	clear_old_recording(rec.dirfd, dir, false);
 	rec.cap = 64;
 	rec.files = calloc(rec.cap, sizeof(*rec.files));
 	if (!rec.files)
@@ -133,11 +141,20 @@ static void close_all_files(void)
 		}
 }
 
+static void replace_old_recording(void)
+{
+	if (rec.cleared)
+		return;
+	clear_old_recording(rec.dirfd, rec.dir, true);
+	rec.cleared = true;
+}
+
 static int open_thread_file(uint64_t owner)
 {
 	char name[64];
 	int fd;
 
+	replace_old_recording();
 	snprintf(name, sizeof(name), "%u-%u.dat", (unsigned int)(owner >> 32),
 		 (unsigned int)(uint32_t)owner);
 	fd = openat(rec.dirfd, name, O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
@@ -341,6 +358,7 @@ void record_finish(struct session *s)
 
 	while (drain_round(s))
 		;
+	replace_old_recording();
 	write_descs(s);
 	session_split_losses(s, &full, &after);
 	ringless = consumer_lost_ringless(&s->cons);
