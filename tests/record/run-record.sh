@@ -55,6 +55,23 @@ else
 	fail "recursion: record"
 fi
 
+# 1b. Recursion deeper than the return probe's instances (4,096 for a
+# few functions): the returns it misses are said, counted in info, and
+# the calls left are closed, marked.
+if record_json deep -- "$P/cli_record" recurse 5000; then
+	expect "deep recursion: rec's entries and returns, 905 without an instance" \
+		"5001 5001 905 5001 1 1" "$(row "$T/deep.counts" rec)"
+	missed=$(awk '$1 == "missed_returns" { print $2 }' "$T/deep/info")
+	if [ "${missed:-none}" = 905 ] &&
+	   grep -q "missed the return of at least 905 calls" "$T/deep.err"; then
+		ok "deep recursion: the 905 missed returns said and counted"
+	else
+		fail "deep recursion: missed returns '${missed:-none}' (905) not said or counted"
+	fi
+else
+	fail "deep recursion: record"
+fi
+
 # 2. Threads: every thread in its own file, all its calls.
 if record_json thr -F main -- "$P/cli_record" threads 4 2000; then
 	expect "threads: leaf's calls on 4 threads" "8000 8000 0 1 4 1" "$(row "$T/thr.counts" leaf)"

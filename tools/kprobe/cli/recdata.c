@@ -54,6 +54,7 @@ struct recording {
 	uint64_t tsc_base, ns_base;
 	double ns_per_tick;
 	uint64_t lost;
+	uint64_t missed_returns;	/* calls whose return probe had no instance */
 	struct rd_desc *descs;		/* KPS_MAX_PROBES */
 	struct rd_func *funcs;
 	int nfuncs;
@@ -163,6 +164,8 @@ static void load_info(struct recording *r)
 			r->ns_base = v;
 		else if (!strcmp(key, "lost_full") || !strcmp(key, "lost_ringless"))
 			r->lost += v;
+		else if (!strcmp(key, "missed_returns"))
+			r->missed_returns = v;
 	}
 	fclose(f);
 }
@@ -1001,6 +1004,9 @@ int recdata_run(const struct cli_opts *o)
 			 r.corrupt == 1 ? "s" : "");
 	if (r.lost)
 		cli_warn("the recording lost %lu events", (unsigned long)r.lost);
+	if (r.missed_returns)
+		cli_warn("the recording missed the return of at least %lu calls (closed where "
+			 "known, marked)", (unsigned long)r.missed_returns);
 	for (int i = 0; i < n; i++)
 		munmap((void *)threads[i].data, threads[i].len);
 	free(threads);

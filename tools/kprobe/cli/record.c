@@ -351,9 +351,28 @@ static void write_descs(struct session *s)
 	close_text(f, "specs");
 }
 
+/* Calls whose return was not recorded because their return probe had no
+ * instance free (deeper recursion, or more threads inside a function at
+ * once, than its instances): the probes' missed counts as the agent last
+ * copied them. */
+static uint64_t missed_returns(struct session *s)
+{
+	uint64_t n = __atomic_load_n(&s->map.hdr->ndesc, __ATOMIC_ACQUIRE), missed = 0;
+
+	if (n > KPS_MAX_PROBES)
+		n = KPS_MAX_PROBES;
+	for (uint64_t id = 0; id < n; id++) {
+		const struct kps_desc *d = consumer_desc(&s->cons, id);
+
+		if (d && d->kind == DESC_RETURN)
+			missed += __atomic_load_n(&s->map.desc[id].missed, __ATOMIC_RELAXED);
+	}
+	return missed;
+}
+
 void record_finish(struct session *s)
 {
-	uint64_t full, after, ringless;
+	uint64_t full, after, ringless, missed;
 	FILE *f;
 
 	while (drain_round(s))
@@ -362,6 +381,7 @@ void record_finish(struct session *s)
 	write_descs(s);
 	session_split_losses(s, &full, &after);
 	ringless = consumer_lost_ringless(&s->cons);
+	missed = missed_returns(s);
 	f = create_text("info");
 	fprintf(f, "kprobe-record %d\n", RECORD_VERSION);
 	fprintf(f, "time_tsc %d\n", s->cons.time_tsc ? 1 : 0);
@@ -373,6 +393,7 @@ void record_finish(struct session *s)
 	fprintf(f, "after_end %lu\n", (unsigned long)after);
 	fprintf(f, "corrupt %lu\n", (unsigned long)rec.corrupt);
 	fprintf(f, "bytes %lu\n", (unsigned long)rec.bytes);
+	fprintf(f, "missed_returns %lu\n", (unsigned long)missed);
 	close_text(f, "info");
 	close_all_files();
 	free(rec.files);
@@ -391,6 +412,10 @@ void record_finish(struct session *s)
 	if (rec.corrupt)
 		cli_warn("skipped %lu corrupt buffer contents (the target wrote over them)",
 			 (unsigned long)rec.corrupt);
+	if (missed)
+		cli_warn("missed the return of at least %lu calls (more of them active at once than "
+			 "their return probe's instances: deep recursion or many threads)",
+			 (unsigned long)missed);
 	fprintf(stderr, "kprobe: recorded %lu bytes of events in %s\n", (unsigned long)rec.bytes,
 		rec.dir);
 }
