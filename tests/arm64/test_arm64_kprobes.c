@@ -12,6 +12,7 @@
  * test_arm64_kretprobe.c.
  */
 #include <criterion/criterion.h>
+#include <dirent.h>
 #include <errno.h>
 #include <pthread.h>
 #include <setjmp.h>
@@ -21,6 +22,7 @@
 #include <string.h>
 #include <sys/auxv.h>
 #include <sys/mman.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "kprobes.h"
@@ -712,9 +714,20 @@ Test(a64_optimized, out_of_range_keeps_the_brk)
 
 /* Threads call the probed function while one registers, unregisters,
  * disables, enables and optimizes it over and over: every call computes
- * its result, no hit lands on a probe that is not there. */
+ * its result, no hit lands on a probe that is not there.  A64_CHURN=N in
+ * the environment (the guest's kernel command line) multiplies the rounds
+ * and the calling threads by N, and shortens the rest between rounds: a
+ * stress mode for the detours' retirement (census, grace period, reuse),
+ * which starts no round after CHURN_BUDGET seconds.
+ * The run is bounded: a watchdog prints every thread's state (state,
+ * wchan, the pc of a stopped thread) before Criterion's timeout ends it,
+ * so a hang says where it hangs. */
 #define CHURN_THREADS 2
+#define CHURN_MAX_THREADS 16
 #define CHURN_ROUNDS 60
+#define CHURN_TIMEOUT 150
+#define CHURN_DUMP_AFTER 120
+#define CHURN_BUDGET 50
 
 static volatile bool churn_stop;
 static volatile long churn_bad;
@@ -732,15 +745,117 @@ static void *churn_caller(void *arg)
 	return (void *)calls;
 }
 
-Test(a64_optimized, churn_while_others_hammer)
+static int churn_scale(void)
 {
-	pthread_t th[CHURN_THREADS];
+	const char *env = getenv("A64_CHURN");
+	int n = env ? atoi(env) : 1;
+
+	return n < 1 ? 1 : n > 8 ? 8 : n;
+}
+
+/* One line of /proc/self/task/<tid>/<what>, without its newline. */
+static void task_line(const char *tid, const char *what, char *buf, size_t size)
+{
+	char path[96];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "/proc/self/task/%s/%s", tid, what);
+	buf[0] = 0;
+	f = fopen(path, "r");
+	if (!f)
+		return;
+	if (!fgets(buf, (int)size, f))
+		buf[0] = 0;
+	fclose(f);
+	buf[strcspn(buf, "\n")] = 0;
+}
+
+/* Where a running thread is: its pc, x30 and sp, written from its own
+ * signal handler (async-signal-safe: snprintf into a buffer, one write). */
+static void where_am_i(int sig, siginfo_t *info, void *ctx)
+{
+	const ucontext_t *uc = ctx;
+	char line[160];
+	int n;
+
+	n = snprintf(line, sizeof(line), "  task %ld: pc %#llx x30 %#llx sp %#llx\n",
+		     (long)gettid(), (unsigned long long)uc->uc_mcontext.pc,
+		     (unsigned long long)uc->uc_mcontext.regs[30],
+		     (unsigned long long)uc->uc_mcontext.sp);
+	if (n > 0 && write(2, line, (size_t)n) < 0)
+		return;
+}
+
+static void dump_threads(const char *why)
+{
+	char stat[512], wchan[64], sys[256], line[256];
+	struct sigaction sa = { .sa_sigaction = where_am_i, .sa_flags = SA_SIGINFO };
+	struct dirent *de;
+	DIR *d = opendir("/proc/self/task");
+	FILE *maps;
+
+	fprintf(stderr, "churn watchdog: %s; a64_add at %p, its words %#x %#x %#x\n", why,
+		(void *)a64_add, word_at(a64_add), word_at(AT(a64_add, 4)), word_at(AT(a64_add, 8)));
+	sigaction(SIGUSR2, &sa, NULL);
+	while (d && (de = readdir(d))) {
+		if (de->d_name[0] == '.')
+			continue;
+		task_line(de->d_name, "stat", stat, sizeof(stat));
+		task_line(de->d_name, "wchan", wchan, sizeof(wchan));
+		task_line(de->d_name, "syscall", sys, sizeof(sys));
+		fprintf(stderr, "  task %s: stat %.120s | wchan %s | syscall %s\n", de->d_name, stat,
+			wchan, sys);
+		if (atoi(de->d_name) != gettid())
+			tgkill(getpid(), atoi(de->d_name), SIGUSR2);
+	}
+	if (d)
+		closedir(d);
+	usleep(200000);
+	maps = fopen("/proc/self/maps", "r");
+	while (maps && fgets(line, sizeof(line), maps))
+		if (strstr(line, "x"))
+			fprintf(stderr, "  %s", line);
+	if (maps)
+		fclose(maps);
+}
+
+static double now_s(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+/* Until the test ends: CHURN_DUMP_AFTER seconds after it began, the
+ * threads' state, once. */
+static void *churn_watchdog(void *arg)
+{
+	struct timespec tick = { 0, 100000000 };
+	double deadline = now_s() + CHURN_DUMP_AFTER;
+
+	while (now_s() < deadline) {
+		if (__atomic_load_n(&churn_stop, __ATOMIC_ACQUIRE))
+			return NULL;
+		nanosleep(&tick, NULL);
+	}
+	dump_threads("the test is still running");
+	return NULL;
+}
+
+Test(a64_optimized, churn_while_others_hammer, .timeout = CHURN_TIMEOUT)
+{
+	pthread_t th[CHURN_MAX_THREADS], dog;
+	int scale = churn_scale();
+	int nthreads = CHURN_THREADS * scale, rounds = CHURN_ROUNDS * scale;
 	long opt_rounds = 0;
+	time_t t0 = time(NULL);
 
 	reset();
-	for (int i = 0; i < CHURN_THREADS; i++)
+	cr_assert_eq(pthread_create(&dog, NULL, churn_watchdog, NULL), 0);
+	for (int i = 0; i < nthreads; i++)
 		cr_assert_eq(pthread_create(&th[i], NULL, churn_caller, NULL), 0);
-	for (int r = 0; r < CHURN_ROUNDS; r++) {
+	for (int r = 0; r < rounds; r++) {
 		struct kprobe kp = { .addr = AT(a64_add, (r % 3) * 4), .pre_handler = count_pre };
 
 		cr_assert_eq(register_kprobe(&kp), 0);
@@ -751,15 +866,19 @@ Test(a64_optimized, churn_while_others_hammer)
 			cr_assert_eq(enable_kprobe(&kp), 0);
 			kprobes_optimize_now();
 		}
-		usleep(1000);
+		usleep(scale > 1 ? 100 * (unsigned int)(r % 10) : 1000);
 		unregister_kprobe(&kp);
+		if (scale > 1 && time(NULL) - t0 > CHURN_BUDGET) {
+			cr_log_info("stress: %d of %d rounds in %d s", r + 1, rounds, CHURN_BUDGET);
+			rounds = r + 1;
+		}
 	}
 	__atomic_store_n(&churn_stop, true, __ATOMIC_RELEASE);
-	for (int i = 0; i < CHURN_THREADS; i++)
+	for (int i = 0; i < nthreads; i++)
 		pthread_join(th[i], NULL);
+	pthread_join(dog, NULL);
 	cr_expect_eq(churn_bad, 0, "%ld wrong results", churn_bad);
-	cr_expect_gt(opt_rounds, CHURN_ROUNDS / 2, "optimized in %ld of %d rounds", opt_rounds,
-		     CHURN_ROUNDS);
+	cr_expect_gt(opt_rounds, rounds / 2, "optimized in %ld of %d rounds", opt_rounds, rounds);
 	cr_expect_gt(hits, 0);
 	cr_expect_eq(word_at(a64_add), 0xa9bf7bfdu);
 	cr_expect_eq(word_at(AT(a64_add, 4)), 0x910003fdu);
