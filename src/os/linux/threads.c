@@ -398,8 +398,10 @@ static void census_handler(int sig, siginfo_t *info, void *ctx)
 		kp_sig_forward(sig, info, ctx);
 		return;
 	}
-	__atomic_fetch_add(&census_busy, 1, __ATOMIC_ACQUIRE);
-	if (tag - (uintptr_t)census_tag != __atomic_load_n(&census_round, __ATOMIC_ACQUIRE) %
+	/* Seq-cst with the round's start (kp_threads_outside): a handler
+	 * either sees the new round or is waited for before it begins. */
+	__atomic_fetch_add(&census_busy, 1, __ATOMIC_SEQ_CST);
+	if (tag - (uintptr_t)census_tag != __atomic_load_n(&census_round, __ATOMIC_SEQ_CST) %
 					      sizeof(census_tag)) {
 		__atomic_fetch_sub(&census_busy, 1, __ATOMIC_RELEASE);
 		return;
@@ -585,11 +587,20 @@ bool kp_threads_outside(const uintptr_t (*ranges)[2], int n)
 	d = opendir("/proc/self/task");
 	if (!d)
 		return false;
+	/* The round first, then the counts: a late handler of an earlier
+	 * round (a thread that could not answer in time) that passed its
+	 * round check before the new round began is waited for here, and
+	 * one that comes later sees the new round and ignores its signal.
+	 * Reset before it, its answer would count for this round and end
+	 * the wait before a thread that may be inside has answered. */
+	__atomic_store_n(&census_round, census_round + 1, __ATOMIC_SEQ_CST);
+	while (__atomic_load_n(&census_busy, __ATOMIC_SEQ_CST))
+		sched_yield();
 	census_ranges = ranges;
 	census_nranges = n;
 	census_answers = 0;
 	census_inside = 0;
-	__atomic_store_n(&census_round, census_round + 1, __ATOMIC_RELEASE);
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
 	while ((de = readdir(d))) {
 		pid_t tid = (pid_t)atoi(de->d_name);
 		bool in_syscall;
