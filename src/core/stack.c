@@ -616,10 +616,12 @@ unwind(const struct stack_set *set, const struct kp_thread *t, const struct pt_r
 	ips[n++] = ip;
 	while (n < max) {
 		if (f.exact) {
-			uintptr_t at = f.ip;
+			uintptr_t at = f.ip, sp = f.sp;
 
-			if (arch_unwind_map_ip(&at))
+			if (arch_unwind_map_ip(&at, &sp)) {
 				ips[n - 1] = f.ip = at;
+				f.sp = sp;
+			}
 		}
 		if (!unwind_one(set, &last, t, &f, cached, NULL))
 			break;
@@ -809,10 +811,12 @@ static int unwind_memo(const struct stack_set *set, const struct kp_thread *t,
 walk:
 	while (n < max) {
 		if (f.exact) {
-			uintptr_t at = f.ip;
+			uintptr_t at = f.ip, sp = f.sp;
 
-			if (arch_unwind_map_ip(&at))
+			if (arch_unwind_map_ip(&at, &sp)) {
 				ips[n - 1] = f.ip = at;
+				f.sp = sp;
+			}
 		}
 		if (p >= 0) {
 			/* frames further out are further up the stack */

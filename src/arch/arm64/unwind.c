@@ -28,7 +28,7 @@ bool arch_unwind_fixup(ucontext_t *uc)
 	return false;
 }
 
-bool arch_unwind_map_ip(uintptr_t *ip)
+bool arch_unwind_map_ip(uintptr_t *ip, uintptr_t *sp)
 {
 	struct xol_slot *s = xol_slot_of(*ip);
 	struct kp_probepoint *pp;
