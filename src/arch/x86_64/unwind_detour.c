@@ -507,6 +507,12 @@ static bool get_deref_rsp(const uint8_t *e, unsigned int len, unsigned int *off)
 	return get_uleb(&e, end, off) && e == end;
 }
 
+/* Built without jump tables: the handler analysis (clobber.c) follows the
+ * unwinder's code from a handler that takes stacks, and an indirect jump
+ * is code it cannot see (every register would be saved for it). */
+#pragma GCC push_options
+#pragma GCC optimize("no-jump-tables")
+
 /* The row at offset off of the instructions [q, end) (as detour_insns
  * writes them, the CIE's CFA = rsp before them); false on anything
  * else. */
@@ -519,55 +525,42 @@ static bool detour_row_at(const uint8_t *q, const uint8_t *end, size_t off, stru
 	while (q < end) {
 		uint8_t op = *q++;
 
-		if ((op & 0xc0) == DW_CFA_advance_loc) {
-			loc += op & 0x3f;
-			if (loc > off)
-				return true;
-			continue;
-		}
-		switch (op) {
-		case 0:			/* the nops after the instructions */
-			return true;
-		case DW_CFA_advance_loc1:
-			if (q == end)
+		if ((op & 0xc0) == DW_CFA_advance_loc || op == DW_CFA_advance_loc1) {
+			if (op == DW_CFA_advance_loc1 && q == end)
 				return false;
-			loc += *q++;
+			loc += op == DW_CFA_advance_loc1 ? *q++ : (size_t)(op & 0x3f);
 			if (loc > off)
 				return true;
-			break;
-		case DW_CFA_def_cfa:
+		} else if (op == 0) {		/* the nops after the instructions */
+			return true;
+		} else if (op == DW_CFA_def_cfa) {
 			if (!get_uleb(&q, end, &reg) || !get_uleb(&q, end, &v) || reg != ARCH_DWARF_SP)
 				return false;
 			r->deref = false;
 			r->cfa_off = v;
-			break;
-		case DW_CFA_def_cfa_offset:
+		} else if (op == DW_CFA_def_cfa_offset) {
 			if (!get_uleb(&q, end, &v) || r->deref)
 				return false;
 			r->cfa_off = v;
-			break;
-		case DW_CFA_def_cfa_expression:
+		} else if (op == DW_CFA_def_cfa_expression) {
 			if (!get_uleb(&q, end, &len) || len > (size_t)(end - q) ||
 			    !get_deref_rsp(q, len, &v))
 				return false;
 			q += len;
 			r->deref = true;
 			r->cfa_off = v;
-			break;
-		case DW_CFA_val_expression:
+		} else if (op == DW_CFA_val_expression) {
 			if (!get_uleb(&q, end, &reg) || !get_uleb(&q, end, &len) || len != 9 ||
 			    len > (size_t)(end - q) || q[0] != DW_OP_addr || reg != ARCH_DWARF_RA)
 				return false;
 			memcpy(&r->ra, q + 1, sizeof(r->ra));
 			q += len;
-			break;
-		case DW_CFA_undefined:
+		} else if (op == DW_CFA_undefined) {
 			if (!get_uleb(&q, end, &reg))
 				return false;
 			if (reg == ARCH_DWARF_RA)
 				r->ra = 0;
-			break;
-		default:
+		} else {
 			return false;
 		}
 	}
@@ -608,3 +601,5 @@ bool detour_unwind_frame(uintptr_t ip, uintptr_t sp, uintptr_t *pc, uintptr_t *c
 	}
 	return false;
 }
+
+#pragma GCC pop_options
