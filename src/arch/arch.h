@@ -54,6 +54,13 @@ uint8_t arch_original_byte(uintptr_t addr);
  * too.  Async-signal-safe. */
 bool arch_unwind_map_ip(uintptr_t *ip, uintptr_t *sp);
 
+/* For the stack unwinder, where no table covers a return address: when
+ * pc (the return address minus one) lies in generated code whose frames
+ * the architecture knows (x86-64: a detour, returned into by a handler
+ * entered by a jump), *pc becomes the probed instruction the frame stands
+ * for and *sp the program's stack pointer there (true).  Async-signal-safe. */
+bool arch_unwind_return_into(uintptr_t *pc, uintptr_t *sp);
+
 /* Installs the trap handlers. */
 int arch_init(void);
 

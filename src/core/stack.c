@@ -515,7 +515,7 @@ static inline __attribute__((always_inline)) bool unwind_generated(struct frame 
 {
 	uintptr_t at = pc, sp = f->sp;
 
-	if (!arch_unwind_map_ip(&at, &sp))
+	if (!arch_unwind_return_into(&at, &sp))
 		return false;
 	f->ip = at;
 	f->sp = sp;

@@ -41,3 +41,11 @@ bool arch_unwind_map_ip(uintptr_t *ip, uintptr_t *sp)
 	*ip = pp->addr;
 	return true;
 }
+
+/* No generated code here is returned into with a frame the tables lack a
+ * rule for and this file knows: the walk goes on by frame pointers (the
+ * detours' shared code keeps a frame record {x29, R}). */
+bool arch_unwind_return_into(uintptr_t *pc, uintptr_t *sp)
+{
+	return false;
+}

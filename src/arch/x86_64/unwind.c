@@ -54,3 +54,14 @@ bool arch_unwind_map_ip(uintptr_t *ip, uintptr_t *sp)
 	*ip = orig;
 	return true;
 }
+
+bool arch_unwind_return_into(uintptr_t *pc, uintptr_t *sp)
+{
+	uintptr_t ra, cfa;
+
+	if (!detour_unwind_frame(*pc, *sp, &ra, &cfa))
+		return false;
+	*pc = ra;
+	*sp = cfa;
+	return true;
+}
