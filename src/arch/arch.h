@@ -48,9 +48,18 @@ uint8_t arch_original_byte(uintptr_t addr);
 
 /* For the stack unwinder: an ip inside an out-of-line slot or a detour's
  * copied instructions becomes the probed instruction's address (true);
- * the stack there is the one the original instruction runs with.
- * Async-signal-safe. */
-bool arch_unwind_map_ip(uintptr_t *ip);
+ * the stack there is the one the original instruction runs with.  Where
+ * the architecture knows the generated code's frame (x86-64: anywhere in
+ * a detour), *sp becomes the program's stack pointer at that instruction
+ * too.  Async-signal-safe. */
+bool arch_unwind_map_ip(uintptr_t *ip, uintptr_t *sp);
+
+/* For the stack unwinder, where no table covers a return address: when
+ * pc (the return address minus one) lies in generated code whose frames
+ * the architecture knows (x86-64: a detour, returned into by a handler
+ * entered by a jump), *pc becomes the probed instruction the frame stands
+ * for and *sp the program's stack pointer there (true).  Async-signal-safe. */
+bool arch_unwind_return_into(uintptr_t *pc, uintptr_t *sp);
 
 /* Installs the trap handlers. */
 int arch_init(void);

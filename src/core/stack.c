@@ -499,9 +499,33 @@ static inline __attribute__((always_inline)) void memo_state(struct memo_frame *
 	rec->flags = f->exact ? MF_EXACT : 0;
 }
 
-/* One frame up; false at the outermost frame or where the stack makes
- * no sense.  rec, when not NULL, gets what the step did. */
-static inline __attribute__((always_inline)) bool
+/* What a step did: nothing (the outermost frame, or a stack that makes
+ * no sense), moved to the caller, or found that the frame stands for
+ * another one (a return into a detour: the probed instruction's frame),
+ * which replaces it. */
+#define STEP_END	0
+#define STEP_CALLER	1
+#define STEP_REPLACED	2
+
+/* Where a return address leads into generated code the architecture
+ * knows the frames of (a handler entered by a jump returns into its
+ * detour): f becomes the frame it stands for. */
+static inline __attribute__((always_inline)) bool unwind_generated(struct frame *f,
+								     uintptr_t pc)
+{
+	uintptr_t at = pc, sp = f->sp;
+
+	if (!arch_unwind_return_into(&at, &sp))
+		return false;
+	f->ip = at;
+	f->sp = sp;
+	f->lr = 0;
+	f->exact = true;
+	return true;
+}
+
+/* One frame up (STEP_*).  rec, when not NULL, gets what the step did. */
+static inline __attribute__((always_inline)) int
 unwind_one(const struct stack_set *set, const struct stack_obj **last, const struct kp_thread *t,
 	   struct frame *f, bool cached, struct memo_frame *rec)
 {
@@ -516,9 +540,9 @@ unwind_one(const struct stack_set *set, const struct stack_obj **last, const str
 	case CFI_END:
 		if (rec)
 			rec->flags |= MF_END;
-		return false;
+		return STEP_END;
 	case CFI_SIGNAL:
-		return unwind_signal(f);
+		return unwind_signal(f) ? STEP_CALLER : STEP_END;
 	case CFI_SP:
 	case CFI_BP:
 		if (rec && rule_kind(r) == CFI_BP)
@@ -533,7 +557,7 @@ unwind_one(const struct stack_set *set, const struct stack_obj **last, const str
 		 * only for the frame the registers were taken in */
 		cfa = f->sp + rule_cfa_off(r);
 		if (!f->lr || cfa < f->sp || (cfa & (WORD - 1)))
-			return false;
+			return STEP_END;
 		ra = f->lr;
 		if (t->ri_top)
 			ra = kretprobe_find_ret_addr(ra, arch_return_slot_of_cfa(cfa));
@@ -541,14 +565,16 @@ unwind_one(const struct stack_set *set, const struct stack_obj **last, const str
 		f->sp = cfa;
 		f->lr = 0;
 		f->exact = false;
-		return true;
+		return STEP_CALLER;
 	default:
+		if (!f->exact && unwind_generated(f, pc))
+			return STEP_REPLACED;
 		if (rec)
 			rec->flags |= MF_USES_BP;
 		if (!fp_plausible(f)) {
 			if (rec)
 				rec->flags |= MF_END;
-			return false;
+			return STEP_END;
 		}
 		cfa = f->bp + ARCH_FP_CFA_OFFSET;
 		ra_at = arch_return_slot_of_cfa(cfa);
@@ -559,10 +585,10 @@ unwind_one(const struct stack_set *set, const struct stack_obj **last, const str
 	if (cfa <= f->sp || (cfa & (WORD - 1))) {
 		if (rec)
 			rec->flags |= MF_END;
-		return false;
+		return STEP_END;
 	}
 	if (kp_load_nofault(ra_at, &ra) || !ra)
-		return false;
+		return STEP_END;
 	bp_fault = false;
 	if (bp8 == CFI_BP_SAME)
 		bp = f->bp;
@@ -595,7 +621,7 @@ unwind_one(const struct stack_set *set, const struct stack_obj **last, const str
 	f->bp = bp;
 	f->lr = 0;
 	f->exact = false;
-	return true;
+	return STEP_CALLER;
 }
 
 static inline __attribute__((always_inline)) int
@@ -616,14 +642,21 @@ unwind(const struct stack_set *set, const struct kp_thread *t, const struct pt_r
 	ips[n++] = ip;
 	while (n < max) {
 		if (f.exact) {
-			uintptr_t at = f.ip;
+			uintptr_t at = f.ip, sp = f.sp;
 
-			if (arch_unwind_map_ip(&at))
+			if (arch_unwind_map_ip(&at, &sp)) {
 				ips[n - 1] = f.ip = at;
+				f.sp = sp;
+			}
 		}
-		if (!unwind_one(set, &last, t, &f, cached, NULL))
+		int step = unwind_one(set, &last, t, &f, cached, NULL);
+
+		if (step == STEP_END)
 			break;
-		ips[n++] = f.ip;
+		if (step == STEP_REPLACED)
+			ips[n - 1] = f.ip;
+		else
+			ips[n++] = f.ip;
 	}
 	return n;
 }
@@ -796,7 +829,7 @@ static int unwind_memo(const struct stack_set *set, const struct kp_thread *t,
 			   arch_link_register(regs), true };
 	const struct stack_obj *last = NULL;
 	bool ended = false;
-	int n = 0, p = -1, q, j;
+	int n = 0, p = -1, q, j, step;
 
 	/* a memo of another set of tables, or return-probed frames on the
 	 * stack (their return addresses are mapped): the tables only */
@@ -809,10 +842,12 @@ static int unwind_memo(const struct stack_set *set, const struct kp_thread *t,
 walk:
 	while (n < max) {
 		if (f.exact) {
-			uintptr_t at = f.ip;
+			uintptr_t at = f.ip, sp = f.sp;
 
-			if (arch_unwind_map_ip(&at))
+			if (arch_unwind_map_ip(&at, &sp)) {
 				ips[n - 1] = f.ip = at;
+				f.sp = sp;
+			}
 		}
 		if (p >= 0) {
 			/* frames further out are further up the stack */
@@ -822,11 +857,20 @@ walk:
 				goto joined;
 		}
 step:
-		if (!unwind_one(set, &last, t, &f, true, &sc[n - 1])) {
+		step = unwind_one(set, &last, t, &f, true, &sc[n - 1]);
+		if (step == STEP_END) {
 			ended = true;
 			break;
 		}
-		ips[n++] = f.ip;
+		if (step == STEP_REPLACED) {
+			/* the step that led here is taken again rather than
+			 * followed: its return address is not this frame's ip */
+			ips[n - 1] = f.ip;
+			if (n > 1)
+				sc[n - 2].flags &= ~MF_FAST;
+		} else {
+			ips[n++] = f.ip;
+		}
 	}
 	if (!ended)
 		memo_state(&sc[n - 1], &f);	/* not stepped: taken again */

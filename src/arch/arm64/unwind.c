@@ -28,7 +28,7 @@ bool arch_unwind_fixup(ucontext_t *uc)
 	return false;
 }
 
-bool arch_unwind_map_ip(uintptr_t *ip)
+bool arch_unwind_map_ip(uintptr_t *ip, uintptr_t *sp)
 {
 	struct xol_slot *s = xol_slot_of(*ip);
 	struct kp_probepoint *pp;
@@ -40,4 +40,12 @@ bool arch_unwind_map_ip(uintptr_t *ip)
 		return false;
 	*ip = pp->addr;
 	return true;
+}
+
+/* No generated code here is returned into with a frame the tables lack a
+ * rule for and this file knows: the walk goes on by frame pointers (the
+ * detours' shared code keeps a frame record {x29, R}). */
+bool arch_unwind_return_into(uintptr_t *pc, uintptr_t *sp)
+{
+	return false;
 }

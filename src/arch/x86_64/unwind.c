@@ -3,6 +3,7 @@
 
 #include "arch/arch.h"
 #include "arch/x86_64/detour.h"
+#include "arch/x86_64/unwind_detour.h"
 #include "arch/x86_64/xol.h"
 #include "core/arch_api.h"
 
@@ -28,12 +29,18 @@ bool arch_unwind_fixup(ucontext_t *uc)
 	return false;
 }
 
-bool arch_unwind_map_ip(uintptr_t *ip)
+bool arch_unwind_map_ip(uintptr_t *ip, uintptr_t *sp)
 {
 	struct xol_slot *s = xol_slot_of(*ip);
 	struct kp_probepoint *pp;
-	uintptr_t orig = 0, copy;
+	uintptr_t orig = 0, copy, cfa;
 
+	/* anywhere in a detour: the frame its rows describe */
+	if (!s && detour_unwind_frame(*ip, *sp, &orig, &cfa)) {
+		*ip = orig;
+		*sp = cfa;
+		return true;
+	}
 	if (s) {
 		pp = __atomic_load_n(&s->owner, __ATOMIC_ACQUIRE);
 		if (!pp)
@@ -45,5 +52,16 @@ bool arch_unwind_map_ip(uintptr_t *ip)
 	if (!orig)
 		return false;
 	*ip = orig;
+	return true;
+}
+
+bool arch_unwind_return_into(uintptr_t *pc, uintptr_t *sp)
+{
+	uintptr_t ra, cfa;
+
+	if (!detour_unwind_frame(*pc, *sp, &ra, &cfa))
+		return false;
+	*pc = ra;
+	*sp = cfa;
 	return true;
 }

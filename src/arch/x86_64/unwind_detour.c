@@ -43,6 +43,7 @@
 #include "arch/x86_64/writer.h"
 #include "arch/x86_64/unwind_detour.h"
 #include "asm/dwarf.h"
+#include "asm/uaccess.h"
 
 #define DW_CFA_advance_loc 0x40
 #define DW_CFA_advance_loc1 0x02
@@ -367,7 +368,8 @@ static struct pool_unwind *pool_of(struct pool_set *set, uintptr_t base, size_t 
 	reg = register_frame_fn();
 	if (reg)
 		reg(pu->eh);
-	set->npools++;
+	/* published after the pool's table: the unwinder reads it lock-free */
+	__atomic_store_n(&set->npools, set->npools + 1, __ATOMIC_RELEASE);
 	return pu;
 }
 
@@ -465,3 +467,139 @@ void arch_xol_unwind_remove(uintptr_t pool, uintptr_t pool_size, uintptr_t unit,
 {
 	unit_clear(&slots, pool, pool_size, unit, slot);
 }
+
+/* ---- the rows read back, for the library's own unwinder ---- */
+
+/* One row of a detour: CFA = rsp + cfa_off, or the word at rsp plus
+ * cfa_off (deref); the return address ra (0: none). */
+struct detour_row {
+	bool deref;
+	unsigned int cfa_off;
+	uintptr_t ra;
+};
+
+/* An unsigned LEB128 number of at most 4 bytes (what put_* writes). */
+static bool get_uleb(const uint8_t **p, const uint8_t *end, unsigned int *v)
+{
+	unsigned int r = 0;
+
+	for (int shift = 0; *p < end && shift < 28; shift += 7) {
+		uint8_t b = *(*p)++;
+
+		r |= (unsigned int)(b & 0x7f) << shift;
+		if (!(b & 0x80)) {
+			*v = r;
+			return true;
+		}
+	}
+	return false;
+}
+
+/* CFA = the word at rsp + off: the one expression detour_insns writes. */
+static bool get_deref_rsp(const uint8_t *e, unsigned int len, unsigned int *off)
+{
+	const uint8_t *end = e + len;
+
+	if (len < 5 || e[0] != DW_OP_breg7 || e[1] != 0 || e[2] != DW_OP_deref ||
+	    e[3] != DW_OP_plus_uconst)
+		return false;
+	e += 4;
+	return get_uleb(&e, end, off) && e == end;
+}
+
+/* Built without jump tables: the handler analysis (clobber.c) follows the
+ * unwinder's code from a handler that takes stacks, and an indirect jump
+ * is code it cannot see (every register would be saved for it). */
+#pragma GCC push_options
+#pragma GCC optimize("no-jump-tables")
+
+/* The row at offset off of the instructions [q, end) (as detour_insns
+ * writes them, the CIE's CFA = rsp before them); false on anything
+ * else. */
+static bool detour_row_at(const uint8_t *q, const uint8_t *end, size_t off, struct detour_row *r)
+{
+	size_t loc = 0;
+	unsigned int reg, v, len;
+
+	*r = (struct detour_row){ false, 0, 0 };
+	while (q < end) {
+		uint8_t op = *q++;
+
+		if ((op & 0xc0) == DW_CFA_advance_loc || op == DW_CFA_advance_loc1) {
+			if (op == DW_CFA_advance_loc1 && q == end)
+				return false;
+			loc += op == DW_CFA_advance_loc1 ? *q++ : (size_t)(op & 0x3f);
+			if (loc > off)
+				return true;
+		} else if (op == 0) {		/* the nops after the instructions */
+			return true;
+		} else if (op == DW_CFA_def_cfa) {
+			if (!get_uleb(&q, end, &reg) || !get_uleb(&q, end, &v) || reg != ARCH_DWARF_SP)
+				return false;
+			r->deref = false;
+			r->cfa_off = v;
+		} else if (op == DW_CFA_def_cfa_offset) {
+			if (!get_uleb(&q, end, &v) || r->deref)
+				return false;
+			r->cfa_off = v;
+		} else if (op == DW_CFA_def_cfa_expression) {
+			if (!get_uleb(&q, end, &len) || len > (size_t)(end - q) ||
+			    !get_deref_rsp(q, len, &v))
+				return false;
+			q += len;
+			r->deref = true;
+			r->cfa_off = v;
+		} else if (op == DW_CFA_val_expression) {
+			if (!get_uleb(&q, end, &reg) || !get_uleb(&q, end, &len) || len != 9 ||
+			    len > (size_t)(end - q) || q[0] != DW_OP_addr || reg != ARCH_DWARF_RA)
+				return false;
+			memcpy(&r->ra, q + 1, sizeof(r->ra));
+			q += len;
+		} else if (op == DW_CFA_undefined) {
+			if (!get_uleb(&q, end, &reg))
+				return false;
+			if (reg == ARCH_DWARF_RA)
+				r->ra = 0;
+		} else {
+			return false;
+		}
+	}
+	return true;
+}
+
+/* The pools' tables stay mapped for good and a unit's FDE changes only
+ * while no thread runs the unit, so a thread inside it reads its rows as
+ * they were written for the code it runs. */
+bool detour_unwind_frame(uintptr_t ip, uintptr_t sp, uintptr_t *pc, uintptr_t *cfa)
+{
+	int n = __atomic_load_n(&detours.npools, __ATOMIC_ACQUIRE);
+	size_t fs = detours.fde_size;
+
+	for (int i = 0; i < n; i++) {
+		const struct pool_unwind *pu = &detours.pools[i];
+		const uint8_t *insns;
+		struct detour_row r;
+		uintptr_t base, c;
+		size_t u;
+
+		if (ip < pu->base || ip - pu->base >= pu->units * pu->unit)
+			continue;
+		u = (ip - pu->base) / pu->unit;
+		insns = pu->eh + CIE_SIZE + u * fs + FDE_INSNS;
+		if (!detour_row_at(insns, insns + fs - FDE_INSNS, ip - pu->base - u * pu->unit, &r) ||
+		    !r.ra)
+			return false;
+		base = sp;
+		if (r.deref && kp_load_nofault(sp, &base))
+			return false;
+		c = base + r.cfa_off;
+		if (c < sp || (c & (sizeof(uintptr_t) - 1)))
+			return false;
+		*pc = r.ra;
+		*cfa = c;
+		return true;
+	}
+	return false;
+}
+
+#pragma GCC pop_options

@@ -34,6 +34,13 @@ void arch_detour_unwind_add(const struct detour_layout *l);
 /* The detour d of the pool is freed. */
 void arch_detour_unwind_remove(uintptr_t pool, uintptr_t pool_size, uintptr_t unit, uintptr_t d);
 
+/* The frame a thread at the exact ip inside a detour stands for, from the
+ * detour's rows: *pc the probed instruction it is at (or about to run),
+ * *cfa the program's stack pointer there.  False outside the detours or
+ * where the rows give no return address.  Async-signal-safe: no lock, no
+ * allocation, memory of the stack read without faulting. */
+bool detour_unwind_frame(uintptr_t ip, uintptr_t sp, uintptr_t *pc, uintptr_t *cfa);
+
 /* Out-of-line slots: from each row's offset in the slot, the CFA is rsp +
  * cfa and the return address ra (the address of the original instruction
  * the slot is at, or a call's target once its return address is pushed;
