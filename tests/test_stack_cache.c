@@ -46,6 +46,18 @@ static struct kprobe libc_kps[24];
 static long libc_hits, libc_diffs, libc_cached, libc_deep;
 
 
+/* Whether a frame walked after the caller's (the pcs looked up are the
+ * first ip and each return address - 1) shares the caller's cache slot. */
+static bool slot_taken_deeper(const unsigned long *ips, int n)
+{
+	unsigned int slot = kp_stack_cache_slot(ips[1] - 1);
+
+	for (int i = 2; i < n; i++)
+		if (kp_stack_cache_slot(ips[i] - 1) == slot && ips[i] != ips[1])
+			return true;
+	return false;
+}
+
 static int libc_pre(struct kprobe *p, struct pt_regs *regs)
 {
 	unsigned long fill[MAXF], again[MAXF], tables[MAXF];
@@ -56,7 +68,9 @@ static int libc_pre(struct kprobe *p, struct pt_regs *regs)
 	libc_hits++;
 	if (!same_stacks(fill, nf, tables, nt) || !same_stacks(again, na, tables, nt))
 		libc_diffs++;
-	if (nt > 2) {
+	/* the caller's rule, unless a deeper frame's took its slot in the
+	 * direct-mapped cache (where libc lands decides: ASLR) */
+	if (nt > 2 && !slot_taken_deeper(tables, nt)) {
 		libc_deep++;
 		/* the caller's return address: its rule is cached now */
 		if (kp_stack_cached_kind(tables[1] - 1) >= 0)

@@ -372,9 +372,14 @@ static inline unsigned int rule_ra8(rule_t w)
 	return w >> 27;
 }
 
+static inline unsigned int slot_index(uintptr_t pc)
+{
+	return (unsigned int)((pc ^ (pc >> RULE_CACHE_BITS)) & (RULE_CACHE_SLOTS - 1));
+}
+
 static inline struct rule_slot *slot_of(struct rule_slot *cache, uintptr_t pc)
 {
-	return &cache[(pc ^ (pc >> RULE_CACHE_BITS)) & (RULE_CACHE_SLOTS - 1)];
+	return &cache[slot_index(pc)];
 }
 
 /* The cached rule of pc: true and *r, or false.  A seqlock read: the word
@@ -1028,6 +1033,11 @@ int kp_stack_cached_kind(uintptr_t pc)
 	kind = set && pc && cache_get(set->cache, pc, &r) ? (int)rule_kind(r) : -1;
 	kp_read_exit(t);
 	return kind;
+}
+
+unsigned int kp_stack_cache_slot(uintptr_t pc)
+{
+	return slot_index(pc);
 }
 
 /* For tests: the cache's two operations on a cache the caller owns

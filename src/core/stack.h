@@ -22,6 +22,9 @@ void kp_stack_fork_unlock(void);
  * of the rule the cache holds for pc, -1 when it holds none. */
 int kp_stack_row_kind(uintptr_t pc);
 int kp_stack_cached_kind(uintptr_t pc);
+/* For tests: the rules cache's slot of pc (two pcs of one slot evict each
+ * other). */
+unsigned int kp_stack_cache_slot(uintptr_t pc);
 
 /* For tests: the rules cache's operations on a cache of
  * kp_stack_cache_bytes() (zeroed) the caller owns; pcs that differ by a
