@@ -61,7 +61,7 @@ extern char kp_opt_midf_xsave[], kp_opt_midf_fxsave[];
 /* The fast exit of a mid-function detour (detour_common.S), MIDX_SKIP
  * bytes: where the general path returns, past it. */
 extern const uint8_t kp_opt_mid_exit[], kp_opt_mid_exit_end[];
-#define MIDX_SKIP 48
+#define MIDX_SKIP 55
 /* What an entry detour runs after its handlers (ends the section, puts the
  * light level back), without and with the status flags; plain, or
  * continuing (for return probes: detour_common.S). */

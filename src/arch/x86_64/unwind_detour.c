@@ -15,9 +15,11 @@
  *   mid detour    D+0 lea -128(%rsp)    CFA = rsp, then rsp + 128
  *                 R   lea 128(%rsp)     CFA = rsp
  *     or, with the fast exit:
- *                 R-1 (from the handler) CFA = the word at rsp + 224
- *                 R   pop %rsp, then the light level popped
- *                     word by word down to rsp + 128, lea 128(%rsp)
+ *                 R-1 (from the handler) CFA = the word at rsp + 224,
+ *                     the program's rbx at CFA - 232
+ *                 R   mov %rbx,%rsp, then the program's rbx back, the
+ *                     light level popped word by word down to
+ *                     rsp + 128, lea 128(%rsp)
  *   copies        each: RA = addr + its offset in the region; the jump
  *                 back: RA = addr + the copied length
  *
@@ -55,6 +57,12 @@
 #define DW_CFA_def_cfa_offset 0x0e
 #define DW_CFA_undefined 0x07
 #define DW_CFA_val_expression 0x16
+#define DW_CFA_offset 0x80
+#define DW_CFA_same_value 0x08
+/* The fast exit's first two instructions: mov %rbx,%rsp (3 bytes), then
+ * mov -8(%rsp),%rbx (5). */
+#define MIDX_RSP_LEN 3u
+#define MIDX_RBX_LEN 8u
 #define DW_OP_addr 0x03
 
 #define CIE_SIZE 24
@@ -238,21 +246,27 @@ static void plain_exit(struct insns *s, const struct detour_layout *l)
 
 /* The fast exit of a mid-function detour: R - 1 as seen from the handler
  * (jumped into with R as its return address), whose frame is aligned
- * below the light level and holds L's address at its top; at R that is
- * popped into rsp, then the light level, the flags and R's slot are
- * popped, down to the red zone's 128 bytes, which the lea after the exit
- * steps back over. */
+ * below the light level and holds L's address at its top, with L in rbx
+ * and the program's rbx below L; at R rsp goes back to L and rbx gets the
+ * program's, then the light level, the flags and R's slot are popped,
+ * down to the red zone's 128 bytes, which the lea after the exit steps
+ * back over. */
 static void mid_fast_exit(struct insns *s, const struct detour_layout *l)
 {
 	static const uint8_t lea16[] = { 0x48, 0x8d, 0x64, 0x24, 0x10 };
+	static const uint8_t rbx_at[] = { DW_CFA_offset | ARCH_DWARF_RBX, (96 + 128 + 8) / 8 };
+	static const uint8_t rbx_back[] = { DW_CFA_same_value, ARCH_DWARF_RBX };
 	size_t end = l->ret_off + (size_t)l->mid_exit_len;
 	unsigned int off = 96 + 128;	/* L + 224: the program's stack pointer */
 
 	advance_to(s, l->ret_off - 1);
 	cfa_deref_rsp(s, off);
-	advance_to(s, l->ret_off + 1u);	/* after pop %rsp */
+	emit(s, rbx_at, sizeof(rbx_at));
+	advance_to(s, l->ret_off + MIDX_RSP_LEN);	/* after mov %rbx,%rsp */
 	cfa_rsp(s, off);
-	for (size_t at = l->ret_off + 1u; at < end && off > 128;) {
+	advance_to(s, l->ret_off + MIDX_RBX_LEN);	/* after mov -8(%rsp),%rbx */
+	emit(s, rbx_back, sizeof(rbx_back));
+	for (size_t at = l->ret_off + MIDX_RBX_LEN; at < end && off > 128;) {
 		int len = insn_length(l->code + at, end - at);
 		const uint8_t *c;
 
@@ -555,6 +569,10 @@ static bool detour_row_at(const uint8_t *q, const uint8_t *end, size_t off, stru
 				return false;
 			memcpy(&r->ra, q + 1, sizeof(r->ra));
 			q += len;
+		} else if ((op & 0xc0) == DW_CFA_offset || op == DW_CFA_same_value) {
+			/* where the program's rbx is: not needed here */
+			if (!get_uleb(&q, end, &v))
+				return false;
 		} else if (op == DW_CFA_undefined) {
 			if (!get_uleb(&q, end, &reg))
 				return false;

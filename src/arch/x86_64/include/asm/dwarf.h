@@ -7,6 +7,8 @@
 #define ARCH_DWARF_SP 7
 #define ARCH_DWARF_FP 6
 #define ARCH_DWARF_RA 16
+/* rbx (3): where a mid-function detour keeps its frame across a handler. */
+#define ARCH_DWARF_RBX 3
 
 /* The return address is pushed by the call: never in a register. */
 #define ARCH_DWARF_RA_IN_LR 0
