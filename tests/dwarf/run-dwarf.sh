@@ -435,6 +435,33 @@ if [ $rc -ne 2 ] || ! grep -q 'no debug information\|no such function' "$OUT/err
 	echo "FAIL a stale debug file was read: exit $rc, $(cat "$OUT/err" "$OUT/sep.txt")"
 	fail=1
 fi
+# A helper a library only inlines (two copies, no out-of-line one), named
+# without its object: its copies in the library are probed, 2 per call of
+# lib_run, and --no-inlines finds nothing to probe.
+printf '%s\n' 'volatile long lib_sink;' \
+	'static inline __attribute__((always_inline)) void lib_mix(long a) { lib_sink = lib_sink * 3 + a; }' \
+	'__attribute__((noinline)) long lib_run(long n) { lib_mix(n); if (n & 1) lib_sink += 7; lib_mix(n + 1); return lib_sink; }' \
+	>"$OUT/lib/libinl.c"
+printf '%s\n' 'long lib_run(long);' \
+	'int main(void) { long t = 0; for (long k = 0; k < 5; k++) t += lib_run(k); return t == 42; }' \
+	>"$OUT/lib/inlmain.c"
+gcc -O2 -g -shared -fPIC -o "$OUT/lib/libinl.so" "$OUT/lib/libinl.c" &&
+	gcc -O2 -o "$OUT/lib/inlmain" "$OUT/lib/inlmain.c" -L"$OUT/lib" -linl ||
+	{ echo "FAIL: cannot build the library inlining test"; fail=1; }
+LD_LIBRARY_PATH=$OUT/lib timeout 60 "$KPROBE" count --format json -o "$OUT/inl.json" lib_mix \
+	-- "$OUT/lib/inlmain" >/dev/null 2>"$OUT/err"
+got=$(jq -r '[.probes[] | select(.probe == "lib_mix" and .object == "libinl.so" and .inlined_in) |
+	.hits] | "\(length) copies, \(add) calls"' "$OUT/inl.json" 2>/dev/null)
+if [ "$got" != "2 copies, 10 calls" ]; then
+	echo "FAIL a library's inlined copies, no object named: '$got' $(cat "$OUT/err" "$OUT/inl.json")"
+	fail=1
+else
+	echo "dwarf-vars: a library's inlined copies, no object named ($got)"
+fi
+LD_LIBRARY_PATH=$OUT/lib timeout 60 "$KPROBE" count --no-inlines lib_mix -- "$OUT/lib/inlmain" \
+	>/dev/null 2>"$OUT/err"
+rc=$?
+[ $rc -eq 2 ] || { echo "FAIL --no-inlines on a library's inline-only helper: exit $rc, $(cat "$OUT/err")"; fail=1; }
 LIBC=$(ldd "$OUT/lib/sepmain" | sed -n 's/.*libc\.so\.6 => \([^ ]*\).*/\1/p')
 BID=$(readelf -n "$LIBC" 2>/dev/null | sed -n 's/.*Build ID: \([0-9a-f]*\).*/\1/p')
 if [ -n "$BID" ] && [ -r "/usr/lib/debug/.build-id/$(echo "$BID" | cut -c1-2)/$(echo "$BID" | cut -c3-).debug" ]; then

@@ -2715,35 +2715,33 @@ static int count_match(const char *name, void *arg)
 	return 0;
 }
 
-/* Probe i's inlined copies (n points) as OBJECT:0xADDRESS probes. */
+/* Probe i's inlined copies (n points) in the object at path as
+ * OBJECT:0xADDRESS probes.  *slot_free: no object has an out-of-line copy
+ * for the probe's own symbol to resolve to, and no inlined copy has taken
+ * its slot yet: the first one found does. */
 static void add_inline_probes(struct cli_opts *o, int i, const char *path, struct point *pts,
-			      int n)
+			      int n, bool *slot_free)
 {
 	struct probe_spec orig = o->specs[i];
-	struct glob_count g = { orig.symbol, 0 };
-	int first;
 
 	if (n && orig.nargs) {
-		cli_warn("'%s': its %d inlined cop%s not probed: arguments there are read by "
-			 "variable name, not argN", orig.text, n, n == 1 ? "y is" : "ies are");
+		cli_warn("'%s': its %d inlined cop%s in %s not probed: arguments there are read "
+			 "by variable name, not argN", orig.text, n, n == 1 ? "y is" : "ies are",
+			 path);
 		return;
 	}
 	if (!n)
 		return;
-	/* No out-of-line copy to resolve: the first inlined one takes the
-	 * probe's own slot. */
-	elf_file_foreach_function(path, count_match, &g);
-	first = g.n ? 0 : 1;
 	/* A wide glob can have more copies than a session has probes: the
 	 * probe still works, on its out-of-line copies, and says so. */
-	if (g.n && (o->nspecs + n > KPROBE_MAX_SPECS || n == MAX_POINTS)) {
-		cli_warn("'%s': its inlined copies are not probed: %s%d of them (at most %d probes; "
-			 "--no-inlines says not to look)", orig.text, n == MAX_POINTS ? "at least " : "",
-			 n, KPROBE_MAX_SPECS);
+	if (!*slot_free && (o->nspecs + n > KPROBE_MAX_SPECS || n == MAX_POINTS)) {
+		cli_warn("'%s': its inlined copies in %s are not probed: %s%d of them (at most %d "
+			 "probes; --no-inlines says not to look)", orig.text, path,
+			 n == MAX_POINTS ? "at least " : "", n, KPROBE_MAX_SPECS);
 		return;
 	}
 	for (int k = 0; k < n; k++) {
-		struct probe_spec *out = k == 0 && first ? &o->specs[i] : &o->specs[o->nspecs];
+		struct probe_spec *out = *slot_free ? &o->specs[i] : &o->specs[o->nspecs];
 		char serr[600];
 
 		if (out != &o->specs[i] && o->nspecs == KPROBE_MAX_SPECS)
@@ -2759,12 +2757,104 @@ static void add_inline_probes(struct cli_opts *o, int i, const char *path, struc
 			bad("%s", serr);
 		if (out != &o->specs[i])
 			o->nspecs++;
+		*slot_free = false;
 	}
 }
 
 static bool wants_inlines(const struct probe_spec *s)
 {
 	return s->kind == SPEC_SYMBOL && !s->offset && !s->is_return && !spec_has_vars(s);
+}
+
+/* Where the probes' inlined copies are looked for: per probe, the object
+ * it names, or with none (and a process to probe) every object the agent
+ * resolves its symbol in: the main executable, then the libraries it
+ * needs (-- COMMAND) or the objects mapped (-p PID). */
+struct inl_plan {
+	int nspecs, nobjs;
+	char (*objs)[PATH_MAX];	/* every object looked at, each once */
+	int *own;		/* per probe: its object in objs, -1 none */
+	bool *every;		/* per probe: every object */
+	bool *slot_free;	/* per probe: see add_inline_probes() */
+};
+
+static int plan_object(struct inl_plan *pl, const char *path, int max)
+{
+	for (int k = 0; k < pl->nobjs; k++)
+		if (!strcmp(pl->objs[k], path))
+			return k;
+	if (pl->nobjs == max)
+		return -1;
+	snprintf(pl->objs[pl->nobjs], PATH_MAX, "%s", path);
+	return pl->nobjs++;
+}
+
+static bool plan_covers(const struct inl_plan *pl, int i, int k)
+{
+	return pl->own[i] == k || (pl->every[i] && pl->own[i] >= 0);
+}
+
+/* Whether a probe's own symbol resolves to an out-of-line copy in one of
+ * its objects. */
+static bool outline_copy(const struct inl_plan *pl, const struct probe_spec *s, int i)
+{
+	for (int k = 0; k < pl->nobjs; k++) {
+		struct glob_count g = { s->symbol, 0 };
+
+		if (!plan_covers(pl, i, k))
+			continue;
+		elf_file_foreach_function(pl->objs[k], count_match, &g);
+		if (g.n)
+			return true;
+	}
+	return false;
+}
+
+static void plan_make(const struct cli_opts *o, struct inl_plan *pl)
+{
+	int max = MAX_CANDIDATE_OBJECTS + o->nspecs, every = -1;
+
+	pl->nspecs = o->nspecs;
+	pl->nobjs = 0;
+	pl->objs = calloc((size_t)max, PATH_MAX);
+	pl->own = calloc((size_t)o->nspecs + 1, sizeof(*pl->own));
+	pl->every = calloc((size_t)o->nspecs + 1, sizeof(*pl->every));
+	pl->slot_free = calloc((size_t)o->nspecs + 1, sizeof(*pl->slot_free));
+	if (!pl->objs || !pl->own || !pl->every || !pl->slot_free)
+		cli_die(EXIT_FAIL, "out of memory");
+	for (int i = 0; i < o->nspecs; i++) {
+		const struct probe_spec *s = &o->specs[i];
+		char path[PATH_MAX], err[PATH_MAX + 128];
+
+		pl->own[i] = -1;
+		if (!wants_inlines(s) || cli_object_path(o, s, path, sizeof(path), err, sizeof(err)))
+			continue;
+		pl->own[i] = plan_object(pl, path, max);
+		pl->every[i] = !s->object[0] && (o->command || o->pid);
+		if (pl->every[i] && every < 0)
+			every = i;
+	}
+	if (every >= 0) {
+		char (*libs)[PATH_MAX] = calloc(MAX_CANDIDATE_OBJECTS, PATH_MAX);
+		int n;
+
+		if (!libs)
+			cli_die(EXIT_FAIL, "out of memory");
+		n = usdt_candidate_objects(o, &o->specs[every], libs, MAX_CANDIDATE_OBJECTS);
+		for (int k = 1; k < n; k++)
+			plan_object(pl, libs[k], max);
+		free(libs);
+	}
+	for (int i = 0; i < o->nspecs; i++)
+		pl->slot_free[i] = pl->own[i] >= 0 && !outline_copy(pl, &o->specs[i], i);
+}
+
+static void plan_free(struct inl_plan *pl)
+{
+	free(pl->objs);
+	free(pl->own);
+	free(pl->every);
+	free(pl->slot_free);
 }
 
 /* A function probe also probes the inlined copies DWARF records: each
@@ -2774,38 +2864,25 @@ static bool wants_inlines(const struct probe_spec *s)
  * one walk over its DWARF. */
 void dwarf_inlines_resolve(struct cli_opts *o)
 {
-	int nspecs = o->nspecs;
-	char (*paths)[PATH_MAX];
-	bool *done;
+	struct inl_plan pl;
 
 	if (o->no_inlines)
 		return;
-	paths = calloc((size_t)nspecs + 1, PATH_MAX);
-	done = calloc((size_t)nspecs + 1, sizeof(*done));
-	if (!paths || !done)
-		cli_die(EXIT_FAIL, "out of memory");
-	for (int i = 0; i < nspecs; i++) {
-		char err[PATH_MAX + 128];
-
-		done[i] = !wants_inlines(&o->specs[i]) ||
-			  cli_object_path(o, &o->specs[i], paths[i], PATH_MAX, err, sizeof(err));
-	}
-	for (int i = 0; i < nspecs; i++) {
+	plan_make(o, &pl);
+	for (int k = 0; k < pl.nobjs; k++) {
 		const char *globs[KPROBE_MAX_SPECS];
 		int idx[KPROBE_MAX_SPECS], ng = 0, *n;
 		struct point (*pts)[MAX_POINTS];
 		struct dbg d;
 
-		if (done[i])
-			continue;
-		for (int j = i; j < nspecs; j++)
-			if (!done[j] && !strcmp(paths[j], paths[i])) {
-				done[j] = true;
-				idx[ng] = j;
-				globs[ng++] = o->specs[j].symbol;
+		for (int i = 0; i < pl.nspecs; i++)
+			if (plan_covers(&pl, i, k)) {
+				idx[ng] = i;
+				globs[ng++] = o->specs[i].symbol;
 			}
-		if (dbg_try_open(&d, paths[i])) {
-			dbg_close(&d);
+		if (!ng || dbg_try_open(&d, pl.objs[k])) {
+			if (ng)
+				dbg_close(&d);
 			continue;
 		}
 		pts = calloc((size_t)ng, sizeof(*pts));
@@ -2814,13 +2891,12 @@ void dwarf_inlines_resolve(struct cli_opts *o)
 			cli_die(EXIT_FAIL, "out of memory");
 		inline_points(&d, globs, ng, pts, n);
 		for (int g = 0; g < ng; g++)
-			add_inline_probes(o, idx[g], paths[i], pts[g], n[g]);
+			add_inline_probes(o, idx[g], pl.objs[k], pts[g], n[g], &pl.slot_free[idx[g]]);
 		free(pts);
 		free(n);
 		dbg_close(&d);
 	}
-	free(paths);
-	free(done);
+	plan_free(&pl);
 }
 
 /* ---- kprobe vars ---- */
