@@ -630,6 +630,20 @@ Test(cli_stack, count_through_a_library_loaded_later)
 		  strstr(r.out, ";stack_dl_row 4\n"), "%s", r.out);
 }
 
+/* The library stays loaded for 300 ms, long enough for the tool to see
+ * it mapped, then is closed 300 ms before the end: its frames, taken
+ * while it was there, still read as its functions. */
+Test(cli_stack, frames_of_a_library_closed_since)
+{
+	struct run r;
+
+	skip_without_sqlite();
+	run_results(&r, "count", "--stacks --format folded stack_dl_row -- %s 4 300 300", prog_dl);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_expect(strstr(r.out, ";main;sqlite3_exec;") && strstr(r.out, ";stack_dl_row 4\n"),
+		  "%s", r.out);
+}
+
 Test(cli_stack, ustack_through_a_library_loaded_later)
 {
 	char cmd[PATH_MAX * 2 + 256];

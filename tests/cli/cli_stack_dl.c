@@ -1,8 +1,9 @@
 /* A callback reached from a library loaded with dlopen() after the
  * probes were armed: libsqlite3 (Debian's, built without frame pointers)
  * calls stack_dl_row() from sqlite3_exec() once per row, ROWS rows
- * (cli_stack_dl [ROWS [MS]]); then the library is closed and, with MS,
- * the program sleeps MS milliseconds before it ends.  Exit status 3: the
+ * (cli_stack_dl [ROWS [MS [HOLD]]]); then, HOLD milliseconds later, the
+ * library is closed and, with MS, the program sleeps MS milliseconds
+ * before it ends.  Exit status 3: the
  * library could not be loaded. */
 #include <dlfcn.h>
 #include <stdio.h>
@@ -24,6 +25,7 @@ int main(int argc, char **argv)
 {
 	int rows = argc > 1 ? atoi(argv[1]) : 1;
 	int ms = argc > 2 ? atoi(argv[2]) : 0;
+	int hold = argc > 3 ? atoi(argv[3]) : 0;
 	int (*open_db)(const char *, void **);
 	int (*exec)(void *, const char *, int (*)(void *, int, char **, char **), void *, char **);
 	int (*close_db)(void *);
@@ -43,6 +45,8 @@ int main(int argc, char **argv)
 	if (exec(db, sql, stack_dl_row, NULL, NULL))
 		return 3;
 	close_db(db);
+	if (hold > 0)
+		usleep((useconds_t)hold * 1000);
 	dlclose(h);
 	if (ms > 0)
 		usleep((useconds_t)ms * 1000);

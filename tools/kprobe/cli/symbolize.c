@@ -57,6 +57,37 @@ static struct sym_object *object_for(struct symbolizer *z, const char *path)
 	return o;
 }
 
+static bool overlaps_any(const struct sym_mapping *v, size_t n, const struct sym_mapping *m)
+{
+	for (size_t i = 0; i < n; i++)
+		if (v[i].start < m->end && m->start < v[i].end)
+			return true;
+	return false;
+}
+
+/* The mappings read before that are gone now, and that nothing mapped
+ * since overlaps, are kept after the n new ones in *v (room for cap):
+ * addresses a stack took in a library the program has closed since still
+ * name its functions.  Returns the new count. */
+static size_t keep_unmapped(struct symbolizer *z, struct sym_mapping **v, size_t n, size_t cap)
+{
+	size_t fresh = n;
+
+	for (size_t i = 0; i < z->nmaps; i++) {
+		if (overlaps_any(*v, fresh, &z->maps[i]))
+			continue;
+		if (n == cap) {
+			struct sym_mapping *w = realloc(*v, (cap *= 2) * sizeof(*w));
+
+			if (!w)
+				break;
+			*v = w;
+		}
+		(*v)[n++] = z->maps[i];
+	}
+	return n;
+}
+
 void symbolizer_refresh(struct symbolizer *z)
 {
 	char path[64], line[PATH_MAX + 128];
@@ -95,6 +126,7 @@ void symbolizer_refresh(struct symbolizer *z)
 		free(v);
 		return;
 	}
+	n = keep_unmapped(z, &v, n, cap);
 	free(z->maps);
 	z->maps = v;
 	z->nmaps = n;
