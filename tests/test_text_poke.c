@@ -6,7 +6,11 @@
  */
 #include "testutil.h"
 
+#include <pthread.h>
+#include <sched.h>
 #include <stdint.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "arch/x86_64/text_poke.h"
 #include "core/internal.h"
@@ -110,4 +114,103 @@ Test(text_poke, a_breakpoint_alone_is_done_after_the_first_step)
 	cr_expect_eq(done_calls, 1);
 	/* Put the byte back so that the process can exit through it. */
 	cr_assert_eq(kp_mem_write((uintptr_t)poke_site, &orig, 1), 0);
+}
+
+/* fork() while another thread is inside the trap handler's look at a
+ * rewrite in progress: the child, which has only the forking thread, must
+ * not wait for that reader at its own next rewrite that emulates. */
+static volatile pid_t reader_tid;
+static volatile int reader_inside, reader_release, bp_ready, fork_writer_gets;
+
+static void jump_entry(struct text_poke *tp)
+{
+	int32_t rel = (int32_t)((uintptr_t)poke_alt - ((uintptr_t)poke_site + 5));
+
+	tp->addr = (uintptr_t)poke_site;
+	tp->skip = false;
+	tp->len = 5;
+	tp->bp_in_place = false;
+	tp->bytes[0] = 0xe9;
+	memcpy(tp->bytes + 1, &rel, 4);
+	tp->resume = (uintptr_t)poke_alt;
+}
+
+/* The writer's second call comes with the breakpoint in place: it waits
+ * for the reader to trap there.  The reader's call (from the trap
+ * handler) stays until released. */
+static void fork_site_get(const struct text_poke_batch *b, int i, struct text_poke *tp)
+{
+	jump_entry(tp);
+	if (gettid() == reader_tid) {
+		reader_inside = 1;
+		while (!reader_release)
+			sched_yield();
+		return;
+	}
+	if (++fork_writer_gets == 2) {
+		bp_ready = 1;
+		while (!reader_inside)
+			sched_yield();
+	}
+}
+
+static void *fork_writer(void *arg)
+{
+	struct text_poke_batch b = { .n = 1, .get = fork_site_get, .emulate = true };
+
+	return (void *)(intptr_t)text_poke_bp(&b);
+}
+
+static void *fork_reader(void *arg)
+{
+	reader_tid = gettid();
+	while (!bp_ready)
+		sched_yield();
+	return (void *)(intptr_t)site_fn();
+}
+
+static void nop_back(const struct text_poke_batch *b, int i, struct text_poke *tp)
+{
+	static const uint8_t nop5[5] = { 0x0f, 0x1f, 0x44, 0x00, 0x00 };
+
+	tp->addr = (uintptr_t)poke_site;
+	tp->skip = false;
+	tp->len = 5;
+	tp->bp_in_place = false;
+	memcpy(tp->bytes, nop5, 5);
+	tp->resume = (uintptr_t)poke_site + 5;
+}
+
+Test(text_poke, a_fork_child_does_not_wait_for_the_parents_trap_handlers)
+{
+	pthread_t w, r;
+	void *wrc, *rrc;
+	pid_t child;
+	int status;
+
+	cr_assert_eq(kp_init(), 0);
+	cr_assert_eq(pthread_create(&r, NULL, fork_reader, NULL), 0);
+	while (!reader_tid)
+		sched_yield();
+	cr_assert_eq(pthread_create(&w, NULL, fork_writer, NULL), 0);
+	while (!reader_inside)
+		sched_yield();
+	usleep(20000);		/* the writer on to the end of its rewrite */
+	child = fork();
+	if (child == 0) {
+		struct text_poke_batch b = { .n = 1, .get = nop_back, .emulate = true };
+
+		alarm(5);
+		_exit(text_poke_bp(&b) == 0 && site_fn() == 1 ? 0 : 1);
+	}
+	cr_assert_gt(child, 0);
+	cr_assert_eq(waitpid(child, &status, 0), child);
+	reader_release = 1;
+	pthread_join(r, &rrc);
+	pthread_join(w, &wrc);
+	cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 0,
+		  "the child's rewrite: status %#x (SIGALRM: it waited for a reader it does not have)",
+		  status);
+	cr_expect_eq((intptr_t)wrc, 0);
+	cr_expect_eq((intptr_t)rrc, 2, "the reader went on as %ld", (long)(intptr_t)rrc);
 }

@@ -64,6 +64,11 @@ bool arch_unwind_return_into(uintptr_t *pc, uintptr_t *sp);
 /* Installs the trap handlers. */
 int arch_init(void);
 
+/* In a fork child, on its only thread: forgets what the parent's other
+ * threads were doing in arch code at the fork (a trap handler reading the
+ * rewrite in progress), which no thread of the child will finish. */
+void arch_after_fork_child(void);
+
 /* [lo, hi) of the code that handles traps, to be kept unprobed. */
 void arch_trap_path_range(uintptr_t *lo, uintptr_t *hi);
 

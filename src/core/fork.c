@@ -72,6 +72,7 @@ static void fork_child(void)
 	kp_jl_unlock();
 	kp_stack_fork_unlock();
 	kp_optimizer_after_fork_child();
+	arch_after_fork_child();
 	kp_lib_code_end(t);
 }
 

@@ -27,7 +27,15 @@
 
 #include <errno.h>
 
+#include "arch/arch.h"
 #include "os/linux/memory.h"
+
+/* Nothing to forget in a fork child: a rewrite here is one word, with no
+ * table of rewrites in progress for trap handlers to read (x86-64 has
+ * one, and resets it). */
+void arch_after_fork_child(void)
+{
+}
 
 static int write_words(uintptr_t addr, const uint32_t *insns, int n)
 {

@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <sched.h>
 
+#include "arch/arch.h"
 #include "asm/kprobes.h"
 #include "arch/x86_64/text_poke.h"
 #include "os/linux/memory.h"
@@ -59,6 +60,16 @@ bool text_poke_trap(uintptr_t bp, uintptr_t *resume)
 	}
 	__atomic_sub_fetch(&readers, 1, __ATOMIC_SEQ_CST);
 	return found;
+}
+
+/* A trap handler of another thread of the parent may have been between
+ * its increment and decrement of readers at the fork: the child's first
+ * rewrite that emulates would wait for it for ever.  No writer was in
+ * progress (fork takes their locks). */
+void arch_after_fork_child(void)
+{
+	__atomic_store_n(&in_progress, NULL, __ATOMIC_SEQ_CST);
+	__atomic_store_n(&readers, 0, __ATOMIC_SEQ_CST);
 }
 
 enum step { STEP_BP, STEP_TAIL, STEP_FIRST };
