@@ -588,6 +588,33 @@ Test(cli_stack, ustack_without_frame_pointers)
 	cr_expect(strstr(r.out, "]: 4\n"), "%s", r.out);
 }
 
+/* ustack(perf[, N]) as bpftrace prints it: per frame a tab, the address
+ * in hex, symbol+offset and the object's path in parentheses. */
+Test(cli_stack, ustack_perf_mode)
+{
+	char cmd[PATH_MAX * 2 + 256], want[PATH_MAX + 64];
+	const char *at;
+	unsigned long a1, a2;
+	struct run r;
+
+	snprintf(cmd, sizeof(cmd), "-e 'uprobe:%s:stack_leaf { @[ustack(perf, 3)] = count(); "
+		 "@s = ustack(perf, 1); }' -c '%s 4 0'", prog, prog);
+	run_results(&r, "run", "%s", cmd);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	at = strstr(r.out, "@[\n\t");
+	cr_assert(at, "%s", r.out);
+	cr_expect(sscanf(at, "@[\n\t%lx stack_leaf+0 (%*[^)])\n\t%lx stack_mid+", &a1, &a2) == 2,
+		  "%s", r.out);
+	snprintf(want, sizeof(want), " stack_leaf+0 (%s)\n\t", prog);
+	cr_expect(strstr(at, want), "%s", r.out);
+	cr_expect(strstr(at, " stack_top+") && strstr(at, ")\n]: 4\n"), "%s", r.out);
+	cr_expect(strstr(r.out, "@s: \n\t"), "%s", r.out);	/* as bpftrace prints a stack value */
+	run_results(&r, "run", "-e 'uprobe:%s:stack_leaf { @[ustack(3, perf)] = count(); }' -c '%s 1 0'",
+		    prog, prog);
+	cr_expect_eq(r.status, 2, "%s", r.err);
+	cr_expect(strstr(r.err, "ustack() takes the mode first"), "%s", r.err);
+}
+
 /* A library dlopen()ed after the probes were armed (libsqlite3, without
  * frame pointers) calls the probed function back: its tables are built
  * when it loads, so the stack goes on through its frames to main and

@@ -94,7 +94,7 @@ static int t_probe_name(uint64_t id, char *out, size_t n, void *arg)
 	return 0;
 }
 
-static const struct lang_fmt_ops fmt_ops = { t_sym, t_probe_name, NULL };
+static const struct lang_fmt_ops fmt_ops = { t_sym, t_probe_name, NULL, NULL };
 
 static void append(struct env *e, const char *s)
 {
@@ -516,7 +516,7 @@ Test(lang_errors, every_path_names_the_problem)
 		{ "uprobe:a:b { @x = str(ustack); }", "str() expects an integer or a pointer" },
 		{ "uprobe:a:b { @x = usym(\"a\"); }", "usym() expects an integer" },
 		{ "uprobe:a:b { @x = ustack(0); }", "frames must be in" },
-		{ "uprobe:a:b { @x = ustack(perf); }", "modes are not supported" },
+		{ "uprobe:a:b { @x = ustack(3, perf); }", "takes the mode first" },
 		{ "uprobe:a:b { @x = ustack(arg0); }", "expects an integer literal" },
 		{ "BEGIN { printf(\"%d %d\\n\", 1, 2, 3); }", "Too many arguments for format string" },
 		{ "BEGIN { printf(); }", "requires at least 1 argument" },

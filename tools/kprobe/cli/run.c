@@ -299,6 +299,18 @@ static int fmt_sym(uint64_t addr, int with_offset, char *out, size_t outlen, voi
 	return 0;
 }
 
+/* The object file holding addr, for ustack(perf). */
+static int fmt_object(uint64_t addr, char *out, size_t outlen, void *arg)
+{
+	struct run_program *p = arg;
+	struct sym_location loc;
+
+	if (!p->sym_ready || symbolizer_locate(&p->sym, addr, &loc) || !loc.path)
+		return -1;
+	snprintf(out, outlen, "%s", loc.path);
+	return 0;
+}
+
 /* The agent's probe ids: PROBE_ID_DESC | descriptor for a uprobe point
  * (bpftrace names the function a glob matched: "uprobe:OBJ:name", OBJ as
  * printed_object() says), else the program's probe number. */
@@ -349,7 +361,7 @@ static int fmt_probe_name(uint64_t id, char *out, size_t outlen, void *arg)
 
 static struct lang_fmt_ops fmt_ops(struct run_program *p)
 {
-	struct lang_fmt_ops ops = { fmt_sym, fmt_probe_name, p };
+	struct lang_fmt_ops ops = { fmt_sym, fmt_probe_name, p, fmt_object };
 
 	return ops;
 }
@@ -388,7 +400,8 @@ static void json_message(FILE *f, const char *type, const char *msg)
 /* Types bpftrace prints quoted in JSON. */
 static bool is_quoted(const struct lang_type *t)
 {
-	return t->kind == LANG_T_STR || t->kind == LANG_T_USTACK || t->kind == LANG_T_USYM ||
+	return t->kind == LANG_T_STR || t->kind == LANG_T_USTACK ||
+	       t->kind == LANG_T_USTACK_PERF || t->kind == LANG_T_USYM ||
 	       t->kind == LANG_T_PROBE;
 }
 
@@ -779,7 +792,8 @@ static void text_value(struct run_program *p, unsigned i, const struct entry *e,
 static void text_map(struct run_program *p, unsigned i, int64_t top, FILE *f, int64_t div)
 {
 	const struct lang_map_desc *m = &p->img.maps[i];
-	bool no_delim = m->val.kind == LANG_T_USTACK || m->val.kind == LANG_T_USYM;
+	bool no_delim = m->val.kind == LANG_T_USTACK || m->val.kind == LANG_T_USTACK_PERF ||
+			m->val.kind == LANG_T_USYM;
 	size_t n, first = 0;
 	struct entry *v = map_entries(p, i, &n);
 

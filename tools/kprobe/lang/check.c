@@ -33,6 +33,7 @@ static void type_name(const struct lang_type *t, char *out, size_t n)
 		break;
 	case LANG_T_STR: snprintf(out, n, "string[%d]", t->size); break;
 	case LANG_T_USTACK: snprintf(out, n, "ustack"); break;
+	case LANG_T_USTACK_PERF: snprintf(out, n, "ustack(perf)"); break;
 	case LANG_T_USYM: snprintf(out, n, "usym"); break;
 	case LANG_T_PROBE: snprintf(out, n, "probe"); break;
 	default: snprintf(out, n, "none"); break;
@@ -113,7 +114,8 @@ static struct lang_type storage_of(const struct lang_type *t)
 	switch (t->kind) {
 	case LANG_T_INT: s.size = 8; break;
 	case LANG_T_STR: s.size = LANG_STRLEN; break;
-	case LANG_T_USTACK: s.size = 8 + 8 * LANG_USTACK_MAX; break;
+	case LANG_T_USTACK:
+	case LANG_T_USTACK_PERF: s.size = 8 + 8 * LANG_USTACK_MAX; break;
 	default: s.size = 8; break;
 	}
 	return s;
@@ -226,7 +228,8 @@ static int kind_of_value(const struct lang_type *t)
 	switch (t->kind) {
 	case LANG_T_INT: return LANG_M_INT;
 	case LANG_T_STR: return LANG_M_STR;
-	case LANG_T_USTACK: return LANG_M_USTACK;
+	case LANG_T_USTACK:
+	case LANG_T_USTACK_PERF: return LANG_M_USTACK;
 	case LANG_T_USYM: return LANG_M_USYM;
 	case LANG_T_PROBE: return LANG_M_PROBE;
 	default: return 0;
@@ -643,7 +646,9 @@ static int check_builtin(struct checker *c, struct node *n)
 		case B_USTACK:
 			if (!n->post)	/* ustack(N) was turned into this node */
 				n->ival = LANG_USTACK_MAX;
-			n->type.kind = LANG_T_USTACK;
+			/* ustack(perf[, N]) keeps the type its call set */
+			if (n->type.kind != LANG_T_USTACK_PERF)
+				n->type.kind = LANG_T_USTACK;
 			n->type.size = 8 + 8 * LANG_USTACK_MAX;
 			return 0;
 		case B_RETVAL:
@@ -1367,14 +1372,21 @@ static int check_call(struct checker *c, struct node *n, int as_stmt)
 	}
 	if (!strcmp(f, "ustack")) {
 		int64_t frames = LANG_USTACK_MAX;
+		bool perf = false;
 
 		if (need_args(c, n, 0, 2))
 			return -1;
 		for (k = 0; k < n->nargs; k++) {
 			struct node *a = n->args[k];
 
-			if (a->kind == N_BUILTIN && a->name && (!strcmp(a->name, "perf") || !strcmp(a->name, "bpftrace")))
+			if (a->kind == N_BUILTIN && a->name && (!strcmp(a->name, "perf") || !strcmp(a->name, "bpftrace"))) {
+				if (k) {
+					prog_error(c->p, a->loc, "ustack() takes the mode first: ustack(mode, frames)");
+					return -1;
+				}
+				perf = !strcmp(a->name, "perf");
 				continue;
+			}
 			if (a->kind != N_INT) {
 				prog_error(c->p, n->loc, "ustack() expects an integer literal or a mode (bpftrace, perf)");
 				return -1;
@@ -1386,16 +1398,11 @@ static int check_call(struct checker *c, struct node *n, int as_stmt)
 				   LANG_USTACK_MAX, (long)frames);
 			return -1;
 		}
-		for (k = 0; k < n->nargs; k++)
-			if (n->args[k]->kind == N_BUILTIN) {
-				prog_error(c->p, n->loc, "ustack() modes are not supported");
-				return -1;
-			}
 		n->kind = N_BUILTIN;
 		n->op = B_USTACK;
 		n->post = 1;
 		n->ival = frames;
-		n->type.kind = LANG_T_USTACK;
+		n->type.kind = perf ? LANG_T_USTACK_PERF : LANG_T_USTACK;
 		n->type.size = 8 + 8 * LANG_USTACK_MAX;
 		return 0;
 	}

@@ -117,7 +117,8 @@ static int storage_size(const struct lang_type *t)
 {
 	switch (t->kind) {
 	case LANG_T_STR: return LANG_STRLEN;
-	case LANG_T_USTACK: return 8 + 8 * LANG_USTACK_MAX;
+	case LANG_T_USTACK:
+	case LANG_T_USTACK_PERF: return 8 + 8 * LANG_USTACK_MAX;
 	default: return 8;
 	}
 }

@@ -127,6 +127,33 @@ static void put_stack(struct outbuf *o, const uint8_t *data, const struct lang_f
 	}
 }
 
+/* ustack(perf), as bpftrace prints it: per frame a tab, the address in
+ * hex, the symbol with its decimal offset ("0x..." without one) and the
+ * object in parentheses ("[unknown]" without one). */
+static void put_stack_perf(struct outbuf *o, const uint8_t *data, const struct lang_fmt_ops *ops)
+{
+	uint64_t n;
+
+	memcpy(&n, data, 8);
+	if (n > LANG_USTACK_MAX)
+		n = LANG_USTACK_MAX;
+	put(o, "\n", 1);
+	for (uint64_t i = 0; i < n; i++) {
+		char sym[512], obj[512], line[1100];
+		uint64_t pc;
+		int len;
+
+		memcpy(&pc, data + 8 + 8 * i, 8);
+		if (!pc)
+			break;
+		sym_of(pc, 1, ops, sym, sizeof(sym));
+		if (!ops || !ops->object || ops->object(pc, obj, sizeof(obj), ops->arg))
+			snprintf(obj, sizeof(obj), "[unknown]");
+		len = snprintf(line, sizeof(line), "\t%" PRIx64 " %s (%s)\n", pc, sym, obj);
+		put(o, line, len < 0 ? 0 : (size_t)len < sizeof(line) ? (size_t)len : sizeof(line) - 1);
+	}
+}
+
 /* A value as a string: what %s prints, and what map printing uses. */
 static void value_text(struct outbuf *o, const struct lang_type *t, const uint8_t *data,
 		       const struct lang_fmt_ops *ops)
@@ -134,7 +161,7 @@ static void value_text(struct outbuf *o, const struct lang_type *t, const uint8_
 	char buf[512];
 	uint64_t v = 0;
 
-	if (t->kind != LANG_T_STR && t->kind != LANG_T_USTACK)
+	if (t->kind != LANG_T_STR && t->kind != LANG_T_USTACK && t->kind != LANG_T_USTACK_PERF)
 		memcpy(&v, data, 8);
 	switch (t->kind) {
 	case LANG_T_INT:
@@ -148,6 +175,9 @@ static void value_text(struct outbuf *o, const struct lang_type *t, const uint8_
 		return;
 	case LANG_T_USTACK:
 		put_stack(o, data, ops, 8);
+		return;
+	case LANG_T_USTACK_PERF:
+		put_stack_perf(o, data, ops);
 		return;
 	case LANG_T_USYM:
 		sym_of(v, 0, ops, buf, sizeof(buf));

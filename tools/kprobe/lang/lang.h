@@ -84,6 +84,8 @@ enum lang_type_kind {
 	LANG_T_USYM,		/* u64 address, printed as a symbol (usym, func) */
 	LANG_T_PROBE,		/* u64 probe id, printed as the probe's name */
 	LANG_T_TUPLE,		/* only as a map key: the key parts follow */
+	LANG_T_USTACK_PERF,	/* ustack(perf): LANG_T_USTACK's layout, perf's
+				 * lines (address, symbol, object) */
 };
 
 struct lang_type {
@@ -534,6 +536,9 @@ struct lang_fmt_ops {
 	/* The probe's name for `probe`. */
 	int (*probe_name)(uint64_t id, char *out, size_t outlen, void *arg);
 	void *arg;
+	/* The path of the object holding an address, for ustack(perf); 0,
+	 * or -1 when unknown ("[unknown]" is printed).  May be NULL. */
+	int (*object)(uint64_t addr, char *out, size_t outlen, void *arg);
 };
 
 /* Formats a LANG_EV_PRINTF record as bpftrace's printf does; returns the

@@ -51,6 +51,7 @@ static uint32_t type_storage(const struct lang_type *t)
 	case LANG_T_STR:
 		return LANG_STRLEN;
 	case LANG_T_USTACK:
+	case LANG_T_USTACK_PERF:
 		return 8 + 8 * LANG_USTACK_MAX;
 	default:
 		return 0;
