@@ -1212,7 +1212,8 @@ static int check_call(struct checker *c, struct node *n, int as_stmt)
 	if (!strcmp(f, "print")) {
 		if (need_args(c, n, 1, 3))
 			return -1;
-		if (n->args[0]->kind == N_MAP && !n->args[0]->nargs)
+		/* an indexed map too: bpftrace refuses print(@x[1]) */
+		if (n->args[0]->kind == N_MAP)
 			return check_print_map_arg(c, n, n->args[0]) ||
 			       (n->nargs > 1 && check_expr(c, n->args[1])) ||
 			       (n->nargs > 2 && check_expr(c, n->args[2]));
