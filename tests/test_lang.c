@@ -501,7 +501,8 @@ Test(lang_errors, every_path_names_the_problem)
 		{ "BEGIN { @x = lhist(arg0, 0, 10, 1); }", "The arg0 builtin" },
 		{ "BEGIN { @x = lhist(1, 0, 10, pid); }", "expects an integer literal" },
 		{ "BEGIN { @x = 1; print(@x[1]); }", "should not be indexed by a key" },	/* as bpftrace */
-		{ "BEGIN { @x[1] = 1; print(@x[1], 2); }", "Non-map print() only takes 1 argument" },
+		{ "BEGIN { @x[1] = 1; print(@x[1], 2); }", "should not be indexed by a key" },	/* as bpftrace */
+		{ "BEGIN { print(1, 2); }", "Non-map print() only takes 1 argument" },
 		{ "BEGIN { @x[1] = 1; clear(@x[1]); }", "should not be indexed by a key" },
 		{ "BEGIN { @x[1] = 1; print(@x[1]); }", "The map passed to print() should not be indexed by a key" },
 		{ "BEGIN { delete(1); }", "delete() expects a map to be provided" },
