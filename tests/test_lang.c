@@ -534,7 +534,7 @@ Test(lang_errors, every_path_names_the_problem)
 		{ "BEGIN /\"a\"/ { }", "Invalid type for predicate" },
 		{ "BEGIN { break; }", "break used outside of a loop" },
 		{ "BEGIN { continue; }", "continue used outside of a loop" },
-		{ "BEGIN { @x = (uint8)\"a\"; }", "Cannot cast" },
+		{ "BEGIN { @x = (uint8)\"a\"; }", "Casts are not supported for type: \"string[2]\"" },
 		{ "BEGIN { @x = *\"a\"; }", "Can not dereference" },
 		{ "BEGIN { 1++; }", "must be applied to a map or variable" },
 		{ "BEGIN { $s = \"a\"; $s++; }", "must be applied to an integer" },

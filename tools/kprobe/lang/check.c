@@ -1005,11 +1005,14 @@ static int check_expr(struct checker *c, struct node *n)
 		if (n->name && check_struct_cast(c, n))
 			return -1;
 		if (!is_int(n->a) && !c->collect) {
+			struct loc tl = n->loc;
 			char tn[64];
 
+			/* as bpftrace words it, at "(TYPE)" (its end in ival) */
+			if (n->ival > tl.col && n->ival < tl.col_end)
+				tl.col_end = (int)n->ival;
 			type_name(&n->a->type, tn, sizeof(tn));
-			prog_error(c->p, n->loc, "Cannot cast from \"%s\" to \"%s%s\"", tn,
-				   n->cast.is_signed ? "int" : "uint", n->post ? " *" : "");
+			prog_error(c->p, tl, "Casts are not supported for type: \"%s\"", tn);
 			return -1;
 		}
 		if (n->post) {

@@ -773,6 +773,7 @@ static struct node *parse_unary_in(struct parser *ps)
 		if (at_cast(ps)) {
 			struct lang_type t = { 0 };
 			char *sname = NULL;
+			struct loc tl;
 			int ptr = 0;
 
 			if (next(ps))
@@ -797,6 +798,7 @@ static struct node *parse_unary_in(struct parser *ps)
 				unexpected(ps, ")");
 				return NULL;
 			}
+			tl = span(l, ps->loc);	/* "(TYPE)", where bpftrace points */
 			if (next(ps))
 				return NULL;
 			a = parse_unary(ps);
@@ -813,6 +815,7 @@ static struct node *parse_unary_in(struct parser *ps)
 			n->cast = t;
 			n->post = ptr;	/* a pointer cast: the deref size is cast.size */
 			n->name = sname;	/* a struct type's name, or NULL */
+			n->ival = tl.line == l.line ? tl.col_end : 0;
 			return n;
 		}
 		return parse_postfix(ps);
