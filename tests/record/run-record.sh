@@ -77,6 +77,11 @@ if record_json thr -F main -- "$P/cli_record" threads 4 2000; then
 	expect "threads: leaf's calls on 4 threads" "8000 8000 0 1 4 1" "$(row "$T/thr.counts" leaf)"
 	files=$(ls "$T/thr" | grep -c '\.dat$')
 	expect "threads: one file per thread (main + 4)" 5 "$files"
+	# The toolchain's start-up and tear-down code is left out, as uftrace
+	# leaves it out; main is the outermost call.
+	crt=$(awk '$1 ~ /^(_start|_init|_fini|frame_dummy|register_tm_clones|deregister_tm_clones|__do_global_dtors_aux)$/' "$T/thr.counts")
+	expect "-F main: no toolchain functions recorded" "" "$crt"
+	expect "-F main: main once, returning" "1 1 0 0 1 1" "$(row "$T/thr.counts" main)"
 else
 	fail "threads: record"
 fi

@@ -185,7 +185,24 @@ struct collect {
 	const char *self;
 	uintptr_t unsafe[NUNSAFE];	/* their addresses in libc */
 	int err;
+	bool own_code;			/* AGENT_RESOLVE_OWN_CODE, on OBJ:* */
 };
+
+/* What crt1.o, crti.o and crtbegin.o/crtend.o put in every program and
+ * library: run before main and constructors, after exit and destructors. */
+static const char *const toolchain_functions[] = {
+	"_start", "_init", "_fini", "frame_dummy", "register_tm_clones",
+	"deregister_tm_clones", "__do_global_dtors_aux", "__libc_csu_init",
+	"__libc_csu_fini", "_dl_relocate_static_pie",
+};
+
+static bool is_toolchain_function(const char *name)
+{
+	for (size_t i = 0; i < sizeof(toolchain_functions) / sizeof(toolchain_functions[0]); i++)
+		if (!strcmp(name, toolchain_functions[i]))
+			return true;
+	return false;
+}
 
 static void find_unsafe(struct collect *c)
 {
@@ -242,7 +259,8 @@ static int collect_glob(const struct kprobes_sym *sym, void *arg)
 	/* The agent never probes itself, nor, unless asked by name, the
 	 * libraries only it uses. */
 	if (!strcmp(sym->basename, c->self) || !sym->name || is_unsafe(c, sym->addr) ||
-	    (!c->spec->object[0] && agent_object_is_private(sym->basename)))
+	    (!c->spec->object[0] && agent_object_is_private(sym->basename)) ||
+	    (c->own_code && is_toolchain_function(sym->name)))
 		return 0;
 	r.addr = sym->addr + c->spec->offset;
 	/* Aliases share an address: one probe, under the best name. */
@@ -332,7 +350,7 @@ static int first_public(const char *name, struct kprobes_sym *out)
 }
 
 static int resolve_symbol(const struct probe_spec *s, int idx, struct resolve_list *out,
-			  char *err, size_t errlen)
+			  char *err, size_t errlen, unsigned flags)
 {
 	char full[600];
 	struct kprobes_sym sym = { .sz = sizeof(sym) };
@@ -340,7 +358,8 @@ static int resolve_symbol(const struct probe_spec *s, int idx, struct resolve_li
 	int rc;
 
 	if (spec_is_glob(s)) {
-		struct collect c = { s, idx, out, agent_self_basename(), { 0 }, 0 };
+		struct collect c = { s, idx, out, agent_self_basename(), { 0 }, 0,
+				     (flags & AGENT_RESOLVE_OWN_CODE) && !strcmp(s->symbol, "*") };
 		int before = out->n;
 
 		find_unsafe(&c);
@@ -597,7 +616,7 @@ static const struct probe_spec *absolute_object(const struct probe_spec *s,
 }
 
 int agent_resolve(const struct probe_spec *spec, int idx, struct resolve_list *out,
-		  char *deferred_path, size_t pathlen, char *err, size_t errlen)
+		  char *deferred_path, size_t pathlen, char *err, size_t errlen, unsigned flags)
 {
 	struct probe_spec abs;
 	const struct probe_spec *s = absolute_object(spec, &abs);
@@ -625,7 +644,7 @@ int agent_resolve(const struct probe_spec *spec, int idx, struct resolve_list *o
 	}
 	switch (s->kind) {
 	case SPEC_SYMBOL:
-		return resolve_symbol(s, idx, out, err, errlen);
+		return resolve_symbol(s, idx, out, err, errlen, flags);
 	case SPEC_ADDRESS:
 		return resolve_address(s, idx, out, err, errlen);
 	case SPEC_LINE:

@@ -37,7 +37,12 @@ void resolve_list_free(struct resolve_list *l);
  * is then that name): arm it when it loads; or -errno with one line in
  * err. */
 int agent_resolve(const struct probe_spec *s, int idx, struct resolve_list *out,
-		  char *deferred_path, size_t pathlen, char *err, size_t errlen);
+		  char *deferred_path, size_t pathlen, char *err, size_t errlen, unsigned flags);
+
+/* agent_resolve() flags: a glob over a whole object (OBJ:*, what record's
+ * -F expands to) leaves out the start-up and tear-down code the toolchain
+ * adds to every program (_start, _init, frame_dummy...), as uftrace does. */
+#define AGENT_RESOLVE_OWN_CODE 1u
 
 /* Whether the object named as in a spec (path or file name) is loaded. */
 bool agent_object_loaded(const char *object);

@@ -167,6 +167,12 @@ static int add_deferred(struct agent_session *s, int spec, const char *path)
 	return 0;
 }
 
+/* A recording leaves the toolchain's own functions out of whole objects. */
+static unsigned resolve_flags(const struct agent_session *s)
+{
+	return s->cfg.action == ACT_RECORD ? AGENT_RESOLVE_OWN_CODE : 0;
+}
+
 /* Resolves every spec; an error is fatal unless we are a follower (an
  * exec'd child whose program may simply not have that function). */
 static int resolve_all(struct agent_session *s, struct resolve_list *pts, struct agent_fail *f)
@@ -174,7 +180,7 @@ static int resolve_all(struct agent_session *s, struct resolve_list *pts, struct
 	for (int i = 0; i < s->cfg.nspecs; i++) {
 		char path[512], err[512];
 		int rc = agent_resolve(&s->cfg.specs[i], i, pts, path, sizeof(path), err,
-				       sizeof(err));
+				       sizeof(err), resolve_flags(s));
 
 		if (rc == 1)
 			rc = add_deferred(s, i, path);
@@ -383,7 +389,7 @@ void agent_session_arm_deferred(void)
 			continue;
 		}
 		agent_resolve(&s->cfg.specs[d->spec], d->spec, &pts, path, sizeof(path), err,
-			      sizeof(err));
+			      sizeof(err), resolve_flags(s));
 		*d = s->deferred[--s->ndeferred];
 	}
 	if (pts.n) {
