@@ -42,7 +42,9 @@ static int writer_gets;
 static volatile int seen_mid = -1;
 static volatile bool running_site;
 
-static void site_jump(const struct text_poke_batch *b, int i, struct text_poke *tp)
+/* The site becomes "jmp poke_alt"; a thread meeting its breakpoint goes
+ * on at poke_alt. */
+static void jump_entry(struct text_poke *tp)
 {
 	int32_t rel = (int32_t)((uintptr_t)poke_alt - ((uintptr_t)poke_site + 5));
 
@@ -53,6 +55,11 @@ static void site_jump(const struct text_poke_batch *b, int i, struct text_poke *
 	tp->bytes[0] = 0xe9;
 	memcpy(tp->bytes + 1, &rel, 4);
 	tp->resume = (uintptr_t)poke_alt;
+}
+
+static void site_jump(const struct text_poke_batch *b, int i, struct text_poke *tp)
+{
+	jump_entry(tp);
 	/* The second call is the tail step's: the breakpoint is in place and
 	 * the cores synchronized.  (The trap handler's own calls come while
 	 * the site runs, and must not run it again.) */
@@ -122,18 +129,6 @@ Test(text_poke, a_breakpoint_alone_is_done_after_the_first_step)
 static volatile pid_t reader_tid;
 static volatile int reader_inside, reader_release, bp_ready, fork_writer_gets;
 
-static void jump_entry(struct text_poke *tp)
-{
-	int32_t rel = (int32_t)((uintptr_t)poke_alt - ((uintptr_t)poke_site + 5));
-
-	tp->addr = (uintptr_t)poke_site;
-	tp->skip = false;
-	tp->len = 5;
-	tp->bp_in_place = false;
-	tp->bytes[0] = 0xe9;
-	memcpy(tp->bytes + 1, &rel, 4);
-	tp->resume = (uintptr_t)poke_alt;
-}
 
 /* The writer's second call comes with the breakpoint in place: it waits
  * for the reader to trap there.  The reader's call (from the trap
