@@ -68,12 +68,16 @@ static bool overlaps_any(const struct sym_mapping *v, size_t n, const struct sym
 /* The mappings read before that are gone now, and that nothing mapped
  * since overlaps, are kept after the n new ones in *v (room for cap):
  * addresses a stack took in a library the program has closed since still
- * name its functions.  Returns the new count. */
+ * name its functions.  At most MAX_GONE of them, the most recent first
+ * (a program loading and closing libraries without end at new addresses
+ * must not make each read slower).  Returns the new count. */
+#define MAX_GONE 1024
+
 static size_t keep_unmapped(struct symbolizer *z, struct sym_mapping **v, size_t n, size_t cap)
 {
 	size_t fresh = n;
 
-	for (size_t i = 0; i < z->nmaps; i++) {
+	for (size_t i = 0; i < z->nmaps && n - fresh < MAX_GONE; i++) {
 		if (overlaps_any(*v, fresh, &z->maps[i]))
 			continue;
 		if (n == cap) {
