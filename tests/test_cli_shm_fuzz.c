@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "session.h"
+#include "symbolize.h"
 #include "stack_table.h"
 
 /* ---- what main.c provides to the CLI ---- */
@@ -672,4 +673,45 @@ Test(shm_fuzz, trace_stacks_hostile_counts)
 	sess.out.f = NULL;
 	fclose(mem);
 	free(text);
+}
+
+/* The objects table the agent fills as the program loads libraries: the
+ * target may write anything there (counts past the end, unterminated or
+ * relative paths, ranges upside down or huge, entries changing between
+ * reads); the symbolizer reads only checked, terminated copies. */
+Test(shm_fuzz, noted_objects_hostile)
+{
+	static struct kps_object objs[KPS_OBJECTS];
+	uint32_t n = 0xffffffffu;
+	uint64_t seed = 0x9e3779b97f4a7c15ull;
+	struct symbolizer z;
+	char name[256];
+	uint64_t off;
+
+	for (int round = 0; round < 40; round++) {
+		unsigned char *b = (unsigned char *)objs;
+
+		for (size_t i = 0; i < sizeof(objs); i++) {
+			seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+			b[i] = (unsigned char)(seed >> 56);
+		}
+		for (int i = 0; i < KPS_OBJECTS; i++) {
+			objs[i].pid = (uint32_t)getpid();
+			objs[i].ready = (unsigned char)(i & 1);
+			if (i % 3 == 0)
+				memcpy(objs[i].path, "/proc/self/exe", 15);	/* a real file */
+			if (i % 5 == 0)
+				objs[i].end = objs[i].start + 4096;
+		}
+		symbolizer_init(&z, getpid());
+		symbolizer_use_noted(&z, objs, &n);
+		symbolizer_refresh(&z);
+		for (int k = 0; k < 64; k++)
+			symbolizer_lookup(&z, objs[k].start + 16, name, sizeof(name), &off);
+		/* the process's own code is still found first */
+		cr_expect_eq(symbolizer_lookup(&z, (uint64_t)(uintptr_t)&cli_warn, name, sizeof(name),
+					       &off), 0);
+		cr_expect_str_eq(name, "cli_warn");
+		symbolizer_free(&z);
+	}
 }

@@ -671,6 +671,25 @@ Test(cli_stack, frames_of_a_library_closed_since)
 		  "%s", r.out);
 }
 
+/* The library closed as soon as its calls are done, long before the tool
+ * reads the mappings again, then the program sleeps and ends: the agent
+ * noted where the library was when it loaded. */
+Test(cli_stack, frames_of_a_library_that_came_and_went)
+{
+	char cmd[PATH_MAX * 2 + 256];
+	struct run r;
+
+	skip_without_sqlite();
+	run_results(&r, "count", "--stacks --format folded stack_dl_row -- %s 4 300", prog_dl);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_expect(strstr(r.out, ";main;sqlite3_exec;stack_dl_row 4\n"), "%s", r.out);
+	snprintf(cmd, sizeof(cmd), "-e 'uprobe:%s:stack_dl_row { @[ustack(perf, 2)] = count(); }' "
+		 "-c '%s 2'", prog_dl, prog_dl);
+	run_results(&r, "run", "%s", cmd);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_expect(strstr(r.out, " sqlite3_exec+") && strstr(r.out, "libsqlite3.so"), "%s", r.out);
+}
+
 Test(cli_stack, ustack_through_a_library_loaded_later)
 {
 	char cmd[PATH_MAX * 2 + 256];

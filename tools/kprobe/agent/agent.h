@@ -143,6 +143,13 @@ void agent_session_wait_go(void);
 void agent_session_flush(void);
 /* Arms deferred specs whose object has appeared (the dlopen hook). */
 void agent_session_arm_deferred(void);
+/* Notes the loaded objects' executable segments in the running session's
+ * memory (the dlopen hook). */
+void agent_session_note_objects(void);
+
+/* agent_loaded.c: appends the executable segments of the objects loaded
+ * now that m's objects table lacks. */
+void agent_loaded_note(struct kps_map *m);
 
 /* agent_dlhook.c: call agent_session_arm_deferred() whenever the dynamic
  * loader has added objects. */

@@ -30,6 +30,7 @@ static void on_objects_changed(void)
 
 	agent_own_begin();
 	agent_session_arm_deferred();
+	agent_session_note_objects();
 	/* the new objects' unwind tables, before their code runs */
 	kprobes_objects_changed();
 	agent_own_end();

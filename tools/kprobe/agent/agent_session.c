@@ -288,6 +288,7 @@ int agent_session_start(const char *config, int shm_fd, bool follower, char *err
 			report_failure(s, &f);
 		goto out;
 	}
+	agent_loaded_note(&s->map);
 	if (!s->follower)
 		__atomic_store_n(&s->map.hdr->status, KPS_READY, __ATOMIC_RELEASE);
 	agent_session = s;
@@ -368,6 +369,14 @@ void agent_session_stop(void)
 }
 
 /* Called by the dlopen hook in the thread that loaded an object. */
+void agent_session_note_objects(void)
+{
+	pthread_mutex_lock(&agent_lock);
+	if (agent_session)
+		agent_loaded_note(&agent_session->map);
+	pthread_mutex_unlock(&agent_lock);
+}
+
 void agent_session_arm_deferred(void)
 {
 	struct agent_session *s;

@@ -964,6 +964,7 @@ void run_attached(struct session *s)
 		n = KPS_MAX_PROBES;
 	n += (uint64_t)p->nspecial;
 	symbolizer_init(&p->sym, s->target);
+	symbolizer_use_noted(&p->sym, s->map.objects, &s->map.hdr->nobjects);
 	symbolizer_refresh(&p->sym);
 	p->sym_ready = true;
 	if (s->out.format == FMT_JSON)

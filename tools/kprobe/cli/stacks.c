@@ -53,6 +53,7 @@ void stacks_attached(struct session *s)
 	st.ready = true;
 	st.lines = s->opts->lines;
 	symbolizer_init(&st.sym, s->target);
+	symbolizer_use_noted(&st.sym, s->map.objects, &s->map.hdr->nobjects);
 	snprintf(link, sizeof(link), "/proc/%d/exe", (int)s->target);
 	n = readlink(link, st.exe, sizeof(st.exe) - 1);
 	st.exe[n > 0 ? n : 0] = '\0';

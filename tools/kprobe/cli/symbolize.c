@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "elf_file.h"
+#include "shm.h"
 
 #define MAX_LOADS 16
 
@@ -65,38 +66,28 @@ static bool overlaps_any(const struct sym_mapping *v, size_t n, const struct sym
 	return false;
 }
 
-/* The mappings read before that are gone now, and that nothing mapped
- * since overlaps, are kept after the n new ones in *v (room for cap):
- * addresses a stack took in a library the program has closed since still
- * name its functions.  At most MAX_GONE of them, the most recent first
- * (a program loading and closing libraries without end at new addresses
- * must not make each read slower).  Returns the new count. */
-#define MAX_GONE 1024
-
-static size_t keep_unmapped(struct symbolizer *z, struct sym_mapping **v, size_t n, size_t cap)
+/* Appends m to *v (*n used, room for *cap); false when out of memory. */
+static bool push_mapping(struct sym_mapping **v, size_t *n, size_t *cap,
+			 const struct sym_mapping *m)
 {
-	size_t fresh = n;
+	if (*n == *cap) {
+		size_t c = *cap ? *cap * 2 : 64;
+		struct sym_mapping *w = realloc(*v, c * sizeof(*w));
 
-	for (size_t i = 0; i < z->nmaps && n - fresh < MAX_GONE; i++) {
-		if (overlaps_any(*v, fresh, &z->maps[i]))
-			continue;
-		if (n == cap) {
-			struct sym_mapping *w = realloc(*v, (cap *= 2) * sizeof(*w));
-
-			if (!w)
-				break;
-			*v = w;
-		}
-		(*v)[n++] = z->maps[i];
+		if (!w)
+			return false;
+		*v = w;
+		*cap = c;
 	}
-	return n;
+	(*v)[(*n)++] = *m;
+	return true;
 }
 
-void symbolizer_refresh(struct symbolizer *z)
+/* The executable mappings of /proc/PID/maps into *v (none when the
+ * process is gone). */
+static void read_maps(struct symbolizer *z, struct sym_mapping **v, size_t *n, size_t *cap)
 {
 	char path[64], line[PATH_MAX + 128];
-	struct sym_mapping *v = NULL;
-	size_t n = 0, cap = 0;
 	FILE *f;
 
 	snprintf(path, sizeof(path), "/proc/%d/maps", (int)z->pid);
@@ -108,29 +99,88 @@ void symbolizer_refresh(struct symbolizer *z)
 		char perms[8], file[PATH_MAX];
 		int got = sscanf(line, "%llx-%llx %7s %llx %*s %*s %4095[^\n]", &start, &end, perms,
 				 &off, file);
+		struct sym_mapping m = { start, end, off, NULL };
 
 		if (got != 5 || perms[2] != 'x' || file[0] != '/')
 			continue;
-		if (n == cap) {
-			struct sym_mapping *w = realloc(v, (cap = cap ? cap * 2 : 64) * sizeof(*w));
-
-			if (!w)
-				break;
-			v = w;
-		}
-		v[n].start = start;
-		v[n].end = end;
-		v[n].offset = off;
-		v[n].obj = object_for(z, file);
-		if (v[n].obj)
-			n++;
+		m.obj = object_for(z, file);
+		if (m.obj && !push_mapping(v, n, cap, &m))
+			break;
 	}
 	fclose(f);
+}
+
+/* The segments the agent noted as the program loaded objects (session
+ * memory, which the target can write: every field is checked), where
+ * nothing in *v overlaps them: a library dlopen()ed and closed between two
+ * reads of the maps still names its functions. */
+static void add_noted(struct symbolizer *z, struct sym_mapping **v, size_t *n, size_t *cap)
+{
+	uint32_t count;
+
+	if (!z->noted || !z->nnoted)
+		return;
+	count = __atomic_load_n(z->nnoted, __ATOMIC_ACQUIRE);
+	if (count > KPS_OBJECTS)
+		count = KPS_OBJECTS;
+	for (uint32_t i = 0; i < count; i++) {
+		const struct kps_object *o = &z->noted[i];
+		char file[KPS_OBJECT_PATH];
+		struct sym_mapping m;
+
+		if (!__atomic_load_n(&o->ready, __ATOMIC_ACQUIRE) ||
+		    __atomic_load_n(&o->pid, __ATOMIC_RELAXED) != (uint32_t)z->pid)
+			continue;
+		m.start = __atomic_load_n(&o->start, __ATOMIC_RELAXED);
+		m.end = __atomic_load_n(&o->end, __ATOMIC_RELAXED);
+		m.offset = __atomic_load_n(&o->offset, __ATOMIC_RELAXED);
+		memcpy(file, o->path, sizeof(file));
+		if (!memchr(file, '\0', sizeof(file)) || file[0] != '/' || m.start >= m.end ||
+		    m.end - m.start > (1ull << 40))
+			continue;
+		if (overlaps_any(*v, *n, &m))
+			continue;
+		m.obj = object_for(z, file);
+		if (m.obj && !push_mapping(v, n, cap, &m))
+			return;
+	}
+}
+
+/* The mappings read before that are gone now, and that nothing in *v
+ * overlaps, are kept after them: addresses a stack took in a library the
+ * program has closed since still name its functions.  At most MAX_GONE of
+ * them, the most recent first (a program loading and closing libraries
+ * without end at new addresses must not make each read slower). */
+#define MAX_GONE 1024
+
+static void keep_unmapped(struct symbolizer *z, struct sym_mapping **v, size_t *n, size_t *cap)
+{
+	size_t now = *n;
+
+	for (size_t i = 0; i < z->nmaps && *n - now < MAX_GONE; i++)
+		if (!overlaps_any(*v, now, &z->maps[i]) && !push_mapping(v, n, cap, &z->maps[i]))
+			return;
+}
+
+void symbolizer_use_noted(struct symbolizer *z, const struct kps_object *noted,
+			  const uint32_t *nnoted)
+{
+	z->noted = noted;
+	z->nnoted = nnoted;
+}
+
+void symbolizer_refresh(struct symbolizer *z)
+{
+	struct sym_mapping *v = NULL;
+	size_t n = 0, cap = 0;
+
+	read_maps(z, &v, &n, &cap);	/* none once the process is gone */
+	add_noted(z, &v, &n, &cap);
 	if (!n) {
 		free(v);
-		return;
+		return;		/* what was known stays */
 	}
-	n = keep_unmapped(z, &v, n, cap);
+	keep_unmapped(z, &v, &n, &cap);
 	free(z->maps);
 	z->maps = v;
 	z->nmaps = n;

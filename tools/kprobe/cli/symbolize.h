@@ -15,6 +15,7 @@
 
 struct sym_object;
 struct sym_mapping;
+struct kps_object;
 
 struct symbolizer {
 	pid_t pid;
@@ -22,9 +23,15 @@ struct symbolizer {
 	size_t nmaps;
 	struct sym_object **objs;
 	size_t nobjs;
+	const struct kps_object *noted;	/* session memory: the agent's notes */
+	const uint32_t *nnoted;
 };
 
 void symbolizer_init(struct symbolizer *z, pid_t pid);
+/* Also names addresses in the objects the agent noted loading (the
+ * session memory's objects table), once they are gone from the maps. */
+void symbolizer_use_noted(struct symbolizer *z, const struct kps_object *noted,
+			  const uint32_t *nnoted);
 /* Reads the process's mappings again (kept if it is gone). */
 void symbolizer_refresh(struct symbolizer *z);
 /* The function containing addr: its name and addr's offset in it; 0, or

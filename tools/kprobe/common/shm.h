@@ -28,6 +28,10 @@
  *   counters     hits per probe point, one row per ring (plain increments by
  *                the ring's owner) plus one shared row for ringless threads
  *   histograms   log2 latency buckets, one row per ring plus a shared row
+ *   objects      the executable segments of the objects the agent saw the
+ *                program load, so that the CLI names addresses in a
+ *                library the program has closed since, even one it never
+ *                saw in /proc/PID/maps
  *
  * The layout has room for KPS_RINGS rings, one per thread: the object is
  * sparse (only touched pages use memory, a memfd reserves nothing), so a
@@ -49,7 +53,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define KPS_MAGIC	0x336d68736b70726bULL	/* "krpkshm3" */
+#define KPS_MAGIC	0x346d68736b70726bULL	/* "krpkshm4" */
 #define KPS_RINGS	4096			/* room for this many threads */
 #define KPS_RING_BYTES	(512u << 10)		/* power of two */
 #define KPS_MAX_PROBES	16384
@@ -95,6 +99,7 @@ struct kps_header {
 	 * command's own output (bpftrace's "Attaching..." line and BEGIN's);
 	 * the agent holds main() back until then (a bounded wait). */
 	uint32_t go;
+	uint32_t nobjects;		/* objects[] entries handed out (atomic) */
 };
 
 /* DESC_WATCH: a watched variable (the first descriptor of a watch
@@ -113,6 +118,20 @@ struct kps_desc {
 	char object[64];		/* file name of the ELF object */
 	char args[192];			/* a tracepoint traced with the arguments
 					 * it declares: them, as spec ARGs */
+};
+
+/* An executable segment of a loaded object, as /proc/PID/maps shows it
+ * (page-aligned start and end, file offset), appended by the agent when
+ * the object loads; ready is set last, with release order. */
+#define KPS_OBJECTS	1024
+#define KPS_OBJECT_PATH	224
+
+struct kps_object {
+	uint64_t start, end, offset;
+	uint32_t pid;
+	uint8_t ready;
+	char pad[3];
+	char path[KPS_OBJECT_PATH];
 };
 
 /* A ring's control block.  head is written by the producer, tail by the
@@ -226,9 +245,14 @@ static inline size_t kps_off_hist(void)
 	       KPS_ALIGN((size_t)(KPS_RINGS + 1) * KPS_MAX_PROBES * sizeof(uint64_t));
 }
 
-static inline size_t kps_size(void)
+static inline size_t kps_off_objects(void)
 {
 	return kps_off_hist() + KPS_ALIGN((size_t)(KPS_RINGS + 1) * KPS_BUCKETS * sizeof(uint64_t));
+}
+
+static inline size_t kps_size(void)
+{
+	return kps_off_objects() + KPS_ALIGN((size_t)KPS_OBJECTS * sizeof(struct kps_object));
 }
 
 /* A probe program's session (kprobe run) has two more parts after those,
@@ -264,6 +288,7 @@ struct kps_map {
 	unsigned char *ring_data;	/* ring i at ring_data + i * KPS_RING_BYTES */
 	uint64_t *counters;		/* row r (0..KPS_RINGS) at r * KPS_MAX_PROBES */
 	uint64_t *hist;			/* row r at r * KPS_BUCKETS */
+	struct kps_object *objects;	/* KPS_OBJECTS */
 };
 
 static inline void kps_map_views(struct kps_map *m, void *base)
@@ -275,6 +300,7 @@ static inline void kps_map_views(struct kps_map *m, void *base)
 	m->ring_data = (unsigned char *)base + kps_off_ring_data();
 	m->counters = (uint64_t *)((char *)base + kps_off_counters());
 	m->hist = (uint64_t *)((char *)base + kps_off_hist());
+	m->objects = (struct kps_object *)((char *)base + kps_off_objects());
 }
 
 /* The log2 bucket of a duration: 0 holds 0..1 ns, k >= 1 holds [2^k, 2^(k+1)). */
