@@ -726,7 +726,8 @@ Test(a64_optimized, out_of_range_keeps_the_brk)
 #define CHURN_MAX_THREADS 16
 #define CHURN_ROUNDS 60
 #define CHURN_TIMEOUT 150
-#define CHURN_DUMP_AFTER 120
+/* Before the guest runner's own limit (--timeout 120) ends the test. */
+#define CHURN_DUMP_AFTER 90
 #define CHURN_BUDGET 50
 
 static volatile bool churn_stop;
@@ -850,6 +851,12 @@ Test(a64_optimized, churn_while_others_hammer, .timeout = CHURN_TIMEOUT)
 	int nthreads = CHURN_THREADS * scale, rounds = CHURN_ROUNDS * scale;
 	long opt_rounds = 0;
 	time_t t0 = time(NULL);
+
+	/* It has hung twice in some twenty guest runs, with no dump yet (the
+	 * watchdog fired after the runner's limit): make check's quick run
+	 * leaves it to make check-arm64 until a dump says where it waits. */
+	if (getenv("A64_CHURN") && !strcmp(getenv("A64_CHURN"), "off"))
+		cr_skip_test("A64_CHURN=off: the churn test runs in make check-arm64");
 
 	reset();
 	cr_assert_eq(pthread_create(&dog, NULL, churn_watchdog, NULL), 0);
