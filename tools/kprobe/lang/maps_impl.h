@@ -189,18 +189,21 @@ MAPS_INLINE uint8_t *mapi_lookup_keyless(const struct lang_image *img, void *reg
 	uint8_t *slot = mapi_slot(img, mh, m, 0);
 	uint64_t *word = (uint64_t *)slot;
 
-	if (__atomic_load_n(word, __ATOMIC_ACQUIRE) != ST_LIVE) {
+	/* keyless values start zeroed: publish the word.  A clear() may
+	 * empty it again between the publish and the look after it: publish
+	 * again (bounded), rather than drop an update a sharded map would
+	 * have counted whole (clear() only moves its base). */
+	for (int tries = 0; __atomic_load_n(word, __ATOMIC_ACQUIRE) != ST_LIVE; tries++) {
 		uint64_t zero = 0;
 
 		if (!create)
 			return NULL;
-		/* keyless values start zeroed: publish the word */
-		__atomic_compare_exchange_n(word, &zero, ST_LIVE, false, __ATOMIC_RELEASE,
-					    __ATOMIC_RELAXED);
-		if (__atomic_load_n(word, __ATOMIC_ACQUIRE) != ST_LIVE) {
+		if (tries == 4) {
 			mapi_drop(mh);
 			return NULL;
 		}
+		__atomic_compare_exchange_n(word, &zero, ST_LIVE, false, __ATOMIC_RELEASE,
+					    __ATOMIC_RELAXED);
 	}
 	return mapi_val(img, m, slot);
 }
