@@ -40,7 +40,9 @@ struct totals tot;
 
 /* A malloc'd-bytes difference at the end within this bound is not a leak:
  * see leak_check(). */
+#ifndef MEM_TOLERANCE
 #define MEM_TOLERANCE (64 * 1024L)
+#endif
 
 uint64_t rnd(uint64_t *s)
 {
@@ -160,32 +162,6 @@ static int count_fds(void)
 		n++;
 	closedir(d);
 	return n;
-}
-
-static size_t malloc_used(void)
-{
-	return mallinfo2().uordblks;
-}
-
-/* mallinfo2() counts the chunks parked in each live thread's tcache as in
- * use, and how many the main thread parks depends on scheduling: under load
- * the count at the end was seen 230 KiB above the baseline while the bytes
- * actually allocated had gone down.  So the soak runs with the tcache off,
- * re-executing itself once to set the tunable, which glibc reads at start. */
-static void exec_without_tcache(char **argv)
-{
-	const char *old = getenv("GLIBC_TUNABLES");
-	char tun[512];
-
-	if (getenv("KP_SOAK_NO_TCACHE"))
-		return;
-	snprintf(tun, sizeof(tun), "%s%sglibc.malloc.tcache_count=0", old ? old : "",
-		 old ? ":" : "");
-	setenv("GLIBC_TUNABLES", tun, 1);
-	setenv("KP_SOAK_NO_TCACHE", "1", 1);
-	execv("/proc/self/exe", argv);
-	fprintf(stderr, "kprobes-soak: cannot re-execute without the tcache: %m\n");
-	exit(2);
 }
 
 static bool stats_equal(const struct kp_stats *a, const struct kp_stats *b)
@@ -439,20 +415,20 @@ static int leak_check(const struct kp_stats *base, size_t mem0, int fd0)
 {
 	struct kp_stats st;
 	bool ok = settle(base, &st);
-	long dmem = (long)malloc_used() - (long)mem0;
+	long dmem = (long)soak_live_bytes() - (long)mem0;
 	int fds = count_fds(), bad = 0;
 
 	stats_print("baseline", base);
 	stats_print("end", &st);
 	printf("malloc'd bytes: baseline %zu, end %zu (%+ld, tolerance %ld)\n", mem0,
-	       malloc_used(), dmem, MEM_TOLERANCE);
+	       soak_live_bytes(), dmem, MEM_TOLERANCE);
 	printf("file descriptors: baseline %d, end %d\n", fd0, fds);
 	if (!ok && ++bad)
 		printf("FAIL: libkprobes resources did not return to the baseline\n");
 	if ((dmem > MEM_TOLERANCE || dmem < -MEM_TOLERANCE) && ++bad) {
 		printf("FAIL: malloc'd memory grew by %ld bytes\n", dmem);
 		fflush(stdout);
-		malloc_stats();		/* per arena, on stderr: where it went */
+		soak_alloc_report(stdout);
 	}
 	if (fds != fd0 && ++bad)
 		printf("FAIL: %d file descriptors leaked\n", fds - fd0);
@@ -483,14 +459,14 @@ int main(int argc, char **argv)
 	if (argc == 2 && !strcmp(argv[1], "--exec-child"))
 		return exec_child_main();
 	parse_args(argc, argv);
-	exec_without_tcache(argv);
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	find_paths();
 	targets_init();
 	signals_install();
 	kp_get_stats(&base);	/* before any probe */
 	warm_up();
-	mem0 = malloc_used();
+	mem0 = soak_live_bytes();
+	soak_alloc_mark();
 	fd0 = count_fds();
 	printf("kprobes-soak: %d s, %d workers, seed %lu, signal every %d us per thread, "
 	       "process op every %d ms per worker\n", opt.seconds, opt.threads, opt.seed,

@@ -14,6 +14,7 @@
 #include <signal.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <sys/types.h>
 #include <time.h>
 
@@ -189,5 +190,12 @@ int exec_child_main(void);
 /* Held around dlopen/dlclose and around fork (see soak_dl.c). */
 extern pthread_mutex_t soak_loader_lock;
 bool in_handler_text(uintptr_t ip);
+
+/* ---- allocation accounting (soak_alloc.c) ---- */
+
+size_t soak_live_bytes(void);		/* allocated and not yet freed */
+void soak_alloc_mark(void);		/* the per-site baseline */
+void soak_alloc_report(FILE *out);	/* sites that grew since the mark */
+void soak_alloc_print_site(FILE *out, uintptr_t ip, long bytes, long blocks);
 
 #endif
