@@ -111,3 +111,51 @@ Test(gone, anonymous_code_outlives_other_objects_unloading)
 	cr_assert_eq(hits, 2);
 	munmap(page, 4096);
 }
+
+/* dlclose() unmaps an object before its interposer tells the registry,
+ * and the range may be mapped again at once (a heap arena, another
+ * object).  A rewrite meanwhile (here: unregistering, which puts the
+ * original code back; optimizing or disabling alike) must not write into
+ * what is mapped there now.  The window is opened on purpose by calling
+ * libc's dlclose() directly. */
+static void rewrite_after_unmap(bool optimized)
+{
+	int (*libc_dlclose)(void *) = (int (*)(void *))dlsym(RTLD_NEXT, "dlclose");
+	const char *lib = gone_lib();
+	void *h = dlopen(lib, RTLD_NOW | RTLD_LOCAL);
+	struct kprobe kp = { .symbol_name = "libkpgone.so:kpgone_cube", .pre_handler = count_hit };
+	uintptr_t at, page;
+	unsigned char *map;
+
+	cr_assert_not_null(libc_dlclose);
+	cr_assert_not_null(h, "%s", dlerror());
+	kprobes_set_optimization(optimized);
+	cr_assert_eq(register_kprobe(&kp), 0);
+	kprobes_optimize_now();
+	cr_assert_eq(!!(kp.flags & KPROBE_FLAG_OPTIMIZED), optimized, "flags %#x", kp.flags);
+	at = (uintptr_t)kp.addr;
+	page = at & ~(uintptr_t)4095;
+	cr_assert_eq(libc_dlclose(h), 0);
+	map = mmap((void *)page, 8192, PROT_READ | PROT_WRITE,
+		   MAP_PRIVATE | MAP_ANONYMOUS | MAP_FIXED_NOREPLACE, -1, 0);
+	if (map == MAP_FAILED)
+		cr_skip("the unloaded object's range was mapped again meanwhile: %m");
+	cr_assert_eq((uintptr_t)map, page);
+	memset(map, 0x5a, 8192);
+	unregister_kprobe(&kp);
+	for (int i = 0; i < 8192; i++)
+		cr_assert_eq(map[i], 0x5a, "byte %#lx of the new mapping written (probe at %#lx)",
+			     page + i, at);
+	munmap(map, 8192);
+	kprobes_set_optimization(true);
+}
+
+Test(gone, a_breakpoint_removed_after_the_unmap_writes_nothing)
+{
+	rewrite_after_unmap(false);
+}
+
+Test(gone, a_jump_removed_after_the_unmap_writes_nothing)
+{
+	rewrite_after_unmap(true);
+}

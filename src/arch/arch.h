@@ -43,8 +43,12 @@ void arch_retire_probepoint(struct kp_probepoint *pp);
 int arch_arm(struct kp_probepoint **pps, int n);
 int arch_disarm(struct kp_probepoint **pps, int n);
 
-/* The original byte at addr if a probe is armed there, else the byte itself. */
-uint8_t arch_original_byte(uintptr_t addr);
+/* len bytes of the program's code at addr, with the library's own
+ * rewrites (breakpoints, jumps, static-key sites) taken out: 0, or -EFAULT
+ * when the range is not readable.  Never faults, and never reads the code
+ * twice: memory unmapped (and perhaps mapped again) meanwhile yields an
+ * error or the bytes of one read. */
+int arch_read_original(uintptr_t addr, uint8_t *buf, size_t len);
 
 /* For the stack unwinder: an ip inside an out-of-line slot or a detour's
  * copied instructions becomes the probed instruction's address (true);

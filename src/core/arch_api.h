@@ -16,6 +16,7 @@
 
 #include "kprobes.h"
 #include "arch/arch.h"
+#include "os/linux/loader.h"
 
 struct kp_thread;
 struct static_key;
@@ -66,6 +67,9 @@ struct kp_probepoint {
 	 * in anonymous memory (a JIT's) never is, and no object unloading
 	 * elsewhere may take its probes for gone. */
 	bool in_object;
+	/* That object, which a rewrite checks is still loaded (dlclose()
+	 * unmaps before the registry hears of it). */
+	struct kp_object_id obj;
 	char *symbol;			/* "name+0xOFF" for the list */
 	char *object;			/* file name, NULL for the main executable */
 	/* Writer-side bookkeeping, under the registry lock, so that adding,

@@ -246,6 +246,8 @@ static int probepoint_create(uintptr_t addr, const struct ksym *fn, bool have_fn
 	__atomic_fetch_add(&kp_probepoints_alive, 1, __ATOMIC_RELAXED);
 	pp->addr = addr;
 	pp->in_object = ksym_object_of(addr, &obj) == 0;
+	if (pp->in_object)
+		kp_object_id_of(addr, &pp->obj);
 	if (have_fn) {
 		pp->func = fn->addr;
 		pp->func_size = fn->size;
@@ -662,7 +664,9 @@ void kp_objects_unloaded_locked(void)
 
 	ksym_refresh();
 	for (struct kp_probepoint *pp = kp_all_probepoints; pp; pp = pp->all_next) {
-		if (pp->gone || !pp->in_object || ksym_object_of(pp->addr, &obj) == 0)
+		/* Something mapped at the address since is not the object. */
+		if (pp->gone || !pp->in_object ||
+		    (ksym_object_of(pp->addr, &obj) == 0 && kp_object_loaded(&pp->obj)))
 			continue;
 		kp_optimizer_forget_gone(pp);
 		pp->gone = true;

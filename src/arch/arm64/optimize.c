@@ -342,9 +342,8 @@ const char *arch_opt_check(uintptr_t addr, uintptr_t func, size_t size, size_t p
 	(void)pad;
 	if (addr & 3)
 		return "not an instruction boundary";
-	w = (uint32_t)arch_original_byte(addr) | (uint32_t)arch_original_byte(addr + 1) << 8 |
-	    (uint32_t)arch_original_byte(addr + 2) << 16 |
-	    (uint32_t)arch_original_byte(addr + 3) << 24;
+	if (arch_read_original(addr, (uint8_t *)&w, 4))
+		return "cannot read the instruction";
 	if (a64_insn_decode(w, &in))
 		return in.why ? in.why : "unprobeable instruction";
 	why = analyse(addr, &in);
@@ -476,7 +475,8 @@ static void removed(const struct text_poke_batch *b, int i)
  * thread that still takes the BRK meanwhile is served as before. */
 int arch_optimize(struct kp_probepoint **pps, int n)
 {
-	struct text_poke_batch b = { .n = n, .get = install_get, .done = installed, .ctx = pps };
+	struct text_poke_batch b = { .n = n, .get = install_get, .done = installed,
+				     .object = text_poke_pp_object, .ctx = pps };
 	int err;
 
 	for (int i = 0; i < n; i++)
@@ -500,7 +500,8 @@ int arch_optimize(struct kp_probepoint **pps, int n)
  * in the detour, which stays until the probepoint is retired. */
 int arch_unoptimize(struct kp_probepoint **pps, int n)
 {
-	struct text_poke_batch b = { .n = n, .get = remove_get, .done = removed, .ctx = pps };
+	struct text_poke_batch b = { .n = n, .get = remove_get, .done = removed,
+				     .object = text_poke_pp_object, .ctx = pps };
 
 	return text_poke_batch(&b);
 }

@@ -14,9 +14,10 @@
  * load-exclusive/store-exclusive loop is a handful of instructions). */
 #define EXCL_WINDOW A64_EXCLUSIVE_WINDOW
 
-/* The original word at addr: the probed instruction under our BRK, a
- * static-key site's NOP whatever its key makes of it, else the word. */
-static uint32_t original_word(uintptr_t addr)
+/* The original word at addr, given the word seen there: the probed
+ * instruction under our BRK, a static-key site's NOP whatever its key
+ * makes of it, else the word itself. */
+static uint32_t original_word(uintptr_t addr, uint32_t seen)
 {
 	struct kp_probepoint *pp = kp_probepoint_lookup(addr);
 
@@ -24,14 +25,22 @@ static uint32_t original_word(uintptr_t addr)
 		return pp->ainsn.insn;
 	if (kp_jl_site_covering(addr))
 		return A64_NOP;
-	return *(volatile uint32_t *)addr;
+	return seen;
 }
 
-uint8_t arch_original_byte(uintptr_t addr)
+int arch_read_original(uintptr_t addr, uint8_t *buf, size_t len)
 {
-	uint32_t w = original_word(addr & ~(uintptr_t)3);
+	for (uintptr_t w = addr & ~(uintptr_t)3; w < addr + len; w += 4) {
+		uint32_t word;
 
-	return (uint8_t)(w >> (8 * (addr & 3)));
+		if (kp_mem_read_nofault(w, &word, 4))
+			return -EFAULT;
+		word = original_word(w, word);
+		for (unsigned int k = 0; k < 4; k++)
+			if (w + k >= addr && w + k < addr + len)
+				buf[w + k - addr] = (uint8_t)(word >> (8 * k));
+	}
+	return 0;
 }
 
 /* n original words from addr: 0 or -EFAULT. */
@@ -40,7 +49,7 @@ static int read_original(uintptr_t addr, uint32_t *words, size_t n)
 	if (kp_mem_read_nofault(addr, words, n * 4))
 		return -EFAULT;
 	for (size_t i = 0; i < n; i++)
-		words[i] = original_word(addr + 4 * i);
+		words[i] = original_word(addr + 4 * i, words[i]);
 	return 0;
 }
 
@@ -129,6 +138,11 @@ static bool poke_get(const struct kp_probepoint *pp, bool arm, uintptr_t *addr, 
 	return true;
 }
 
+const struct kp_object_id *text_poke_pp_object(const struct text_poke_batch *b, int i)
+{
+	return &((struct kp_probepoint *const *)b->ctx)[i]->obj;
+}
+
 static bool arm_get(const struct text_poke_batch *b, int i, uintptr_t *addr, uint32_t *insn)
 {
 	return poke_get(((struct kp_probepoint *const *)b->ctx)[i], true, addr, insn);
@@ -151,14 +165,16 @@ static void disarmed_done(const struct text_poke_batch *b, int i)
 
 int arch_arm(struct kp_probepoint **pps, int n)
 {
-	struct text_poke_batch b = { .n = n, .get = arm_get, .done = armed_done, .ctx = pps };
+	struct text_poke_batch b = { .n = n, .get = arm_get, .done = armed_done,
+				     .object = text_poke_pp_object, .ctx = pps };
 
 	return text_poke_batch(&b);
 }
 
 int arch_disarm(struct kp_probepoint **pps, int n)
 {
-	struct text_poke_batch b = { .n = n, .get = disarm_get, .done = disarmed_done, .ctx = pps };
+	struct text_poke_batch b = { .n = n, .get = disarm_get, .done = disarmed_done,
+				     .object = text_poke_pp_object, .ctx = pps };
 
 	return text_poke_batch(&b);
 }

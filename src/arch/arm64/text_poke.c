@@ -53,8 +53,14 @@ int text_write_fresh(uintptr_t addr, const uint32_t *insns, int n)
 	return write_words(addr, insns, n);
 }
 
-int text_poke_batch(const struct text_poke_batch *b)
+static bool entry_loaded(const struct text_poke_batch *b, int i)
 {
+	return !b->object || kp_object_loaded(b->object(b, i));
+}
+
+static int poke_pinned(void *arg)
+{
+	const struct text_poke_batch *b = arg;
 	bool wrote = false;
 	int err = 0;
 
@@ -65,6 +71,10 @@ int text_poke_batch(const struct text_poke_batch *b)
 
 		if (!b->get(b, i, &addr, &insn))
 			continue;
+		if (!entry_loaded(b, i)) {
+			err = err ? err : -EFAULT;
+			continue;
+		}
 		e = write_words(addr, &insn, 1);
 		wrote = true;
 		if (e && !err)
@@ -76,10 +86,20 @@ int text_poke_batch(const struct text_poke_batch *b)
 		uintptr_t addr;
 		uint32_t insn;
 
-		if (b->get(b, i, &addr, &insn) && *(volatile uint32_t *)addr == insn)
+		if (b->get(b, i, &addr, &insn) && entry_loaded(b, i) &&
+		    *(volatile uint32_t *)addr == insn)
 			b->done(b, i);
 	}
 	return err;
+}
+
+/* dlclose() unmaps an object before its interposer can tell the registry
+ * that the object's probes are gone, and the range may be mapped again at
+ * once: the rewrite runs with the loader's object list held still, and
+ * only code of objects still loaded is written (and read back). */
+int text_poke_batch(const struct text_poke_batch *b)
+{
+	return kp_objects_pinned(poke_pinned, (void *)b);
 }
 
 static bool one_get(const struct text_poke_batch *b, int i, uintptr_t *addr, uint32_t *insn)

@@ -5,6 +5,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "os/linux/loader.h"
+
 /* n rewrites of one instruction word each, described on demand (no
  * allocation): get() gives entry i's address and new word, or false when
  * there is nothing to do for it; done(), if given, is told once entry i
@@ -13,8 +15,14 @@ struct text_poke_batch {
 	int n;
 	bool (*get)(const struct text_poke_batch *b, int i, uintptr_t *addr, uint32_t *insn);
 	void (*done)(const struct text_poke_batch *b, int i);
+	/* The object entry i's code belongs to, if given and known: an entry
+	 * whose object is no longer loaded is not written (-EFAULT). */
+	const struct kp_object_id *(*object)(const struct text_poke_batch *b, int i);
 	const void *ctx;
 };
+
+/* object() for batches whose ctx is an array of probepoints. */
+const struct kp_object_id *text_poke_pp_object(const struct text_poke_batch *b, int i);
 
 /*
  * Each word is written by one single-copy-atomic 32-bit store, its cache

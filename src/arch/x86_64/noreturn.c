@@ -17,15 +17,6 @@
 
 #define MAX_FUNC (1u << 20)
 
-static int read_original(uintptr_t addr, uint8_t *buf, size_t len)
-{
-	if (kp_mem_read_nofault(addr, buf, len))
-		return -1;
-	for (size_t i = 0; i < len; i++)
-		buf[i] = arch_original_byte(addr + i);
-	return 0;
-}
-
 /* Whether target lies in one of the n ranges [r[i][0], r[i][1]). */
 static bool inside(const uintptr_t (*r)[2], int n, uintptr_t target)
 {
@@ -91,7 +82,7 @@ static bool range_stays(const ZydisDecoder *dec, const uintptr_t (*r)[2], int n,
 	code = malloc(size);
 	if (!code)
 		return false;
-	if (read_original(r[i][0], code, size)) {
+	if (arch_read_original(r[i][0], code, size)) {
 		free(code);
 		return false;
 	}

@@ -20,15 +20,6 @@
 #define JMP_REL32 0xe9
 #define INT3 0xcc
 
-static int read_original_code(uintptr_t addr, uint8_t *buf, size_t len)
-{
-	if (kp_mem_read_nofault(addr, buf, len))
-		return -EFAULT;
-	for (size_t i = 0; i < len; i++)
-		buf[i] = arch_original_byte(addr + i);
-	return 0;
-}
-
 int arch_opt_analyse_pp(struct kp_probepoint *pp)
 {
 	if (!pp->ainsn.opt) {
@@ -36,7 +27,7 @@ int arch_opt_analyse_pp(struct kp_probepoint *pp)
 		if (!pp->ainsn.opt)
 			return -ENOMEM;
 		int err = arch_opt_analyse(pp->ainsn.opt, pp->addr, pp->func, pp->func_size,
-					   pp->pad_after, read_original_code);
+					   pp->pad_after, arch_read_original);
 		if (err) {
 			free(pp->ainsn.opt);
 			pp->ainsn.opt = NULL;
@@ -103,6 +94,7 @@ static void jump_poke(const struct kp_probepoint *pp, bool install, struct text_
 	tp->skip = false;
 	tp->len = ARCH_OPT_JUMP_LEN;
 	tp->resume = 0;
+	tp->obj = &pp->obj;
 	if (install) {
 		int32_t rel = (int32_t)(o->detour - (pp->addr + ARCH_OPT_JUMP_LEN));
 
@@ -174,11 +166,11 @@ const char *arch_opt_check(uintptr_t addr, uintptr_t func, size_t size, size_t p
 	const char *why;
 
 	memset(&o, 0, sizeof(o));
-	if (read_original_code(addr, buf, avail))
+	if (arch_read_original(addr, buf, avail))
 		return "unreadable code";
 	if (insn_analyze(&ai, addr, buf, avail, &why))
 		return why ? why : "unprobeable instruction";
-	if (arch_opt_analyse(&o, addr, func, size, pad, read_original_code))
+	if (arch_opt_analyse(&o, addr, func, size, pad, arch_read_original))
 		return "out of memory";
 	return o.ok ? NULL : o.why;
 }

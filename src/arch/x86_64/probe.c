@@ -12,7 +12,8 @@
 #define INT3 ARCH_BREAKPOINT_INSN
 #define MAX_FUNC_DECODE (1u << 20)
 
-uint8_t arch_original_byte(uintptr_t addr)
+/* What the program's code has at addr, given the byte seen there. */
+static uint8_t original_byte(uintptr_t addr, uint8_t seen)
 {
 	struct kp_probepoint *pp = kp_probepoint_lookup(addr);
 	const struct kp_jl_site *site;
@@ -30,16 +31,15 @@ uint8_t arch_original_byte(uintptr_t addr)
 	site = kp_jl_site_covering(addr);
 	if (site)
 		return arch_jump_label_nop[addr - site->addr];
-	return *(volatile uint8_t *)addr;
+	return seen;
 }
 
-/* Copies code with our own breakpoints taken out. */
-static int read_original(uintptr_t addr, uint8_t *buf, size_t len)
+int arch_read_original(uintptr_t addr, uint8_t *buf, size_t len)
 {
 	if (kp_mem_read_nofault(addr, buf, len))
 		return -EFAULT;
 	for (size_t i = 0; i < len; i++)
-		buf[i] = arch_original_byte(addr + i);
+		buf[i] = original_byte(addr + i, buf[i]);
 	return 0;
 }
 
@@ -72,7 +72,7 @@ static int bcache_fill(uintptr_t func, size_t size)
 		bcache_drop();
 		return -ENOMEM;
 	}
-	if (read_original(func, bcache.code, size)) {
+	if (arch_read_original(func, bcache.code, size)) {
 		bcache_drop();
 		return -EFAULT;
 	}
@@ -97,7 +97,7 @@ static bool bcache_valid_at(uintptr_t func, size_t size, uintptr_t addr)
 
 	if (bcache.func != func || bcache.size != size)
 		return false;
-	return read_original(addr, now, len) == 0 &&
+	return arch_read_original(addr, now, len) == 0 &&
 	       memcmp(now, bcache.code + (addr - func), len) == 0;
 }
 
@@ -147,11 +147,11 @@ int arch_prepare_probepoint(struct kp_probepoint *pp, uintptr_t func, size_t siz
 		return err;
 	if (size && func + size - pp->addr < avail)
 		avail = func + size - pp->addr;
-	if (read_original(pp->addr, buf, avail)) {
+	if (arch_read_original(pp->addr, buf, avail)) {
 		avail = 1;
-		while (avail < sizeof(buf) && !read_original(pp->addr, buf, avail + 1))
+		while (avail < sizeof(buf) && !arch_read_original(pp->addr, buf, avail + 1))
 			avail++;
-		if (read_original(pp->addr, buf, avail))
+		if (arch_read_original(pp->addr, buf, avail))
 			return -EINVAL;
 	}
 	err = insn_analyze(&pp->ainsn, pp->addr, buf, avail, &why);
@@ -181,6 +181,7 @@ static void first_byte_poke(const struct kp_probepoint *pp, bool arm, struct tex
 	tp->bp_in_place = !arm;
 	tp->bytes[0] = arm ? INT3 : pp->ainsn.bytes[0];
 	tp->resume = 0;
+	tp->obj = &pp->obj;
 }
 
 static void arm_poke(const struct text_poke_batch *b, int i, struct text_poke *tp)

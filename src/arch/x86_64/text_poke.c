@@ -82,13 +82,17 @@ static int poke_step(const struct text_poke_batch *b, enum step step)
 	int err = 0;
 
 	for (int i = 0; i < b->n && (b->keep_going || !err); i++) {
-		struct text_poke tp;
+		struct text_poke tp = { 0 };
 		bool last;
 		int e;
 
 		b->get(b, i, &tp);
 		if (tp.skip)
 			continue;
+		if (!kp_object_loaded(tp.obj)) {
+			err = err ? err : -EFAULT;
+			continue;
+		}
 		switch (step) {
 		case STEP_BP:
 			if (tp.bp_in_place)
@@ -120,7 +124,7 @@ static int poke_step(const struct text_poke_batch *b, enum step step)
 	return err;
 }
 
-int text_poke_bp(const struct text_poke_batch *b)
+int text_poke_steps(const struct text_poke_batch *b)
 {
 	int err = 0;
 
@@ -132,4 +136,19 @@ int text_poke_bp(const struct text_poke_batch *b)
 	}
 	unpublish(b);
 	return err;
+}
+
+/* dlclose() unmaps an object before its interposer can tell the registry
+ * that the object's probes are gone, and the address range may be mapped
+ * again at once (a heap arena, another object): so the whole rewrite runs
+ * with the loader's object list held still, and only code of objects still
+ * loaded is written. */
+static int poke_pinned(void *arg)
+{
+	return text_poke_steps(arg);
+}
+
+int text_poke_bp(const struct text_poke_batch *b)
+{
+	return kp_objects_pinned(poke_pinned, (void *)b);
 }

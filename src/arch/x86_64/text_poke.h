@@ -5,6 +5,8 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "os/linux/loader.h"
+
 /* The longest rewrite: a jmp rel32 (a jump label, an optimized probe). */
 #define TEXT_POKE_MAX 5
 
@@ -19,6 +21,9 @@ struct text_poke {
 	 * new instruction, emulated); 0: the breakpoint is a probe's, which
 	 * the probe lookup handles. */
 	uintptr_t resume;
+	/* The object the code belongs to (NULL: none known): an entry whose
+	 * object is no longer loaded is not written (-EFAULT). */
+	const struct kp_object_id *obj;
 };
 
 /* n rewrites, described on demand (no allocation): get() fills entry i,
@@ -43,6 +48,11 @@ struct text_poke_batch {
  * table the trap handler consults (text_poke_trap).  0 or the first -errno.
  */
 int text_poke_bp(const struct text_poke_batch *b);
+
+/* The same steps without holding the loader's object list still: for
+ * code in no object that can be unloaded, or a caller already inside
+ * kp_objects_pinned(). */
+int text_poke_steps(const struct text_poke_batch *b);
 
 /* Trap handler: whether bp is the breakpoint of a rewrite in progress that
  * emulates; then *resume is where the thread continues. */

@@ -9,7 +9,9 @@
  * is inside the loader when a fork happens.  (dlopen()/dlclose() by the
  * program itself at the moment of a fork remain the program's business.)
  */
+#include <errno.h>
 #include <pthread.h>
+#include <stdbool.h>
 
 #include "os/linux/loader.h"
 #include "os/linux/threads.h"
@@ -41,4 +43,99 @@ int kp_dl_iterate_phdr(int (*fn)(struct dl_phdr_info *info, size_t size, void *a
 	kp_loader_unlock();
 	kp_lib_code_end(t);
 	return ret;
+}
+
+/* ---- objects that stay mapped while code is rewritten ---- */
+
+static uint64_t name_hash(const char *s)
+{
+	uint64_t h = 0xcbf29ce484222325ull;	/* FNV-1a */
+
+	for (; s && *s; s++)
+		h = (h ^ (uint8_t)*s) * 0x100000001b3ull;
+	return h;
+}
+
+static bool covers(const struct dl_phdr_info *info, uintptr_t addr)
+{
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		uintptr_t lo = info->dlpi_addr + ph->p_vaddr;
+
+		if (ph->p_type == PT_LOAD && addr >= lo && addr - lo < ph->p_memsz)
+			return true;
+	}
+	return false;
+}
+
+struct id_search {
+	uintptr_t addr;
+	struct kp_object_id *id;
+};
+
+static int find_id(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	struct id_search *s = arg;
+
+	(void)size;
+	if (!covers(info, s->addr))
+		return 0;
+	s->id->base = info->dlpi_addr;
+	s->id->phdr = info->dlpi_phdr;
+	s->id->name_hash = name_hash(info->dlpi_name);
+	s->id->known = true;
+	return 1;
+}
+
+int kp_object_id_of(uintptr_t addr, struct kp_object_id *id)
+{
+	struct id_search s = { addr, id };
+
+	id->known = false;
+	return kp_dl_iterate_phdr(find_id, &s) ? 0 : -ENOENT;
+}
+
+static int same_object(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	const struct kp_object_id *id = arg;
+
+	(void)size;
+	return info->dlpi_addr == id->base && info->dlpi_phdr == id->phdr &&
+	       name_hash(info->dlpi_name) == id->name_hash;
+}
+
+bool kp_object_loaded(const struct kp_object_id *id)
+{
+	/* The loader's lock is recursive: this walk nests in the pinning one. */
+	return !id || !id->known || dl_iterate_phdr(same_object, (void *)id);
+}
+
+struct pinned_call {
+	int (*fn)(void *arg);
+	void *arg;
+	int ret;
+};
+
+static int call_pinned(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	struct pinned_call *c = arg;
+
+	(void)info;
+	(void)size;
+	c->ret = c->fn(c->arg);
+	return 1;	/* once: the lock is what was wanted */
+}
+
+int kp_objects_pinned(int (*fn)(void *arg), void *arg)
+{
+	struct pinned_call c = { fn, arg, 0 };
+	struct kp_thread *t = kp_lib_code_begin();
+
+	/* The loader's own lock, not loader_lock: the caller holds a lock
+	 * fork() takes, so no fork child can inherit it held; and fn may
+	 * look objects up itself (kp_object_loaded()). */
+	if (!dl_iterate_phdr(call_pinned, &c))
+		c.ret = fn(arg);	/* no object at all: nothing to pin */
+	kp_lib_code_end(t);
+	return c.ret;
 }

@@ -4,6 +4,8 @@
 #define KP_OS_LOADER_H
 
 #include <link.h>
+#include <stdbool.h>
+#include <stdint.h>
 
 /* dl_iterate_phdr() under the loader lock, as library code
  * (kp_lib_code_begin()): fn runs with the mark up. */
@@ -14,5 +16,34 @@ int kp_dl_iterate_phdr(int (*fn)(struct dl_phdr_info *info, size_t size, void *a
  * A leaf: nothing is locked, and no dlopen() is done, under it. */
 void kp_loader_lock(void);
 void kp_loader_unlock(void);
+
+/* Which loaded object a piece of code belongs to.  Another object mapped
+ * at the same place later has another name; the same file loaded again
+ * there counts as the same object (its code is the same). */
+struct kp_object_id {
+	uintptr_t base;			/* dlpi_addr */
+	const void *phdr;		/* dlpi_phdr */
+	uint64_t name_hash;		/* of dlpi_name */
+	bool known;			/* false: code in no object (JIT, anonymous) */
+};
+
+/* The object whose segments cover addr: 0, or -ENOENT (id->known false). */
+int kp_object_id_of(uintptr_t addr, struct kp_object_id *id);
+
+/*
+ * Runs fn(arg) with the loader's object list held still and returns what
+ * fn returns.  dlclose() unmaps an object and unlinks it from the list
+ * under that same lock, so an object that kp_object_loaded() finds inside
+ * fn stays mapped until fn returns: code written there cannot land in
+ * memory that was unmapped and handed to something else meanwhile.  The
+ * caller holds a lock that fork() takes (as every code rewriter does), so
+ * that no fork child inherits the loader's lock held.
+ */
+int kp_objects_pinned(int (*fn)(void *arg), void *arg);
+
+/* Whether the object is still loaded (an unknown one, NULL or id->known
+ * false, always is): for as long as the answer holds, inside kp_objects_pinned();
+ * elsewhere under a lock fork() takes. */
+bool kp_object_loaded(const struct kp_object_id *id);
 
 #endif
