@@ -79,6 +79,9 @@ void arch_trap_path_range(uintptr_t *lo, uintptr_t *hi);
 /* Units in use right now: out-of-line slots, of which quarantined, and
  * detour buffers (a racy snapshot, for kp_get_stats). */
 void arch_stats(unsigned long *slots, unsigned long *retired_slots, unsigned long *detours);
+/* Bytes the arch code has allocated for good (tables that describe its
+ * executable pools to unwinders and debuggers, which stay as they do). */
+size_t arch_kept_bytes(void);
 /* Frees quarantined slots no thread can be in; returns how many.  Under
  * the registry lock. */
 int arch_reclaim(void);

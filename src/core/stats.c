@@ -3,6 +3,7 @@
 #include "core/stats.h"
 
 #include "core/internal.h"
+#include "os/linux/execmem.h"
 
 extern unsigned long kp_probepoints_alive;
 extern unsigned long kp_rp_pools_alive;
@@ -13,6 +14,7 @@ void kp_get_stats(struct kp_stats *st)
 	st->probepoints = __atomic_load_n(&kp_probepoints_alive, __ATOMIC_RELAXED);
 	st->rp_pools = __atomic_load_n(&kp_rp_pools_alive, __ATOMIC_RELAXED);
 	arch_stats(&st->xol_slots, &st->retired_slots, &st->detours);
+	st->kept_bytes = arch_kept_bytes() + exec_kept_bytes();
 	pthread_mutex_unlock(&kp_registry_lock);
 }
 

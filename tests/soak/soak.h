@@ -196,6 +196,7 @@ bool in_handler_text(uintptr_t ip);
 size_t soak_live_bytes(void);		/* allocated and not yet freed */
 void soak_alloc_mark(void);		/* the per-site baseline */
 void soak_alloc_report(FILE *out);	/* sites that grew since the mark */
+long soak_alloc_unwinder_growth(void);	/* by libgcc's unwinder, since the mark */
 void soak_alloc_print_site(FILE *out, uintptr_t ip, long bytes, long blocks);
 
 #endif

@@ -39,6 +39,11 @@ void __sanitizer_print_memory_profile(size_t top_percent, size_t max_contexts);
 
 /* AddressSanitizer knows every live block's allocation stack, not what
  * was live at the mark: its largest holders, on stderr. */
+long soak_alloc_unwinder_growth(void)
+{
+	return 0;	/* AddressSanitizer's count has no call sites */
+}
+
 void soak_alloc_report(FILE *out)
 {
 	fprintf(out, "the largest live allocations (on stderr):\n");
@@ -255,6 +260,29 @@ void soak_alloc_mark(void)
 {
 	for (uint32_t i = 0; i < NSITES; i++)
 		site_mark[i] = atomic_load(&asites[i].bytes);
+}
+
+static bool in_unwinder(uintptr_t ip)
+{
+	struct ksym obj;
+
+	return ip && ksym_object_of(ip - 1, &obj) == 0 && obj.basename &&
+	       !strncmp(obj.basename, "libgcc_s.so", 11);
+}
+
+/* libgcc builds sorted tables for the frames the library registers (its
+ * executable pools') the first time an unwind goes through them. */
+long soak_alloc_unwinder_growth(void)
+{
+	long sum = 0;
+
+	for (uint32_t i = 0; i < NSITES; i++) {
+		long d = atomic_load(&asites[i].bytes) - site_mark[i];
+
+		if (d && in_unwinder(atomic_load(&asites[i].ip)))
+			sum += d;
+	}
+	return sum;
 }
 
 /* The call sites holding the most bytes more than at the mark. */

@@ -80,6 +80,13 @@ void arch_stats(unsigned long *slots, unsigned long *retired_slots, unsigned lon
 	*detours = a64_detours_in_use();
 }
 
+/* arm64 describes its pools to no unwinder or debugger: nothing beyond
+ * the pools' own bookkeeping (exec_kept_bytes()) is kept. */
+size_t arch_kept_bytes(void)
+{
+	return 0;
+}
+
 bool xol_reclaim_due(void)
 {
 	return nretired >= RECLAIM_BATCH_DUE;

@@ -48,6 +48,7 @@ static pthread_mutex_t jit_lock = PTHREAD_MUTEX_INITIALIZER;
 
 struct kp_jit_object {
 	struct jit_code_entry entry;
+	size_t alloc;			/* bytes allocated, for kp_jit_bytes() */
 	size_t size;
 	char image[];
 };
@@ -119,6 +120,13 @@ static void fill_image(struct kp_jit_object *o, const char *name, uintptr_t lo, 
 	o->size = off_sh + S_NUM * sizeof(Elf64_Shdr);
 }
 
+static size_t live_bytes;
+
+size_t kp_jit_bytes(void)
+{
+	return __atomic_load_n(&live_bytes, __ATOMIC_RELAXED);
+}
+
 struct kp_jit_object *kp_jit_register(const char *name, uintptr_t lo, uintptr_t hi,
 				      const void *eh, size_t eh_size)
 {
@@ -128,6 +136,8 @@ struct kp_jit_object *kp_jit_register(const char *name, uintptr_t lo, uintptr_t 
 
 	if (!o)
 		return NULL;
+	o->alloc = sizeof(*o) + size;
+	__atomic_add_fetch(&live_bytes, o->alloc, __ATOMIC_RELAXED);
 	fill_image(o, name, lo, hi, eh, eh_size);
 	o->entry.symfile_addr = o->image;
 	o->entry.symfile_size = o->size;
@@ -160,5 +170,6 @@ void kp_jit_unregister(struct kp_jit_object *o)
 	__jit_debug_register_code();
 	__jit_debug_descriptor.action_flag = 0;
 	pthread_mutex_unlock(&jit_lock);
+	__atomic_sub_fetch(&live_bytes, o->alloc, __ATOMIC_RELAXED);
 	free(o);
 }

@@ -18,4 +18,7 @@ struct kp_jit_object *kp_jit_register(const char *name, uintptr_t lo, uintptr_t 
 				      const void *eh, size_t eh_size);
 void kp_jit_unregister(struct kp_jit_object *o);
 
+/* Bytes of the images registered now. */
+size_t kp_jit_bytes(void);
+
 #endif

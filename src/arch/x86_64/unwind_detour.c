@@ -39,6 +39,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "arch/arch.h"
 #include "os/linux/execmem.h"
 #include "arch/x86_64/insn.h"
 #include "arch/x86_64/jitdebug.h"
@@ -349,6 +350,14 @@ static void detour_insns(struct insns *s, const struct detour_layout *l)
 
 static const uint8_t undefined[] = { DW_CFA_undefined, ARCH_DWARF_RA };
 
+/* The pools' tables, kept for good as the pools are. */
+static size_t tables_bytes;
+
+size_t arch_kept_bytes(void)
+{
+	return __atomic_load_n(&tables_bytes, __ATOMIC_RELAXED) + kp_jit_bytes();
+}
+
 static struct pool_unwind *pool_of(struct pool_set *set, uintptr_t base, size_t size, size_t unit,
 				   bool create)
 {
@@ -372,6 +381,8 @@ static struct pool_unwind *pool_of(struct pool_set *set, uintptr_t base, size_t 
 		pu->jit = NULL;
 		return NULL;
 	}
+	__atomic_add_fetch(&tables_bytes, CIE_SIZE + pu->units * fs + 4 +
+			   pu->units * sizeof(*pu->jit), __ATOMIC_RELAXED);
 	pu->base = base;
 	pu->unit = unit;
 	put_cie(pu->eh);

@@ -8,6 +8,13 @@
 
 #include "os/linux/memory.h"
 
+static size_t kept;
+
+size_t exec_kept_bytes(void)
+{
+	return __atomic_load_n(&kept, __ATOMIC_RELAXED);
+}
+
 static unsigned int units_per_pool(const struct exec_arena *a)
 {
 	return (unsigned int)(EXEC_POOL_SIZE / a->unit);
@@ -49,6 +56,7 @@ static struct exec_pool *pool_new(struct exec_arena *a, uintptr_t lo, uintptr_t 
 		return NULL;
 	}
 	p->nfree = n;
+	__atomic_add_fetch(&kept, (size_t)n * a->meta_size + n, __ATOMIC_RELAXED);
 	__atomic_store_n(&a->npools, a->npools + 1, __ATOMIC_RELEASE);
 	return p;
 }

@@ -31,6 +31,9 @@ struct exec_arena {
 uintptr_t exec_alloc(struct exec_arena *a, uintptr_t lo, uintptr_t hi, void **meta);
 void exec_free(struct exec_arena *a, uintptr_t addr);
 /* Metadata of the unit containing ip, or NULL.  Async-signal-safe. */
+/* Bytes of the pools' bookkeeping, kept for good as the pools are. */
+size_t exec_kept_bytes(void);
+
 void *exec_meta_of(const struct exec_arena *a, uintptr_t ip, uintptr_t *unit_addr);
 
 /* The window [lo, hi) of unit addresses from which every address in
