@@ -449,7 +449,11 @@ Test(lang_errors, every_path_names_the_problem)
 		{ "struct S { int a; }\nBEGIN { }", "struct definitions are not supported" },
 		{ "BEGIN { printf(\"%rx\\n\", 1); }", "the %r specifier (a buf() value) is not supported" },
 		{ "BEGIN { printf(\"%-8r\\n\", 1); }", "the %r specifier (a buf() value) is not supported" },
-		{ "BEGIN { @x = (1, 2); }", "tuples are not supported" },
+		{ "BEGIN { @x = ((1, 2), 3); }", "a tuple can not hold a value of type 'tuple' here" },
+		{ "BEGIN { @x = (1, ustack); }", "a tuple can not hold a value of type 'ustack' here" },
+		{ "BEGIN { @x = (1, 2, 3, 4, 5, 6, 7, 8, 9); }", "a tuple has at most 8 parts" },
+		{ "BEGIN { @x[(1, 2)] = 1; }", "a tuple can not be a map key part" },
+		{ "BEGIN { $t = (1, 2); @x = $t + 1; }", "tuple" },
 		{ "BEGIN { @x = arg0[1]; }", "array indexing is not supported" },
 		{ "BEGIN { @x = (int32 **)arg0; }", "pointers to pointers" },
 		{ "BEGIN { return 1; }", "syntax error, unexpected integer" },
@@ -1004,6 +1008,96 @@ Test(lang_compile, map_descriptors)
 	cr_assert_eq(e->img.maps[m].kind, LANG_M_INT);
 	cr_assert_eq(e->img.maps[m].val.is_signed, 1);
 	cr_assert_eq(e->img.probes[0].fast, LANG_FAST_NONE);
+	env_free(e);
+}
+
+/* Tuples as values: exact messages as bpftrace 0.17 words them. */
+Test(lang_errors, tuples_as_bpftrace_words_them)
+{
+	expect_error("BEGIN { $t = (1, \"a\"); print($t.5); }",
+		     "stdin:1:24-34: ERROR: Invalid tuple index: 5. Found 2 elements in tuple.\n"
+		     "BEGIN { $t = (1, \"a\"); print($t.5); }\n"
+		     "                       ~~~~~~~~~~\n");
+	expect_error("BEGIN { $t = 1; print($t.0); }",
+		     "stdin:1:17-27: ERROR: Can not access index 0 on expression of type 'int64'\n"
+		     "BEGIN { $t = 1; print($t.0); }\n"
+		     "                ~~~~~~~~~~\n");
+	expect_error("BEGIN { @x = (1, 2); @x = (1, \"a\"); }",
+		     "stdin:1:25-26: ERROR: Tuple type mismatch: (int64,int64) != (int64,string[2]).\n"
+		     "BEGIN { @x = (1, 2); @x = (1, \"a\"); }\n"
+		     "                        ~\n");
+	expect_error("BEGIN { $t = (1, 2); $t = (1, \"a\"); }",
+		     "stdin:1:25-26: ERROR: Tuple type mismatch: (int64,int64) != (int64,string[2]).\n"
+		     "BEGIN { $t = (1, 2); $t = (1, \"a\"); }\n"
+		     "                        ~\n");
+	expect_error("BEGIN { @x = (1, \"a\"); @x = (pid, \"b\"); exit(); }",
+		     "stdin:1:27-28: ERROR: Tuple type mismatch: (int64,string[2]) != (unsigned int64,string[2]).\n"
+		     "BEGIN { @x = (1, \"a\"); @x = (pid, \"b\"); exit(); }\n"
+		     "                          ~\n");
+	expect_error("BEGIN { $t = nsecs ? (1,2) : (3,4); print($t); exit(); }",
+		     "stdin:1:14-35: ERROR: Ternary return type unsupported tuple\n"
+		     "BEGIN { $t = nsecs ? (1,2) : (3,4); print($t); exit(); }\n"
+		     "             ~~~~~~~~~~~~~~~~~~~~~\n");
+	expect_error("BEGIN { $t = (1, 2); printf(\"%d\\n\", $t); }",
+		     "stdin:1:22-40: ERROR: printf: %d specifier expects a value of type integer (tuple supplied)\n"
+		     "BEGIN { $t = (1, 2); printf(\"%d\\n\", $t); }\n"
+		     "                     ~~~~~~~~~~~~~~~~~~\n");
+}
+
+/* The parts laid out one after the other, read back by .N, through a
+ * map and a variable; strings at their full size, integers as 8 bytes. */
+Test(lang_vm, tuples_in_maps_and_variables)
+{
+	struct env *e = compile("uprobe:a:f { @t[arg0] = (arg1, \"s\", -arg1); $v = @t[arg0];"
+				" @b[arg0] = $v.0 + $v.2; @c = (1, 2); print((arg0, \"p\")); }");
+	int m = map_index(e, "@t");
+	const struct lang_map_desc *d = &e->img.maps[m];
+	const void *k, *v;
+	size_t pos = 0;
+	int64_t part;
+
+	cr_assert_eq(d->kind, LANG_M_TUPLE);
+	cr_assert_eq(d->nvparts, 3);
+	cr_assert_eq(d->vparts[0].kind, LANG_T_INT);
+	cr_assert_eq(d->vparts[1].kind, LANG_T_STR);
+	cr_assert_eq(d->vparts[1].size, LANG_STRLEN);
+	cr_assert_eq(d->val_size, 8 + LANG_STRLEN + 8);
+	e->regs.di = 4;
+	e->regs.si = 9;
+	cr_assert_eq(run(e, 0), 0);
+	cr_assert(lang_map_next(&e->img, e->region, (unsigned)m, &pos, &k, &v));
+	memcpy(&part, v, 8);
+	cr_assert_eq(part, 9);
+	cr_assert_str_eq((const char *)v + 8, "s");
+	memcpy(&part, (const char *)v + 8 + LANG_STRLEN, 8);
+	cr_assert_eq(part, -9);
+	cr_assert_eq(map_val(e, "@b", 4), 0);
+	cr_assert_eq(e->img.fmts[0].nargs, 2);	/* print(tuple): its parts */
+	env_free(e);
+}
+
+/* The agent checks a tuple map's description again. */
+Test(lang_compile, a_tuple_map_that_lies_is_refused)
+{
+	struct env *e = compile("BEGIN { @t = (1, \"s\"); }");
+	struct lang_image img;
+	uint8_t *copy = malloc(e->len);
+	struct lang_map_desc *d;
+	char why[128];
+
+	cr_assert_not_null(copy);
+	memcpy(copy, e->image, e->len);
+	cr_assert_eq(lang_image_load(&img, copy, e->len, why, sizeof(why)), 0, "%s", why);
+	d = (struct lang_map_desc *)img.maps;
+	d->vparts[1].size = 8;		/* a string part said to be 8 bytes */
+	cr_assert_eq(lang_image_load(&img, copy, e->len, why, sizeof(why)), -EINVAL);
+	d->vparts[1].size = LANG_STRLEN;
+	d->vparts[1].kind = LANG_T_USTACK;
+	cr_assert_eq(lang_image_load(&img, copy, e->len, why, sizeof(why)), -EINVAL);
+	d->vparts[1].kind = LANG_T_STR;
+	d->nvparts = 1;
+	cr_assert_eq(lang_image_load(&img, copy, e->len, why, sizeof(why)), -EINVAL);
+	free(copy);
 	env_free(e);
 }
 

@@ -405,6 +405,32 @@ static bool is_quoted(const struct lang_type *t)
 	       t->kind == LANG_T_PROBE;
 }
 
+/* A tuple's parts, laid out one after the other in len bytes, as bpftrace
+ * prints them: "(1, abc)", or in JSON [1,"abc"]. */
+static void tuple_out(struct run_program *p, const struct lang_type *parts, unsigned n,
+		      const void *data, size_t len, bool json, FILE *f)
+{
+	struct lang_fmt_ops ops = fmt_ops(p);
+	size_t off = 0;
+	char text[4096];
+
+	fputc(json ? '[' : '(', f);
+	for (unsigned i = 0; i < n && off + parts[i].size <= len; off += parts[i].size, i++) {
+		if (lang_format_value(&parts[i], (const char *)data + off, &ops, text,
+				      sizeof(text)) < 0)
+			text[0] = '\0';
+		fputs(!i ? "" : json ? "," : ", ", f);
+		if (json && is_quoted(&parts[i])) {
+			fputc('"', f);
+			json_escaped(f, text);
+			fputc('"', f);
+		} else {
+			fputs(text, f);
+		}
+	}
+	fputc(json ? ']' : ')', f);
+}
+
 /* ---- maps ---- */
 
 struct entry {
@@ -650,6 +676,8 @@ static void json_value(struct run_program *p, unsigned i, const struct entry *e,
 		fprintf(f, "%" PRIu64, (uint64_t)e->agg.value / (uint64_t)div);
 	} else if (sorts_by_value(m)) {
 		fprintf(f, "%" PRId64, e->agg.value / div);
+	} else if (m->kind == LANG_M_TUPLE) {
+		tuple_out(p, m->vparts, m->nvparts, e->val, m->val_size, true, f);
 	} else {
 		if (lang_format_value(&m->val, e->val, &ops, text, sizeof(text)) < 0)
 			text[0] = '\0';
@@ -779,6 +807,8 @@ static void text_value(struct run_program *p, unsigned i, const struct entry *e,
 		fprintf(f, "%" PRIu64, (uint64_t)e->agg.value / (uint64_t)div);
 	} else if (sorts_by_value(m)) {
 		fprintf(f, "%" PRId64, e->agg.value / div);
+	} else if (m->kind == LANG_M_TUPLE) {
+		tuple_out(p, m->vparts, m->nvparts, e->val, m->val_size, false, f);
 	} else {
 		if (lang_format_value(&m->val, e->val, &ops, text, sizeof(text)) < 0)
 			text[0] = '\0';
@@ -878,6 +908,15 @@ static void event_value(struct session *s, const struct trace_event *ev)
 	if (ev->prog_id >= p->img.hdr->nfmts)
 		return;
 	d = &p->img.fmts[ev->prog_id];
+	if (d->nargs > 1 && ev->textlen >= d->rec_size) {	/* a tuple's parts */
+		bool json = s->out.format == FMT_JSON;
+
+		if (json)
+			fputs("{\"type\": \"value\", \"data\": ", s->out.f);
+		tuple_out(p, d->arg, d->nargs, ev->text, d->rec_size, json, s->out.f);
+		fputs(json ? "}\n" : "\n", s->out.f);
+		return;
+	}
 	if (d->nargs != 1 || ev->textlen < d->arg[0].size ||
 	    lang_format_value(&d->arg[0], ev->text, &ops, text, sizeof(text)) < 0)
 		return;

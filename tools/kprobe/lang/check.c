@@ -4,6 +4,7 @@
  * over every probe collects them, so a read may come before the write in
  * the source); scratch variables belong to their probe block. */
 #include <errno.h>
+#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -25,6 +26,30 @@ static const struct lang_type T_I64 = { LANG_T_INT, 1, 8 };
 static const struct lang_type T_U64 = { LANG_T_INT, 0, 8 };
 static const struct lang_type T_S64 = { LANG_T_INT, 1, 8 };
 
+static const struct tuple_shape *shape_of(const struct prog *p, const struct lang_type *t)
+{
+	return t->kind == LANG_T_TUPLE && t->is_signed < p->nshapes ? &p->shapes[t->is_signed] : NULL;
+}
+
+static void type_name(const struct lang_type *t, char *out, size_t n);
+
+/* "(int64,string[2])", as bpftrace names a tuple type. */
+static void tuple_name(const struct prog *p, const struct lang_type *t, char *out, size_t n)
+{
+	const struct tuple_shape *s = shape_of(p, t);
+	size_t o = 0;
+
+	o += (size_t)snprintf(out, n, "(");
+	for (int i = 0; s && i < s->n && o < n; i++) {
+		char pn[64];
+
+		type_name(&s->parts[i], pn, sizeof(pn));
+		o += (size_t)snprintf(out + o, n - o, "%s%s", i ? "," : "", pn);
+	}
+	if (o < n)
+		snprintf(out + o, n - o, ")");
+}
+
 static void type_name(const struct lang_type *t, char *out, size_t n)
 {
 	switch (t->kind) {
@@ -36,6 +61,7 @@ static void type_name(const struct lang_type *t, char *out, size_t n)
 	case LANG_T_USTACK_PERF: snprintf(out, n, "ustack(perf)"); break;
 	case LANG_T_USYM: snprintf(out, n, "usym"); break;
 	case LANG_T_PROBE: snprintf(out, n, "probe"); break;
+	case LANG_T_TUPLE: snprintf(out, n, "tuple"); break;
 	default: snprintf(out, n, "none"); break;
 	}
 }
@@ -62,7 +88,8 @@ static void type_short(const struct lang_type *t, char *out, size_t n)
 
 static const char *const kind_names[] = {
 	[LANG_M_INT] = "int64", [LANG_M_STR] = "string", [LANG_M_USTACK] = "ustack",
-	[LANG_M_USYM] = "usym", [LANG_M_PROBE] = "probe", [LANG_M_COUNT] = "count",
+	[LANG_M_USYM] = "usym", [LANG_M_PROBE] = "probe", [LANG_M_TUPLE] = "tuple",
+	[LANG_M_COUNT] = "count",
 	[LANG_M_SUM] = "sum", [LANG_M_AVG] = "avg", [LANG_M_MIN] = "min", [LANG_M_MAX] = "max",
 	[LANG_M_STATS] = "stats", [LANG_M_HIST] = "hist", [LANG_M_LHIST] = "lhist",
 };
@@ -116,9 +143,48 @@ static struct lang_type storage_of(const struct lang_type *t)
 	case LANG_T_STR: s.size = LANG_STRLEN; break;
 	case LANG_T_USTACK:
 	case LANG_T_USTACK_PERF: s.size = 8 + 8 * LANG_USTACK_MAX; break;
+	case LANG_T_TUPLE: break;	/* its size is its parts' */
 	default: s.size = 8; break;
 	}
 	return s;
+}
+
+/* The index of the tuple shape of n parts, added if new: integers are
+ * kept as 64-bit values (bpftrace's tuples widen them), strings at their
+ * full size whatever their declared one (which only names the type).
+ * -1 when there are too many. */
+static int shape_index(struct prog *p, const struct lang_type *parts, int n)
+{
+	int i, k;
+
+	for (i = 0; i < p->nshapes; i++) {
+		if (p->shapes[i].n != n)
+			continue;
+		for (k = 0; k < n; k++) {
+			const struct lang_type *a = &p->shapes[i].parts[k], *b = &parts[k];
+
+			if (a->kind != b->kind || a->is_signed != b->is_signed ||
+			    (a->kind != LANG_T_STR && a->size != b->size))
+				break;
+		}
+		if (k == n)
+			return i;
+	}
+	if (p->nshapes == LANG_MAX_SHAPES)
+		return -1;
+	p->shapes[p->nshapes].n = n;
+	memcpy(p->shapes[p->nshapes].parts, parts, sizeof(*parts) * (size_t)n);
+	return p->nshapes++;
+}
+
+/* Bytes a tuple of that shape occupies, its parts at their storage size. */
+static uint16_t shape_size(const struct tuple_shape *s)
+{
+	unsigned size = 0;
+
+	for (int i = 0; i < s->n; i++)
+		size += storage_of(&s->parts[i]).size;
+	return (uint16_t)size;
 }
 
 static void key_list(const struct lang_type *k, int n, char *out, size_t len)
@@ -152,6 +218,10 @@ static int check_map_keys(struct checker *c, struct node *m, struct mapinfo *mi)
 			return -1;
 		if (m->args[i]->type.kind == LANG_T_NONE) {
 			prog_error(c->p, m->args[i]->loc, "map key has no value");
+			return -1;
+		}
+		if (m->args[i]->type.kind == LANG_T_TUPLE) {
+			prog_error(c->p, m->args[i]->loc, "a tuple can not be a map key part here: write its parts as the key, @m[a, b]");
 			return -1;
 		}
 		kt[i] = storage_of(&m->args[i]->type);
@@ -232,6 +302,7 @@ static int kind_of_value(const struct lang_type *t)
 	case LANG_T_USTACK_PERF: return LANG_M_USTACK;
 	case LANG_T_USYM: return LANG_M_USYM;
 	case LANG_T_PROBE: return LANG_M_PROBE;
+	case LANG_T_TUPLE: return LANG_M_TUPLE;
 	default: return 0;
 	}
 }
@@ -416,6 +487,7 @@ static int check_map_read(struct checker *c, struct node *n)
 	case LANG_M_USTACK:
 	case LANG_M_USYM:
 	case LANG_M_PROBE:
+	case LANG_M_TUPLE:
 		n->type = mi->d.val;
 		break;
 	case LANG_M_COUNT:
@@ -919,6 +991,93 @@ static int check_field(struct checker *c, struct node *n)
 	return check_expr(c, n);
 }
 
+/* (a, b, ...): integers, strings, symbols and probes (no stacks, no
+ * tuples inside), kept one after the other. */
+static int check_tuple(struct checker *c, struct node *n)
+{
+	struct lang_type parts[LANG_MAX_TUPLE];
+	int i, idx;
+
+	if (n->nargs > LANG_MAX_TUPLE) {
+		prog_error(c->p, n->loc, "a tuple has at most %d parts", LANG_MAX_TUPLE);
+		return -1;
+	}
+	for (i = 0; i < n->nargs; i++) {
+		struct node *a = n->args[i];
+		char tn[64];
+
+		if (check_expr(c, a))
+			return -1;
+		parts[i] = a->type;
+		switch (a->type.kind) {
+		case LANG_T_INT:
+			parts[i].size = 8;
+			break;
+		case LANG_T_STR: case LANG_T_USYM: case LANG_T_PROBE:
+			break;
+		default:
+			type_name(&a->type, tn, sizeof(tn));
+			prog_error(c->p, a->loc, "a tuple can not hold a value of type '%s' here", tn);
+			return -1;
+		}
+	}
+	idx = shape_index(c->p, parts, n->nargs);
+	if (idx < 0) {
+		prog_error(c->p, n->loc, "too many tuple types (at most %d)", LANG_MAX_SHAPES);
+		return -1;
+	}
+	n->type.kind = LANG_T_TUPLE;
+	n->type.is_signed = (uint8_t)idx;
+	n->type.size = shape_size(&c->p->shapes[idx]);
+	return 0;
+}
+
+/* EXPR.N of a tuple. */
+static int check_tuple_get(struct checker *c, struct node *n)
+{
+	const struct tuple_shape *s;
+	char tn[64];
+
+	if (check_expr(c, n->a))
+		return -1;
+	s = shape_of(c->p, &n->a->type);
+	if (!s) {
+		if (c->collect) {
+			n->type = T_I64;
+			return 0;
+		}
+		type_short(&n->a->type, tn, sizeof(tn));
+		prog_error(c->p, n->loc, "Can not access index %" PRId64 " on expression of type '%s'",
+			   n->ival, tn);
+		return -1;
+	}
+	if (n->ival < 0 || n->ival >= s->n) {
+		prog_error(c->p, n->loc, "Invalid tuple index: %" PRId64 ". Found %d elements in tuple.",
+			   n->ival, s->n);
+		return -1;
+	}
+	n->type = storage_of(&s->parts[n->ival]);
+	return 0;
+}
+
+/* A tuple assigned where one of another shape is already kept. */
+static int tuple_mismatch(struct checker *c, const struct node *s, const struct lang_type *have,
+			  const struct lang_type *assigned)
+{
+	char a[256], b[256];
+	struct loc eq = s->loc;
+
+	if (have->kind != LANG_T_TUPLE || assigned->kind != LANG_T_TUPLE ||
+	    have->is_signed == assigned->is_signed)
+		return 0;
+	eq.col = (int)(s->ival >> 32);
+	eq.col_end = (int)(uint32_t)s->ival;
+	tuple_name(c->p, have, a, sizeof(a));
+	tuple_name(c->p, assigned, b, sizeof(b));
+	prog_error(c->p, eq, "Tuple type mismatch: %s != %s.", a, b);
+	return -1;
+}
+
 static int check_expr(struct checker *c, struct node *n)
 {
 	struct var *v;
@@ -966,8 +1125,8 @@ static int check_expr(struct checker *c, struct node *n)
 			return -1;
 		}
 		n->type = n->op == OP_LNOT ? T_U64 : n->a->type;
-		if (n->op == OP_NEG)
-			n->type.is_signed = 1, n->type.size = 8;
+		if (n->op == OP_NEG)	/* bpftrace keeps the operand's sign: -arg0 is unsigned */
+			n->type.size = 8;
 		return 0;
 	case N_TERNARY:
 		if (check_expr(c, n->a) || check_expr(c, n->b) || check_expr(c, n->c))
@@ -989,6 +1148,10 @@ static int check_expr(struct checker *c, struct node *n)
 			prog_error(c->p, n->loc, "Ternary operator must return the same type: have '%s' and '%s'", a, b);
 			return -1;
 		}
+		if (n->b->type.kind == LANG_T_TUPLE) {
+			prog_error(c->p, n->loc, "Ternary return type unsupported tuple");
+			return -1;
+		}
 		n->type = n->b->type;
 		if (n->type.kind == LANG_T_INT) {
 			n->type.size = 8;
@@ -999,6 +1162,10 @@ static int check_expr(struct checker *c, struct node *n)
 		return 0;
 	case N_FIELD:
 		return check_field(c, n);
+	case N_TUPLE:
+		return check_tuple(c, n);
+	case N_TUPLE_GET:
+		return check_tuple_get(c, n);
 	case N_CAST:
 		if (check_expr(c, n->a))
 			return -1;
@@ -1187,6 +1354,11 @@ static int check_printf(struct checker *c, struct node *n)
 			/* an aggregate's value is not printable, as in bpftrace */
 			prog_error(c->p, n->loc, "printf: %%%c specifier expects a value of type %s (%s supplied)",
 				   k, k == 's' ? "string" : "integer", kind_names[c->p->maps[a->map].d.kind]);
+			return -1;
+		}
+		if (a->type.kind == LANG_T_TUPLE) {
+			prog_error(c->p, n->loc, "printf: %%%c specifier expects a value of type %s (tuple supplied)",
+				   k, k == 's' ? "string" : "integer");
 			return -1;
 		}
 		if (k != 's' && a->type.kind != LANG_T_INT) {
@@ -1471,6 +1643,9 @@ static int check_assign(struct checker *c, struct node *s)
 			if (s->op)	/* @m OP= v is @m = @m OP v */
 				t.is_signed = (uint8_t)binop_signed(s->op, map_read_signed(c, mi),
 								    rhs->type.is_signed);
+			if (mi->val_known && mi->d.kind == LANG_M_TUPLE &&
+			    tuple_mismatch(c, s, &mi->d.val, &t))
+				return -1;
 			if (set_map_kind(c, lhs, mi, kind_of_value(&t), &t, rhs))
 				return -1;
 			if (mi->d.kind == LANG_M_INT && !c->collect && rhs->cast.kind == 0)
@@ -1517,6 +1692,8 @@ static int check_assign(struct checker *c, struct node *s)
 			v->reg = -1;
 			v->off = -1;
 			v->decl = rhs->type;
+		} else if (tuple_mismatch(c, s, &v->type, &rhs->type)) {
+			return -1;
 		} else if (v->type.kind != rhs->type.kind) {
 			char have[64], want[64];
 			struct loc eq = s->loc;

@@ -116,6 +116,7 @@ static int is_reg_type(const struct lang_type *t)
 static int storage_size(const struct lang_type *t)
 {
 	switch (t->kind) {
+	case LANG_T_TUPLE: return t->size;	/* its parts' */
 	case LANG_T_STR: return LANG_STRLEN;
 	case LANG_T_USTACK:
 	case LANG_T_USTACK_PERF: return 8 + 8 * LANG_USTACK_MAX;
@@ -385,6 +386,54 @@ static int gen_incdec(struct gen *g, struct node *n, struct val *v)
 	return 0;
 }
 
+/* Bytes before part k of a tuple of that shape. */
+static int part_offset(const struct tuple_shape *s, int k)
+{
+	int off = 0;
+
+	for (int i = 0; i < k; i++)
+		off += storage_size(&s->parts[i]);
+	return off;
+}
+
+/* (a, b, ...) into scratch, the parts one after the other. */
+static int gen_tuple(struct gen *g, struct node *n, struct val *v)
+{
+	const struct tuple_shape *s = &g->p->shapes[n->type.is_signed];
+
+	v->off = tmp_stack(g, n->type.size, n->loc);
+	if (v->off < 0)
+		return -1;
+	for (int i = 0; i < n->nargs; i++) {
+		struct lang_type t = s->parts[i];
+		struct val a;
+
+		t.size = (uint16_t)storage_size(&t);
+		if (gen_expr(g, n->args[i], &a) || store_val(g, &t, a, v->off + part_offset(s, i)))
+			return -1;
+	}
+	return 0;
+}
+
+/* EXPR.N: an integer part read into a register; any other is read where
+ * it lies. */
+static int gen_tuple_get(struct gen *g, struct node *n, struct val *v)
+{
+	const struct tuple_shape *s = &g->p->shapes[n->a->type.is_signed];
+	struct val t;
+	int off;
+
+	if (gen_expr(g, n->a, &t))
+		return -1;
+	off = t.off + part_offset(s, (int)n->ival);
+	if (!is_reg_type(&n->type)) {
+		v->off = off;
+		return 0;
+	}
+	v->reg = tmp_reg(g, n->loc);
+	return v->reg < 0 || emit(g, LANG_OP_STLD, v->reg, 0, 0, (uint32_t)off, 0) < 0 ? -1 : 0;
+}
+
 static int gen_expr(struct gen *g, struct node *n, struct val *v)
 {
 	struct val a;
@@ -462,6 +511,10 @@ static int gen_expr(struct gen *g, struct node *n, struct val *v)
 		return gen_incdec(g, n, v);
 	case N_CALL:
 		return gen_call_value(g, n, v);
+	case N_TUPLE:
+		return gen_tuple(g, n, v);
+	case N_TUPLE_GET:
+		return gen_tuple_get(g, n, v);
 	default:
 		prog_error(g->p, n->loc, "unexpected expression");
 		return -1;
@@ -505,6 +558,30 @@ static int add_fmt(struct gen *g, const char *fmt, size_t len, struct node **arg
 	return p->nfmts++;
 }
 
+/* print(tuple): the tuple's bytes are the record, described as an
+ * argument list of its parts (more than one: a value has one). */
+static int gen_print_tuple(struct gen *g, struct node *call, struct node *t)
+{
+	const struct tuple_shape *s = &g->p->shapes[t->type.is_signed];
+	struct fmtinfo *f;
+	struct val v;
+	int id;
+
+	id = add_fmt(g, "", 0, NULL, 0, call->loc, &(int){ 0 });
+	if (id < 0 || gen_expr(g, t, &v))
+		return -1;
+	f = &g->p->fmts[id];
+	f->d.nargs = (uint16_t)s->n;
+	for (int i = 0; i < s->n; i++) {
+		f->d.arg[i] = s->parts[i];
+		f->d.arg[i].size = (uint16_t)storage_size(&s->parts[i]);
+		f->d.arg_off[i] = (uint16_t)part_offset(s, i);
+	}
+	f->d.rec_size = t->type.size;
+	return emit(g, LANG_OP_EMIT, LANG_EV_PRINT_VALUE, 0, 0, (uint32_t)id,
+		    (int64_t)((uint64_t)(uint32_t)v.off | ((uint64_t)t->type.size << 32))) < 0 ? -1 : 0;
+}
+
 /* printf(fmt, args...) and print(value): a record of the arguments. */
 static int gen_record(struct gen *g, struct node *call, const char *fmt, size_t fmtlen,
 		      struct node **args, int nargs, int ev)
@@ -538,6 +615,8 @@ static int gen_call_stmt(struct gen *g, struct node *n)
 	if (!strcmp(f, "print")) {
 		int rec, i;
 
+		if (n->map < 0 && n->args[0]->type.kind == LANG_T_TUPLE)
+			return gen_print_tuple(g, n, n->args[0]);
 		if (n->map < 0)
 			return gen_record(g, n, "", 0, n->args, 1, LANG_EV_PRINT_VALUE);
 		rec = tmp_stack(g, 16, n->loc);
@@ -977,6 +1056,20 @@ static size_t align8(size_t n)
 	return (n + 7) & ~(size_t)7;
 }
 
+/* A tuple map's parts at their storage sizes; the value's size. */
+static uint32_t set_vparts(const struct prog *p, struct lang_map_desc *d)
+{
+	const struct tuple_shape *s = &p->shapes[d->val.is_signed];
+
+	d->nvparts = (uint8_t)s->n;
+	for (int k = 0; k < s->n; k++) {
+		d->vparts[k] = s->parts[k];
+		d->vparts[k].size = (uint16_t)storage_size(&s->parts[k]);
+	}
+	d->val.is_signed = 0;	/* the image names no shape */
+	return d->val.size;
+}
+
 static void finish_maps(struct gen *g)
 {
 	struct prog *p = g->p;
@@ -993,6 +1086,7 @@ static void finish_maps(struct gen *g)
 		d->key_size = (uint16_t)ks;
 		d->max_keys = d->nkeys ? max_keys : 1;
 		switch (d->kind) {
+		case LANG_M_TUPLE: d->val_size = set_vparts(p, d); break;
 		case LANG_M_STR: d->val_size = LANG_STRLEN; break;
 		case LANG_M_USTACK: d->val_size = 8 + 8 * LANG_USTACK_MAX; break;
 		case LANG_M_AVG: case LANG_M_STATS: d->val_size = 16; break;
@@ -1003,7 +1097,7 @@ static void finish_maps(struct gen *g)
 		default: d->val_size = 8; break;
 		}
 		if (d->kind != LANG_M_INT && d->kind != LANG_M_STR && d->kind != LANG_M_USTACK &&
-		    d->kind != LANG_M_USYM && d->kind != LANG_M_PROBE) {
+		    d->kind != LANG_M_USYM && d->kind != LANG_M_PROBE && d->kind != LANG_M_TUPLE) {
 			d->val.kind = LANG_T_INT;
 			d->val.size = 8;
 			d->val.is_signed = d->kind != LANG_M_COUNT;
@@ -1030,7 +1124,8 @@ int lang_codegen(struct prog *p, void **image, size_t *len)
 			ks += d->keys[k].size;
 		d->key_size = (uint16_t)ks;
 		d->val_size = d->kind == LANG_M_STR ? LANG_STRLEN :
-			      d->kind == LANG_M_USTACK ? 8 + 8 * LANG_USTACK_MAX : 8;
+			      d->kind == LANG_M_USTACK ? 8 + 8 * LANG_USTACK_MAX :
+			      d->kind == LANG_M_TUPLE ? d->val.size : 8;
 	}
 	pool_add(&g, "", 0);
 	for (pr = p->probes; pr; pr = pr->next, g.block++)

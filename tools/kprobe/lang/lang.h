@@ -50,7 +50,7 @@
 #include <kprobes.h>	/* struct pt_regs */
 
 #define LANG_MAGIC		0x4b504c47u	/* "GLPK" */
-#define LANG_VERSION		1
+#define LANG_VERSION		2
 #define LANG_MAX_REGS		64
 #define LANG_MAX_STACK		4096	/* scratch bytes per run */
 #define LANG_MAX_INSNS		65536	/* in a whole image */
@@ -64,6 +64,7 @@
 #define LANG_MAX_FMTS		1024
 #define LANG_MAX_FMT_ARGS	16
 #define LANG_MAX_KEY_PARTS	8
+#define LANG_MAX_TUPLE		8	/* parts of a tuple value */
 #define LANG_MAX_POOL		(1u << 20)
 #define LANG_LOOP_BUDGET	100000	/* backward jumps per run */
 #define LANG_STRLEN		64	/* bpftrace's default string size */
@@ -83,7 +84,8 @@ enum lang_type_kind {
 	LANG_T_USTACK,		/* u64 nframes, then LANG_USTACK_MAX u64 pcs */
 	LANG_T_USYM,		/* u64 address, printed as a symbol (usym, func) */
 	LANG_T_PROBE,		/* u64 probe id, printed as the probe's name */
-	LANG_T_TUPLE,		/* only as a map key: the key parts follow */
+	LANG_T_TUPLE,		/* a tuple value: size bytes, its parts laid
+				 * out one after the other (a map's vparts) */
 	LANG_T_USTACK_PERF,	/* ustack(perf): LANG_T_USTACK's layout, perf's
 				 * lines (address, symbol, object) */
 };
@@ -165,6 +167,7 @@ enum lang_map_kind {
 	LANG_M_USTACK,		/* @x = ustack */
 	LANG_M_USYM,		/* @x = func / usym(...) */
 	LANG_M_PROBE,		/* @x = probe */
+	LANG_M_TUPLE,		/* @x = (a, b, ...): vparts */
 	LANG_M_COUNT,
 	LANG_M_SUM,
 	LANG_M_AVG,
@@ -184,6 +187,10 @@ struct lang_map_desc {
 	uint32_t max_keys;	/* 1 when nkeys == 0 */
 	struct lang_type keys[LANG_MAX_KEY_PARTS];
 	struct lang_type val;	/* value type of INT/STR/... maps */
+	/* LANG_M_TUPLE: the parts (integers, strings, usym, probe), each
+	 * at its storage size, one after the other: val.size bytes. */
+	uint8_t nvparts;
+	struct lang_type vparts[LANG_MAX_TUPLE];
 	int64_t lhist_min, lhist_max, lhist_step;
 };
 

@@ -19,6 +19,8 @@ enum node_kind {
 	 * object's DWARF (name: the field, op: 1 for ->): the checker turns
 	 * it into address arithmetic and a load (check.c, check_field). */
 	N_FIELD,
+	/* (a, b, ...): args the parts; EXPR.N: a the tuple, ival N */
+	N_TUPLE, N_TUPLE_GET,
 };
 
 /* Operators (token values double as them). */
@@ -89,6 +91,14 @@ struct mapinfo {
 	struct loc first;
 };
 
+/* The parts of a tuple type, which a lang_type of kind LANG_T_TUPLE names
+ * by index (in its is_signed byte): equal shapes share one index. */
+#define LANG_MAX_SHAPES 64
+struct tuple_shape {
+	int n;
+	struct lang_type parts[LANG_MAX_TUPLE];	/* storage types */
+};
+
 struct fmtinfo {
 	char *fmt;
 	struct lang_fmt_desc d;
@@ -105,6 +115,8 @@ struct prog {
 	int nmaps, cmaps;
 	struct fmtinfo *fmts;
 	int nfmts, cfmts;
+	struct tuple_shape shapes[LANG_MAX_SHAPES];
+	int nshapes;
 	struct lang_error *err;
 	int failed;
 	/* allocations, freed together */

@@ -541,6 +541,30 @@ static struct node *parse_call_args(struct parser *ps, struct node *n)
 	return n;
 }
 
+/* (first, ...): at the first comma. */
+static struct node *parse_tuple(struct parser *ps, struct loc open, struct node *first)
+{
+	struct node *n = new_node(ps, N_TUPLE, open);
+
+	if (!n || add_arg(ps, n, first))
+		return NULL;
+	while (ps->t == T_COMMA) {
+		struct node *a;
+
+		if (next(ps))
+			return NULL;
+		a = parse_expr(ps);
+		if (!a || add_arg(ps, n, a))
+			return NULL;
+	}
+	if (ps->t != T_RPAREN) {
+		unexpected(ps, ")");
+		return NULL;
+	}
+	n->loc = span(open, ps->loc);
+	return next(ps) ? NULL : n;
+}
+
 static struct node *parse_map(struct parser *ps)
 {
 	struct node *n = new_node(ps, N_MAP, ps->loc);
@@ -653,15 +677,12 @@ static struct node *parse_primary(struct parser *ps)
 		n = parse_expr(ps);
 		if (!n)
 			return NULL;
-		if (ps->t == T_COMMA) {
-			prog_error(ps->p, ps->loc, "tuples are not supported");
-			return NULL;
-		}
+		if (ps->t == T_COMMA)
+			return parse_tuple(ps, l, n);
 		if (ps->t != T_RPAREN) {
 			unexpected(ps, ")");
 			return NULL;
 		}
-		(void)l;
 		return next(ps) ? NULL : n;
 	}
 	default:
@@ -699,6 +720,15 @@ static struct node *parse_postfix(struct parser *ps)
 		m->a = n;
 		if (next(ps))
 			return NULL;
+		if (!m->op && ps->t == T_INT) {		/* a tuple's part */
+			m->kind = N_TUPLE_GET;
+			m->ival = ps->ival;
+			m->loc = span(n->loc, ps->loc);
+			n = m;
+			if (deepen(ps, n) || next(ps))
+				return NULL;
+			continue;
+		}
 		if (ps->t != T_IDENT) {
 			unexpected(ps, "identifier");
 			return NULL;

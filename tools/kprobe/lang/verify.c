@@ -58,9 +58,29 @@ static uint32_t type_storage(const struct lang_type *t)
 	}
 }
 
+/* A tuple value: 2 or more parts, each an integer, string, symbol or
+ * probe at its storage size; 0 when the description is not one. */
+static uint32_t tuple_size(const struct lang_map_desc *d)
+{
+	uint32_t size = 0;
+
+	if (d->val.kind != LANG_T_TUPLE || d->nvparts < 2 || d->nvparts > LANG_MAX_TUPLE)
+		return 0;
+	for (unsigned k = 0; k < d->nvparts; k++) {
+		const struct lang_type *t = &d->vparts[k];
+		uint32_t s = type_storage(t);
+
+		if (t->kind == LANG_T_USTACK || t->kind == LANG_T_USTACK_PERF || !s || t->size != s)
+			return 0;
+		size += s;
+	}
+	return size == d->val.size ? size : 0;
+}
+
 static uint32_t expected_val_size(const struct lang_map_desc *d)
 {
 	switch (d->kind) {
+	case LANG_M_TUPLE: return tuple_size(d);
 	case LANG_M_INT: case LANG_M_USYM: case LANG_M_PROBE:
 	case LANG_M_COUNT: case LANG_M_SUM: case LANG_M_MIN: case LANG_M_MAX:
 		return 8;
@@ -233,7 +253,7 @@ static int map_value_kind(const struct lang_map_desc *d, int op)
 		return d->kind == LANG_M_INT || d->kind == LANG_M_USYM || d->kind == LANG_M_PROBE;
 	case LANG_OP_MAP_GETX:
 	case LANG_OP_MAP_SETX:
-		return d->kind == LANG_M_STR || d->kind == LANG_M_USTACK;
+		return d->kind == LANG_M_STR || d->kind == LANG_M_USTACK || d->kind == LANG_M_TUPLE;
 	case LANG_OP_MAP_AGG:
 		return d->kind >= LANG_M_COUNT && d->kind <= LANG_M_LHIST;
 	default:
