@@ -1011,8 +1011,9 @@ Test(lang_compile, map_descriptors)
 	env_free(e);
 }
 
-/* Tuples as values: exact messages as bpftrace 0.17 words them. */
-Test(lang_errors, tuples_as_bpftrace_words_them)
+/* Tuples as values, and a for loop (which bpftrace 0.17 does not have):
+ * exact messages as bpftrace 0.17 words them. */
+Test(lang_errors, tuples_and_for_as_bpftrace_words_them)
 {
 	expect_error("BEGIN { $t = (1, \"a\"); print($t.5); }",
 		     "stdin:1:24-34: ERROR: Invalid tuple index: 5. Found 2 elements in tuple.\n"
@@ -1034,6 +1035,10 @@ Test(lang_errors, tuples_as_bpftrace_words_them)
 		     "stdin:1:27-28: ERROR: Tuple type mismatch: (int64,string[2]) != (unsigned int64,string[2]).\n"
 		     "BEGIN { @x = (1, \"a\"); @x = (pid, \"b\"); exit(); }\n"
 		     "                          ~\n");
+	expect_error("BEGIN { @x[1]=1; for ($kv : @x) { print($kv); } }",
+		     "stdin:1:18-21: ERROR: syntax error, unexpected for, expecting }\n"
+		     "BEGIN { @x[1]=1; for ($kv : @x) { print($kv); } }\n"
+		     "                 ~~~\n");
 	expect_error("BEGIN { $t = nsecs ? (1,2) : (3,4); print($t); exit(); }",
 		     "stdin:1:14-35: ERROR: Ternary return type unsupported tuple\n"
 		     "BEGIN { $t = nsecs ? (1,2) : (3,4); print($t); exit(); }\n"

@@ -1040,6 +1040,11 @@ static struct node *parse_stmt(struct parser *ps)
 		}
 		return n;
 	}
+	/* bpftrace 0.17 has no for loop: its parser's own words */
+	if (ps->t == T_IDENT && !strcmp(ps->sval, "for")) {
+		prog_error(ps->p, ps->loc, "syntax error, unexpected for, expecting }");
+		return NULL;
+	}
 	if (ps->t == T_IDENT && (!strcmp(ps->sval, "unroll") || !strcmp(ps->sval, "while"))) {
 		int unroll = ps->sval[0] == 'u';
 
