@@ -1011,6 +1011,55 @@ Test(lang_compile, map_descriptors)
 	env_free(e);
 }
 
+static char warnings[4096];
+
+static void collect_warning(const char *text, void *arg)
+{
+	(void)arg;
+	if (strlen(warnings) + strlen(text) < sizeof(warnings))
+		strcat(warnings, text);
+}
+
+/* The program compiles, with exactly these warnings (bpftrace 0.17's). */
+static void expect_warnings(const char *src, const char *text)
+{
+	struct lang_compile_opts o = { .filename = "stdin", .warning = collect_warning };
+	struct lang_error err;
+	void *img = NULL;
+	size_t len;
+
+	warnings[0] = 0;
+	cr_assert_eq(lang_compile(src, &o, &img, &len, &err), 0, "%s: %s", src, err.text);
+	free(img);
+	cr_assert_str_eq(warnings, text, "for %s:\n%s", src, warnings);
+}
+
+/* Integers of different signs and signed division, as bpftrace 0.17
+ * warns of them: a non-negative literal takes the other side's sign. */
+Test(lang_errors, warnings_as_bpftrace_prints_them)
+{
+	expect_warnings("BEGIN { @ = -5 / 3; exit(); }",
+			"stdin:1:16-17: WARNING: signed operands for '/' can lead to undefined behavior (cast to unsigned to silence warning)\n"
+			"BEGIN { @ = -5 / 3; exit(); }\n"
+			"               ~\n");
+	expect_warnings("BEGIN { @ = pid / -2; exit(); }",
+			"stdin:1:17-18: WARNING: arithmetic on integers of different signs: 'unsigned int64' and 'int64' can lead to undefined behavior\n"
+			"BEGIN { @ = pid / -2; exit(); }\n"
+			"                ~\n"
+			"stdin:1:17-18: WARNING: signed operands for '/' can lead to undefined behavior (cast to unsigned to silence warning)\n"
+			"BEGIN { @ = pid / -2; exit(); }\n"
+			"                ~\n");
+	expect_warnings("BEGIN { $a = (int64)1; @b = $a != pid; exit(); }",
+			"stdin:1:32-34: WARNING: comparison of integers of different signs: 'int64' and 'unsigned int64' can lead to undefined behavior\n"
+			"BEGIN { $a = (int64)1; @b = $a != pid; exit(); }\n"
+			"                               ~~\n");
+	expect_warnings("BEGIN { $x = 5; $x /= 2; @ = $x; exit(); }",
+			"stdin:1:20-22: WARNING: signed operands for '/' can lead to undefined behavior (cast to unsigned to silence warning)\n"
+			"BEGIN { $x = 5; $x /= 2; @ = $x; exit(); }\n"
+			"                   ~~\n");
+	expect_warnings("BEGIN { @ = pid / 2; @b = pid * 2; @c = pid == 1; @d = pid & -1; exit(); }", "");
+}
+
 /* Tuples as values, and a for loop (which bpftrace 0.17 does not have):
  * exact messages as bpftrace 0.17 words them. */
 Test(lang_errors, tuples_and_for_as_bpftrace_words_them)

@@ -225,6 +225,14 @@ static int param_struct_of(const char *obj, const char *func, const char *name, 
 	return dwarf_param_struct(path, func, name, sname, len);
 }
 
+/* bpftrace prints its warnings on standard error as it checks. */
+static void print_warning(const char *text, void *arg)
+{
+	(void)arg;
+	fflush(stdout);
+	fputs(text, stderr);
+}
+
 void run_compile(struct cli_opts *o)
 {
 	struct lang_compile_opts copts = {
@@ -237,6 +245,7 @@ void run_compile(struct cli_opts *o)
 		.usdt_nargs = usdt_nargs_of,
 		.field = field_of,
 		.param_struct = param_struct_of,
+		.warning = print_warning,
 	};
 	char *text = o->prog_file ? read_program_file(o->prog_file) : strdup(o->prog_text);
 	struct run_program *p = calloc(1, sizeof(*p));

@@ -766,6 +766,67 @@ static struct var *var_find(struct checker *c, const char *name)
 	return NULL;
 }
 
+/* A literal integer that is not negative: bpftrace takes it as having
+ * whichever sign the other operand has. */
+static bool nonneg_literal(const struct node *n)
+{
+	return n->kind == N_INT && n->ival >= 0;
+}
+
+static void binop_warnings(struct checker *c, const struct node *n, const char *name);
+
+/* x OP= v warns as x = x OP v does (naming OP), at the OP= token. */
+static void compound_warnings(struct checker *c, const struct node *s,
+			      const struct lang_type *lhs, struct node *rhs)
+{
+	static const char *const names[] = {
+		[OP_ADD] = "+", [OP_SUB] = "-", [OP_MUL] = "*", [OP_DIV] = "/", [OP_MOD] = "%",
+	};
+	struct node l = { .kind = N_VAR, .type = *lhs };
+	struct node b = { .kind = N_BINOP, .op = s->op, .loc = s->loc, .ival = s->ival,
+			  .a = &l, .b = rhs };
+
+	if (c->collect || !s->op || lhs->kind != LANG_T_INT || rhs->type.kind != LANG_T_INT ||
+	    s->op > OP_MOD)
+		return;
+	binop_warnings(c, &b, names[s->op]);
+}
+
+/* bpftrace 0.17's warnings on an integer operation n ("/" etc. in name),
+ * at the operator: integers of different signs compared or combined, and
+ * signed division (which BPF lacks). */
+static void binop_warnings(struct checker *c, const struct node *n, const char *name)
+{
+	const struct node *l = n->a, *r = n->b;
+	bool ls = l->type.is_signed, rs = r->type.is_signed;
+	struct loc ol = n->loc;
+	char lt[64], rt[64];
+
+	ol.col = (int)(n->ival >> 32);
+	ol.col_end = (int)(uint32_t)n->ival;
+	if (ls != rs) {
+		if (ls && nonneg_literal(l)) {
+			ls = false;
+		} else if (rs && nonneg_literal(r)) {
+			rs = false;
+		} else {
+			type_name(&l->type, lt, sizeof(lt));
+			type_name(&r->type, rt, sizeof(rt));
+			if (n->op >= OP_EQ && n->op <= OP_GE)
+				prog_warning(c->p, ol, "comparison of integers of different signs: '%s' and '%s' can lead to undefined behavior",
+					     lt, rt);
+			else if (n->op <= OP_MOD)
+				prog_warning(c->p, ol, "arithmetic on integers of different signs: '%s' and '%s' can lead to undefined behavior",
+					     lt, rt);
+		}
+	}
+	if (n->op != OP_DIV && n->op != OP_MOD)
+		return;
+	if ((ls && !nonneg_literal(l)) || (rs && !nonneg_literal(r)))
+		prog_warning(c->p, ol, "signed operands for '%s' can lead to undefined behavior (cast to unsigned to silence warning)",
+			     name);
+}
+
 static int binop_type(struct checker *c, struct node *n)
 {
 	struct node *l = n->a, *r = n->b;
@@ -803,6 +864,7 @@ static int binop_type(struct checker *c, struct node *n)
 			n->type = T_U64;
 		n->type.is_signed = n->op >= OP_EQ ? 0 : n->type.is_signed;
 		n->cast.size = (uint16_t)(l->type.is_signed && r->type.is_signed);	/* signed compare */
+		binop_warnings(c, n, opname[n->op]);
 		return 0;
 	}
 	if (l->type.kind == LANG_T_STR && r->type.kind == LANG_T_STR &&
@@ -1640,9 +1702,14 @@ static int check_assign(struct checker *c, struct node *s)
 		{
 			struct lang_type t = rhs->type;
 
-			if (s->op)	/* @m OP= v is @m = @m OP v */
+			if (s->op) {	/* @m OP= v is @m = @m OP v */
+				struct lang_type m = T_I64;
+
+				m.is_signed = (uint8_t)map_read_signed(c, mi);
+				compound_warnings(c, s, &m, rhs);
 				t.is_signed = (uint8_t)binop_signed(s->op, map_read_signed(c, mi),
 								    rhs->type.is_signed);
+			}
 			if (mi->val_known && mi->d.kind == LANG_M_TUPLE &&
 			    tuple_mismatch(c, s, &mi->d.val, &t))
 				return -1;
@@ -1706,6 +1773,8 @@ static int check_assign(struct checker *c, struct node *s)
 				   lhs->name, have, want);
 			return -1;
 		}
+		if (s->op)
+			compound_warnings(c, s, &v->type, rhs);
 		lhs->var = (int)(v - p->vars);
 		lhs->type = v->type;
 	}

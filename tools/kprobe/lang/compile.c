@@ -73,25 +73,22 @@ static size_t put_source_line(char *text, size_t size, size_t o, const char *lin
 	return o;
 }
 
-void prog_error(struct prog *p, struct loc loc, const char *fmt, ...)
+/* A diagnostic as bpftrace prints it (what: "ERROR", "WARNING") into
+ * e: the message, the source line, and the underline. */
+static void diagnostic(const struct prog *p, struct lang_error *e, struct loc loc,
+		       const char *what, const char *fmt, va_list ap)
 {
-	struct lang_error *e = p->err;
 	const char *lb;
 	size_t ll, o;
-	va_list ap;
 	int i;
 
-	if (p->failed++ || !e)
-		return;
-	va_start(ap, fmt);
 	vsnprintf(e->msg, sizeof(e->msg), fmt, ap);
-	va_end(ap);
 	e->line = loc.line;
 	e->col = loc.col;
 	e->col_end = loc.col_end > loc.col ? loc.col_end : loc.col + 1;
 	source_line(p->src, loc.line, &lb, &ll);
-	o = (size_t)snprintf(e->text, sizeof(e->text), "%s:%d:%d-%d: ERROR: %s\n",
-			     p->filename, e->line, e->col, e->col_end, e->msg);
+	o = (size_t)snprintf(e->text, sizeof(e->text), "%s:%d:%d-%d: %s: %s\n",
+			     p->filename, e->line, e->col, e->col_end, what, e->msg);
 	o = put_source_line(e->text, sizeof(e->text), o, lb, ll);
 	/* The underline: one mark per printed column of the characters before
 	 * col (spaces) and from col to col_end (tildes). */
@@ -108,6 +105,30 @@ void prog_error(struct prog *p, struct loc loc, const char *fmt, ...)
 	} else {
 		e->text[sizeof(e->text) - 1] = 0;
 	}
+}
+
+void prog_error(struct prog *p, struct loc loc, const char *fmt, ...)
+{
+	va_list ap;
+
+	if (p->failed++ || !p->err)
+		return;
+	va_start(ap, fmt);
+	diagnostic(p, p->err, loc, "ERROR", fmt, ap);
+	va_end(ap);
+}
+
+void prog_warning(struct prog *p, struct loc loc, const char *fmt, ...)
+{
+	struct lang_error w;
+	va_list ap;
+
+	if (!p->opts || !p->opts->warning)
+		return;
+	va_start(ap, fmt);
+	diagnostic(p, &w, loc, "WARNING", fmt, ap);
+	va_end(ap);
+	p->opts->warning(w.text, p->opts->param_arg);
 }
 
 static void prog_free(struct prog *p)

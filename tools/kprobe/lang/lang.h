@@ -324,6 +324,11 @@ struct lang_compile_opts {
 	 * pointer to a named one.  NULL: refused.  Called with param_arg. */
 	int (*param_struct)(const char *obj, const char *func, const char *name, char *sname,
 			    size_t len, void *arg);
+	/* Each warning bpftrace 0.17 would print for the program (integers
+	 * of different signs, signed division), in its three lines, in source
+	 * order; a program with warnings still compiles.  NULL: none.  Called
+	 * with param_arg. */
+	void (*warning)(const char *text, void *arg);
 };
 
 /* An error as bpftrace prints it:
