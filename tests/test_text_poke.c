@@ -60,12 +60,13 @@ static void jump_entry(struct text_poke *tp)
 static void site_jump(const struct text_poke_batch *b, int i, struct text_poke *tp)
 {
 	jump_entry(tp);
-	/* The second call is the tail step's: the breakpoint is in place and
-	 * the cores synchronized.  (The trap handler's own calls come while
-	 * the site runs, and must not run it again.) */
-	if (running_site)
+	/* The first call that finds the breakpoint in place is the tail
+	 * step's (the cores synchronized after it was written).  (The trap
+	 * handler's own calls come while the site runs, and must not run it
+	 * again.) */
+	if (running_site || *(volatile uint8_t *)poke_site != 0xcc)
 		return;
-	if (++writer_gets == 2) {
+	if (++writer_gets == 1) {
 		running_site = true;
 		seen_mid = site_fn();
 		running_site = false;

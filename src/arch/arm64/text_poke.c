@@ -26,6 +26,8 @@
 #include "arch/arm64/text_poke.h"
 
 #include <errno.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "arch/arch.h"
 #include "os/linux/memory.h"
@@ -53,16 +55,29 @@ int text_write_fresh(uintptr_t addr, const uint32_t *insns, int n)
 	return write_words(addr, insns, n);
 }
 
-static bool entry_loaded(const struct text_poke_batch *b, int i)
+struct pinned_batch {
+	const struct text_poke_batch *b;
+	uint8_t *gone;		/* a bit per entry whose object is no longer loaded */
+};
+
+static bool entry_gone(const uint8_t *gone, int i)
 {
-	return !b->object || kp_object_loaded(b->object(b, i));
+	return (gone[i >> 3] >> (i & 7)) & 1;
 }
 
+/* Which entries' objects are gone is looked up first: once the batch's
+ * first word is written, nothing may call into the C library (the loader
+ * walk included), whose own code may be in the middle of the rewrite. */
 static int poke_pinned(void *arg)
 {
-	const struct text_poke_batch *b = arg;
+	const struct pinned_batch *p = arg;
+	const struct text_poke_batch *b = p->b;
 	bool wrote = false;
 	int err = 0;
+
+	for (int i = 0; b->object && i < b->n; i++)
+		if (!kp_object_loaded(b->object(b, i)))
+			p->gone[i >> 3] |= (uint8_t)(1u << (i & 7));
 
 	for (int i = 0; i < b->n; i++) {
 		uintptr_t addr;
@@ -71,7 +86,7 @@ static int poke_pinned(void *arg)
 
 		if (!b->get(b, i, &addr, &insn))
 			continue;
-		if (!entry_loaded(b, i)) {
+		if (entry_gone(p->gone, i)) {
 			err = err ? err : -EFAULT;
 			continue;
 		}
@@ -86,7 +101,7 @@ static int poke_pinned(void *arg)
 		uintptr_t addr;
 		uint32_t insn;
 
-		if (b->get(b, i, &addr, &insn) && entry_loaded(b, i) &&
+		if (b->get(b, i, &addr, &insn) && !entry_gone(p->gone, i) &&
 		    *(volatile uint32_t *)addr == insn)
 			b->done(b, i);
 	}
@@ -99,7 +114,21 @@ static int poke_pinned(void *arg)
  * only code of objects still loaded is written (and read back). */
 int text_poke_batch(const struct text_poke_batch *b)
 {
-	return kp_objects_pinned(poke_pinned, (void *)b);
+	uint8_t small[128];
+	size_t bytes = ((size_t)(b->n > 0 ? b->n : 0) + 7) / 8;
+	struct pinned_batch p = { b, small };
+	int err;
+
+	if (bytes > sizeof(small))
+		p.gone = calloc(bytes, 1);
+	else
+		memset(small, 0, sizeof(small));
+	if (!p.gone)
+		return -ENOMEM;
+	err = kp_objects_pinned(poke_pinned, &p);
+	if (p.gone != small)
+		free(p.gone);
+	return err;
 }
 
 static bool one_get(const struct text_poke_batch *b, int i, uintptr_t *addr, uint32_t *insn)

@@ -16,6 +16,8 @@
  */
 #include <errno.h>
 #include <sched.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "arch/arch.h"
 #include "asm/kprobes.h"
@@ -74,8 +76,14 @@ void arch_after_fork_child(void)
 
 enum step { STEP_BP, STEP_TAIL, STEP_FIRST };
 
+/* Entry i's object is no longer loaded (a bit per entry; NULL: none is). */
+static bool entry_gone(const uint8_t *gone, int i)
+{
+	return gone && (gone[i >> 3] >> (i & 7)) & 1;
+}
+
 /* Writes one step over the batch; synchronizes the cores when it wrote. */
-static int poke_step(const struct text_poke_batch *b, enum step step)
+static int poke_step(const struct text_poke_batch *b, enum step step, const uint8_t *gone)
 {
 	static const uint8_t bp = ARCH_BREAKPOINT_INSN;
 	bool wrote = false;
@@ -89,7 +97,7 @@ static int poke_step(const struct text_poke_batch *b, enum step step)
 		b->get(b, i, &tp);
 		if (tp.skip)
 			continue;
-		if (!kp_object_loaded(tp.obj)) {
+		if (entry_gone(gone, i)) {
 			err = err ? err : -EFAULT;
 			continue;
 		}
@@ -124,13 +132,13 @@ static int poke_step(const struct text_poke_batch *b, enum step step)
 	return err;
 }
 
-int text_poke_steps(const struct text_poke_batch *b)
+static int steps(const struct text_poke_batch *b, const uint8_t *gone)
 {
 	int err = 0;
 
 	publish(b);
 	for (enum step s = STEP_BP; s <= STEP_FIRST && (b->keep_going || !err); s++) {
-		int e = poke_step(b, s);
+		int e = poke_step(b, s, gone);
 
 		err = err ? err : e;
 	}
@@ -138,17 +146,53 @@ int text_poke_steps(const struct text_poke_batch *b)
 	return err;
 }
 
+int text_poke_steps(const struct text_poke_batch *b)
+{
+	return steps(b, NULL);
+}
+
 /* dlclose() unmaps an object before its interposer can tell the registry
  * that the object's probes are gone, and the address range may be mapped
  * again at once (a heap arena, another object): so the whole rewrite runs
  * with the loader's object list held still, and only code of objects still
  * loaded is written. */
+struct pinned_batch {
+	const struct text_poke_batch *b;
+	uint8_t *gone;
+};
+
+/* Which entries' objects are gone is looked up first: once the batch's
+ * first byte is written, nothing may call into the C library (the loader
+ * walk included), whose own code may be in the middle of the rewrite. */
 static int poke_pinned(void *arg)
 {
-	return text_poke_steps(arg);
+	const struct pinned_batch *p = arg;
+
+	for (int i = 0; i < p->b->n; i++) {
+		struct text_poke tp = { 0 };
+
+		p->b->get(p->b, i, &tp);
+		if (!tp.skip && !kp_object_loaded(tp.obj))
+			p->gone[i >> 3] |= (uint8_t)(1u << (i & 7));
+	}
+	return steps(p->b, p->gone);
 }
 
 int text_poke_bp(const struct text_poke_batch *b)
 {
-	return kp_objects_pinned(poke_pinned, (void *)b);
+	uint8_t small[128];
+	size_t bytes = ((size_t)(b->n > 0 ? b->n : 0) + 7) / 8;
+	struct pinned_batch p = { b, small };
+	int err;
+
+	if (bytes > sizeof(small))
+		p.gone = calloc(bytes, 1);
+	else
+		memset(small, 0, sizeof(small));
+	if (!p.gone)
+		return -ENOMEM;
+	err = kp_objects_pinned(poke_pinned, &p);
+	if (p.gone != small)
+		free(p.gone);
+	return err;
 }
