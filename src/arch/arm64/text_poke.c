@@ -65,19 +65,24 @@ static bool entry_gone(const uint8_t *gone, int i)
 	return (gone[i >> 3] >> (i & 7)) & 1;
 }
 
-/* Which entries' objects are gone is looked up first: once the batch's
- * first word is written, nothing may call into the C library (the loader
- * walk included), whose own code may be in the middle of the rewrite. */
-static int poke_pinned(void *arg)
+/* Which entries' objects are gone, looked up with the loader's list held
+ * still, before anything is written (see x86-64's text_poke.c). */
+static int mark_gone(void *arg)
 {
 	const struct pinned_batch *p = arg;
 	const struct text_poke_batch *b = p->b;
-	bool wrote = false;
-	int err = 0;
 
 	for (int i = 0; b->object && i < b->n; i++)
 		if (!kp_object_loaded(b->object(b, i)))
 			p->gone[i >> 3] |= (uint8_t)(1u << (i & 7));
+	return 0;
+}
+
+static int poke_words(const struct pinned_batch *p)
+{
+	const struct text_poke_batch *b = p->b;
+	bool wrote = false;
+	int err = 0;
 
 	for (int i = 0; i < b->n; i++) {
 		uintptr_t addr;
@@ -110,8 +115,8 @@ static int poke_pinned(void *arg)
 
 /* dlclose() unmaps an object before its interposer can tell the registry
  * that the object's probes are gone, and the range may be mapped again at
- * once: the rewrite runs with the loader's object list held still, and
- * only code of objects still loaded is written (and read back). */
+ * once: only code of objects still loaded is written (and read back).  The
+ * look holds the loader's list still; the writes do not hold its lock. */
 int text_poke_batch(const struct text_poke_batch *b)
 {
 	uint8_t small[128];
@@ -125,7 +130,8 @@ int text_poke_batch(const struct text_poke_batch *b)
 		memset(small, 0, sizeof(small));
 	if (!p.gone)
 		return -ENOMEM;
-	err = kp_objects_pinned(poke_pinned, &p);
+	kp_objects_pinned(mark_gone, &p);
+	err = poke_words(&p);
 	if (p.gone != small)
 		free(p.gone);
 	return err;

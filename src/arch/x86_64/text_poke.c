@@ -153,18 +153,21 @@ int text_poke_steps(const struct text_poke_batch *b)
 
 /* dlclose() unmaps an object before its interposer can tell the registry
  * that the object's probes are gone, and the address range may be mapped
- * again at once (a heap arena, another object): so the whole rewrite runs
- * with the loader's object list held still, and only code of objects still
- * loaded is written. */
+ * again at once (a heap arena, another object): so only code of objects
+ * still loaded is written.  The rewrite itself does not hold the loader's
+ * lock (a program thread may need it meanwhile, through functions the
+ * batch rewrites): an object unmapped between the look and the write is
+ * the window left, a few microseconds instead of the whole of dlclose(). */
 struct pinned_batch {
 	const struct text_poke_batch *b;
 	uint8_t *gone;
 };
 
-/* Which entries' objects are gone is looked up first: once the batch's
- * first byte is written, nothing may call into the C library (the loader
- * walk included), whose own code may be in the middle of the rewrite. */
-static int poke_pinned(void *arg)
+/* Which entries' objects are gone, looked up with the loader's list held
+ * still.  Before anything is written: once the batch's first byte is,
+ * nothing may call into the C library (the loader walk included), whose
+ * own code may be in the middle of the rewrite. */
+static int mark_gone(void *arg)
 {
 	const struct pinned_batch *p = arg;
 
@@ -175,7 +178,7 @@ static int poke_pinned(void *arg)
 		if (!tp.skip && !kp_object_loaded(tp.obj))
 			p->gone[i >> 3] |= (uint8_t)(1u << (i & 7));
 	}
-	return steps(p->b, p->gone);
+	return 0;
 }
 
 int text_poke_bp(const struct text_poke_batch *b)
@@ -191,7 +194,8 @@ int text_poke_bp(const struct text_poke_batch *b)
 		memset(small, 0, sizeof(small));
 	if (!p.gone)
 		return -ENOMEM;
-	err = kp_objects_pinned(poke_pinned, &p);
+	kp_objects_pinned(mark_gone, &p);
+	err = steps(b, p.gone);
 	if (p.gone != small)
 		free(p.gone);
 	return err;
