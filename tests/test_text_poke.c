@@ -155,9 +155,9 @@ static void *fork_writer(void *arg)
 	struct text_poke_batch b = { .n = 1, .get = fork_site_get, .emulate = true };
 
 	/* Not text_poke_bp(): the library's writers hold a lock that fork()
-	 * takes, so that they (and the loader's lock they hold) are never
-	 * inside at a fork; this one stays inside on purpose, and its site is
-	 * in no object that can be unloaded. */
+	 * takes, so that they are never inside at a fork; this one stays
+	 * inside on purpose, and its site is in no object that can be
+	 * unloaded, so it needs no look at the loader's list. */
 	return (void *)(intptr_t)text_poke_steps(&b);
 }
 
