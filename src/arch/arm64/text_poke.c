@@ -26,8 +26,6 @@
 #include "arch/arm64/text_poke.h"
 
 #include <errno.h>
-#include <stdlib.h>
-#include <string.h>
 
 #include "arch/arch.h"
 #include "os/linux/memory.h"
@@ -55,32 +53,16 @@ int text_write_fresh(uintptr_t addr, const uint32_t *insns, int n)
 	return write_words(addr, insns, n);
 }
 
-struct pinned_batch {
-	const struct text_poke_batch *b;
-	uint8_t *gone;		/* a bit per entry whose object is no longer loaded */
-};
-
-static bool entry_gone(const uint8_t *gone, int i)
+/* Entry i's object, for kp_objects_gone(). */
+static const struct kp_object_id *entry_object(const void *ctx, int i)
 {
-	return (gone[i >> 3] >> (i & 7)) & 1;
+	const struct text_poke_batch *b = ctx;
+
+	return b->object ? b->object(b, i) : NULL;
 }
 
-/* Which entries' objects are gone, looked up with the loader's list held
- * still, before anything is written (see x86-64's text_poke.c). */
-static int mark_gone(void *arg)
+static int poke_words(const struct text_poke_batch *b, const struct kp_gone *gone)
 {
-	const struct pinned_batch *p = arg;
-	const struct text_poke_batch *b = p->b;
-
-	for (int i = 0; b->object && i < b->n; i++)
-		if (!kp_object_loaded(b->object(b, i)))
-			p->gone[i >> 3] |= (uint8_t)(1u << (i & 7));
-	return 0;
-}
-
-static int poke_words(const struct pinned_batch *p)
-{
-	const struct text_poke_batch *b = p->b;
 	bool wrote = false;
 	int err = 0;
 
@@ -91,7 +73,7 @@ static int poke_words(const struct pinned_batch *p)
 
 		if (!b->get(b, i, &addr, &insn))
 			continue;
-		if (entry_gone(p->gone, i)) {
+		if (kp_gone_bit(gone, i)) {
 			err = err ? err : -EFAULT;
 			continue;
 		}
@@ -106,7 +88,7 @@ static int poke_words(const struct pinned_batch *p)
 		uintptr_t addr;
 		uint32_t insn;
 
-		if (b->get(b, i, &addr, &insn) && !entry_gone(p->gone, i) &&
+		if (b->get(b, i, &addr, &insn) && !kp_gone_bit(gone, i) &&
 		    *(volatile uint32_t *)addr == insn)
 			b->done(b, i);
 	}
@@ -119,21 +101,13 @@ static int poke_words(const struct pinned_batch *p)
  * look holds the loader's list still; the writes do not hold its lock. */
 int text_poke_batch(const struct text_poke_batch *b)
 {
-	uint8_t small[128];
-	size_t bytes = ((size_t)(b->n > 0 ? b->n : 0) + 7) / 8;
-	struct pinned_batch p = { b, small };
-	int err;
+	struct kp_gone gone;
+	int err = kp_objects_gone(&gone, b->n, entry_object, b);
 
-	if (bytes > sizeof(small))
-		p.gone = calloc(bytes, 1);
-	else
-		memset(small, 0, sizeof(small));
-	if (!p.gone)
-		return -ENOMEM;
-	kp_objects_pinned(mark_gone, &p);
-	err = poke_words(&p);
-	if (p.gone != small)
-		free(p.gone);
+	if (err)
+		return err;
+	err = poke_words(b, &gone);
+	kp_objects_gone_free(&gone);
 	return err;
 }
 

@@ -16,8 +16,6 @@
  */
 #include <errno.h>
 #include <sched.h>
-#include <stdlib.h>
-#include <string.h>
 
 #include "arch/arch.h"
 #include "asm/kprobes.h"
@@ -76,14 +74,8 @@ void arch_after_fork_child(void)
 
 enum step { STEP_BP, STEP_TAIL, STEP_FIRST };
 
-/* Entry i's object is no longer loaded (a bit per entry; NULL: none is). */
-static bool entry_gone(const uint8_t *gone, int i)
-{
-	return gone && (gone[i >> 3] >> (i & 7)) & 1;
-}
-
 /* Writes one step over the batch; synchronizes the cores when it wrote. */
-static int poke_step(const struct text_poke_batch *b, enum step step, const uint8_t *gone)
+static int poke_step(const struct text_poke_batch *b, enum step step, const struct kp_gone *gone)
 {
 	static const uint8_t bp = ARCH_BREAKPOINT_INSN;
 	bool wrote = false;
@@ -97,7 +89,7 @@ static int poke_step(const struct text_poke_batch *b, enum step step, const uint
 		b->get(b, i, &tp);
 		if (tp.skip)
 			continue;
-		if (entry_gone(gone, i)) {
+		if (kp_gone_bit(gone, i)) {
 			err = err ? err : -EFAULT;
 			continue;
 		}
@@ -132,7 +124,7 @@ static int poke_step(const struct text_poke_batch *b, enum step step, const uint
 	return err;
 }
 
-static int steps(const struct text_poke_batch *b, const uint8_t *gone)
+static int steps(const struct text_poke_batch *b, const struct kp_gone *gone)
 {
 	int err = 0;
 
@@ -151,6 +143,16 @@ int text_poke_steps(const struct text_poke_batch *b)
 	return steps(b, NULL);
 }
 
+/* Entry i's object, for kp_objects_gone(): none for an entry skipped. */
+static const struct kp_object_id *entry_object(const void *ctx, int i)
+{
+	const struct text_poke_batch *b = ctx;
+	struct text_poke tp = { 0 };
+
+	b->get(b, i, &tp);
+	return tp.skip ? NULL : tp.obj;
+}
+
 /* dlclose() unmaps an object before its interposer can tell the registry
  * that the object's probes are gone, and the address range may be mapped
  * again at once (a heap arena, another object): so only code of objects
@@ -158,45 +160,14 @@ int text_poke_steps(const struct text_poke_batch *b)
  * lock (a program thread may need it meanwhile, through functions the
  * batch rewrites): an object unmapped between the look and the write is
  * the window left, a few microseconds instead of the whole of dlclose(). */
-struct pinned_batch {
-	const struct text_poke_batch *b;
-	uint8_t *gone;
-};
-
-/* Which entries' objects are gone, looked up with the loader's list held
- * still.  Before anything is written: once the batch's first byte is,
- * nothing may call into the C library (the loader walk included), whose
- * own code may be in the middle of the rewrite. */
-static int mark_gone(void *arg)
-{
-	const struct pinned_batch *p = arg;
-
-	for (int i = 0; i < p->b->n; i++) {
-		struct text_poke tp = { 0 };
-
-		p->b->get(p->b, i, &tp);
-		if (!tp.skip && !kp_object_loaded(tp.obj))
-			p->gone[i >> 3] |= (uint8_t)(1u << (i & 7));
-	}
-	return 0;
-}
-
 int text_poke_bp(const struct text_poke_batch *b)
 {
-	uint8_t small[128];
-	size_t bytes = ((size_t)(b->n > 0 ? b->n : 0) + 7) / 8;
-	struct pinned_batch p = { b, small };
-	int err;
+	struct kp_gone gone;
+	int err = kp_objects_gone(&gone, b->n, entry_object, b);
 
-	if (bytes > sizeof(small))
-		p.gone = calloc(bytes, 1);
-	else
-		memset(small, 0, sizeof(small));
-	if (!p.gone)
-		return -ENOMEM;
-	kp_objects_pinned(mark_gone, &p);
-	err = steps(b, p.gone);
-	if (p.gone != small)
-		free(p.gone);
+	if (err)
+		return err;
+	err = steps(b, &gone);
+	kp_objects_gone_free(&gone);
 	return err;
 }

@@ -12,6 +12,8 @@
 #include <errno.h>
 #include <pthread.h>
 #include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "os/linux/loader.h"
 #include "os/linux/threads.h"
@@ -138,4 +140,45 @@ int kp_objects_pinned(int (*fn)(void *arg), void *arg)
 		c.ret = fn(arg);	/* no object at all: nothing to pin */
 	kp_lib_code_end(t);
 	return c.ret;
+}
+
+struct gone_walk {
+	struct kp_gone *g;
+	int n;
+	const struct kp_object_id *(*object)(const void *ctx, int i);
+	const void *ctx;
+};
+
+static int mark_gone(void *arg)
+{
+	const struct gone_walk *w = arg;
+
+	for (int i = 0; i < w->n; i++)
+		if (!kp_object_loaded(w->object(w->ctx, i)))
+			w->g->bits[i >> 3] |= (uint8_t)(1u << (i & 7));
+	return 0;
+}
+
+int kp_objects_gone(struct kp_gone *g, int n,
+		    const struct kp_object_id *(*object)(const void *ctx, int i), const void *ctx)
+{
+	size_t bytes = ((size_t)(n > 0 ? n : 0) + 7) / 8;
+	struct gone_walk w = { g, n, object, ctx };
+
+	g->bits = g->small;
+	if (bytes > sizeof(g->small))
+		g->bits = calloc(bytes, 1);
+	else
+		memset(g->small, 0, sizeof(g->small));
+	if (!g->bits)
+		return -ENOMEM;
+	kp_objects_pinned(mark_gone, &w);
+	return 0;
+}
+
+void kp_objects_gone_free(struct kp_gone *g)
+{
+	if (g->bits != g->small)
+		free(g->bits);
+	g->bits = NULL;
 }

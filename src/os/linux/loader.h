@@ -46,4 +46,24 @@ int kp_objects_pinned(int (*fn)(void *arg), void *arg);
  * elsewhere under a lock fork() takes. */
 bool kp_object_loaded(const struct kp_object_id *id);
 
+/* Which of a rewrite's n entries have an object no longer loaded: a bit
+ * per entry, looked up with the loader's list held still (object(ctx, i):
+ * entry i's object, NULL for none).  Called before the rewrite writes
+ * anything: once it has, nothing may call into the C library, whose own
+ * code may be in the middle of the rewrite.  0, or -ENOMEM;
+ * kp_objects_gone_free() after. */
+struct kp_gone {
+	uint8_t *bits;
+	uint8_t small[128];
+};
+
+int kp_objects_gone(struct kp_gone *g, int n,
+		    const struct kp_object_id *(*object)(const void *ctx, int i), const void *ctx);
+void kp_objects_gone_free(struct kp_gone *g);
+
+static inline bool kp_gone_bit(const struct kp_gone *g, int i)
+{
+	return g && (g->bits[i >> 3] >> (i & 7)) & 1;
+}
+
 #endif
