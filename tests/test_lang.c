@@ -1100,6 +1100,80 @@ Test(lang_errors, tuples_and_for_as_bpftrace_words_them)
 
 /* The parts laid out one after the other, read back by .N, through a
  * map and a variable; strings at their full size, integers as 8 bytes. */
+/* strncmp(), sizeof() and reg(): bpftrace's words for every error. */
+Test(lang_errors, strncmp_sizeof_and_reg)
+{
+	expect_error("BEGIN { $n = 2; printf(\"%d\\n\", strncmp(\"abc\", \"abd\", $n)); exit(); }",
+		     "stdin:1:32-57: ERROR: strncmp() expects a integer literal (integer provided)\n"
+		     "BEGIN { $n = 2; printf(\"%d\\n\", strncmp(\"abc\", \"abd\", $n)); exit(); }\n"
+		     "                               ~~~~~~~~~~~~~~~~~~~~~~~~~\n");
+	expect_error("BEGIN { printf(\"%d\\n\", strncmp(\"abc\", 5, 2)); exit(); }",
+		     "stdin:1:24-44: ERROR: strncmp() only supports string arguments (integer provided)\n"
+		     "BEGIN { printf(\"%d\\n\", strncmp(\"abc\", 5, 2)); exit(); }\n"
+		     "                       ~~~~~~~~~~~~~~~~~~~~\n");
+	expect_error("BEGIN { printf(\"%d\\n\", strncmp(\"abc\", \"x\")); exit(); }",
+		     "stdin:1:24-43: ERROR: strncmp() requires 3 arguments (2 provided)\n"
+		     "BEGIN { printf(\"%d\\n\", strncmp(\"abc\", \"x\")); exit(); }\n"
+		     "                       ~~~~~~~~~~~~~~~~~~~\n");
+	expect_error("BEGIN { printf(\"%lx\\n\", reg(\"ip\")); exit(); }",
+		     "stdin:1:25-34: ERROR: reg can not be used with \"BEGIN\" probes\n"
+		     "BEGIN { printf(\"%lx\\n\", reg(\"ip\")); exit(); }\n"
+		     "                        ~~~~~~~~~\n");
+	expect_error("uprobe:a:f { printf(\"%d\\n\", reg(\"xx\")); }",
+		     "stdin:1:29-38: ERROR: 'xx' is not a valid register on this architecture ("
+#ifdef __x86_64__
+		     "x86_64"
+#else
+		     "arm64"
+#endif
+		     ")\nuprobe:a:f { printf(\"%d\\n\", reg(\"xx\")); }\n"
+		     "                            ~~~~~~~~~\n");
+	expect_error("uprobe:a:f { printf(\"%d\\n\", reg(1)); }",
+		     "stdin:1:29-35: ERROR: reg() expects a string literal (integer provided)\n"
+		     "uprobe:a:f { printf(\"%d\\n\", reg(1)); }\n"
+		     "                            ~~~~~~\n");
+	expect_error_has("interval:s:1 { @ = reg(\"sp\"); }", "reg can not be used with \"interval\" probes");
+	expect_error_has("BEGIN { @ = sizeof(1, 2); }", "sizeof() requires one argument (2 provided)");
+	expect_error_has("BEGIN { @ = sizeof(nosuch); }", "Unknown identifier: 'nosuch'");
+}
+
+#ifdef __x86_64__
+#define REG_IP "ip"
+#else
+#define REG_IP "pc"
+#endif
+
+/* strncmp() compares at most N bytes up to the strings' ends; sizeof()
+ * is the value's size as bpftrace gives it; reg() reads pt_regs, the
+ * instruction pointer at an entry less the breakpoint's bias. */
+Test(lang_vm, strncmp_sizeof_and_reg)
+{
+	struct env *e = compile("uprobe:a:f { @a = strncmp(\"abc\", \"abd\", 2); @b = strncmp(\"abc\", \"abd\", 3);"
+				" @c = strncmp(\"abc\", \"abc\", 100); @d = strncmp(str(arg0), \"ab\", 2);"
+				" $x = (int16)1; @s = sizeof(int32) * 1000000 + sizeof($x) * 10000 +"
+				" sizeof(comm) * 100 + sizeof(\"abc\");"
+				" @sp = reg(\"sp\"); @ip = reg(\"" REG_IP "\"); }");
+
+	e->regs.di = (uint64_t)(uintptr_t)"abzz";
+	user_stack_pointer(&e->regs) = 0x7ffd1234;
+	instruction_pointer_set(&e->regs, 0x401001);
+	e->ctx.ip_bias = 1;
+	cr_assert_eq(run(e, 0), 0);
+	cr_assert_eq(scalar(e, "@a"), 0);
+	cr_assert_eq(scalar(e, "@b"), 1);
+	cr_assert_eq(scalar(e, "@c"), 0);
+	cr_assert_eq(scalar(e, "@d"), 0);
+	cr_assert_eq(scalar(e, "@s"), 4021604);
+	cr_assert_eq(scalar(e, "@sp"), 0x7ffd1234);
+	cr_assert_eq(scalar(e, "@ip"), 0x401000);
+	e->ctx.ip_bias = 0;
+	e->regs.di = (uint64_t)(uintptr_t)"xb";
+	cr_assert_eq(run(e, 0), 0);
+	cr_assert_eq(scalar(e, "@ip"), 0x401001);
+	cr_assert_eq(scalar(e, "@d"), 1);
+	env_free(e);
+}
+
 Test(lang_vm, tuples_in_maps_and_variables)
 {
 	struct env *e = compile("uprobe:a:f { @t[arg0] = (arg1, \"s\", -arg1); $v = @t[arg0];"
@@ -2345,6 +2419,31 @@ static struct lang_insn *find_op(void *img, int op)
 			return (struct lang_insn *)&li.insns[i];
 	cr_assert_fail("no op %d", op);
 	return NULL;
+}
+
+/* reg(): a word of pt_regs, aligned and inside it. */
+Test(lang_verify, rejects_bad_register_reads)
+{
+	static const char prog[] = "uprobe:a:f { @ = reg(\"sp\"); }";
+	struct lang_error err;
+	struct lang_insn *in;
+	void *img = NULL;
+	char why[256];
+	size_t len;
+
+	cr_assert_eq(lang_compile(prog, NULL, &img, &len, &err), 0, "%s", err.text);
+	cr_assert_eq(load_copy(img, len, why), 0, "%s", why);
+	in = find_op(img, LANG_OP_REG);
+	in->aux += 4;
+	cr_assert_eq(load_copy(img, len, why), -EINVAL, "an unaligned register read");
+	in->aux = sizeof(struct pt_regs);
+	cr_assert_eq(load_copy(img, len, why), -EINVAL, "a read past pt_regs");
+	in->aux = 0;
+	in->imm = 2;
+	cr_assert_eq(load_copy(img, len, why), -EINVAL, "a bad flag");
+	in->imm = 1;
+	cr_assert_eq(load_copy(img, len, why), 0, "%s", why);
+	free(img);
 }
 
 Test(lang_verify, rejects_targeted_corruptions)

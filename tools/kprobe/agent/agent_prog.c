@@ -287,6 +287,7 @@ static int run_probe(struct agent_prog *p, struct agent_probe *ap, unsigned prob
 		ctx.argv = argv;
 		ctx.nargv = ap->nargs;
 	}
+	ctx.ip_bias = ap && !ap->is_return ? KP_PROBE_IP_BIAS : 0;
 	run.prog = p;
 	run.ap = ap;
 	run.at_entry = at_entry;

@@ -363,8 +363,8 @@ static int agg_kind(const char *name)
 
 /* Functions bpftrace has and this runtime does not. */
 static const char *const unsupported_funcs[] = {
-	"kstack", "ksym", "kaddr", "uaddr", "system", "cat", "join", "reg", "ntop",
-	"buf", "cgroupid", "macaddr", "strftime", "strncmp", "sizeof", "offsetof",
+	"kstack", "ksym", "kaddr", "uaddr", "system", "cat", "join", "ntop",
+	"buf", "cgroupid", "macaddr", "strftime", "offsetof",
 	"path", "skboutput", "pton", "kptr", "uptr", "bswap", "cgroup_path", "strerror",
 	"percpu_kaddr", "len", "has_key", "unwatch", "debugf", "printv",
 };
@@ -1435,6 +1435,122 @@ static int check_printf(struct checker *c, struct node *n)
 	return 0;
 }
 
+/* strncmp(a, b, N): 0 when the strings' first N bytes (up to their ends)
+ * are equal, else 1, as bpftrace; N an integer literal. */
+static int check_strncmp(struct checker *c, struct node *n)
+{
+	if (need_args(c, n, 3, 3))
+		return -1;
+	for (int k = 0; k < 3; k++)
+		if (check_expr(c, n->args[k]))
+			return -1;
+	if (c->collect)
+		goto out;
+	for (int k = 0; k < 2; k++)
+		if (n->args[k]->type.kind != LANG_T_STR) {
+			char tn[64];
+
+			type_kind_name(&n->args[k]->type, tn, sizeof(tn));
+			prog_error(c->p, n->loc, "strncmp() only supports string arguments (%s provided)", tn);
+			return -1;
+		}
+	if (n->args[2]->kind != N_INT || n->args[2]->ival < 0) {
+		char tn[64];
+
+		type_kind_name(&n->args[2]->type, tn, sizeof(tn));
+		prog_error(c->p, n->loc, "strncmp() expects a integer literal (%s provided)", tn);
+		return -1;
+	}
+out:
+	n->type = T_U64;
+	return 0;
+}
+
+/* sizeof(TYPE) or sizeof(EXPR): a constant, the bytes bpftrace gives the
+ * value (8 for integers, a string's buffer...). */
+static int check_sizeof(struct checker *c, struct node *n)
+{
+	static const struct { const char *name; int size; } types[] = {
+		{ "int8", 1 }, { "int16", 2 }, { "int32", 4 }, { "int64", 8 },
+		{ "uint8", 1 }, { "uint16", 2 }, { "uint32", 4 }, { "uint64", 8 },
+	};
+	struct node *a;
+	int64_t size = -1;
+
+	if (need_args(c, n, 1, 1))
+		return -1;
+	a = n->args[0];
+	if (a->kind == N_BUILTIN && a->name)
+		for (size_t i = 0; i < sizeof(types) / sizeof(types[0]); i++)
+			if (!strcmp(a->name, types[i].name))
+				size = types[i].size;
+	if (size < 0) {
+		if (check_expr(c, a))
+			return -1;
+		size = a->type.size;
+		/* a variable keeps the size of its type as first assigned
+		 * (its register or slot is wider) */
+		if (a->kind == N_VAR && c->p->vars[a->var].decl.size)
+			size = c->p->vars[a->var].decl.size;
+	}
+	n->type = T_U64;
+	if (c->collect)
+		return 0;
+	if (size <= 0) {
+		prog_error(c->p, n->loc, "sizeof() of a value with no size");
+		return -1;
+	}
+	n->kind = N_INT;
+	n->ival = size;
+	n->nargs = 0;
+	return 0;
+}
+
+/* reg("NAME"): a register of the probed thread, by bpftrace's name for
+ * it (kp_arch.h); the instruction pointer at an entry is the probed
+ * address. */
+static int check_reg(struct checker *c, struct node *n)
+{
+	static const char *const names[] = { KP_REG_NAMES };
+	struct node *a;
+
+	_Static_assert(sizeof(names) / sizeof(names[0]) * 8 == sizeof(struct pt_regs),
+		       "KP_REG_NAMES names every word of struct pt_regs");
+	if (need_args(c, n, 1, 1))
+		return -1;
+	a = n->args[0];
+	if (a->kind != N_STR) {
+		char tn[64];
+
+		if (check_expr(c, a))
+			return -1;
+		type_kind_name(&a->type, tn, sizeof(tn));
+		prog_error(c->p, n->loc, "reg() expects a string literal (%s provided)", tn);
+		return -1;
+	}
+	for (int k = 0; k < c->pr->natt; k++) {
+		int kind = c->pr->att[k].kind;
+
+		if (kind == LANG_P_BEGIN || kind == LANG_P_END || kind == LANG_P_INTERVAL) {
+			prog_error(c->p, n->loc, "reg can not be used with \"%s\" probes",
+				   kind == LANG_P_BEGIN ? "BEGIN" : kind == LANG_P_END ? "END" : "interval");
+			return -1;
+		}
+	}
+	n->ival = -1;
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (!strcmp(a->name, names[i]))
+			n->ival = (int64_t)i * 8;
+	if (n->ival < 0) {
+		prog_error(c->p, n->loc, "'%s' is not a valid register on this architecture (%s)",
+			   a->name, KP_ARCH_NAME);
+		return -1;
+	}
+	n->post = !strcmp(a->name, KP_REG_IP);
+	n->type = T_U64;
+	return 0;
+}
+
 static int check_call(struct checker *c, struct node *n, int as_stmt)
 {
 	const char *f = n->name;
@@ -1644,6 +1760,12 @@ static int check_call(struct checker *c, struct node *n, int as_stmt)
 		n->type.size = 8 + 8 * LANG_USTACK_MAX;
 		return 0;
 	}
+	if (!strcmp(f, "strncmp"))
+		return check_strncmp(c, n);
+	if (!strcmp(f, "sizeof"))
+		return check_sizeof(c, n);
+	if (!strcmp(f, "reg"))
+		return check_reg(c, n);
 	for (i = 0; i < sizeof(unsupported_funcs) / sizeof(unsupported_funcs[0]); i++)
 		if (!strcmp(f, unsupported_funcs[i])) {
 			prog_error(c->p, n->loc, "%s() is not supported by kprobe run", f);

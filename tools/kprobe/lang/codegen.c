@@ -351,6 +351,22 @@ static int gen_call_value(struct gen *g, struct node *n, struct val *v)
 		*v = a;
 		return 0;
 	}
+	if (!strcmp(n->name, "strncmp")) {
+		int64_t len = n->args[2]->ival < LANG_STRLEN ? n->args[2]->ival : LANG_STRLEN;
+
+		if (gen_expr(g, n->args[0], &a) || gen_expr(g, n->args[1], &b))
+			return -1;
+		v->reg = tmp_reg(g, n->loc);
+		if (v->reg < 0 || emit(g, LANG_OP_STREQ, v->reg, 0, (int)len, (uint32_t)a.off, b.off) < 0)
+			return -1;
+		return emit(g, LANG_OP_LNOT, v->reg, v->reg, 0, 0, 0) < 0 ? -1 : 0;
+	}
+	if (!strcmp(n->name, "reg")) {
+		v->reg = tmp_reg(g, n->loc);
+		if (v->reg < 0)
+			return -1;
+		return emit(g, LANG_OP_REG, v->reg, 0, 0, (uint32_t)n->ival, n->post) < 0 ? -1 : 0;
+	}
 	prog_error(g->p, n->loc, "%s() has no value", n->name);
 	return -1;
 }

@@ -50,7 +50,7 @@
 #include <kprobes.h>	/* struct pt_regs */
 
 #define LANG_MAGIC		0x4b504c47u	/* "GLPK" */
-#define LANG_VERSION		2
+#define LANG_VERSION		3
 #define LANG_MAX_REGS		64
 #define LANG_MAX_STACK		4096	/* scratch bytes per run */
 #define LANG_MAX_INSNS		65536	/* in a whole image */
@@ -274,6 +274,8 @@ enum lang_op {
 	LANG_OP_SIGNAL,		/* ops->signal(a) */
 	LANG_OP_OVERRIDE,	/* ops->override(a) */
 	LANG_OP_EXIT,		/* emit LANG_EV_EXIT, end this run, later runs do nothing */
+	LANG_OP_REG,		/* dst = the word of pt_regs at byte aux (reg()); imm 1:
+				   the instruction pointer, less ctx ip_bias */
 	LANG_OP__COUNT
 };
 
@@ -488,6 +490,10 @@ struct lang_ctx {
 	 * fetched), not the registers; NULL elsewhere. */
 	const uint64_t *argv;
 	unsigned int nargv;
+	/* What reg() of the instruction pointer subtracts: at an entry, where
+	 * the ip is past the breakpoint (kp_arch.h KP_PROBE_IP_BIAS), the
+	 * probed address is what bpftrace's uprobes give. */
+	unsigned int ip_bias;
 	void *maps;		/* the region (lang_maps_init'ed) */
 	/* 1 + the calling thread's shard (lang_maps_take_shard), written by
 	 * no other thread; 0: none, the locked path. */

@@ -293,6 +293,11 @@ static int check_insn(struct vctx *v, uint32_t pc)
 		    imm >= LANG_MAX_USDT_ARGS)
 			return bad(v, "insn %u: bad builtin", pc);
 		return 0;
+	case LANG_OP_REG:
+		if (!reg_ok(img, in->dst) || (in->aux & 7) || in->aux + 8 > sizeof(struct pt_regs) ||
+		    (imm != 0 && imm != 1))
+			return bad(v, "insn %u: bad register read", pc);
+		return 0;
 	case LANG_OP_LOAD:
 		if (in->aux != 1 && in->aux != 2 && in->aux != 4 && in->aux != 8)
 			return bad(v, "insn %u: bad load size", pc);

@@ -323,6 +323,11 @@ static int interpret(const struct lang_image *img, const struct lang_probe_desc 
 		case LANG_OP_CTX:
 			r[in->dst] = ctx_value(c, in->aux, (unsigned)in->imm);
 			break;
+		case LANG_OP_REG:
+			r[in->dst] = c->regs ? *(const uint64_t *)(const void *)((const char *)c->regs + in->aux) -
+						       (in->imm ? c->ip_bias : 0) :
+					       0;
+			break;
 		case LANG_OP_LOAD:
 			r[in->dst] = (uint64_t)load(c, r[in->a], in->aux, in->imm != 0);
 			break;

@@ -88,6 +88,18 @@ static inline long kp_raw_syscall6(long n, long a, long b, long c, long d, long 
 /* Owns a cache line before it is written. */
 #define kp_prefetch_write(p) __asm__ volatile("prfm pstl1keep, %0" : : "Q"(*(p)))
 
+/* reg("NAME") in programs: bpftrace's register names for arm64, in the
+ * order of struct pt_regs' words (x0..x30, sp, pc, pstate), and the one
+ * that is the instruction pointer. */
+#define KP_REG_NAMES                                                           \
+	"r0", "r1", "r2", "r3", "r4", "r5", "r6", "r7", "r8", "r9", "r10",     \
+	"r11", "r12", "r13", "r14", "r15", "r16", "r17", "r18", "r19", "r20",   \
+	"r21", "r22", "r23", "r24", "r25", "r26", "r27", "r28", "r29", "r30",   \
+	"sp", "pc", "pstate"
+#define KP_REG_IP "pc"
+/* The trap reports the breakpoint's own address: no bias. */
+#define KP_PROBE_IP_BIAS 0
+
 /* pt_regs offsets of the AAPCS64 integer argument registers the tool
  * reads (arg1..arg6: x0..x5) and of the return value's (x0). */
 #define KP_ARG_REG_OFFSETS                                                     \

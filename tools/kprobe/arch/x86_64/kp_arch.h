@@ -68,6 +68,18 @@ static inline long kp_raw_syscall6(long n, long a, long b, long c, long d, long 
 /* Owns a cache line before it is written. */
 #define kp_prefetch_write(p) __asm__ volatile("prefetchw %0" : : "m"(*(p)))
 
+/* reg("NAME") in programs: bpftrace's register names for this
+ * architecture, in the order of struct pt_regs' fields (the name at index
+ * i is the word at 8 * i), and the one that is the instruction pointer. */
+#define KP_REG_NAMES                                                           \
+	"r15", "r14", "r13", "r12", "bp", "bx", "r11", "r10", "r9", "r8", "ax", \
+	"cx", "dx", "si", "di", "orig_ax", "ip", "cs", "flags", "sp", "ss"
+#define KP_REG_IP "ip"
+/* At a probe the instruction pointer is past the breakpoint, as after an
+ * int3, for every way a hit is taken (kprobes.h): reg("ip") at an entry
+ * is that less this, the probed address, as uprobes report it. */
+#define KP_PROBE_IP_BIAS 1
+
 /* pt_regs offsets of the SysV integer argument registers (arg1..arg6:
  * rdi, rsi, rdx, rcx, r8, r9) and of the return value's (rax). */
 #define KP_ARG_REG_OFFSETS                                                     \
