@@ -94,7 +94,7 @@ static int t_probe_name(uint64_t id, char *out, size_t n, void *arg)
 	return 0;
 }
 
-static const struct lang_fmt_ops fmt_ops = { t_sym, t_probe_name, NULL, NULL };
+static const struct lang_fmt_ops fmt_ops = { t_sym, t_probe_name, NULL, NULL, NULL };
 
 static void append(struct env *e, const char *s)
 {
@@ -1135,6 +1135,73 @@ Test(lang_errors, strncmp_sizeof_and_reg)
 	expect_error_has("interval:s:1 { @ = reg(\"sp\"); }", "reg can not be used with \"interval\" probes");
 	expect_error_has("BEGIN { @ = sizeof(1, 2); }", "sizeof() requires one argument (2 provided)");
 	expect_error_has("BEGIN { @ = sizeof(nosuch); }", "Unknown identifier: 'nosuch'");
+}
+
+/* strftime(): bpftrace's errors; the value is the time stamp and its
+ * format's index, which the tool formats (lang_strftime: %f is the
+ * microseconds, %%f stays). */
+Test(lang_errors, strftime_as_bpftrace_words_it)
+{
+	expect_error("BEGIN { printf(\"%s\\n\", strftime(\"%Y\")); exit(); }",
+		     "stdin:1:24-38: ERROR: strftime() requires at least 2 arguments (1 provided)\n"
+		     "BEGIN { printf(\"%s\\n\", strftime(\"%Y\")); exit(); }\n"
+		     "                       ~~~~~~~~~~~~~~\n");
+	expect_error("BEGIN { printf(\"%s\\n\", strftime(\"%Y\", nsecs, 1)); exit(); }",
+		     "stdin:1:24-48: ERROR: strftime() takes up to 2 arguments (3 provided)\n"
+		     "BEGIN { printf(\"%s\\n\", strftime(\"%Y\", nsecs, 1)); exit(); }\n"
+		     "                       ~~~~~~~~~~~~~~~~~~~~~~~~\n");
+	expect_error("BEGIN { $f = \"%Y\"; printf(\"%s\\n\", strftime($f, nsecs)); exit(); }",
+		     "stdin:1:35-54: ERROR: strftime() expects a string literal (string provided)\n"
+		     "BEGIN { $f = \"%Y\"; printf(\"%s\\n\", strftime($f, nsecs)); exit(); }\n"
+		     "                                  ~~~~~~~~~~~~~~~~~~~\n");
+	expect_error("BEGIN { printf(\"%s\\n\", strftime(\"%Y\", \"x\")); exit(); }",
+		     "stdin:1:24-43: ERROR: strftime() only supports integer arguments (string provided)\n"
+		     "BEGIN { printf(\"%s\\n\", strftime(\"%Y\", \"x\")); exit(); }\n"
+		     "                       ~~~~~~~~~~~~~~~~~~~\n");
+	expect_error("BEGIN { printf(\"%d\\n\", strftime(\"%Y\", nsecs)); exit(); }",
+		     "stdin:1:9-46: ERROR: printf: %d specifier expects a value of type integer (string supplied)\n"
+		     "BEGIN { printf(\"%d\\n\", strftime(\"%Y\", nsecs)); exit(); }\n"
+		     "        ~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~~\n");
+	expect_error_has("BEGIN { @x = strftime(\"%Y\", nsecs) + 1; }", "Type mismatch for '+'");
+}
+
+Test(lang_vm, strftime_values)
+{
+	struct env *e = compile("uprobe:a:f { @t = strftime(\"%H:%M:%S.%f\", arg0); "
+				"@k[strftime(\"%Y\", arg0)] = count(); }");
+	int m = map_index(e, "@t");
+	const struct lang_fmt_desc *fd;
+	const void *k, *v;
+	size_t pos = 0;
+	uint64_t ns;
+	uint32_t id, zero;
+	char out[64];
+
+	cr_assert_eq(e->img.maps[m].kind, LANG_M_TIMESTAMP);
+	cr_assert_eq(e->img.maps[m].val_size, 16);
+	e->regs.di = 3723000456789ull;
+	cr_assert_eq(run(e, 0), 0);
+	cr_assert(lang_map_next(&e->img, e->region, (unsigned)m, &pos, &k, &v));
+	memcpy(&ns, v, 8);
+	memcpy(&id, (const char *)v + 8, 4);
+	memcpy(&zero, (const char *)v + 12, 4);
+	cr_assert_eq(ns, 3723000456789ull);
+	cr_assert_eq(zero, 0);
+	cr_assert_lt(id, e->img.hdr->nfmts);
+	fd = &e->img.fmts[id];
+	cr_assert_str_eq(lang_image_str(&e->img, fd->fmt), "%H:%M:%S.%f");
+	cr_assert_eq(map_count(e, "@k"), 1);
+	env_free(e);
+
+	setenv("TZ", "UTC", 1);
+	tzset();
+	cr_assert_eq(lang_strftime("%H:%M:%S.%f", 3723000456789ll, out, sizeof(out)), 15);
+	cr_assert_str_eq(out, "01:02:03.000456");
+	cr_assert_gt(lang_strftime("%Y-%m-%d %%f %f", 86400ll * 1000000000 + 999999999, out,
+				   sizeof(out)), 0);
+	cr_assert_str_eq(out, "1970-01-02 %f 999999");
+	cr_assert_eq(lang_strftime("", 0, out, sizeof(out)), -1, "an empty result");
+	cr_assert_eq(lang_strftime("%Y-%m-%d", 0, out, 4), -1, "a result that does not fit");
 }
 
 #ifdef __x86_64__

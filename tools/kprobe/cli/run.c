@@ -368,9 +368,26 @@ static int fmt_probe_name(uint64_t id, char *out, size_t outlen, void *arg)
 	return 0;
 }
 
+/* A strftime() value: the target's nsecs are CLOCK_MONOTONIC's, which
+ * is this host's too: the wall clock is that plus the clocks' offset now. */
+static int fmt_strftime(uint64_t nsecs, uint32_t fmt, char *out, size_t outlen, void *arg)
+{
+	struct run_program *p = arg;
+	struct timespec wall, mono;
+	int64_t off;
+
+	if (fmt >= p->img.hdr->nfmts || clock_gettime(CLOCK_REALTIME, &wall) ||
+	    clock_gettime(CLOCK_MONOTONIC, &mono))
+		return -1;
+	off = ((int64_t)wall.tv_sec - (int64_t)mono.tv_sec) * 1000000000 +
+	      (wall.tv_nsec - mono.tv_nsec);
+	return lang_strftime(lang_image_str(&p->img, p->img.fmts[fmt].fmt),
+			     (int64_t)nsecs + off, out, outlen);
+}
+
 static struct lang_fmt_ops fmt_ops(struct run_program *p)
 {
-	struct lang_fmt_ops ops = { fmt_sym, fmt_probe_name, p, fmt_object };
+	struct lang_fmt_ops ops = { fmt_sym, fmt_probe_name, p, fmt_object, fmt_strftime };
 
 	return ops;
 }
@@ -406,7 +423,8 @@ static void json_message(FILE *f, const char *type, const char *msg)
 	fputs("\"}\n", f);
 }
 
-/* Types bpftrace prints quoted in JSON. */
+/* Types bpftrace prints quoted in JSON (not strftime()'s: bpftrace 0.17
+ * writes its text bare, and so does this). */
 static bool is_quoted(const struct lang_type *t)
 {
 	return t->kind == LANG_T_STR || t->kind == LANG_T_USTACK ||

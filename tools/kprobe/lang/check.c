@@ -62,6 +62,7 @@ static void type_name(const struct lang_type *t, char *out, size_t n)
 	case LANG_T_USYM: snprintf(out, n, "usym"); break;
 	case LANG_T_PROBE: snprintf(out, n, "probe"); break;
 	case LANG_T_TUPLE: snprintf(out, n, "tuple"); break;
+	case LANG_T_TIMESTAMP: snprintf(out, n, "timestamp"); break;
 	default: snprintf(out, n, "none"); break;
 	}
 }
@@ -89,6 +90,7 @@ static void type_short(const struct lang_type *t, char *out, size_t n)
 static const char *const kind_names[] = {
 	[LANG_M_INT] = "int64", [LANG_M_STR] = "string", [LANG_M_USTACK] = "ustack",
 	[LANG_M_USYM] = "usym", [LANG_M_PROBE] = "probe", [LANG_M_TUPLE] = "tuple",
+	[LANG_M_TIMESTAMP] = "timestamp",
 	[LANG_M_COUNT] = "count",
 	[LANG_M_SUM] = "sum", [LANG_M_AVG] = "avg", [LANG_M_MIN] = "min", [LANG_M_MAX] = "max",
 	[LANG_M_STATS] = "stats", [LANG_M_HIST] = "hist", [LANG_M_LHIST] = "lhist",
@@ -144,6 +146,7 @@ static struct lang_type storage_of(const struct lang_type *t)
 	case LANG_T_USTACK:
 	case LANG_T_USTACK_PERF: s.size = 8 + 8 * LANG_USTACK_MAX; break;
 	case LANG_T_TUPLE: break;	/* its size is its parts' */
+	case LANG_T_TIMESTAMP: s.size = 16; break;
 	default: s.size = 8; break;
 	}
 	return s;
@@ -303,6 +306,7 @@ static int kind_of_value(const struct lang_type *t)
 	case LANG_T_USYM: return LANG_M_USYM;
 	case LANG_T_PROBE: return LANG_M_PROBE;
 	case LANG_T_TUPLE: return LANG_M_TUPLE;
+	case LANG_T_TIMESTAMP: return LANG_M_TIMESTAMP;
 	default: return 0;
 	}
 }
@@ -364,7 +368,7 @@ static int agg_kind(const char *name)
 /* Functions bpftrace has and this runtime does not. */
 static const char *const unsupported_funcs[] = {
 	"kstack", "ksym", "kaddr", "uaddr", "system", "cat", "join", "ntop",
-	"buf", "cgroupid", "macaddr", "strftime", "offsetof",
+	"buf", "cgroupid", "macaddr", "offsetof",
 	"path", "skboutput", "pton", "kptr", "uptr", "bswap", "cgroup_path", "strerror",
 	"percpu_kaddr", "len", "has_key", "unwatch", "debugf", "printv",
 };
@@ -488,6 +492,7 @@ static int check_map_read(struct checker *c, struct node *n)
 	case LANG_M_USYM:
 	case LANG_M_PROBE:
 	case LANG_M_TUPLE:
+	case LANG_M_TIMESTAMP:
 		n->type = mi->d.val;
 		break;
 	case LANG_M_COUNT:
@@ -1551,6 +1556,39 @@ static int check_reg(struct checker *c, struct node *n)
 	return 0;
 }
 
+/* strftime(FMT, NS): a time stamp the tool prints as local time in the
+ * format FMT (a string literal; %f the microseconds), NS nanoseconds of
+ * nsecs' clock. */
+static int check_strftime(struct checker *c, struct node *n)
+{
+	char tn[64];
+
+	if (n->nargs < 2) {
+		prog_error(c->p, n->loc, "strftime() requires at least 2 arguments (%d provided)", n->nargs);
+		return -1;
+	}
+	if (n->nargs > 2) {
+		prog_error(c->p, n->loc, "strftime() takes up to 2 arguments (%d provided)", n->nargs);
+		return -1;
+	}
+	if (check_expr(c, n->args[0]) || check_expr(c, n->args[1]))
+		return -1;
+	if (n->args[0]->kind != N_STR && !c->collect) {
+		type_kind_name(&n->args[0]->type, tn, sizeof(tn));
+		prog_error(c->p, n->loc, "strftime() expects a string literal (%s provided)", tn);
+		return -1;
+	}
+	if (!is_int(n->args[1]) && !c->collect) {
+		type_kind_name(&n->args[1]->type, tn, sizeof(tn));
+		prog_error(c->p, n->loc, "strftime() only supports integer arguments (%s provided)", tn);
+		return -1;
+	}
+	n->type.kind = LANG_T_TIMESTAMP;
+	n->type.is_signed = 0;
+	n->type.size = 16;
+	return 0;
+}
+
 static int check_call(struct checker *c, struct node *n, int as_stmt)
 {
 	const char *f = n->name;
@@ -1766,6 +1804,8 @@ static int check_call(struct checker *c, struct node *n, int as_stmt)
 		return check_sizeof(c, n);
 	if (!strcmp(f, "reg"))
 		return check_reg(c, n);
+	if (!strcmp(f, "strftime"))
+		return check_strftime(c, n);
 	for (i = 0; i < sizeof(unsupported_funcs) / sizeof(unsupported_funcs[0]); i++)
 		if (!strcmp(f, unsupported_funcs[i])) {
 			prog_error(c->p, n->loc, "%s() is not supported by kprobe run", f);

@@ -120,6 +120,7 @@ static int storage_size(const struct lang_type *t)
 	case LANG_T_STR: return LANG_STRLEN;
 	case LANG_T_USTACK:
 	case LANG_T_USTACK_PERF: return 8 + 8 * LANG_USTACK_MAX;
+	case LANG_T_TIMESTAMP: return 16;
 	default: return 8;
 	}
 }
@@ -326,6 +327,28 @@ static int narrow(struct gen *g, int reg, const struct lang_type *t)
 	return emit(g, t->is_signed ? LANG_OP_SEXT : LANG_OP_ZEXT, reg, reg, 0, (uint32_t)(t->size * 8), 0) < 0 ? -1 : 0;
 }
 
+static int add_fmt(struct gen *g, const char *fmt, size_t len, struct node **args, int nargs,
+		   struct loc l, int *rec_size);
+
+/* strftime(FMT, NS): NS and the index of FMT (a format without
+ * arguments) side by side, which the tool formats. */
+static int gen_strftime(struct gen *g, struct node *n, struct val *v)
+{
+	struct val a;
+	int size, id = add_fmt(g, n->args[0]->name, n->args[0]->slen, NULL, 0, n->loc, &size), r;
+
+	if (id < 0 || gen_expr(g, n->args[1], &a))
+		return -1;
+	v->off = tmp_stack(g, 16, n->loc);
+	r = tmp_reg(g, n->loc);
+	if (v->off < 0 || r < 0)
+		return -1;
+	if (emit(g, LANG_OP_STST, 0, a.reg, 0, (uint32_t)v->off, 0) < 0 ||
+	    emit(g, LANG_OP_MOVI, r, 0, 0, 0, id) < 0)
+		return -1;
+	return emit(g, LANG_OP_STST, 0, r, 0, (uint32_t)v->off + 8, 0) < 0 ? -1 : 0;
+}
+
 static int gen_call_value(struct gen *g, struct node *n, struct val *v)
 {
 	struct val a, b;
@@ -361,6 +384,8 @@ static int gen_call_value(struct gen *g, struct node *n, struct val *v)
 			return -1;
 		return emit(g, LANG_OP_LNOT, v->reg, v->reg, 0, 0, 0) < 0 ? -1 : 0;
 	}
+	if (!strcmp(n->name, "strftime"))
+		return gen_strftime(g, n, v);
 	if (!strcmp(n->name, "reg")) {
 		v->reg = tmp_reg(g, n->loc);
 		if (v->reg < 0)
@@ -1105,7 +1130,7 @@ static void finish_maps(struct gen *g)
 		case LANG_M_TUPLE: d->val_size = set_vparts(p, d); break;
 		case LANG_M_STR: d->val_size = LANG_STRLEN; break;
 		case LANG_M_USTACK: d->val_size = 8 + 8 * LANG_USTACK_MAX; break;
-		case LANG_M_AVG: case LANG_M_STATS: d->val_size = 16; break;
+		case LANG_M_AVG: case LANG_M_STATS: case LANG_M_TIMESTAMP: d->val_size = 16; break;
 		case LANG_M_HIST: d->val_size = 8 * LANG_HIST_BUCKETS; break;
 		case LANG_M_LHIST:
 			d->val_size = 8 * lang_lhist_nbuckets(d->lhist_min, d->lhist_max, d->lhist_step);
@@ -1113,7 +1138,8 @@ static void finish_maps(struct gen *g)
 		default: d->val_size = 8; break;
 		}
 		if (d->kind != LANG_M_INT && d->kind != LANG_M_STR && d->kind != LANG_M_USTACK &&
-		    d->kind != LANG_M_USYM && d->kind != LANG_M_PROBE && d->kind != LANG_M_TUPLE) {
+		    d->kind != LANG_M_USYM && d->kind != LANG_M_PROBE && d->kind != LANG_M_TUPLE &&
+		    d->kind != LANG_M_TIMESTAMP) {
 			d->val.kind = LANG_T_INT;
 			d->val.size = 8;
 			d->val.is_signed = d->kind != LANG_M_COUNT;
@@ -1141,7 +1167,8 @@ int lang_codegen(struct prog *p, void **image, size_t *len)
 		d->key_size = (uint16_t)ks;
 		d->val_size = d->kind == LANG_M_STR ? LANG_STRLEN :
 			      d->kind == LANG_M_USTACK ? 8 + 8 * LANG_USTACK_MAX :
-			      d->kind == LANG_M_TUPLE ? d->val.size : 8;
+			      d->kind == LANG_M_TUPLE ? d->val.size :
+			      d->kind == LANG_M_TIMESTAMP ? 16 : 8;
 	}
 	pool_add(&g, "", 0);
 	for (pr = p->probes; pr; pr = pr->next, g.block++)

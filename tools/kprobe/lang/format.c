@@ -12,6 +12,7 @@
 #include <inttypes.h>
 #include <stdio.h>
 #include <string.h>
+#include <time.h>
 
 #include "lang_int.h"
 
@@ -186,10 +187,50 @@ static void value_text(struct outbuf *o, const struct lang_type *t, const uint8_
 		if (!ops || !ops->probe_name || ops->probe_name(v, buf, sizeof(buf), ops->arg))
 			snprintf(buf, sizeof(buf), "%" PRIu64, v);
 		break;
+	case LANG_T_TIMESTAMP: {
+		uint32_t fmt;
+
+		memcpy(&fmt, (const uint8_t *)data + 8, 4);
+		if (!ops || !ops->strftime || ops->strftime(v, fmt, buf, sizeof(buf), ops->arg) <= 0)
+			snprintf(buf, sizeof(buf), "(?)");
+		break;
+	}
 	default:
 		buf[0] = 0;
 	}
 	put(o, buf, strlen(buf));
+}
+
+int lang_strftime(const char *fmt, int64_t wall_ns, char *out, size_t outlen)
+{
+	char f[512], usec[8];
+	time_t secs = (time_t)(wall_ns / 1000000000);
+	struct tm tm;
+	size_t k = 0, n;
+
+	if (!outlen || !localtime_r(&secs, &tm))
+		return -1;
+	snprintf(usec, sizeof(usec), "%06ld", (long)(wall_ns % 1000000000 / 1000));
+	/* %f, which strftime does not know, first: "%%f" stays as it is */
+	for (size_t i = 0; fmt[i] && k + 8 < sizeof(f); i++) {
+		if (fmt[i] == '%' && fmt[i + 1] == '%') {
+			f[k++] = fmt[i++];
+			f[k++] = fmt[i];
+		} else if (fmt[i] == '%' && fmt[i + 1] == 'f') {
+			memcpy(f + k, usec, 6);
+			k += 6;
+			i++;
+		} else {
+			f[k++] = fmt[i];
+		}
+	}
+	f[k] = 0;
+	n = strftime(out, outlen, f, &tm);
+	if (!n) {
+		out[0] = 0;
+		return -1;
+	}
+	return (int)n;
 }
 
 ssize_t lang_format_value(const struct lang_type *t, const void *data,

@@ -88,6 +88,9 @@ enum lang_type_kind {
 				 * out one after the other (a map's vparts) */
 	LANG_T_USTACK_PERF,	/* ustack(perf): LANG_T_USTACK's layout, perf's
 				 * lines (address, symbol, object) */
+	LANG_T_TIMESTAMP,	/* strftime(): u64 nsecs, u32 the index of its
+				 * format (a lang_fmt_desc), u32 0: 16 bytes,
+				 * formatted by the tool */
 };
 
 struct lang_type {
@@ -168,6 +171,7 @@ enum lang_map_kind {
 	LANG_M_USYM,		/* @x = func / usym(...) */
 	LANG_M_PROBE,		/* @x = probe */
 	LANG_M_TUPLE,		/* @x = (a, b, ...): vparts */
+	LANG_M_TIMESTAMP,	/* @x = strftime(...) */
 	LANG_M_COUNT,
 	LANG_M_SUM,
 	LANG_M_AVG,
@@ -557,6 +561,12 @@ struct lang_fmt_ops {
 	/* The path of the object holding an address, for ustack(perf); 0,
 	 * or -1 when unknown ("[unknown]" is printed).  May be NULL. */
 	int (*object)(uint64_t addr, char *out, size_t outlen, void *arg);
+	/* A strftime() value: nsecs (the target's monotonic clock) as the
+	 * local time in format fmt (the image's format of that index: the
+	 * callee checks it, the index came from the target); the length
+	 * written, or -1 (then "(?)" is printed, as bpftrace does).  May be
+	 * NULL. */
+	int (*strftime)(uint64_t nsecs, uint32_t fmt, char *out, size_t outlen, void *arg);
 };
 
 /* Formats a LANG_EV_PRINTF record as bpftrace's printf does; returns the
@@ -570,6 +580,11 @@ ssize_t lang_format_printf(const struct lang_image *img, uint32_t fmt,
  * (strings unquoted; stacks one frame a line, as bpftrace's). */
 ssize_t lang_format_value(const struct lang_type *t, const void *data,
 			  const struct lang_fmt_ops *ops, char *out, size_t outlen);
+
+/* strftime(3) of wall_ns (ns since the epoch) in local time, with
+ * bpftrace's %f (the microseconds, 6 digits) too: the length written, or
+ * -1 when the result is empty or does not fit. */
+int lang_strftime(const char *fmt, int64_t wall_ns, char *out, size_t outlen);
 
 /* The bucket of a value in hist() and lhist(v, min, max, step), and
  * lhist's number of buckets, as bpftrace 0.17 computes them. */

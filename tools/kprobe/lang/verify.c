@@ -53,6 +53,8 @@ static uint32_t type_storage(const struct lang_type *t)
 	case LANG_T_USTACK:
 	case LANG_T_USTACK_PERF:
 		return 8 + 8 * LANG_USTACK_MAX;
+	case LANG_T_TIMESTAMP:
+		return 16;
 	default:
 		return 0;
 	}
@@ -70,7 +72,8 @@ static uint32_t tuple_size(const struct lang_map_desc *d)
 		const struct lang_type *t = &d->vparts[k];
 		uint32_t s = type_storage(t);
 
-		if (t->kind == LANG_T_USTACK || t->kind == LANG_T_USTACK_PERF || !s || t->size != s)
+		if (t->kind == LANG_T_USTACK || t->kind == LANG_T_USTACK_PERF ||
+		    t->kind == LANG_T_TIMESTAMP || !s || t->size != s)
 			return 0;
 		size += s;
 	}
@@ -86,7 +89,7 @@ static uint32_t expected_val_size(const struct lang_map_desc *d)
 		return 8;
 	case LANG_M_STR: return LANG_STRLEN;
 	case LANG_M_USTACK: return 8 + 8 * LANG_USTACK_MAX;
-	case LANG_M_AVG: case LANG_M_STATS: return 16;
+	case LANG_M_AVG: case LANG_M_STATS: case LANG_M_TIMESTAMP: return 16;
 	case LANG_M_HIST: return 8 * LANG_HIST_BUCKETS;
 	case LANG_M_LHIST:
 		if (d->lhist_step < 1 || d->lhist_min < 0 || d->lhist_min > d->lhist_max ||
@@ -253,7 +256,8 @@ static int map_value_kind(const struct lang_map_desc *d, int op)
 		return d->kind == LANG_M_INT || d->kind == LANG_M_USYM || d->kind == LANG_M_PROBE;
 	case LANG_OP_MAP_GETX:
 	case LANG_OP_MAP_SETX:
-		return d->kind == LANG_M_STR || d->kind == LANG_M_USTACK || d->kind == LANG_M_TUPLE;
+		return d->kind == LANG_M_STR || d->kind == LANG_M_USTACK || d->kind == LANG_M_TUPLE ||
+		       d->kind == LANG_M_TIMESTAMP;
 	case LANG_OP_MAP_AGG:
 		return d->kind >= LANG_M_COUNT && d->kind <= LANG_M_LHIST;
 	default:
