@@ -447,8 +447,15 @@ Test(lang_errors, every_path_names_the_problem)
 		{ "BEGIN { @x = 1 # 2; }", "syntax error, unexpected #" },
 		{ "#include <x.h>\nBEGIN { }", "#include" },
 		{ "struct S { int a; }\nBEGIN { }", "struct definitions are not supported" },
-		{ "BEGIN { printf(\"%rx\\n\", 1); }", "the %r specifier (a buf() value) is not supported" },
-		{ "BEGIN { printf(\"%-8r\\n\", 1); }", "the %r specifier (a buf() value) is not supported" },
+		{ "BEGIN { printf(\"%rx\\n\", 1); }", "%rx specifier expects a value of type buffer" },
+		{ "BEGIN { printf(\"%-8r\\n\", 1); }", "%r specifier expects a value of type buffer" },
+		{ "BEGIN { printf(\"%rh\\n\", \"s\"); }", "%rh specifier expects a value of type buffer (string supplied)" },
+		{ "BEGIN { printf(\"%s\\n\", buf(\"a\", 1)); }", "%s specifier expects a value of type string (buffer supplied)" },
+		{ "BEGIN { printf(\"%d\\n\", buf(\"a\", 1)); }", "%d specifier expects a value of type integer (buffer supplied)" },
+		{ "BEGIN { printf(\"%r\\n\", buf(1)); }", "buf() expects a length argument for non-array type integer" },
+		{ "BEGIN { printf(\"%r\\n\", buf(\"a\", \"b\")); }", "buf() expects an integer length (string provided)" },
+		{ "BEGIN { printf(\"%r\\n\", buf(ustack, 2)); }", "buf() expects an integer, a pointer or a string (ustack provided)" },
+		{ "BEGIN { @x = buf(\"a\", 1, 2); }", "buf() takes up to 2 arguments (3 provided)" },
 		{ "BEGIN { @x = ((1, 2), 3); }", "a tuple can not hold a value of type 'tuple' here" },
 		{ "BEGIN { @x = (1, ustack); }", "a tuple can not hold a value of type 'ustack' here" },
 		{ "BEGIN { @x = (1, 2, 3, 4, 5, 6, 7, 8, 9); }", "a tuple has at most 8 parts" },
@@ -1202,6 +1209,41 @@ Test(lang_vm, strftime_values)
 	cr_assert_str_eq(out, "1970-01-02 %f 999999");
 	cr_assert_eq(lang_strftime("", 0, out, sizeof(out)), -1, "an empty result");
 	cr_assert_eq(lang_strftime("%Y-%m-%d", 0, out, 4), -1, "a result that does not fit");
+}
+
+/* buf(): a length and up to LANG_STRLEN bytes, from the target's memory
+ * (zeroes where it faults) or a string; %r, %rx and %rh as bpftrace
+ * prints them, a token with a width as written. */
+Test(lang_vm, buf_values_and_formats)
+{
+	static const char bytes[] = "ab\tc\x01\xff";
+	struct env *e = compile("uprobe:a:f { printf(\"[%r] [%rx] [%rh] [%-4r]\\n\", buf(arg0, 6), buf(arg0, 2),"
+				" buf(arg0, arg1), buf(arg0, 1)); @k[buf(\"key\", 3)] = count();"
+				" @v = buf(arg2, 4); @long = buf(arg0, 1000); }");
+	int m = map_index(e, "@v");
+	const void *k, *v;
+	size_t pos = 0;
+	uint64_t len;
+
+	cr_assert_eq(e->img.maps[m].kind, LANG_M_BUF);
+	cr_assert_eq(e->img.maps[m].val_size, LANG_BUF_SIZE);
+	e->regs.di = (uint64_t)(uintptr_t)bytes;
+	e->regs.si = 3;
+	e->regs.dx = 8;		/* unmapped: zeroes */
+	cr_assert_eq(run(e, 0), 0);
+	cr_assert_str_eq(e->out, "[ab\\x09c\\x01\\xff] [\\x61\\x62] [61 62 09] [%-4r]\n");
+	cr_assert(lang_map_next(&e->img, e->region, (unsigned)m, &pos, &k, &v));
+	memcpy(&len, v, 8);
+	cr_assert_eq(len, 4);
+	for (int i = 0; i < LANG_STRLEN; i++)
+		cr_assert_eq(((const uint8_t *)v)[8 + i], 0, "byte %d", i);
+	pos = 0;
+	m = map_index(e, "@long");
+	cr_assert(lang_map_next(&e->img, e->region, (unsigned)m, &pos, &k, &v));
+	memcpy(&len, v, 8);
+	cr_assert_eq(len, LANG_STRLEN, "a length past LANG_STRLEN is cut");
+	cr_assert_eq(map_count(e, "@k"), 1);
+	env_free(e);
 }
 
 #ifdef __x86_64__
@@ -2509,6 +2551,36 @@ Test(lang_verify, rejects_bad_register_reads)
 	in->imm = 2;
 	cr_assert_eq(load_copy(img, len, why), -EINVAL, "a bad flag");
 	in->imm = 1;
+	cr_assert_eq(load_copy(img, len, why), 0, "%s", why);
+	free(img);
+}
+
+/* buf(): its destination, source and registers inside the image's. */
+Test(lang_verify, rejects_bad_buffers)
+{
+	static const char prog[] = "uprobe:a:f { @m = buf(arg0, arg1); @s = buf(\"ab\", 2); }";
+	struct lang_error err;
+	struct lang_insn *in, save;
+	void *img = NULL;
+	char why[256];
+	size_t len;
+
+	cr_assert_eq(lang_compile(prog, NULL, &img, &len, &err), 0, "%s", err.text);
+	cr_assert_eq(load_copy(img, len, why), 0, "%s", why);
+	in = find_op(img, LANG_OP_BUF);
+	save = *in;
+	cr_assert_eq(in->imm, -1, "the first reads memory");
+	in->aux = LANG_MAX_STACK;
+	cr_assert_eq(load_copy(img, len, why), -EINVAL, "a destination out of the scratch area");
+	*in = save;
+	in->b = 200;
+	cr_assert_eq(load_copy(img, len, why), -EINVAL, "a length register out of range");
+	*in = save;
+	in->imm = LANG_MAX_STACK;
+	cr_assert_eq(load_copy(img, len, why), -EINVAL, "a scratch source out of range");
+	in->imm = -2;
+	cr_assert_eq(load_copy(img, len, why), -EINVAL, "a bad source");
+	*in = save;
 	cr_assert_eq(load_copy(img, len, why), 0, "%s", why);
 	free(img);
 }

@@ -429,7 +429,7 @@ static bool is_quoted(const struct lang_type *t)
 {
 	return t->kind == LANG_T_STR || t->kind == LANG_T_USTACK ||
 	       t->kind == LANG_T_USTACK_PERF || t->kind == LANG_T_USYM ||
-	       t->kind == LANG_T_PROBE;
+	       t->kind == LANG_T_PROBE || t->kind == LANG_T_BUF;
 }
 
 /* A tuple's parts, laid out one after the other in len bytes, as bpftrace

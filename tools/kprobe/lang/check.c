@@ -63,6 +63,7 @@ static void type_name(const struct lang_type *t, char *out, size_t n)
 	case LANG_T_PROBE: snprintf(out, n, "probe"); break;
 	case LANG_T_TUPLE: snprintf(out, n, "tuple"); break;
 	case LANG_T_TIMESTAMP: snprintf(out, n, "timestamp"); break;
+	case LANG_T_BUF: snprintf(out, n, "buffer"); break;
 	default: snprintf(out, n, "none"); break;
 	}
 }
@@ -90,7 +91,7 @@ static void type_short(const struct lang_type *t, char *out, size_t n)
 static const char *const kind_names[] = {
 	[LANG_M_INT] = "int64", [LANG_M_STR] = "string", [LANG_M_USTACK] = "ustack",
 	[LANG_M_USYM] = "usym", [LANG_M_PROBE] = "probe", [LANG_M_TUPLE] = "tuple",
-	[LANG_M_TIMESTAMP] = "timestamp",
+	[LANG_M_TIMESTAMP] = "timestamp", [LANG_M_BUF] = "buffer",
 	[LANG_M_COUNT] = "count",
 	[LANG_M_SUM] = "sum", [LANG_M_AVG] = "avg", [LANG_M_MIN] = "min", [LANG_M_MAX] = "max",
 	[LANG_M_STATS] = "stats", [LANG_M_HIST] = "hist", [LANG_M_LHIST] = "lhist",
@@ -147,6 +148,7 @@ static struct lang_type storage_of(const struct lang_type *t)
 	case LANG_T_USTACK_PERF: s.size = 8 + 8 * LANG_USTACK_MAX; break;
 	case LANG_T_TUPLE: break;	/* its size is its parts' */
 	case LANG_T_TIMESTAMP: s.size = 16; break;
+	case LANG_T_BUF: s.size = LANG_BUF_SIZE; break;
 	default: s.size = 8; break;
 	}
 	return s;
@@ -307,6 +309,7 @@ static int kind_of_value(const struct lang_type *t)
 	case LANG_T_PROBE: return LANG_M_PROBE;
 	case LANG_T_TUPLE: return LANG_M_TUPLE;
 	case LANG_T_TIMESTAMP: return LANG_M_TIMESTAMP;
+	case LANG_T_BUF: return LANG_M_BUF;
 	default: return 0;
 	}
 }
@@ -368,7 +371,7 @@ static int agg_kind(const char *name)
 /* Functions bpftrace has and this runtime does not. */
 static const char *const unsupported_funcs[] = {
 	"kstack", "ksym", "kaddr", "uaddr", "system", "cat", "join", "ntop",
-	"buf", "cgroupid", "macaddr", "offsetof",
+	"cgroupid", "macaddr", "offsetof",
 	"path", "skboutput", "pton", "kptr", "uptr", "bswap", "cgroup_path", "strerror",
 	"percpu_kaddr", "len", "has_key", "unwatch", "debugf", "printv",
 };
@@ -493,6 +496,7 @@ static int check_map_read(struct checker *c, struct node *n)
 	case LANG_M_PROBE:
 	case LANG_M_TUPLE:
 	case LANG_M_TIMESTAMP:
+	case LANG_M_BUF:
 		n->type = mi->d.val;
 		break;
 	case LANG_M_COUNT:
@@ -1333,26 +1337,6 @@ static int check_print_map_arg(struct checker *c, struct node *n, struct node *m
 
 /* printf argument checking against the conversion specifiers. */
 
-/* Whether a format has bpftrace's %r (a buffer from buf(), which we do not
- * have): the flags, width, precision and length before it included. */
-static bool has_buffer_spec(const char *fmt, size_t len)
-{
-	for (size_t i = 0; i + 1 < len; i++) {
-		if (fmt[i] != '%')
-			continue;
-		if (fmt[i + 1] == '%') {
-			i++;
-			continue;
-		}
-		i++;
-		while (i < len && strchr("-+ #0123456789.hlzjt", fmt[i]))
-			i++;
-		if (i < len && fmt[i] == 'r')
-			return true;
-	}
-	return false;
-}
-
 static int check_printf(struct checker *c, struct node *n)
 {
 	struct node *f;
@@ -1372,11 +1356,6 @@ static int check_printf(struct checker *c, struct node *n)
 			return -1;
 		snprintf(tn, sizeof(tn), "%s", f->type.kind == LANG_T_INT ? "integer" : "string");
 		prog_error(c->p, n->loc, "printf() expects a string literal (%s provided)", tn);
-		return -1;
-	}
-	if (has_buffer_spec(f->name, f->slen)) {
-		prog_error(c->p, n->loc, "printf: the %%r specifier (a buf() value) is not supported by "
-			   "kprobe run");
 		return -1;
 	}
 	{
@@ -1428,12 +1407,22 @@ static int check_printf(struct checker *c, struct node *n)
 				   k, k == 's' ? "string" : "integer");
 			return -1;
 		}
-		if (k != 's' && a->type.kind != LANG_T_INT) {
-			prog_error(c->p, n->loc, "printf: %%%c specifier expects a value of type integer (string supplied)", k);
+		bool is_buf_spec = k == 'r' || k == 'R' || k == 'H';
+
+		if (is_buf_spec && a->type.kind != LANG_T_BUF) {
+			prog_error(c->p, n->loc, "printf: %%%s specifier expects a value of type buffer (%s supplied)",
+				   k == 'r' ? "r" : k == 'R' ? "rx" : "rh",
+				   a->type.kind == LANG_T_INT ? "integer" : "string");
 			return -1;
 		}
-		if (k == 's' && a->type.kind == LANG_T_INT) {
-			prog_error(c->p, n->loc, "printf: %%s specifier expects a value of type string (integer supplied)");
+		if (k != 's' && !is_buf_spec && a->type.kind != LANG_T_INT) {
+			prog_error(c->p, n->loc, "printf: %%%c specifier expects a value of type integer (%s supplied)",
+				   k, a->type.kind == LANG_T_BUF ? "buffer" : "string");
+			return -1;
+		}
+		if (k == 's' && (a->type.kind == LANG_T_INT || a->type.kind == LANG_T_BUF)) {
+			prog_error(c->p, n->loc, "printf: %%s specifier expects a value of type string (%s supplied)",
+				   a->type.kind == LANG_T_INT ? "integer" : "buffer");
 			return -1;
 		}
 	}
@@ -1586,6 +1575,46 @@ static int check_strftime(struct checker *c, struct node *n)
 	n->type.kind = LANG_T_TIMESTAMP;
 	n->type.is_signed = 0;
 	n->type.size = 16;
+	return 0;
+}
+
+/* buf(DATA, LEN): LEN bytes (at most LANG_STRLEN, longer literals warned
+ * about as bpftrace does) of the target's memory at DATA, or of the
+ * string DATA; printed with %r, non-printable bytes as \xNN. */
+static int check_buf(struct checker *c, struct node *n)
+{
+	struct node *data, *len;
+	char tn[64];
+
+	if (need_args(c, n, 1, 2) || check_expr(c, n->args[0]))
+		return -1;
+	data = n->args[0];
+	if (n->nargs == 1 && !c->collect) {
+		type_kind_name(&data->type, tn, sizeof(tn));
+		prog_error(c->p, n->loc, "buf() expects a length argument for non-array type %s", tn);
+		return -1;
+	}
+	len = n->nargs > 1 ? n->args[1] : NULL;
+	if (len && check_expr(c, len))
+		return -1;
+	if (!c->collect) {
+		if (!is_int(data) && data->type.kind != LANG_T_STR) {
+			type_name(&data->type, tn, sizeof(tn));
+			prog_error(c->p, n->loc, "buf() expects an integer, a pointer or a string (%s provided)", tn);
+			return -1;
+		}
+		if (!is_int(len)) {
+			type_kind_name(&len->type, tn, sizeof(tn));
+			prog_error(c->p, n->loc, "buf() expects an integer length (%s provided)", tn);
+			return -1;
+		}
+		if (len->kind == N_INT && (len->ival < 0 || len->ival > LANG_STRLEN))
+			prog_warning(c->p, n->loc, "buf() length is too long and will be shortened to %d "
+				     "bytes (see BPFTRACE_STRLEN)", LANG_STRLEN);
+	}
+	n->type.kind = LANG_T_BUF;
+	n->type.is_signed = 0;
+	n->type.size = LANG_BUF_SIZE;
 	return 0;
 }
 
@@ -1806,6 +1835,8 @@ static int check_call(struct checker *c, struct node *n, int as_stmt)
 		return check_reg(c, n);
 	if (!strcmp(f, "strftime"))
 		return check_strftime(c, n);
+	if (!strcmp(f, "buf"))
+		return check_buf(c, n);
 	for (i = 0; i < sizeof(unsupported_funcs) / sizeof(unsupported_funcs[0]); i++)
 		if (!strcmp(f, unsupported_funcs[i])) {
 			prog_error(c->p, n->loc, "%s() is not supported by kprobe run", f);

@@ -121,6 +121,7 @@ static int storage_size(const struct lang_type *t)
 	case LANG_T_USTACK:
 	case LANG_T_USTACK_PERF: return 8 + 8 * LANG_USTACK_MAX;
 	case LANG_T_TIMESTAMP: return 16;
+	case LANG_T_BUF: return LANG_BUF_SIZE;
 	default: return 8;
 	}
 }
@@ -386,6 +387,17 @@ static int gen_call_value(struct gen *g, struct node *n, struct val *v)
 	}
 	if (!strcmp(n->name, "strftime"))
 		return gen_strftime(g, n, v);
+	if (!strcmp(n->name, "buf")) {
+		bool str = n->args[0]->type.kind == LANG_T_STR;
+
+		if (gen_expr(g, n->args[0], &a) || gen_expr(g, n->args[1], &b))
+			return -1;
+		v->off = tmp_stack(g, LANG_BUF_SIZE, n->loc);
+		if (v->off < 0)
+			return -1;
+		return emit(g, LANG_OP_BUF, 0, str ? 0 : a.reg, b.reg, (uint32_t)v->off,
+			    str ? a.off : -1) < 0 ? -1 : 0;
+	}
 	if (!strcmp(n->name, "reg")) {
 		v->reg = tmp_reg(g, n->loc);
 		if (v->reg < 0)
@@ -1131,6 +1143,7 @@ static void finish_maps(struct gen *g)
 		case LANG_M_STR: d->val_size = LANG_STRLEN; break;
 		case LANG_M_USTACK: d->val_size = 8 + 8 * LANG_USTACK_MAX; break;
 		case LANG_M_AVG: case LANG_M_STATS: case LANG_M_TIMESTAMP: d->val_size = 16; break;
+		case LANG_M_BUF: d->val_size = LANG_BUF_SIZE; break;
 		case LANG_M_HIST: d->val_size = 8 * LANG_HIST_BUCKETS; break;
 		case LANG_M_LHIST:
 			d->val_size = 8 * lang_lhist_nbuckets(d->lhist_min, d->lhist_max, d->lhist_step);
@@ -1139,7 +1152,7 @@ static void finish_maps(struct gen *g)
 		}
 		if (d->kind != LANG_M_INT && d->kind != LANG_M_STR && d->kind != LANG_M_USTACK &&
 		    d->kind != LANG_M_USYM && d->kind != LANG_M_PROBE && d->kind != LANG_M_TUPLE &&
-		    d->kind != LANG_M_TIMESTAMP) {
+		    d->kind != LANG_M_TIMESTAMP && d->kind != LANG_M_BUF) {
 			d->val.kind = LANG_T_INT;
 			d->val.size = 8;
 			d->val.is_signed = d->kind != LANG_M_COUNT;
@@ -1168,7 +1181,8 @@ int lang_codegen(struct prog *p, void **image, size_t *len)
 		d->val_size = d->kind == LANG_M_STR ? LANG_STRLEN :
 			      d->kind == LANG_M_USTACK ? 8 + 8 * LANG_USTACK_MAX :
 			      d->kind == LANG_M_TUPLE ? d->val.size :
-			      d->kind == LANG_M_TIMESTAMP ? 16 : 8;
+			      d->kind == LANG_M_TIMESTAMP ? 16 :
+			      d->kind == LANG_M_BUF ? LANG_BUF_SIZE : 8;
 	}
 	pool_add(&g, "", 0);
 	for (pr = p->probes; pr; pr = pr->next, g.block++)

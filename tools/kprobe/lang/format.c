@@ -40,6 +40,15 @@ int lang_fmt_token(const char *s, size_t from, size_t *start, size_t *end, char 
 			while (s[j] >= '0' && s[j] <= '9')
 				j++;
 		}
+		/* a buf(): %r (escaped), %rx (every byte \xNN), %rh (hex
+		 * bytes and spaces), as conversions 'r', 'R' and 'H' */
+		if (s[j] == 'r') {
+			*start = i;
+			*end = j + 1 + (s[j + 1] == 'x' || s[j + 1] == 'h');
+			*conv = s[j + 1] == 'x' ? 'R' : s[j + 1] == 'h' ? 'H' : 'r';
+			*wide = 0;
+			return 1;
+		}
 		if (s[j] == 's' || s[j] == 'c') {
 			*start = i;
 			*end = j + 1;
@@ -91,6 +100,32 @@ static void put_printf_text(struct outbuf *o, const char *s, size_t len)
 		if (s[i] == '%' && i + 1 < len && s[i + 1] == '%')
 			i++;
 		put(o, s + i, 1);
+	}
+}
+
+/* A buf() as bpftrace prints it: with how 'r' printable bytes as they
+ * are and the others as \xNN, 'R' every byte as \xNN, 'H' every byte in
+ * hex, separated by spaces. */
+static void put_buf(struct outbuf *o, const uint8_t *data, char how)
+{
+	uint64_t len;
+
+	memcpy(&len, data, 8);
+	if (len > LANG_STRLEN)
+		len = LANG_STRLEN;	/* the target wrote it */
+	for (uint64_t i = 0; i < len; i++) {
+		uint8_t b = data[8 + i];
+		char hex[8];
+
+		if (how == 'H') {
+			snprintf(hex, sizeof(hex), i ? " %02x" : "%02x", b);
+			put(o, hex, strlen(hex));
+		} else if (how == 'r' && b >= 0x20 && b < 0x7f) {
+			put(o, (const char *)&b, 1);
+		} else {
+			snprintf(hex, sizeof(hex), "\\x%02x", b);
+			put(o, hex, 4);
+		}
 	}
 }
 
@@ -187,6 +222,9 @@ static void value_text(struct outbuf *o, const struct lang_type *t, const uint8_
 		if (!ops || !ops->probe_name || ops->probe_name(v, buf, sizeof(buf), ops->arg))
 			snprintf(buf, sizeof(buf), "%" PRIu64, v);
 		break;
+	case LANG_T_BUF:
+		put_buf(o, data, 'r');
+		return;
 	case LANG_T_TIMESTAMP: {
 		uint32_t fmt;
 
@@ -261,6 +299,15 @@ static void put_token(struct outbuf *o, const char *tok, size_t toklen, char con
 		if (c == 'h' || c == 'l' || c == 'j' || c == 'z' || c == 't' || c == conv)
 			continue;
 		spec[k++] = c;
+	}
+	if (conv == 'r' || conv == 'R' || conv == 'H') {
+		/* bpftrace prints a buffer token with flags or a width as
+		 * written (its argument consumed) */
+		if (toklen != (conv == 'r' ? 2u : 3u))
+			put(o, tok, toklen);
+		else if (t->kind == LANG_T_BUF)
+			put_buf(o, data, conv);
+		return;
 	}
 	if (conv == 's') {
 		struct outbuf so = { buf, sizeof(buf) - 1, 0 };

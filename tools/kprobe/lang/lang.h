@@ -91,7 +91,11 @@ enum lang_type_kind {
 	LANG_T_TIMESTAMP,	/* strftime(): u64 nsecs, u32 the index of its
 				 * format (a lang_fmt_desc), u32 0: 16 bytes,
 				 * formatted by the tool */
+	LANG_T_BUF,		/* buf(): u64 length (at most LANG_STRLEN), then
+				 * LANG_STRLEN bytes: LANG_BUF_SIZE */
 };
+
+#define LANG_BUF_SIZE		(8 + LANG_STRLEN)
 
 struct lang_type {
 	uint8_t kind;		/* enum lang_type_kind */
@@ -172,6 +176,7 @@ enum lang_map_kind {
 	LANG_M_PROBE,		/* @x = probe */
 	LANG_M_TUPLE,		/* @x = (a, b, ...): vparts */
 	LANG_M_TIMESTAMP,	/* @x = strftime(...) */
+	LANG_M_BUF,		/* @x = buf(...) */
 	LANG_M_COUNT,
 	LANG_M_SUM,
 	LANG_M_AVG,
@@ -280,6 +285,9 @@ enum lang_op {
 	LANG_OP_EXIT,		/* emit LANG_EV_EXIT, end this run, later runs do nothing */
 	LANG_OP_REG,		/* dst = the word of pt_regs at byte aux (reg()); imm 1:
 				   the instruction pointer, less ctx ip_bias */
+	LANG_OP_BUF,		/* scratch[aux ..] = a buf() of b-reg bytes (at most
+				   LANG_STRLEN) from the target's memory at a-reg
+				   (imm -1; zeroes on fault) or from scratch[imm] */
 	LANG_OP__COUNT
 };
 

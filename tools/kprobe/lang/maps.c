@@ -418,6 +418,7 @@ void lang_map_agg(const struct lang_image *img, unsigned m, const void *val, str
 	case LANG_M_USTACK:
 	case LANG_M_TUPLE:
 	case LANG_M_TIMESTAMP:
+	case LANG_M_BUF:
 		break;
 	default:
 		out->value = v[0];

@@ -55,6 +55,8 @@ static uint32_t type_storage(const struct lang_type *t)
 		return 8 + 8 * LANG_USTACK_MAX;
 	case LANG_T_TIMESTAMP:
 		return 16;
+	case LANG_T_BUF:
+		return LANG_BUF_SIZE;
 	default:
 		return 0;
 	}
@@ -73,7 +75,7 @@ static uint32_t tuple_size(const struct lang_map_desc *d)
 		uint32_t s = type_storage(t);
 
 		if (t->kind == LANG_T_USTACK || t->kind == LANG_T_USTACK_PERF ||
-		    t->kind == LANG_T_TIMESTAMP || !s || t->size != s)
+		    t->kind == LANG_T_TIMESTAMP || t->kind == LANG_T_BUF || !s || t->size != s)
 			return 0;
 		size += s;
 	}
@@ -90,6 +92,7 @@ static uint32_t expected_val_size(const struct lang_map_desc *d)
 	case LANG_M_STR: return LANG_STRLEN;
 	case LANG_M_USTACK: return 8 + 8 * LANG_USTACK_MAX;
 	case LANG_M_AVG: case LANG_M_STATS: case LANG_M_TIMESTAMP: return 16;
+	case LANG_M_BUF: return LANG_BUF_SIZE;
 	case LANG_M_HIST: return 8 * LANG_HIST_BUCKETS;
 	case LANG_M_LHIST:
 		if (d->lhist_step < 1 || d->lhist_min < 0 || d->lhist_min > d->lhist_max ||
@@ -257,7 +260,7 @@ static int map_value_kind(const struct lang_map_desc *d, int op)
 	case LANG_OP_MAP_GETX:
 	case LANG_OP_MAP_SETX:
 		return d->kind == LANG_M_STR || d->kind == LANG_M_USTACK || d->kind == LANG_M_TUPLE ||
-		       d->kind == LANG_M_TIMESTAMP;
+		       d->kind == LANG_M_TIMESTAMP || d->kind == LANG_M_BUF;
 	case LANG_OP_MAP_AGG:
 		return d->kind >= LANG_M_COUNT && d->kind <= LANG_M_LHIST;
 	default:
@@ -301,6 +304,11 @@ static int check_insn(struct vctx *v, uint32_t pc)
 		if (!reg_ok(img, in->dst) || (in->aux & 7) || in->aux + 8 > sizeof(struct pt_regs) ||
 		    (imm != 0 && imm != 1))
 			return bad(v, "insn %u: bad register read", pc);
+		return 0;
+	case LANG_OP_BUF:
+		if (!reg_ok(img, in->a) || !reg_ok(img, in->b) || !in_stack(img, in->aux, LANG_BUF_SIZE) ||
+		    (in->imm != -1 && (in->imm < 0 || !in_stack(img, imm, LANG_STRLEN))))
+			return bad(v, "insn %u: bad buf", pc);
 		return 0;
 	case LANG_OP_LOAD:
 		if (in->aux != 1 && in->aux != 2 && in->aux != 4 && in->aux != 8)

@@ -81,6 +81,22 @@ static uint64_t ctx_value(const struct lang_ctx *c, unsigned src, unsigned arg)
 	}
 }
 
+/* buf(): the length (at most LANG_STRLEN), then that many bytes of the
+ * target's memory at src (zeroes where it faults), or of the scratch
+ * string from; the rest zeroed, so equal buffers are equal keys. */
+static void read_buf(const struct lang_ctx *c, uint8_t *dst, uint64_t src, uint64_t len,
+		     const uint8_t *from)
+{
+	if (len > LANG_STRLEN)
+		len = LANG_STRLEN;
+	memset(dst, 0, LANG_BUF_SIZE);
+	memcpy(dst, &len, 8);
+	if (from)
+		memcpy(dst + 8, from, (size_t)len);
+	else if (len && (!HAS_OP(c, read) || OP(c, read, dst + 8, (uintptr_t)src, (size_t)len, c->arg)))
+		memset(dst + 8, 0, (size_t)len);
+}
+
 static void read_str(const struct lang_ctx *c, uint8_t *dst, uint64_t src, uint64_t max)
 {
 	uint64_t n = 0;
@@ -327,6 +343,10 @@ static int interpret(const struct lang_image *img, const struct lang_probe_desc 
 			r[in->dst] = c->regs ? *(const uint64_t *)(const void *)((const char *)c->regs + in->aux) -
 						       (in->imm ? c->ip_bias : 0) :
 					       0;
+			break;
+		case LANG_OP_BUF:
+			read_buf(c, s + in->aux, r[in->a], r[in->b],
+				 in->imm < 0 ? NULL : s + (uint64_t)in->imm);
 			break;
 		case LANG_OP_LOAD:
 			r[in->dst] = (uint64_t)load(c, r[in->a], in->aux, in->imm != 0);
