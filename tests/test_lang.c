@@ -497,7 +497,7 @@ Test(lang_errors, every_path_names_the_problem)
 		{ "BEGIN { @x = func; }", "func builtin can not be used" },
 		{ "BEGIN { @x = kstack; }", "kstack builtin is not supported" },
 		{ "BEGIN { @x = arg1x; }", "Unknown identifier" },
-		{ "BEGIN { system(\"ls\"); }", "system() is not supported" },
+		{ "BEGIN { system(\"ls\"); }", "system() is an unsafe function being used in safe mode" },
 		{ "BEGIN { @x = count(); @x = sum(1); }", "Type mismatch for @x" },
 		{ "BEGIN { @x = 1; @y = @x[1]; }", "Argument mismatch for @x" },
 		{ "BEGIN { @y = @nope; }", "Undefined map: @nope" },
@@ -1244,6 +1244,45 @@ Test(lang_vm, buf_values_and_formats)
 	cr_assert_eq(len, LANG_STRLEN, "a length past LANG_STRLEN is cut");
 	cr_assert_eq(map_count(e, "@k"), 1);
 	env_free(e);
+}
+
+/* cat() and system(): statements with a format, checked as printf's;
+ * system() only with --unsafe (lang_compile_opts.unsafe), as bpftrace. */
+Test(lang_errors, cat_and_system)
+{
+	struct lang_compile_opts unsafe = { .filename = "stdin", .unsafe = true };
+	struct lang_error err;
+	struct lang_image li;
+	void *img = NULL;
+	size_t len;
+
+	expect_error("BEGIN { cat(); exit(); }",
+		     "stdin:1:9-14: ERROR: cat() requires at least one argument (0 provided)\n"
+		     "BEGIN { cat(); exit(); }\n        ~~~~~\n");
+	expect_error("BEGIN { cat(\"/x%d\"); exit(); }",
+		     "stdin:1:9-20: ERROR: cat: Not enough arguments for format string (0 supplied, 1 expected)\n"
+		     "BEGIN { cat(\"/x%d\"); exit(); }\n        ~~~~~~~~~~~\n");
+	expect_error("BEGIN { cat(\"/x\", 1); exit(); }",
+		     "stdin:1:9-21: ERROR: cat: Too many arguments for format string (1 supplied, 0 expected)\n"
+		     "BEGIN { cat(\"/x\", 1); exit(); }\n        ~~~~~~~~~~~~\n");
+	expect_error("BEGIN { $x = cat(\"/x\"); exit(); }",
+		     "stdin:1:14-23: ERROR: cat() should not be used in an assignment or as a map key\n"
+		     "BEGIN { $x = cat(\"/x\"); exit(); }\n             ~~~~~~~~~\n");
+	expect_error("BEGIN { cat(5); exit(); }",
+		     "stdin:1:9-15: ERROR: cat() expects a string literal (integer provided)\n"
+		     "BEGIN { cat(5); exit(); }\n        ~~~~~~\n");
+	expect_error("BEGIN { system(\"echo hi %d\", 5); exit(); }",
+		     "stdin:1:9-32: ERROR: system() is an unsafe function being used in safe mode\n"
+		     "BEGIN { system(\"echo hi %d\", 5); exit(); }\n        ~~~~~~~~~~~~~~~~~~~~~~~\n");
+	cr_assert_eq(lang_compile("BEGIN { system(\"echo %d\"); }", &unsafe, &img, &len, &err), -EINVAL);
+	cr_assert_str_eq(err.msg, "system: Not enough arguments for format string (0 supplied, 1 expected)");
+	cr_assert_eq(lang_compile("BEGIN { system(\"echo %d %s\", 5, comm); cat(\"/proc/%d/comm\", pid); }",
+				  &unsafe, &img, &len, &err), 0, "%s", err.text);
+	cr_assert_eq(lang_image_load(&li, img, len, NULL, 0), 0);
+	cr_assert_eq(li.hdr->nfmts, 2);
+	cr_assert_eq(li.fmts[0].nargs, 2);
+	cr_assert_str_eq(lang_image_str(&li, li.fmts[1].fmt), "/proc/%d/comm");
+	free(img);
 }
 
 #ifdef __x86_64__

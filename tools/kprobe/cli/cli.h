@@ -66,6 +66,7 @@ struct cli_opts {
 	char **params;
 	int nparams;
 	uint32_t map_keys;		/* --map-keys, 0: the default */
+	bool unsafe;			/* --unsafe: run allows system() */
 	struct run_program *prog;
 	bool drop;			/* --drop: a full ring drops, counted */
 	/* record: -F OBJECT... (every function of each), the data directory

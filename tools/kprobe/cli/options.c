@@ -21,7 +21,7 @@ static const char *const commands[] = {
 static const char *const long_options[] = {
 	"--output", "--format", "--duration", "--pid", "--follow", "--zeros", "--help",
 	"--version", "--rw", "--count", "--stack", "--map-keys", "--no-inlines", "--stacks",
-	"--lines", "--drop", "--sort",
+	"--lines", "--drop", "--sort", "--unsafe",
 };
 
 #ifndef KPROBE_VERSION
@@ -83,6 +83,7 @@ void cli_usage(FILE *f)
 	      "  -e 'PROGRAM'               run: the program (bpftrace's language)\n"
 	      "  -c 'COMMAND'               run: the command, split at spaces as bpftrace does\n"
 	      "      --map-keys N           run: room for N keys per map (default 4096)\n"
+	      "      --unsafe               run: allow system() (runs commands, as bpftrace's)\n"
 	      "  run takes -f text|json as bpftrace does (--format); ARGs are $1, $2...\n"
 	      "  -h, --help                 this help\n"
 	      "      --version              the version\n", f);
@@ -412,6 +413,8 @@ static void parse_words(int argc, char **argv, int first, struct cli_opts *o,
 			if (o->command)
 				bad("give one command: -c 'COMMAND' or -- COMMAND");
 			set_split_command(o, option_value(argc, argv, &i, "-c"));
+		} else if (o->cmd == CMD_RUN && !strcmp(a, "--unsafe")) {
+			o->unsafe = true;
 		} else if (o->cmd == CMD_RUN && is_option(a, 0, "--map-keys")) {
 			o->map_keys = parse_map_keys(option_value(argc, argv, &i, "--map-keys"));
 		} else if (o->cmd == CMD_RUN && is_option(a, 'f', "--format")) {

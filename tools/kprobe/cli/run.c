@@ -246,6 +246,7 @@ void run_compile(struct cli_opts *o)
 		.field = field_of,
 		.param_struct = param_struct_of,
 		.warning = print_warning,
+		.unsafe = o->unsafe,
 	};
 	char *text = o->prog_file ? read_program_file(o->prog_file) : strdup(o->prog_text);
 	struct run_program *p = calloc(1, sizeof(*p));
@@ -889,6 +890,50 @@ static void print_map(struct session *s, unsigned i, int64_t top, int64_t div)
 
 /* ---- events ---- */
 
+/* At most this much of a file cat() prints or of a command's output. */
+#define CAT_MAX_BYTES (1u << 20)
+
+/* All of stream f up to max bytes (malloc'ed, NUL-terminated; *len its
+ * length), or NULL. */
+static char *read_stream(FILE *f, size_t max, size_t *len)
+{
+	size_t cap = 4096, n = 0;
+	char *buf = malloc(cap + 1);
+
+	while (buf) {
+		size_t got = fread(buf + n, 1, cap - n, f);
+
+		n += got;
+		if (n < cap || cap >= max)
+			break;
+		{
+			char *bigger = realloc(buf, cap * 2 + 1);
+
+			if (!bigger) {
+				free(buf);
+				return NULL;
+			}
+			buf = bigger;
+			cap *= 2;
+		}
+	}
+	if (!buf)
+		return NULL;
+	buf[n] = 0;
+	*len = n;
+	return buf;
+}
+
+/* Text a program's cat() or system() put out: as it is, or in JSON as
+ * bpftrace's message of that type. */
+static void put_text(struct session *s, const char *type, const char *text, size_t len)
+{
+	if (s->out.format == FMT_JSON)
+		json_message(s->out.f, type, text);
+	else
+		fwrite(text, 1, len, s->out.f);
+}
+
 static void event_printf(struct session *s, const struct trace_event *ev)
 {
 	struct run_program *p = s->opts->prog;
@@ -903,6 +948,63 @@ static void event_printf(struct session *s, const struct trace_event *ev)
 		json_message(s->out.f, "printf", line);
 	else
 		fwrite(line, 1, strnlen(line, sizeof(line)), s->out.f);
+}
+
+/* cat(FMT, ...): the file the format names, printed whole when the tool
+ * handles the event (as bpftrace does); one that cannot be read is an
+ * error line, and the run goes on. */
+static void event_cat(struct session *s, const struct trace_event *ev)
+{
+	struct run_program *p = s->opts->prog;
+	struct lang_fmt_ops ops = fmt_ops(p);
+	char path[LINE_MAX_OUT], *text = NULL;
+	size_t len = 0;
+	FILE *f;
+
+	if (lang_format_printf(&p->img, ev->prog_id, ev->text, ev->textlen, &ops, path,
+			       sizeof(path)) < 0)
+		return;
+	f = fopen(path, "r");
+	if (!f) {
+		fflush(s->out.f);
+		fprintf(stderr, "ERROR: failed to open file '%s': %s\n", path, strerror(errno));
+		return;
+	}
+	text = read_stream(f, CAT_MAX_BYTES, &len);
+	fclose(f);
+	if (!text)
+		return;
+	put_text(s, "cat", text, len);
+	free(text);
+}
+
+/* system(FMT, ...) (--unsafe): the command run by /bin/sh when the tool
+ * handles the event, its standard output into the run's, its standard
+ * error left to the terminal, as bpftrace does. */
+static void event_system(struct session *s, const struct trace_event *ev)
+{
+	struct run_program *p = s->opts->prog;
+	struct lang_fmt_ops ops = fmt_ops(p);
+	char cmd[LINE_MAX_OUT], *text;
+	size_t len = 0;
+	FILE *f;
+
+	if (!s->opts->unsafe ||
+	    lang_format_printf(&p->img, ev->prog_id, ev->text, ev->textlen, &ops, cmd, sizeof(cmd)) < 0)
+		return;
+	fflush(s->out.f);
+	fflush(stderr);
+	f = popen(cmd, "r");
+	if (!f) {
+		fprintf(stderr, "ERROR: system(\"%s\"): %s\n", cmd, strerror(errno));
+		return;
+	}
+	text = read_stream(f, CAT_MAX_BYTES, &len);
+	pclose(f);
+	if (!text)
+		return;
+	put_text(s, "syscall", text, len);
+	free(text);
 }
 
 /* time(FMT): the tool's local time when it handles the event, as
@@ -981,6 +1083,12 @@ static void prog_event(void *arg, const struct trace_event *ev)
 		break;
 	case LANG_EV_TIME:
 		event_time(s, ev);
+		break;
+	case LANG_EV_CAT:
+		event_cat(s, ev);
+		break;
+	case LANG_EV_SYSTEM:
+		event_system(s, ev);
 		break;
 	case LANG_EV_EXIT:
 		p->exited = true;

@@ -370,7 +370,7 @@ static int agg_kind(const char *name)
 
 /* Functions bpftrace has and this runtime does not. */
 static const char *const unsupported_funcs[] = {
-	"kstack", "ksym", "kaddr", "uaddr", "system", "cat", "join", "ntop",
+	"kstack", "ksym", "kaddr", "uaddr", "join", "ntop",
 	"cgroupid", "macaddr", "offsetof",
 	"path", "skboutput", "pton", "kptr", "uptr", "bswap", "cgroup_path", "strerror",
 	"percpu_kaddr", "len", "has_key", "unwatch", "debugf", "printv",
@@ -1337,15 +1337,20 @@ static int check_print_map_arg(struct checker *c, struct node *n, struct node *m
 
 /* printf argument checking against the conversion specifiers. */
 
+/* printf(), cat() and system(): a format and its arguments, checked as
+ * bpftrace checks them, with the function's name in the messages. */
 static int check_printf(struct checker *c, struct node *n)
 {
+	const char *fn = n->name;
 	struct node *f;
 	const char *s;
 	int want = 0, i;
 	char spec[LANG_MAX_FMT_ARGS + 1];
 
 	if (n->nargs < 1) {
-		prog_error(c->p, n->loc, "printf() requires at least 1 argument (0 provided)");
+		/* sic: bpftrace words printf's and the others' differently */
+		prog_error(c->p, n->loc, "%s() requires at least %s argument (0 provided)", fn,
+			   !strcmp(fn, "printf") ? "1" : "one");
 		return -1;
 	}
 	f = n->args[0];
@@ -1355,7 +1360,7 @@ static int check_printf(struct checker *c, struct node *n)
 		if (check_expr(c, f))
 			return -1;
 		snprintf(tn, sizeof(tn), "%s", f->type.kind == LANG_T_INT ? "integer" : "string");
-		prog_error(c->p, n->loc, "printf() expects a string literal (%s provided)", tn);
+		prog_error(c->p, n->loc, "%s() expects a string literal (%s provided)", fn, tn);
 		return -1;
 	}
 	{
@@ -1365,7 +1370,7 @@ static int check_printf(struct checker *c, struct node *n)
 
 		while (lang_fmt_token(f->name, pos, &st, &en, &conv, &wide)) {
 			if (want == LANG_MAX_FMT_ARGS) {
-				prog_error(c->p, n->loc, "printf: Too many arguments for format string (at most %d)",
+				prog_error(c->p, n->loc, "%s: Too many arguments for format string (at most %d)", fn,
 					   LANG_MAX_FMT_ARGS);
 				return -1;
 			}
@@ -1375,12 +1380,12 @@ static int check_printf(struct checker *c, struct node *n)
 		(void)s;
 	}
 	if (n->nargs - 1 < want) {
-		prog_error(c->p, n->loc, "printf: Not enough arguments for format string (%d supplied, %d expected)",
+		prog_error(c->p, n->loc, "%s: Not enough arguments for format string (%d supplied, %d expected)", fn,
 			   n->nargs - 1, want);
 		return -1;
 	}
 	if (n->nargs - 1 > want) {
-		prog_error(c->p, n->loc, "printf: Too many arguments for format string (%d supplied, %d expected)",
+		prog_error(c->p, n->loc, "%s: Too many arguments for format string (%d supplied, %d expected)", fn,
 			   n->nargs - 1, want);
 		return -1;
 	}
@@ -1393,35 +1398,35 @@ static int check_printf(struct checker *c, struct node *n)
 		if (c->collect)
 			continue;
 		if (a->type.kind == LANG_T_NONE) {
-			prog_error(c->p, a->loc, "printf: argument %d has no value", i);
+			prog_error(c->p, a->loc, "%s: argument %d has no value", fn, i);
 			return -1;
 		}
 		if (a->kind == N_MAP && a->cast.kind) {
 			/* an aggregate's value is not printable, as in bpftrace */
-			prog_error(c->p, n->loc, "printf: %%%c specifier expects a value of type %s (%s supplied)",
+			prog_error(c->p, n->loc, "%s: %%%c specifier expects a value of type %s (%s supplied)", fn,
 				   k, k == 's' ? "string" : "integer", kind_names[c->p->maps[a->map].d.kind]);
 			return -1;
 		}
 		if (a->type.kind == LANG_T_TUPLE) {
-			prog_error(c->p, n->loc, "printf: %%%c specifier expects a value of type %s (tuple supplied)",
+			prog_error(c->p, n->loc, "%s: %%%c specifier expects a value of type %s (tuple supplied)", fn,
 				   k, k == 's' ? "string" : "integer");
 			return -1;
 		}
 		bool is_buf_spec = k == 'r' || k == 'R' || k == 'H';
 
 		if (is_buf_spec && a->type.kind != LANG_T_BUF) {
-			prog_error(c->p, n->loc, "printf: %%%s specifier expects a value of type buffer (%s supplied)",
+			prog_error(c->p, n->loc, "%s: %%%s specifier expects a value of type buffer (%s supplied)", fn,
 				   k == 'r' ? "r" : k == 'R' ? "rx" : "rh",
 				   a->type.kind == LANG_T_INT ? "integer" : "string");
 			return -1;
 		}
 		if (k != 's' && !is_buf_spec && a->type.kind != LANG_T_INT) {
-			prog_error(c->p, n->loc, "printf: %%%c specifier expects a value of type integer (%s supplied)",
+			prog_error(c->p, n->loc, "%s: %%%c specifier expects a value of type integer (%s supplied)", fn,
 				   k, a->type.kind == LANG_T_BUF ? "buffer" : "string");
 			return -1;
 		}
 		if (k == 's' && (a->type.kind == LANG_T_INT || a->type.kind == LANG_T_BUF)) {
-			prog_error(c->p, n->loc, "printf: %%s specifier expects a value of type string (%s supplied)",
+			prog_error(c->p, n->loc, "%s: %%s specifier expects a value of type string (%s supplied)", fn,
 				   a->type.kind == LANG_T_INT ? "integer" : "buffer");
 			return -1;
 		}
@@ -1624,9 +1629,13 @@ static int check_call(struct checker *c, struct node *n, int as_stmt)
 	size_t i;
 	int k;
 
-	if (!strcmp(f, "printf")) {
+	if (!strcmp(f, "printf") || !strcmp(f, "cat") || !strcmp(f, "system")) {
 		if (!as_stmt)
 			goto non_value;
+		if (f[0] == 's' && !(c->p->opts && c->p->opts->unsafe)) {
+			prog_error(c->p, n->loc, "system() is an unsafe function being used in safe mode");
+			return -1;
+		}
 		return check_printf(c, n);
 	}
 	if (!strcmp(f, "print")) {
@@ -1873,6 +1882,7 @@ static int check_assign(struct checker *c, struct node *s)
 			return check_agg(c, rhs, lhs, mi);
 		}
 		if (rhs->kind == N_CALL && (!strcmp(rhs->name, "delete") || !strcmp(rhs->name, "printf") ||
+					    !strcmp(rhs->name, "cat") || !strcmp(rhs->name, "system") ||
 					    !strcmp(rhs->name, "print") || !strcmp(rhs->name, "clear") ||
 					    !strcmp(rhs->name, "zero") || !strcmp(rhs->name, "exit") ||
 					    !strcmp(rhs->name, "time") || !strcmp(rhs->name, "signal") ||

@@ -663,8 +663,9 @@ static int gen_call_stmt(struct gen *g, struct node *n)
 	struct val a;
 	const char *f = n->name;
 
-	if (!strcmp(f, "printf"))
-		return gen_record(g, n, n->args[0]->name, n->args[0]->slen, n->args + 1, n->nargs - 1, LANG_EV_PRINTF);
+	if (!strcmp(f, "printf") || !strcmp(f, "cat") || !strcmp(f, "system"))
+		return gen_record(g, n, n->args[0]->name, n->args[0]->slen, n->args + 1, n->nargs - 1,
+				  f[0] == 'p' ? LANG_EV_PRINTF : f[0] == 'c' ? LANG_EV_CAT : LANG_EV_SYSTEM);
 	if (!strcmp(f, "print")) {
 		int rec, i;
 

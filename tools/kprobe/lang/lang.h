@@ -343,6 +343,8 @@ struct lang_compile_opts {
 	 * order; a program with warnings still compiles.  NULL: none.  Called
 	 * with param_arg. */
 	void (*warning)(const char *text, void *arg);
+	/* bpftrace's --unsafe: system() is allowed. */
+	bool unsafe;
 };
 
 /* An error as bpftrace prints it:
@@ -470,6 +472,9 @@ enum lang_event {
 	LANG_EV_ZERO,		/* id: map */
 	LANG_EV_PRINT_VALUE,	/* id: fmt index (one argument); data: the value */
 	LANG_EV_DELETE_ALL,	/* reserved */
+	LANG_EV_CAT,		/* cat(): id: fmt index; data: its argument record;
+				   the tool prints the file the format names */
+	LANG_EV_SYSTEM,		/* system(): the same; the tool runs the command */
 };
 
 struct lang_ctx;

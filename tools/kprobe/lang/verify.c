@@ -365,6 +365,8 @@ static int check_insn(struct vctx *v, uint32_t pc)
 		switch (in->dst) {
 		case LANG_EV_PRINTF:
 		case LANG_EV_PRINT_VALUE:
+		case LANG_EV_CAT:
+		case LANG_EV_SYSTEM:
 			if (in->aux >= img->hdr->nfmts || img->fmts[in->aux].rec_size != hi)
 				return bad(v, "insn %u: bad format", pc);
 			return 0;
