@@ -59,6 +59,10 @@ static uint64_t t_get(int src, void *arg)
 	case LANG_SRC_CPU: return 1;
 	case LANG_SRC_NSECS: return e->nsecs;
 	case LANG_SRC_ELAPSED: return e->nsecs - 100;
+	case LANG_SRC_GID: return 1001;
+	case LANG_SRC_RAND: return 0x1234;
+	case LANG_SRC_NUMA: return 2;
+	case LANG_SRC_CPID: return 98;
 	default: return 0;
 	}
 }
@@ -179,7 +183,7 @@ static const struct lang_ops ops = {
 static struct env *compile_with(const char *src, int nparams, char **params, uint32_t keys)
 {
 	struct lang_compile_opts o = { .filename = "stdin", .nparams = nparams, .params = params,
-				       .map_keys = keys };
+				       .map_keys = keys, .has_command = true };
 	struct lang_error err;
 	struct env *e = calloc(1, sizeof(*e));
 	char why[256];
@@ -1287,9 +1291,36 @@ Test(lang_errors, cat_and_system)
 
 #ifdef __x86_64__
 #define REG_IP "ip"
+#define SARG_SKIP 1
 #else
 #define REG_IP "pc"
+#define SARG_SKIP 0
 #endif
+
+/* gid, rand, numaid and cpid through the runtime's get(); sarg0.. from
+ * the stack at the entry, past the return address on x86-64. */
+Test(lang_vm, gid_rand_numaid_cpid_and_stack_args)
+{
+	uint64_t stack[4] = { 0xdead, 70, 80, 90 };
+	struct env *e = compile("uprobe:a:f { @g = gid; @r = rand; @n = numaid; @c = cpid;"
+				" @s0 = sarg0; @s1 = sarg1; }");
+
+	user_stack_pointer(&e->regs) = (unsigned long)(uintptr_t)&stack[1 - SARG_SKIP];
+	cr_assert_eq(run(e, 0), 0);
+	cr_assert_eq(scalar(e, "@g"), 1001);
+	cr_assert_eq(scalar(e, "@r"), 0x1234);
+	cr_assert_eq(scalar(e, "@n"), 2);
+	cr_assert_eq(scalar(e, "@c"), 98);
+	cr_assert_eq(scalar(e, "@s0"), 70);
+	cr_assert_eq(scalar(e, "@s1"), 80);
+	user_stack_pointer(&e->regs) = 8;	/* unmapped: 0, as a bad pointer */
+	cr_assert_eq(run(e, 0), 0);
+	cr_assert_eq(scalar(e, "@s0"), 0);
+	env_free(e);
+	expect_error_has("uretprobe:a:f { @ = sarg0; }", "The sarg0 builtin can only be used with 'kprobes' and 'uprobes' probes");
+	expect_error_has("BEGIN { @ = cpid; }", "cpid cannot be used without child command");
+	expect_error_has("BEGIN { @ = sarg6; }", "Unknown identifier: 'sarg6'");
+}
 
 /* strncmp() compares at most N bytes up to the strings' ends; sizeof()
  * is the value's size as bpftrace gives it; reg() reads pt_regs, the

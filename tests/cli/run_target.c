@@ -49,6 +49,13 @@ PROBED void run_tick(long n)
 	run_sink += n;
 }
 
+/* Eight arguments: the last two on the stack (x86-64), sarg0 and sarg1. */
+PROBED long run_many(long a, long b, long c, long d, long e, long f, long g, long h)
+{
+	run_sink += a + b + c + d + e + f + g + h;
+	return g * 10 + h;
+}
+
 static void *thread_main(void *arg)
 {
 	long n = (long)arg;
@@ -252,7 +259,12 @@ int main(int argc, char **argv)
 		run_sdt(a, b);
 		return 0;
 	}
+	if (!strcmp(mode, "many")) {	/* many N: run_many(i, .., i + 7) for i in 0..N-1 */
+		for (long i = 0; i < a; i++)
+			run_many(i, i + 1, i + 2, i + 3, i + 4, i + 5, i + 6, i + 7);
+		return 0;
+	}
 	fputs("usage: run_target calls N | names | threads T N | sigthreads T N K | recurse N |"
-	      " check | signal | ticks N MS | sdt N [MS]\n", stderr);
+	      " check | signal | ticks N MS | sdt N [MS] | many N\n", stderr);
 	return 64;
 }

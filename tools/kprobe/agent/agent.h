@@ -214,6 +214,10 @@ void agent_module_unload(void);
  * set_handlers: a point's handlers (from agent_set_handlers). */
 struct agent_fail;
 int agent_prog_start(struct agent_session *s, struct agent_fail *f);
+/* numaid (agent_numa.c): the processors' nodes read from sysfs, then the
+ * node of a processor, on the hit path. */
+void agent_numa_load(void);
+uint64_t agent_numa_node(unsigned int cpu);
 int agent_prog_armed(struct agent_session *s, struct agent_fail *f);
 void agent_prog_end(struct agent_session *s);
 void agent_prog_free(struct agent_session *s);

@@ -14,7 +14,12 @@
  *
  * The services (struct lang_ops), on the hit path:
  *   pid, tid       cached per thread (one system call on a thread's first use)
- *   uid            read when the session starts
+ *   uid, gid       read when the session starts
+ *   cpid           the process's pid when the session started (a child
+ *                  it forks keeps it)
+ *   numaid         the processor's node: a table read from sysfs when the
+ *                  session starts (agent_numa.c), no system call
+ *   rand           xorshift64* per thread, no system call
  *   cpu            kp_cpu_id(): no system call (kp_arch.h)
  *   nsecs          CLOCK_MONOTONIC as bpftrace's: from the TSC when it is
  *                  invariant (no call at all: a call into the vDSO would make
@@ -64,6 +69,7 @@ struct prog_run {
 };
 
 static __thread pid_t tls_pid TLS, tls_tid TLS;
+static __thread uint64_t tls_rand TLS;
 static __thread unsigned int tls_ids_gen TLS, tls_comm_gen TLS;
 static __thread char tls_comm[LANG_COMM_LEN] TLS;
 
@@ -110,6 +116,21 @@ int lang_ext_read(void *dst, uintptr_t src, size_t len, void *arg)
 	return kprobes_read_nofault(dst, (const void *)src, len) ? -EFAULT : 0;
 }
 
+/* rand: xorshift64* per thread (bpftrace's is the kernel's per-processor
+ * generator), seeded from the cycle counter and the thread's stack. */
+static uint64_t next_rand(void)
+{
+	uint64_t x = tls_rand;
+
+	if (!x)
+		x = (kp_cycles() ^ ((uint64_t)(uintptr_t)&x << 16)) | 1;
+	x ^= x >> 12;
+	x ^= x << 25;
+	x ^= x >> 27;
+	tls_rand = x;
+	return (x * 0x2545f4914f6cdd1dull) >> 32;
+}
+
 uint64_t lang_ext_get(int src, void *arg)
 {
 	struct prog_run *run = arg;
@@ -129,6 +150,14 @@ uint64_t lang_ext_get(int src, void *arg)
 		return prog_nsecs(run->prog);
 	case LANG_SRC_ELAPSED:
 		return prog_nsecs(run->prog) - run->prog->start_ns;
+	case LANG_SRC_GID:
+		return run->prog->gid;
+	case LANG_SRC_RAND:
+		return next_rand();
+	case LANG_SRC_NUMA:
+		return agent_numa_node(kp_cpu_id());
+	case LANG_SRC_CPID:
+		return (uint64_t)run->prog->cpid;
 	default:
 		return 0;
 	}
@@ -641,6 +670,9 @@ int agent_prog_start(struct agent_session *s, struct agent_fail *f)
 	p->gen = s->gen;
 	p->pid = getpid();
 	p->uid = (uint64_t)getuid();
+	p->gid = (uint64_t)getgid();
+	p->cpid = p->pid;	/* with a command, the process it runs */
+	agent_numa_load();
 	p->start_ns = mono_ns();
 	p->start_tsc = kp_cycles();
 	/* The tick length the session measured against the clock. */

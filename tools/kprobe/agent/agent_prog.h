@@ -31,7 +31,8 @@ struct agent_prog {
 	void *region;			/* maps, in the session memory */
 	uint32_t *probe_of_spec;	/* image probe of each config spec */
 	bool *uses_override;		/* per image probe */
-	uint64_t uid;
+	uint64_t uid, gid;
+	pid_t cpid;			/* cpid: the pid at the start */
 	uint64_t start_ns;
 	uint64_t start_tsc;		/* with tick_q32: nsecs from the TSC */
 	uint64_t tick_q32;		/* ns per TSC tick << 32, 0: use the clock */

@@ -247,6 +247,7 @@ void run_compile(struct cli_opts *o)
 		.param_struct = param_struct_of,
 		.warning = print_warning,
 		.unsafe = o->unsafe,
+		.has_command = o->command != NULL,
 	};
 	char *text = o->prog_file ? read_program_file(o->prog_file) : strdup(o->prog_text);
 	struct run_program *p = calloc(1, sizeof(*p));

@@ -658,12 +658,12 @@ static int check_builtin(struct checker *c, struct node *n)
 		{ "pid", B_PID }, { "tid", B_TID }, { "uid", B_UID }, { "cpu", B_CPU },
 		{ "nsecs", B_NSECS }, { "elapsed", B_ELAPSED }, { "comm", B_COMM },
 		{ "func", B_FUNC }, { "probe", B_PROBE }, { "retval", B_RETVAL },
-		{ "ustack", B_USTACK },
+		{ "ustack", B_USTACK }, { "gid", B_GID }, { "rand", B_RAND },
+		{ "numaid", B_NUMAID }, { "cpid", B_CPID },
 	};
 	static const char *const unsupported[] = {
-		"kstack", "gid", "cgroup", "curtask", "rand", "ctx", "username", "sarg0",
-		"sarg1", "sarg2", "sarg3", "sarg4", "sarg5", "args", "cpid", "jiffies",
-		"numaid", "$#", "usermode",
+		"kstack", "cgroup", "curtask", "ctx", "username", "args", "jiffies",
+		"$#",
 	};
 	size_t i;
 
@@ -678,6 +678,18 @@ static int check_builtin(struct checker *c, struct node *n)
 		n->kind = N_INT;
 		n->ival = x;
 		n->type = T_I64;
+		return 0;
+	}
+	if (!strncmp(n->name, "sarg", 4) && n->name[4] >= '0' && n->name[4] <= '5' && !n->name[5]) {
+		char what[96];
+
+		snprintf(what, sizeof(what), "The %s builtin can only be used with 'kprobes' and "
+			 "'uprobes' probes", n->name);
+		if (probe_kinds_allow(c, n, 1, 0, 0, what))
+			return -1;
+		n->op = B_SARG;
+		n->ival = n->name[4] - '0';
+		n->type = T_U64;
 		return 0;
 	}
 	if (!strncmp(n->name, "arg", 3) && n->name[3] >= '0' && n->name[3] <= '9') {
@@ -731,6 +743,13 @@ static int check_builtin(struct checker *c, struct node *n)
 			if (n->type.kind != LANG_T_USTACK_PERF)
 				n->type.kind = LANG_T_USTACK;
 			n->type.size = 8 + 8 * LANG_USTACK_MAX;
+			return 0;
+		case B_CPID:
+			if (!c->p->opts || !c->p->opts->has_command) {
+				prog_error(c->p, n->loc, "cpid cannot be used without child command");
+				return -1;
+			}
+			n->type = T_U64;
 			return 0;
 		case B_RETVAL:
 			if (probe_kinds_allow(c, n, 0, 1, 0, "The retval builtin can only be used with 'kretprobe' and 'uretprobe' and 'kfunc' probes"))

@@ -7,9 +7,11 @@
  * Loops: unroll(N) repeats its body; while() tests at the top and jumps
  * back with LOOP, which the VM pays for out of a per-run budget. */
 #include <errno.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "kp_arch.h"
 #include "lang_int.h"
 
 struct val {
@@ -204,11 +206,29 @@ static int ctx_src(int builtin)
 	case B_RETVAL: return LANG_SRC_RETVAL;
 	case B_FUNC: return LANG_SRC_FUNC;
 	case B_PROBE: return LANG_SRC_PROBE;
+	case B_GID: return LANG_SRC_GID;
+	case B_RAND: return LANG_SRC_RAND;
+	case B_NUMAID: return LANG_SRC_NUMA;
+	case B_CPID: return LANG_SRC_CPID;
 	default: return 0;
 	}
 }
 
 static int narrow(struct gen *g, int reg, const struct lang_type *t);
+
+/* sargN: the N-th word of the stack at the function's entry, past the
+ * return address where the call pushed it (kp_arch.h KP_SARG_SKIP), read
+ * as a pointer read is (0 where it faults). */
+static int gen_stack_arg(struct gen *g, struct node *n, int reg)
+{
+	int off = tmp_reg(g, n->loc);
+
+	if (off < 0 || emit(g, LANG_OP_REG, reg, 0, 0, offsetof(struct pt_regs, sp), 0) < 0 ||
+	    emit(g, LANG_OP_MOVI, off, 0, 0, 0, 8 * (n->ival + KP_SARG_SKIP)) < 0 ||
+	    emit(g, LANG_OP_ADD, reg, reg, off, 0, 0) < 0)
+		return -1;
+	return emit(g, LANG_OP_LOAD, reg, reg, 0, 8, 0) < 0 ? -1 : 0;
+}
 
 static int gen_builtin(struct gen *g, struct node *n, struct val *v)
 {
@@ -227,6 +247,8 @@ static int gen_builtin(struct gen *g, struct node *n, struct val *v)
 	v->reg = tmp_reg(g, n->loc);
 	if (v->reg < 0)
 		return -1;
+	if (n->op == B_SARG)
+		return gen_stack_arg(g, n, v->reg);
 	if (emit(g, LANG_OP_CTX, v->reg, 0, 0, (uint32_t)ctx_src(n->op), n->op == B_ARG ? n->ival : 0) < 0)
 		return -1;
 	/* args->NAME of a narrower type: the register's low bits */

@@ -165,7 +165,13 @@ enum lang_src {
 	LANG_SRC_PID, LANG_SRC_TID, LANG_SRC_UID, LANG_SRC_CPU,
 	LANG_SRC_NSECS, LANG_SRC_ELAPSED, LANG_SRC_ARG, LANG_SRC_RETVAL,
 	LANG_SRC_FUNC, LANG_SRC_PROBE,
+	/* Never a fast form's source (those end at LANG_SRC_PROBE): */
+	LANG_SRC_GID,		/* the process's group id */
+	LANG_SRC_RAND,		/* a pseudo-random 32-bit number (per thread) */
+	LANG_SRC_NUMA,		/* the NUMA node of the processor (numaid) */
+	LANG_SRC_CPID,		/* the pid of the command the tool started */
 };
+#define LANG_SRC_LAST LANG_SRC_CPID
 
 /* ---- Maps ---- */
 enum lang_map_kind {
@@ -345,6 +351,9 @@ struct lang_compile_opts {
 	void (*warning)(const char *text, void *arg);
 	/* bpftrace's --unsafe: system() is allowed. */
 	bool unsafe;
+	/* The tool starts a command (cpid is its pid; without one cpid is
+	 * refused, as bpftrace refuses it). */
+	bool has_command;
 };
 
 /* An error as bpftrace prints it:
@@ -486,7 +495,8 @@ struct lang_ops {
 	 * VM uses zeroes, or "" for str(), as bpftrace does after a failed
 	 * probe_read). */
 	int (*read)(void *dst, uintptr_t src, size_t len, void *arg);
-	/* pid tid uid cpu nsecs elapsed (enum lang_src); others are the VM's. */
+	/* pid tid uid cpu nsecs elapsed gid rand numaid cpid (enum
+	 * lang_src); the others are the VM's. */
 	uint64_t (*get)(int src, void *arg);
 	/* The thread's name, LANG_COMM_LEN bytes NUL-padded. */
 	void (*comm)(char *out, void *arg);

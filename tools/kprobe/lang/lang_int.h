@@ -34,6 +34,8 @@ enum {
 enum builtin {
 	B_PID = 1, B_TID, B_UID, B_CPU, B_NSECS, B_ELAPSED, B_COMM, B_FUNC,
 	B_PROBE, B_ARG, B_RETVAL, B_USTACK,
+	B_GID, B_RAND, B_NUMAID, B_CPID,
+	B_SARG,			/* sarg0..sarg5: ival the number */
 };
 
 /* Map-value kinds known to the checker, in lang_map_kind terms; 0 unset. */

@@ -296,7 +296,7 @@ static int check_insn(struct vctx *v, uint32_t pc)
 	case LANG_OP_LOOP:
 		return 0;
 	case LANG_OP_CTX:
-		if (!reg_ok(img, in->dst) || !in->aux || in->aux > LANG_SRC_PROBE ||
+		if (!reg_ok(img, in->dst) || !in->aux || in->aux > LANG_SRC_LAST ||
 		    imm >= LANG_MAX_USDT_ARGS)
 			return bad(v, "insn %u: bad builtin", pc);
 		return 0;

@@ -88,6 +88,10 @@ static inline long kp_raw_syscall6(long n, long a, long b, long c, long d, long 
 /* Owns a cache line before it is written. */
 #define kp_prefetch_write(p) __asm__ volatile("prfm pstl1keep, %0" : : "Q"(*(p)))
 
+/* sargN at a function's entry is the word at sp + 8 * (N + this):
+ * the return address is in the link register. */
+#define KP_SARG_SKIP 0
+
 /* reg("NAME") in programs: bpftrace's register names for arm64, in the
  * order of struct pt_regs' words (x0..x30, sp, pc, pstate), and the one
  * that is the instruction pointer. */

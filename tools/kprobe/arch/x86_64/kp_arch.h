@@ -68,6 +68,10 @@ static inline long kp_raw_syscall6(long n, long a, long b, long c, long d, long 
 /* Owns a cache line before it is written. */
 #define kp_prefetch_write(p) __asm__ volatile("prefetchw %0" : : "m"(*(p)))
 
+/* sargN at a function's entry is the word at sp + 8 * (N + this):
+ * the call pushed the return address there. */
+#define KP_SARG_SKIP 1
+
 /* reg("NAME") in programs: bpftrace's register names for this
  * architecture, in the order of struct pt_regs' fields (the name at index
  * i is the word at 8 * i), and the one that is the instruction pointer. */
