@@ -151,6 +151,13 @@ static int t_emit(int type, uint32_t id, const void *data, size_t len, void *arg
 	case LANG_EV_TIME:
 		append(e, "<time>");
 		break;
+	case LANG_EV_CAT:
+	case LANG_EV_SYSTEM:
+		cr_assert_geq(lang_format_printf(&e->img, id, data, len, &fmt_ops, buf, sizeof(buf)), 0);
+		append(e, type == LANG_EV_CAT ? "<cat " : "<system ");
+		append(e, buf);
+		append(e, ">");
+		break;
 	default:
 		cr_assert_fail("unexpected event %d", type);
 	}
@@ -2501,6 +2508,10 @@ static const char *const corpus[] = {
 	"interval:ms:10 { @v = avg(5); @m = min(3); @M = max(4); @st = stats(1); zero(@v); }",
 	"uprobe:a:f { @p[probe, func] = count(); @u = usym(arg0); signal(9); override(0); @str = str(arg0, 5); }",
 	"usdt:a:p:n /arg7 < 0/ { @[arg0, str(arg1)] = sum(arg2); } usdt:a:n { @c[arg3] = count(); }",
+	"uprobe:a:f { @b[buf(arg0, arg1)] = count(); printf(\"%r %rx %rh %s\\n\", buf(\"ab\", 2), buf(arg0, 3),"
+	" buf(arg0, arg2), strftime(\"%H\", nsecs)); @t = strftime(\"%f\", arg2); @s = strncmp(str(arg0),"
+	" \"x\", 1) + sizeof(comm) + reg(\"sp\") + sarg1 + gid + rand + numaid;"
+	" cat(\"/proc/%d/stat\", pid); }",
 };
 
 static void *compile_corpus(size_t i, size_t *len)
