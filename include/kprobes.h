@@ -239,12 +239,12 @@ int kprobes_stack_memo(struct kprobes_stack_memo *memo, const struct pt_regs *re
  * only the argument registers xmm0..xmm7.  Async-signal-safe, no lock, no
  * allocation, no system call.  A return probe's handler reads the
  * registers as the function returned (xmm0: a floating-point return
- * value) when the return probe was registered with KPROBE_FLAG_VECTOR_REGS
- * in kp.flags (x86-64).  Returns 0; -EINVAL: out NULL, len 0 or above 16,
+ * value; v0 on arm64) when the return probe was registered with
+ * KPROBE_FLAG_VECTOR_REGS in kp.flags.  Returns 0; -EINVAL: out NULL, len 0 or above 16,
  * n above 15 (31 on arm64), or regs not those of a hit whose handlers run
  * on this thread; -ENOENT: inside a handler, but that register's value was
  * not kept for this hit (a jump-optimized probe without the flag, xmm8 and
- * up at a function entry, a return handler without the flag or on arm64). */
+ * up at a function entry, a return handler without the flag). */
 int kprobes_vector_reg(const struct pt_regs *regs, unsigned int n, void *out, size_t len);
 
 /* ---- Reading memory that may not be there ---- */

@@ -96,6 +96,20 @@ t_trace_float_retval() {
 	ok trace_float_retval
 }
 
+# With --stack the return handler reads d0 through kprobes_vector_reg()
+# (the library keeps the V registers around it): the same values, each
+# with its stack from main.
+t_trace_float_retval_stack() {
+	run "$KP" trace --stack 'target_scale%return r=retval:f64' -- "$T" float 3
+	[ $rc -eq 0 ] || { bad trace_float_retval_stack "status $rc" "$W/err"; return; }
+	has trace_float_retval_stack "$W/out" "15" || return
+	n=$(count_of "$W/err" " target_scale%return r=5")
+	[ "$n" -eq 3 ] || { bad trace_float_retval_stack "$n returns r=5, not 3" "$W/err"; return; }
+	n=$(grep -c '^        main+0x' "$W/err")
+	[ "$n" -eq 3 ] || { bad trace_float_retval_stack "$n stacks through main, not 3" "$W/err"; return; }
+	ok trace_float_retval_stack
+}
+
 t_trace_narrow() {
 	run "$KP" trace 'target_add a=arg1:s32 b=arg1:u32 c=arg1:s16 d=arg1:u16 e=arg1:s8 f=arg1:u8 g=arg2:s16 h=arg2:u8' \
 		-- "$T" narrow
@@ -208,6 +222,7 @@ if [ "${A64_CLI:-}" != quick ]; then
 	t_count_text_glob
 	t_trace_float_args
 	t_trace_float_retval
+	t_trace_float_retval_stack
 	t_trace_narrow
 	t_latency
 	t_run_retval_printf

@@ -3,7 +3,8 @@
  * the probed code had at the probed instruction, at BRK hits: pre handlers
  * at a function entry and mid-function, post handlers after an instruction
  * run out of line and after a simulated one; bad arguments, a copy of the
- * registers, a return handler and calls from outside a hit.
+ * registers, return handlers (the V registers as the function returned,
+ * with KPROBE_FLAG_VECTOR_REGS) and calls from outside a hit.
  *
  * The code under test is assembly that loads every V register from a
  * table and then reaches the probe, so the expected values are known; the
@@ -26,6 +27,12 @@ TestSuite(a64_vecregs, .timeout = 60);
 static unsigned char vec_in[NVREG][16] __attribute__((aligned(16), used));
 /* What the mid-function code finds in its registers after the probe. */
 static unsigned char vec_after[NVREG][16] __attribute__((aligned(16), used));
+/* What vec_ret_fn returns in v0..v31, and what its caller then has. */
+static unsigned char vec_ret[NVREG][16] __attribute__((aligned(16), used));
+static unsigned char vec_ret_after[NVREG][16] __attribute__((aligned(16), used));
+
+void vec_ret_fn(const void *tbl);
+void vec_call_ret(const void *tbl, void (*fn)(const void *), void *after);
 
 void vec_call(const void *tbl, void (*fn)(void));
 void vec_entry_fn(void);
@@ -86,6 +93,38 @@ __asm__(
 	"\tldp x29, x30, [sp], #16\n"
 	"\tret\n"
 	"\t.size vec_entry_fn, . - vec_entry_fn\n"
+
+	/* vec_ret_fn(tbl): returns with v0-v31 from tbl. */
+	"\t.globl vec_ret_fn\n"
+	"\t.type vec_ret_fn, %function\n"
+	"\t.p2align 4\n"
+	"vec_ret_fn:\n"
+	"\tmov x9, x0\n"
+	"\tVEC_LOAD\n"
+	"\tret\n"
+	"\t.size vec_ret_fn, . - vec_ret_fn\n"
+
+	/* vec_call_ret(tbl, fn, after): fn(tbl), then v0-v31 into after. */
+	"\t.globl vec_call_ret\n"
+	"\t.type vec_call_ret, %function\n"
+	"\t.p2align 4\n"
+	"vec_call_ret:\n"
+	"\tVEC_SAVE\n"
+	"\tstr x19, [sp, #-16]!\n"
+	"\tmov x19, x2\n"
+	"\tblr x1\n"
+	"\tst1 {v0.16b, v1.16b, v2.16b, v3.16b}, [x19], #64\n"
+	"\tst1 {v4.16b, v5.16b, v6.16b, v7.16b}, [x19], #64\n"
+	"\tst1 {v8.16b, v9.16b, v10.16b, v11.16b}, [x19], #64\n"
+	"\tst1 {v12.16b, v13.16b, v14.16b, v15.16b}, [x19], #64\n"
+	"\tst1 {v16.16b, v17.16b, v18.16b, v19.16b}, [x19], #64\n"
+	"\tst1 {v20.16b, v21.16b, v22.16b, v23.16b}, [x19], #64\n"
+	"\tst1 {v24.16b, v25.16b, v26.16b, v27.16b}, [x19], #64\n"
+	"\tst1 {v28.16b, v29.16b, v30.16b, v31.16b}, [x19], #64\n"
+	"\tldr x19, [sp], #16\n"
+	"\tVEC_RESTORE\n"
+	"\tret\n"
+	"\t.size vec_call_ret, . - vec_call_ret\n"
 
 	/* vec_mid_fn(tbl, after): v0-v31 from tbl, a MOVZ (run out of
 	 * line), an ADR (simulated), then v0-v31 into after. */
@@ -280,32 +319,88 @@ Test(a64_vecregs, without_the_flag)
 	unregister_kprobe(&kp);
 }
 
-/* A return handler's hit keeps no vector state. */
-static int ret_rc = 1, ret_hits;
+/* Return handlers: without KPROBE_FLAG_VECTOR_REGS the hit keeps no
+ * vector state (-ENOENT); with it the handler reads v0..v31 as the
+ * function returned them, and the caller gets them whatever the handler
+ * did to its own. */
+static struct {
+	int hits;
+	int rc[NVREG];
+	unsigned char got[NVREG][16];
+} seen_ret;
 
 static int ret_read(struct kretprobe_instance *ri, struct pt_regs *regs)
 {
-	unsigned char b[16];
-
 	(void)ri;
-	ret_rc = kprobes_vector_reg(regs, 0, b, 16);
-	ret_hits++;
+	clobber_vregs();
+	for (unsigned int i = 0; i < NVREG; i++)
+		seen_ret.rc[i] = kprobes_vector_reg(regs, i, seen_ret.got[i], 16);
+	seen_ret.hits++;
 	return 0;
 }
 
-Test(a64_vecregs, return_handler)
+static void fill_ret_pattern(unsigned int seed)
+{
+	for (int i = 0; i < NVREG; i++) {
+		double d = -(double)i - 0.5 - seed;
+
+		memcpy(vec_ret[i], &d, sizeof(d));
+		for (int b = 8; b < 16; b++)
+			vec_ret[i][b] = (unsigned char)(0x31 + 3 * i + b + seed);
+	}
+}
+
+static void return_probe_reads(bool flag, bool optimize, unsigned int seed)
 {
 	struct kretprobe rp;
 
 	memset(&rp, 0, sizeof(rp));
-	rp.kp.addr = (kprobe_opcode_t *)vec_entry_fn;
+	memset(&seen_ret, 0, sizeof(seen_ret));
+	kprobes_set_optimization(optimize);
+	rp.kp.addr = (kprobe_opcode_t *)vec_ret_fn;
+	rp.kp.flags = flag ? KPROBE_FLAG_VECTOR_REGS : 0;
 	rp.handler = ret_read;
+	rp.maxactive = 4;
 	cr_assert_eq(register_kretprobe(&rp), 0);
-	fill_pattern(7);
-	vec_call(vec_in, vec_entry_fn);
+	if (optimize) {
+		cr_assert_eq(kprobes_optimize_now(), 0);
+		cr_assert(__atomic_load_n(&rp.kp.flags, __ATOMIC_ACQUIRE) & KPROBE_FLAG_OPTIMIZED,
+			  "the entry was not optimized");
+	}
+	for (int round = 0; round < 2; round++) {
+		fill_ret_pattern(seed + round);
+		memset(&seen_ret, 0, sizeof(seen_ret));
+		memset(vec_ret_after, 0, sizeof(vec_ret_after));
+		vec_call_ret(vec_ret, vec_ret_fn, vec_ret_after);
+		cr_assert_eq(seen_ret.hits, 1, "%d return hits", seen_ret.hits);
+		for (int i = 0; i < NVREG; i++) {
+			if (!flag) {
+				cr_expect_eq(seen_ret.rc[i], -ENOENT, "v%d rc %d", i, seen_ret.rc[i]);
+				continue;
+			}
+			cr_expect_eq(seen_ret.rc[i], 0, "return: v%d rc %d", i, seen_ret.rc[i]);
+			cr_expect_arr_eq(seen_ret.got[i], vec_ret[i], 16, "return: v%d differs", i);
+		}
+		cr_expect_arr_eq(vec_ret_after, vec_ret, sizeof(vec_ret),
+				 "the caller's registers changed by the handler");
+	}
 	unregister_kretprobe(&rp);
-	cr_assert_eq(ret_hits, 1);
-	cr_expect_eq(ret_rc, -ENOENT, "in a return handler: %d", ret_rc);
+	kprobes_set_optimization(true);
+}
+
+Test(a64_vecregs, return_handler_without_flag)
+{
+	return_probe_reads(false, false, 7);
+}
+
+Test(a64_vecregs, return_handler_breakpoint_entry)
+{
+	return_probe_reads(true, false, 11);
+}
+
+Test(a64_vecregs, return_handler_optimized_entry)
+{
+	return_probe_reads(true, true, 21);
 }
 
 /* Outside any handler there is no hit. */

@@ -89,13 +89,17 @@ kp_kretprobe_trampoline:
 /*
  * int kp_call_fpu_saved(int (*fn)(void *, void *), void *a, void *b):
  * fn(a, b) with the FP/SIMD registers (q0-q31, FPCR, FPSR) saved around
- * it, for handlers that may change them.
+ * it, for handlers that may change them.  fn also gets the saved q0-q31
+ * (16 bytes each, in order) as a third argument, which
+ * kp_call_fpu_image(fn, a, b), the same code, declares (vecregs.c).
  */
-	.globl kp_call_fpu_saved
-	.hidden kp_call_fpu_saved
+	.globl kp_call_fpu_saved, kp_call_fpu_image
+	.hidden kp_call_fpu_saved, kp_call_fpu_image
 	.type kp_call_fpu_saved, %function
+	.type kp_call_fpu_image, %function
 	.p2align 4
 kp_call_fpu_saved:
+kp_call_fpu_image:
 	.cfi_startproc
 	stp x29, x30, [sp, #-16]!
 	.cfi_def_cfa_offset 16
@@ -126,6 +130,7 @@ kp_call_fpu_saved:
 	mov x9, x0
 	mov x0, x1
 	mov x1, x2
+	mov x2, sp
 	blr x9
 	add x11, sp, #512
 	ldp x9, x10, [x11]
@@ -155,6 +160,7 @@ kp_call_fpu_saved:
 	ret
 	.cfi_endproc
 	.size kp_call_fpu_saved, . - kp_call_fpu_saved
+	.size kp_call_fpu_image, . - kp_call_fpu_image
 
 /* jprobe_return(): the trap handler recognizes this BRK (its own
  * immediate) and restores the state saved at the jprobe's entry. */

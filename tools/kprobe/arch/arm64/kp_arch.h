@@ -119,8 +119,9 @@ static inline long kp_raw_syscall6(long n, long a, long b, long c, long d, long 
 #define KP_DWARF_PC 32
 /* The stack pointer's DWARF number: a caller's is the callee's CFA. */
 #define KP_DWARF_SP 31
-/* kprobes_vector_reg() does not work in a return handler here. */
-#define KP_RETURN_VECTOR_REGS 0
+/* kprobes_vector_reg() works in a return handler registered with
+ * KPROBE_FLAG_VECTOR_REGS (d0: a double's return value). */
+#define KP_RETURN_VECTOR_REGS 1
 /* The DWARF number of v0 (v1..v31 follow). */
 #define KP_DWARF_VREG0 64
 #define KP_DWARF_REG_OFFSETS                                                   \

@@ -47,6 +47,10 @@
 #define ARCH_WATCH_SLOTS 4
 #define ARCH_WATCH_AFTER_ACCESS 0
 
+/* A return handler can be given the V registers at the return for
+ * kprobes_vector_reg() (kp_call_fpu_noted(), vecregs.c). */
+#define ARCH_HAS_RETURN_VECTOR_REGS 1
+
 struct xol_slot;
 struct a64_opt;
 
