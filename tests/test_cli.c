@@ -1755,12 +1755,6 @@ Test(cli, attach_survives_tool_killed_mid_injection)
 	char args[PATH_MAX + 64], *out;
 	int st;
 
-#if defined(__aarch64__)
-	/* arch/arm64/inject_call.c: the injected call returns to address 0,
-	 * where the tool takes the thread back and restores it; a tool
-	 * killed meanwhile leaves the target to die of that fault. */
-	cr_skip_test("arm64's injection needs the tool until the injected dlopen returns");
-#endif
 	snprintf(args, sizeof(args), "slowload %s", slowctor);
 	bg_start_prog(&b, odd, args);
 	usleep(300000);		/* the constructor is sleeping now */

@@ -43,4 +43,41 @@ struct inject_result {
 int inject_call_dlopen(struct tracee_set *ts, pid_t tid, const struct inject_request *req,
 		       int timeout_ms, struct inject_result *res);
 
+/* ---- between the two halves (cli/inject_stub.c, arch/<arch>/inject_call.c) ---- */
+
+/* What the stub leaves on the thread's stack, the nonce stored last; then
+ * it pauses (ppoll, every signal blocked) while pause_sec/pause_nsec is
+ * not zero, so that the tool reads the answer before the program takes
+ * the stack back.  The stubs' assembly uses these offsets. */
+struct inject_answer {
+	uint64_t nonce, handle, why;
+	int64_t pause_sec, pause_nsec;		/* a struct timespec */
+	uint64_t arch;				/* x86-64: XRSTOR's EDX:EAX */
+	uint64_t mask;				/* the pause's signal mask: all */
+};
+_Static_assert(offsetof(struct inject_answer, pause_sec) == 24 &&
+	       offsetof(struct inject_answer, arch) == 40 &&
+	       offsetof(struct inject_answer, mask) == 48, "the stubs' answer layout");
+
+/* Long enough for a tool slowed down by a loaded machine; the tool cuts
+ * it short once it holds the thread. */
+#define INJECT_PAUSE_S	5
+
+/* The architecture's stub, its bytes and length. */
+const unsigned char *inject_arch_stub(size_t *len);
+/* The pause of held thread tid ends at once when it resumes (its timeout
+ * in memory is zero already): what the thread's registers need for that. */
+void inject_arch_end_pause(pid_t tid);
+
+int inject_mem_io(pid_t pid, uint64_t addr, void *buf, size_t len, bool write);
+uint64_t inject_make_nonce(void);
+/* An answer as the tool writes it before the call: no nonce, the pause. */
+void inject_answer_init(struct inject_answer *a);
+/* The rest of inject_call_dlopen() once tid's registers point into the
+ * stub: the other threads let go, tid run traced until the answer at
+ * answer carries nonce (at most timeout_ms), held in its pause, which is
+ * ended, and let go. */
+int inject_call_traced(struct tracee_set *ts, pid_t tid, uint64_t answer, uint64_t nonce,
+		       int timeout_ms, struct inject_result *res);
+
 #endif

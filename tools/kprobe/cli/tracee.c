@@ -446,45 +446,6 @@ void tracee_service(struct tracee_set *ts)
 	service_except(ts, 0);
 }
 
-int tracee_run_to_fault(struct tracee_set *ts, pid_t tid, int sig_expected, uint64_t pc,
-			int timeout_ms)
-{
-	unsigned long long deadline = now_ns() + (unsigned long long)timeout_ms * 1000000ull;
-	int rc = tracee_run(ts, tid);
-
-	if (rc)
-		return rc;
-	while (now_ns() < deadline) {
-		struct tracee *t = find(ts, tid);
-		int sig = 0, event = 0;
-
-		if (!t || t->gone)
-			return -ESRCH;
-		switch (poll_stop_event(t, &sig, &event)) {
-		case STOP_SIGNAL:
-			if (sig == sig_expected && tracee_ip(tid) == pc) {
-				t->stopped = true;	/* held, the signal not delivered */
-				return 0;
-			}
-			ptrace(PTRACE_CONT, tid, 0, (void *)(long)sig);
-			break;
-		case STOP_EVENT:
-			if (event == PTRACE_EVENT_CLONE)
-				adopt_clone(ts, tid);	/* may move ts->v */
-			ptrace(PTRACE_CONT, tid, 0, 0);
-			break;
-		case STOP_GONE:
-			t->gone = true;
-			return -ESRCH;
-		case STOP_NONE:
-			service_except(ts, tid);
-			nap();
-			break;
-		}
-	}
-	return -ETIMEDOUT;
-}
-
 void tracee_detach_one(struct tracee_set *ts, pid_t tid)
 {
 	struct tracee *t = find(ts, tid);

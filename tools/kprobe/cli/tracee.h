@@ -45,10 +45,5 @@ void tracee_detach_one(struct tracee_set *ts, pid_t tid);
 /* The instruction pointer of the held thread tid, or 0. */
 uint64_t tracee_ip(pid_t tid);
 
-/* Continues held thread tid until it stops with signal sig at pc (a return
- * address the caller made fault), serving the set's other threads and
- * every other stop of tid meanwhile; tid is then held, its signal not
- * delivered.  -ETIMEDOUT after timeout_ms, -ESRCH when it exited. */
-int tracee_run_to_fault(struct tracee_set *ts, pid_t tid, int sig, uint64_t pc, int timeout_ms);
 
 #endif

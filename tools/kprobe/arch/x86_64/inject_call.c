@@ -106,26 +106,11 @@ struct saved_gprs {
 	uint64_t rflags, rip;
 };
 
-struct answer {
-	uint64_t nonce, handle, why;
-	int64_t pause_sec, pause_nsec;		/* a struct timespec */
-	uint64_t rfbm;				/* XRSTOR's EDX:EAX */
-	uint64_t mask;				/* the pause's signal mask: all */
-};
-
-/* The offsets the stub's assembly uses. */
-_Static_assert(offsetof(struct answer, pause_sec) == 24 && offsetof(struct answer, rfbm) == 40 &&
-	       offsetof(struct answer, mask) == 48, "the stub's answer layout");
-
 /* AMX tile state: with XFD armed (a thread that never asked for AMX), an
  * XRSTOR that names it faults and the kernel kills the thread; it is only
  * restored when the thread had it in use. */
 #define XFEATURE_AMX	(3ull << 17)
 #define XSTATE_BV_OFF	512
-
-/* Long enough for a tool slowed down by a loaded machine; the tool cuts
- * it short once it holds the thread. */
-#define PAUSE_S		5
 
 #define ERESTARTSYS		512
 #define ERESTARTNOINTR		513
@@ -138,105 +123,10 @@ static size_t stub_len(void)
 	return (size_t)(inject_stub_end - inject_stub_start);
 }
 
-static int mem_io(pid_t pid, uint64_t addr, void *buf, size_t len, bool write)
+const unsigned char *inject_arch_stub(size_t *len)
 {
-	char path[64];
-	ssize_t n;
-	int fd;
-
-	snprintf(path, sizeof(path), "/proc/%d/mem", (int)pid);
-	fd = open(path, (write ? O_RDWR : O_RDONLY) | O_CLOEXEC);
-	if (fd < 0)
-		return errno == ENOENT ? -ESRCH : -errno;
-	n = write ? pwrite(fd, buf, len, (off_t)addr) : pread(fd, buf, len, (off_t)addr);
-	close(fd);
-	return n == (ssize_t)len ? 0 : -EFAULT;
-}
-
-/* The end of the executable segment of the object mapped by the r-x
- * mapping [start, end) at file offset off, as bytes still inside the
- * mapping, or 0. */
-static uint64_t code_end_in_mapping(pid_t pid, const char *file, uint64_t start, uint64_t off)
-{
-	char path[PATH_MAX + 64];
-	Elf64_Ehdr eh;
-	uint64_t page = (uint64_t)sysconf(_SC_PAGESIZE), found = 0;
-	int fd;
-
-	snprintf(path, sizeof(path), "/proc/%d/root%s", (int)pid, file);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	if (fd < 0)
-		return 0;
-	if (pread(fd, &eh, sizeof(eh), 0) != sizeof(eh) || memcmp(eh.e_ident, ELFMAG, SELFMAG) ||
-	    eh.e_ident[EI_CLASS] != ELFCLASS64 || eh.e_phentsize != sizeof(Elf64_Phdr) ||
-	    eh.e_phnum > 256)
-		goto out;
-	for (unsigned int i = 0; i < eh.e_phnum; i++) {
-		Elf64_Phdr ph;
-
-		if (pread(fd, &ph, sizeof(ph), (off_t)(eh.e_phoff + i * sizeof(ph))) != sizeof(ph))
-			break;
-		if (ph.p_type != PT_LOAD || !(ph.p_flags & PF_X) || (ph.p_offset & ~(page - 1)) != off)
-			continue;
-		/* Only what the file fills: past p_filesz the segment would
-		 * be zero-filled memory the program may use. */
-		if (ph.p_memsz != ph.p_filesz)
-			break;
-		found = start + (ph.p_offset & (page - 1)) + ph.p_filesz;
-		break;
-	}
-out:
-	close(fd);
-	return found;
-}
-
-/* What is there now must be the file's zero padding, or the stub itself
- * (an earlier attach): anything else means the headers we read do not
- * describe what is mapped (a file changed on disk), so leave it alone. */
-static bool room_is_free(pid_t pid, uint64_t addr)
-{
-	unsigned char now[256], zero[256] = { 0 };
-	size_t len = stub_len();
-
-	if (len > sizeof(now) || mem_io(pid, addr, now, len, false))
-		return false;
-	return !memcmp(now, zero, len) || !memcmp(now, inject_stub_start, len);
-}
-
-int inject_find_stub_room(pid_t pid, uint64_t *addr)
-{
-	char path[64], line[PATH_MAX + 128];
-	FILE *f;
-	int rc = -ENOSPC;
-
-	snprintf(path, sizeof(path), "/proc/%d/maps", (int)pid);
-	f = fopen(path, "re");
-	if (!f)
-		return errno == ENOENT ? -ESRCH : -errno;
-	while (rc && fgets(line, sizeof(line), f)) {
-		unsigned long start, end, off;
-		char perms[8], file[PATH_MAX];
-		uint64_t code_end;
-		int n = 0;
-
-		if (sscanf(line, "%lx-%lx %7s %lx %*s %*s %n", &start, &end, perms, &off, &n) < 4 ||
-		    !n || strcmp(perms, "r-xp"))
-			continue;
-		snprintf(file, sizeof(file), "%s", line + n);
-		file[strcspn(file, "\n")] = '\0';
-		if (file[0] != '/' || strstr(file, " (deleted)"))
-			continue;
-		code_end = code_end_in_mapping(pid, file, start, off);
-		/* 16-aligned, and the stub entirely inside the mapping. */
-		code_end = (code_end + 15) & ~15ull;
-		if (code_end > start && code_end + stub_len() <= end &&
-		    room_is_free(pid, code_end)) {
-			*addr = code_end;
-			rc = 0;
-		}
-	}
-	fclose(f);
-	return rc;
+	*len = stub_len();
+	return inject_stub_start;
 }
 
 /* The registers the thread must resume with: a system call our stop
@@ -274,18 +164,6 @@ static void fill_gprs(struct saved_gprs *g, const struct user_regs_struct *r)
 	};
 }
 
-static uint64_t make_nonce(void)
-{
-	uint64_t v = 0;
-	struct timespec ts;
-
-	if (getrandom(&v, sizeof(v), GRND_NONBLOCK) != sizeof(v)) {
-		clock_gettime(CLOCK_MONOTONIC, &ts);
-		v = ((uint64_t)ts.tv_nsec << 20) ^ (uint64_t)ts.tv_sec ^ (uint64_t)getpid();
-	}
-	return v | 1;	/* never 0, what the block holds before */
-}
-
 /* The block as laid out in the target, lowest address first:
  *   frame slack | vector state | path | answer | gprs (rip last)
  * with rip at rsp - RED_ZONE - 8. */
@@ -304,7 +182,7 @@ static int build_block(struct block *b, const struct user_regs_struct *resume,
 	struct saved_gprs g;
 
 	b->gprs = top - sizeof(g);
-	b->answer = (b->gprs - sizeof(struct answer)) & ~7ull;
+	b->answer = (b->gprs - sizeof(struct inject_answer)) & ~7ull;
 	b->path = (b->answer - plen) & ~15ull;
 	b->xstate = (b->path - veclen) & ~63ull;
 	b->base = (b->xstate - FRAME_SLACK) & ~15ull;
@@ -319,12 +197,13 @@ static int build_block(struct block *b, const struct user_regs_struct *resume,
 	memcpy(b->buf + (b->path - b->base), file, plen);
 	memcpy(b->buf + (b->xstate - b->base), vec, veclen);
 	{
-		struct answer a = { .pause_sec = PAUSE_S, .rfbm = ~0ull, .mask = ~0ull };
+		struct inject_answer a;
 		uint64_t bv = 0;
 
+		inject_answer_init(&a);
 		if (veclen >= XSTATE_BV_OFF + 8) {
 			memcpy(&bv, (const unsigned char *)vec + XSTATE_BV_OFF, sizeof(bv));
-			a.rfbm = (~0ull & ~XFEATURE_AMX) | (bv & XFEATURE_AMX);
+			a.arch = (~0ull & ~XFEATURE_AMX) | (bv & XFEATURE_AMX);	/* XRSTOR's mask */
 		}
 		memcpy(b->buf + (b->answer - b->base), &a, sizeof(a));
 	}
@@ -354,84 +233,19 @@ static int read_vector_state(pid_t tid, unsigned char **buf, size_t *len, bool *
 	return 0;
 }
 
-static int wait_answer(struct tracee_set *keep, pid_t pid, pid_t tid, const struct block *b,
-		       uint64_t nonce, int timeout_ms, struct inject_result *res)
+/* Held inside the stub's ppoll: done, as if it had timed out (no
+ * restart). */
+void inject_arch_end_pause(pid_t tid)
 {
-	struct answer a;
-	char task[64];
-
-	snprintf(task, sizeof(task), "/proc/%d/task/%d", (int)pid, (int)tid);
-	for (int waited = 0; waited <= timeout_ms; waited += 1) {
-		int rc;
-
-		rc = mem_io(pid, b->answer, &a, sizeof(a), false);
-		/* The answer first: the thread may have ended since. */
-		if (!rc && a.nonce == nonce) {
-			res->handle = a.handle;
-			if (!a.handle && a.why)
-				mem_io(pid, a.why, res->why, sizeof(res->why) - 1, false);
-			res->why[sizeof(res->why) - 1] = '\0';
-			return 0;
-		}
-		if (rc == -ESRCH || access(task, F_OK))
-			return -ESRCH;
-		if (keep)
-			tracee_service(keep);
-		poll(NULL, 0, 1);
-	}
-	return -ETIMEDOUT;
-}
-
-/* The thread has answered and is about to pause, or pausing, in the stub:
- * hold it there, and make the pause end at once when the process is
- * continued (the remaining instructions restore the thread). */
-static void end_pause(struct tracee_set *ts, pid_t tid, const struct block *b)
-{
-	static const int64_t zero[2];
 	struct user_regs_struct r;
 
-	/* Held first: the pause is what keeps it in the stub until then. */
-	if (tracee_hold_one(ts, tid) || ptrace(PTRACE_GETREGS, tid, 0, &r))
+	if (ptrace(PTRACE_GETREGS, tid, 0, &r))
 		return;
-	/* Not begun yet: it will read a zero timeout. */
-	mem_io(ts->pid, b->answer + offsetof(struct answer, pause_sec), (void *)zero,
-	       sizeof(zero), true);
-	/* Inside ppoll: done, as if it had timed out (no restart). */
 	if ((long long)r.orig_rax == SYS_ppoll && (long long)r.rax < 0) {
 		r.rax = 0;
 		r.orig_rax = (unsigned long long)-1;
 		ptrace(PTRACE_SETREGS, tid, 0, &r);
 	}
-}
-
-/* The program's other threads go on at once (back to their group stop in
- * a stopped process); the hijacked thread runs traced, with the threads the
- * agent starts, and is held again in the stub's pause once it has
- * answered, then let go to finish the stub (in a stopped process: when the
- * process is continued, left in the group stop).  The answer is read
- * before any stop of the thread is serviced, so a signal that cuts the
- * pause short comes after it.  ts keeps the agent's threads, running. */
-static int call_traced(struct tracee_set *ts, pid_t tid, const struct block *b,
-				   uint64_t nonce, int timeout_ms, struct inject_result *res)
-{
-	pid_t pid = ts->pid;
-	int rc;
-
-	for (int i = 0; i < ts->n; i++)
-		if (ts->v[i].tid != tid)
-			tracee_detach_one(ts, ts->v[i].tid);
-	rc = tracee_run(ts, tid);
-	if (rc) {
-		/* Still held with the stub's registers: it runs it when
-		 * continued. */
-		tracee_detach_one(ts, tid);
-		return rc;
-	}
-	rc = wait_answer(ts, pid, tid, b, nonce, timeout_ms, res);
-	if (!rc)
-		end_pause(ts, tid, b);
-	tracee_detach_one(ts, tid);
-	return rc;
 }
 
 int inject_call_dlopen(struct tracee_set *ts, pid_t tid, const struct inject_request *req,
@@ -440,7 +254,7 @@ int inject_call_dlopen(struct tracee_set *ts, pid_t tid, const struct inject_req
 	struct user_regs_struct orig, resume, r;
 	struct block b = { 0 };
 	unsigned char *vec = NULL;
-	uint64_t nonce = make_nonce();
+	uint64_t nonce = inject_make_nonce();
 	pid_t pid = ts->pid;
 	size_t veclen = 0;
 	bool xsave = false;
@@ -456,9 +270,9 @@ int inject_call_dlopen(struct tracee_set *ts, pid_t tid, const struct inject_req
 		rc = build_block(&b, &resume, vec, veclen, req->path);
 	free(vec);
 	if (!rc)
-		rc = mem_io(pid, req->stub, (void *)inject_stub_start, stub_len(), true);
+		rc = inject_mem_io(pid, req->stub, (void *)inject_stub_start, stub_len(), true);
 	if (!rc)
-		rc = mem_io(pid, b.base, b.buf, b.len, true);
+		rc = inject_mem_io(pid, b.base, b.buf, b.len, true);
 	free(b.buf);
 	if (rc)
 		return rc;
@@ -482,5 +296,5 @@ int inject_call_dlopen(struct tracee_set *ts, pid_t tid, const struct inject_req
 		return -errno;
 	/* From here the thread restores itself; every other thread runs (a
 	 * constructor may need a lock another thread holds). */
-	return call_traced(ts, tid, &b, nonce, timeout_ms, res);
+	return inject_call_traced(ts, tid, b.answer, nonce, timeout_ms, res);
 }
