@@ -55,7 +55,7 @@ static struct tracee *add(struct tracee_set *ts, pid_t tid)
 		ts->v = v;
 		ts->cap = cap;
 	}
-	ts->v[ts->n] = (struct tracee){ .tid = tid };
+	ts->v[ts->n] = (struct tracee){ .tid = tid, .call_nr = -1 };
 	return &ts->v[ts->n++];
 }
 
@@ -82,8 +82,6 @@ static enum stop_kind poll_stop_event(struct tracee *t, int *sig, int *event)
 	*event = st >> 16;
 	return *event ? STOP_EVENT : STOP_SIGNAL;
 }
-
-#define ERESTARTNOHAND 514	/* the kernel's: restart unless a handler runs */
 
 /* System calls that return -EINTR, not one of the kernel's restart codes,
  * when merely stopped (signal(7): "never restarted after being interrupted
@@ -121,23 +119,55 @@ static bool eintr_on_stop(long nr)
 }
 
 /* Our stop interrupted t's blocking system call: if that call would now
- * return EINTR to the program, make it return -ERESTARTNOHAND instead, so
- * the kernel re-issues it when the thread resumes (with its original
- * arguments: a timeout starts again) and still returns EINTR if a signal
- * handler runs first, exactly as if we had never stopped it.  A call that
- * ended with EINTR because a handler ran shows the handler's registers
- * here (rax 0), never this pair. */
-static void keep_syscall_going(pid_t tid)
+ * return EINTR to the program, make the kernel re-issue it when the thread
+ * resumes instead (with its original arguments: a timeout starts again),
+ * exactly as if we had never stopped it (kp_uregs_reissue: on x86-64 the
+ * restart code -ERESTARTNOHAND, which still returns EINTR if a signal
+ * handler runs first; on arm64 the call's registers put back). */
+static void keep_syscall_going(const struct tracee *t)
 {
+	struct kp_blocked_call c = { t->call_nr, t->call_arg0, t->call_pc };
 	struct kp_uregs r;
+	long nr;
 
-	if (kp_uregs_get(tid, &r))
+	if (kp_uregs_get(t->tid, &r) || !kp_uregs_eintr_call(&r, &c, &nr) || !eintr_on_stop(nr))
 		return;
-	if (kp_uregs_syscall(&r) < 0 || kp_uregs_ret(&r) != -EINTR ||
-	    !eintr_on_stop(kp_uregs_syscall(&r)))
+	kp_uregs_reissue(&r, &c);
+	kp_uregs_set(t->tid, &r);
+}
+
+/* Where the kernel forgets a call our stop interrupts (kp_ptrace.h), the
+ * call thread t of pid is blocked in, from /proc (a thread that is running
+ * or not in a call: none). */
+static void note_blocked_call(pid_t pid, struct tracee *t)
+{
+	char path[96], line[256];
+	unsigned long long a[8];
+	long nr;
+	FILE *f;
+
+	t->call_nr = -1;
+	if (!KP_NOTE_BLOCKED_CALLS)
 		return;
-	kp_uregs_set_ret(&r, -ERESTARTNOHAND);
-	kp_uregs_set(tid, &r);
+	snprintf(path, sizeof(path), "/proc/%d/task/%d/syscall", (int)pid, (int)t->tid);
+	f = fopen(path, "re");
+	if (!f)
+		return;
+	if (fgets(line, sizeof(line), f) &&
+	    sscanf(line, "%ld %llx %llx %llx %llx %llx %llx %llx %llx", &nr, &a[0], &a[1], &a[2],
+		   &a[3], &a[4], &a[5], &a[6], &a[7]) == 9 && nr >= 0) {
+		t->call_nr = nr;
+		t->call_arg0 = a[0];
+		t->call_pc = a[7];
+	}
+	fclose(f);
+}
+
+/* Stops thread t of ts (PTRACE_INTERRUPT), its blocked call noted first. */
+static void interrupt(struct tracee_set *ts, struct tracee *t)
+{
+	note_blocked_call(ts->pid, t);
+	ptrace(PTRACE_INTERRUPT, t->tid, 0, 0);
 }
 
 static void adopt_clone(struct tracee_set *ts, pid_t parent);
@@ -160,7 +190,7 @@ static int wait_held(struct tracee_set *ts, int i, unsigned long long deadline)
 				break;
 			}
 			ts->v[i].stopped = true;
-			keep_syscall_going(tid);
+			keep_syscall_going(&ts->v[i]);
 			return 0;
 		case STOP_SIGNAL:
 			ptrace(PTRACE_CONT, tid, 0, (void *)(long)sig);
@@ -186,7 +216,7 @@ void tracee_release(struct tracee_set *ts)
 			continue;
 		/* Only a stopped tracee can be detached. */
 		if (!ts->v[i].stopped) {
-			ptrace(PTRACE_INTERRUPT, ts->v[i].tid, 0, 0);
+			interrupt(ts, &ts->v[i]);
 			wait_held(ts, i, deadline);
 		}
 		if (!ts->v[i].gone)
@@ -286,7 +316,7 @@ static int seize_listed(struct tracee_set *ts, pid_t except)
 			added = -ENOMEM;
 			break;
 		}
-		ptrace(PTRACE_INTERRUPT, tid, 0, 0);
+		interrupt(ts, &ts->v[ts->n - 1]);
 		added++;
 	}
 	closedir(d);
@@ -338,7 +368,7 @@ static int seize_one(struct tracee_set *ts, pid_t tid)
 		ptrace(PTRACE_DETACH, tid, 0, 0);
 		return -ENOMEM;
 	}
-	ptrace(PTRACE_INTERRUPT, tid, 0, 0);
+	interrupt(ts, &ts->v[ts->n - 1]);
 	return wait_held(ts, ts->n - 1, now_ns() + HOLD_TIMEOUT_NS);
 }
 
@@ -455,7 +485,7 @@ void tracee_detach_one(struct tracee_set *ts, pid_t tid)
 		return;
 	i = (int)(t - ts->v);
 	if (!t->stopped) {
-		ptrace(PTRACE_INTERRUPT, tid, 0, 0);
+		interrupt(ts, t);
 		wait_held(ts, i, now_ns() + HOLD_TIMEOUT_NS);
 	}
 	if (!ts->v[i].gone)
@@ -473,7 +503,7 @@ int tracee_hold_one(struct tracee_set *ts, pid_t tid)
 	if (t->stopped)
 		return 0;
 	i = (int)(t - ts->v);
-	ptrace(PTRACE_INTERRUPT, tid, 0, 0);
+	interrupt(ts, t);
 	wait_held(ts, i, now_ns() + HOLD_TIMEOUT_NS);
 	return ts->v[i].gone ? -ESRCH : ts->v[i].stopped ? 0 : -ETIMEDOUT;
 }

@@ -10,6 +10,10 @@ struct tracee {
 	pid_t tid;
 	bool stopped;		/* in a ptrace stop we caused */
 	bool gone;		/* exited */
+	/* The system call it was blocked in when we last stopped it (where
+	 * the architecture needs the note, kp_ptrace.h): nr -1 none. */
+	long call_nr;
+	uint64_t call_arg0, call_pc;
 };
 
 struct tracee_set {

@@ -82,6 +82,38 @@ static inline uint32_t kp_peek_insn(pid_t tid, uint64_t addr)
 	return (uint32_t)((unsigned long)w >> (addr & 4 ? 32 : 0));
 }
 
+/* The call a thread was blocked in before our stop, as
+ * /proc/PID/task/TID/syscall showed it (nr -1: none, or unknown). */
+struct kp_blocked_call {
+	long nr;
+	uint64_t arg0, pc;
+};
+
+/* When our stop makes a call return EINTR, the kernel has forgotten the
+ * call and its x0 by the time we see the thread: the tracee code notes
+ * the blocked call of each thread before stopping it. */
+#define KP_NOTE_BLOCKED_CALLS 1
+
+/* Our stop made the noted call c return EINTR: x0 -EINTR, the pc just
+ * after the SVC the call was made by, x8 still its number.  Its number in
+ * *nr.  A call that ended with EINTR because a handler ran shows the
+ * handler's registers, never this. */
+static inline bool kp_uregs_eintr_call(const struct kp_uregs *u, const struct kp_blocked_call *c,
+				       long *nr)
+{
+	*nr = c->nr;
+	return c->nr >= 0 && kp_uregs_ret(u) == -EINTR && u->r.pc == c->pc &&
+	       (long)u->r.regs[8] == c->nr;
+}
+
+/* The call made again when the thread resumes: its first argument back,
+ * the pc on its SVC (x1..x5 and x8 are as they were). */
+static inline void kp_uregs_reissue(struct kp_uregs *u, const struct kp_blocked_call *c)
+{
+	u->r.regs[0] = c->arg0;
+	u->r.pc = c->pc - 4;
+}
+
 /* Whether the thread was stopped while blocked in a system call: the pc
  * is on the SVC again (a restart is pending), or just after one with x0
  * -EINTR. */

@@ -47,6 +47,36 @@ static inline uint64_t kp_uregs_ip(const struct kp_uregs *u)
 	return u->r.rip;
 }
 
+/* The call a thread was blocked in before our stop, as
+ * /proc/PID/task/TID/syscall showed it (nr -1: none, or unknown). */
+struct kp_blocked_call {
+	long nr;
+	uint64_t arg0, pc;
+};
+
+/* x86-64 needs no note: at the stop the thread is still in its call. */
+#define KP_NOTE_BLOCKED_CALLS 0
+
+#define KP_ERESTARTNOHAND 514	/* the kernel's: restart unless a handler runs */
+
+/* Our stop made the call return EINTR to the program: make it return
+ * -ERESTARTNOHAND instead, which the kernel turns into a re-issue when the
+ * thread resumes (its registers still name the call).  The call's number
+ * in *nr; false when u is not such a call. */
+static inline bool kp_uregs_eintr_call(const struct kp_uregs *u, const struct kp_blocked_call *c,
+				       long *nr)
+{
+	(void)c;
+	*nr = kp_uregs_syscall(u);
+	return *nr >= 0 && kp_uregs_ret(u) == -EINTR;
+}
+
+static inline void kp_uregs_reissue(struct kp_uregs *u, const struct kp_blocked_call *c)
+{
+	(void)c;
+	kp_uregs_set_ret(u, -KP_ERESTARTNOHAND);
+}
+
 /* Whether the thread was stopped while blocked in a system call: the
  * call returns a restart code, or EINTR. */
 static inline bool kp_uregs_blocked_in_syscall(pid_t tid, const struct kp_uregs *u)
