@@ -151,6 +151,23 @@ static int t_emit(int type, uint32_t id, const void *data, size_t len, void *arg
 	case LANG_EV_TIME:
 		append(e, "<time>");
 		break;
+	case LANG_EV_JOIN: {
+		uint64_t n;
+
+		cr_assert_eq(len, LANG_JOIN_REC);
+		memcpy(&n, data, 8);
+		cr_assert_leq(n, LANG_JOIN_MAX);
+		snprintf(buf, sizeof(buf), "<join %lu", (unsigned long)n);
+		append(e, buf);
+		for (uint64_t i = 0; i < n; i++) {
+			append(e, i ? lang_image_str(&e->img, e->img.fmts[id].fmt) : " ");
+			snprintf(buf, sizeof(buf), "%.*s", LANG_STRLEN,
+				 (const char *)data + 8 + i * LANG_STRLEN);
+			append(e, buf);
+		}
+		append(e, ">");
+		break;
+	}
 	case LANG_EV_CAT:
 	case LANG_EV_SYSTEM:
 		cr_assert_geq(lang_format_printf(&e->img, id, data, len, &fmt_ops, buf, sizeof(buf)), 0);
@@ -1294,6 +1311,45 @@ Test(lang_errors, cat_and_system)
 	cr_assert_eq(li.fmts[0].nargs, 2);
 	cr_assert_str_eq(lang_image_str(&li, li.fmts[1].fmt), "/proc/%d/comm");
 	free(img);
+}
+
+/* join(): the array's strings up to its NULL (at most LANG_JOIN_MAX, each
+ * cut to LANG_STRLEN - 1 bytes), an unreadable array an empty join. */
+Test(lang_vm, join_arrays)
+{
+	static char longs[LANG_STRLEN + 20];
+	char *words[] = { "one", "two words", "", "three", NULL, "after" };
+	char *many[LANG_JOIN_MAX + 5], *cut[] = { longs, NULL };
+	struct env *e = compile("uprobe:a:f { join(arg0); join(arg0, \"--\"); }");
+
+	for (int i = 0; i < LANG_JOIN_MAX + 4; i++)
+		many[i] = "x";
+	many[LANG_JOIN_MAX + 4] = NULL;
+	memset(longs, 'L', sizeof(longs) - 1);
+	e->regs.di = (uint64_t)(uintptr_t)words;
+	cr_assert_eq(run(e, 0), 0);
+	cr_assert_str_eq(e->out, "<join 4 one two words  three><join 4 one--two words----three>");
+	e->outlen = 0;
+	e->out[0] = 0;
+	e->regs.di = (uint64_t)(uintptr_t)many;
+	cr_assert_eq(run(e, 0), 0);
+	cr_assert(!strncmp(e->out, "<join 16 x x x", 14), "%s", e->out);
+	e->outlen = 0;
+	e->out[0] = 0;
+	e->regs.di = 8;		/* unreadable */
+	cr_assert_eq(run(e, 0), 0);
+	cr_assert_str_eq(e->out, "<join 0><join 0>");
+	e->outlen = 0;
+	e->out[0] = 0;
+	e->regs.di = (uint64_t)(uintptr_t)cut;
+	cr_assert_eq(run(e, 0), 0);
+	cr_assert_eq(strlen(e->out), 2 * (strlen("<join 1 >") + LANG_STRLEN - 1), "%s", e->out);
+	env_free(e);
+	expect_error_has("BEGIN { join(1, 2); }", "join() expects a string literal (integer provided)");
+	expect_error_has("BEGIN { join(\"a\"); }", "join() only supports int or pointer arguments (string provided)");
+	expect_error_has("BEGIN { join(); }", "join() requires at least one argument (0 provided)");
+	expect_error_has("BEGIN { join(0, \",\", 3); }", "join() takes up to 2 arguments (3 provided)");
+	expect_error_has("BEGIN { $x = join(0); }", "join() should not be used in an assignment or as a map key");
 }
 
 #ifdef __x86_64__
@@ -2511,7 +2567,7 @@ static const char *const corpus[] = {
 	"uprobe:a:f { @b[buf(arg0, arg1)] = count(); printf(\"%r %rx %rh %s\\n\", buf(\"ab\", 2), buf(arg0, 3),"
 	" buf(arg0, arg2), strftime(\"%H\", nsecs)); @t = strftime(\"%f\", arg2); @s = strncmp(str(arg0),"
 	" \"x\", 1) + sizeof(comm) + reg(\"sp\") + sarg1 + gid + rand + numaid;"
-	" cat(\"/proc/%d/stat\", pid); }",
+	" cat(\"/proc/%d/stat\", pid); join(arg3, \",\"); }",
 };
 
 static void *compile_corpus(size_t i, size_t *len)
@@ -2632,6 +2688,31 @@ Test(lang_verify, rejects_bad_register_reads)
 	in->imm = 2;
 	cr_assert_eq(load_copy(img, len, why), -EINVAL, "a bad flag");
 	in->imm = 1;
+	cr_assert_eq(load_copy(img, len, why), 0, "%s", why);
+	free(img);
+}
+
+/* join(): its record exactly LANG_JOIN_REC bytes, its delimiter a format. */
+Test(lang_verify, rejects_bad_joins)
+{
+	static const char prog[] = "uprobe:a:f { join(arg0, \",\"); }";
+	struct lang_error err;
+	struct lang_insn *in, save;
+	void *img = NULL;
+	char why[256];
+	size_t len;
+
+	cr_assert_eq(lang_compile(prog, NULL, &img, &len, &err), 0, "%s", err.text);
+	cr_assert_eq(load_copy(img, len, why), 0, "%s", why);
+	in = find_op(img, LANG_OP_EMIT);
+	save = *in;
+	cr_assert_eq(in->dst, LANG_EV_JOIN);
+	in->imm = (int64_t)((uint64_t)(uint32_t)save.imm | ((uint64_t)(LANG_JOIN_REC - 8) << 32));
+	cr_assert_eq(load_copy(img, len, why), -EINVAL, "a short record");
+	*in = save;
+	in->aux = 500;
+	cr_assert_eq(load_copy(img, len, why), -EINVAL, "a bad delimiter format");
+	*in = save;
 	cr_assert_eq(load_copy(img, len, why), 0, "%s", why);
 	free(img);
 }

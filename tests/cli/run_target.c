@@ -49,6 +49,12 @@ PROBED void run_tick(long n)
 	run_sink += n;
 }
 
+/* A NULL-terminated array of strings, as argv (join()). */
+PROBED void run_argv(char **v)
+{
+	run_sink += v[0] != NULL;
+}
+
 /* Eight arguments: the last two on the stack (x86-64), sarg0 and sarg1. */
 PROBED long run_many(long a, long b, long c, long d, long e, long f, long g, long h)
 {
@@ -259,12 +265,24 @@ int main(int argc, char **argv)
 		run_sdt(a, b);
 		return 0;
 	}
+	if (!strcmp(mode, "argv")) {	/* three arrays: words, 20 strings, none */
+		char *words[] = { "one", "two words", "", "three", NULL, "after" };
+		char *many[21], *none[] = { NULL };
+
+		for (int i = 0; i < 20; i++)
+			many[i] = i % 2 ? "odd" : "even";
+		many[20] = NULL;
+		run_argv(words);
+		run_argv(many);
+		run_argv(none);
+		return 0;
+	}
 	if (!strcmp(mode, "many")) {	/* many N: run_many(i, .., i + 7) for i in 0..N-1 */
 		for (long i = 0; i < a; i++)
 			run_many(i, i + 1, i + 2, i + 3, i + 4, i + 5, i + 6, i + 7);
 		return 0;
 	}
 	fputs("usage: run_target calls N | names | threads T N | sigthreads T N K | recurse N |"
-	      " check | signal | ticks N MS | sdt N [MS] | many N\n", stderr);
+	      " check | signal | ticks N MS | sdt N [MS] | many N | argv\n", stderr);
 	return 64;
 }

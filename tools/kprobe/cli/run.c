@@ -1008,6 +1008,40 @@ static void event_system(struct session *s, const struct trace_event *ev)
 	free(text);
 }
 
+/* join(ARRAY[, DELIM]): the array's strings joined by the delimiter, one
+ * line.  The count came from the target: bounded here. */
+static void event_join(struct session *s, const struct trace_event *ev)
+{
+	struct run_program *p = s->opts->prog;
+	char line[LANG_JOIN_REC + LANG_JOIN_MAX * 64 + 2];
+	const char *delim;
+	size_t len = 0;
+	uint64_t n;
+
+	if (ev->prog_id >= p->img.hdr->nfmts || ev->textlen != LANG_JOIN_REC)
+		return;
+	delim = lang_image_str(&p->img, p->img.fmts[ev->prog_id].fmt);
+	memcpy(&n, ev->text, 8);
+	if (n > LANG_JOIN_MAX)
+		n = LANG_JOIN_MAX;
+	for (uint64_t i = 0; i < n; i++) {
+		const char *str = (const char *)ev->text + 8 + i * LANG_STRLEN;
+		size_t sl = strnlen(str, LANG_STRLEN), dl = strnlen(delim, 63);
+
+		if (i && len + dl < sizeof(line)) {
+			memcpy(line + len, delim, dl);
+			len += dl;
+		}
+		if (len + sl < sizeof(line)) {
+			memcpy(line + len, str, sl);
+			len += sl;
+		}
+	}
+	line[len++] = '\n';
+	line[len] = '\0';
+	put_text(s, "join", line, len);
+}
+
 /* time(FMT): the tool's local time when it handles the event, as
  * bpftrace formats it when it handles its own. */
 static void event_time(struct session *s, const struct trace_event *ev)
@@ -1090,6 +1124,9 @@ static void prog_event(void *arg, const struct trace_event *ev)
 		break;
 	case LANG_EV_SYSTEM:
 		event_system(s, ev);
+		break;
+	case LANG_EV_JOIN:
+		event_join(s, ev);
 		break;
 	case LANG_EV_EXIT:
 		p->exited = true;

@@ -370,7 +370,7 @@ static int agg_kind(const char *name)
 
 /* Functions bpftrace has and this runtime does not. */
 static const char *const unsupported_funcs[] = {
-	"kstack", "ksym", "kaddr", "uaddr", "join", "ntop",
+	"kstack", "ksym", "kaddr", "uaddr", "ntop",
 	"cgroupid", "macaddr", "offsetof",
 	"path", "skboutput", "pton", "kptr", "uptr", "bswap", "cgroup_path", "strerror",
 	"percpu_kaddr", "len", "has_key", "unwatch", "debugf", "printv",
@@ -1453,6 +1453,30 @@ static int check_printf(struct checker *c, struct node *n)
 	return 0;
 }
 
+/* join(ARRAY[, DELIM]): the strings of a NULL-terminated array of
+ * pointers (argv-like), joined by DELIM (a string literal, " " by
+ * default) into one output line. */
+static int check_join(struct checker *c, struct node *n)
+{
+	char tn[64];
+
+	if (need_args(c, n, 1, 2) || check_expr(c, n->args[0]))
+		return -1;
+	if (!is_int(n->args[0]) && !c->collect) {
+		type_kind_name(&n->args[0]->type, tn, sizeof(tn));
+		prog_error(c->p, n->loc, "join() only supports int or pointer arguments (%s provided)", tn);
+		return -1;
+	}
+	if (n->nargs == 2 && n->args[1]->kind != N_STR) {
+		if (check_expr(c, n->args[1]))
+			return -1;
+		type_kind_name(&n->args[1]->type, tn, sizeof(tn));
+		prog_error(c->p, n->loc, "join() expects a string literal (%s provided)", tn);
+		return -1;
+	}
+	return 0;
+}
+
 /* strncmp(a, b, N): 0 when the strings' first N bytes (up to their ends)
  * are equal, else 1, as bpftrace; N an integer literal. */
 static int check_strncmp(struct checker *c, struct node *n)
@@ -1854,6 +1878,11 @@ static int check_call(struct checker *c, struct node *n, int as_stmt)
 		n->type.kind = perf ? LANG_T_USTACK_PERF : LANG_T_USTACK;
 		n->type.size = 8 + 8 * LANG_USTACK_MAX;
 		return 0;
+	}
+	if (!strcmp(f, "join")) {
+		if (!as_stmt)
+			goto non_value;
+		return check_join(c, n);
 	}
 	if (!strcmp(f, "strncmp"))
 		return check_strncmp(c, n);

@@ -680,6 +680,43 @@ static int gen_record(struct gen *g, struct node *call, const char *fmt, size_t 
 		    (int64_t)((uint64_t)(uint32_t)rec | ((uint64_t)size << 32))) < 0 ? -1 : 0;
 }
 
+/* join(ARRAY[, DELIM]): up to LANG_JOIN_MAX pointers read from ARRAY,
+ * the first NULL (or unreadable) one ending it, each string read into the
+ * record after the count; the tool joins them with DELIM, the record's
+ * format. */
+static int gen_join(struct gen *g, struct node *n)
+{
+	const char *delim = n->nargs == 2 ? n->args[1]->name : " ";
+	size_t dlen = n->nargs == 2 ? n->args[1]->slen : 1;
+	int size, id = add_fmt(g, delim, dlen, NULL, 0, n->loc, &size), ends[LANG_JOIN_MAX];
+	int rec = tmp_stack(g, LANG_JOIN_REC, n->loc), cnt = tmp_reg(g, n->loc);
+	int at = tmp_reg(g, n->loc), ptr = tmp_reg(g, n->loc), eight = tmp_reg(g, n->loc);
+	struct val base;
+
+	if (id < 0 || rec < 0 || cnt < 0 || at < 0 || ptr < 0 || eight < 0 ||
+	    gen_expr(g, n->args[0], &base))
+		return -1;
+	if (emit(g, LANG_OP_STZERO, 0, 0, 0, (uint32_t)rec, LANG_JOIN_REC) < 0 ||
+	    emit(g, LANG_OP_MOV, at, base.reg, 0, 0, 0) < 0 ||
+	    emit(g, LANG_OP_MOVI, eight, 0, 0, 0, 8) < 0)
+		return -1;
+	for (int k = 0; k < LANG_JOIN_MAX; k++) {
+		if (emit(g, LANG_OP_LOAD, ptr, at, 0, 8, 0) < 0)
+			return -1;
+		ends[k] = emit_jump(g, LANG_OP_JZ, ptr);
+		if (ends[k] < 0 ||
+		    emit(g, LANG_OP_STR, 0, ptr, 0, (uint32_t)(rec + 8 + k * LANG_STRLEN), LANG_STRLEN) < 0 ||
+		    emit(g, LANG_OP_MOVI, cnt, 0, 0, 0, k + 1) < 0 ||
+		    emit(g, LANG_OP_STST, 0, cnt, 0, (uint32_t)rec, 0) < 0 ||
+		    emit(g, LANG_OP_ADD, at, at, eight, 0, 0) < 0)
+			return -1;
+	}
+	for (int k = 0; k < LANG_JOIN_MAX; k++)
+		patch(g, ends[k], g->n);
+	return emit(g, LANG_OP_EMIT, LANG_EV_JOIN, 0, 0, (uint32_t)id,
+		    (int64_t)((uint64_t)(uint32_t)rec | ((uint64_t)LANG_JOIN_REC << 32))) < 0 ? -1 : 0;
+}
+
 static int gen_call_stmt(struct gen *g, struct node *n)
 {
 	struct val a;
@@ -730,6 +767,8 @@ static int gen_call_stmt(struct gen *g, struct node *n)
 	}
 	if (!strcmp(f, "exit"))
 		return emit(g, LANG_OP_EXIT, 0, 0, 0, 0, 0) < 0 ? -1 : 0;
+	if (!strcmp(f, "join"))
+		return gen_join(g, n);
 	if (!strcmp(f, "signal") || !strcmp(f, "override")) {
 		if (gen_expr(g, n->args[0], &a))
 			return -1;

@@ -484,7 +484,15 @@ enum lang_event {
 	LANG_EV_CAT,		/* cat(): id: fmt index; data: its argument record;
 				   the tool prints the file the format names */
 	LANG_EV_SYSTEM,		/* system(): the same; the tool runs the command */
+	LANG_EV_JOIN,		/* join(): id: fmt index of the delimiter; data:
+				   LANG_JOIN_REC bytes, a u64 count then that many
+				   strings of LANG_STRLEN bytes */
 };
+
+/* join(ARRAY): at most this many strings of the array, each cut to
+ * LANG_STRLEN - 1 bytes. */
+#define LANG_JOIN_MAX		16
+#define LANG_JOIN_REC		(8 + LANG_JOIN_MAX * LANG_STRLEN)
 
 struct lang_ctx;
 

@@ -372,6 +372,10 @@ static int check_insn(struct vctx *v, uint32_t pc)
 			return 0;
 		case LANG_EV_TIME:
 			return in->aux < img->hdr->nfmts ? 0 : bad(v, "insn %u: bad format", pc);
+		case LANG_EV_JOIN:
+			if (in->aux >= img->hdr->nfmts || hi != LANG_JOIN_REC)
+				return bad(v, "insn %u: bad join", pc);
+			return 0;
 		case LANG_EV_PRINT_MAP:
 			if (hi != 16)
 				return bad(v, "insn %u: bad print arguments", pc);
