@@ -2667,18 +2667,27 @@ static struct lang_insn *find_op(void *img, int op)
 	return NULL;
 }
 
+/* prog compiled, and its image accepted by the verifier. */
+static void *compile_verified(const char *prog, size_t *len)
+{
+	struct lang_error err;
+	void *img = NULL;
+	char why[256];
+
+	cr_assert_eq(lang_compile(prog, NULL, &img, len, &err), 0, "%s", err.text);
+	cr_assert_eq(load_copy(img, *len, why), 0, "%s", why);
+	return img;
+}
+
 /* reg(): a word of pt_regs, aligned and inside it. */
 Test(lang_verify, rejects_bad_register_reads)
 {
 	static const char prog[] = "uprobe:a:f { @ = reg(\"sp\"); }";
-	struct lang_error err;
 	struct lang_insn *in;
-	void *img = NULL;
 	char why[256];
 	size_t len;
+	void *img = compile_verified(prog, &len);
 
-	cr_assert_eq(lang_compile(prog, NULL, &img, &len, &err), 0, "%s", err.text);
-	cr_assert_eq(load_copy(img, len, why), 0, "%s", why);
 	in = find_op(img, LANG_OP_REG);
 	in->aux += 4;
 	cr_assert_eq(load_copy(img, len, why), -EINVAL, "an unaligned register read");
@@ -2696,14 +2705,11 @@ Test(lang_verify, rejects_bad_register_reads)
 Test(lang_verify, rejects_bad_joins)
 {
 	static const char prog[] = "uprobe:a:f { join(arg0, \",\"); }";
-	struct lang_error err;
 	struct lang_insn *in, save;
-	void *img = NULL;
 	char why[256];
 	size_t len;
+	void *img = compile_verified(prog, &len);
 
-	cr_assert_eq(lang_compile(prog, NULL, &img, &len, &err), 0, "%s", err.text);
-	cr_assert_eq(load_copy(img, len, why), 0, "%s", why);
 	in = find_op(img, LANG_OP_EMIT);
 	save = *in;
 	cr_assert_eq(in->dst, LANG_EV_JOIN);
@@ -2721,14 +2727,11 @@ Test(lang_verify, rejects_bad_joins)
 Test(lang_verify, rejects_bad_buffers)
 {
 	static const char prog[] = "uprobe:a:f { @m = buf(arg0, arg1); @s = buf(\"ab\", 2); }";
-	struct lang_error err;
 	struct lang_insn *in, save;
-	void *img = NULL;
 	char why[256];
 	size_t len;
+	void *img = compile_verified(prog, &len);
 
-	cr_assert_eq(lang_compile(prog, NULL, &img, &len, &err), 0, "%s", err.text);
-	cr_assert_eq(load_copy(img, len, why), 0, "%s", why);
 	in = find_op(img, LANG_OP_BUF);
 	save = *in;
 	cr_assert_eq(in->imm, -1, "the first reads memory");

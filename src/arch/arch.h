@@ -143,11 +143,10 @@ struct kp_thread;
 /* fn(a, b) with the vector and x87 state saved around it. */
 int kp_call_fpu_saved(int (*fn)(void *, void *), void *a, void *b);
 #ifdef ARCH_HAS_RETURN_VECTOR_REGS
-/* The same, with the saved state noted in t for kprobes_vector_reg() as
- * regs' for as long as fn runs (a return handler: the registers at the
- * return, the return value in xmm0). */
-int kp_call_fpu_noted(struct kp_thread *t, int (*fn)(void *, void *), void *a,
-		      struct pt_regs *regs);
+/* The same code under the name that says fn also gets the saved image,
+ * in the layout arch_fpu_image_layout() names (kp_thread.vec_layout). */
+int kp_call_fpu_image(int (*fn)(void *, void *, const void *), void *a, void *b);
+unsigned int arch_fpu_image_layout(void);
 #endif
 
 /* Per-instance return stubs with unwind information (see retstub.c). */

@@ -489,8 +489,33 @@ static void fatal_no_instance(void)
 	abort();
 }
 
+#ifdef ARCH_HAS_RETURN_VECTOR_REGS
+struct noted_call {
+	struct kp_thread *t;
+	int (*fn)(void *, void *);
+	void *a;
+};
+
+/* Runs with the vector state saved: the note for kprobes_vector_reg() set
+ * before the handler, cleared after (no other hit can change it
+ * meanwhile: the thread is in a handler, any probe it hits is missed). */
+static int call_noted(void *arg, void *regs, const void *image)
+{
+	struct noted_call *c = arg;
+	int rc;
+
+	c->t->vec_area = image;
+	c->t->vec_layout = arch_fpu_image_layout();
+	__atomic_store_n(&c->t->vec_regs, regs, __ATOMIC_RELAXED);
+	rc = c->fn(c->a, regs);
+	__atomic_store_n(&c->t->vec_regs, NULL, __ATOMIC_RELAXED);
+	return rc;
+}
+#endif
+
 /* A handler that may change vector state, called with it saved; one that
- * asked for kprobes_vector_reg() also finds it there. */
+ * asked for kprobes_vector_reg() also finds it there (the registers at
+ * the return: a floating-point return value). */
 static void call_fpu_saved(struct kp_thread *t, struct kp_ri *ri, struct kretprobe *rp,
 			   struct pt_regs *regs)
 {
@@ -498,7 +523,9 @@ static void call_fpu_saved(struct kp_thread *t, struct kp_ri *ri, struct kretpro
 
 #ifdef ARCH_HAS_RETURN_VECTOR_REGS
 	if (rp->kp.flags & KPROBE_FLAG_VECTOR_REGS) {
-		kp_call_fpu_noted(t, fn, &ri->pub, regs);
+		struct noted_call c = { .t = t, .fn = fn, .a = &ri->pub };
+
+		kp_call_fpu_image(call_noted, &c, regs);
 		return;
 	}
 #endif

@@ -22,10 +22,6 @@ void a64_copy_bytes(void *dst, const void *src, size_t n);
  * record has them. */
 #define KP_VEC_FPSIMD 0
 
-/* kp_call_fpu_saved()'s code (trampoline.S), which also hands fn the
- * saved V registers (q0..q31, KP_VEC_FPSIMD) as its third argument. */
-int kp_call_fpu_image(int (*fn)(void *, void *, const void *), void *a, void *b);
-
 /* v0 of the FP/SIMD record of a signal frame's context, or NULL when it
  * has none. */
 const void *a64_sigframe_vregs(const ucontext_t *uc);

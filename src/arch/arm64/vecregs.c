@@ -7,8 +7,8 @@
  * registers in the thread record (vec_regs, vec_area, vec_layout) while its
  * handlers run.  A return handler of a probe registered with
  * KPROBE_FLAG_VECTOR_REGS runs with the V registers saved around it and
- * noted the same way (kp_call_fpu_noted).  General registers only, as
- * the hit path. */
+ * noted the same way (kretprobe.c).  General registers only, as the hit
+ * path. */
 #include "asm/hitpath.h"
 
 #include <errno.h>
@@ -49,36 +49,11 @@ const void *a64_sigframe_vregs(const ucontext_t *uc)
 	return NULL;
 }
 
-struct noted_call {
-	struct kp_thread *t;
-	int (*fn)(void *, void *);
-	void *a;
-};
-
-/* Runs with the V registers saved: the note set before the handler,
- * cleared after (no other hit of this thread runs handlers meanwhile:
- * the thread is in a handler, any probe it hits is missed). */
-static int call_noted(void *arg, void *regs, const void *image)
+/* The image kp_call_fpu_image() hands its function (trampoline.S): the
+ * V registers, 16 bytes each, in order. */
+unsigned int arch_fpu_image_layout(void)
 {
-	struct noted_call *c = arg;
-	int rc;
-
-	c->t->vec_area = image;
-	c->t->vec_layout = KP_VEC_FPSIMD;
-	__atomic_store_n(&c->t->vec_regs, regs, __ATOMIC_RELAXED);
-	rc = c->fn(c->a, regs);
-	__atomic_store_n(&c->t->vec_regs, NULL, __ATOMIC_RELAXED);
-	return rc;
-}
-
-/* A return handler with the V registers as the function returned (v0:
- * a floating-point return value), kprobes_vector_reg()'s for regs. */
-int kp_call_fpu_noted(struct kp_thread *t, int (*fn)(void *, void *), void *a,
-		      struct pt_regs *regs)
-{
-	struct noted_call c = { .t = t, .fn = fn, .a = a };
-
-	return kp_call_fpu_image(call_noted, &c, regs);
+	return KP_VEC_FPSIMD;
 }
 
 KP_EXPORT int kprobes_vector_reg(const struct pt_regs *regs, unsigned int n, void *out, size_t len)

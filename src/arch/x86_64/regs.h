@@ -36,10 +36,6 @@ void regs_to_ucontext(const struct pt_regs *regs, ucontext_t *uc);
  * no xsave (fxsave then): detour.c. */
 extern unsigned int kp_xsave_size;
 
-/* kp_call_fpu_saved() (trampoline.S) under the name that says fn also
- * gets the saved image (layout KP_VEC_XSAVE with xsave, else
- * KP_VEC_FXSAVE). */
-int kp_call_fpu_image(int (*fn)(void *, void *, const void *), void *a, void *b);
 
 /* At jprobe_return() (rethook.c): the state of the jprobe's entry comes
  * back into uc; returns the address the probed instruction was at. */

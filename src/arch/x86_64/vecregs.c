@@ -64,32 +64,8 @@ KP_EXPORT int kprobes_vector_reg(const struct pt_regs *regs, unsigned int n, voi
 	return 0;
 }
 
-struct noted_call {
-	struct kp_thread *t;
-	int (*fn)(void *, void *);
-	void *a;
-};
-
-/* Runs on the saved state's far side: the note set before the handler,
- * cleared after (no other hit can change it meanwhile: the thread is in
- * a handler, any probe it hits is missed). */
-static int call_noted(void *arg, void *regs, const void *image)
+/* The image kp_call_fpu_image() hands its function (trampoline.S). */
+unsigned int arch_fpu_image_layout(void)
 {
-	struct noted_call *c = arg;
-	int rc;
-
-	c->t->vec_area = image;
-	c->t->vec_layout = kp_xsave_size ? KP_VEC_XSAVE : KP_VEC_FXSAVE;
-	__atomic_store_n(&c->t->vec_regs, regs, __ATOMIC_RELAXED);
-	rc = c->fn(c->a, regs);
-	__atomic_store_n(&c->t->vec_regs, NULL, __ATOMIC_RELAXED);
-	return rc;
-}
-
-int kp_call_fpu_noted(struct kp_thread *t, int (*fn)(void *, void *), void *a,
-		      struct pt_regs *regs)
-{
-	struct noted_call c = { .t = t, .fn = fn, .a = a };
-
-	return kp_call_fpu_image(call_noted, &c, regs);
+	return kp_xsave_size ? KP_VEC_XSAVE : KP_VEC_FXSAVE;
 }

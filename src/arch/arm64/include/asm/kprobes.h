@@ -48,7 +48,7 @@
 #define ARCH_WATCH_AFTER_ACCESS 0
 
 /* A return handler can be given the V registers at the return for
- * kprobes_vector_reg() (kp_call_fpu_noted(), vecregs.c). */
+ * kprobes_vector_reg() (kp_call_fpu_image(), noted by kretprobe.c). */
 #define ARCH_HAS_RETURN_VECTOR_REGS 1
 
 struct xol_slot;

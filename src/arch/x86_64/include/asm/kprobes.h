@@ -39,7 +39,7 @@
 #define ARCH_OPT_CENSUS_MAX (2 + KP_MAX_INSN + 4 + 16)
 
 /* A return handler can be given the vector state at the return for
- * kprobes_vector_reg() (kp_call_fpu_noted(), vecregs.c). */
+ * kprobes_vector_reg() (kp_call_fpu_image(), noted by kretprobe.c). */
 #define ARCH_HAS_RETURN_VECTOR_REGS 1
 
 /* Jump optimization (arch_opt_*, detours) is implemented. */
