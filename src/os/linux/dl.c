@@ -1,12 +1,27 @@
 /* Unloading of shared objects: probes on an object that dlclose() unmapped
  * become [GONE]. */
 #include <dlfcn.h>
+#include <gnu/lib-names.h>
 #include <stdlib.h>
 
 #define KP_EXPORT __attribute__((visibility("default")))
 
+#include "os/linux/loader.h"
 #include "os/linux/threads.h"
 #include "os/linux/upcalls.h"
+
+void *kp_next_symbol(const char *name, const char *lib)
+{
+	void *fn = dlsym(RTLD_NEXT, name), *h;
+
+	if (fn)
+		return fn;
+	/* the handle is kept: the object stays loaded as it was */
+	h = dlopen(lib, RTLD_LAZY | RTLD_NOLOAD);
+	if (!h)
+		h = dlopen(lib, RTLD_LAZY);
+	return h ? dlsym(h, name) : NULL;
+}
 
 KP_EXPORT int dlclose(void *handle)
 {
@@ -16,7 +31,7 @@ KP_EXPORT int dlclose(void *handle)
 
 	if (!real) {
 		t = kp_lib_code_begin();
-		real = (int (*)(void *))dlsym(RTLD_NEXT, "dlclose");
+		real = (int (*)(void *))kp_next_symbol("dlclose", LIBC_SO);
 		kp_lib_code_end(t);
 	}
 	if (!real)

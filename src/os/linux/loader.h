@@ -12,6 +12,14 @@
 int kp_dl_iterate_phdr(int (*fn)(struct dl_phdr_info *info, size_t size, void *arg),
 		       void *arg);
 
+/* The definition of name that the library's own, interposing one hides:
+ * the next after the library in the lookup order (RTLD_NEXT), or lib's
+ * own where none comes after it.  A program that preloads an object
+ * linked against libkprobes.so has the library looked up after its own
+ * dependencies, libc among them.  NULL when there is none.  Library code
+ * (kp_lib_code_begin()) around the call is the caller's. */
+void *kp_next_symbol(const char *name, const char *lib);
+
 /* For the fork handlers: held across fork(), released in parent and child.
  * A leaf: nothing is locked, and no dlopen() is done, under it. */
 void kp_loader_lock(void);

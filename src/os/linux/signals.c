@@ -4,11 +4,13 @@
 
 #include <dlfcn.h>
 #include <errno.h>
+#include <gnu/lib-names.h>
 #include <pthread.h>
 #include <string.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "os/linux/loader.h"
 #include "os/linux/sys.h"
 #include "os/linux/threads.h"
 
@@ -63,7 +65,7 @@ static attr_sigmask_fn real_attr_setsigmask;
 
 static void *next_symbol(const char *name)
 {
-	return dlsym(RTLD_NEXT, name);
+	return kp_next_symbol(name, LIBC_SO);
 }
 
 /* For the fork handlers (src/core/fork.c): a child never inherits prog_lock

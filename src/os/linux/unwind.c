@@ -18,6 +18,7 @@
 #include <stdint.h>
 #include <unwind.h>
 
+#include "os/linux/loader.h"
 #include "os/linux/threads.h"
 #include "os/linux/upcalls.h"
 
@@ -53,7 +54,7 @@ static void rehijack(void)
 static void *next_fn(const char *name)
 {
 	struct kp_thread *t = kp_lib_code_begin();
-	void *fn = dlsym(RTLD_NEXT, name);
+	void *fn = kp_next_symbol(name, "libgcc_s.so.1");
 
 	kp_lib_code_end(t);
 	if (!fn)
