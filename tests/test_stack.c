@@ -1025,13 +1025,13 @@ static void expect_same_tables(const char *path)
 	for (size_t i = 0; i < a.n && i < b.n; i++) {
 		const struct cfi_row *x = &a.rows[i], *y = &b.rows[i];
 
-		if (x->pc == y->pc && x->r.kind == y->r.kind && x->r.cfa_off == y->r.cfa_off &&
+		if (x->pc == y->pc && x->r.kind == y->r.kind && x->r.cfa8 == y->r.cfa8 &&
 		    x->r.bp8 == y->r.bp8 && x->r.ra8 == y->r.ra8)
 			continue;
 		if (diffs++ < 5)
 			cr_log_error("%s row %zu: libdw pc %#x kind %d cfa %d bp %d ra %d, interpreter "
 				     "pc %#x kind %d cfa %d bp %d ra %d", path, i, x->pc, x->r.kind,
-				     x->r.cfa_off, x->r.bp8, x->r.ra8, y->pc, y->r.kind, y->r.cfa_off,
+				     x->r.cfa8, x->r.bp8, x->r.ra8, y->pc, y->r.kind, y->r.cfa8,
 				     y->r.bp8, y->r.ra8);
 	}
 	cr_expect_eq(diffs, 0, "%s: %zu rows differ", path, diffs);

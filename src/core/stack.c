@@ -341,35 +341,36 @@ static const struct cfi_row *row_of(const struct stack_set *set, const struct st
 }
 
 /* A rule packed in a word, as the cache keeps it and the walk reads it:
- * the CFA offset in bits 0-15, bp8 in 16-23, the kind in 24-26, ra8 in
- * 27-31 (shifts and masks, where a bit-field structure would be packed
- * and unpacked through memory). */
+ * cfa8 in bits 0-12, bp8 in 13-20, the kind in 21-23, ra8 in 24-31
+ * (shifts and masks, where a bit-field structure would be packed and
+ * unpacked through memory). */
 typedef uint32_t rule_t;
 
 static inline rule_t rule_pack(struct cfi_rule r)
 {
-	return (uint16_t)r.cfa_off | (uint32_t)(uint8_t)r.bp8 << 16 | (uint32_t)r.kind << 24 |
-	       (uint32_t)r.ra8 << 27;
+	return ((uint32_t)r.cfa8 & 0x1fff) | (uint32_t)(uint8_t)r.bp8 << 13 |
+	       (uint32_t)r.kind << 21 | (uint32_t)r.ra8 << 24;
 }
 
 static inline unsigned int rule_kind(rule_t w)
 {
-	return (w >> 24) & 7;
+	return (w >> 21) & 7;
 }
 
+/* The CFA offset in bytes: cfa8 sign-extended from 13 bits, times 8. */
 static inline intptr_t rule_cfa_off(rule_t w)
 {
-	return (int16_t)(w & 0xffff);
+	return (intptr_t)((int32_t)(w << 19) >> 16);
 }
 
 static inline int rule_bp8(rule_t w)
 {
-	return (int8_t)((w >> 16) & 0xff);
+	return (int8_t)((w >> 13) & 0xff);
 }
 
 static inline unsigned int rule_ra8(rule_t w)
 {
-	return w >> 27;
+	return w >> 24;
 }
 
 static inline unsigned int slot_index(uintptr_t pc)

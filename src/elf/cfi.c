@@ -79,13 +79,14 @@ static bool words(long off, long lo, long hi, long *n)
 static struct cfi_rule lr_rule(const struct frame_rules *st)
 {
 	struct cfi_rule r = { .kind = CFI_EXPR, .bp8 = CFI_BP_LOST, .ra8 = 1 };
+	long w;
 
 	if (st->cfa_expr || st->cfa_reg != ARCH_DWARF_SP || st->fp.how != RULE_SAME ||
-	    st->cfa_off < INT16_MIN || st->cfa_off > INT16_MAX)
+	    !words(st->cfa_off, CFI_CFA8_MIN, CFI_CFA8_MAX, &w))
 		return r;
 	r.kind = CFI_LR;
 	r.bp8 = CFI_BP_SAME;
-	r.cfa_off = (int16_t)st->cfa_off;
+	r.cfa8 = (int32_t)w;
 	return r;
 }
 
@@ -109,18 +110,18 @@ static struct cfi_rule reduce(const struct frame_rules *st, bool signal)
 		r.kind = CFI_END;
 		return r;
 	}
-	if (st->ra.how != RULE_OFFSET || !words(-st->ra.off, 0, 31, &w))
+	if (st->ra.how != RULE_OFFSET || !words(-st->ra.off, 0, CFI_RA8_MAX, &w))
 		return r;
-	r.ra8 = (uint8_t)w;
+	r.ra8 = (uint32_t)w;
 	if (st->fp.how == RULE_SAME)
 		r.bp8 = CFI_BP_SAME;
 	else if (st->fp.how == RULE_OFFSET && words(st->fp.off, INT8_MIN + 1, INT8_MAX - 1, &w))
 		r.bp8 = (int8_t)w;
 	if (st->cfa_expr || (st->cfa_reg != ARCH_DWARF_SP && st->cfa_reg != ARCH_DWARF_FP) ||
-	    st->cfa_off < INT16_MIN || st->cfa_off > INT16_MAX)
+	    !words(st->cfa_off, CFI_CFA8_MIN, CFI_CFA8_MAX, &w))
 		return r;
 	r.kind = st->cfa_reg == ARCH_DWARF_SP ? CFI_SP : CFI_BP;
-	r.cfa_off = (int16_t)st->cfa_off;
+	r.cfa8 = (int32_t)w;
 	return r;
 }
 
@@ -134,7 +135,7 @@ struct row_vec {
 
 static bool same_rule(struct cfi_rule a, struct cfi_rule b)
 {
-	return a.kind == b.kind && a.cfa_off == b.cfa_off && a.bp8 == b.bp8 && a.ra8 == b.ra8;
+	return a.kind == b.kind && a.cfa8 == b.cfa8 && a.bp8 == b.bp8 && a.ra8 == b.ra8;
 }
 
 /* Appends the rule from file address pc on; a row at the same pc replaces

@@ -11,12 +11,12 @@
 /* What a row says about its frame. */
 enum cfi_kind {
 	CFI_NONE,	/* no call-frame information: frame pointers */
-	CFI_SP,		/* CFA = rsp + cfa_off */
-	CFI_BP,		/* CFA = rbp + cfa_off */
+	CFI_SP,		/* CFA = rsp + 8 * cfa8 */
+	CFI_BP,		/* CFA = rbp + 8 * cfa8 */
 	CFI_END,	/* the return address is undefined: outermost frame */
 	CFI_SIGNAL,	/* a signal frame (__restore_rt): registers in the ucontext at rsp */
 	CFI_EXPR,	/* a rule the rows cannot hold (DWARF expression): frame pointers */
-	CFI_LR,		/* CFA = rsp + cfa_off, the return address still in the link
+	CFI_LR,		/* CFA = rsp + 8 * cfa8, the return address still in the link
 			 * register (arm64: x30, at a function's first
 			 * instructions and in leaves), rbp kept */
 };
@@ -27,13 +27,18 @@ enum cfi_kind {
 
 /* How to find a frame's caller, 4 bytes: what a row says from its pc on,
  * and what the unwinder caches per return address (src/core/stack.c).
- * Offsets that do not fit (or are not multiples of 8 where kept in words)
- * make the rule CFI_EXPR. */
+ * Offsets are kept in words; one that does not fit, or is not a multiple
+ * of 8, makes the rule CFI_EXPR.  The return address's slot reaches 2 KiB
+ * below the CFA: arm64 code keeps x29 and x30 at the bottom of a frame,
+ * under its locals, so that offset is the frame's size there. */
+#define CFI_CFA8_MIN (-4096)
+#define CFI_CFA8_MAX 4095
+#define CFI_RA8_MAX 255
 struct cfi_rule {
-	int16_t cfa_off;	/* CFA = rsp or rbp + cfa_off */
-	int8_t bp8;		/* saved rbp at CFA + 8 * bp8, or CFI_BP_* */
-	uint8_t kind : 3;	/* enum cfi_kind */
-	uint8_t ra8 : 5;	/* the return address at CFA - 8 * ra8 */
+	int32_t cfa8 : 13;	/* CFA = rsp or rbp + 8 * cfa8 */
+	int32_t bp8 : 8;	/* saved rbp at CFA + 8 * bp8, or CFI_BP_* */
+	uint32_t kind : 3;	/* enum cfi_kind */
+	uint32_t ra8 : 8;	/* the return address at CFA - 8 * ra8 */
 };
 
 /* One row, 8 bytes: the rule from pc (an offset from the table's base) to
