@@ -2885,6 +2885,11 @@ void dwarf_inlines_resolve(struct cli_opts *o)
 				dbg_close(&d);
 			continue;
 		}
+		/* no string that could be the name: no walk over every DIE */
+		if (!dwarf_may_name(d.dw, globs, ng)) {
+			dbg_close(&d);
+			continue;
+		}
 		pts = calloc((size_t)ng, sizeof(*pts));
 		n = calloc((size_t)ng, sizeof(*n));
 		if (!pts || !n)

@@ -70,4 +70,10 @@ int dwarf_struct_field(const char *path, const char *sname, const char *field,
 		       unsigned int *offset, int *kind, int *size, bool *is_signed, char *inner,
 		       size_t innerlen, char *why, size_t whylen);
 
+/* dwarf_strings.c: whether any of dw's strings (its own, its dwz
+ * alternate's, inline names) holds the literal part of one of the globs;
+ * false means no DIE's name can match any of them. */
+typedef struct Dwarf Dwarf;
+bool dwarf_may_name(Dwarf *dw, const char *const *globs, int nglobs);
+
 #endif
