@@ -219,7 +219,7 @@ install-kprobe: $(B)/kprobe $(B)/libkprobe-agent.so $(B)/libkprobe-audit.so
 # sanitizers like every suite.
 KP_READER_SRC := $(addprefix $(KP_DIR)/cli/,session.c consumer.c record.c output.c output_summary.c \
 		   ctl_client.c escape.c run.c ldcache.c symbolize.c \
-		   stacks.c dwarf_vars.c usdt.c cxx_names.c) \
+		   stacks.c dwarf_vars.c dwarf_strings.c usdt.c cxx_names.c) \
 		   $(addprefix $(KP_DIR)/common/,spec.c proto.c elf_file.c debug_file.c) \
 		   $(KP_LANG_SRC) $(KP_USDT_ARCH_SRC)
 KP_READER_ASAN_OBJ := $(KP_READER_SRC:%.c=$(B)/kprobe-cli-asan/%.o)
