@@ -70,6 +70,7 @@ struct prog_run {
 
 static __thread pid_t tls_pid TLS, tls_tid TLS;
 static __thread uint64_t tls_rand TLS;
+static __thread unsigned int tls_rand_gen TLS;
 static __thread unsigned int tls_ids_gen TLS, tls_comm_gen TLS;
 static __thread char tls_comm[LANG_COMM_LEN] TLS;
 
@@ -117,13 +118,17 @@ int lang_ext_read(void *dst, uintptr_t src, size_t len, void *arg)
 }
 
 /* rand: xorshift64* per thread (bpftrace's is the kernel's per-processor
- * generator), seeded from the cycle counter and the thread's stack. */
-static uint64_t next_rand(void)
+ * generator), seeded from the cycle counter and the thread's stack once
+ * per thread and session: a fork child (a new session generation) does
+ * not repeat its parent's numbers. */
+static uint64_t next_rand(const struct agent_prog *p)
 {
 	uint64_t x = tls_rand;
 
-	if (!x)
+	if (!x || tls_rand_gen != p->gen) {
 		x = (kp_cycles() ^ ((uint64_t)(uintptr_t)&x << 16)) | 1;
+		tls_rand_gen = p->gen;
+	}
 	x ^= x >> 12;
 	x ^= x << 25;
 	x ^= x >> 27;
@@ -153,7 +158,7 @@ uint64_t lang_ext_get(int src, void *arg)
 	case LANG_SRC_GID:
 		return run->prog->gid;
 	case LANG_SRC_RAND:
-		return next_rand();
+		return next_rand(run->prog);
 	case LANG_SRC_NUMA:
 		return agent_numa_node(kp_cpu_id());
 	case LANG_SRC_CPID:

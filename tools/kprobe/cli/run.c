@@ -935,6 +935,20 @@ static void put_text(struct session *s, const char *type, const char *text, size
 		fwrite(text, 1, len, s->out.f);
 }
 
+/* All of f (up to CAT_MAX_BYTES) as put_text() puts it, f closed by
+ * close_fn (fclose, pclose). */
+static void put_stream(struct session *s, const char *type, FILE *f, int (*close_fn)(FILE *))
+{
+	size_t len = 0;
+	char *text = read_stream(f, CAT_MAX_BYTES, &len);
+
+	close_fn(f);
+	if (!text)
+		return;
+	put_text(s, type, text, len);
+	free(text);
+}
+
 static void event_printf(struct session *s, const struct trace_event *ev)
 {
 	struct run_program *p = s->opts->prog;
@@ -958,8 +972,7 @@ static void event_cat(struct session *s, const struct trace_event *ev)
 {
 	struct run_program *p = s->opts->prog;
 	struct lang_fmt_ops ops = fmt_ops(p);
-	char path[LINE_MAX_OUT], *text = NULL;
-	size_t len = 0;
+	char path[LINE_MAX_OUT];
 	FILE *f;
 
 	if (lang_format_printf(&p->img, ev->prog_id, ev->text, ev->textlen, &ops, path,
@@ -971,12 +984,7 @@ static void event_cat(struct session *s, const struct trace_event *ev)
 		fprintf(stderr, "ERROR: failed to open file '%s': %s\n", path, strerror(errno));
 		return;
 	}
-	text = read_stream(f, CAT_MAX_BYTES, &len);
-	fclose(f);
-	if (!text)
-		return;
-	put_text(s, "cat", text, len);
-	free(text);
+	put_stream(s, "cat", f, fclose);
 }
 
 /* system(FMT, ...) (--unsafe): the command run by /bin/sh when the tool
@@ -986,8 +994,7 @@ static void event_system(struct session *s, const struct trace_event *ev)
 {
 	struct run_program *p = s->opts->prog;
 	struct lang_fmt_ops ops = fmt_ops(p);
-	char cmd[LINE_MAX_OUT], *text;
-	size_t len = 0;
+	char cmd[LINE_MAX_OUT];
 	FILE *f;
 
 	if (!s->opts->unsafe ||
@@ -1000,12 +1007,7 @@ static void event_system(struct session *s, const struct trace_event *ev)
 		fprintf(stderr, "ERROR: system(\"%s\"): %s\n", cmd, strerror(errno));
 		return;
 	}
-	text = read_stream(f, CAT_MAX_BYTES, &len);
-	pclose(f);
-	if (!text)
-		return;
-	put_text(s, "syscall", text, len);
-	free(text);
+	put_stream(s, "syscall", f, pclose);
 }
 
 /* join(ARRAY[, DELIM]): the array's strings joined by the delimiter, one
