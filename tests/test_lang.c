@@ -484,10 +484,16 @@ Test(lang_errors, every_path_names_the_problem)
 		{ "BEGIN { printf(\"%r\\n\", buf(\"a\", \"b\")); }", "buf() expects an integer length (string provided)" },
 		{ "BEGIN { printf(\"%r\\n\", buf(ustack, 2)); }", "buf() expects an integer, a pointer or a string (ustack provided)" },
 		{ "BEGIN { @x = buf(\"a\", 1, 2); }", "buf() takes up to 2 arguments (3 provided)" },
-		{ "BEGIN { @x = ((1, 2), 3); }", "a tuple can not hold a value of type 'tuple' here" },
+		{ "BEGIN { @x = ((1, ustack), 3); }", "a tuple can not hold a value of type 'ustack' here" },
 		{ "BEGIN { @x = (1, ustack); }", "a tuple can not hold a value of type 'ustack' here" },
-		{ "BEGIN { @x = (1, 2, 3, 4, 5, 6, 7, 8, 9); }", "a tuple has at most 8 parts" },
-		{ "BEGIN { @x[(1, 2)] = 1; }", "a tuple can not be a map key part" },
+		{ "BEGIN { @x = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17); }",
+		  "a tuple has at most 16 parts" },
+		{ "BEGIN { @x = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, (15, 16, 17)); }",
+		  "a tuple holds at most 16 values, those of the tuples inside it included" },
+		{ "BEGIN { @x = ((1, 2, 3, 4, 5, 6, 7, 8), (9, 10, 11, 12, 13, 14, 15, 16), 17); }",
+		  "a tuple holds at most 16 values" },
+		{ "BEGIN { @x[(1, 2)] = 1; }", "tuple cannot be used as a map key" },
+		{ "BEGIN { @x[1, (1, (2, 3))] = 1; }", "tuple cannot be used as a map key" },
 		{ "BEGIN { $t = (1, 2); @x = $t + 1; }", "tuple" },
 		{ "BEGIN { @x = arg0[1]; }", "array indexing is not supported" },
 		{ "BEGIN { @x = (int32 **)arg0; }", "pointers to pointers" },
@@ -1127,6 +1133,27 @@ Test(lang_errors, tuples_and_for_as_bpftrace_words_them)
 		     "stdin:1:14-35: ERROR: Ternary return type unsupported tuple\n"
 		     "BEGIN { $t = nsecs ? (1,2) : (3,4); print($t); exit(); }\n"
 		     "             ~~~~~~~~~~~~~~~~~~~~~\n");
+	expect_error("BEGIN { @x = (1, (2, 3)); @x = (1, (2, \"a\")); }",
+		     "stdin:1:30-31: ERROR: Tuple type mismatch: (int64,(int64,int64)) != (int64,(int64,string[2])).\n"
+		     "BEGIN { @x = (1, (2, 3)); @x = (1, (2, \"a\")); }\n"
+		     "                             ~\n");
+	expect_error("BEGIN { $x = (1, (2, 3)); $x = (1, (2, (3, 4))); }",
+		     "stdin:1:30-31: ERROR: Tuple type mismatch: (int64,(int64,int64)) != (int64,(int64,(int64,int64))).\n"
+		     "BEGIN { $x = (1, (2, 3)); $x = (1, (2, (3, 4))); }\n"
+		     "                             ~\n");
+	expect_error("BEGIN { $x = (1, (2, 3)); printf(\"%d\\n\", $x.1); }",
+		     "stdin:1:27-47: ERROR: printf: %d specifier expects a value of type integer (tuple supplied)\n"
+		     "BEGIN { $x = (1, (2, 3)); printf(\"%d\\n\", $x.1); }\n"
+		     "                          ~~~~~~~~~~~~~~~~~~~~\n");
+	expect_error("BEGIN { $x = (1, (2, 3)); print($x.1.5); }",
+		     "stdin:1:27-39: ERROR: Invalid tuple index: 5. Found 2 elements in tuple.\n"
+		     "BEGIN { $x = (1, (2, 3)); print($x.1.5); }\n"
+		     "                          ~~~~~~~~~~~~\n");
+	expect_error("BEGIN { @x[(1,(2,3))] = 1; exit(); }",
+		     "stdin:1:9-22: ERROR: tuple cannot be used as a map key. Try a multi-key associative "
+		     "array instead (eg `@map[$1, $2] = ...)`.\n"
+		     "BEGIN { @x[(1,(2,3))] = 1; exit(); }\n"
+		     "        ~~~~~~~~~~~~~\n");
 	expect_error("BEGIN { $t = (1, 2); printf(\"%d\\n\", $t); }",
 		     "stdin:1:22-40: ERROR: printf: %d specifier expects a value of type integer (tuple supplied)\n"
 		     "BEGIN { $t = (1, 2); printf(\"%d\\n\", $t); }\n"
@@ -1446,6 +1473,49 @@ Test(lang_vm, tuples_in_maps_and_variables)
 	env_free(e);
 }
 
+/* A tuple inside a tuple is its values in place, the description saying
+ * where it begins and ends; .N of it is a tuple, .N.M its part. */
+Test(lang_vm, nested_tuples_in_maps_and_variables)
+{
+	struct env *e = compile("uprobe:a:f { @t = (arg0, (arg1, (\"s\", 5)), 9); $v = @t;"
+				" @b = $v.1.1.1 + $v.1.0; @i = $v.1; print(((1, 2), 3)); }");
+	const struct lang_map_desc *d = &e->img.maps[map_index(e, "@t")], *i;
+	const struct lang_fmt_desc *f = &e->img.fmts[0];
+	const void *k, *v;
+	size_t pos = 0;
+	int64_t part;
+
+	cr_assert_eq(d->kind, LANG_M_TUPLE);
+	cr_assert_eq(d->nvparts, 5);
+	cr_assert_eq(d->vparts[2].kind, LANG_T_STR);
+	cr_assert_eq(d->val_size, 8 + 8 + LANG_STRLEN + 8 + 8);
+	/* (a, (b, (s, 5)), 9) */
+	cr_assert_eq(d->vnest[0], 0);
+	cr_assert_eq(d->vnest[1], LANG_NEST(1, 0));
+	cr_assert_eq(d->vnest[2], LANG_NEST(1, 0));
+	cr_assert_eq(d->vnest[3], LANG_NEST(0, 2));
+	cr_assert_eq(d->vnest[4], 0);
+	i = &e->img.maps[map_index(e, "@i")];
+	cr_assert_eq(i->nvparts, 3);
+	cr_assert_eq(i->vnest[1], LANG_NEST(1, 0));
+	cr_assert_eq(i->vnest[2], LANG_NEST(0, 1));
+	cr_assert_eq(f->nargs, 3);
+	cr_assert_eq(f->nest[0], LANG_NEST(1, 0));
+	cr_assert_eq(f->nest[1], LANG_NEST(0, 1));
+	cr_assert_eq(f->nest[2], 0);
+	e->regs.di = 4;
+	e->regs.si = 11;
+	cr_assert_eq(run(e, 0), 0);
+	cr_assert_eq(scalar(e, "@b"), 16);
+	cr_assert(lang_map_next(&e->img, e->region, (unsigned)map_index(e, "@i"), &pos, &k, &v));
+	memcpy(&part, v, 8);
+	cr_assert_eq(part, 11);
+	cr_assert_str_eq((const char *)v + 8, "s");
+	memcpy(&part, (const char *)v + 8 + LANG_STRLEN, 8);
+	cr_assert_eq(part, 5);
+	env_free(e);
+}
+
 /* The agent checks a tuple map's description again. */
 Test(lang_compile, a_tuple_map_that_lies_is_refused)
 {
@@ -1465,6 +1535,12 @@ Test(lang_compile, a_tuple_map_that_lies_is_refused)
 	d->vparts[1].kind = LANG_T_USTACK;
 	cr_assert_eq(lang_image_load(&img, copy, e->len, why, sizeof(why)), -EINVAL);
 	d->vparts[1].kind = LANG_T_STR;
+	d->vnest[0] = LANG_NEST(0, 1);	/* a tuple inside that ends first */
+	cr_assert_eq(lang_image_load(&img, copy, e->len, why, sizeof(why)), -EINVAL);
+	d->vnest[0] = LANG_NEST(1, 0);	/* one that never ends */
+	cr_assert_eq(lang_image_load(&img, copy, e->len, why, sizeof(why)), -EINVAL);
+	d->vnest[1] = LANG_NEST(0, 1);
+	cr_assert_eq(lang_image_load(&img, copy, e->len, why, sizeof(why)), 0, "%s", why);
 	d->nvparts = 1;
 	cr_assert_eq(lang_image_load(&img, copy, e->len, why, sizeof(why)), -EINVAL);
 	free(copy);
@@ -2568,6 +2644,8 @@ static const char *const corpus[] = {
 	" buf(arg0, arg2), strftime(\"%H\", nsecs)); @t = strftime(\"%f\", arg2); @s = strncmp(str(arg0),"
 	" \"x\", 1) + sizeof(comm) + reg(\"sp\") + sarg1 + gid + rand + numaid;"
 	" cat(\"/proc/%d/stat\", pid); join(arg3, \",\"); }",
+	"uprobe:a:f { @n[arg0] = (arg1, (str(arg0), (func, 2))); $t = @n[arg0]; print($t.1);"
+	" @i = $t.1.1; @s = sum($t.1.1.1); }",
 };
 
 static void *compile_corpus(size_t i, size_t *len)

@@ -436,19 +436,29 @@ static bool is_quoted(const struct lang_type *t)
 
 /* A tuple's parts, laid out one after the other in len bytes, as bpftrace
  * prints them: "(1, abc)", or in JSON [1,"abc"]. */
-static void tuple_out(struct run_program *p, const struct lang_type *parts, unsigned n,
-		      const void *data, size_t len, bool json, FILE *f)
+/* Brackets around a tuple (JSON: an array), n times. */
+static void tuple_brackets(bool open, bool json, unsigned n, FILE *f)
+{
+	while (n--)
+		fputc(open ? (json ? '[' : '(') : (json ? ']' : ')'), f);
+}
+
+/* A tuple value: its parts one after the other, nest[] (LANG_NEST)
+ * marking the tuples inside it, as bpftrace prints "(1, (a, 2))". */
+static void tuple_out(struct run_program *p, const struct lang_type *parts, const uint8_t *nest,
+		      unsigned n, const void *data, size_t len, bool json, FILE *f)
 {
 	struct lang_fmt_ops ops = fmt_ops(p);
 	size_t off = 0;
 	char text[4096];
 
-	fputc(json ? '[' : '(', f);
+	tuple_brackets(true, json, 1, f);
 	for (unsigned i = 0; i < n && off + parts[i].size <= len; off += parts[i].size, i++) {
 		if (lang_format_value(&parts[i], (const char *)data + off, &ops, text,
 				      sizeof(text)) < 0)
 			text[0] = '\0';
 		fputs(!i ? "" : json ? "," : ", ", f);
+		tuple_brackets(true, json, LANG_NEST_OPENS(nest[i]), f);
 		if (json && is_quoted(&parts[i])) {
 			fputc('"', f);
 			json_escaped(f, text);
@@ -456,8 +466,9 @@ static void tuple_out(struct run_program *p, const struct lang_type *parts, unsi
 		} else {
 			fputs(text, f);
 		}
+		tuple_brackets(false, json, LANG_NEST_CLOSES(nest[i]), f);
 	}
-	fputc(json ? ']' : ')', f);
+	tuple_brackets(false, json, 1, f);
 }
 
 /* ---- maps ---- */
@@ -706,7 +717,7 @@ static void json_value(struct run_program *p, unsigned i, const struct entry *e,
 	} else if (sorts_by_value(m)) {
 		fprintf(f, "%" PRId64, e->agg.value / div);
 	} else if (m->kind == LANG_M_TUPLE) {
-		tuple_out(p, m->vparts, m->nvparts, e->val, m->val_size, true, f);
+		tuple_out(p, m->vparts, m->vnest, m->nvparts, e->val, m->val_size, true, f);
 	} else {
 		if (lang_format_value(&m->val, e->val, &ops, text, sizeof(text)) < 0)
 			text[0] = '\0';
@@ -837,7 +848,7 @@ static void text_value(struct run_program *p, unsigned i, const struct entry *e,
 	} else if (sorts_by_value(m)) {
 		fprintf(f, "%" PRId64, e->agg.value / div);
 	} else if (m->kind == LANG_M_TUPLE) {
-		tuple_out(p, m->vparts, m->nvparts, e->val, m->val_size, false, f);
+		tuple_out(p, m->vparts, m->vnest, m->nvparts, e->val, m->val_size, false, f);
 	} else {
 		if (lang_format_value(&m->val, e->val, &ops, text, sizeof(text)) < 0)
 			text[0] = '\0';
@@ -1079,7 +1090,7 @@ static void event_value(struct session *s, const struct trace_event *ev)
 
 		if (json)
 			fputs("{\"type\": \"value\", \"data\": ", s->out.f);
-		tuple_out(p, d->arg, d->nargs, ev->text, d->rec_size, json, s->out.f);
+		tuple_out(p, d->arg, d->nest, d->nargs, ev->text, d->rec_size, json, s->out.f);
 		fputs(json ? "}\n" : "\n", s->out.f);
 		return;
 	}

@@ -41,9 +41,12 @@ static void tuple_name(const struct prog *p, const struct lang_type *t, char *ou
 
 	o += (size_t)snprintf(out, n, "(");
 	for (int i = 0; s && i < s->n && o < n; i++) {
-		char pn[64];
+		char pn[256];
 
-		type_name(&s->parts[i], pn, sizeof(pn));
+		if (s->parts[i].kind == LANG_T_TUPLE)
+			tuple_name(p, &s->parts[i], pn, sizeof(pn));
+		else
+			type_name(&s->parts[i], pn, sizeof(pn));
 		o += (size_t)snprintf(out + o, n - o, "%s%s", i ? "," : "", pn);
 	}
 	if (o < n)
@@ -226,7 +229,8 @@ static int check_map_keys(struct checker *c, struct node *m, struct mapinfo *mi)
 			return -1;
 		}
 		if (m->args[i]->type.kind == LANG_T_TUPLE) {
-			prog_error(c->p, m->args[i]->loc, "a tuple can not be a map key part here: write its parts as the key, @m[a, b]");
+			prog_error(c->p, m->loc, "tuple cannot be used as a map key. Try a multi-key "
+				   "associative array instead (eg `@map[$1, $2] = ...)`.");
 			return -1;
 		}
 		kt[i] = storage_of(&m->args[i]->type);
@@ -471,13 +475,23 @@ static int map_read_signed(struct checker *c, const struct mapinfo *mi)
 	return mi->d.val.is_signed;
 }
 
+/* A map's value, or a part of one (@m.0.1): what the first pass only
+ * guesses, before the map's assignment is seen. */
+static bool read_of_map(const struct node *n)
+{
+	while (n->kind == N_TUPLE_GET)
+		n = n->a;
+	return n->kind == N_MAP;
+}
+
 static int check_map_read(struct checker *c, struct node *n)
 {
 	struct mapinfo *mi = map_get(c, n);
 
 	if (!mi || check_map_keys(c, n, mi))
 		return -1;
-	if (c->collect) {
+	/* A tuple map's type once known, for its parts read with .N. */
+	if (c->collect && !(mi->val_known && mi->d.kind == LANG_M_TUPLE)) {
 		n->type = T_I64;
 		n->type.is_signed = (uint8_t)map_read_signed(c, mi);
 		return 0;
@@ -1081,12 +1095,25 @@ static int check_field(struct checker *c, struct node *n)
 	return check_expr(c, n);
 }
 
-/* (a, b, ...): integers, strings, symbols and probes (no stacks, no
- * tuples inside), kept one after the other. */
+/* The values a tuple type holds, those of tuples inside it included. */
+static int tuple_values(const struct prog *p, const struct lang_type *t)
+{
+	const struct tuple_shape *s = shape_of(p, t);
+	int n = 0;
+
+	if (!s)
+		return 1;
+	for (int i = 0; i < s->n; i++)
+		n += tuple_values(p, &s->parts[i]);
+	return n;
+}
+
+/* (a, b, ...): integers, strings, symbols, probes and tuples of them (no
+ * stacks), kept one after the other, a tuple inside as its parts. */
 static int check_tuple(struct checker *c, struct node *n)
 {
 	struct lang_type parts[LANG_MAX_TUPLE];
-	int i, idx;
+	int i, idx, values = 0;
 
 	if (n->nargs > LANG_MAX_TUPLE) {
 		prog_error(c->p, n->loc, "a tuple has at most %d parts", LANG_MAX_TUPLE);
@@ -1099,11 +1126,17 @@ static int check_tuple(struct checker *c, struct node *n)
 		if (check_expr(c, a))
 			return -1;
 		parts[i] = a->type;
+		values += tuple_values(c->p, &a->type);
+		if (values > LANG_MAX_TUPLE) {
+			prog_error(c->p, n->loc, "a tuple holds at most %d values, those of the "
+				   "tuples inside it included", LANG_MAX_TUPLE);
+			return -1;
+		}
 		switch (a->type.kind) {
 		case LANG_T_INT:
 			parts[i].size = 8;
 			break;
-		case LANG_T_STR: case LANG_T_USYM: case LANG_T_PROBE:
+		case LANG_T_STR: case LANG_T_USYM: case LANG_T_PROBE: case LANG_T_TUPLE:
 			break;
 		default:
 			type_name(&a->type, tn, sizeof(tn));
@@ -1940,7 +1973,7 @@ static int check_assign(struct checker *c, struct node *s)
 		}
 		if (check_map_keys(c, lhs, mi) || check_expr(c, rhs))
 			return -1;
-		if (c->collect && rhs->type.kind == LANG_T_INT && rhs->kind == N_MAP)
+		if (c->collect && rhs->type.kind == LANG_T_INT && read_of_map(rhs))
 			return 0;	/* its type may come from later */
 		if (rhs->type.kind == LANG_T_NONE) {
 			prog_error(c->p, rhs->loc, "Invalid expression for assignment: no value");

@@ -633,24 +633,51 @@ static int add_fmt(struct gen *g, const char *fmt, size_t len, struct node **arg
 	return p->nfmts++;
 }
 
+/* The values of a tuple of shape s from part n on, in their order: a
+ * tuple inside it as its own values, nest[] marking where it begins and
+ * ends (LANG_NEST).  The count of values so far. */
+static int flatten_tuple(const struct prog *p, const struct tuple_shape *s, struct lang_type *parts,
+			 uint8_t *nest, int n)
+{
+	for (int i = 0; i < s->n; i++) {
+		const struct lang_type *t = &s->parts[i];
+		int first = n;
+
+		if (t->kind != LANG_T_TUPLE) {
+			parts[n] = *t;
+			parts[n].size = (uint16_t)storage_size(t);
+			nest[n++] = 0;
+			continue;
+		}
+		/* the checker allows LANG_MAX_TUPLE values in all */
+		n = flatten_tuple(p, &p->shapes[t->is_signed], parts, nest, n);
+		nest[first] = (uint8_t)(nest[first] + LANG_NEST(1, 0));
+		nest[n - 1] = (uint8_t)(nest[n - 1] + LANG_NEST(0, 1));
+	}
+	return n;
+}
+
 /* print(tuple): the tuple's bytes are the record, described as an
- * argument list of its parts (more than one: a value has one). */
+ * argument list of its values (more than one: a value has one). */
 static int gen_print_tuple(struct gen *g, struct node *call, struct node *t)
 {
-	const struct tuple_shape *s = &g->p->shapes[t->type.is_signed];
+	struct lang_type parts[LANG_MAX_TUPLE];
+	uint8_t nest[LANG_MAX_TUPLE];
 	struct fmtinfo *f;
 	struct val v;
-	int id;
+	int id, n, off = 0;
 
 	id = add_fmt(g, "", 0, NULL, 0, call->loc, &(int){ 0 });
 	if (id < 0 || gen_expr(g, t, &v))
 		return -1;
+	n = flatten_tuple(g->p, &g->p->shapes[t->type.is_signed], parts, nest, 0);
 	f = &g->p->fmts[id];
-	f->d.nargs = (uint16_t)s->n;
-	for (int i = 0; i < s->n; i++) {
-		f->d.arg[i] = s->parts[i];
-		f->d.arg[i].size = (uint16_t)storage_size(&s->parts[i]);
-		f->d.arg_off[i] = (uint16_t)part_offset(s, i);
+	f->d.nargs = (uint16_t)n;
+	for (int i = 0; i < n; i++) {
+		f->d.arg[i] = parts[i];
+		f->d.arg_off[i] = (uint16_t)off;
+		f->d.nest[i] = nest[i];
+		off += parts[i].size;
 	}
 	f->d.rec_size = t->type.size;
 	return emit(g, LANG_OP_EMIT, LANG_EV_PRINT_VALUE, 0, 0, (uint32_t)id,
@@ -1174,13 +1201,7 @@ static size_t align8(size_t n)
 /* A tuple map's parts at their storage sizes; the value's size. */
 static uint32_t set_vparts(const struct prog *p, struct lang_map_desc *d)
 {
-	const struct tuple_shape *s = &p->shapes[d->val.is_signed];
-
-	d->nvparts = (uint8_t)s->n;
-	for (int k = 0; k < s->n; k++) {
-		d->vparts[k] = s->parts[k];
-		d->vparts[k].size = (uint16_t)storage_size(&s->parts[k]);
-	}
+	d->nvparts = (uint8_t)flatten_tuple(p, &p->shapes[d->val.is_signed], d->vparts, d->vnest, 0);
 	d->val.is_signed = 0;	/* the image names no shape */
 	return d->val.size;
 }

@@ -50,7 +50,7 @@
 #include <kprobes.h>	/* struct pt_regs */
 
 #define LANG_MAGIC		0x4b504c47u	/* "GLPK" */
-#define LANG_VERSION		3
+#define LANG_VERSION		4
 #define LANG_MAX_REGS		64
 #define LANG_MAX_STACK		4096	/* scratch bytes per run */
 #define LANG_MAX_INSNS		65536	/* in a whole image */
@@ -64,7 +64,7 @@
 #define LANG_MAX_FMTS		1024
 #define LANG_MAX_FMT_ARGS	16
 #define LANG_MAX_KEY_PARTS	8
-#define LANG_MAX_TUPLE		8	/* parts of a tuple value */
+#define LANG_MAX_TUPLE		16	/* values of a tuple, those of tuples inside it included */
 #define LANG_MAX_POOL		(1u << 20)
 #define LANG_LOOP_BUDGET	100000	/* backward jumps per run */
 #define LANG_STRLEN		64	/* bpftrace's default string size */
@@ -203,9 +203,12 @@ struct lang_map_desc {
 	struct lang_type keys[LANG_MAX_KEY_PARTS];
 	struct lang_type val;	/* value type of INT/STR/... maps */
 	/* LANG_M_TUPLE: the parts (integers, strings, usym, probe), each
-	 * at its storage size, one after the other: val.size bytes. */
+	 * at its storage size, one after the other: val.size bytes.  A
+	 * tuple inside the tuple is its parts in place, vnest saying where
+	 * it begins and ends (LANG_NEST). */
 	uint8_t nvparts;
 	struct lang_type vparts[LANG_MAX_TUPLE];
+	uint8_t vnest[LANG_MAX_TUPLE];
 	int64_t lhist_min, lhist_max, lhist_step;
 };
 
@@ -219,7 +222,14 @@ struct lang_fmt_desc {
 	uint16_t rec_size;
 	struct lang_type arg[LANG_MAX_FMT_ARGS];
 	uint16_t arg_off[LANG_MAX_FMT_ARGS];
+	uint8_t nest[LANG_MAX_FMT_ARGS];	/* print(tuple): LANG_NEST of each part */
 };
+
+/* Tuples inside a tuple, laid out as their parts in place: per part, how
+ * many inner tuples begin at it (high nibble) and end after it (low). */
+#define LANG_NEST(opens, closes)	((uint8_t)((opens) << 4 | (closes)))
+#define LANG_NEST_OPENS(n)		((n) >> 4)
+#define LANG_NEST_CLOSES(n)		((n) & 15)
 
 struct lang_image_hdr {
 	uint32_t magic;		/* LANG_MAGIC */

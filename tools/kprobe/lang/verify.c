@@ -62,6 +62,20 @@ static uint32_t type_storage(const struct lang_type *t)
 	}
 }
 
+/* Where the tuples inside a tuple begin and end: each ends after it
+ * begins, and all have ended at the last part. */
+static bool nest_ok(const uint8_t *nest, unsigned n)
+{
+	int depth = 0;
+
+	for (unsigned k = 0; k < n; k++) {
+		depth += LANG_NEST_OPENS(nest[k]) - LANG_NEST_CLOSES(nest[k]);
+		if (depth < 0)
+			return false;
+	}
+	return depth == 0;
+}
+
 /* A tuple value: 2 or more parts, each an integer, string, symbol or
  * probe at its storage size; 0 when the description is not one. */
 static uint32_t tuple_size(const struct lang_map_desc *d)
@@ -79,7 +93,7 @@ static uint32_t tuple_size(const struct lang_map_desc *d)
 			return 0;
 		size += s;
 	}
-	return size == d->val.size ? size : 0;
+	return size == d->val.size && nest_ok(d->vnest, d->nvparts) ? size : 0;
 }
 
 static uint32_t expected_val_size(const struct lang_map_desc *d)
@@ -233,6 +247,8 @@ static int check_fmts(struct vctx *v)
 		}
 		if (end != d->rec_size)
 			return bad(v, "format %u: record size", f);
+		if (!nest_ok(d->nest, d->nargs))
+			return bad(v, "format %u: tuples inside", f);
 	}
 	return 0;
 }
