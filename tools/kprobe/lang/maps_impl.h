@@ -403,20 +403,16 @@ MAPS_INLINE int64_t *mapi_agg_target(const struct lang_image *img, void *region,
  * from 2^31 up share the last bucket). */
 MAPS_INLINE unsigned mapi_hist_index(int64_t v)
 {
-	uint64_t n = (uint64_t)v;
-	unsigned r = 2;
+	unsigned log2;
 
 	if (v < 0)
 		return 0;
 	if (v == 0)
 		return 1;
-	for (int i = 4; i >= 0; i--) {
-		unsigned shift = (n >= (1ull << (1u << i))) ? (1u << i) : 0;
-
-		n >>= shift;
-		r += shift;
-	}
-	return r;
+	/* bpftrace's five halving steps reach 31 at most: [2^31, ...) is
+	 * its last bucket */
+	log2 = 63u - (unsigned)__builtin_clzll((uint64_t)v);
+	return 2 + (log2 < 31 ? log2 : 31);
 }
 
 #endif
