@@ -564,6 +564,23 @@ static int cmp_entries(const void *pa, const void *pb)
 	return c ? c : cmp_keys(m, a->key, b->key);
 }
 
+/* bpftrace keeps a keyless count() map from the start: one never
+ * counted (or cleared, or deleted) prints as 0. */
+static struct entry *zero_count_entry(struct run_program *p, unsigned i, struct entry *v,
+				      size_t *n)
+{
+	static const uint64_t zero;
+	struct entry *e = v ? v : malloc(sizeof(*e));
+
+	if (!e)
+		return NULL;
+	memset(e, 0, sizeof(*e));
+	e->val = &zero;
+	lang_map_agg(&p->img, i, &zero, &e->agg);
+	*n = 1;
+	return e;
+}
+
 /* The live entries of map i, sorted; NULL (n 0) for none. */
 static struct entry *map_entries(struct run_program *p, unsigned i, size_t *n)
 {
@@ -600,6 +617,8 @@ static struct entry *map_entries(struct run_program *p, unsigned i, size_t *n)
 			lang_map_agg(&p->img, i, val, &e->agg);
 		}
 	}
+	if (!*n && !m->nkeys && m->kind == LANG_M_COUNT)
+		v = zero_count_entry(p, i, v, n);
 	sort_map = m;
 	if (*n > 1)
 		qsort(v, *n, sizeof(*v), cmp_entries);
