@@ -186,6 +186,7 @@ struct collect {
 	uintptr_t unsafe[NUNSAFE];	/* their addresses in libc */
 	int err;
 	bool own_code;			/* AGENT_RESOLVE_OWN_CODE, on OBJ:* */
+	bool each_name;			/* AGENT_RESOLVE_EACH_NAME */
 };
 
 /* What crt1.o, crti.o and crtbegin.o/crtend.o put in every program and
@@ -231,6 +232,14 @@ static int index_of_addr(const struct resolve_list *l, int from, uintptr_t addr)
 	return -1;
 }
 
+static bool has_name(const struct resolve_list *l, int from, const char *name)
+{
+	for (int i = from; i < l->n; i++)
+		if (!strcmp(l->v[i].name, name))
+			return true;
+	return false;
+}
+
 /* Of two names for one function, the one a user would write: fewer leading
  * underscores, then shorter ("malloc" over "__libc_malloc"). */
 static bool better_name(const char *a, const char *b)
@@ -263,11 +272,14 @@ static int collect_glob(const struct kprobes_sym *sym, void *arg)
 	    (c->own_code && is_toolchain_function(sym->name)))
 		return 0;
 	r.addr = sym->addr + c->spec->offset;
-	/* Aliases share an address: one probe, under the best name. */
+	/* Aliases share an address: one probe, under the best name; or, for
+	 * a program, one per name, as bpftrace attaches them. */
 	while (first > 0 && c->out->v[first - 1].spec == c->idx)
 		first--;
 	name_probe(&r, sym->name, c->spec->offset, c->spec->is_return);
-	at = index_of_addr(c->out, first, r.addr);
+	if (c->each_name && has_name(c->out, first, r.name))
+		return 0;
+	at = c->each_name ? -1 : index_of_addr(c->out, first, r.addr);
 	if (at >= 0) {
 		if (better_name(r.name, c->out->v[at].name))
 			str_copy(c->out->v[at].name, sizeof(r.name), r.name);
@@ -359,7 +371,8 @@ static int resolve_symbol(const struct probe_spec *s, int idx, struct resolve_li
 
 	if (spec_is_glob(s)) {
 		struct collect c = { s, idx, out, agent_self_basename(), { 0 }, 0,
-				     (flags & AGENT_RESOLVE_OWN_CODE) && !strcmp(s->symbol, "*") };
+				     (flags & AGENT_RESOLVE_OWN_CODE) && !strcmp(s->symbol, "*"),
+				     flags & AGENT_RESOLVE_EACH_NAME };
 		int before = out->n;
 
 		find_unsafe(&c);

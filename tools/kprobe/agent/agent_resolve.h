@@ -43,6 +43,9 @@ int agent_resolve(const struct probe_spec *s, int idx, struct resolve_list *out,
  * -F expands to) leaves out the start-up and tear-down code the toolchain
  * adds to every program (_start, _init, frame_dummy...), as uftrace does. */
 #define AGENT_RESOLVE_OWN_CODE 1u
+/* A glob gives a probe per name, aliases of one function included (as
+ * bpftrace attaches a program's), not one per function. */
+#define AGENT_RESOLVE_EACH_NAME 2u
 
 /* Whether the object named as in a spec (path or file name) is loaded. */
 bool agent_object_loaded(const char *object);

@@ -167,10 +167,13 @@ static int add_deferred(struct agent_session *s, int spec, const char *path)
 	return 0;
 }
 
-/* A recording leaves the toolchain's own functions out of whole objects. */
+/* A recording leaves the toolchain's own functions out of whole objects;
+ * a program's globs probe every name. */
 static unsigned resolve_flags(const struct agent_session *s)
 {
-	return s->cfg.action == ACT_RECORD ? AGENT_RESOLVE_OWN_CODE : 0;
+	if (s->cfg.action == ACT_RECORD)
+		return AGENT_RESOLVE_OWN_CODE;
+	return s->cfg.action == ACT_RUN ? AGENT_RESOLVE_EACH_NAME : 0;
 }
 
 /* Resolves every spec; an error is fatal unless we are a follower (an
