@@ -2144,6 +2144,66 @@ Test(lang_maps, full_map_drops_and_counts)
 	env_free(e);
 }
 
+/* A deleted key's slot stays counted until something claims it or needs
+ * the room: new keys find the room wherever their hash puts them, and
+ * the bound still holds once the live keys reach it. */
+Test(lang_maps, deleted_keys_never_hold_a_map_full)
+{
+	struct env *e = compile_with("uprobe:a:f { @[arg0] = count(); } uprobe:a:g { delete(@[arg0]); }",
+				     0, NULL, 4);
+	uint64_t i;
+
+	for (i = 0; i < 4; i++) {
+		e->regs.di = i;
+		run(e, 0);
+	}
+	for (i = 0; i < 4; i++) {
+		e->regs.di = i;
+		run(e, 1);
+	}
+	cr_assert_eq(map_count(e, "@"), 0);
+	/* keys whose slots are elsewhere than the deleted ones */
+	for (i = 1000; i < 1004; i++) {
+		e->regs.di = i * 7919;
+		run(e, 0);
+	}
+	cr_assert_eq(map_count(e, "@"), 4);
+	cr_assert_eq(lang_maps_dropped(&e->img, e->region, 0), 0);
+	e->regs.di = 5;
+	run(e, 0);
+	cr_assert_eq(map_count(e, "@"), 4);
+	cr_assert_eq(lang_maps_dropped(&e->img, e->region, 0), 1);
+	env_free(e);
+}
+
+/* The latency pattern deletes and re-creates each thread's key on every
+ * call: any number of calls by more threads than the map holds at once,
+ * none dropped, none left. */
+Test(lang_maps, latency_pattern_reuses_its_slots)
+{
+	struct env *e = compile_with("uprobe:a:f { @s[tid] = nsecs; }"
+				     " uretprobe:a:f /@s[tid]/ { @ns = hist(nsecs - @s[tid]);"
+				     " delete(@s[tid]); }", 0, NULL, 3);
+
+	for (uint64_t i = 0; i < 300; i++) {
+		e->tid = 100 + i % 30;
+		e->nsecs = 1000 + i;
+		cr_assert_eq(run(e, 0), 0);
+		e->nsecs = 1010 + i;
+		cr_assert_eq(run(e, 1), 0);
+	}
+	cr_assert_eq(map_count(e, "@s"), 0);
+	cr_assert_eq(lang_maps_dropped(&e->img, e->region, (unsigned)map_index(e, "@s")), 0);
+	/* three at once fit, a fourth does not */
+	for (uint64_t t = 0; t < 4; t++) {
+		e->tid = 500 + t;
+		cr_assert_eq(run(e, 0), 0);
+	}
+	cr_assert_eq(map_count(e, "@s"), 3);
+	cr_assert_eq(lang_maps_dropped(&e->img, e->region, (unsigned)map_index(e, "@s")), 1);
+	env_free(e);
+}
+
 Test(lang_maps, delete_frees_a_key_for_another)
 {
 	struct env *e = compile_with("uprobe:a:f { @[arg0] = count(); } uprobe:a:g { delete(@[arg0]); }", 0, NULL, 2);

@@ -53,8 +53,6 @@ struct prog_point {
 	size_t koff;
 	/* fast_map counted by tid, and by nothing else (map_tid_owned) */
 	bool tid_owned;
-	/* fast_map2 (the latency pattern's start values): its header */
-	struct map_hdr *mh2;
 	/* `@[probe]`, `@[func]`: the slot of the point's own key, or NULL */
 	uint8_t *pval;
 	/* A filter on an argument at an entry: tested by the handler before
@@ -319,9 +317,21 @@ FAST_INLINE int64_t *thread_slot(struct prog_thread *t, struct prog_point *pt, u
 {
 	struct slow_lookup r = { t, pt, m, create, key };
 
-	if (__builtin_expect(t->word && t->map == m && t->key == key &&
-			     __atomic_load_n(t->word, __ATOMIC_ACQUIRE) == t->w, 1))
-		return t->val;
+	if (__builtin_expect(t->word && t->map == m && t->key == key, 1)) {
+		uint64_t w = __atomic_load_n(t->word, __ATOMIC_ACQUIRE);
+
+		if (__builtin_expect(w == t->w, 1))
+			return t->val;
+		/* the slot this thread deleted (the latency pattern's return
+		 * half): back to the key in place, its count never given up */
+		if (create && w == lang_map_word_deleted(t->w) &&
+		    mapi_revive_counted(&pt->prog->img, m, (uint8_t *)t->val, w)) {
+			t->w = __atomic_load_n(t->word, __ATOMIC_ACQUIRE);
+			if (__builtin_expect(lang_map_word_live(t->w), 1))
+				return t->val;
+			t->word = NULL;
+		}
+	}
 	return thread_slot_slow(&r);
 }
 
@@ -366,9 +376,9 @@ FAST_INLINE void delta_hist(struct prog_thread *t, struct prog_point *pt, uint64
 	 * was no longer live once found (deleted or cleared meanwhile:
 	 * nothing left to delete) */
 	w = t->w;
-	if (t->word && __atomic_compare_exchange_n(t->word, &w, lang_map_word_deleted(w), false,
-						   __ATOMIC_RELEASE, __ATOMIC_RELAXED))
-		__atomic_fetch_sub(&pt->mh2->live, 1, __ATOMIC_RELAXED);
+	if (t->word)
+		__atomic_compare_exchange_n(t->word, &w, lang_map_word_deleted(w), false,
+					    __ATOMIC_RELEASE, __ATOMIC_RELAXED);
 }
 
 /* A hit's point, thread and the form's source value; false when the hit
@@ -693,8 +703,6 @@ static struct prog_point *new_point(struct agent_prog *p, const struct agent_pro
 			pt->koff = img->map_shard_off[d->fast_map] - img->shards_off;
 		}
 	}
-	if (d->fast == LANG_FAST_DELTA_HIST)
-		pt->mh2 = mapi_map(img, p->region, d->fast_map2);
 	if (!ap->is_return && d->pred && d->pred_src == LANG_SRC_ARG && d->pred_arg < 6) {
 		static const uint8_t arg_off[6] = { KP_ARG_REG_OFFSETS };
 

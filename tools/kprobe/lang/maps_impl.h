@@ -8,11 +8,20 @@
  * the loops stay loops).
  *
  * The word of a slot: state in bits 0-1 (0 empty, 1 being written, 2 live,
- * 3 deleted), a generation in bits 2-17 bumped when a deleted slot takes a
- * new key, and the key's hash in bits 18-63.  Open addressing with linear
- * probing over twice max_keys slots; a writer claims an empty or deleted
- * slot with one compare-and-swap, writes the key, then publishes the word
- * (release).  A thread that meets a slot being written with its own hash
+ * 3 deleted), a generation in bits 2-16 bumped when a deleted slot takes a
+ * new key, bit 17 in a deleted slot when it still counts in the map's
+ * `live' (LANG_MAP_W_COUNTED), and the key's hash in bits 18-63.  Open
+ * addressing with linear probing over twice max_keys slots; a writer
+ * claims an empty or deleted slot with one compare-and-swap, writes the
+ * key, then publishes the word (release).
+ *
+ * `live' bounds the keys at max_keys.  A delete leaves its slot counted,
+ * and whoever claims that slot again takes the count over: the pattern
+ * that deletes and re-creates a key on every call (the latency pattern)
+ * then touches no shared counter.  A claim that finds the bound reached
+ * first looks through a window of slots (moving on from claim to claim)
+ * for a counted deleted one and takes its count (the slot stays deleted,
+ * uncounted), so deleted keys do not hold the map full for long.  A thread that meets a slot being written with its own hash
  * waits a bounded number of pauses, then gives up (the update counts as
  * dropped): nothing ever blocks. */
 #ifndef KPROBE_LANG_MAPS_IMPL_H
@@ -31,7 +40,7 @@
 #define ST_LIVE 2u
 #define ST_DEAD 3u
 #define GEN_SHIFT 2
-#define GEN_MASK 0xffffull
+#define GEN_MASK 0x7fffull
 #define TAG_SHIFT 18
 #define BUSY_SPINS 512
 
@@ -141,27 +150,76 @@ MAPS_INLINE void mapi_drop(struct map_hdr *mh)
 	__atomic_fetch_add(&mh->dropped, 1, __ATOMIC_RELAXED);
 }
 
+/* A slot this thread holds being written (ST_BUSY), its key in place:
+ * the value zeroed, then the word published. */
+MAPS_INLINE void mapi_publish(const struct lang_image *img, unsigned m, uint8_t *slot,
+			      uint64_t tag, uint64_t gen)
+{
+	mapi_zero(mapi_val(img, m, slot), img->maps[m].val_size);
+	__atomic_store_n((uint64_t *)slot, w_make(tag, gen, ST_LIVE), __ATOMIC_RELEASE);
+}
+
+/* Slots a claim that finds the bound reached looks at for a counted
+ * deleted one, from where the last such look stopped (a map full of live
+ * keys costs each update that would add one this much, then a drop). */
+#define UNCOUNT_WINDOW 64
+
+/* The count of some deleted slot of map m taken from it (the slot stays
+ * deleted): true when there was one in the window looked at. */
+MAPS_INLINE bool mapi_uncount_one(const struct lang_image *img, unsigned m, struct map_hdr *mh)
+{
+	uint64_t cap = img->map_cap[m];
+	uint64_t from = __atomic_fetch_add(&mh->scan, UNCOUNT_WINDOW, __ATOMIC_RELAXED);
+
+	for (uint64_t k = 0; k < UNCOUNT_WINDOW && k < cap; k++) {
+		uint64_t *word = (uint64_t *)mapi_slot(img, mh, m, (from + k) & (cap - 1));
+		uint64_t w = __atomic_load_n(word, __ATOMIC_ACQUIRE);
+
+		if (w_state(w) == ST_DEAD && (w & LANG_MAP_W_COUNTED) &&
+		    __atomic_compare_exchange_n(word, &w, w & ~LANG_MAP_W_COUNTED, false,
+						__ATOMIC_ACQ_REL, __ATOMIC_RELAXED)) {
+			__atomic_fetch_sub(&mh->live, 1, __ATOMIC_RELAXED);
+			return true;
+		}
+	}
+	return false;
+}
+
+/* One more key in map m's count: false when max_keys are there already,
+ * deleted ones uncounted first. */
+MAPS_INLINE bool mapi_count_key(const struct lang_image *img, unsigned m, struct map_hdr *mh)
+{
+	for (int tries = 0; tries < 2; tries++) {
+		if (__atomic_add_fetch(&mh->live, 1, __ATOMIC_RELAXED) <= img->maps[m].max_keys)
+			return true;
+		__atomic_fetch_sub(&mh->live, 1, __ATOMIC_RELAXED);
+		if (!mapi_uncount_one(img, m, mh))
+			return false;
+	}
+	return false;
+}
+
 /* Claims slot (whose word was w) for key; 1 on success, 0 when another
- * thread took it first, -1 when the map is full. */
+ * thread took it first, -1 when the map is full.  A deleted slot still
+ * counted passes its count on to the key. */
 MAPS_INLINE int mapi_claim(const struct lang_image *img, unsigned m, struct map_hdr *mh,
 			   uint8_t *slot, uint64_t w, uint64_t tag, const void *key)
 {
 	uint64_t *word = (uint64_t *)slot;
 	uint64_t gen = w_state(w) == ST_DEAD ? w_gen(w) + 1 : 0;
 	const struct lang_map_desc *d = &img->maps[m];
+	bool counted = w_state(w) == ST_DEAD && (w & LANG_MAP_W_COUNTED);
 
-	if (__atomic_add_fetch(&mh->live, 1, __ATOMIC_RELAXED) > d->max_keys) {
-		__atomic_fetch_sub(&mh->live, 1, __ATOMIC_RELAXED);
+	if (!counted && !mapi_count_key(img, m, mh))
 		return -1;
-	}
 	if (!__atomic_compare_exchange_n(word, &w, w_make(tag, gen, ST_BUSY), false,
 					 __ATOMIC_ACQUIRE, __ATOMIC_RELAXED)) {
-		__atomic_fetch_sub(&mh->live, 1, __ATOMIC_RELAXED);
+		if (!counted)
+			__atomic_fetch_sub(&mh->live, 1, __ATOMIC_RELAXED);
 		return 0;
 	}
 	mapi_copy(slot + 8, key, d->key_size);
-	mapi_zero(mapi_val(img, m, slot), d->val_size);
-	__atomic_store_n(word, w_make(tag, gen, ST_LIVE), __ATOMIC_RELEASE);
+	mapi_publish(img, m, slot, tag, gen);
 	return 1;
 }
 
@@ -316,12 +374,29 @@ MAPS_INLINE uint8_t *mapi_revive(const struct lang_image *img, void *region, uns
 			    &retry);
 }
 
+/* A deleted slot, still counted, given back in place to the key it held
+ * (whose thread deleted it: the latency pattern's start value), without
+ * touching the count; false when its word is no longer dead_w. */
+MAPS_INLINE bool mapi_revive_counted(const struct lang_image *img, unsigned m, uint8_t *val,
+				     uint64_t dead_w)
+{
+	uint64_t *word = (uint64_t *)lang_map_val_word(img, m, val);
+	uint64_t gen = w_gen(dead_w) + 1, tag = w_tag(dead_w);
+
+	if (w_state(dead_w) != ST_DEAD || !(dead_w & LANG_MAP_W_COUNTED) ||
+	    !__atomic_compare_exchange_n(word, &dead_w, w_make(tag, gen, ST_BUSY), false,
+					 __ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
+		return false;
+	mapi_publish(img, m, (uint8_t *)word, tag, gen);
+	return true;
+}
+
 MAPS_INLINE int mapi_delete_val(const struct lang_image *img, void *region, unsigned m,
 				uint8_t *val)
 {
-	struct map_hdr *mh = mapi_map(img, region, m);
 	uint64_t *word = (uint64_t *)lang_map_val_word(img, m, val), w;
 
+	(void)region;	/* the count stays: see the top of this file */
 	if (!img->maps[m].nkeys) {
 		w = ST_LIVE;
 		if (__atomic_compare_exchange_n(word, &w, ST_EMPTY, false, __ATOMIC_RELEASE,
@@ -332,9 +407,9 @@ MAPS_INLINE int mapi_delete_val(const struct lang_image *img, void *region, unsi
 	w = __atomic_load_n(word, __ATOMIC_ACQUIRE);
 	if (w_state(w) != ST_LIVE)
 		return -1;
-	if (__atomic_compare_exchange_n(word, &w, (w & ~3ull) | ST_DEAD, false, __ATOMIC_RELEASE,
-					__ATOMIC_RELAXED))
-		__atomic_fetch_sub(&mh->live, 1, __ATOMIC_RELAXED);
+	/* still counted: the next claim of the slot takes the count over */
+	__atomic_compare_exchange_n(word, &w, lang_map_word_deleted(w), false, __ATOMIC_RELEASE,
+				    __ATOMIC_RELAXED);
 	return 0;
 }
 

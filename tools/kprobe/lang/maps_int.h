@@ -14,7 +14,9 @@ struct region_hdr {
 
 struct map_hdr {
 	uint64_t dropped;	/* updates that found the map full */
-	uint64_t live;		/* keys held (or being written) */
+	uint64_t live;		/* keys held (or being written), and deleted
+				 * slots still counted (maps_impl.h) */
+	uint64_t scan;		/* where the next look for such a slot starts */
 	uint64_t cap, slot_size;	/* informative: readers use the image's */
 };
 
@@ -36,11 +38,15 @@ static inline bool lang_map_word_live(uint64_t w)
 	return (w & 3) == 2;
 }
 
+/* In a deleted slot's word: the slot still counts in its map's `live'
+ * (maps_impl.h). */
+#define LANG_MAP_W_COUNTED (1ull << 17)
+
 /* The word of a live slot w once its key is deleted (maps.c's ST_DEAD,
- * same generation). */
+ * same generation, still counted). */
 static inline uint64_t lang_map_word_deleted(uint64_t w)
 {
-	return (w & ~3ull) | 3;
+	return (w & ~3ull) | 3 | LANG_MAP_W_COUNTED;
 }
 uint8_t *lang_map_lookup(const struct lang_image *img, void *region, unsigned m,
 			 const void *key, int create);
