@@ -27,6 +27,12 @@
 /* Arming gives up after this long without progress from the agent. */
 #define ARM_IDLE_MS 60000
 #define ARM_MAX_NS (600ull * 1000000000ull)
+/* With -d, the shortest silence from the agent that gives up arming: the
+ * duration is the probing's (it starts once armed), and an agent that
+ * is slow but moving on (an emulator, a process with many threads) is
+ * waited for; one that says nothing for this long, or for the duration
+ * if longer, is not. */
+#define ARM_SILENT_MIN_NS (5ull * 1000000000ull)
 
 /* A socket we must not talk to (not private, or not the target's) is a
  * failure at once: injecting would not make it trustworthy. */
@@ -146,27 +152,32 @@ struct arm_wait {
 	struct tracee_set *held;
 	unsigned long long start;
 	uint64_t done;			/* progress_done last seen */
+	unsigned long long moved;	/* when it last changed */
 };
 
 /* Called while the ARM request is pending: > 0 while the agent shows
- * progress, -ETIMEDOUT once the -d duration is over, or after ARM_MAX_NS
- * whatever the progress counter (the target writes it) says. */
+ * progress; -ETIMEDOUT with -d after a silence of the duration (at least
+ * ARM_SILENT_MIN_NS), or after ARM_MAX_NS whatever the progress counter
+ * (the target writes it) says. */
 static int arm_progress(void *arg)
 {
 	struct arm_wait *w = arg;
 	uint64_t done = __atomic_load_n(&w->s->map.hdr->progress_done, __ATOMIC_RELAXED);
 	double d = w->s->opts->duration;
+	unsigned long long now = cli_now_ns(), silent = (unsigned long long)(d * 1e9);
 
 	session_progress(w->s, w->start);
 	attach_keep_agent_running(NULL);
-	if (w->held->n && cli_now_ns() - w->start > HOLD_MAX_NS)
+	if (w->held->n && now - w->start > HOLD_MAX_NS)
 		tracee_release(w->held);
-	if ((d > 0 && (double)(cli_now_ns() - w->start) > d * 1e9) ||
-	    cli_now_ns() - w->start > ARM_MAX_NS)
+	if (silent < ARM_SILENT_MIN_NS)
+		silent = ARM_SILENT_MIN_NS;
+	if ((d > 0 && now - w->moved > silent) || now - w->start > ARM_MAX_NS)
 		return -ETIMEDOUT;
 	if (done == w->done)
 		return 0;
 	w->done = done;
+	w->moved = now;
 	return 1;
 }
 
@@ -186,7 +197,7 @@ static pid_t agent_thread(struct ctl *c)
 static void arm(struct session *s)
 {
 	struct tracee_set held = { 0 };
-	struct arm_wait w = { s, &held, cli_now_ns(), 0 };
+	struct arm_wait w = { s, &held, cli_now_ns(), 0, cli_now_ns() };
 	char *config, *req, status[KPS_MSG + 64];
 	pid_t agent_tid = agent_thread(&s->ctl);
 	int rc;
