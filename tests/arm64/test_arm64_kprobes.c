@@ -732,8 +732,13 @@ Test(a64_optimized, out_of_range_keeps_the_brk)
 #define CHURN_DUMP_AFTER 60
 #define CHURN_BUDGET 50
 
-static volatile bool churn_stop;
+static volatile bool churn_stop, churn_joined;
 static volatile long churn_bad;
+/* Where the test's own thread is, for the watchdog's dump: the round, and
+ * the step of it (enum churn_step). */
+static volatile int churn_round, churn_step;
+enum churn_step { CS_REGISTER = 1, CS_OPTIMIZE, CS_DISABLE, CS_ENABLE, CS_REOPTIMIZE, CS_SLEEP,
+		  CS_UNREGISTER, CS_JOIN };
 
 static void *churn_caller(void *arg)
 {
@@ -834,9 +839,9 @@ static void dump_threads(const char *why)
 	int fd = open("/proc/self/task", O_RDONLY | O_DIRECTORY);
 	long n;
 
-	snprintf(head, sizeof(head), "churn watchdog: %s; a64_add at %p, its words %#x %#x %#x\n",
-		 why, (void *)a64_add, word_at(a64_add), word_at(AT(a64_add, 4)),
-		 word_at(AT(a64_add, 8)));
+	snprintf(head, sizeof(head), "churn watchdog: %s; round %d, step %d; a64_add at %p, "
+		 "its words %#x %#x %#x\n", why, churn_round, churn_step, (void *)a64_add,
+		 word_at(a64_add), word_at(AT(a64_add, 4)), word_at(AT(a64_add, 8)));
 	dump_str(head);
 	sigaction(SIGUSR2, &sa, NULL);
 	while (fd >= 0 && (n = syscall(SYS_getdents64, fd, buf, sizeof(buf))) > 0) {
@@ -877,15 +882,16 @@ static double now_s(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-/* Until the test ends: CHURN_DUMP_AFTER seconds after it began, the
- * threads' state, once. */
+/* Until the calling threads are joined: CHURN_DUMP_AFTER seconds after
+ * the test began, the threads' state, once (a caller that never stops
+ * hangs the join, after the rounds). */
 static void *churn_watchdog(void *arg)
 {
 	struct timespec tick = { 0, 100000000 };
 	double deadline = now_s() + CHURN_DUMP_AFTER;
 
 	while (now_s() < deadline) {
-		if (__atomic_load_n(&churn_stop, __ATOMIC_ACQUIRE))
+		if (__atomic_load_n(&churn_joined, __ATOMIC_ACQUIRE))
 			return NULL;
 		nanosleep(&tick, NULL);
 	}
@@ -914,24 +920,34 @@ Test(a64_optimized, churn_while_others_hammer, .timeout = CHURN_TIMEOUT)
 	for (int r = 0; r < rounds; r++) {
 		struct kprobe kp = { .addr = AT(a64_add, (r % 3) * 4), .pre_handler = count_pre };
 
+		churn_round = r;
+		churn_step = CS_REGISTER;
 		cr_assert_eq(register_kprobe(&kp), 0);
+		churn_step = CS_OPTIMIZE;
 		kprobes_optimize_now();
 		opt_rounds += optimized(&kp);
 		if (r & 1) {
+			churn_step = CS_DISABLE;
 			cr_assert_eq(disable_kprobe(&kp), 0);
+			churn_step = CS_ENABLE;
 			cr_assert_eq(enable_kprobe(&kp), 0);
+			churn_step = CS_REOPTIMIZE;
 			kprobes_optimize_now();
 		}
+		churn_step = CS_SLEEP;
 		usleep(scale > 1 ? 100 * (unsigned int)(r % 10) : 1000);
+		churn_step = CS_UNREGISTER;
 		unregister_kprobe(&kp);
 		if (scale > 1 && time(NULL) - t0 > CHURN_BUDGET) {
 			cr_log_info("stress: %d of %d rounds in %d s", r + 1, rounds, CHURN_BUDGET);
 			rounds = r + 1;
 		}
 	}
+	churn_step = CS_JOIN;
 	__atomic_store_n(&churn_stop, true, __ATOMIC_RELEASE);
 	for (int i = 0; i < nthreads; i++)
 		pthread_join(th[i], NULL);
+	__atomic_store_n(&churn_joined, true, __ATOMIC_RELEASE);
 	pthread_join(dog, NULL);
 	cr_expect_eq(churn_bad, 0, "%ld wrong results", churn_bad);
 	cr_expect_gt(opt_rounds, rounds / 2, "optimized in %ld of %d rounds", opt_rounds, rounds);
