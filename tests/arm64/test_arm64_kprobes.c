@@ -24,6 +24,12 @@
 #include <string.h>
 #include <sys/auxv.h>
 #include <sys/mman.h>
+#include <sys/wait.h>
+#include <sys/ptrace.h>
+#include <sys/prctl.h>
+#include <sys/uio.h>
+#include <elf.h>
+#include <asm/ptrace.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -778,14 +784,15 @@ static void dump_str(const char *s)
 	}
 }
 
-/* /proc/self/task/<tid>/<what>, its newlines as " | ", after a label. */
-static void dump_task_file(const char *tid, const char *what)
+/* /proc/<pid>/task/<tid>/<what> (pid "self" or a number), its newlines
+ * as ";", after a label. */
+static void dump_task_file(const char *pid, const char *tid, const char *what)
 {
 	char path[96], buf[2048];
 	ssize_t n;
 	int fd;
 
-	snprintf(path, sizeof(path), "/proc/self/task/%s/%s", tid, what);
+	snprintf(path, sizeof(path), "/proc/%s/task/%s/%s", pid, tid, what);
 	fd = open(path, O_RDONLY);
 	if (fd < 0)
 		return;
@@ -854,10 +861,10 @@ static void dump_threads(const char *why)
 			dump_str("  task ");
 			dump_str(de->d_name);
 			dump_str("\n");
-			dump_task_file(de->d_name, "stat");
-			dump_task_file(de->d_name, "wchan");
-			dump_task_file(de->d_name, "syscall");
-			dump_task_file(de->d_name, "stack");
+			dump_task_file("self", de->d_name, "stat");
+			dump_task_file("self", de->d_name, "wchan");
+			dump_task_file("self", de->d_name, "syscall");
+			dump_task_file("self", de->d_name, "stack");
 			if (atoi(de->d_name) != gettid())
 				tgkill(getpid(), atoi(de->d_name), SIGUSR2);
 		}
@@ -872,6 +879,81 @@ static void dump_threads(const char *why)
 	}
 	if (fd >= 0)
 		close(fd);
+}
+
+/* A thread of another process stopped with ptrace: its pc, sp and x30
+ * (what /proc does not say of a running thread). */
+static void dump_regs_from_outside(pid_t tid)
+{
+	struct user_pt_regs regs;
+	struct iovec iov = { &regs, sizeof(regs) };
+	char line[160];
+	int st, n;
+
+	if (ptrace(PTRACE_SEIZE, tid, 0, 0))
+		return;
+	if (!ptrace(PTRACE_INTERRUPT, tid, 0, 0) && waitpid(tid, &st, __WALL) == tid &&
+	    !ptrace(PTRACE_GETREGSET, tid, (void *)NT_PRSTATUS, &iov)) {
+		n = snprintf(line, sizeof(line), "    regs: pc %#llx x30 %#llx sp %#llx\n",
+			     (unsigned long long)regs.pc, (unsigned long long)regs.regs[30],
+			     (unsigned long long)regs.sp);
+		if (n > 0)
+			dump_str(line);
+	}
+	ptrace(PTRACE_DETACH, tid, 0, 0);
+}
+
+/* From another process (the test's own may be stopped or frozen whole,
+ * its watchdog thread with it): the state of every thread of pid. */
+static void dump_from_outside(pid_t pid)
+{
+	char dir[64], spid[16], buf[4096];
+	long n;
+	int fd;
+
+	snprintf(spid, sizeof(spid), "%d", (int)pid);
+	snprintf(dir, sizeof(dir), "/proc/%d/task", (int)pid);
+	dump_str("churn outside watchdog: the test process is still running\n");
+	fd = open(dir, O_RDONLY | O_DIRECTORY);
+	while (fd >= 0 && (n = syscall(SYS_getdents64, fd, buf, sizeof(buf))) > 0) {
+		for (long off = 0; off < n;) {
+			struct linux_dirent64 *de = (struct linux_dirent64 *)(buf + off);
+
+			off += de->d_reclen;
+			if (de->d_name[0] == '.')
+				continue;
+			dump_str("  task ");
+			dump_str(de->d_name);
+			dump_str("\n");
+			dump_task_file(spid, de->d_name, "stat");
+			dump_task_file(spid, de->d_name, "wchan");
+			dump_task_file(spid, de->d_name, "syscall");
+			dump_task_file(spid, de->d_name, "stack");
+			dump_regs_from_outside(atoi(de->d_name));
+		}
+	}
+	if (fd >= 0)
+		close(fd);
+}
+
+/* A child process that dumps the test's threads (dump_from_outside) if
+ * the test still runs CHURN_DUMP_AFTER seconds from now; the caller kills
+ * it once done.  Forked before the test starts its threads. */
+static pid_t churn_outside_watchdog(void)
+{
+	pid_t parent = getpid(), child = fork();
+
+	if (child > 0)
+		prctl(PR_SET_PTRACER, child, 0, 0, 0);	/* for its look at the registers */
+	if (child != 0)
+		return child;
+	for (int i = 0; i < CHURN_DUMP_AFTER * 10 + 20; i++) {
+		usleep(100000);
+		if (getppid() != parent)
+			_exit(0);
+	}
+	dump_from_outside(parent);
+	_exit(0);
 }
 
 static double now_s(void)
@@ -906,6 +988,7 @@ Test(a64_optimized, churn_while_others_hammer, .timeout = CHURN_TIMEOUT)
 	int nthreads = CHURN_THREADS * scale, rounds = CHURN_ROUNDS * scale;
 	long opt_rounds = 0;
 	time_t t0 = time(NULL);
+	pid_t outside;
 
 	/* It has hung twice in some twenty guest runs, with no dump yet (the
 	 * watchdog fired after the runner's limit): make check's quick run
@@ -914,6 +997,7 @@ Test(a64_optimized, churn_while_others_hammer, .timeout = CHURN_TIMEOUT)
 		cr_skip_test("A64_CHURN=off: the churn test runs in make check-arm64");
 
 	reset();
+	outside = churn_outside_watchdog();
 	cr_assert_eq(pthread_create(&dog, NULL, churn_watchdog, NULL), 0);
 	for (int i = 0; i < nthreads; i++)
 		cr_assert_eq(pthread_create(&th[i], NULL, churn_caller, NULL), 0);
@@ -949,6 +1033,10 @@ Test(a64_optimized, churn_while_others_hammer, .timeout = CHURN_TIMEOUT)
 		pthread_join(th[i], NULL);
 	__atomic_store_n(&churn_joined, true, __ATOMIC_RELEASE);
 	pthread_join(dog, NULL);
+	if (outside > 0) {
+		kill(outside, SIGKILL);
+		waitpid(outside, NULL, 0);
+	}
 	cr_expect_eq(churn_bad, 0, "%ld wrong results", churn_bad);
 	cr_expect_gt(opt_rounds, rounds / 2, "optimized in %ld of %d rounds", opt_rounds, rounds);
 	cr_expect_gt(hits, 0);
