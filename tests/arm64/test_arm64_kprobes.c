@@ -727,15 +727,28 @@ Test(a64_optimized, out_of_range_keeps_the_brk)
  * and the calling threads by N, and shortens the rest between rounds: a
  * stress mode for the detours' retirement (census, grace period, reuse),
  * which starts no round after CHURN_BUDGET seconds.
- * The run is bounded: a watchdog prints every thread's state (state,
- * wchan, the pc of a stopped thread) before Criterion's timeout ends it,
- * so a hang says where it hangs. */
+ * The run is bounded: before Criterion's timeout ends it, a watchdog
+ * thread prints every thread's state (state, wchan, each running
+ * thread's pc from its own signal handler), and a watchdog process (for
+ * a test process that stops whole, which has hung it without a word
+ * from the thread) prints their state and, through ptrace, their
+ * registers, so a hang says where it hangs. */
 #define CHURN_THREADS 2
 #define CHURN_MAX_THREADS 16
 #define CHURN_ROUNDS 60
 #define CHURN_TIMEOUT 150
 /* Before the guest runner's own limit (--timeout 120) ends the test. */
 #define CHURN_DUMP_AFTER 60
+
+/* Seconds before the watchdogs dump: CHURN_DUMP_AFTER, or A64_CHURN_DUMP
+ * (to see the dumps of a run that does not hang). */
+static int churn_dump_after(void)
+{
+	const char *env = getenv("A64_CHURN_DUMP");
+	int n = env ? atoi(env) : 0;
+
+	return n > 0 ? n : CHURN_DUMP_AFTER;
+}
 #define CHURN_BUDGET 50
 
 static volatile bool churn_stop, churn_joined;
@@ -937,7 +950,7 @@ static void dump_from_outside(pid_t pid)
 }
 
 /* A child process that dumps the test's threads (dump_from_outside) if
- * the test still runs CHURN_DUMP_AFTER seconds from now; the caller kills
+ * the test still runs churn_dump_after() seconds from now; the caller kills
  * it once done.  Forked before the test starts its threads. */
 static pid_t churn_outside_watchdog(void)
 {
@@ -947,7 +960,7 @@ static pid_t churn_outside_watchdog(void)
 		prctl(PR_SET_PTRACER, child, 0, 0, 0);	/* for its look at the registers */
 	if (child != 0)
 		return child;
-	for (int i = 0; i < CHURN_DUMP_AFTER * 10 + 20; i++) {
+	for (int i = 0; i < churn_dump_after() * 10 + 20; i++) {
 		usleep(100000);
 		if (getppid() != parent)
 			_exit(0);
@@ -964,13 +977,13 @@ static double now_s(void)
 	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
 }
 
-/* Until the calling threads are joined: CHURN_DUMP_AFTER seconds after
+/* Until the calling threads are joined: churn_dump_after() seconds after
  * the test began, the threads' state, once (a caller that never stops
  * hangs the join, after the rounds). */
 static void *churn_watchdog(void *arg)
 {
 	struct timespec tick = { 0, 100000000 };
-	double deadline = now_s() + CHURN_DUMP_AFTER;
+	double deadline = now_s() + churn_dump_after();
 
 	while (now_s() < deadline) {
 		if (__atomic_load_n(&churn_joined, __ATOMIC_ACQUIRE))
