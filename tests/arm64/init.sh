@@ -64,7 +64,8 @@ for t in /tests/* /tests-asan/*; do
 	nf=$(echo "$line" | sed -n 's/.*Failing: \([0-9]*\).*Crashing: \([0-9]*\).*/\1 \2/p')
 	nt=$(echo "$line" | sed -n 's/.*Tested: \([0-9]*\).*/\1/p')
 	np=${np:-0}; set -- $nf; nf=$(( ${1:-0} + ${2:-0} ))
-	[ $rc -ne 0 ] && [ $nf -eq 0 ] && nf=1
+	# a binary that reports no failure yet exits non-zero says so
+	[ $rc -ne 0 ] && [ $nf -eq 0 ] && nf=1 && line="$line -- exit $rc"
 	if [ $nf -eq 0 ] && [ "${nt:-0}" -eq 0 ]; then
 		nf=1
 		line="${line:-exit $rc, no synthesis} -- ran no test"
