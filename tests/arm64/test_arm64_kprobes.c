@@ -848,22 +848,17 @@ struct linux_dirent64 {
 	char d_name[];
 };
 
-/* Every thread: its state, where it waits in the kernel, its system call
- * with the user sp and pc (/proc's syscall), the kernel stack; then each
- * thread that can take a signal says its pc and x30; then the executable
- * mappings. */
-static void dump_threads(const char *why)
+/* Each thread of process pid ("self" or a number): its state, where it
+ * waits in the kernel, its system call (with the user sp and pc), the
+ * kernel stack, then what more(tid) says. */
+static void dump_tasks(const char *pid, void (*more)(pid_t tid))
 {
-	struct sigaction sa = { .sa_sigaction = where_am_i, .sa_flags = SA_SIGINFO };
-	char head[256], buf[4096];
-	int fd = open("/proc/self/task", O_RDONLY | O_DIRECTORY);
+	char dir[64], buf[4096];
 	long n;
+	int fd;
 
-	snprintf(head, sizeof(head), "churn watchdog: %s; round %d, step %d; a64_add at %p, "
-		 "its words %#x %#x %#x\n", why, churn_round, churn_step, (void *)a64_add,
-		 word_at(a64_add), word_at(AT(a64_add, 4)), word_at(AT(a64_add, 8)));
-	dump_str(head);
-	sigaction(SIGUSR2, &sa, NULL);
+	snprintf(dir, sizeof(dir), "/proc/%s/task", pid);
+	fd = open(dir, O_RDONLY | O_DIRECTORY);
 	while (fd >= 0 && (n = syscall(SYS_getdents64, fd, buf, sizeof(buf))) > 0) {
 		for (long off = 0; off < n;) {
 			struct linux_dirent64 *de = (struct linux_dirent64 *)(buf + off);
@@ -874,16 +869,41 @@ static void dump_threads(const char *why)
 			dump_str("  task ");
 			dump_str(de->d_name);
 			dump_str("\n");
-			dump_task_file("self", de->d_name, "stat");
-			dump_task_file("self", de->d_name, "wchan");
-			dump_task_file("self", de->d_name, "syscall");
-			dump_task_file("self", de->d_name, "stack");
-			if (atoi(de->d_name) != gettid())
-				tgkill(getpid(), atoi(de->d_name), SIGUSR2);
+			dump_task_file(pid, de->d_name, "stat");
+			dump_task_file(pid, de->d_name, "wchan");
+			dump_task_file(pid, de->d_name, "syscall");
+			dump_task_file(pid, de->d_name, "stack");
+			more(atoi(de->d_name));
 		}
 	}
 	if (fd >= 0)
 		close(fd);
+}
+
+/* Another thread of this process says where it is (where_am_i). */
+static void ask_where(pid_t tid)
+{
+	if (tid != gettid())
+		tgkill(getpid(), tid, SIGUSR2);
+}
+
+/* Every thread: its state, where it waits in the kernel, its system call
+ * with the user sp and pc (/proc's syscall), the kernel stack; then each
+ * thread that can take a signal says its pc and x30; then the executable
+ * mappings. */
+static void dump_threads(const char *why)
+{
+	struct sigaction sa = { .sa_sigaction = where_am_i, .sa_flags = SA_SIGINFO };
+	char head[256], buf[4096];
+	long n;
+	int fd;
+
+	snprintf(head, sizeof(head), "churn watchdog: %s; round %d, step %d; a64_add at %p, "
+		 "its words %#x %#x %#x\n", why, churn_round, churn_step, (void *)a64_add,
+		 word_at(a64_add), word_at(AT(a64_add, 4)), word_at(AT(a64_add, 8)));
+	dump_str(head);
+	sigaction(SIGUSR2, &sa, NULL);
+	dump_tasks("self", ask_where);
 	usleep(200000);
 	fd = open("/proc/self/maps", O_RDONLY);
 	while (fd >= 0 && (n = read(fd, buf, sizeof(buf) - 1)) > 0) {
@@ -920,33 +940,11 @@ static void dump_regs_from_outside(pid_t tid)
  * its watchdog thread with it): the state of every thread of pid. */
 static void dump_from_outside(pid_t pid)
 {
-	char dir[64], spid[16], buf[4096];
-	long n;
-	int fd;
+	char spid[16];
 
 	snprintf(spid, sizeof(spid), "%d", (int)pid);
-	snprintf(dir, sizeof(dir), "/proc/%d/task", (int)pid);
 	dump_str("churn outside watchdog: the test process is still running\n");
-	fd = open(dir, O_RDONLY | O_DIRECTORY);
-	while (fd >= 0 && (n = syscall(SYS_getdents64, fd, buf, sizeof(buf))) > 0) {
-		for (long off = 0; off < n;) {
-			struct linux_dirent64 *de = (struct linux_dirent64 *)(buf + off);
-
-			off += de->d_reclen;
-			if (de->d_name[0] == '.')
-				continue;
-			dump_str("  task ");
-			dump_str(de->d_name);
-			dump_str("\n");
-			dump_task_file(spid, de->d_name, "stat");
-			dump_task_file(spid, de->d_name, "wchan");
-			dump_task_file(spid, de->d_name, "syscall");
-			dump_task_file(spid, de->d_name, "stack");
-			dump_regs_from_outside(atoi(de->d_name));
-		}
-	}
-	if (fd >= 0)
-		close(fd);
+	dump_tasks(spid, dump_regs_from_outside);
 }
 
 /* A child process that dumps the test's threads (dump_from_outside) if
