@@ -12,6 +12,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
@@ -21,11 +22,13 @@
 #include "testutil.h"
 
 /* The accessing instructions, each followed by a label: a watchpoint's
- * handler sees regs->ip at that label.
- *   kpt_wstore_a(v): mov %rdi, kpt_wvar8(%rip)   -> kpt_wstore_a_end
- *   kpt_wstore_b(v): mov %rdi, kpt_wvar8(%rip)   -> kpt_wstore_b_end
- *   kpt_wload():     mov kpt_wvar8(%rip), %rax   -> kpt_wload_end
+ * handler sees the pc at that label (on arm64 too, where the watchpoint
+ * traps before the access and the library steps it).
+ *   kpt_wstore_a(v): store v to kpt_wvar8   -> kpt_wstore_a_end
+ *   kpt_wstore_b(v): the same, elsewhere    -> kpt_wstore_b_end
+ *   kpt_wload():     load kpt_wvar8         -> kpt_wload_end
  */
+#if defined(__x86_64__)
 __asm__(".text\n"
 	".globl kpt_wstore_a\n.type kpt_wstore_a,@function\n"
 	"kpt_wstore_a:\n"
@@ -48,6 +51,39 @@ __asm__(".text\n"
 	".globl kpt_wload_end\nkpt_wload_end:\n"
 	"\tret\n"
 	".size kpt_wload, .-kpt_wload\n");
+/* The program's own breakpoint, reported after it. */
+#define PROGRAM_BREAKPOINT() __asm__ volatile("int3")
+#define PROGRAM_BREAKPOINT_SKIP 0
+#elif defined(__aarch64__)
+__asm__(".text\n"
+	".globl kpt_wstore_a\n.type kpt_wstore_a,%function\n"
+	"kpt_wstore_a:\n"
+	"\tadrp x1, kpt_wvar8\n"
+	"\tstr x0, [x1, :lo12:kpt_wvar8]\n"
+	".globl kpt_wstore_a_end\nkpt_wstore_a_end:\n"
+	"\tret\n"
+	".size kpt_wstore_a, .-kpt_wstore_a\n"
+
+	".globl kpt_wstore_b\n.type kpt_wstore_b,%function\n"
+	"kpt_wstore_b:\n"
+	"\tadrp x1, kpt_wvar8\n"
+	"\tadd x1, x1, :lo12:kpt_wvar8\n"
+	"\tstr x0, [x1]\n"
+	".globl kpt_wstore_b_end\nkpt_wstore_b_end:\n"
+	"\tret\n"
+	".size kpt_wstore_b, .-kpt_wstore_b\n"
+
+	".globl kpt_wload\n.type kpt_wload,%function\n"
+	"kpt_wload:\n"
+	"\tadrp x1, kpt_wvar8\n"
+	"\tldr x0, [x1, :lo12:kpt_wvar8]\n"
+	".globl kpt_wload_end\nkpt_wload_end:\n"
+	"\tret\n"
+	".size kpt_wload, .-kpt_wload\n");
+/* The program's own breakpoint, reported at it: its handler steps over. */
+#define PROGRAM_BREAKPOINT() __asm__ volatile("brk #0x77")
+#define PROGRAM_BREAKPOINT_SKIP 4
+#endif
 
 void kpt_wstore_a(long v);
 void kpt_wstore_b(long v);
@@ -62,11 +98,11 @@ static unsigned long hits_a, hits_b, hits_load, hits_other, bad_value;
 
 static void count_handler(struct wprobe *wp, struct pt_regs *regs)
 {
-	char *ip = (char *)regs->ip;
+	char *ip = (char *)instruction_pointer(regs);
 
 	if (ip == kpt_wstore_a_end || ip == kpt_wstore_b_end) {
 		/* After the access: the new value is there. */
-		if (*(volatile long *)wp->addr != (long)regs->di)
+		if (*(volatile long *)wp->addr != (long)regs_get_kernel_argument(regs, 0))
 			__atomic_add_fetch(&bad_value, 1, __ATOMIC_RELAXED);
 		__atomic_add_fetch(ip == kpt_wstore_a_end ? &hits_a : &hits_b, 1, __ATOMIC_RELAXED);
 	} else if (ip == kpt_wload_end) {
@@ -379,6 +415,11 @@ Test(wprobe, unregister_leaves_nothing)
 static volatile unsigned long prog_traps, prog_perf, prog_perf_bad;
 long kpt_prog_var __attribute__((aligned(8)));
 
+static volatile int prog_fd = -1;
+
+/* The program's perf event is switched off by its handler and on again
+ * before each write: on arm64 its trap comes before the write, which
+ * would trap again at the return with the event still on. */
 static void prog_trap(int sig, siginfo_t *info, void *ctx)
 {
 	if (info->si_code == 6 /* TRAP_PERF */) {
@@ -386,8 +427,12 @@ static void prog_trap(int sig, siginfo_t *info, void *ctx)
 			prog_perf++;
 		else
 			prog_perf_bad++;
+		ioctl(prog_fd, PERF_EVENT_IOC_DISABLE, 0);
 	} else {
 		prog_traps++;
+#if defined(__aarch64__)
+		((ucontext_t *)ctx)->uc_mcontext.pc += PROGRAM_BREAKPOINT_SKIP;
+#endif
 	}
 }
 
@@ -412,11 +457,13 @@ Test(wprobe, program_sigtrap_and_perf_events)
 	a.sig_data = 0x5eed;
 	fd = syscall(SYS_perf_event_open, &a, 0, -1, -1, PERF_FLAG_FD_CLOEXEC);
 	cr_assert_geq(fd, 0, "the program's own perf event");
+	prog_fd = (int)fd;
 	for (int i = 0; i < 50; i++) {
+		ioctl(prog_fd, PERF_EVENT_IOC_ENABLE, 0);
 		*(volatile long *)&kpt_prog_var = i;
 		kpt_wstore_a(i);
 	}
-	__asm__ volatile("int3");
+	PROGRAM_BREAKPOINT();
 	close((int)fd);
 	unregister_wprobe(&wp);
 	cr_expect_eq(prog_perf, 50);
@@ -507,8 +554,10 @@ Test(wprobe, exec_unwatched)
 	if (pid == 0) {
 		char *argv[] = { "exec-child", NULL };
 
-		/* The watchpoint is armed in this child first. */
+		/* The watchpoint is armed in this child first.  Its handler
+		 * runs in a signal handler: nhits is read after the store. */
 		*(volatile long *)FIXED_ADDR = 1;
+		__atomic_signal_fence(__ATOMIC_SEQ_CST);
 		if (nhits != 1)
 			_exit(4);
 		setenv("KPT_WPROBE_EXEC", "1", 1);
@@ -570,3 +619,201 @@ Test(wprobe, exited_threads_leave_nothing)
 	unregister_wprobe(&wp);
 	cr_expect_eq(perf_fds(), 0);
 }
+
+#if defined(__aarch64__)
+/* arm64 steps each access itself (the watchpoint traps before it), out
+ * of line or, for a PC-relative load, simulated: every form of access
+ * must leave the registers and memory as it would have, and the handler
+ * must see them after it, at the next instruction.
+ *   kpt_a64_post(v, p):  str x0, [x1], #8   returns p + 8
+ *   kpt_a64_ldp(p):      ldp x0, x2, [x1]   returns the first word
+ *   kpt_a64_ldadd(v, p): ldadd x0, x2, [x1] returns the old value
+ *   kpt_a64_stq(p):      str q0, [x0]       (q0 = 16 bytes of 0x5a)
+ *   kpt_a64_literal():   ldr x0, kpt_a64_lit (a literal in the code)
+ */
+__asm__(".text\n"
+	".globl kpt_a64_post\n.type kpt_a64_post,%function\n"
+	"kpt_a64_post:\n"
+	"\tstr x0, [x1], #8\n"
+	".globl kpt_a64_post_end\nkpt_a64_post_end:\n"
+	"\tmov x0, x1\n\tret\n"
+	".size kpt_a64_post, .-kpt_a64_post\n"
+
+	".globl kpt_a64_ldp\n.type kpt_a64_ldp,%function\n"
+	"kpt_a64_ldp:\n"
+	"\tmov x1, x0\n"
+	"\tldp x0, x2, [x1]\n"
+	".globl kpt_a64_ldp_end\nkpt_a64_ldp_end:\n"
+	"\tadd x0, x0, x2\n\tret\n"
+	".size kpt_a64_ldp, .-kpt_a64_ldp\n"
+
+	".globl kpt_a64_ldadd\n.type kpt_a64_ldadd,%function\n"
+	"kpt_a64_ldadd:\n"
+	"\t.arch_extension lse\n"
+	"\tldadd x0, x2, [x1]\n"
+	".globl kpt_a64_ldadd_end\nkpt_a64_ldadd_end:\n"
+	"\tmov x0, x2\n\tret\n"
+	".size kpt_a64_ldadd, .-kpt_a64_ldadd\n"
+
+	".globl kpt_a64_stq\n.type kpt_a64_stq,%function\n"
+	"kpt_a64_stq:\n"
+	"\tmovi v0.16b, #0x5a\n"
+	"\tstr q0, [x0]\n"
+	".globl kpt_a64_stq_end\nkpt_a64_stq_end:\n"
+	"\tret\n"
+	".size kpt_a64_stq, .-kpt_a64_stq\n"
+
+	".globl kpt_a64_literal\n.type kpt_a64_literal,%function\n"
+	"kpt_a64_literal:\n"
+	"\tldr x0, kpt_a64_lit\n"
+	".globl kpt_a64_literal_end\nkpt_a64_literal_end:\n"
+	"\tret\n"
+	"\t.balign 8\n"
+	".globl kpt_a64_lit\nkpt_a64_lit:\n\t.quad 0x1122334455667788\n"
+	".size kpt_a64_literal, .-kpt_a64_literal\n");
+
+long *kpt_a64_post(long v, long *p);
+long kpt_a64_ldp(long *p);
+long kpt_a64_ldadd(long v, long *p);
+void kpt_a64_stq(void *p);
+long kpt_a64_literal(void);
+extern char kpt_a64_post_end[], kpt_a64_ldp_end[], kpt_a64_ldadd_end[], kpt_a64_stq_end[],
+	kpt_a64_literal_end[];
+extern const long kpt_a64_lit;
+
+static char *a64_seen_pc;
+static long a64_seen_value;
+static int a64_seen_reg;
+
+/* A handler's own read of a variable watched for reads is a hit of its
+ * own (counted missed): the value is read only under write watchpoints,
+ * and taken from the loaded register under read ones. */
+static void a64_form_handler(struct wprobe *wp, struct pt_regs *regs)
+{
+	a64_seen_pc = (char *)regs->pc;
+	if (wp->type == WPROBE_W)
+		a64_seen_value = *(volatile long *)wp->addr;
+	else
+		a64_seen_value = (long)regs->regs[a64_seen_reg];
+	nhits++;
+}
+
+/* One access by fn through the watchpoint on addr: one hit, at end, after
+ * the access (the handler read expect there). */
+#define ONE_ACCESS(addr_, type_, call, end, expect)					\
+	do {										\
+		struct wprobe wp = { .addr = (void *)(addr_), .len = 8, .type = (type_),	\
+				     .handler = a64_form_handler };			\
+		nhits = 0;								\
+		a64_seen_pc = NULL;							\
+		register_or_skip(&wp);							\
+		call;									\
+		unregister_wprobe(&wp);							\
+		cr_expect_eq(nhits, 1, "%s: %lu hits", #call, nhits);			\
+		cr_expect_eq(a64_seen_pc, (end), "%s: handler at %p", #call, a64_seen_pc); \
+		cr_expect_eq(a64_seen_value, (long)(expect), "%s: saw %#lx", #call,	\
+			     a64_seen_value);						\
+		cr_expect_eq(wp.nmissed, 0);						\
+	} while (0)
+
+Test(wprobe, a64_every_form_of_access)
+{
+	static long buf[4] __attribute__((aligned(16)));
+	long *after = NULL, r = 0;
+
+	buf[0] = 1;
+	ONE_ACCESS(&buf[0], WPROBE_W, after = kpt_a64_post(77, &buf[0]), kpt_a64_post_end, 77);
+	cr_expect_eq(after, &buf[1], "post-index write-back");
+	cr_expect_eq(buf[0], 77);
+
+	buf[0] = 40;
+	buf[1] = 2;
+	a64_seen_reg = 2;
+	ONE_ACCESS(&buf[1], WPROBE_RW, r = kpt_a64_ldp(&buf[0]), kpt_a64_ldp_end, 2);
+	cr_expect_eq(r, 42, "the pair loaded");
+
+	buf[2] = 100;
+	ONE_ACCESS(&buf[2], WPROBE_W, r = kpt_a64_ldadd(5, &buf[2]), kpt_a64_ldadd_end, 105);
+	cr_expect_eq(r, 100, "the old value");
+	cr_expect_eq(buf[2], 105);
+
+	memset(buf, 0, sizeof(buf));
+	ONE_ACCESS(&buf[1], WPROBE_W, kpt_a64_stq(&buf[0]), kpt_a64_stq_end, 0x5a5a5a5a5a5a5a5aL);
+	cr_expect_eq(buf[0], 0x5a5a5a5a5a5a5a5aL, "the vector store's first half");
+
+	a64_seen_reg = 0;
+	ONE_ACCESS(&kpt_a64_lit, WPROBE_RW, r = kpt_a64_literal(), kpt_a64_literal_end,
+		   0x1122334455667788L);
+	cr_expect_eq(r, 0x1122334455667788L, "the literal loaded");
+}
+
+/* Many threads stepping accesses at once, each in its own slot, while a
+ * signal handler of the program's (which the step holds off) runs too. */
+static volatile unsigned long a64_usr1;
+
+static void a64_on_usr1(int sig)
+{
+	a64_usr1++;
+}
+
+Test(wprobe, a64_steps_under_threads_and_signals)
+{
+	struct wprobe wp = var8_probe(WPROBE_W);
+	pthread_t t[NTHREADS];
+	struct sigaction sa = { .sa_handler = a64_on_usr1 };
+
+	sigaction(SIGUSR1, &sa, NULL);
+	register_or_skip(&wp);
+	for (int i = 0; i < NTHREADS; i++)
+		cr_assert_eq(pthread_create(&t[i], NULL, writer, NULL), 0);
+	for (int i = 0; i < 200; i++) {
+		pthread_kill(t[i % NTHREADS], SIGUSR1);
+		usleep(100);
+	}
+	for (int i = 0; i < NTHREADS; i++)
+		pthread_join(t[i], NULL);
+	unregister_wprobe(&wp);
+	/* (the value seen may be another thread's, written since) */
+	cr_expect_eq(hits_a + hits_b, NTHREADS * PER_THREAD, "a=%lu b=%lu", hits_a, hits_b);
+	cr_expect_eq(hits_other, 0);
+	cr_expect_eq(wp.nmissed, 0);
+}
+#endif
+
+#if defined(__aarch64__)
+/* A handler that meets a breakpoint: the trap must be open (a BRK with
+ * SIGTRAP blocked would kill the process), on every way the step ends. */
+__attribute__((noinline)) long kpt_a64_probed(long x);
+__attribute__((noinline)) long kpt_a64_probed(long x)
+{
+	__asm__ volatile("" : "+r"(x));
+	return x + 1;
+}
+
+static int a64_probed_pre(struct kprobe *p, struct pt_regs *regs)
+{
+	return 0;
+}
+
+static void a64_calling_handler(struct wprobe *wp, struct pt_regs *regs)
+{
+	nhits += kpt_a64_probed(0);
+}
+
+Test(wprobe, a64_breakpoint_in_handler)
+{
+	struct wprobe wp = { .addr = &kpt_wvar8, .len = 8, .type = WPROBE_W,
+			     .handler = a64_calling_handler };
+	struct kprobe kp = { .addr = (void *)kpt_a64_probed, .pre_handler = a64_probed_pre };
+
+	kprobes_set_optimization(false);
+	cr_assert_eq(register_kprobe(&kp), 0);
+	register_or_skip(&wp);
+	for (long i = 0; i < 100; i++)
+		kpt_wstore_a(i);
+	unregister_wprobe(&wp);
+	unregister_kprobe(&kp);
+	cr_expect_eq(nhits, 100);
+	cr_expect_eq(kp.nmissed, 100, "a hit inside a handler is missed");
+}
+#endif

@@ -73,6 +73,15 @@ int arch_init(void);
  * rewrite in progress), which no thread of the child will finish. */
 void arch_after_fork_child(void);
 
+/* Watchpoints (core/wprobe.c), under the registry lock.  What the
+ * architecture needs before a watchpoint is armed (arm64, whose
+ * watchpoints trap before the access: the slots its trap handler steps
+ * accesses in); 0 or -errno. */
+int arch_wprobe_prepare(void);
+/* In a fork child, before its watchpoints are armed again: 0, or -errno
+ * (they are then left unarmed). */
+int arch_wprobe_after_fork_child(void);
+
 /* [lo, hi) of the code that handles traps, to be kept unprobed. */
 void arch_trap_path_range(uintptr_t *lo, uintptr_t *hi);
 

@@ -161,10 +161,6 @@ KP_EXPORT int register_wprobe(struct wprobe *wp)
 
 	if (!wp)
 		return -EINVAL;
-	/* A watchpoint that traps before the access (arm64) would trap again
-	 * at every return to it: not offered there yet. */
-	if (!ARCH_WATCH_AFTER_ACCESS)
-		return -EOPNOTSUPP;
 	err = kp_init();
 	if (err)
 		return err;
@@ -179,6 +175,8 @@ KP_EXPORT int register_wprobe(struct wprobe *wp)
 	if (wp->__state == KP_WSTATE_REGISTERED)
 		err = -EINVAL;
 	else
+		err = arch_wprobe_prepare();
+	if (!err)
 		err = arm(wp, addr);
 	if (!err) {
 		wp->addr = (void *)addr;
@@ -286,6 +284,13 @@ void kp_list_wprobes(FILE *out)
  * own, so watchpoints go on working there as probes do. */
 void kp_wprobe_after_fork_child(void)
 {
+	bool any = false;
+
+	for (unsigned int i = 0; i < KP_WSLOTS; i++)
+		any |= wslots[i].wp != NULL;
+	/* Without what the architecture needs, none is armed again. */
+	if (!any || arch_wprobe_after_fork_child())
+		return;
 	for (unsigned int i = 0; i < KP_WSLOTS; i++) {
 		struct kp_wslot *s = &wslots[i];
 

@@ -87,8 +87,7 @@ A64_SMOKE := $(A64)/tests/test_arm64_smoke
 # xmm registers loaded by x86-64 assembly (the V registers are in
 # test_arm64_vecregs); test_optimize, test_nomem, test_text_poke,
 # test_insn: the x86-64 jump optimizer (an x86-64 target function; arm64
-# has no jump optimization yet), patcher and decoder; test_wprobe,
-# test_cli_watch: watchpoints are -EOPNOTSUPP on arm64; test_jump_label:
+# has no jump optimization yet), patcher and decoder; test_jump_label:
 # x86-64 NOP/JMP bytes and an x86-64 site in assembly (the static-key
 # sites of test_tracepoint run); test_fault_region: an x86-64 function in
 # assembly (a fault in a slot, shown at the probed address, is in
@@ -96,7 +95,8 @@ A64_SMOKE := $(A64)/tests/test_arm64_smoke
 # test_a64_insn: the classifier's host unit tests (run natively).  The
 # kprobe tool's suites: tools/kprobe/arm64.mk.
 A64_LIB_NAMES := test_arm64_kprobes test_arm64_kretprobe test_arm64_vecregs test_gone \
-	test_nofault test_read_nofault test_elf test_tracepoint test_fork_loader test_libc_all
+	test_nofault test_read_nofault test_elf test_tracepoint test_fork_loader test_libc_all \
+	test_wprobe
 A64_LIB_TESTS := $(A64_LIB_NAMES:%=$(A64)/tests/%) $(A64_LIB_NAMES:%=$(A64)/tests-asan/%)
 A64_LIB_HELPERS := tests/arm64/helpers_a64.S tests/arm64/helpers_a64.h
 # Each is also built with ASan+UBSan (the cross compiler's libasan runs in

@@ -13,35 +13,20 @@
 #include "arch/arm64/insn.h"
 #include "arch/arm64/optimize.h"
 #include "arch/arm64/regs.h"
+#include "arch/arm64/trap.h"
 #include "arch/arm64/unwind.h"
 #include "arch/arm64/xol.h"
 #include "core/arch_api.h"
+#include "os/linux/hwbreak.h"
 #include "os/linux/signals.h"
 #include "os/linux/threads.h"
 #include "os/linux/upcalls.h"
-
-#define PC(uc) ((uc)->uc_mcontext.pc)
 
 /* Our BRKs: the probe's, and the slots' two exits. */
 static bool our_brk(uint32_t w)
 {
 	return w == ARCH_BREAKPOINT_INSN || w == A64_BRK(A64_BRK_XOL_EXIT_IMM) ||
 	       w == A64_BRK(A64_BRK_XOL_POST_IMM);
-}
-
-/* Nothing before this point touches errno, so a probe on
- * __errno_location() or any libc function cannot recurse: hits from here
- * on count as missed. */
-static int handlers_begin(struct kp_thread *t)
-{
-	t->in_handler++;
-	return errno;
-}
-
-static void handlers_end(struct kp_thread *t, int saved_errno)
-{
-	errno = saved_errno;
-	t->in_handler--;
 }
 
 /* While handlers run for regs, kprobes_vector_reg() reads the program's
@@ -72,11 +57,11 @@ static void run_post(struct kp_thread *t, struct kp_probepoint *pp, ucontext_t *
 	int e;
 
 	regs_from_ucontext(&regs, uc);
-	e = handlers_begin(t);
+	e = a64_handlers_begin(t);
 	vec_note(t, &regs, uc);
 	kp_run_post_handlers(pp, &regs);
 	vec_forget(t);
-	handlers_end(t, e);
+	a64_handlers_end(t, e);
 	regs.pc = pc;
 	regs_to_ucontext(&regs, uc);
 }
@@ -107,9 +92,9 @@ static void simulated_fault(struct kp_thread *t, struct kp_probepoint *pp, ucont
 		int e;
 
 		regs_from_ucontext(&regs, uc);
-		e = handlers_begin(t);
+		e = a64_handlers_begin(t);
 		handled = kp_run_fault_handlers(pp, &regs, trap_number(SIGSEGV));
-		handlers_end(t, e);
+		a64_handlers_end(t, e);
 		if (handled) {
 			regs_to_ucontext(&regs, uc);
 			return;
@@ -165,17 +150,17 @@ static void probe_hit(struct kp_thread *t, struct kp_probepoint *pp, ucontext_t 
 		return;
 	}
 	regs_from_ucontext(&regs, uc);
-	e = handlers_begin(t);
+	e = a64_handlers_begin(t);
 	vec_note(t, &regs, uc);
 	if (kp_run_pre_handlers(pp, &regs)) {
 		/* The handler changed the path: resume where it said. */
 		vec_forget(t);
-		handlers_end(t, e);
+		a64_handlers_end(t, e);
 		regs_to_ucontext(&regs, uc);
 		return;
 	}
 	vec_forget(t);
-	handlers_end(t, e);
+	a64_handlers_end(t, e);
 	regs_to_ucontext(&regs, uc);
 	resume_probed(t, pp, uc, wants_post(pp));
 }
@@ -282,6 +267,8 @@ static void trap_handler(int sig, siginfo_t *info, void *ctx)
 	 * word back, which trap_dispatch() tells from a foreign BRK. */
 	if (info->si_code == TRAP_BRKPT && !(pc & 3))
 		ours = trap_at(pc, uc);
+	else if (info->si_code == TRAP_PERF)
+		ours = a64_watch_trap(info, uc);
 	if (!ours)
 		kp_sig_forward(sig, info, ctx);
 }
@@ -304,9 +291,9 @@ static bool fault_in_slot(struct kp_thread *t, struct xol_slot *s, int sig,
 		int e;
 
 		regs_from_ucontext(&regs, uc);
-		e = handlers_begin(t);
+		e = a64_handlers_begin(t);
 		handled = kp_run_fault_handlers(pp, &regs, trap_number(sig));
-		handlers_end(t, e);
+		a64_handlers_end(t, e);
 		if (handled)
 			regs_to_ucontext(&regs, uc);
 	}
@@ -333,9 +320,9 @@ static bool fault_in_detour(struct kp_thread *t, int sig, siginfo_t *info, ucont
 		int e;
 
 		regs_from_ucontext(&regs, uc);
-		e = handlers_begin(t);
+		e = a64_handlers_begin(t);
 		handled = kp_run_fault_handlers(pp, &regs, trap_number(sig));
-		handlers_end(t, e);
+		a64_handlers_end(t, e);
 		if (handled)
 			regs_to_ucontext(&regs, uc);
 	}
@@ -374,6 +361,14 @@ static void fault_handler(int sig, siginfo_t *info, void *ctx)
 	if (sig == SIGILL && info->si_code == ILL_ILLOPC && !(pc & 3) &&
 	    (uc->uc_mcontext.pstate & PSTATE_BTYPE) && a64_detour_jump_at(pc)) {
 		uc->uc_mcontext.pstate &= ~PSTATE_BTYPE;
+		return;
+	}
+	/* The end of a watchpoint's step; a fault of the access it steps,
+	 * which the program sees at the access */
+	if (sig == SIGILL && info->si_code == ILL_ILLOPC && a64_watch_step_done(info, uc))
+		return;
+	if ((sig == SIGSEGV || sig == SIGBUS) && a64_watch_step_fault(uc)) {
+		kp_sig_forward(sig, info, ctx);
 		return;
 	}
 	s = xol_slot_of(pc);

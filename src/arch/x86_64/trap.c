@@ -392,6 +392,17 @@ out:
 	return true;
 }
 
+/* x86-64 watchpoints trap after the access: nothing to prepare. */
+int arch_wprobe_prepare(void)
+{
+	return 0;
+}
+
+int arch_wprobe_after_fork_child(void)
+{
+	return 0;
+}
+
 static void trap_handler(int sig, siginfo_t *info, void *ctx)
 {
 	ucontext_t *uc = ctx;

@@ -27,7 +27,6 @@
 #include <fcntl.h>
 #include <stdio.h>
 
-#define KP_MAX_THREADS 8192
 
 static struct kp_thread records[KP_MAX_THREADS];
 static unsigned int records_used;	/* high-water mark */
@@ -123,6 +122,8 @@ static void after_fork_child(void)
 		records[i].nsigframes = 0;
 		records[i].trap_depth = 0;
 		records[i].trap_ctx = NULL;
+		records[i].wstep.active = 0;
+		records[i].wstep.echo = 0;
 		/* its cached instances stay for the record's next owner */
 		records[i].ri_cache_busy = 0;
 	}

@@ -19,6 +19,22 @@
 /* Set once at start-up: membarrier(PRIVATE_EXPEDITED) works here. */
 extern int kp_membarrier_ok;
 
+/* Records for this many threads at once (exited threads' are reused). */
+#define KP_MAX_THREADS 8192
+
+/* A watchpoint's access being stepped by the thread (where watchpoints
+ * trap before the access): where it goes on after the access, the trap's
+ * cookie (0: no handler to run), the program's signal mask (the kernel's
+ * 64 signals), whether the step is under way, and whether the trap the
+ * step raises again is due now (that one is no hit). */
+struct kp_wstep {
+	uintptr_t pc;
+	uint64_t cookie;
+	uint64_t mask;
+	unsigned int active;
+	unsigned int echo;
+};
+
 struct kp_thread {
 	pid_t tid;			/* owner, 0 = free record */
 	/* Read-side sections: a count of outermost sections ended, and the
@@ -62,6 +78,9 @@ struct kp_thread {
 	 * thread outside any handler (kp_lib_code_begin()): never more than
 	 * in_handler holds. */
 	unsigned int lib_code;
+	/* A watchpoint's access being stepped, where a watchpoint traps
+	 * before the access (arm64: arch/arm64/watch.c). */
+	struct kp_wstep wstep;
 } __attribute__((aligned(64)));
 
 /* Every thread record: *n of them (live, free or of exited threads). */

@@ -40,12 +40,11 @@
 /* A static-key site: NOP or B. */
 #define ARCH_JUMP_LABEL_LEN 4
 
-/* Watchpoints: the kernel offers them (perf breakpoints on the watchpoint
- * registers), but an arm64 watchpoint traps before the access and again
- * at every return to it; register_wprobe() says -EOPNOTSUPP until the
- * library steps the access itself. */
+/* Watchpoints: perf breakpoints on the watchpoint registers (four).  An
+ * arm64 watchpoint traps before the access, and again at every return to
+ * it: the trap handler steps the access itself in a slot of its own and
+ * runs the handlers after it, as on x86-64 (arch/arm64/watch.c). */
 #define ARCH_WATCH_SLOTS 4
-#define ARCH_WATCH_AFTER_ACCESS 0
 
 /* A return handler can be given the V registers at the return for
  * kprobes_vector_reg() (kp_call_fpu_image(), noted by kretprobe.c). */

@@ -51,7 +51,6 @@
 /* Watchpoints: four debug registers, whose data breakpoints trap after
  * the access (the handler sees the new value and the next instruction). */
 #define ARCH_WATCH_SLOTS 4
-#define ARCH_WATCH_AFTER_ACCESS 1
 
 /* The opcode a registered kprobe shows (struct kprobe.opcode): the
  * instruction's first byte. */
