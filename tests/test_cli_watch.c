@@ -14,6 +14,17 @@
 
 #include "cli_helpers.h"
 
+/* The accessing instructions of tests/cli/cli_watch.c. */
+#if defined(__x86_64__)
+#define STORE_A "store_a+0x0"
+#define STORE_B "store_b+0x1"
+#define LOAD_C "load_c+0x0"
+#elif defined(__aarch64__)
+#define STORE_A "store_a+0x4"
+#define STORE_B "store_b+0x8"
+#define LOAD_C "load_c+0x4"
+#endif
+
 static char kprobe[PATH_MAX + 16];
 static char prog[PATH_MAX + 32];
 
@@ -70,8 +81,8 @@ Test(cli_watch, count_per_instruction_all_threads)
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	/* 100 by the main thread, 200 by each of three threads started
 	 * after the watchpoint, and 50 from another instruction. */
-	cr_expect_eq(hits_of(r.out, "store_a+0x0"), 700, "%s", r.out);
-	cr_expect_eq(hits_of(r.out, "store_b+0x1"), 50, "%s", r.out);
+	cr_expect_eq(hits_of(r.out, STORE_A), 700, "%s", r.out);
+	cr_expect_eq(hits_of(r.out, STORE_B), 50, "%s", r.out);
 	cr_expect_eq(count_lines(r.out, "\"probe\":"), 3, "only the variable and two instructions: %s",
 		     r.out);
 	cr_expect(strstr(r.out, "\"lost\":0"), "%s", r.out);
@@ -88,8 +99,8 @@ Test(cli_watch, trace_old_and_new)
 	unlink(out);
 	skip_without_watchpoints(&r);
 	cr_assert_eq(r.status, 0, "%s", r.err);
-	cr_expect_eq(count_lines(r.out, "\"probe\":\"store_a+0x0\""), 700);
-	cr_expect_eq(count_lines(r.out, "\"probe\":\"store_b+0x1\""), 50);
+	cr_expect_eq(count_lines(r.out, "\"probe\":\"" STORE_A "\""), 700);
+	cr_expect_eq(count_lines(r.out, "\"probe\":\"" STORE_B "\""), 50);
 	/* store_b writes 1001..1050 in order, on one thread (the first
 	 * one's old value is store_a's). */
 	for (int i = 2; i <= 50; i++) {
@@ -128,16 +139,16 @@ Test(cli_watch, reads_with_rw)
 	unlink(out);
 	skip_without_watchpoints(&r);
 	cr_assert_eq(r.status, 0, "%s", r.err);
-	cr_expect_eq(hits_of(r.out, "load_c+0x0"), 30, "%s", r.out);
-	cr_expect_eq(hits_of(r.out, "store_b+0x1"), 1, "%s", r.out);
+	cr_expect_eq(hits_of(r.out, LOAD_C), 30, "%s", r.out);
+	cr_expect_eq(hits_of(r.out, STORE_B), 1, "%s", r.out);
 	/* Without --rw, the reads are not caught. */
 	cli_tmpfile(out, sizeof(out), "kpwatch-out");
 	cli_run(&r, "%s watch watched --count --format json -o %s -- %s reads", kprobe, out, prog);
 	cli_read_file(out, r.out, sizeof(r.out));
 	unlink(out);
 	cr_assert_eq(r.status, 0, "%s", r.err);
-	cr_expect_eq(hits_of(r.out, "load_c+0x0"), -1, "%s", r.out);
-	cr_expect_eq(hits_of(r.out, "store_b+0x1"), 1, "%s", r.out);
+	cr_expect_eq(hits_of(r.out, LOAD_C), -1, "%s", r.out);
+	cr_expect_eq(hits_of(r.out, STORE_B), 1, "%s", r.out);
 }
 
 Test(cli_watch, two_byte_variable)
@@ -206,7 +217,7 @@ Test(cli_watch, attach_and_detach)
 	skip_without_watchpoints(&r);
 	cr_expect_eq(r.status, 0, "%s", r.err);
 	/* Every 5 ms for half a second. */
-	cr_expect_gt(hits_of(r.out, "store_a+0x0"), 20, "%s", r.out);
+	cr_expect_gt(hits_of(r.out, STORE_A), 20, "%s", r.out);
 	/* Detached: still running, no descriptor of ours left. */
 	usleep(50000);
 	cr_expect_eq(waitpid(pid, &st, WNOHANG), 0, "the target died");

@@ -5,15 +5,20 @@
  *   cli_watch sizes     stores to the 2-byte `half`, and next to it
  *   cli_watch loop      prints "ready", then stores to `watched` every 5 ms
  *
- * The accessing instructions are in assembly so their offsets are known:
- *   store_a+0x0  mov %rdi, watched(%rip)
- *   store_b+0x1  mov %rdi, watched(%rip)   (after a nop)
- *   load_c+0x0   mov watched(%rip), %rax */
+ * The accessing instructions are in assembly so their offsets are known
+ * (tests/test_cli_watch.c names them):
+ *   x86-64: store_a+0x0  mov %rdi, watched(%rip)
+ *           store_b+0x1  mov %rdi, watched(%rip)   (after a nop)
+ *           load_c+0x0   mov watched(%rip), %rax
+ *   arm64:  store_a+0x4  str x0, [x1, :lo12:watched]   (after its adrp)
+ *           store_b+0x8  str x0, [x1]                  (after adrp, add)
+ *           load_c+0x4   ldr x0, [x1, :lo12:watched] */
 #include <pthread.h>
 #include <stdio.h>
 #include <string.h>
 #include <time.h>
 
+#if defined(__x86_64__)
 __asm__(".text\n"
 	".globl store_a\n.type store_a,@function\n"
 	"store_a:\n\tmov %rdi, watched(%rip)\n\tret\n.size store_a, .-store_a\n"
@@ -21,6 +26,18 @@ __asm__(".text\n"
 	"store_b:\n\tnop\n\tmov %rdi, watched(%rip)\n\tret\n.size store_b, .-store_b\n"
 	".globl load_c\n.type load_c,@function\n"
 	"load_c:\n\tmov watched(%rip), %rax\n\tret\n.size load_c, .-load_c\n");
+#elif defined(__aarch64__)
+__asm__(".text\n"
+	".globl store_a\n.type store_a,%function\n"
+	"store_a:\n\tadrp x1, watched\n\tstr x0, [x1, :lo12:watched]\n\tret\n"
+	".size store_a, .-store_a\n"
+	".globl store_b\n.type store_b,%function\n"
+	"store_b:\n\tadrp x1, watched\n\tadd x1, x1, :lo12:watched\n\tstr x0, [x1]\n\tret\n"
+	".size store_b, .-store_b\n"
+	".globl load_c\n.type load_c,%function\n"
+	"load_c:\n\tadrp x1, watched\n\tldr x0, [x1, :lo12:watched]\n\tret\n"
+	".size load_c, .-load_c\n");
+#endif
 
 void store_a(long v);
 void store_b(long v);

@@ -92,9 +92,8 @@ A64_QUICK += $(A64_KP_SUITE)
 # Plain only: a sanitized build instruments the suite's own harness, not
 # the tool and agent it runs (the same plain binaries), and that harness
 # is sanitized natively by make check; in the emulator it would double
-# the suites' 8 minutes.  Left out: test_cli_watch (watchpoint probes are
-# -EOPNOTSUPP on arm64).
-A64_KP_SUITES := test_cli test_run test_cli_stack
+# the suites' 8 minutes.
+A64_KP_SUITES := test_cli test_run test_cli_stack test_cli_watch
 A64_KP_SUITE_BINS := $(A64_KP_SUITES:%=$(A64)/tests/%)
 $(A64_KP_SUITE_BINS): A64_TEST_SRC_EXTRA := tests/cli_helpers.c
 $(A64_KP_SUITE_BINS): tests/cli_helpers.c tests/cli_helpers.h
@@ -144,6 +143,10 @@ $(A64)/tests/cli/cli_stack: tests/cli/cli_stack.c $(A64)/sysroot.stamp
 	@mkdir -p $(dir $@)
 	$(A64_CC) --sysroot=$(A64_SYSROOT) -O2 -g -fomit-frame-pointer -std=gnu11 -Wall -o $@ $< -lpthread
 
+$(A64)/tests/cli/cli_watch: tests/cli/cli_watch.c $(A64)/sysroot.stamp
+	@mkdir -p $(dir $@)
+	$(A64_CC) $(A64_KP_PROG_CFLAGS) -o $@ $< -lpthread
+
 $(A64)/tests/cli/cli_stack_cxx: tests/cli/cli_stack_cxx.cpp $(A64)/sysroot.stamp
 	@mkdir -p $(dir $@)
 	$(A64_CXX) --sysroot=$(A64_SYSROOT) -O2 -g -fomit-frame-pointer -Wall -o $@ $<
@@ -158,7 +161,8 @@ A64_KP_CLI_PROGS := $(A64)/tests/cli/cli_target $(A64)/tests/cli/libcliplugin.so
 	$(A64)/tests/cli/cli_zlib $(A64)/tests/cli/cli_static $(A64)/tests/cli/cli_hostile \
 	$(A64)/tests/cli/fake_agent $(A64)/tests/cli/odd_target $(A64)/tests/cli/libslowctor.so \
 	$(A64)/tests/cli/cli_module.so $(A64)/tests/cli/run_target \
-	$(A64)/tests/cli/cli_stack $(A64)/tests/cli/cli_stack_cxx $(A64_KP_MODULES)
+	$(A64)/tests/cli/cli_stack $(A64)/tests/cli/cli_stack_cxx $(A64)/tests/cli/cli_watch \
+	$(A64_KP_MODULES)
 # test_cli_stack reads the stack program's source (its build directory's
 # ../tests/cli/cli_stack.c: /tests/cli/ in the guest).
 A64_KP_CLI_PROGS += tests/cli/cli_stack.c
