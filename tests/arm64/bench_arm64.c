@@ -5,7 +5,10 @@
  * round trip and nothing of the library) and to the BRK probe (`k`)
  * measured in the same run, as kprobes-bench prints them on x86-64.
  * `o` and `ro` are a kprobe and a return probe on the same entry,
- * jump-optimized (a B to a detour instead of the BRK).  Under emulation only these ratios
+ * jump-optimized (a B to a detour instead of the BRK).  `watch` is a store
+ * to a variable under a watchpoint probe (the trap before the access, the
+ * step in a slot, the step's own trap: three signals where a BRK takes
+ * one).  Under emulation only these ratios
  * mean anything.  Built as a Criterion suite so that the guest runs it
  * (`make bench-arm64`); it prints "bench:" lines and checks that every
  * probed call was counted.
@@ -42,14 +45,22 @@ static double now_ns(void)
 	return ts.tv_sec * 1e9 + ts.tv_nsec;
 }
 
-/* ns per call of n calls (through the BRK function for the brk row). */
-static double per_call(long n, bool brk)
+static long watched __attribute__((aligned(8)));
+
+/* What a row times: a call, the bare BRK, or a store to the watched
+ * variable. */
+enum row_op { OP_CALL, OP_BRK, OP_STORE };
+
+/* ns per operation of n. */
+static double per_call(long n, enum row_op op)
 {
 	double t0 = now_ns();
 
 	for (long i = 0; i < n; i++) {
-		if (brk)
+		if (op == OP_BRK)
 			brk_fn();
+		else if (op == OP_STORE)
+			*(volatile long *)&watched = i;
 		else
 			add_fn(i, 1);
 	}
@@ -81,6 +92,11 @@ static void post(struct kprobe *p, struct pt_regs *regs, unsigned long flags)
 {
 }
 
+static void watch_handler(struct wprobe *wp, struct pt_regs *regs)
+{
+	count++;
+}
+
 static int ret_handler(struct kretprobe_instance *ri, struct pt_regs *regs)
 {
 	count++;
@@ -97,11 +113,13 @@ static long jp_entry(long a, long b)
 static struct kprobe row_kp;
 static struct kretprobe row_rp;
 static struct jprobe row_jp;
+static struct wprobe row_wp;
 static struct ksigaction bare_old;
 
-enum row_kind { ROW_CALL, ROW_BRK, ROW_K, ROW_K_SIM, ROW_KP, ROW_R, ROW_J, ROW_O, ROW_RO, NROWS };
+enum row_kind { ROW_CALL, ROW_BRK, ROW_K, ROW_K_SIM, ROW_KP, ROW_R, ROW_J, ROW_O, ROW_RO, ROW_WATCH,
+		NROWS };
 static const char *const row_names[NROWS] = { "call", "brk", "k", "k_sim", "kp", "r", "j",
-					      "o", "ro" };
+					      "o", "ro", "watch" };
 
 /* The jump-optimized rows (a B to a detour): the others are the BRK's,
  * measured with the optimizer off so that it cannot put its B in while
@@ -148,6 +166,10 @@ static int row_setup(int r)
 		if (!err && (kprobes_optimize_now() || !(row_rp.kp.flags & KPROBE_FLAG_OPTIMIZED)))
 			err = -EAGAIN;
 		return err;
+	case ROW_WATCH:
+		row_wp = (struct wprobe){ .addr = &watched, .len = sizeof(watched), .type = WPROBE_W,
+					  .handler = watch_handler };
+		return register_wprobe(&row_wp);
 	default:
 		return 0;
 	}
@@ -172,6 +194,9 @@ static void row_teardown(int r)
 	case ROW_J:
 		unregister_jprobe(&row_jp);
 		break;
+	case ROW_WATCH:
+		unregister_wprobe(&row_wp);
+		break;
 	default:
 		break;
 	}
@@ -194,11 +219,12 @@ Test(arm64_bench, overhead_rows, .timeout = 110)
 	for (int rep = 0; rep < REPS; rep++)
 		for (int r = 0; r < NROWS; r++) {
 			long n = r == ROW_CALL ? calls : row_optimized(r) ? jumps : traps;
+			enum row_op op = r == ROW_BRK ? OP_BRK : r == ROW_WATCH ? OP_STORE : OP_CALL;
 			double ns;
 
 			cr_assert_eq(row_setup(r), 0, "%s", row_names[r]);
 			count = 0;
-			ns = per_call(n, r == ROW_BRK);
+			ns = per_call(n, op);
 			row_teardown(r);
 			cr_assert_eq(count, r == ROW_CALL ? 0 : n, "%s: %ld of %ld counted",
 				     row_names[r], count, n);
