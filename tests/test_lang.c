@@ -3197,3 +3197,70 @@ Test(lang_fuzz, compiler_on_random_and_mutated_programs, .timeout = 120)
 		free(img);
 	}
 }
+
+/* Numbers as bpftrace 0.17 reads them (checked against it): underscores
+ * between digits, one-digit scientific literals up to e16, a leading 0
+ * for octal; a script's "#!" line is skipped, as the tools in
+ * /usr/sbin/ *.bt start with one. */
+Test(lang_vm, literals_and_scripts_as_bpftrace_reads_them)
+{
+	struct env *e = compile(
+		"#!/usr/bin/env bpftrace\n"
+		"uprobe:a:f { @a = 1e6; @b = 1_000_000; @c = 010; @d = 0x1e3; @e = 3e1_0;"
+		" @f = 1__0; @g = 1E6 / 1e3; @h = 0_10; @i = 9e16; @j = (nsecs - nsecs) / 1e6; }\n"
+		"#!a line like it further on is skipped too\n");
+
+	run(e, 0);
+	cr_assert_eq(scalar(e, "@a"), 1000000);
+	cr_assert_eq(scalar(e, "@b"), 1000000);
+	cr_assert_eq(scalar(e, "@c"), 8);
+	cr_assert_eq(scalar(e, "@d"), 0x1e3);
+	cr_assert_eq(scalar(e, "@e"), 30000000000LL);
+	cr_assert_eq(scalar(e, "@f"), 10);
+	cr_assert_eq(scalar(e, "@g"), 1000);
+	cr_assert_eq(scalar(e, "@h"), 8);
+	cr_assert_eq(scalar(e, "@i"), 90000000000000000LL);
+	cr_assert_eq(scalar(e, "@j"), 0);
+	env_free(e);
+}
+
+Test(lang_errors, literals_as_bpftrace_words_them)
+{
+	expect_error("BEGIN { $x = 10e2; print($x); exit(); }",
+		     "stdin:1:14-18: ERROR: Coefficient part of scientific literal must be in range "
+		     "(0,9), got: 10\nBEGIN { $x = 10e2; print($x); exit(); }\n             ~~~~\n");
+	expect_error("BEGIN { $x = 1e17; print($x); exit(); }",
+		     "stdin:1:14-18: ERROR: Exponent will overflow integer range: 17\n"
+		     "BEGIN { $x = 1e17; print($x); exit(); }\n             ~~~~\n");
+	expect_error("BEGIN { $x = 08; print($x); exit(); }",
+		     "stdin:1:14-16: ERROR: Found trailing non-numeric characters\n"
+		     "BEGIN { $x = 08; print($x); exit(); }\n             ~~\n");
+	expect_error_has("BEGIN { $x = 100_; }", "invalid integer literal");
+	/* "#!" starts a skipped line only at its beginning */
+	expect_error_has("BEGIN { #!x\n }", "");
+}
+
+/* A map's value as another map's key (ssllatency.bt: @hist[@func[tid]]),
+ * the value assigned before or after the read in the text. */
+Test(lang_compile, map_values_as_keys)
+{
+	static const char *const src[] = {
+		"uprobe:a:f { @f[tid] = func; } uretprobe:a:f { @h[@f[tid]] = count(); }",
+		"uretprobe:a:f { @h[@f[tid]] = count(); } uprobe:a:f { @f[tid] = func; }",
+		"uprobe:a:f { @s[tid] = \"x\"; @n[@s[tid], 1] = sum(arg0); }",
+		"uretprobe:a:f { @h[@f[tid]] = count(); @h[@g[tid]] = count(); }"
+		" uprobe:a:f { @f[tid] = func; @g[tid] = func; }",
+	};
+
+	for (unsigned i = 0; i < sizeof(src) / sizeof(src[0]); i++) {
+		struct lang_error err;
+		void *img = NULL;
+		size_t len;
+
+		cr_expect_eq(lang_compile(src[i], NULL, &img, &len, &err), 0, "%s: %s", src[i],
+			     err.text);
+		free(img);
+	}
+	expect_error_has("uprobe:a:f { @f[tid] = func; @h[@f[tid]] = count(); @h[1] = count(); }",
+			 "Argument mismatch for @h");
+}

@@ -211,6 +211,15 @@ static void key_list(const struct lang_type *k, int n, char *out, size_t len)
 		snprintf(out + o, len - o, "]");
 }
 
+/* A map's value, or a part of one (@m.0.1): what the first pass only
+ * guesses, before the map's assignment is seen. */
+static bool read_of_map(const struct node *n)
+{
+	while (n->kind == N_TUPLE_GET)
+		n = n->a;
+	return n->kind == N_MAP;
+}
+
 /* Checks the keys of a map access and records or compares their types. */
 static int check_map_keys(struct checker *c, struct node *m, struct mapinfo *mi)
 {
@@ -236,6 +245,10 @@ static int check_map_keys(struct checker *c, struct node *m, struct mapinfo *mi)
 		kt[i] = storage_of(&m->args[i]->type);
 		if (m->args[i]->type.kind == LANG_T_STR)
 			kt[i].size = LANG_STRLEN;
+		/* a key read from a map (@h[@f[tid]]) has its type only in
+		 * the second pass: the keys are not taken from this access */
+		if (c->collect && read_of_map(m->args[i]))
+			return 0;
 	}
 	if (!mi->key_known) {
 		mi->key_known = 1;
@@ -473,15 +486,6 @@ static int map_read_signed(struct checker *c, const struct mapinfo *mi)
 	if (mi->d.kind != LANG_M_INT)
 		return 1;
 	return mi->d.val.is_signed;
-}
-
-/* A map's value, or a part of one (@m.0.1): what the first pass only
- * guesses, before the map's assignment is seen. */
-static bool read_of_map(const struct node *n)
-{
-	while (n->kind == N_TUPLE_GET)
-		n = n->a;
-	return n->kind == N_MAP;
 }
 
 static int check_map_read(struct checker *c, struct node *n)

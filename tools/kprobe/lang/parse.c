@@ -100,7 +100,11 @@ static int skip_space(struct parser *ps)
 		if (c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v') {
 			advance(ps);
 			ps->in_run = false;
-		} else if (c == '/' && peekc(ps, 1) == '/') {
+		} else if ((c == '/' && peekc(ps, 1) == '/') ||
+			   (c == '#' && peekc(ps, 1) == '!' && ps->col == 1)) {
+			/* a comment, or a line that starts with "#!" (an
+			 * executable script's first line), which bpftrace
+			 * skips too */
 			while (peekc(ps, 0) && peekc(ps, 0) != '\n')
 				advance(ps);
 			ps->in_run = false;
@@ -226,43 +230,127 @@ static int lex_string(struct parser *ps)
 	return 0;
 }
 
+/* The end of a run of digits and underscores at p, which ends with a
+ * digit ("1__0" is ten; in "100_" the underscore is not the number's). */
+static const char *digit_run(const char *p)
+{
+	const char *end = p;
+
+	while (isdigit((unsigned char)*p) || *p == '_') {
+		if (isdigit((unsigned char)*p))
+			end = p + 1;
+		p++;
+	}
+	return end;
+}
+
+/* The digits of [b, e) without underscores, into buf; false if too long. */
+static bool plain_digits(const char *b, const char *e, char *buf, size_t len)
+{
+	size_t n = 0;
+
+	for (; b < e; b++) {
+		if (*b == '_')
+			continue;
+		if (n + 1 >= len)
+			return false;
+		buf[n++] = *b;
+	}
+	buf[n] = 0;
+	return true;
+}
+
+/* A decimal literal as bpftrace reads it: digits with underscores
+ * between them, an optional exponent (1e6: one digit, then at most 16),
+ * a leading 0 for octal.  e is past the literal. */
+static int decimal_value(struct parser *ps, const char *b, const char **e, unsigned long long *v)
+{
+	const char *m = digit_run(b), *x = NULL;
+	char digits[64], exp[64], *end;
+	unsigned long long coef, pw;
+
+	*e = m;
+	if ((*m == 'e' || *m == 'E') && isdigit((unsigned char)m[1]))
+		*e = digit_run(x = m + 1);
+	if (!plain_digits(b, m, digits, sizeof(digits)) ||
+	    (x && !plain_digits(x, *e, exp, sizeof(exp))))
+		return -ERANGE;
+	if (!x) {
+		errno = 0;
+		*v = strtoull(digits, &end, 0);
+		if (errno == ERANGE)
+			return -ERANGE;
+		return *end ? -EINVAL : 0;
+	}
+	coef = strtoull(digits, NULL, 10);
+	pw = strtoull(exp, NULL, 10);
+	if (coef > 9) {
+		ps->ival = (int64_t)coef;
+		return -EDOM;
+	}
+	if (pw > 16) {
+		ps->ival = (int64_t)pw;
+		return -EOVERFLOW;
+	}
+	for (*v = coef; pw; pw--)
+		*v *= 10;
+	return 0;
+}
+
 static int lex_number(struct parser *ps)
 {
 	const char *b = ps->s + ps->pos;
-	char *e;
-	unsigned long long v;
+	const char *e;
+	unsigned long long v = 0;
+	int err = 0;
 
-	errno = 0;
-	v = strtoull(b, &e, 0);
-	if (b[0] == '0' && (b[1] == 'x' || b[1] == 'X') && e == b + 1) {
-		/* "0x" alone: bpftrace reads an identifier */
-		e = (char *)b;
-		while (isalnum((unsigned char)*e) || *e == '_')
-			e++;
-		while (ps->s + ps->pos < e)
-			advance(ps);
-		tok_finish(ps, T_IDENT);
-		ps->sval = prog_strndup(ps->p, b, (size_t)(e - b));
-		return ps->sval ? 0 : -1;
+	if (b[0] == '0' && (b[1] == 'x' || b[1] == 'X')) {
+		errno = 0;
+		v = strtoull(b, (char **)&e, 16);
+		if (e == b + 1) {
+			/* "0x" alone: bpftrace reads an identifier */
+			e = b;
+			while (isalnum((unsigned char)*e) || *e == '_')
+				e++;
+			while (ps->s + ps->pos < e)
+				advance(ps);
+			tok_finish(ps, T_IDENT);
+			ps->sval = prog_strndup(ps->p, b, (size_t)(e - b));
+			return ps->sval ? 0 : -1;
+		}
+		if (errno == ERANGE)
+			err = -ERANGE;
+	} else {
+		err = decimal_value(ps, b, &e, &v);
 	}
 	while (ps->s + ps->pos < e)
 		advance(ps);
-	if (errno == ERANGE) {
-		tok_finish(ps, T_INT);
-		prog_error(ps->p, ps->loc, "invalid integer literal");
-		return -1;
-	}
-	/* bpftrace's suffixes: 1e6 style is not C; accept plain digits only */
-	if (isalpha(peekc(ps, 0)) || peekc(ps, 0) == '_') {
+	/* what an identifier may continue with: not a number's */
+	if (!err && (isalpha(peekc(ps, 0)) || peekc(ps, 0) == '_')) {
 		while (isalnum(peekc(ps, 0)) || peekc(ps, 0) == '_')
 			advance(ps);
-		tok_finish(ps, T_INT);
+		err = -ERANGE;
+	}
+	tok_finish(ps, T_INT);
+	switch (err) {
+	case 0:
+		ps->ival = (int64_t)v;
+		return 0;
+	case -EDOM:
+		prog_error(ps->p, ps->loc, "Coefficient part of scientific literal must be in range "
+			   "(0,9), got: %lld", (long long)ps->ival);
+		return -1;
+	case -EOVERFLOW:
+		prog_error(ps->p, ps->loc, "Exponent will overflow integer range: %lld",
+			   (long long)ps->ival);
+		return -1;
+	case -EINVAL:
+		prog_error(ps->p, ps->loc, "Found trailing non-numeric characters");
+		return -1;
+	default:
 		prog_error(ps->p, ps->loc, "invalid integer literal");
 		return -1;
 	}
-	ps->ival = (int64_t)v;
-	tok_finish(ps, T_INT);
-	return 0;
 }
 
 static int lex_word(struct parser *ps, enum tok t)
