@@ -502,6 +502,14 @@ static int64_t average(const struct lang_agg *a)
 	return a->count ? a->sum / a->count : 0;
 }
 
+/* Values bpftrace prints unsigned: counts, unsigned integers, and sums of
+ * unsigned values. */
+static bool prints_unsigned(const struct lang_map_desc *m)
+{
+	return m->kind == LANG_M_COUNT || (m->kind == LANG_M_SUM && !m->val.is_signed) ||
+	       (m->kind == LANG_M_INT && !m->val.is_signed && m->val.kind == LANG_T_INT);
+}
+
 /* One key part against another: integers by value, strings by bytes. */
 static int cmp_key_part(const struct lang_type *t, const unsigned char *a, const unsigned char *b)
 {
@@ -549,7 +557,7 @@ static int cmp_entries(const void *pa, const void *pb)
 	int c = 0;
 
 	if (sorts_by_value(m)) {
-		if (m->kind == LANG_M_COUNT || (m->kind == LANG_M_INT && !m->val.is_signed))
+		if (prints_unsigned(m) || (m->kind == LANG_M_INT && !m->val.is_signed))
 			c = (uint64_t)a->agg.value < (uint64_t)b->agg.value ? -1 :
 			    (uint64_t)a->agg.value > (uint64_t)b->agg.value;
 		else
@@ -730,8 +738,7 @@ static void json_value(struct run_program *p, unsigned i, const struct entry *e,
 			e->agg.count, average(&e->agg), e->agg.sum);
 	} else if (m->kind == LANG_M_AVG) {
 		fprintf(f, "%" PRId64, average(&e->agg) / div);
-	} else if (m->kind == LANG_M_COUNT ||
-		   (m->kind == LANG_M_INT && !m->val.is_signed && m->val.kind == LANG_T_INT)) {
+	} else if (prints_unsigned(m)) {
 		fprintf(f, "%" PRIu64, (uint64_t)e->agg.value / (uint64_t)div);
 	} else if (sorts_by_value(m)) {
 		fprintf(f, "%" PRId64, e->agg.value / div);
@@ -861,8 +868,7 @@ static void text_value(struct run_program *p, unsigned i, const struct entry *e,
 			average(&e->agg), e->agg.sum);
 	} else if (m->kind == LANG_M_AVG) {
 		fprintf(f, "%" PRId64, average(&e->agg) / div);
-	} else if (m->kind == LANG_M_COUNT ||
-		   (m->kind == LANG_M_INT && !m->val.is_signed && m->val.kind == LANG_T_INT)) {
+	} else if (prints_unsigned(m)) {
 		fprintf(f, "%" PRIu64, (uint64_t)e->agg.value / (uint64_t)div);
 	} else if (sorts_by_value(m)) {
 		fprintf(f, "%" PRId64, e->agg.value / div);
@@ -1041,7 +1047,8 @@ static void event_system(struct session *s, const struct trace_event *ev)
 }
 
 /* join(ARRAY[, DELIM]): the array's strings joined by the delimiter, one
- * line.  The count came from the target: bounded here. */
+ * line, up to the first empty one (as bpftrace's join() stops).  The count
+ * came from the target: bounded here. */
 static void event_join(struct session *s, const struct trace_event *ev)
 {
 	struct run_program *p = s->opts->prog;
@@ -1060,6 +1067,8 @@ static void event_join(struct session *s, const struct trace_event *ev)
 		const char *str = (const char *)ev->text + 8 + i * LANG_STRLEN;
 		size_t sl = strnlen(str, LANG_STRLEN), dl = strnlen(delim, 63);
 
+		if (!sl)
+			break;
 		if (i && len + dl < sizeof(line)) {
 			memcpy(line + len, delim, dl);
 			len += dl;

@@ -253,6 +253,12 @@ static int check_map_keys(struct checker *c, struct node *m, struct mapinfo *mi)
 	if (!mi->key_known) {
 		mi->key_known = 1;
 		mi->d.nkeys = (uint8_t)m->nargs;
+		/* bpftrace 0.17 prints every integer key part as a signed
+		 * 64-bit value, whatever the expression's type (its keys are
+		 * widened to 64 bits by that type first, as here) */
+		for (i = 0; i < m->nargs; i++)
+			if (kt[i].kind == LANG_T_INT)
+				kt[i].is_signed = 1;
 		memcpy(mi->d.keys, kt, sizeof(kt[0]) * (size_t)m->nargs);
 		/* as declared, for messages: strings keep their literal size */
 		memcpy(mi->decl, kt, sizeof(kt[0]) * (size_t)m->nargs);
@@ -462,6 +468,12 @@ static int check_agg(struct checker *c, struct node *call, struct node *m, struc
 	}
 	if (set_map_kind(c, m, mi, kind, NULL, call))
 		return -1;
+	/* a sum is signed as the values of its first use are (bpftrace
+	 * prints sum(arg0 - 5) unsigned) */
+	if (kind == LANG_M_SUM && !c->collect && !mi->sign_known) {
+		mi->d.val.is_signed = call->args[0]->type.is_signed;
+		mi->sign_known = 1;
+	}
 	call->map = m->map;
 	call->type.kind = LANG_T_NONE;
 	return 0;

@@ -1236,9 +1236,11 @@ static void finish_maps(struct gen *g)
 		if (d->kind != LANG_M_INT && d->kind != LANG_M_STR && d->kind != LANG_M_USTACK &&
 		    d->kind != LANG_M_USYM && d->kind != LANG_M_PROBE && d->kind != LANG_M_TUPLE &&
 		    d->kind != LANG_M_TIMESTAMP && d->kind != LANG_M_BUF) {
+			/* a sum keeps the sign of its values (check.c) */
 			d->val.kind = LANG_T_INT;
 			d->val.size = 8;
-			d->val.is_signed = d->kind != LANG_M_COUNT;
+			if (d->kind != LANG_M_SUM || !p->maps[i].sign_known)
+				d->val.is_signed = d->kind != LANG_M_COUNT;
 		}
 	}
 }

@@ -90,6 +90,7 @@ struct mapinfo {
 	struct lang_type decl[LANG_MAX_KEY_PARTS];	/* key types as first used */
 	int used_as_value;	/* read as an expression */
 	int key_known, val_known;
+	int sign_known;		/* a sum's sign taken from its first use */
 	struct loc first;
 };
 
