@@ -1099,6 +1099,10 @@ Test(lang_errors, warnings_as_bpftrace_prints_them)
 			"BEGIN { $x = 5; $x /= 2; @ = $x; exit(); }\n"
 			"                   ~~\n");
 	expect_warnings("BEGIN { @ = pid / 2; @b = pid * 2; @c = pid == 1; @d = pid & -1; exit(); }", "");
+	expect_warnings("BEGIN { @s = stats(1); print(@s, 2); @h = hist(1); print(@h, 2); exit(); }",
+			"stdin:1:24-36: WARNING: print()'s top and div arguments are ignored when used on stats() maps.\n"
+			"BEGIN { @s = stats(1); print(@s, 2); @h = hist(1); print(@h, 2); exit(); }\n"
+			"                       ~~~~~~~~~~~~\n");
 }
 
 /* Tuples as values, and a for loop (which bpftrace 0.17 does not have):

@@ -1734,10 +1734,20 @@ static int check_call(struct checker *c, struct node *n, int as_stmt)
 		if (need_args(c, n, 1, 3))
 			return -1;
 		/* an indexed map too: bpftrace refuses print(@x[1]) */
-		if (n->args[0]->kind == N_MAP)
-			return check_print_map_arg(c, n, n->args[0]) ||
-			       (n->nargs > 1 && check_expr(c, n->args[1])) ||
-			       (n->nargs > 2 && check_expr(c, n->args[2]));
+		if (n->args[0]->kind == N_MAP) {
+			struct mapinfo *mi;
+
+			if (check_print_map_arg(c, n, n->args[0]) ||
+			    (n->nargs > 1 && check_expr(c, n->args[1])) ||
+			    (n->nargs > 2 && check_expr(c, n->args[2])))
+				return -1;
+			mi = map_get(c, n->args[0]);
+			if (!c->collect && n->nargs > 1 && mi && mi->val_known &&
+			    mi->d.kind == LANG_M_STATS)
+				prog_warning(c->p, n->loc, "print()'s top and div arguments are ignored "
+					     "when used on stats() maps.");
+			return 0;
+		}
 		if (n->nargs > 1) {
 			prog_error(c->p, n->loc, "Non-map print() only takes 1 argument, %d found", n->nargs);
 			return -1;
