@@ -133,10 +133,12 @@ static void sym_of(uint64_t addr, int with_offset, const struct lang_fmt_ops *op
 {
 	if (ops && ops->sym && ops->sym(addr, with_offset, out, n, ops->arg) == 0)
 		return;
+	/* bpftrace writes an address it cannot name in hex with a 0x,
+	 * and 0 as "0" */
 	if (addr)
 		snprintf(out, n, "0x%" PRIx64, addr);
 	else
-		snprintf(out, n, "(nil)");
+		snprintf(out, n, "0");
 }
 
 static void put_stack(struct outbuf *o, const uint8_t *data, const struct lang_fmt_ops *ops, int indent)
