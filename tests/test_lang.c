@@ -3270,3 +3270,24 @@ Test(lang_compile, map_values_as_keys)
 	expect_error_has("uprobe:a:f { @f[tid] = func; @h[@f[tid]] = count(); @h[1] = count(); }",
 			 "Argument mismatch for @h");
 }
+
+/* zero() of a min() map reads 0 afterwards, as bpftrace prints it (its
+ * min keeps 0xffffffff - v, and 0 stands for a zeroed map), and the next
+ * value is the new minimum. */
+Test(lang_maps, zero_of_min_reads_zero)
+{
+	struct env *e = compile("uprobe:a:f { @lo = min(arg0); @hi = max(arg0); }");
+
+	e->regs.di = 7;
+	run(e, 0);
+	cr_assert_eq(scalar(e, "@lo"), 7);
+	lang_map_zero(&e->img, e->region, (unsigned)map_index(e, "@lo"));
+	lang_map_zero(&e->img, e->region, (unsigned)map_index(e, "@hi"));
+	cr_assert_eq(scalar(e, "@lo"), 0);
+	cr_assert_eq(scalar(e, "@hi"), 0);
+	e->regs.di = 9;
+	run(e, 0);
+	cr_assert_eq(scalar(e, "@lo"), 9);
+	cr_assert_eq(scalar(e, "@hi"), 9);
+	env_free(e);
+}

@@ -401,7 +401,8 @@ void lang_map_agg(const struct lang_image *img, unsigned m, const void *val, str
 	memcpy(v, val, d->val_size >= 16 ? 16 : 8);
 	switch (d->kind) {
 	case LANG_M_MIN:
-		out->value = (int64_t)(0xffffffffull - (uint64_t)v[0]);
+		/* a stored 0 is a zero()ed map, which bpftrace prints as 0 */
+		out->value = v[0] ? (int64_t)(0xffffffffull - (uint64_t)v[0]) : 0;
 		out->has_value = 1;
 		break;
 	case LANG_M_AVG:
