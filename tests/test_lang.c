@@ -559,7 +559,7 @@ Test(lang_errors, every_path_names_the_problem)
 		{ "uretprobe:a:b { override(1); }", "override() can only be used with uprobe" },
 		{ "uprobe:a:b+4 { override(1); }", "function entry" },
 		{ "uprobe:a:b { override(\"x\"); }", "override() only supports integer" },
-		{ "uprobe:a:b { @x = str(arg0, \"b\"); }", "str() expects an integer for its second" },
+		{ "uprobe:a:b { @x = str(arg0, \"b\"); }", "str() only supports integer arguments (string provided)" },
 		{ "uprobe:a:b { @x = str(ustack); }", "str() expects an integer or a pointer" },
 		{ "uprobe:a:b { @x = usym(\"a\"); }", "usym() expects an integer" },
 		{ "uprobe:a:b { @x = ustack(0); }", "frames must be in" },
@@ -3242,6 +3242,16 @@ Test(lang_errors, literals_as_bpftrace_words_them)
 		     "stdin:1:14-16: ERROR: Found trailing non-numeric characters\n"
 		     "BEGIN { $x = 08; print($x); exit(); }\n             ~~\n");
 	expect_error_has("BEGIN { $x = 100_; }", "invalid integer literal");
+	/* identifiers named as bpftrace's lexer classes them */
+	expect_error_has("BEGIN { if count { } }", "syntax error, unexpected call, expecting (");
+	expect_error_has("BEGIN { if pid { } }", "syntax error, unexpected builtin, expecting (");
+	expect_error_has("BEGIN { @x = 1 arg3; }", "syntax error, unexpected builtin, expecting }");
+	expect_error_has("BEGIN { @x = 1 ustack; }", "unexpected call_builtin, expecting }");
+	expect_error_has("BEGIN { @x = 1 arg33; }", "unexpected identifier, expecting }");
+	/* a predicate's type error points at it whole, both slashes */
+	expect_error("BEGIN / \"a\" / { exit(); }",
+		     "stdin:1:7-14: ERROR: Invalid type for predicate: string\n"
+		     "BEGIN / \"a\" / { exit(); }\n      ~~~~~~~\n");
 	/* "#!" starts a skipped line only at its beginning */
 	expect_error_has("BEGIN { #!x\n }", "");
 }

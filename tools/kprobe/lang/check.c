@@ -1884,7 +1884,11 @@ static int check_call(struct checker *c, struct node *n, int as_stmt)
 			return -1;
 		}
 		if (n->nargs == 2 && !c->collect && !is_int(n->args[1])) {
-			prog_error(c->p, n->loc, "str() expects an integer for its second argument");
+			char tn[64];
+
+			type_name(&n->args[1]->type, tn, sizeof(tn));
+			prog_error(c->p, n->loc, "str() only supports integer arguments (%s provided)",
+				   n->args[1]->type.kind == LANG_T_STR ? "string" : tn);
 			return -1;
 		}
 		n->type.kind = LANG_T_STR;
@@ -2217,7 +2221,7 @@ static int check_probe(struct checker *c, struct probe *pr)
 		if (check_expr(c, pr->pred))
 			return -1;
 		if (!c->collect && !is_int(pr->pred)) {
-			prog_error(c->p, pr->pred->loc, "Invalid type for predicate: %s",
+			prog_error(c->p, pr->pred_loc, "Invalid type for predicate: %s",
 				   pr->pred->type.kind == LANG_T_STR ? "string" : "not an integer");
 			return -1;
 		}

@@ -71,6 +71,7 @@ struct probe {
 	struct attach *att;
 	int natt;
 	struct node *pred;
+	struct loc pred_loc;	/* "/ ... /", both slashes, as bpftrace points at it */
 	struct node *body;	/* statement list */
 	struct probe *next;
 };

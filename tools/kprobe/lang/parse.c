@@ -461,15 +461,60 @@ static int next(struct parser *ps)
 	return -1;
 }
 
+/* Whether word is one of the words of list ("a|b|c"); a '#' in the list
+ * stands for any digit. */
+static bool word_in(const char *word, const char *list)
+{
+	for (const char *l = list; *l;) {
+		const char *w = word;
+
+		while (*l && *l != '|' && *w && (*l == *w || (*l == '#' && isdigit((unsigned char)*w)))) {
+			l++;
+			w++;
+		}
+		if (!*w && (!*l || *l == '|'))
+			return true;
+		while (*l && *l != '|')
+			l++;
+		if (*l)
+			l++;
+	}
+	return false;
+}
+
+/* What bpftrace's lexer calls the current token in its messages: an
+ * identifier that names a builtin or a function is one of those. */
+static const char *tok_word(const struct parser *ps)
+{
+	static const char builtins[] =
+		"arg#|args|cgroup|comm|cpid|numaid|cpu|ctx|curtask|elapsed|func|gid|nsecs|pid|"
+		"probe|rand|retval|sarg#|tid|uid|username";
+	static const char calls[] =
+		"avg|buf|cat|cgroupid|clear|count|delete|exit|hist|join|kaddr|kptr|ksym|lhist|"
+		"macaddr|max|min|ntop|override|print|printf|cgroup_path|reg|signal|sizeof|stats|"
+		"str|strerror|strftime|strncmp|strcontains|sum|system|time|uaddr|uptr|usym|zero|"
+		"path|unwatch|bswap|skboutput|pton|debugf";
+
+	if (ps->t == T_IDENT && ps->sval) {
+		if (word_in(ps->sval, builtins))
+			return "builtin";
+		if (word_in(ps->sval, calls))
+			return "call";
+		if (word_in(ps->sval, "kstack|ustack"))
+			return "call_builtin";
+	}
+	return tok_name(ps->t);
+}
+
 static int unexpected(struct parser *ps, const char *expecting)
 {
 	if (ps->t == T_BAD)
 		return -1;
 	if (expecting)
 		prog_error(ps->p, ps->loc, "syntax error, unexpected %s, expecting %s",
-			   tok_name(ps->t), expecting);
+			   tok_word(ps), expecting);
 	else
-		prog_error(ps->p, ps->loc, "syntax error, unexpected %s", tok_name(ps->t));
+		prog_error(ps->p, ps->loc, "syntax error, unexpected %s", tok_word(ps));
 	return -1;
 }
 
@@ -1436,6 +1481,7 @@ static int parse_probe(struct parser *ps, struct probe **out)
 			break;
 	}
 	if (ps->t == T_DIV) {
+		pr->pred_loc = ps->loc;
 		if (next(ps))
 			return -1;
 		pr->pred = parse_ternary(ps, 1);
@@ -1443,6 +1489,10 @@ static int parse_probe(struct parser *ps, struct probe **out)
 			return -1;
 		if (ps->t != T_DIV)
 			return unexpected(ps, "/");
+		if (ps->loc.line == pr->pred_loc.line)
+			pr->pred_loc.col_end = ps->loc.col_end;
+		else
+			pr->pred_loc = pr->pred->loc;
 		if (next(ps))
 			return -1;
 	}
