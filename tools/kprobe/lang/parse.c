@@ -1345,20 +1345,28 @@ static int parse_attach(struct parser *ps, struct attach *a)
 {
 	char *parts[5] = { 0 };
 	int n = 0;
-	char *s = prog_strndup(ps->p, a->text, strlen(a->text)), *q;
+	char *s = prog_strndup(ps->p, a->text, strlen(a->text));
 	const char *kind;
 
 	if (!s)
 		return -1;
-	/* fields split on ':' (a path holds none in practice) */
-	for (q = s; n < 5;) {
-		char *c = strchr(q, ':');
-
-		parts[n++] = q;
-		if (!c)
+	/* fields split on ':' outside quotes, and the quotes taken out (a
+	 * path holds no ':' in practice; a C++ name quoted may) */
+	parts[n++] = s;
+	for (char *r = s, *w = s; ; r++) {
+		if (*r == '"') {
+			for (r++; *r && *r != '"'; r++)
+				*w++ = *r;
+			continue;
+		}
+		if (*r == ':' && n < 5) {
+			*w++ = 0;
+			parts[n++] = w;
+			continue;
+		}
+		*w++ = *r;
+		if (!*r)
 			break;
-		*c = 0;
-		q = c + 1;
 	}
 	kind = parts[0];
 	a->target = a->func = a->provider = "";
@@ -1447,8 +1455,23 @@ static int parse_probe(struct parser *ps, struct probe **out)
 			return -1;
 		tok_begin(ps);
 		b = ps->pos;
-		while (probe_char(peekc(ps, 0)))
+		/* a quoted part may hold anything but a quote (bpftrace's
+		 * uprobe:lib:"ns::f(int, char)") */
+		while (probe_char(peekc(ps, 0))) {
+			if (peekc(ps, 0) != '"') {
+				advance(ps);
+				continue;
+			}
 			advance(ps);
+			while (peekc(ps, 0) && peekc(ps, 0) != '"')
+				advance(ps);
+			if (!peekc(ps, 0)) {
+				tok_finish(ps, T_IDENT);
+				prog_error(ps->p, ps->loc, "unterminated string");
+				return -1;
+			}
+			advance(ps);
+		}
 		tok_finish(ps, T_IDENT);
 		if (ps->pos == b || !(isalnum((unsigned char)ps->s[b]) || ps->s[b] == '/' ||
 				      ps->s[b] == '.' || ps->s[b] == '_' || ps->s[b] == '*')) {
