@@ -3248,6 +3248,10 @@ Test(lang_errors, literals_as_bpftrace_words_them)
 	expect_error_has("BEGIN { @x = 1 arg3; }", "syntax error, unexpected builtin, expecting }");
 	expect_error_has("BEGIN { @x = 1 ustack; }", "unexpected call_builtin, expecting }");
 	expect_error_has("BEGIN { @x = 1 arg33; }", "unexpected identifier, expecting }");
+	/* a stray token right after a block starts where its run starts */
+	expect_error("BEGIN { exit(); }; END { }",
+		     "stdin:1:17-19: ERROR: syntax error, unexpected ;, expecting {\n"
+		     "BEGIN { exit(); }; END { }\n                ~~\n");
 	/* a predicate's type error points at it whole, both slashes */
 	expect_error("BEGIN / \"a\" / { exit(); }",
 		     "stdin:1:7-14: ERROR: Invalid type for predicate: string\n"

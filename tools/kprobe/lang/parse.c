@@ -1450,11 +1450,14 @@ static int parse_probe(struct parser *ps, struct probe **out)
 	for (;;) {
 		struct attach *a;
 		size_t b;
+		int bline, bcol;
 
 		if (skip_space(ps))
 			return -1;
 		tok_begin(ps);
 		b = ps->pos;
+		bline = ps->line;
+		bcol = ps->col;
 		/* a quoted part may hold anything but a quote (bpftrace's
 		 * uprobe:lib:"ns::f(int, char)") */
 		while (probe_char(peekc(ps, 0))) {
@@ -1475,9 +1478,12 @@ static int parse_probe(struct parser *ps, struct probe **out)
 		tok_finish(ps, T_IDENT);
 		if (ps->pos == b || !(isalnum((unsigned char)ps->s[b]) || ps->s[b] == '/' ||
 				      ps->s[b] == '.' || ps->s[b] == '_' || ps->s[b] == '*')) {
+			/* back to where the probe would have begun (its run may
+			 * have begun before: "};" is one, as bpftrace's lexer
+			 * locates it) */
 			ps->pos = b;
-			ps->line = ps->loc.line;
-			ps->col = ps->loc.col;
+			ps->line = bline;
+			ps->col = bcol;
 			if (next(ps))
 				return -1;
 			return unexpected(ps, "{");
