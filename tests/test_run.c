@@ -270,6 +270,34 @@ Test(load, run_usage_errors)
 	cr_assert_str_eq(r.out, "");
 }
 
+/* Functions the target does not have: skipped while something is left to
+ * attach (as bpftrace skips them), else the first is the error, exit 2,
+ * and the command never runs. */
+Test(load, run_missing_functions)
+{
+	struct run r;
+
+	cli_run(&r, "%s run -e 'uprobe:%s:nosuch, uprobe:%s:target_add { @n = count(); }' -- %s "
+		"calls 3", kprobe, target, target, target);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert(strstr(r.err, "Attaching 1 probe...\n"), "%s", r.err);
+	cr_assert(strstr(r.err, "@n: 3\n"), "%s", r.err);
+	cli_run(&r, "%s run -e 'BEGIN { printf(\"begun\\n\"); exit(); } uprobe:%s:nosuch { }' -- %s "
+		"calls 3", kprobe, target, target);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert(strstr(r.err, "begun\n"), "%s", r.err);
+	cli_run(&r, "%s run -e 'uprobe:%s:nosuch { } uprobe:%s:nosuch2* { }' -- %s calls 3", kprobe,
+		target, target, target);
+	cr_assert_eq(r.status, 2);
+	cr_assert(strstr(r.err, "unknown symbol 'nosuch'"), "%s", r.err);
+	cr_assert_null(strstr(r.out, "sum "), "%s", r.out);
+	/* an object that does not exist is an error at once */
+	cli_run(&r, "%s run -e 'uprobe:/nonexistent/lib.so:f, uprobe:%s:target_add { }' -- %s calls 3",
+		kprobe, target, target);
+	cr_assert_eq(r.status, 2);
+	cr_assert(strstr(r.err, "unknown object '/nonexistent/lib.so'"), "%s", r.err);
+}
+
 /* A program error: bpftrace's form on stderr (place, reason, the line, a
  * marker), exit 2, and the command never runs. */
 Test(load, run_program_error)

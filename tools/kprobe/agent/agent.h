@@ -213,6 +213,9 @@ void agent_module_unload(void);
  * end: stops the intervals and runs END (once); free: what start took.
  * set_handlers: a point's handlers (from agent_set_handlers). */
 struct agent_fail;
+/* Whether the program has a probe that needs no function: BEGIN, END or
+ * an interval. */
+bool agent_prog_has_special(const struct agent_prog *p);
 int agent_prog_start(struct agent_session *s, struct agent_fail *f);
 /* numaid (agent_numa.c): the processors' nodes read from sysfs, then the
  * node of a processor, on the hit path. */

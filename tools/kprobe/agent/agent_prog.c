@@ -741,3 +741,12 @@ static void prog_at_exit(void)
 	pthread_mutex_unlock(&agent_lock);
 	agent_own_end();
 }
+
+bool agent_prog_has_special(const struct agent_prog *p)
+{
+	for (uint32_t i = 0; i < p->img.hdr->nprobes; i++)
+		if (p->img.probes[i].kind == LANG_P_BEGIN || p->img.probes[i].kind == LANG_P_END ||
+		    p->img.probes[i].kind == LANG_P_INTERVAL)
+			return true;
+	return false;
+}

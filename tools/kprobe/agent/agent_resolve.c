@@ -547,7 +547,7 @@ static int unknown_object(const char *object, char *err, size_t errlen)
 	kprobes_objects_foreach(query_object, &q);
 	snprintf(err, errlen, "unknown object '%s'%s", object,
 		 nearmatch_hint(&q.near, hint, sizeof(hint)));
-	return -ENOENT;
+	return -ENXIO;
 }
 
 struct tp_collect {
@@ -628,8 +628,25 @@ static const struct probe_spec *absolute_object(const struct probe_spec *s,
 	return buf;
 }
 
+static int resolve_spec(const struct probe_spec *spec, int idx, struct resolve_list *out,
+			char *deferred_path, size_t pathlen, char *err, size_t errlen,
+			unsigned flags);
+
 int agent_resolve(const struct probe_spec *spec, int idx, struct resolve_list *out,
 		  char *deferred_path, size_t pathlen, char *err, size_t errlen, unsigned flags)
+{
+	int rc = resolve_spec(spec, idx, out, deferred_path, pathlen, err, errlen, flags);
+
+	/* a symbol's -ENOENT: no such function (an unknown object is
+	 * -ENXIO) */
+	if (rc == -ENOENT && (flags & AGENT_RESOLVE_MISSING_OK) && spec->kind == SPEC_SYMBOL)
+		return AGENT_RESOLVED_NOTHING;
+	return rc;
+}
+
+static int resolve_spec(const struct probe_spec *spec, int idx, struct resolve_list *out,
+			char *deferred_path, size_t pathlen, char *err, size_t errlen,
+			unsigned flags)
 {
 	struct probe_spec abs;
 	const struct probe_spec *s = absolute_object(spec, &abs);

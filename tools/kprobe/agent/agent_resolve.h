@@ -46,6 +46,12 @@ int agent_resolve(const struct probe_spec *s, int idx, struct resolve_list *out,
 /* A glob gives a probe per name, aliases of one function included (as
  * bpftrace attaches a program's), not one per function. */
 #define AGENT_RESOLVE_EACH_NAME 2u
+/* A function name or glob that matches nothing in its object gives no
+ * probe and AGENT_RESOLVED_NOTHING (err says which), as bpftrace skips
+ * such a probe of a program (ssllatency.bt names functions only some
+ * builds of libcrypto have); the caller decides whether that is an error. */
+#define AGENT_RESOLVE_MISSING_OK 4u
+#define AGENT_RESOLVED_NOTHING 2
 
 /* Whether the object named as in a spec (path or file name) is loaded. */
 bool agent_object_loaded(const char *object);

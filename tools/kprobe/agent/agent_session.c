@@ -168,28 +168,41 @@ static int add_deferred(struct agent_session *s, int spec, const char *path)
 }
 
 /* A recording leaves the toolchain's own functions out of whole objects;
- * a program's globs probe every name. */
+ * a program's globs probe every name, and its functions that do not exist
+ * are skipped (as bpftrace skips them). */
 static unsigned resolve_flags(const struct agent_session *s)
 {
 	if (s->cfg.action == ACT_RECORD)
 		return AGENT_RESOLVE_OWN_CODE;
-	return s->cfg.action == ACT_RUN ? AGENT_RESOLVE_EACH_NAME : 0;
+	return s->cfg.action == ACT_RUN ? AGENT_RESOLVE_EACH_NAME | AGENT_RESOLVE_MISSING_OK : 0;
 }
 
 /* Resolves every spec; an error is fatal unless we are a follower (an
- * exec'd child whose program may simply not have that function). */
+ * exec'd child whose program may simply not have that function).  A
+ * program's function that does not exist is skipped, unless nothing is
+ * left to attach: then the first such is the error. */
 static int resolve_all(struct agent_session *s, struct resolve_list *pts, struct agent_fail *f)
 {
+	char missing[512] = "";
+
 	for (int i = 0; i < s->cfg.nspecs; i++) {
 		char path[512], err[512];
 		int rc = agent_resolve(&s->cfg.specs[i], i, pts, path, sizeof(path), err,
 				       sizeof(err), resolve_flags(s));
 
+		if (rc == AGENT_RESOLVED_NOTHING) {
+			if (!missing[0])
+				snprintf(missing, sizeof(missing), "%s", err);
+			continue;
+		}
 		if (rc == 1)
 			rc = add_deferred(s, i, path);
 		if (rc < 0 && !s->follower)
 			return agent_fail(f, rc == -ENOMEM ? 1 : 2, rc, "%s", err);
 	}
+	if (missing[0] && !pts->n && !s->ndeferred && !s->follower &&
+	    !(s->prog && agent_prog_has_special(s->prog)))
+		return agent_fail(f, 2, -ENOENT, "%s", missing);
 	return 0;
 }
 
