@@ -3252,6 +3252,10 @@ Test(lang_errors, literals_as_bpftrace_words_them)
 	expect_error("BEGIN { exit(); }; END { }",
 		     "stdin:1:17-19: ERROR: syntax error, unexpected ;, expecting {\n"
 		     "BEGIN { exit(); }; END { }\n                ~~\n");
+	/* an if()'s condition: bpftrace's type name, and its empty place */
+	expect_error("BEGIN { if (comm) { exit(); } }",
+		     "stdin:1:1-1: ERROR: Invalid condition in if(): string\n"
+		     "BEGIN { if (comm) { exit(); } }\n\n");
 	/* a predicate's type error points at it whole, both slashes */
 	expect_error("BEGIN / \"a\" / { exit(); }",
 		     "stdin:1:7-14: ERROR: Invalid type for predicate: string\n"

@@ -195,6 +195,23 @@ static uint16_t shape_size(const struct tuple_shape *s)
 	return (uint16_t)size;
 }
 
+/* A type's name without its size, as bpftrace names its types. */
+static const char *base_type_name(const struct lang_type *t)
+{
+	switch (t->kind) {
+	case LANG_T_INT: return "integer";
+	case LANG_T_STR: return "string";
+	case LANG_T_USTACK:
+	case LANG_T_USTACK_PERF: return "ustack";
+	case LANG_T_USYM: return "usym";
+	case LANG_T_PROBE: return "probe";
+	case LANG_T_TUPLE: return "tuple";
+	case LANG_T_TIMESTAMP: return "timestamp";
+	case LANG_T_BUF: return "buffer";
+	default: return "none";
+	}
+}
+
 static void key_list(const struct lang_type *k, int n, char *out, size_t len)
 {
 	size_t o = 0;
@@ -2110,7 +2127,11 @@ static int check_stmt(struct checker *c, struct node *s)
 		if (check_expr(c, s->a))
 			return -1;
 		if (!is_int(s->a) && !c->collect) {
-			prog_error(c->p, s->a->loc, "Invalid condition in if(): %s", "not an integer");
+			/* bpftrace's words, and its place: none (1:1-1) */
+			static const struct loc nowhere = { 1, 1, 1 };
+
+			prog_error(c->p, nowhere, "Invalid condition in if(): %s",
+				   base_type_name(&s->a->type));
 			return -1;
 		}
 		return check_stmts(c, s->b) || (s->c && (s->c->kind == S_IF ? check_stmt(c, s->c) : check_stmts(c, s->c)));

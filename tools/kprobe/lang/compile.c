@@ -85,7 +85,12 @@ static void diagnostic(const struct prog *p, struct lang_error *e, struct loc lo
 	vsnprintf(e->msg, sizeof(e->msg), fmt, ap);
 	e->line = loc.line;
 	e->col = loc.col;
-	e->col_end = loc.col_end > loc.col ? loc.col_end : loc.col + 1;
+	/* 1:1-1 is the empty place bpftrace gives some errors (an if()'s
+	 * condition): no mark under the line */
+	if (loc.line == 1 && loc.col == 1 && loc.col_end == 1)
+		e->col_end = 1;
+	else
+		e->col_end = loc.col_end > loc.col ? loc.col_end : loc.col + 1;
 	source_line(p->src, loc.line, &lb, &ll);
 	o = (size_t)snprintf(e->text, sizeof(e->text), "%s:%d:%d-%d: %s: %s\n",
 			     p->filename, e->line, e->col, e->col_end, what, e->msg);
