@@ -3309,3 +3309,54 @@ Test(lang_maps, zero_of_min_reads_zero)
 	cr_assert_eq(scalar(e, "@hi"), 9);
 	env_free(e);
 }
+
+/* Every error of the pass that finds one, as bpftrace reports them (its
+ * output on these programs): the first in err.text, the others in
+ * err.more; a variable whose value failed is still assigned (no error at
+ * its uses); a pass with errors ends the check. */
+static void expect_all_errors(const char *src, const char *all)
+{
+	struct lang_error err;
+	char got[sizeof(err.text) + sizeof(err.more)];
+	void *img = NULL;
+	size_t len;
+
+	cr_assert_eq(lang_compile(src, NULL, &img, &len, &err), -EINVAL, "compiled: %s", src);
+	snprintf(got, sizeof(got), "%s%s", err.text, err.more);
+	cr_assert_str_eq(got, all, "for %s:\n%s", src, got);
+}
+
+Test(lang_errors, every_error_of_a_pass)
+{
+	expect_all_errors("BEGIN { @x = count(1); @y = hist(); $z = foo; }",
+			  "stdin:1:14-22: ERROR: count() requires no arguments (1 provided)\n"
+			  "BEGIN { @x = count(1); @y = hist(); $z = foo; }\n"
+			  "             ~~~~~~~~\n"
+			  "stdin:1:29-35: ERROR: hist() requires one argument (0 provided)\n"
+			  "BEGIN { @x = count(1); @y = hist(); $z = foo; }\n"
+			  "                            ~~~~~~\n"
+			  "stdin:1:42-45: ERROR: Unknown identifier: 'foo'\n"
+			  "BEGIN { @x = count(1); @y = hist(); $z = foo; }\n"
+			  "                                         ~~~\n");
+	expect_all_errors("BEGIN { @a = $x; } END { @b = $y; }",
+			  "stdin:1:14-16: ERROR: Undefined or undeclared variable: $x\n"
+			  "BEGIN { @a = $x; } END { @b = $y; }\n"
+			  "             ~~\n"
+			  "stdin:1:31-33: ERROR: Undefined or undeclared variable: $y\n"
+			  "BEGIN { @a = $x; } END { @b = $y; }\n"
+			  "                              ~~\n");
+	/* one error: $x and $y are still assigned */
+	expect_all_errors("BEGIN { $x = \"a\" + 1; $y = $x; @z = $y * 2; }",
+			  "stdin:1:14-21: ERROR: Type mismatch for '+': comparing 'string[2]' with 'int64'\n"
+			  "BEGIN { $x = \"a\" + 1; $y = $x; @z = $y * 2; }\n"
+			  "             ~~~~~~~\n");
+	/* a map type error and an undefined variable, found in one pass */
+	expect_all_errors("BEGIN { @x = 1; @x = \"s\"; @y = $u; }",
+			  "stdin:1:17-19: ERROR: Type mismatch for @x: trying to assign value of type "
+			  "'string[2]' when map already contains a value of type 'int64\n"
+			  "BEGIN { @x = 1; @x = \"s\"; @y = $u; }\n"
+			  "                ~~\n"
+			  "stdin:1:32-34: ERROR: Undefined or undeclared variable: $u\n"
+			  "BEGIN { @x = 1; @x = \"s\"; @y = $u; }\n"
+			  "                               ~~\n");
+}

@@ -268,6 +268,7 @@ void run_compile(struct cli_opts *o)
 		fputs(err.text[0] ? err.text : err.msg, stderr);
 		if (!err.text[0] || err.text[strlen(err.text) - 1] != '\n')
 			fputc('\n', stderr);
+		fputs(err.more, stderr);
 		exit(EXIT_BAD);
 	}
 	if (p->image_len > KPS_IMAGE_MAX)

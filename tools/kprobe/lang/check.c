@@ -1994,6 +1994,7 @@ non_value:
 static int check_assign(struct checker *c, struct node *s)
 {
 	struct node *lhs = s->a, *rhs = s->b;
+	int bad;
 
 	if (lhs->kind == N_MAP) {
 		struct mapinfo *mi = map_get(c, lhs);
@@ -2051,10 +2052,12 @@ static int check_assign(struct checker *c, struct node *s)
 		}
 		return 0;
 	}
-	/* a scratch variable */
-	if (check_expr(c, rhs))
-		return -1;
-	if (rhs->type.kind == LANG_T_NONE) {
+	/* a scratch variable; one whose value failed is still assigned, an
+	 * integer, so that its uses do not fail too (bpftrace types them so) */
+	bad = check_expr(c, rhs);
+	if (bad)
+		rhs->type = T_I64;
+	else if (rhs->type.kind == LANG_T_NONE) {
 		prog_error(c->p, rhs->loc, "Invalid expression for assignment: no value");
 		return -1;
 	}
@@ -2104,12 +2107,12 @@ static int check_assign(struct checker *c, struct node *s)
 				   lhs->name, have, want);
 			return -1;
 		}
-		if (s->op)
+		if (s->op && !bad)
 			compound_warnings(c, s, &v->type, rhs);
 		lhs->var = (int)(v - p->vars);
 		lhs->type = v->type;
 	}
-	return 0;
+	return bad ? -1 : 0;
 }
 
 static int check_stmts(struct checker *c, struct node *s);
@@ -2185,12 +2188,16 @@ static int check_stmt(struct checker *c, struct node *s)
 	}
 }
 
+/* Every statement, the ones after a failing one too (bpftrace reports
+ * every error of a pass); -1 when one failed. */
 static int check_stmts(struct checker *c, struct node *s)
 {
+	int rc = 0;
+
 	for (; s; s = s->next)
 		if (check_stmt(c, s))
-			return -1;
-	return 0;
+			rc = -1;
+	return rc;
 }
 
 static int check_attach(struct checker *c, struct attach *a)
@@ -2232,22 +2239,22 @@ static int check_attach(struct checker *c, struct attach *a)
 
 static int check_probe(struct checker *c, struct probe *pr)
 {
-	int i;
+	int i, rc = 0;
 
 	c->pr = pr;
 	for (i = 0; i < pr->natt; i++)
 		if (check_attach(c, &pr->att[i]))
 			return -1;
 	if (pr->pred) {
-		if (check_expr(c, pr->pred))
-			return -1;
-		if (!c->collect && !is_int(pr->pred)) {
+		if (check_expr(c, pr->pred)) {
+			rc = -1;
+		} else if (!c->collect && !is_int(pr->pred)) {
 			prog_error(c->p, pr->pred_loc, "Invalid type for predicate: %s",
 				   pr->pred->type.kind == LANG_T_STR ? "string" : "not an integer");
-			return -1;
+			rc = -1;
 		}
 	}
-	return check_stmts(c, pr->body);
+	return check_stmts(c, pr->body) || rc;
 }
 
 int lang_check(struct prog *p)
@@ -2256,21 +2263,28 @@ int lang_check(struct prog *p)
 	struct probe *pr;
 	int pass;
 
+	/* every error of the pass that finds one is reported, as bpftrace's
+	 * passes do; the next pass does not run */
+	p->all_errors = true;
 	for (pass = 0; pass < 2; pass++) {
+		int failed = 0;
+
 		c.collect = pass == 0;
 		c.probe_no = 0;
 		p->nvars = 0;
 		for (pr = p->probes; pr; pr = pr->next, c.probe_no++)
 			if (check_probe(&c, pr))
-				return -1;
+				failed = 1;
+		if (failed || p->failed)
+			goto out;
 	}
 	for (int i = 0; i < p->nmaps; i++) {
 		struct mapinfo *mi = &p->maps[i];
 
-		if (!mi->val_known) {
+		if (!mi->val_known)
 			prog_error(p, mi->first, "Undefined map: %s", mi->name);
-			return -1;
-		}
 	}
-	return 0;
+out:
+	p->all_errors = false;
+	return p->failed ? -1 : 0;
 }

@@ -112,15 +112,40 @@ static void diagnostic(const struct prog *p, struct lang_error *e, struct loc lo
 	}
 }
 
+/* At most this many errors after the first, and the same one only once
+ * (a statement checked in both passes). */
+#define MAX_MORE_ERRORS 16
+
+static void more_error(struct prog *p, struct loc loc, const char *fmt, va_list ap)
+{
+	struct lang_error *e = p->err, x;
+	size_t have = strlen(e->more), len;
+
+	if (e->nmore >= MAX_MORE_ERRORS)
+		return;
+	diagnostic(p, &x, loc, "ERROR", fmt, ap);
+	len = strlen(x.text);
+	if (!strcmp(x.text, e->text) || strstr(e->more, x.text) || have + len >= sizeof(e->more))
+		return;
+	memcpy(e->more + have, x.text, len + 1);
+	e->nmore++;
+}
+
 void prog_error(struct prog *p, struct loc loc, const char *fmt, ...)
 {
 	va_list ap;
 
-	if (p->failed++ || !p->err)
+	if (!p->err) {
+		p->failed++;
 		return;
+	}
 	va_start(ap, fmt);
-	diagnostic(p, p->err, loc, "ERROR", fmt, ap);
+	if (!p->failed)
+		diagnostic(p, p->err, loc, "ERROR", fmt, ap);
+	else if (p->all_errors)
+		more_error(p, loc, fmt, ap);
 	va_end(ap);
+	p->failed++;
 }
 
 void prog_warning(struct prog *p, struct loc loc, const char *fmt, ...)

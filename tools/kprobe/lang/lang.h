@@ -375,6 +375,11 @@ struct lang_error {
 	int line, col, col_end;	/* 1-based; col_end exclusive */
 	char msg[256];
 	char text[1024];	/* the three lines, ready to print */
+	/* The checker's other errors, found in the same pass (bpftrace
+	 * reports every error of the pass that finds one), in the same form,
+	 * one after another; "" when there are none. */
+	char more[4096];
+	int nmore;
 };
 
 /* Compiles src.  On success 0 and *image_out (malloc'ed, free()) of

@@ -123,6 +123,9 @@ struct prog {
 	int nshapes;
 	struct lang_error *err;
 	int failed;
+	/* the checker runs: every error of a pass is reported, not only
+	 * the first (the parser stops at its first) */
+	bool all_errors;
 	/* allocations, freed together */
 	void **allocs;
 	int nallocs, callocs;
