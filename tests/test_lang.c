@@ -315,6 +315,8 @@ static unsigned map_count(struct env *e, const char *name)
 
 /* ---- errors: exact text as bpftrace 0.17 prints them ---- */
 
+static void expect_all_errors(const char *src, const char *all);
+
 static void expect_error(const char *src, const char *text)
 {
 	struct lang_error err;
@@ -544,14 +546,14 @@ Test(lang_errors, every_path_names_the_problem)
 		{ "BEGIN { @x = lhist(1, 0, 100000, 1); }", "too many buckets" },
 		{ "BEGIN { @x = lhist(1, 0, 10, 1); @x = lhist(1, 0, 20, 1); }", "Different lhist bounds" },
 		{ "BEGIN { @x = lhist(arg0, 0, 10, 1); }", "The arg0 builtin" },
-		{ "BEGIN { @x = lhist(1, 0, 10, pid); }", "expects an integer literal" },
+		{ "BEGIN { @x = lhist(1, 0, 10, pid); }", "lhist() expects a integer literal (integer provided)" },
 		{ "BEGIN { @x = 1; print(@x[1]); }", "should not be indexed by a key" },	/* as bpftrace */
 		{ "BEGIN { @x[1] = 1; print(@x[1], 2); }", "should not be indexed by a key" },	/* as bpftrace */
 		{ "BEGIN { print(1, 2); }", "Non-map print() only takes 1 argument" },
 		{ "BEGIN { @x[1] = 1; clear(@x[1]); }", "should not be indexed by a key" },
 		{ "BEGIN { @x[1] = 1; print(@x[1]); }", "The map passed to print() should not be indexed by a key" },
 		{ "BEGIN { delete(1); }", "delete() expects a map to be provided" },
-		{ "BEGIN { time(1); }", "time() expects a string literal" },
+		{ "BEGIN { time(1); }", "time() expects a string literal (integer provided)" },
 		{ "BEGIN { signal(9); }", "signal can only be used with uprobe" },
 		{ "uprobe:a:b { signal(\"SIGNOPE\"); }", "is not a valid signal" },
 		{ "uprobe:a:b { signal(99); }", "not a valid signal" },
@@ -566,7 +568,7 @@ Test(lang_errors, every_path_names_the_problem)
 		{ "uprobe:a:b { @x = ustack(3, perf); }", "takes the mode first" },
 		{ "uprobe:a:b { @x = ustack(arg0); }", "expects an integer literal" },
 		{ "BEGIN { printf(\"%d %d\\n\", 1, 2, 3); }", "Too many arguments for format string" },
-		{ "BEGIN { printf(); }", "requires at least 1 argument" },
+		{ "BEGIN { printf(); }", "printf() requires at least one argument (0 provided)" },
 		{ "BEGIN { @x = printf(\"a\"); }", "should not be used in an assignment" },
 		{ "BEGIN { $x = printf(\"a\"); }", "should not be used in an assignment" },
 		{ "BEGIN { @x = \"aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa\"; }", "too long" },
@@ -3252,6 +3254,17 @@ Test(lang_errors, literals_as_bpftrace_words_them)
 	expect_error("BEGIN { exit(); }; END { }",
 		     "stdin:1:17-19: ERROR: syntax error, unexpected ;, expecting {\n"
 		     "BEGIN { exit(); }; END { }\n                ~~\n");
+	/* lhist()'s checks, each of them, in bpftrace's order */
+	expect_all_errors("BEGIN { @x = lhist(5, 10, 1, 1); }",
+			  "stdin:1:14-32: ERROR: lhist() min must be less than max (provided min 10 and max 1)\n"
+			  "BEGIN { @x = lhist(5, 10, 1, 1); }\n"
+			  "             ~~~~~~~~~~~~~~~~~~\n"
+			  "stdin:1:14-32: ERROR: lhist() step is too large for the given range (provided step 1 for range -9)\n"
+			  "BEGIN { @x = lhist(5, 10, 1, 1); }\n"
+			  "             ~~~~~~~~~~~~~~~~~~\n");
+	expect_error_has("BEGIN { @x = lhist(5, 0, 10, 20); }",
+			 "lhist() step is too large for the given range (provided step 20 for range 10)");
+	expect_error_has("BEGIN { @x = buf(\"abc\", -1); }", "buf cannot use negative length (-1)");
 	/* an if()'s condition: bpftrace's type name, and its empty place */
 	expect_error("BEGIN { if (comm) { exit(); } }",
 		     "stdin:1:1-1: ERROR: Invalid condition in if(): string\n"

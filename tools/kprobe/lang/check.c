@@ -385,7 +385,8 @@ static int need_int_literal(struct checker *c, struct node *call, struct node *a
 		*out = (int64_t)(0 - (uint64_t)a->a->ival);
 		return 0;
 	}
-	prog_error(c->p, call->loc, "%s() expects an integer literal", call->name);
+	prog_error(c->p, call->loc, "%s() expects a integer literal (%s provided)", call->name,
+		   base_type_name(&a->type));
 	return -1;
 }
 
@@ -419,7 +420,7 @@ static const char *const unsupported_funcs[] = {
 static int check_agg(struct checker *c, struct node *call, struct node *m, struct mapinfo *mi)
 {
 	int kind = agg_kind(call->name);
-	int i;
+	int i, bad;
 
 	switch (kind) {
 	case LANG_M_COUNT:
@@ -456,24 +457,26 @@ static int check_agg(struct checker *c, struct node *call, struct node *m, struc
 		    need_int_literal(c, call, call->args[2], &mx) ||
 		    need_int_literal(c, call, call->args[3], &st))
 			return -1;
-		if (mn < 0) {
-			prog_error(c->p, call->loc, "lhist() min must be non-negative (provided min %ld)", (long)mn);
+		/* each of bpftrace's checks, in its order, all reported */
+		bad = 0;
+		if (st <= 0)
+			bad = prog_error_n(c->p, call->loc, "lhist() step must be >= 1 (%ld provided)",
+					   (long)st);
+		else if ((int)((mx - mn) / st) > 1000)
+			bad = prog_error_n(c->p, call->loc, "lhist() too many buckets, must be <= 1000 "
+					   "(would need %d)", (int)((mx - mn) / st));
+		if (mn < 0)
+			bad = prog_error_n(c->p, call->loc, "lhist() min must be non-negative (provided "
+					   "min %ld)", (long)mn);
+		if (mn > mx)
+			bad = prog_error_n(c->p, call->loc, "lhist() min must be less than max (provided "
+					   "min %ld and max %ld)", (long)mn, (long)mx);
+		if (mx - mn < st)
+			bad = prog_error_n(c->p, call->loc, "lhist() step is too large for the given "
+					   "range (provided step %ld for range %ld)", (long)st,
+					   (long)(mx - mn));
+		if (bad)
 			return -1;
-		}
-		if (mn > mx) {
-			prog_error(c->p, call->loc, "lhist() min must be less than max (provided min %ld and max %ld)",
-				   (long)mn, (long)mx);
-			return -1;
-		}
-		if (st < 1) {
-			prog_error(c->p, call->loc, "lhist() step must be >= 1 (%ld provided)", (long)st);
-			return -1;
-		}
-		if ((mx - mn) / st > 1000) {
-			prog_error(c->p, call->loc, "lhist() too many buckets, must be <= 1000 (would need %ld)",
-				   (long)((mx - mn) / st));
-			return -1;
-		}
 		if (mi->val_known && mi->d.kind == LANG_M_LHIST &&
 		    (mi->d.lhist_min != mn || mi->d.lhist_max != mx || mi->d.lhist_step != st)) {
 			prog_error(c->p, call->loc, "Different lhist bounds in a single map unsupported");
@@ -1433,9 +1436,7 @@ static int check_printf(struct checker *c, struct node *n)
 	char spec[LANG_MAX_FMT_ARGS + 1];
 
 	if (n->nargs < 1) {
-		/* sic: bpftrace words printf's and the others' differently */
-		prog_error(c->p, n->loc, "%s() requires at least %s argument (0 provided)", fn,
-			   !strcmp(fn, "printf") ? "1" : "one");
+		prog_error(c->p, n->loc, "%s() requires at least one argument (0 provided)", fn);
 		return -1;
 	}
 	f = n->args[0];
@@ -1722,6 +1723,12 @@ static int check_buf(struct checker *c, struct node *n)
 			prog_error(c->p, n->loc, "buf() expects an integer length (%s provided)", tn);
 			return -1;
 		}
+		if (len->kind == N_UNOP && len->op == OP_NEG && len->a->kind == N_INT &&
+		    len->a->ival > 0) {
+			prog_error(c->p, n->loc, "buf cannot use negative length (-%lld)",
+				   (long long)len->a->ival);
+			return -1;
+		}
 		if (len->kind == N_INT && (len->ival < 0 || len->ival > LANG_STRLEN))
 			prog_warning(c->p, n->loc, "buf() length is too long and will be shortened to %d "
 				     "bytes (see BPFTRACE_STRLEN)", LANG_STRLEN);
@@ -1799,7 +1806,10 @@ static int check_call(struct checker *c, struct node *n, int as_stmt)
 		if (need_args(c, n, 0, 1))
 			return -1;
 		if (n->nargs && n->args[0]->kind != N_STR) {
-			prog_error(c->p, n->loc, "time() expects a string literal");
+			if (check_expr(c, n->args[0]))
+				return -1;
+			prog_error(c->p, n->loc, "time() expects a string literal (%s provided)",
+				   base_type_name(&n->args[0]->type));
 			return -1;
 		}
 		return 0;

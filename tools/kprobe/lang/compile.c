@@ -131,21 +131,32 @@ static void more_error(struct prog *p, struct loc loc, const char *fmt, va_list 
 	e->nmore++;
 }
 
+static void report(struct prog *p, struct loc loc, const char *fmt, va_list ap)
+{
+	if (p->err && !p->failed)
+		diagnostic(p, p->err, loc, "ERROR", fmt, ap);
+	else if (p->err && p->all_errors)
+		more_error(p, loc, fmt, ap);
+	p->failed++;
+}
+
 void prog_error(struct prog *p, struct loc loc, const char *fmt, ...)
 {
 	va_list ap;
 
-	if (!p->err) {
-		p->failed++;
-		return;
-	}
 	va_start(ap, fmt);
-	if (!p->failed)
-		diagnostic(p, p->err, loc, "ERROR", fmt, ap);
-	else if (p->all_errors)
-		more_error(p, loc, fmt, ap);
+	report(p, loc, fmt, ap);
 	va_end(ap);
-	p->failed++;
+}
+
+int prog_error_n(struct prog *p, struct loc loc, const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	report(p, loc, fmt, ap);
+	va_end(ap);
+	return 1;
 }
 
 void prog_warning(struct prog *p, struct loc loc, const char *fmt, ...)

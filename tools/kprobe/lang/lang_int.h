@@ -135,6 +135,10 @@ void *prog_alloc(struct prog *p, size_t n);
 char *prog_strndup(struct prog *p, const char *s, size_t n);
 void prog_error(struct prog *p, struct loc loc, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
+/* prog_error() that returns 1: `bad = prog_error_n(...)` where several
+ * checks each report. */
+int prog_error_n(struct prog *p, struct loc loc, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
 /* A warning, as bpftrace prints it, to opts->warning (if any). */
 void prog_warning(struct prog *p, struct loc loc, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
