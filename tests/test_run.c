@@ -22,6 +22,7 @@ static char example[PATH_MAX + 64];
 static char module[PATH_MAX + 32];
 static char plugin[PATH_MAX + 32];
 static char run_target[PATH_MAX + 32];
+static char cxx_target[PATH_MAX + 32];
 
 static void init_paths(void)
 {
@@ -31,6 +32,7 @@ static void init_paths(void)
 	cli_build_path(module, sizeof(module), "tests/cli/cli_module.so");
 	cli_build_path(plugin, sizeof(plugin), "tests/cli/libcliplugin.so");
 	cli_build_path(run_target, sizeof(run_target), "tests/cli/run_target");
+	cli_build_path(cxx_target, sizeof(cxx_target), "tests/cli/cli_stack_cxx");
 	/* Programs and modules take their time under load; every output
 	 * here must be seen whole. */
 	cli_run_quiet_ms = 25000;
@@ -296,6 +298,31 @@ Test(load, run_missing_functions)
 		kprobe, target, target);
 	cr_assert_eq(r.status, 2);
 	cr_assert(strstr(r.err, "unknown object '/nonexistent/lib.so'"), "%s", r.err);
+}
+
+/* C++ names as bpftrace takes them (uprobe:OBJ:"ns::f", a glob, a full
+ * signature): a probe per function, named by its mangled symbol as
+ * bpftrace names it; a name matching nothing is an error. */
+Test(load, run_cxx_names)
+{
+	struct run r;
+
+	cli_run(&r, "%s run -o /dev/stdout -e 'uprobe:%s:\"shapes::leaf\" { @[probe] = count(); } "
+		"uretprobe:%s:\"shapes::Circle::area(int) const\" { @r = sum(retval); }' -- %s",
+		kprobe, cxx_target, cxx_target, cxx_target);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert(strstr(r.out, "Attaching 2 probes...\n"), "%s", r.out);
+	cr_assert(strstr(r.out, ":_ZN6shapes4leafEi]: 1\n"), "%s", r.out);
+	cr_assert(strstr(r.out, "@r: 15\n"), "%s", r.out);
+	cli_run(&r, "%s run -o /dev/stdout -e 'uprobe:%s:\"shapes::*\" { @[probe] = count(); }' -- %s",
+		kprobe, cxx_target, cxx_target);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert(strstr(r.out, ":_ZNK6shapes6Circle4areaEi]: 1\n"), "%s", r.out);
+	cr_assert(strstr(r.out, ":_ZN6shapes4leafEi]: 1\n"), "%s", r.out);
+	cli_run(&r, "%s run -e 'uprobe:%s:\"shapes::nosuch\" { }' -- %s", kprobe, cxx_target,
+		cxx_target);
+	cr_assert_eq(r.status, 2);
+	cr_assert(strstr(r.err, "no C++ function matches 'shapes::nosuch'"), "%s", r.err);
 }
 
 /* A program error: bpftrace's form on stderr (place, reason, the line, a

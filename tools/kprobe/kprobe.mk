@@ -183,7 +183,7 @@ $(B)/tests/cli/cli_module.so: tests/cli/cli_module.c include/kprobes/module.h
 
 $(B)/tests/test_run $(B)/tests-asan/test_run: $(B)/kprobe $(B)/libkprobe-agent.so \
 	$(B)/tests/cli/cli_target $(B)/tests/cli/cli_module.so $(B)/tests/cli/libcliplugin.so $(KP_MODULES) \
-	$(B)/tests/cli/run_target
+	$(B)/tests/cli/run_target $(B)/tests/cli/cli_stack_cxx
 
 $(B)/tests/cli/libcliplugin.so: tests/cli/cli_plugin.c
 	@mkdir -p $(dir $@)

@@ -573,11 +573,63 @@ static bool usdt_sites_match(const struct session_config *cfg, int first, int n)
 	for (int k = first; k < first + n; k++) {
 		const struct probe_spec *s = &cfg->specs[k];
 
-		if (s->kind != SPEC_ADDRESS || s->is_return || (k > first && s->usdt_sites))
+		if (s->kind != SPEC_ADDRESS || s->is_return || (k > first && s->sites))
 			return false;
 		for (int a = 0; a < s->nargs; a++)
 			if (s->args[a].src != ARG_SRC_PLAN && s->args[a].src != ARG_SRC_UNAVAIL)
 				return false;
+	}
+	return true;
+}
+
+/* Whether mangled can be a function the C++ name or glob func names: an
+ * Itanium symbol (_Z...) holding each identifier of func's qualified name
+ * (up to its parameter list; '*' parts match anything) as the ABI writes
+ * it, its length then its characters, in order.  The tool matched the
+ * symbols by demangling them; this keeps a config from naming others. */
+static bool cxx_plausible(const char *mangled, const char *func)
+{
+	const char *at = mangled, *p = func;
+
+	if (strncmp(mangled, "_Z", 2))
+		return false;
+	while (*p && *p != '(') {
+		const char *e = p;
+		char want[256];
+		int len;
+
+		while (*e && *e != '(' && strncmp(e, "::", 2))
+			e++;
+		len = (int)(e - p);
+		if (len > 0 && len < 200 && !memchr(p, '*', (size_t)len) && !memchr(p, '?', (size_t)len) &&
+		    !memchr(p, '<', (size_t)len) && !memchr(p, '[', (size_t)len)) {
+			snprintf(want, sizeof(want), "%d%.*s", len, len, p);
+			at = strstr(at, want);
+			if (!at)
+				return false;
+			at += strlen(want);
+		}
+		p = strncmp(e, "::", 2) ? e : e + 2;
+	}
+	return true;
+}
+
+/* The n functions of a uprobe on a C++ name, from spec first on: symbols
+ * of the probe's object, each plausibly one the name names. */
+static bool cxx_specs_match(const struct session_config *cfg, int first, int n,
+			    const struct lang_image *img, const struct lang_probe_desc *d)
+{
+	const char *func = lang_image_str(img, d->func);
+
+	if (n <= 0 || n > cfg->nspecs - first || (!strstr(func, "::") && !strchr(func, '(')))
+		return false;
+	for (int k = first; k < first + n; k++) {
+		const struct probe_spec *s = &cfg->specs[k];
+
+		if (s->kind != SPEC_SYMBOL || s->nargs || (k > first && s->sites) ||
+		    strcmp(s->object, lang_image_str(img, d->target)) || s->offset != d->offset ||
+		    s->is_return != (d->kind == LANG_P_URETPROBE) || !cxx_plausible(s->symbol, func))
+			return false;
 	}
 	return true;
 }
@@ -614,7 +666,7 @@ static int map_specs(struct agent_prog *p, struct session_config *cfg, struct ag
 			continue;
 		}
 		if (d->kind == LANG_P_USDT) {
-			int n = spec < cfg->nspecs ? cfg->specs[spec].usdt_sites : 0;
+			int n = spec < cfg->nspecs ? cfg->specs[spec].sites : 0;
 
 			if (!usdt_sites_match(cfg, spec, n))
 				return agent_fail(f, 1, -EPROTO, "the session's probes are not the "
@@ -625,8 +677,18 @@ static int map_specs(struct agent_prog *p, struct session_config *cfg, struct ag
 		}
 		if (d->kind != LANG_P_UPROBE && d->kind != LANG_P_URETPROBE)
 			continue;
-		if (spec >= cfg->nspecs || cfg->specs[spec].usdt_sites ||
-		    !spec_matches(&cfg->specs[spec], img, d))
+		if (spec < cfg->nspecs && cfg->specs[spec].sites) {
+			/* a C++ name: the functions the tool found for it */
+			int n = cfg->specs[spec].sites;
+
+			if (!cxx_specs_match(cfg, spec, n, img, d))
+				return agent_fail(f, 1, -EPROTO, "the session's probes are not the "
+						  "program's");
+			while (n--)
+				p->probe_of_spec[spec++] = i;
+			continue;
+		}
+		if (spec >= cfg->nspecs || !spec_matches(&cfg->specs[spec], img, d))
 			return agent_fail(f, 1, -EPROTO, "the session's probes are not the "
 					  "program's");
 		p->probe_of_spec[spec++] = i;

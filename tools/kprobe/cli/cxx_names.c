@@ -26,7 +26,7 @@ struct cxx_match {
 	bool too_many;
 };
 
-static bool looks_cxx(const char *sym)
+bool cxx_looks_cxx(const char *sym)
 {
 	return strstr(sym, "::") || strchr(sym, '(');
 }
@@ -144,7 +144,7 @@ void cxx_names_resolve(struct cli_opts *o)
 		struct cxx_match m = { 0 };
 		char path[PATH_MAX], err[PATH_MAX + 128], pattern[512];
 
-		if (s->kind != SPEC_SYMBOL || !looks_cxx(s->symbol) ||
+		if (s->kind != SPEC_SYMBOL || !cxx_looks_cxx(s->symbol) ||
 		    cli_object_path(o, s, path, sizeof(path), err, sizeof(err)))
 			continue;
 		squeeze(s->symbol, pattern, sizeof(pattern));
@@ -160,4 +160,31 @@ void cxx_names_resolve(struct cli_opts *o)
 			free(m.demangled[k]);
 		}
 	}
+}
+
+int cxx_names_expand(const struct cli_opts *o, const struct probe_spec *s, struct probe_spec *out,
+		     int max)
+{
+	struct cxx_match m = { 0 };
+	char path[PATH_MAX], err[PATH_MAX + 128], pattern[512];
+	int n = 0;
+
+	if (cli_object_path(o, s, path, sizeof(path), err, sizeof(err)))
+		cli_die(EXIT_BAD, "%s", err);
+	squeeze(s->symbol, pattern, sizeof(pattern));
+	m.pattern = pattern;
+	elf_file_foreach_function(path, offer, &m);
+	if (m.too_many || m.n > max)
+		n = -1;
+	for (int k = 0; k < m.n; k++) {
+		if (n >= 0 && strlen(m.mangled[k]) < sizeof(out[n].symbol)) {
+			out[n] = *s;
+			snprintf(out[n].symbol, sizeof(out[n].symbol), "%s", m.mangled[k]);
+			spec_format(&out[n]);
+			n++;
+		}
+		free(m.mangled[k]);
+		free(m.demangled[k]);
+	}
+	return n;
 }

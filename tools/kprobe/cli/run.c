@@ -16,6 +16,7 @@
 #include <string.h>
 #include <time.h>
 
+#include "cxx_names.h"
 #include "dwarf_vars.h"
 #include "lang/lang.h"
 #include "ldcache.h"
@@ -111,7 +112,36 @@ static void usdt_probe_specs(struct cli_opts *o, const struct lang_image *img,
 	snprintf(s.object, sizeof(s.object), "%s", obj);
 	spec_format(&s);
 	n = usdt_sites(o, &s, true, &o->specs[o->nspecs], KPROBE_MAX_SPECS - o->nspecs);
-	o->specs[o->nspecs].usdt_sites = (uint16_t)n;
+	o->specs[o->nspecs].sites = (uint16_t)n;
+	o->nspecs += n;
+}
+
+/* A uprobe of the image on a C++ name (uprobe:OBJ:"ns::f", a glob too):
+ * one spec per function it matches, by its mangled symbol (bpftrace names
+ * the probes so), appended to o's specs, the first marked with their
+ * number. */
+static void cxx_probe_specs(struct cli_opts *o, const struct lang_image *img,
+			    const struct lang_probe_desc *d)
+{
+	const char *obj = lang_image_str(img, d->target);
+	const char *func = lang_image_str(img, d->func);
+	struct probe_spec s;
+	int n;
+
+	memset(&s, 0, sizeof(s));
+	s.kind = SPEC_SYMBOL;
+	if (strlen(obj) >= sizeof(s.object) || strlen(func) >= sizeof(s.symbol))
+		cli_die(EXIT_BAD, "cannot probe '%s'", lang_image_str(img, d->text));
+	snprintf(s.object, sizeof(s.object), "%s", obj);
+	snprintf(s.symbol, sizeof(s.symbol), "%s", func);
+	s.offset = d->offset;
+	s.is_return = d->kind == LANG_P_URETPROBE;
+	n = cxx_names_expand(o, &s, &o->specs[o->nspecs], KPROBE_MAX_SPECS - o->nspecs);
+	if (n < 0)
+		cli_die(EXIT_BAD, "'%s' matches too many C++ functions: narrow it", func);
+	if (!n)
+		cli_die(EXIT_BAD, "no C++ function matches '%s' in %s", func, obj);
+	o->specs[o->nspecs].sites = (uint16_t)n;
 	o->nspecs += n;
 }
 
@@ -133,6 +163,10 @@ static void collect_specs(struct cli_opts *o, struct run_program *p)
 		}
 		if (o->nspecs == KPROBE_MAX_SPECS)
 			cli_die(EXIT_BAD, "too many probes (at most %d)", KPROBE_MAX_SPECS);
+		if (cxx_looks_cxx(lang_image_str(&p->img, d->func))) {
+			cxx_probe_specs(o, &p->img, d);
+			continue;
+		}
 		probe_to_spec(&p->img, d, &o->specs[o->nspecs++]);
 	}
 }
@@ -359,7 +393,7 @@ static int fmt_probe_name(uint64_t id, char *out, size_t outlen, void *arg)
 	if (!d)
 		return -1;
 	spec = &p->session->opts->specs[d->spec];
-	if (spec->usdt_sites || !strncmp(spec->label, "usdt:", 5)) {
+	if ((spec->sites && spec->kind == SPEC_ADDRESS) || !strncmp(spec->label, "usdt:", 5)) {
 		/* an SDT site: "usdt:OBJ:PROVIDER:NAME" */
 		snprintf(out, outlen, "usdt:%s:%s", printed_object(p, spec->object), spec->label + 5);
 		return 0;

@@ -39,9 +39,9 @@ char *config_format(const struct session_config *cfg)
 	p += snprintf(p, cap, "shm %s\naction %s\nfollow %d\n", cfg->shm,
 		      action_name(cfg->action), cfg->follow ? 1 : 0);
 	for (int i = 0; i < cfg->nspecs; i++) {
-		if (cfg->specs[i].usdt_sites)
-			p += snprintf(p, cap - (size_t)(p - buf), "usdt %u\n",
-				      (unsigned)cfg->specs[i].usdt_sites);
+		if (cfg->specs[i].sites)
+			p += snprintf(p, cap - (size_t)(p - buf), "sites %u\n",
+				      (unsigned)cfg->specs[i].sites);
 		p += snprintf(p, cap - (size_t)(p - buf), "probe %s\n", cfg->specs[i].text);
 	}
 	if (cfg->watch_len)
@@ -119,21 +119,20 @@ static int config_program_line(const char *val, struct session_config *cfg, char
 	return 0;
 }
 
-/* "usdt N": the next probe line is the first of the N sites of one usdt
- * probe of the program (the agent checks N against the probes that
- * follow). */
-static int config_usdt_line(const char *val, struct session_config *cfg, char *err,
+/* "sites N": the next probe line is the first of the N specs of one probe
+ * of the program (the agent checks N against the probes that follow). */
+static int config_sites_line(const char *val, struct session_config *cfg, char *err,
 			    size_t errlen)
 {
 	unsigned int n;
 	int end = 0;
 
 	if (sscanf(val, "%u%n", &n, &end) != 1 || val[end] || !n || n > KPROBE_MAX_SPECS ||
-	    cfg->nspecs == KPROBE_MAX_SPECS || cfg->specs[cfg->nspecs].usdt_sites) {
-		snprintf(err, errlen, "bad usdt item '%.64s'", val);
+	    cfg->nspecs == KPROBE_MAX_SPECS || cfg->specs[cfg->nspecs].sites) {
+		snprintf(err, errlen, "bad sites item '%.64s'", val);
 		return -EINVAL;
 	}
-	cfg->specs[cfg->nspecs].usdt_sites = (uint16_t)n;
+	cfg->specs[cfg->nspecs].sites = (uint16_t)n;
 	return 0;
 }
 
@@ -194,14 +193,14 @@ static int config_line(char *line, struct session_config *cfg, char *err, size_t
 			snprintf(err, errlen, "too many probes (at most %d)", KPROBE_MAX_SPECS);
 			return -EINVAL;
 		}
-		/* spec_parse starts from a clean spec: keep the "usdt N" mark */
-		sites = cfg->specs[cfg->nspecs].usdt_sites;
+		/* spec_parse starts from a clean spec: keep the "sites N" mark */
+		sites = cfg->specs[cfg->nspecs].sites;
 		rc = spec_parse(val, &cfg->specs[cfg->nspecs], err, errlen);
-		cfg->specs[cfg->nspecs++].usdt_sites = sites;
+		cfg->specs[cfg->nspecs++].sites = sites;
 		return rc;
 	}
-	if (!strcmp(line, "usdt"))
-		return config_usdt_line(val, cfg, err, errlen);
+	if (!strcmp(line, "sites"))
+		return config_sites_line(val, cfg, err, errlen);
 	if (!strcmp(line, "program"))
 		return config_program_line(val, cfg, err, errlen);
 	if (!strcmp(line, "module") || !strcmp(line, "modarg"))

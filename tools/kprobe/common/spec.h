@@ -172,10 +172,11 @@ struct probe_spec {
 	/* The tool's own note, not sent: the name to show this probe by
 	 * instead of the agent's ("usdt:PROVIDER:NAME"). */
 	char label[120];
-	/* kprobe run: this spec is the first of the N sites of one usdt probe
-	 * of the program (the config says so in a "usdt N" line before it);
-	 * 0 for every other spec. */
-	uint16_t usdt_sites;
+	/* kprobe run: this spec is the first of the N specs of one probe of
+	 * the program, the sites of a usdt probe or the functions a C++ name
+	 * matches (the config says so in a "sites N" line before it); 0 for
+	 * every other spec. */
+	uint16_t sites;
 };
 
 /* Compiles a's plan (ops[]) into a->chain when it has the chain's shape
