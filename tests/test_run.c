@@ -300,6 +300,23 @@ Test(load, run_missing_functions)
 	cr_assert(strstr(r.err, "unknown object '/nonexistent/lib.so'"), "%s", r.err);
 }
 
+/* An object named by a symbolic link to it (uprobe:/usr/bin/python3:f,
+ * python3 a link to python3.11): the file the process maps. */
+Test(load, run_object_through_a_link)
+{
+	char link[64];
+	struct run r;
+
+	snprintf(link, sizeof(link), "/tmp/kprobe-test-%d-link", (int)getpid());
+	unlink(link);
+	cr_assert_eq(symlink(run_target, link), 0);
+	cli_run(&r, "%s run -o /dev/stdout -e 'uprobe:%s:run_value { @n = count(); }' -- %s calls 4",
+		kprobe, link, run_target);
+	unlink(link);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert(strstr(r.out, "@n: 4\n"), "%s", r.out);
+}
+
 /* C++ names as bpftrace takes them (uprobe:OBJ:"ns::f", a glob, a full
  * signature): a probe per function, named by its mangled symbol as
  * bpftrace names it; a name matching nothing is an error. */

@@ -613,14 +613,17 @@ static int resolve_tracepoint(const struct probe_spec *s, int idx, struct resolv
 }
 
 /* A relative OBJECT path names a file from this process's directory (the
- * tool's, for a command it launched): the symbol tables know objects by
- * absolute path or file name.  s, or *buf with the path made absolute. */
+ * tool's, for a command it launched), and a path may be a symbolic link:
+ * the symbol tables know objects by the absolute path they were loaded
+ * from, or file name.  s, or *buf with the path made absolute and real. */
 static const struct probe_spec *absolute_object(const struct probe_spec *s,
 						struct probe_spec *buf)
 {
 	char path[PATH_MAX];
 
-	if (!strchr(s->object, '/') || s->object[0] == '/' || !realpath(s->object, path) ||
+	/* a relative path, or a symbolic link (uprobe:/usr/bin/python3:f
+	 * names python3.11, which is what the process maps) */
+	if (!strchr(s->object, '/') || !realpath(s->object, path) || !strcmp(path, s->object) ||
 	    strlen(path) >= sizeof(buf->object))
 		return s;
 	*buf = *s;
