@@ -98,7 +98,8 @@ A64_LIB_NAMES := test_arm64_kprobes test_arm64_kretprobe test_arm64_vecregs test
 	test_nofault test_read_nofault test_elf test_tracepoint test_fork_loader test_libc_all \
 	test_wprobe
 A64_LIB_TESTS := $(A64_LIB_NAMES:%=$(A64)/tests/%) $(A64_LIB_NAMES:%=$(A64)/tests-asan/%)
-A64_LIB_HELPERS := tests/arm64/helpers_a64.S tests/arm64/helpers_a64.h
+A64_LIB_HELPERS := tests/arm64/helpers_a64.S tests/arm64/helpers_a64.h \
+	tests/arm64/hang_watch.c tests/arm64/hang_watch.h
 # Each is also built with ASan+UBSan (the cross compiler's libasan runs in
 # the guest as it does natively).
 # The A64 classifier's suite compiles it in (plain C, no library needed).
@@ -169,12 +170,12 @@ A64_TEST_FLAGS = -Iinclude -Isrc -Isrc/arch/arm64/include -Itests -Wno-missing-p
 
 $(A64)/tests/%: tests/arm64/%.c $(A64_LIB_HELPERS) tests/testutil.h $(A64)/libkprobes.a
 	@mkdir -p $(dir $@)
-	$(A64_CC) $(A64_CFLAGS) $(A64_TEST_FLAGS) -o $@ $< $(filter %.S,$(A64_LIB_HELPERS)) $(A64)/libkprobes.a \
+	$(A64_CC) $(A64_CFLAGS) $(A64_TEST_FLAGS) -o $@ $< $(filter %.S %.c,$(A64_LIB_HELPERS)) $(A64)/libkprobes.a \
 		$(A64_LIBS) -lcriterion $(A64_TEST_LDFLAGS)
 
 $(A64)/tests-asan/%: tests/arm64/%.c $(A64_LIB_HELPERS) tests/testutil.h $(A64)/libkprobes-asan.a
 	@mkdir -p $(dir $@)
-	$(A64_CC) $(A64_CFLAGS) -O1 $(SAN) $(A64_TEST_FLAGS) -o $@ $< $(filter %.S,$(A64_LIB_HELPERS)) \
+	$(A64_CC) $(A64_CFLAGS) -O1 $(SAN) $(A64_TEST_FLAGS) -o $@ $< $(filter %.S %.c,$(A64_LIB_HELPERS)) \
 		$(A64)/libkprobes-asan.a $(A64_LIBS) -lcriterion $(A64_TEST_LDFLAGS)
 
 $(A64)/tests/%: tests/%.c tests/testutil.h $(A64)/libkprobes.a

@@ -34,6 +34,7 @@
 #include <unistd.h>
 
 #include "kprobes.h"
+#include "hang_watch.h"
 #include "testutil.h"
 #include "helpers_a64.h"
 
@@ -740,18 +741,9 @@ Test(a64_optimized, out_of_range_keeps_the_brk)
 /* Before the guest runner's own limit (--timeout 120) ends the test. */
 #define CHURN_DUMP_AFTER 60
 
-/* Seconds before the watchdogs dump: CHURN_DUMP_AFTER, or A64_CHURN_DUMP
- * (to see the dumps of a run that does not hang). */
-static int churn_dump_after(void)
-{
-	const char *env = getenv("A64_CHURN_DUMP");
-	int n = env ? atoi(env) : 0;
-
-	return n > 0 ? n : CHURN_DUMP_AFTER;
-}
 #define CHURN_BUDGET 50
 
-static volatile bool churn_stop, churn_joined;
+static volatile bool churn_stop;
 static volatile long churn_bad;
 /* Where the test's own thread is, for the watchdog's dump: the round, and
  * the step of it (enum churn_step). */
@@ -783,223 +775,23 @@ static int churn_scale(void)
 /* The dump uses system calls only (no stdio, no malloc, no directory
  * streams): a thread stuck holding a lock of the C library (the allocator's,
  * stderr's) must not keep it from saying where every thread is. */
-static void dump_str(const char *s)
+/* Where the test is, for the watchdogs' first line: the round and step,
+ * and the words at the probed function. */
+static void churn_where(char *buf, size_t len)
 {
-	size_t n = strlen(s);
-
-	while (n) {
-		ssize_t w = write(2, s, n);
-
-		if (w <= 0)
-			return;
-		s += w;
-		n -= (size_t)w;
-	}
-}
-
-/* /proc/<pid>/task/<tid>/<what> (pid "self" or a number), its newlines
- * as ";", after a label. */
-static void dump_task_file(const char *pid, const char *tid, const char *what)
-{
-	char path[96], buf[2048];
-	ssize_t n;
-	int fd;
-
-	snprintf(path, sizeof(path), "/proc/%s/task/%s/%s", pid, tid, what);
-	fd = open(path, O_RDONLY);
-	if (fd < 0)
-		return;
-	n = read(fd, buf, sizeof(buf) - 1);
-	close(fd);
-	if (n <= 0)
-		return;
-	buf[n] = 0;
-	for (ssize_t i = 0; i < n; i++)
-		if (buf[i] == '\n')
-			buf[i] = i + 1 < n ? ';' : 0;
-	dump_str("    ");
-	dump_str(what);
-	dump_str(": ");
-	dump_str(buf);
-	dump_str("\n");
-}
-
-/* Where a running thread is: its pc, x30 and sp, written from its own
- * signal handler (async-signal-safe: snprintf into a buffer, one write). */
-static void where_am_i(int sig, siginfo_t *info, void *ctx)
-{
-	const ucontext_t *uc = ctx;
-	char line[160];
-	int n;
-
-	n = snprintf(line, sizeof(line), "  task %ld: pc %#llx x30 %#llx sp %#llx\n",
-		     (long)gettid(), (unsigned long long)uc->uc_mcontext.pc,
-		     (unsigned long long)uc->uc_mcontext.regs[30],
-		     (unsigned long long)uc->uc_mcontext.sp);
-	if (n > 0 && write(2, line, (size_t)n) < 0)
-		return;
-}
-
-struct linux_dirent64 {
-	uint64_t d_ino;
-	int64_t d_off;
-	unsigned short d_reclen;
-	unsigned char d_type;
-	char d_name[];
-};
-
-/* Each thread of process pid ("self" or a number): its state, where it
- * waits in the kernel, its system call (with the user sp and pc), the
- * kernel stack, then what more(tid) says. */
-static void dump_tasks(const char *pid, void (*more)(pid_t tid))
-{
-	char dir[64], buf[4096];
-	long n;
-	int fd;
-
-	snprintf(dir, sizeof(dir), "/proc/%s/task", pid);
-	fd = open(dir, O_RDONLY | O_DIRECTORY);
-	while (fd >= 0 && (n = syscall(SYS_getdents64, fd, buf, sizeof(buf))) > 0) {
-		for (long off = 0; off < n;) {
-			struct linux_dirent64 *de = (struct linux_dirent64 *)(buf + off);
-
-			off += de->d_reclen;
-			if (de->d_name[0] == '.')
-				continue;
-			dump_str("  task ");
-			dump_str(de->d_name);
-			dump_str("\n");
-			dump_task_file(pid, de->d_name, "stat");
-			dump_task_file(pid, de->d_name, "wchan");
-			dump_task_file(pid, de->d_name, "syscall");
-			dump_task_file(pid, de->d_name, "stack");
-			more(atoi(de->d_name));
-		}
-	}
-	if (fd >= 0)
-		close(fd);
-}
-
-/* Another thread of this process says where it is (where_am_i). */
-static void ask_where(pid_t tid)
-{
-	if (tid != gettid())
-		tgkill(getpid(), tid, SIGUSR2);
-}
-
-/* Every thread: its state, where it waits in the kernel, its system call
- * with the user sp and pc (/proc's syscall), the kernel stack; then each
- * thread that can take a signal says its pc and x30; then the executable
- * mappings. */
-static void dump_threads(const char *why)
-{
-	struct sigaction sa = { .sa_sigaction = where_am_i, .sa_flags = SA_SIGINFO };
-	char head[256], buf[4096];
-	long n;
-	int fd;
-
-	snprintf(head, sizeof(head), "churn watchdog: %s; round %d, step %d; a64_add at %p, "
-		 "its words %#x %#x %#x\n", why, churn_round, churn_step, (void *)a64_add,
-		 word_at(a64_add), word_at(AT(a64_add, 4)), word_at(AT(a64_add, 8)));
-	dump_str(head);
-	sigaction(SIGUSR2, &sa, NULL);
-	dump_tasks("self", ask_where);
-	usleep(200000);
-	fd = open("/proc/self/maps", O_RDONLY);
-	while (fd >= 0 && (n = read(fd, buf, sizeof(buf) - 1)) > 0) {
-		buf[n] = 0;
-		dump_str(buf);
-	}
-	if (fd >= 0)
-		close(fd);
-}
-
-/* A thread of another process stopped with ptrace: its pc, sp and x30
- * (what /proc does not say of a running thread). */
-static void dump_regs_from_outside(pid_t tid)
-{
-	struct user_pt_regs regs;
-	struct iovec iov = { &regs, sizeof(regs) };
-	char line[160];
-	int st, n;
-
-	if (ptrace(PTRACE_SEIZE, tid, 0, 0))
-		return;
-	if (!ptrace(PTRACE_INTERRUPT, tid, 0, 0) && waitpid(tid, &st, __WALL) == tid &&
-	    !ptrace(PTRACE_GETREGSET, tid, (void *)NT_PRSTATUS, &iov)) {
-		n = snprintf(line, sizeof(line), "    regs: pc %#llx x30 %#llx sp %#llx\n",
-			     (unsigned long long)regs.pc, (unsigned long long)regs.regs[30],
-			     (unsigned long long)regs.sp);
-		if (n > 0)
-			dump_str(line);
-	}
-	ptrace(PTRACE_DETACH, tid, 0, 0);
-}
-
-/* From another process (the test's own may be stopped or frozen whole,
- * its watchdog thread with it): the state of every thread of pid. */
-static void dump_from_outside(pid_t pid)
-{
-	char spid[16];
-
-	snprintf(spid, sizeof(spid), "%d", (int)pid);
-	dump_str("churn outside watchdog: the test process is still running\n");
-	dump_tasks(spid, dump_regs_from_outside);
-}
-
-/* A child process that dumps the test's threads (dump_from_outside) if
- * the test still runs churn_dump_after() seconds from now; the caller kills
- * it once done.  Forked before the test starts its threads. */
-static pid_t churn_outside_watchdog(void)
-{
-	pid_t parent = getpid(), child = fork();
-
-	if (child > 0)
-		prctl(PR_SET_PTRACER, child, 0, 0, 0);	/* for its look at the registers */
-	if (child != 0)
-		return child;
-	for (int i = 0; i < churn_dump_after() * 10 + 20; i++) {
-		usleep(100000);
-		if (getppid() != parent)
-			_exit(0);
-	}
-	dump_from_outside(parent);
-	_exit(0);
-}
-
-static double now_s(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
-}
-
-/* Until the calling threads are joined: churn_dump_after() seconds after
- * the test began, the threads' state, once (a caller that never stops
- * hangs the join, after the rounds). */
-static void *churn_watchdog(void *arg)
-{
-	struct timespec tick = { 0, 100000000 };
-	double deadline = now_s() + churn_dump_after();
-
-	while (now_s() < deadline) {
-		if (__atomic_load_n(&churn_joined, __ATOMIC_ACQUIRE))
-			return NULL;
-		nanosleep(&tick, NULL);
-	}
-	dump_threads("the test is still running");
-	return NULL;
+	snprintf(buf, len, "round %d, step %d; a64_add at %p, its words %#x %#x %#x", churn_round,
+		 churn_step, (void *)a64_add, word_at(a64_add), word_at(AT(a64_add, 4)),
+		 word_at(AT(a64_add, 8)));
 }
 
 Test(a64_optimized, churn_while_others_hammer, .timeout = CHURN_TIMEOUT)
 {
-	pthread_t th[CHURN_MAX_THREADS], dog;
+	pthread_t th[CHURN_MAX_THREADS];
 	int scale = churn_scale();
 	int nthreads = CHURN_THREADS * scale, rounds = CHURN_ROUNDS * scale;
 	long opt_rounds = 0;
 	time_t t0 = time(NULL);
-	pid_t outside;
+	struct hang_watch watch;
 
 	/* It has hung twice in some twenty guest runs, with no dump yet (the
 	 * watchdog fired after the runner's limit): make check's quick run
@@ -1008,8 +800,7 @@ Test(a64_optimized, churn_while_others_hammer, .timeout = CHURN_TIMEOUT)
 		cr_skip_test("A64_CHURN=off: the churn test runs in make check-arm64");
 
 	reset();
-	outside = churn_outside_watchdog();
-	cr_assert_eq(pthread_create(&dog, NULL, churn_watchdog, NULL), 0);
+	hang_watch_start(&watch, "churn", CHURN_DUMP_AFTER, churn_where);
 	for (int i = 0; i < nthreads; i++)
 		cr_assert_eq(pthread_create(&th[i], NULL, churn_caller, NULL), 0);
 	for (int r = 0; r < rounds; r++) {
@@ -1042,12 +833,7 @@ Test(a64_optimized, churn_while_others_hammer, .timeout = CHURN_TIMEOUT)
 	__atomic_store_n(&churn_stop, true, __ATOMIC_RELEASE);
 	for (int i = 0; i < nthreads; i++)
 		pthread_join(th[i], NULL);
-	__atomic_store_n(&churn_joined, true, __ATOMIC_RELEASE);
-	pthread_join(dog, NULL);
-	if (outside > 0) {
-		kill(outside, SIGKILL);
-		waitpid(outside, NULL, 0);
-	}
+	hang_watch_stop(&watch);
 	cr_expect_eq(churn_bad, 0, "%ld wrong results", churn_bad);
 	cr_expect_gt(opt_rounds, rounds / 2, "optimized in %ld of %d rounds", opt_rounds, rounds);
 	cr_expect_gt(hits, 0);

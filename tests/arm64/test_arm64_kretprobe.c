@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "kprobes.h"
+#include "hang_watch.h"
 #include "testutil.h"
 #include "helpers_a64.h"
 
@@ -95,11 +96,22 @@ static void *caller_until_stopped(void *arg)
 	return (void *)bad;
 }
 
+/* The round the test is at, for the watchdogs (it has hung once, under
+ * ASan, in some fifty runs: hang_watch.h). */
+static volatile int reg_round, reg_step;
+
+static void reg_where(char *buf, size_t len)
+{
+	snprintf(buf, len, "round %d, step %d", reg_round, reg_step);
+}
+
 Test(a64_kprobe, register_and_unregister_while_threads_run, .timeout = 120)
 {
 	pthread_t th[NTHREADS];
+	struct hang_watch watch;
 
 	stop_callers = false;
+	hang_watch_start(&watch, "register/unregister", 60, reg_where);
 	for (int i = 0; i < NTHREADS; i++)
 		pthread_create(&th[i], NULL, caller_until_stopped, NULL);
 	for (int round = 0; round < 20; round++) {
@@ -107,12 +119,19 @@ Test(a64_kprobe, register_and_unregister_while_threads_run, .timeout = 120)
 		struct kprobe b = { .addr = AT(a64_cbz, 0), .pre_handler = thread_pre,
 				    .post_handler = round & 1 ? thread_post : NULL };
 
+		reg_round = round;
+		reg_step = 1;
 		cr_assert_eq(register_kprobe(&a), 0);
+		reg_step = 2;
 		cr_assert_eq(register_kprobe(&b), 0);
+		reg_step = 3;
 		usleep(200);
+		reg_step = 4;
 		unregister_kprobe(&b);
+		reg_step = 5;
 		unregister_kprobe(&a);
 	}
+	reg_step = 6;
 	stop_callers = true;
 	for (int i = 0; i < NTHREADS; i++) {
 		void *r;
@@ -120,6 +139,7 @@ Test(a64_kprobe, register_and_unregister_while_threads_run, .timeout = 120)
 		pthread_join(th[i], &r);
 		cr_expect_eq((long)r, 0, "wrong results while probes came and went");
 	}
+	hang_watch_stop(&watch);
 }
 
 Test(a64_kprobe, fork_child_hits_the_probe)
