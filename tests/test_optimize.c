@@ -1311,8 +1311,8 @@ static int deep_pre(struct kprobe *p, struct pt_regs *regs)
 Test(optimize, deep_handler_needs_no_vector_state, .init = setup)
 {
 #if !defined(__SANITIZE_ADDRESS__)
-	cr_assert_eq(arch_code_needs((uintptr_t)deep_pre), 0, "deep handler, needs %#x",
-		     arch_code_needs((uintptr_t)deep_pre));
+	cr_assert_eq(kp_code_needs((uintptr_t)deep_pre), 0, "deep handler, needs %#x",
+		     kp_code_needs((uintptr_t)deep_pre));
 #else
 	(void)deep_pre;
 	cr_skip_test("sanitizer calls in every function: nothing to prove");
@@ -1340,7 +1340,7 @@ static int stack_pre(struct kprobe *p, struct pt_regs *regs)
 Test(optimize, stack_handler_keeps_the_light_level, .init = setup)
 {
 #if !defined(__SANITIZE_ADDRESS__)
-	uint8_t need = arch_code_needs((uintptr_t)stack_pre) & ~KP_OPT_SAVE_R8_R11;
+	uint8_t need = kp_code_needs((uintptr_t)stack_pre) & ~KP_OPT_SAVE_R8_R11;
 
 	cr_assert_eq(need, KP_OPT_SAVE_REGS, "stack handler, needs %#x", need);
 #else
@@ -3201,10 +3201,10 @@ Test(optimize, kretprobe_fast_paths_keep_every_register, .init = setup)
 	const unsigned long *want = kr_regs_want;
 	kretprobe_handler_t handlers[2] = { rf_narrow, rf_wide };
 
-	cr_assert_eq(arch_code_needs((uintptr_t)rf_narrow), 0, "narrow: %#x",
-		     arch_code_needs((uintptr_t)rf_narrow));
-	cr_assert_eq(arch_code_needs((uintptr_t)rf_wide), KP_OPT_SAVE_R8_R11, "wide: %#x",
-		     arch_code_needs((uintptr_t)rf_wide));
+	cr_assert_eq(kp_code_needs((uintptr_t)rf_narrow), 0, "narrow: %#x",
+		     kp_code_needs((uintptr_t)rf_narrow));
+	cr_assert_eq(kp_code_needs((uintptr_t)rf_wide), KP_OPT_SAVE_R8_R11, "wide: %#x",
+		     kp_code_needs((uintptr_t)rf_wide));
 	for (int h = 0; h < 2; h++) {
 		struct kretprobe rp;
 
@@ -3316,7 +3316,7 @@ Test(optimize, kretprobe_fast_path_pt_regs_handler, .init = setup)
 	want[7] = 0x5678;	/* r9 */
 	want[10] = 0x9abc;	/* rbx */
 
-	cr_assert(arch_code_needs((uintptr_t)rf_regs_ret) & KP_OPT_SAVE_REGS);
+	cr_assert(kp_code_needs((uintptr_t)rf_regs_ret) & KP_OPT_SAVE_REGS);
 	memset(&rp, 0, sizeof(rp));
 	rp.kp.addr = (kprobe_opcode_t *)kr_asm_regs;
 	rp.handler = rf_regs_ret;

@@ -733,7 +733,7 @@ Test(memo, bad_arguments)
 Test(memo, needs_no_vector_state)
 {
 #if !defined(__SANITIZE_ADDRESS__)
-	uint8_t need = arch_code_needs((uintptr_t)kprobes_stack_memo);
+	uint8_t need = kp_code_needs((uintptr_t)kprobes_stack_memo);
 
 	cr_expect_eq(need & KP_OPT_SAVE_VECTOR, 0, "needs %#x", need);
 #else

@@ -115,11 +115,12 @@ int arch_detour_build(struct kp_probepoint *pp);
 /* Installs / removes the jumps (detours built before). */
 int arch_optimize(struct kp_probepoint **pps, int n);
 int arch_unoptimize(struct kp_probepoint **pps, int n);
-/* KP_OPT_SAVE_* bits for a handler at fn: whether it, or anything it
- * calls, may change vector/x87 registers, r8-r11 or errno, or read its
- * pt_regs (a handler that provably cannot spares the detour or the
- * return trampoline that work). */
-uint8_t arch_code_needs(uintptr_t fn);
+/* KP_OPT_SAVE_* bits for a handler at fn, decoded now: whether it, or
+ * anything it calls, may change vector/x87 registers, r8-r11 or errno, or
+ * read its pt_regs (a handler that provably cannot spares the detour or
+ * the return trampoline that work).  Callers use kp_code_needs(), which
+ * remembers the library's own code. */
+uint8_t arch_code_walk(uintptr_t fn);
 
 /* ---- static keys ---- */
 

@@ -101,6 +101,10 @@ enum kp_opt_state { OPT_NONE, OPT_QUEUED, OPT_PREPARED, OPT_OPTIMIZED };
  * caller-saved registers alone are the program's does. */
 #define KP_OPT_ARGS 16
 
+/* KP_OPT_SAVE_* of the handler at fn (arch_code_walk, remembered for the
+ * library's own code: code_needs.c). */
+uint8_t kp_code_needs(uintptr_t fn);
+
 /* A registered probe's KP_OPT_SAVE_* needs, kept in its private words:
  * read by the detours' assembly with the probe itself. */
 #define kp_probe_needs(p) (*(uint8_t *)&(p)->__reserved[0])
@@ -147,6 +151,9 @@ static inline int kp_pre_handlers_inline(struct kp_probepoint *pp, struct pt_reg
 
 /* dispatch.c: called by the architecture's trap code on the hit path. */
 int kp_run_pre_handlers(struct kp_probepoint *pp, struct pt_regs *regs);
+/* The same for a hit whose code saved the general registers only: each
+ * handler called with what its needs say it may change saved around it. */
+int kp_run_pre_handlers_saving(struct kp_probepoint *pp, struct pt_regs *regs);
 void kp_run_post_handlers(struct kp_probepoint *pp, struct pt_regs *regs);
 int kp_run_fault_handlers(struct kp_probepoint *pp, struct pt_regs *regs, int trapnr);
 void kp_count_missed(struct kp_probepoint *pp);

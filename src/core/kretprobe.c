@@ -700,7 +700,7 @@ static int pool_create(struct kretprobe *rp)
 		return -ENOMEM;
 	}
 	pool->rp = rp;
-	pool->needs = rp->handler ? arch_code_needs((uintptr_t)rp->handler) : 0;
+	pool->needs = rp->handler ? kp_code_needs((uintptr_t)rp->handler) : 0;
 	/* kprobes_vector_reg() in the handler: the state saved around it
 	 * (out of the trampoline's fast path, which keeps none). */
 	if (rp->kp.flags & KPROBE_FLAG_VECTOR_REGS)

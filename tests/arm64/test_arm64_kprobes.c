@@ -34,6 +34,8 @@
 #include <unistd.h>
 
 #include "kprobes.h"
+#include "arch/arch.h"
+#include "core/arch_api.h"
 #include "hang_watch.h"
 #include "testutil.h"
 #include "helpers_a64.h"
@@ -603,6 +605,121 @@ Test(a64_optimized, fp_registers_are_kept)
 		cr_expect_eq(hits, 1);
 		unregister_kprobe(&kp);
 	}
+}
+
+/* ---- the handler analysis (src/arch/arm64/clobber.c) ---- */
+
+static volatile long int_sink;
+static volatile double fp_sink;
+static __thread long tls_word;
+
+static __attribute__((noinline)) int only_integers(struct kprobe *p, struct pt_regs *regs)
+{
+	hits++;
+	int_sink = int_sink + (long)regs->regs[0];
+	return 0;
+}
+
+static __attribute__((noinline)) void uses_fp(void)
+{
+	fp_sink = fp_sink * 1.5 + 1.0;
+}
+
+/* FP code one call away: the walk follows BL. */
+static __attribute__((noinline)) int calls_fp(struct kprobe *p, struct pt_regs *regs)
+{
+	hits++;
+	uses_fp();
+	return 0;
+}
+
+static void (*volatile unknown_fn)(void) = uses_fp;
+
+static __attribute__((noinline)) int calls_unknown(struct kprobe *p, struct pt_regs *regs)
+{
+	hits++;
+	unknown_fn();
+	return 0;
+}
+
+/* A store through the thread pointer: what errno's are. */
+static __attribute__((noinline)) int writes_tls(struct kprobe *p, struct pt_regs *regs)
+{
+	hits++;
+	tls_word = (long)regs->regs[0];
+	return 0;
+}
+
+static __attribute__((noinline)) int reads_tls(struct kprobe *p, struct pt_regs *regs)
+{
+	hits++;
+	int_sink = tls_word;
+	return 0;
+}
+
+/* What each handler may change, besides pt_regs (every arm64 handler is
+ * taken to read and write it). */
+static uint8_t needs_of(void *fn)
+{
+	return kp_code_needs((uintptr_t)fn) & (KP_OPT_SAVE_VECTOR | KP_OPT_SAVE_ERRNO);
+}
+
+Test(a64_handler_analysis, decodes_what_handlers_may_change)
+{
+	cr_expect_eq(kp_code_needs((uintptr_t)only_integers) & KP_OPT_SAVE_REGS, KP_OPT_SAVE_REGS);
+	cr_expect_eq(needs_of(only_integers), 0, "only_integers: %#x", needs_of(only_integers));
+	cr_expect_eq(needs_of(reads_tls), 0, "reads_tls: %#x", needs_of(reads_tls));
+	cr_expect_eq(needs_of(writes_tls), KP_OPT_SAVE_ERRNO, "writes_tls: %#x",
+		     needs_of(writes_tls));
+	cr_expect_eq(needs_of(clobber_fp), KP_OPT_SAVE_VECTOR, "clobber_fp: %#x",
+		     needs_of(clobber_fp));
+	cr_expect_eq(needs_of(calls_fp), KP_OPT_SAVE_VECTOR, "calls_fp: %#x", needs_of(calls_fp));
+	cr_expect_eq(kp_code_needs((uintptr_t)calls_unknown), KP_OPT_SAVE_ALL,
+		     "calls_unknown: %#x", kp_code_needs((uintptr_t)calls_unknown));
+}
+
+/* Handlers that keep the FP/SIMD registers alone, and handlers that do
+ * not, one probe after the other at the same places: the program's
+ * d0 and its result come through every time. */
+Test(a64_handler_analysis, detours_save_what_handlers_need)
+{
+	kprobe_pre_handler_t handlers[] = { only_integers, calls_fp, calls_unknown, writes_tls };
+
+	for (size_t h = 0; h < sizeof(handlers) / sizeof(handlers[0]); h++)
+		for (unsigned int off = 0; off <= 4; off += 4) {
+			struct kprobe kp = { .addr = AT(a64_fdouble, off), .pre_handler = handlers[h] };
+
+			reset();
+			cr_assert_eq(register_kprobe(&kp), 0);
+			cr_assert_eq(kprobes_optimize_now(), 0);
+			cr_assert(optimized(&kp));
+			cr_expect_eq(a64_fdouble(1.25), 2.5, "handler %zu, probe at +%u", h, off);
+			cr_expect_eq(hits, 1);
+			unregister_kprobe(&kp);
+		}
+}
+
+/* errno as the program left it, whatever a handler does to it. */
+static int sets_errno(struct kprobe *p, struct pt_regs *regs)
+{
+	hits++;
+	errno = EINTR;
+	return 0;
+}
+
+Test(a64_handler_analysis, errno_is_kept)
+{
+	struct kprobe kp = { .addr = (kprobe_opcode_t *)a64_add_one, .pre_handler = sets_errno };
+
+	reset();
+	cr_assert_eq(register_kprobe(&kp), 0);
+	cr_assert_eq(kprobes_optimize_now(), 0);
+	cr_assert(optimized(&kp));
+	errno = ENOENT;
+	cr_expect_eq(a64_add_one(1), 2);
+	cr_expect_eq(errno, ENOENT, "errno %d", errno);
+	cr_expect_eq(hits, 1);
+	unregister_kprobe(&kp);
 }
 
 /* The instructions that read the PC or branch, re-done in the detour for

@@ -33,12 +33,9 @@
 #include "asm-offsets.inc"
 
 	.set F_MARK, 16			/* kp_a64_detour_ret before */
-	.set F_FPCR, 24
-	.set F_FPSR, 32
-	.set F_Q, 48			/* q0-q31 */
-	.set F_SIZE, 560
+	.set F_SIZE, 32
 
-	.macro DETOUR_COMMON name, full
+	.macro DETOUR_COMMON name
 	.globl \name
 	.hidden \name
 	.type \name, %function
@@ -80,28 +77,6 @@
 	 * R maps to the probed address (arch_unwind_map_ip) */
 	stp x29, x30, [sp]
 	mov x29, sp
-	stp q0, q1, [sp, #F_Q + 0]
-	stp q2, q3, [sp, #F_Q + 32]
-	stp q4, q5, [sp, #F_Q + 64]
-	stp q6, q7, [sp, #F_Q + 96]
-	.if \full
-	stp q8, q9, [sp, #F_Q + 128]
-	stp q10, q11, [sp, #F_Q + 160]
-	stp q12, q13, [sp, #F_Q + 192]
-	stp q14, q15, [sp, #F_Q + 224]
-	stp q16, q17, [sp, #F_Q + 256]
-	stp q18, q19, [sp, #F_Q + 288]
-	stp q20, q21, [sp, #F_Q + 320]
-	stp q22, q23, [sp, #F_Q + 352]
-	stp q24, q25, [sp, #F_Q + 384]
-	stp q26, q27, [sp, #F_Q + 416]
-	stp q28, q29, [sp, #F_Q + 448]
-	stp q30, q31, [sp, #F_Q + 480]
-	.endif
-	mrs x9, fpcr
-	mrs x10, fpsr
-	str x9, [sp, #F_FPCR]
-	str x10, [sp, #F_FPSR]
 	/* x20 = &kp_a64_detour_ret (initial-exec TLS) */
 	mrs x9, tpidr_el0
 	adrp x20, :gottprel:kp_a64_detour_ret
@@ -114,28 +89,6 @@
 	bl kp_a64_detour_call
 	ldr x9, [sp, #F_MARK]
 	str x9, [x20]
-	ldr x9, [sp, #F_FPCR]
-	ldr x10, [sp, #F_FPSR]
-	msr fpcr, x9
-	msr fpsr, x10
-	ldp q0, q1, [sp, #F_Q + 0]
-	ldp q2, q3, [sp, #F_Q + 32]
-	ldp q4, q5, [sp, #F_Q + 64]
-	ldp q6, q7, [sp, #F_Q + 96]
-	.if \full
-	ldp q8, q9, [sp, #F_Q + 128]
-	ldp q10, q11, [sp, #F_Q + 160]
-	ldp q12, q13, [sp, #F_Q + 192]
-	ldp q14, q15, [sp, #F_Q + 224]
-	ldp q16, q17, [sp, #F_Q + 256]
-	ldp q18, q19, [sp, #F_Q + 288]
-	ldp q20, q21, [sp, #F_Q + 320]
-	ldp q22, q23, [sp, #F_Q + 352]
-	ldp q24, q25, [sp, #F_Q + 384]
-	ldp q26, q27, [sp, #F_Q + 416]
-	ldp q28, q29, [sp, #F_Q + 448]
-	ldp q30, q31, [sp, #F_Q + 480]
-	.endif
 	ldr x30, [sp, #8]
 	mov sp, x19
 	.cfi_def_cfa sp, PT_SIZE
@@ -162,16 +115,15 @@
 	.endm
 
 
-/* Mid-function every FP/SIMD register may be live; at a function's first
- * instruction only the argument registers q0-q7 (and FPCR, FPSR) can be:
- * the rest are the caller's to lose at a call (AAPCS64), and the low
- * halves of v8-v15, which it may keep, the handlers keep too.  Both are
- * one range for the census (kp_a64_detour_common .. _end). */
+/* Two entries, for the middle of a function and its first instruction
+ * (optimize.c tells them apart), one code: neither saves more than the
+ * general registers.  Both are one range for the census
+ * (kp_a64_detour_common .. _end). */
 	.text
 	.globl kp_a64_detour_common_end
 	.hidden kp_a64_detour_common_end
-	DETOUR_COMMON kp_a64_detour_common, 1
-	DETOUR_COMMON kp_a64_detour_entry, 0
+	DETOUR_COMMON kp_a64_detour_common
+	DETOUR_COMMON kp_a64_detour_entry
 kp_a64_detour_common_end:
 
 	.section .note.GNU-stack, "", %progbits

@@ -512,46 +512,6 @@ void arch_opt_forget_gone(struct arch_insn *ai)
 		ai->opt->jumped = false;
 }
 
-/* No analysis of handler code on arm64: every handler is taken to need
- * everything saved (the detour saves the general and FP/SIMD registers,
- * the return trampoline calls it with the FP/SIMD registers and errno
- * kept). */
-uint8_t arch_code_needs(uintptr_t fn)
-{
-	(void)fn;
-	return KP_OPT_SAVE_ALL;
-}
-
-/* ---- the hit path ---- */
-
-/*
- * Called by detour.S with the registers saved: the trap path's dispatch
- * (the pre-handlers of the probepoint, each per its flags) under its
- * rules.  A hit from inside a handler, or from library code in a
- * read-side section, is missed; the section and the handler mark are
- * raised together before anything else runs, errno included (errno is a
- * call of __errno_location(), which may itself be an optimized probe).
- */
-void kp_a64_detour_call(struct kp_probepoint *pp, struct pt_regs *regs)
-{
-	struct kp_thread *t = kp_thread_current();
-	int saved_errno;
-
-	if (__builtin_expect(!t || t->in_handler || t->nest, 0)) {
-		if (t)
-			kp_read_enter(t);
-		kp_count_missed(pp);
-		if (t)
-			kp_read_exit(t);
-		return;
-	}
-	kp_handler_section_enter(t);
-	saved_errno = errno;
-	kp_run_pre_handlers(pp, regs);
-	errno = saved_errno;
-	kp_handler_section_exit(t);
-}
-
 /* ---- the hit path's questions ---- */
 
 /* The probepoint whose detour holds ip, and the detour; NULL if none. */

@@ -167,38 +167,10 @@ static uint8_t walk_function(struct walk *w, uintptr_t fn, int depth)
 	return need;
 }
 
-/* What the library's own code needs, remembered: registering a thousand
- * probes with one handler of the library's section (the kprobe agent's
- * are there) would otherwise decode it a thousand times.  That code never
- * changes while this cache exists (both go only with the library's
- * object), and a walk from it stays inside it or meets a call through the
- * PLT, which counts as everything.  Direct-mapped, one word per entry
- * (the address above the needs), so concurrent registrations neither
- * lock nor see half an entry. */
-#define NEEDS_CACHE 256
-static uint64_t needs_cache[NEEDS_CACHE];
-
-static bool in_library_text(uintptr_t fn)
+uint8_t arch_code_walk(uintptr_t fn)
 {
-	uintptr_t lo, hi;
-
-	arch_trap_path_range(&lo, &hi);
-	return lo && fn >= lo && fn < hi && fn < (1ull << 56);
-}
-
-uint8_t arch_code_needs(uintptr_t fn)
-{
-	uint64_t *e = &needs_cache[(fn >> 4) % NEEDS_CACHE];
-	uint64_t v = __atomic_load_n(e, __ATOMIC_RELAXED);
-	bool cacheable = in_library_text(fn);
 	struct walk w;
-	uint8_t need;
 
-	if (cacheable && v && v >> 8 == fn)
-		return (uint8_t)v;
 	memset(&w, 0, sizeof(w));
-	need = walk_function(&w, fn, 0);
-	if (cacheable)
-		__atomic_store_n(e, (uint64_t)fn << 8 | need, __ATOMIC_RELAXED);
-	return need;
+	return walk_function(&w, fn, 0);
 }
