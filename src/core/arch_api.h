@@ -122,6 +122,11 @@ uint8_t kp_code_needs(uintptr_t fn);
  * the writers only, the hit path walks __next. */
 #define kp_probe_prev(p) (*(struct kprobe **)&(p)->__reserved[3])
 
+/* The registry lock for the trap path, taken only if it is free (false:
+ * it is not, and nothing was taken); the trap path never waits for it. */
+bool kp_registry_trylock(void);
+void kp_registry_unlock(void);
+
 /* Under the registry lock, or lock-free on the hit path (the hash chains
  * are read with acquire loads): the probepoint at addr, or NULL. */
 struct kp_probepoint *kp_probepoint_lookup(uintptr_t addr);

@@ -21,6 +21,19 @@ extern char kp_dl_interposer;
 __attribute__((used)) static char *const need_dl_interposer = &kp_dl_interposer;
 
 pthread_mutex_t kp_registry_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* A trylock's one atomic exchange: from a signal handler too, which finds
+ * the lock busy (and waits for nothing) when the code it interrupted
+ * holds or is taking it. */
+bool kp_registry_trylock(void)
+{
+	return pthread_mutex_trylock(&kp_registry_lock) == 0;
+}
+
+void kp_registry_unlock(void)
+{
+	pthread_mutex_unlock(&kp_registry_lock);
+}
 struct kp_probepoint *kp_all_probepoints;
 static struct kp_probepoint *all_tail;
 static struct kp_probepoint *table[HASH_SIZE];
@@ -277,7 +290,7 @@ static uint8_t probe_needs(const struct kprobe *p, enum kp_type type)
 	}
 	/* The detours keep r8-r11 anyway. */
 	if (fn)
-		need |= arch_code_needs(fn) & ~KP_OPT_SAVE_R8_R11;
+		need |= kp_code_needs(fn) & ~KP_OPT_SAVE_R8_R11;
 	/* kprobes_vector_reg() reads the saved vector state. */
 	if (p->flags & KPROBE_FLAG_VECTOR_REGS)
 		need |= KP_OPT_SAVE_ALL & ~KP_OPT_SAVE_R8_R11;

@@ -3,6 +3,8 @@
 
 #include <asm/ptrace.h>
 #include <elf.h>
+#include <errno.h>
+#include <stdint.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -107,6 +109,7 @@ static void dump_tasks(const char *pid, void (*more)(pid_t tid))
 			dump_task_file(pid, de->d_name, "wchan");
 			dump_task_file(pid, de->d_name, "syscall");
 			dump_task_file(pid, de->d_name, "stack");
+			dump_task_file(pid, de->d_name, "status");
 			more(atoi(de->d_name));
 		}
 	}
@@ -162,9 +165,19 @@ static void dump_regs_from_outside(pid_t tid)
 		return;
 	if (!ptrace(PTRACE_INTERRUPT, tid, 0, 0) && waitpid(tid, &st, __WALL) == tid &&
 	    !ptrace(PTRACE_GETREGSET, tid, (void *)NT_PRSTATUS, &iov)) {
+		long word;
+
 		n = snprintf(line, sizeof(line), "    regs: pc %#llx x30 %#llx sp %#llx\n",
 			     (unsigned long long)regs.pc, (unsigned long long)regs.regs[30],
 			     (unsigned long long)regs.sp);
+		if (n > 0)
+			dump_str(line);
+		/* the instruction it is at, as the process's memory has it */
+		errno = 0;
+		word = ptrace(PTRACE_PEEKTEXT, tid, (void *)(uintptr_t)(regs.pc & ~7ull), 0);
+		n = snprintf(line, sizeof(line), "    word at pc: %#x%s; pstate %#llx\n",
+			     (unsigned int)((unsigned long)word >> (8 * (regs.pc & 4))),
+			     errno ? " (unreadable)" : "", (unsigned long long)regs.pstate);
 		if (n > 0)
 			dump_str(line);
 	}

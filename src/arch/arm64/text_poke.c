@@ -53,6 +53,15 @@ int text_write_fresh(uintptr_t addr, const uint32_t *insns, int n)
 	return write_words(addr, insns, n);
 }
 
+int text_refresh_word(uintptr_t addr)
+{
+	uint32_t insn = *(volatile uint32_t *)addr;
+	int err = write_words(addr, &insn, 1);
+
+	kp_sync_cores();
+	return err;
+}
+
 /* Entry i's object, for kp_objects_gone(). */
 static const struct kp_object_id *entry_object(const void *ctx, int i)
 {

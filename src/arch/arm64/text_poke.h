@@ -38,6 +38,11 @@ int text_poke_batch(const struct text_poke_batch *b);
 /* The same for one word. */
 int text_poke_word(uintptr_t addr, uint32_t insn);
 
+/* The word at addr written again as it is, under the registry lock, from
+ * the trap path: every copy of the code a thread may run becomes current.
+ * The object is loaded (a thread runs it), so none is looked up. */
+int text_refresh_word(uintptr_t addr);
+
 /* Writes code into memory no thread runs yet (a new slot or stub): the
  * words, and the cache maintenance for them; no synchronization (the
  * publication that makes other threads run it comes after). */

@@ -13,6 +13,7 @@
 #include "arch/arm64/insn.h"
 #include "arch/arm64/optimize.h"
 #include "arch/arm64/regs.h"
+#include "arch/arm64/text_poke.h"
 #include "arch/arm64/trap.h"
 #include "arch/arm64/unwind.h"
 #include "arch/arm64/xol.h"
@@ -197,6 +198,35 @@ static void jprobe_return_hit(struct kp_thread *t, ucontext_t *uc)
 		PC(uc) = addr;
 }
 
+/*
+ * The probe at pc went away after this thread trapped, and the word there
+ * is the program's again: the thread runs it.  A thread that comes back
+ * here for the same pc still runs a copy of the code older than memory —
+ * seen under emulation, where after many probes came and went at a word,
+ * a thread went on executing the BRK that memory no longer held, for
+ * ever.  The word is then written again as it is, which makes every copy
+ * current; under the registry lock, which every writer of probes' words
+ * holds, so that the write cannot undo a probe armed meanwhile (when the
+ * lock is busy, the thread traps again and tries again).
+ */
+static void refetch(struct kp_thread *t, uintptr_t pc)
+{
+	int saved_errno;
+
+	if (t->refetch_pc != pc) {
+		t->refetch_pc = pc;
+		return;
+	}
+	if (!kp_registry_trylock())
+		return;
+	saved_errno = errno;
+	if (!kp_probepoint_lookup(pc) && *(volatile uint32_t *)pc != ARCH_BREAKPOINT_INSN &&
+	    !text_refresh_word(pc))
+		t->refetch_pc = 0;
+	errno = saved_errno;
+	kp_registry_unlock();
+}
+
 static bool trap_dispatch(struct kp_thread *t, uintptr_t pc, ucontext_t *uc)
 {
 	struct xol_slot *s;
@@ -212,6 +242,7 @@ static bool trap_dispatch(struct kp_thread *t, uintptr_t pc, ucontext_t *uc)
 	for (bool seen = false;; seen = true) {
 		pp = kp_probepoint_lookup(pc);
 		if (pp) {
+			t->refetch_pc = 0;
 			probe_hit(t, pp, uc);
 			return true;
 		}
@@ -223,6 +254,7 @@ static bool trap_dispatch(struct kp_thread *t, uintptr_t pc, ucontext_t *uc)
 			    (*(volatile uint32_t *)pc & 0xffe0001fu) == 0xd4200000u)
 				return false;
 			PC(uc) = pc;
+			refetch(t, pc);
 			return true;
 		}
 		/* Our BRK and no probepoint: a probe that went away and

@@ -81,6 +81,9 @@ struct kp_thread {
 	/* A watchpoint's access being stepped, where a watchpoint traps
 	 * before the access (arm64: arch/arm64/watch.c). */
 	struct kp_wstep wstep;
+	/* The last pc the trap path ran again because its probe had gone
+	 * (arm64: arch/arm64/trap.c, refetch). */
+	uintptr_t refetch_pc;
 } __attribute__((aligned(64)));
 
 /* Every thread record: *n of them (live, free or of exited threads). */
@@ -117,7 +120,7 @@ static inline struct kp_thread *kp_thread_current(void)
  * code that handlers call (a handler always runs with its thread's record:
  * the hit path claimed it): reaching kp_thread_self() from there, with its
  * system call and its store through the thread pointer, would make the
- * handler analysis (arch_code_needs) keep errno around every hit. */
+ * handler analysis (kp_code_needs) keep errno around every hit. */
 static inline struct kp_thread *kp_thread_existing(void)
 {
 	return kp_self_tls;
