@@ -106,6 +106,7 @@ kp_call_fpu_image:
 	.cfi_offset x29, -16
 	.cfi_offset x30, -8
 	mov x29, sp
+	.cfi_def_cfa_register x29	/* sp moves below: the CFA is x29 + 16 */
 	sub sp, sp, #528
 	stp q0, q1, [sp, #0]
 	stp q2, q3, [sp, #32]
@@ -153,6 +154,7 @@ kp_call_fpu_image:
 	ldp q28, q29, [sp, #448]
 	ldp q30, q31, [sp, #480]
 	mov sp, x29
+	.cfi_def_cfa_register sp
 	ldp x29, x30, [sp], #16
 	.cfi_def_cfa_offset 0
 	.cfi_restore x29
