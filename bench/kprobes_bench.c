@@ -25,7 +25,10 @@
  * keeps only what a C function may change); o_regs is o with a handler
  * that reads one register from pt_regs (the complete struct is built);
  * o_mid_vec a mid-function handler that uses vector registers; ro_regs is
- * ro with a return handler that reads the return value from pt_regs.
+ * ro with a return handler that reads the return value from pt_regs;
+ * ro_deep is ro on a function that calls itself DEEP levels deep, ns per
+ * call (recursion as fib's: every level holds an instance and two
+ * return-stack entries, its call's and the instance stub's).
  * watch: a watchpoint probe (register_wprobe, empty handler) on a variable
  * the loop writes: ns per caught write (a debug-register trap, the perf
  * event's SIGTRAP, the handler), to compare with int3.
@@ -73,6 +76,20 @@ __attribute__((noinline, noclone)) long bench_target(long x)
 	return x + 1;
 }
 
+/* A recursion DEEP calls deep per outer call (ro_deep). */
+#define DEEP 32
+long bench_rec(long n);
+__attribute__((noinline, noclone)) long bench_rec(long n)
+{
+	long r;
+
+	if (n <= 0)
+		return 1;
+	r = bench_rec(n - 1);
+	asm volatile("" : "+r"(r));
+	return r + 1;
+}
+
 void bench_int3(void);
 void bench_restorer(void);
 extern const unsigned char bench_nops10k[];
@@ -85,6 +102,18 @@ static void loop_call(long n)
 
 	for (long i = 0; i < n; i++) {
 		s += bench_target(i);
+		asm volatile("" : "+r"(s));
+	}
+	sink = s;
+}
+
+/* n calls of bench_rec, DEEP at a time. */
+static void loop_deep(long n)
+{
+	long s = 0;
+
+	for (long i = 0; i < n; i += DEEP) {
+		s += bench_rec(DEEP - 1);
 		asm volatile("" : "+r"(s));
 	}
 	sink = s;
@@ -328,6 +357,26 @@ static int r_setup(void) { return kretprobe_setup(false, false); }
 static int rb_setup(void) { return kretprobe_setup(false, true); }
 static int ro_setup(void) { return kretprobe_setup(true, true); }
 static int ro_regs_setup(void) { return kretprobe_setup_with(true, true, ax_ret); }
+
+static int ro_deep_setup(void)
+{
+	int err;
+
+	saved_opt = kprobes_optimization();
+	kprobes_set_optimization(true);
+	memset(&rp, 0, sizeof(rp));
+	rp.kp.addr = (kprobe_opcode_t *)bench_rec;
+	rp.handler = empty_ret;
+	rp.maxactive = 8 * DEEP;	/* every level's instance in the thread's cache */
+	err = register_kretprobe(&rp);
+	if (!err && !wait_optimized(&rp.kp)) {
+		unregister_kretprobe(&rp);
+		err = -EAGAIN;
+	}
+	if (err)
+		kprobes_set_optimization(saved_opt);
+	return err;
+}
 
 static void kretprobe_teardown(void)
 {
@@ -733,6 +782,8 @@ static struct row rows[] = {
 	{ .name = "ro", .loop = loop_call, .setup = ro_setup, .teardown = kretprobe_teardown },
 	{ .name = "ro_regs", .loop = loop_call, .setup = ro_regs_setup,
 	  .teardown = kretprobe_teardown },
+	{ .name = "ro_deep", .loop = loop_deep, .setup = ro_deep_setup,
+	  .teardown = kretprobe_teardown },
 	{ .name = "uprobe", .loop = loop_call, .setup = uprobe_setup, .teardown = uprobe_teardown },
 	{ .name = "uretprobe", .loop = loop_call, .setup = uretprobe_setup, .teardown = uretprobe_teardown },
 	{ .name = "empty", .loop = loop_empty, .setup = NULL, .teardown = NULL },
@@ -1052,6 +1103,7 @@ int main(int argc, char **argv)
 		{ "rb", value("rb"), row("rb")->note, true },
 		{ "ro", value("ro"), row("ro")->note, true },
 		{ "ro_regs", value("ro_regs"), row("ro_regs")->note, true },
+		{ "ro_deep", value("ro_deep"), row("ro_deep")->note, true },
 		{ "uprobe", value("uprobe"), row("uprobe")->note, true },
 		{ "uretprobe", value("uretprobe"), row("uretprobe")->note, true },
 		{ "empty", value("empty"), row("empty")->note, true },
