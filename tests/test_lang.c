@@ -3373,3 +3373,24 @@ Test(lang_errors, every_error_of_a_pass)
 			  "BEGIN { @x = 1; @x = \"s\"; @y = $u; }\n"
 			  "                               ~~\n");
 }
+
+/* A map that print(), clear() or delete() names but nothing assigns is
+ * said at each call, in source order with the reads' errors (bpftrace's
+ * output on this program, without the follow-on errors it derives from
+ * the undefined maps' type 'none'). */
+Test(lang_errors, undefined_maps_at_every_use)
+{
+	expect_all_errors("BEGIN { print(@x); clear(@x); @y = @z; delete(@r[1]); }",
+			  "stdin:1:9-17: ERROR: Undefined map: @x\n"
+			  "BEGIN { print(@x); clear(@x); @y = @z; delete(@r[1]); }\n"
+			  "        ~~~~~~~~\n"
+			  "stdin:1:20-28: ERROR: Undefined map: @x\n"
+			  "BEGIN { print(@x); clear(@x); @y = @z; delete(@r[1]); }\n"
+			  "                   ~~~~~~~~\n"
+			  "stdin:1:36-38: ERROR: Undefined map: @z\n"
+			  "BEGIN { print(@x); clear(@x); @y = @z; delete(@r[1]); }\n"
+			  "                                   ~~\n"
+			  "stdin:1:40-52: ERROR: Undefined map: @r\n"
+			  "BEGIN { print(@x); clear(@x); @y = @z; delete(@r[1]); }\n"
+			  "                                       ~~~~~~~~~~~~\n");
+}

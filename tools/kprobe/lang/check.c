@@ -1404,6 +1404,17 @@ static int check_expr(struct checker *c, struct node *n)
 	}
 }
 
+/* A map that print(), clear(), zero() or delete() names but nothing
+ * assigns: said at each such call, in source order with the pass's other
+ * errors, as bpftrace's final pass says it. */
+static int check_map_defined(struct checker *c, struct node *m, struct mapinfo *mi)
+{
+	if (c->collect || mi->val_known)
+		return 0;
+	prog_error(c->p, m->loc, "Undefined map: %s", mi->name);
+	return -1;
+}
+
 static int check_print_map_arg(struct checker *c, struct node *n, struct node *m)
 {
 	struct mapinfo *mi;
@@ -1420,7 +1431,7 @@ static int check_print_map_arg(struct checker *c, struct node *n, struct node *m
 		return -1;
 	}
 	n->map = m->map;
-	return 0;
+	return check_map_defined(c, m, mi);
 }
 
 /* printf argument checking against the conversion specifiers. */
@@ -1800,7 +1811,7 @@ static int check_call(struct checker *c, struct node *n, int as_stmt)
 		if (!mi || check_map_keys(c, n->args[0], mi))
 			return -1;
 		n->map = n->args[0]->map;
-		return 0;
+		return check_map_defined(c, n->args[0], mi);
 	}
 	if (!strcmp(f, "time")) {
 		if (need_args(c, n, 0, 1))
