@@ -3374,11 +3374,12 @@ Test(lang_errors, every_error_of_a_pass)
 			  "                               ~~\n");
 }
 
-/* A map that print(), clear() or delete() names but nothing assigns is
- * said at each call, in source order with the reads' errors (bpftrace's
- * output on this program, without the follow-on errors it derives from
- * the undefined maps' type 'none'). */
-Test(lang_errors, undefined_maps_at_every_use)
+/* A map nothing assigns is said at every use, print(), clear() and
+ * delete() included, and bpftrace goes on with its value's type 'none':
+ * what uses that value is an error too (an operator, a condition, a
+ * predicate, printf(), an aggregate, a map or variable it is assigned
+ * to).  bpftrace's output on these programs. */
+Test(lang_errors, undefined_maps_and_their_none_values)
 {
 	expect_all_errors("BEGIN { print(@x); clear(@x); @y = @z; delete(@r[1]); }",
 			  "stdin:1:9-17: ERROR: Undefined map: @x\n"
@@ -3390,7 +3391,111 @@ Test(lang_errors, undefined_maps_at_every_use)
 			  "stdin:1:36-38: ERROR: Undefined map: @z\n"
 			  "BEGIN { print(@x); clear(@x); @y = @z; delete(@r[1]); }\n"
 			  "                                   ~~\n"
+			  "stdin:1:31-33: ERROR: Undefined map: @y\n"
+			  "BEGIN { print(@x); clear(@x); @y = @z; delete(@r[1]); }\n"
+			  "                              ~~\n"
+			  "stdin:1:36-38: ERROR: Invalid expression for assignment: none\n"
+			  "BEGIN { print(@x); clear(@x); @y = @z; delete(@r[1]); }\n"
+			  "                                   ~~\n"
 			  "stdin:1:40-52: ERROR: Undefined map: @r\n"
 			  "BEGIN { print(@x); clear(@x); @y = @z; delete(@r[1]); }\n"
 			  "                                       ~~~~~~~~~~~~\n");
+	expect_all_errors("BEGIN { $x = @m; $z = $x + 1; printf(\"%d %s\\n\", $x, @k); }",
+			  "stdin:1:14-16: ERROR: Undefined map: @m\n"
+			  "BEGIN { $x = @m; $z = $x + 1; printf(\"%d %s\\n\", $x, @k); }\n"
+			  "             ~~\n"
+			  "stdin:1:12-13: ERROR: Undefined variable: $x\n"
+			  "BEGIN { $x = @m; $z = $x + 1; printf(\"%d %s\\n\", $x, @k); }\n"
+			  "           ~\n"
+			  "stdin:1:14-16: ERROR: Invalid expression for assignment: none\n"
+			  "BEGIN { $x = @m; $z = $x + 1; printf(\"%d %s\\n\", $x, @k); }\n"
+			  "             ~~\n"
+			  "stdin:1:23-29: ERROR: Type mismatch for '+': comparing 'none' with 'int64'\n"
+			  "BEGIN { $x = @m; $z = $x + 1; printf(\"%d %s\\n\", $x, @k); }\n"
+			  "                      ~~~~~~\n"
+			  "stdin:1:53-55: ERROR: Undefined map: @k\n"
+			  "BEGIN { $x = @m; $z = $x + 1; printf(\"%d %s\\n\", $x, @k); }\n"
+			  "                                                    ~~\n"
+			  "stdin:1:31-56: ERROR: printf: %d specifier expects a value of type integer (none supplied)\n"
+			  "BEGIN { $x = @m; $z = $x + 1; printf(\"%d %s\\n\", $x, @k); }\n"
+			  "                              ~~~~~~~~~~~~~~~~~~~~~~~~~\n");
+	expect_all_errors("BEGIN { if (@u) { exit(); } @h = hist(@v); @c[@k2] = count(); }",
+			  "stdin:1:12-15: ERROR: Undefined map: @u\n"
+			  "BEGIN { if (@u) { exit(); } @h = hist(@v); @c[@k2] = count(); }\n"
+			  "           ~~~\n"
+			  "stdin:1:1-1: ERROR: Invalid condition in if(): none\n"
+			  "BEGIN { if (@u) { exit(); } @h = hist(@v); @c[@k2] = count(); }\n"
+			  "\n"
+			  "stdin:1:34-41: ERROR: Undefined map: @v\n"
+			  "BEGIN { if (@u) { exit(); } @h = hist(@v); @c[@k2] = count(); }\n"
+			  "                                 ~~~~~~~\n"
+			  "stdin:1:34-42: ERROR: hist() only supports integer arguments (none provided)\n"
+			  "BEGIN { if (@u) { exit(); } @h = hist(@v); @c[@k2] = count(); }\n"
+			  "                                 ~~~~~~~~\n"
+			  "stdin:1:44-50: ERROR: Undefined map: @k2\n"
+			  "BEGIN { if (@u) { exit(); } @h = hist(@v); @c[@k2] = count(); }\n"
+			  "                                           ~~~~~~\n"
+			  "stdin:1:44-50: ERROR: Invalid expression for assignment: \n"
+			  "BEGIN { if (@u) { exit(); } @h = hist(@v); @c[@k2] = count(); }\n"
+			  "                                           ~~~~~~\n");
+	expect_all_errors("BEGIN /@p/ { @ = @q[1]; }",
+			  "stdin:1:7-10: ERROR: Undefined map: @p\n"
+			  "BEGIN /@p/ { @ = @q[1]; }\n"
+			  "      ~~~\n"
+			  "stdin:1:7-11: ERROR: Invalid type for predicate: none\n"
+			  "BEGIN /@p/ { @ = @q[1]; }\n"
+			  "      ~~~~\n"
+			  "stdin:1:18-23: ERROR: Undefined map: @q\n"
+			  "BEGIN /@p/ { @ = @q[1]; }\n"
+			  "                 ~~~~~\n"
+			  "stdin:1:14-15: ERROR: Undefined map: @\n"
+			  "BEGIN /@p/ { @ = @q[1]; }\n"
+			  "             ~\n"
+			  "stdin:1:18-23: ERROR: Invalid expression for assignment: none\n"
+			  "BEGIN /@p/ { @ = @q[1]; }\n"
+			  "                 ~~~~~\n");
+	expect_all_errors("BEGIN { @x = !@a; @w = @u ? 1 : 2; @t = (@b, 1); }",
+			  "stdin:1:14-17: ERROR: Undefined map: @a\n"
+			  "BEGIN { @x = !@a; @w = @u ? 1 : 2; @t = (@b, 1); }\n"
+			  "             ~~~\n"
+			  "stdin:1:14-15: ERROR: The ! operator can not be used on expressions of type 'none'\n"
+			  "BEGIN { @x = !@a; @w = @u ? 1 : 2; @t = (@b, 1); }\n"
+			  "             ~\n"
+			  "stdin:1:24-26: ERROR: Undefined map: @u\n"
+			  "BEGIN { @x = !@a; @w = @u ? 1 : 2; @t = (@b, 1); }\n"
+			  "                       ~~\n"
+			  "stdin:1:24-34: ERROR: Invalid condition in ternary: none\n"
+			  "BEGIN { @x = !@a; @w = @u ? 1 : 2; @t = (@b, 1); }\n"
+			  "                       ~~~~~~~~~~\n"
+			  "stdin:1:41-44: ERROR: Undefined map: @b\n"
+			  "BEGIN { @x = !@a; @w = @u ? 1 : 2; @t = (@b, 1); }\n"
+			  "                                        ~~~\n"
+			  "stdin:1:36-38: ERROR: Undefined map: @t\n"
+			  "BEGIN { @x = !@a; @w = @u ? 1 : 2; @t = (@b, 1); }\n"
+			  "                                   ~~\n"
+			  "stdin:1:41-48: ERROR: Invalid expression for assignment: none\n"
+			  "BEGIN { @x = !@a; @w = @u ? 1 : 2; @t = (@b, 1); }\n"
+			  "                                        ~~~~~~~\n");
+	expect_all_errors("BEGIN { @x = @n1 + @n2; @l = lhist(@v, 0, 10, 1); @s = sum(@w); }",
+			  "stdin:1:14-17: ERROR: Undefined map: @n1\n"
+			  "BEGIN { @x = @n1 + @n2; @l = lhist(@v, 0, 10, 1); @s = sum(@w); }\n"
+			  "             ~~~\n"
+			  "stdin:1:20-23: ERROR: Undefined map: @n2\n"
+			  "BEGIN { @x = @n1 + @n2; @l = lhist(@v, 0, 10, 1); @s = sum(@w); }\n"
+			  "                   ~~~\n"
+			  "stdin:1:18-19: ERROR: The + operator can not be used on expressions of types none, none\n"
+			  "BEGIN { @x = @n1 + @n2; @l = lhist(@v, 0, 10, 1); @s = sum(@w); }\n"
+			  "                 ~\n"
+			  "stdin:1:30-38: ERROR: Undefined map: @v\n"
+			  "BEGIN { @x = @n1 + @n2; @l = lhist(@v, 0, 10, 1); @s = sum(@w); }\n"
+			  "                             ~~~~~~~~\n"
+			  "stdin:1:30-49: ERROR: lhist() only supports integer arguments (none provided)\n"
+			  "BEGIN { @x = @n1 + @n2; @l = lhist(@v, 0, 10, 1); @s = sum(@w); }\n"
+			  "                             ~~~~~~~~~~~~~~~~~~~\n"
+			  "stdin:1:56-62: ERROR: Undefined map: @w\n"
+			  "BEGIN { @x = @n1 + @n2; @l = lhist(@v, 0, 10, 1); @s = sum(@w); }\n"
+			  "                                                       ~~~~~~\n"
+			  "stdin:1:56-63: ERROR: sum() only supports integer arguments (none provided)\n"
+			  "BEGIN { @x = @n1 + @n2; @l = lhist(@v, 0, 10, 1); @s = sum(@w); }\n"
+			  "                                                       ~~~~~~~\n");
 }

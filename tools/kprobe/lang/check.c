@@ -237,6 +237,23 @@ static bool read_of_map(const struct node *n)
 	return n->kind == N_MAP;
 }
 
+/* A tuple with a part read from a map the first pass has no type for yet:
+ * its own type (and so the type of a map it is assigned to) comes from a
+ * later pass, or is 'none' if nothing assigns that map. */
+static bool tuple_of_untyped_map(const struct prog *p, const struct node *n)
+{
+	if (n->kind != N_TUPLE)
+		return false;
+	for (int i = 0; i < n->nargs; i++) {
+		const struct node *a = n->args[i];
+
+		if ((a->kind == N_MAP && !p->maps[a->map].val_known) ||
+		    tuple_of_untyped_map(p, a))
+			return true;
+	}
+	return false;
+}
+
 /* Checks the keys of a map access and records or compares their types. */
 static int check_map_keys(struct checker *c, struct node *m, struct mapinfo *mi)
 {
@@ -436,8 +453,13 @@ static int check_agg(struct checker *c, struct node *call, struct node *m, struc
 			return -1;
 	}
 	for (i = 0; i < call->nargs; i++)
-		if (check_expr(c, call->args[i]))
+		if (check_expr(c, call->args[i]) && !(i == 0 && call->args[i]->none))
 			return -1;
+	if (call->nargs && call->args[0]->none) {
+		prog_error(c->p, call->loc, "%s() only supports integer arguments (none provided)",
+			   call->name);
+		return -1;
+	}
 	if (call->nargs && !is_int(call->args[0])) {
 		char tn[64];
 
@@ -533,7 +555,11 @@ static int check_map_read(struct checker *c, struct node *n)
 		return 0;
 	}
 	if (!mi->val_known) {
-		prog_error(c->p, n->loc, "Undefined map: %s", n->name);
+		/* bpftrace goes on with type 'none': its uses are said too */
+		n->none = 1;
+		n->type = (struct lang_type){ 0 };
+		if (!mi->none)
+			prog_error(c->p, n->loc, "Undefined map: %s", n->name);
 		return -1;
 	}
 	switch (mi->d.kind) {
@@ -974,6 +1000,24 @@ static int binop_type(struct checker *c, struct node *n)
 	return -1;
 }
 
+/* An operand of type 'none' (a read of a map nothing assigns) makes the
+ * operation's own error too, as in bpftrace: a type mismatch with the
+ * other operand, or "none, none". */
+static int check_binop(struct checker *c, struct node *n)
+{
+	int ra = check_expr(c, n->a), rb;
+
+	if (ra && !n->a->none)
+		return -1;
+	rb = check_expr(c, n->b);
+	if (rb && !n->b->none)
+		return -1;
+	if (!ra && !rb)
+		return binop_type(c, n);
+	binop_type(c, n);
+	return -1;
+}
+
 static int check_call(struct checker *c, struct node *n, int as_stmt);
 
 /* ---- casts to struct types of the probed object's DWARF ----
@@ -1146,6 +1190,16 @@ static int tuple_values(const struct prog *p, const struct lang_type *t)
 
 /* (a, b, ...): integers, strings, symbols, probes and tuples of them (no
  * stacks), kept one after the other, a tuple inside as its parts. */
+/* A tuple with a part of type 'none' is one too: the parts after it are
+ * checked for their own errors only. */
+static int check_tuple_rest_none(struct checker *c, struct node *n, int from)
+{
+	for (int i = from; i < n->nargs; i++)
+		check_expr(c, n->args[i]);
+	n->none = 1;
+	return -1;
+}
+
 static int check_tuple(struct checker *c, struct node *n)
 {
 	struct lang_type parts[LANG_MAX_TUPLE];
@@ -1159,8 +1213,11 @@ static int check_tuple(struct checker *c, struct node *n)
 		struct node *a = n->args[i];
 		char tn[64];
 
-		if (check_expr(c, a))
+		if (check_expr(c, a)) {
+			if (a->none)
+				return check_tuple_rest_none(c, n, i + 1);
 			return -1;
+		}
 		parts[i] = a->type;
 		values += tuple_values(c->p, &a->type);
 		if (values > LANG_MAX_TUPLE) {
@@ -1264,15 +1321,17 @@ static int check_expr(struct checker *c, struct node *n)
 		}
 		n->var = (int)(v - c->p->vars);
 		n->type = v->type;
+		if (v->none) {
+			n->none = 1;
+			return -1;
+		}
 		return 0;
 	case N_MAP:
 		return check_map_read(c, n);
 	case N_BINOP:
-		if (check_expr(c, n->a) || check_expr(c, n->b))
-			return -1;
-		return binop_type(c, n);
+		return check_binop(c, n);
 	case N_UNOP:
-		if (check_expr(c, n->a))
+		if (check_expr(c, n->a) && !n->a->none)
 			return -1;
 		if (!is_int(n->a) && !c->collect) {
 			char tn[64];
@@ -1288,7 +1347,12 @@ static int check_expr(struct checker *c, struct node *n)
 			n->type.size = 8;
 		return 0;
 	case N_TERNARY:
-		if (check_expr(c, n->a) || check_expr(c, n->b) || check_expr(c, n->c))
+		if (check_expr(c, n->a)) {
+			if (n->a->none)
+				prog_error(c->p, n->loc, "Invalid condition in ternary: none");
+			return -1;
+		}
+		if (check_expr(c, n->b) || check_expr(c, n->c))
 			return -1;
 		if (c->collect) {
 			n->type = n->b->type;
@@ -1409,7 +1473,7 @@ static int check_expr(struct checker *c, struct node *n)
  * errors, as bpftrace's final pass says it. */
 static int check_map_defined(struct checker *c, struct node *m, struct mapinfo *mi)
 {
-	if (c->collect || mi->val_known)
+	if (c->collect || mi->val_known || mi->none)
 		return 0;
 	prog_error(c->p, m->loc, "Undefined map: %s", mi->name);
 	return -1;
@@ -1435,6 +1499,24 @@ static int check_print_map_arg(struct checker *c, struct node *n, struct node *m
 }
 
 /* printf argument checking against the conversion specifiers. */
+
+/* The arguments of printf(), cat() or system(), each checked (every
+ * error said); the first of type 'none' fails its conversion too. */
+static int check_printf_args(struct checker *c, struct node *n, const char *spec)
+{
+	int i, rc = 0, none = 0;
+
+	for (i = 1; i < n->nargs; i++)
+		if (check_expr(c, n->args[i])) {
+			rc = -1;
+			if (n->args[i]->none && !none)
+				none = i;
+		}
+	if (none)
+		prog_error(c->p, n->loc, "%s: %%%c specifier expects a value of type %s (none supplied)",
+			   n->name, spec[none - 1], spec[none - 1] == 's' ? "string" : "integer");
+	return rc;
+}
 
 /* printf(), cat() and system(): a format and its arguments, checked as
  * bpftrace checks them, with the function's name in the messages. */
@@ -1486,12 +1568,12 @@ static int check_printf(struct checker *c, struct node *n)
 			   n->nargs - 1, want);
 		return -1;
 	}
+	if (check_printf_args(c, n, spec))
+		return -1;
 	for (i = 1; i < n->nargs; i++) {
 		struct node *a = n->args[i];
 		char k = spec[i - 1];
 
-		if (check_expr(c, a))
-			return -1;
 		if (c->collect)
 			continue;
 		if (a->type.kind == LANG_T_NONE) {
@@ -2012,10 +2094,47 @@ non_value:
 	return -1;
 }
 
+/* A key of type 'none' in an assignment's map: bpftrace's words, its
+ * reason left empty. */
+static int map_key_none(struct checker *c, struct node *m)
+{
+	for (int i = 0; i < m->nargs; i++)
+		if (m->args[i]->none) {
+			/* at the key's place, as its Undefined map error */
+			prog_error(c->p, m->args[i]->loc, "Invalid expression for assignment: ");
+			break;
+		}
+	return -1;
+}
+
+/* A value of type 'none' assigned to a map with no type yet: the map is
+ * undefined here, and reads as 'none' elsewhere with no error of its own
+ * (as bpftrace's final pass has it). */
+static void map_assigned_none(struct checker *c, struct node *m, struct node *val,
+			      struct mapinfo *mi)
+{
+	prog_error(c->p, m->loc, "Undefined map: %s", mi->name);
+	prog_error(c->p, val->loc, "Invalid expression for assignment: none");
+	mi->none = 1;
+}
+
+/* A new variable given a value of type 'none': bpftrace says it is
+ * undefined, at the '=' (its place for the statement), and its uses
+ * are of type 'none'. */
+static void var_assigned_none(struct checker *c, struct node *s, struct node *val)
+{
+	struct loc eq = s->loc;
+
+	eq.col = (int)(s->ival >> 32);
+	eq.col_end = (int)(uint32_t)s->ival;
+	prog_error(c->p, eq, "Undefined variable: $%s", s->a->name);
+	prog_error(c->p, val->loc, "Invalid expression for assignment: none");
+}
+
 static int check_assign(struct checker *c, struct node *s)
 {
 	struct node *lhs = s->a, *rhs = s->b;
-	int bad;
+	int bad, none;
 
 	if (lhs->kind == N_MAP) {
 		struct mapinfo *mi = map_get(c, lhs);
@@ -2028,7 +2147,7 @@ static int check_assign(struct checker *c, struct node *s)
 				return -1;
 			}
 			if (check_map_keys(c, lhs, mi))
-				return -1;
+				return map_key_none(c, lhs);
 			return check_agg(c, rhs, lhs, mi);
 		}
 		if (rhs->kind == N_CALL && (!strcmp(rhs->name, "delete") || !strcmp(rhs->name, "printf") ||
@@ -2040,10 +2159,17 @@ static int check_assign(struct checker *c, struct node *s)
 			prog_error(c->p, rhs->loc, "%s() should not be used in an assignment or as a map key", rhs->name);
 			return -1;
 		}
-		if (check_map_keys(c, lhs, mi) || check_expr(c, rhs))
+		if (check_map_keys(c, lhs, mi))
+			return map_key_none(c, lhs);
+		if (check_expr(c, rhs)) {
+			if (rhs->none && !mi->val_known)
+				map_assigned_none(c, lhs, rhs, mi);
 			return -1;
+		}
 		if (c->collect && rhs->type.kind == LANG_T_INT && read_of_map(rhs))
 			return 0;	/* its type may come from later */
+		if (c->collect && tuple_of_untyped_map(c->p, rhs))
+			return 0;
 		if (rhs->type.kind == LANG_T_NONE) {
 			prog_error(c->p, rhs->loc, "Invalid expression for assignment: no value");
 			return -1;
@@ -2076,6 +2202,7 @@ static int check_assign(struct checker *c, struct node *s)
 	/* a scratch variable; one whose value failed is still assigned, an
 	 * integer, so that its uses do not fail too (bpftrace types them so) */
 	bad = check_expr(c, rhs);
+	none = bad && rhs->none;
 	if (bad)
 		rhs->type = T_I64;
 	else if (rhs->type.kind == LANG_T_NONE) {
@@ -2102,11 +2229,14 @@ static int check_assign(struct checker *c, struct node *s)
 				p->vars = nv;
 				p->cvars = cap;
 			}
+			if (none)
+				var_assigned_none(c, s, rhs);
 			v = &p->vars[p->nvars++];
 			memset(v, 0, sizeof(*v));
 			v->name = lhs->name;
 			v->probe = c->probe_no;
-			v->type = rhs->type;
+			v->none = none;
+			v->type = none ? (struct lang_type){ 0 } : rhs->type;
 			if (v->type.kind == LANG_T_INT)
 				v->type.size = 8;
 			if (v->type.kind == LANG_T_STR)
@@ -2114,6 +2244,8 @@ static int check_assign(struct checker *c, struct node *s)
 			v->reg = -1;
 			v->off = -1;
 			v->decl = rhs->type;
+		} else if (v->none) {
+			/* its error was said where it got 'none' */
 		} else if (tuple_mismatch(c, s, &v->type, &rhs->type)) {
 			return -1;
 		} else if (v->type.kind != rhs->type.kind) {
@@ -2148,7 +2280,7 @@ static int check_stmt(struct checker *c, struct node *s)
 	case S_ASSIGN:
 		return check_assign(c, s);
 	case S_IF:
-		if (check_expr(c, s->a))
+		if (check_expr(c, s->a) && !s->a->none)
 			return -1;
 		if (!is_int(s->a) && !c->collect) {
 			/* bpftrace's words, and its place: none (1:1-1) */
@@ -2268,6 +2400,8 @@ static int check_probe(struct checker *c, struct probe *pr)
 			return -1;
 	if (pr->pred) {
 		if (check_expr(c, pr->pred)) {
+			if (pr->pred->none)
+				prog_error(c->p, pr->pred_loc, "Invalid type for predicate: none");
 			rc = -1;
 		} else if (!c->collect && !is_int(pr->pred)) {
 			prog_error(c->p, pr->pred_loc, "Invalid type for predicate: %s",
@@ -2302,7 +2436,7 @@ int lang_check(struct prog *p)
 	for (int i = 0; i < p->nmaps; i++) {
 		struct mapinfo *mi = &p->maps[i];
 
-		if (!mi->val_known)
+		if (!mi->val_known && !mi->none)
 			prog_error(p, mi->first, "Undefined map: %s", mi->name);
 	}
 out:

@@ -51,6 +51,8 @@ struct node {
 	int64_t ival;		/* integer literal, arg number, unroll count */
 	int post;		/* N_INCDEC: postfix */
 	int depth;		/* of the expression tree below, bounded */
+	int none;		/* checker: bpftrace's type 'none', a value read from a
+				 * map nothing assigns (or from what one was assigned) */
 	struct lang_type type;	/* set by the checker */
 	struct lang_type cast;	/* N_CAST/N_DEREF target; ptr: deref size */
 	int map;		/* N_MAP / map calls: map index */
@@ -83,6 +85,7 @@ struct var {
 	int reg;		/* integer variables */
 	int off;		/* others: scratch offset */
 	int probe;		/* scratch variables are per probe block */
+	int none;		/* assigned a value of type 'none' */
 };
 
 struct mapinfo {
@@ -92,6 +95,7 @@ struct mapinfo {
 	int used_as_value;	/* read as an expression */
 	int key_known, val_known;
 	int sign_known;		/* a sum's sign taken from its first use */
+	int none;		/* assigned only values of type 'none' (said there) */
 	struct loc first;
 };
 
