@@ -3374,6 +3374,41 @@ Test(lang_errors, every_error_of_a_pass)
 			  "                               ~~\n");
 }
 
+/* Every operand of an operator, key of a map, and part of a ternary is
+ * checked, and each one's errors are said; a tuple stops at its first
+ * part that fails (bpftrace's output on this program). */
+Test(lang_errors, every_operand_checked)
+{
+	expect_all_errors("BEGIN { @u = $y && $z; @c[$a, $b] = $c; $t = ($p, $q); @w = $m ? $n : $o; }",
+			  "stdin:1:14-16: ERROR: Undefined or undeclared variable: $y\n"
+			  "BEGIN { @u = $y && $z; @c[$a, $b] = $c; $t = ($p, $q); @w = $m ? $n : $o; }\n"
+			  "             ~~\n"
+			  "stdin:1:20-22: ERROR: Undefined or undeclared variable: $z\n"
+			  "BEGIN { @u = $y && $z; @c[$a, $b] = $c; $t = ($p, $q); @w = $m ? $n : $o; }\n"
+			  "                   ~~\n"
+			  "stdin:1:24-29: ERROR: Undefined or undeclared variable: $a\n"
+			  "BEGIN { @u = $y && $z; @c[$a, $b] = $c; $t = ($p, $q); @w = $m ? $n : $o; }\n"
+			  "                       ~~~~~\n"
+			  "stdin:1:31-33: ERROR: Undefined or undeclared variable: $b\n"
+			  "BEGIN { @u = $y && $z; @c[$a, $b] = $c; $t = ($p, $q); @w = $m ? $n : $o; }\n"
+			  "                              ~~\n"
+			  "stdin:1:37-39: ERROR: Undefined or undeclared variable: $c\n"
+			  "BEGIN { @u = $y && $z; @c[$a, $b] = $c; $t = ($p, $q); @w = $m ? $n : $o; }\n"
+			  "                                    ~~\n"
+			  "stdin:1:46-49: ERROR: Undefined or undeclared variable: $p\n"
+			  "BEGIN { @u = $y && $z; @c[$a, $b] = $c; $t = ($p, $q); @w = $m ? $n : $o; }\n"
+			  "                                             ~~~\n"
+			  "stdin:1:61-63: ERROR: Undefined or undeclared variable: $m\n"
+			  "BEGIN { @u = $y && $z; @c[$a, $b] = $c; $t = ($p, $q); @w = $m ? $n : $o; }\n"
+			  "                                                            ~~\n"
+			  "stdin:1:66-68: ERROR: Undefined or undeclared variable: $n\n"
+			  "BEGIN { @u = $y && $z; @c[$a, $b] = $c; $t = ($p, $q); @w = $m ? $n : $o; }\n"
+			  "                                                                 ~~\n"
+			  "stdin:1:71-73: ERROR: Undefined or undeclared variable: $o\n"
+			  "BEGIN { @u = $y && $z; @c[$a, $b] = $c; $t = ($p, $q); @w = $m ? $n : $o; }\n"
+			  "                                                                      ~~\n");
+}
+
 /* A map nothing assigns is said at every use, print(), clear() and
  * delete() included, and bpftrace goes on with its value's type 'none':
  * what uses that value is an error too (an operator, a condition, a

@@ -264,9 +264,16 @@ static int check_map_keys(struct checker *c, struct node *m, struct mapinfo *mi)
 		prog_error(c->p, m->loc, "too many map keys (at most %d)", LANG_MAX_KEY_PARTS);
 		return -1;
 	}
-	for (i = 0; i < m->nargs; i++) {
-		if (check_expr(c, m->args[i]))
+	{
+		int bad = 0;
+
+		for (i = 0; i < m->nargs; i++)	/* every key's errors said */
+			if (check_expr(c, m->args[i]))
+				bad = 1;
+		if (bad)
 			return -1;
+	}
+	for (i = 0; i < m->nargs; i++) {
 		if (m->args[i]->type.kind == LANG_T_NONE) {
 			prog_error(c->p, m->args[i]->loc, "map key has no value");
 			return -1;
@@ -1002,15 +1009,14 @@ static int binop_type(struct checker *c, struct node *n)
 
 /* An operand of type 'none' (a read of a map nothing assigns) makes the
  * operation's own error too, as in bpftrace: a type mismatch with the
- * other operand, or "none, none". */
+ * other operand, or "none, none".  An operand with an error of its own
+ * fails the operation with no more said. */
 static int check_binop(struct checker *c, struct node *n)
 {
-	int ra = check_expr(c, n->a), rb;
+	int ra = check_expr(c, n->a), rb = check_expr(c, n->b);
 
-	if (ra && !n->a->none)
-		return -1;
-	rb = check_expr(c, n->b);
-	if (rb && !n->b->none)
+	/* both operands' errors are said, as bpftrace's visitor says them */
+	if ((ra && !n->a->none) || (rb && !n->b->none))
 		return -1;
 	if (!ra && !rb)
 		return binop_type(c, n);
@@ -1190,16 +1196,6 @@ static int tuple_values(const struct prog *p, const struct lang_type *t)
 
 /* (a, b, ...): integers, strings, symbols, probes and tuples of them (no
  * stacks), kept one after the other, a tuple inside as its parts. */
-/* A tuple with a part of type 'none' is one too: the parts after it are
- * checked for their own errors only. */
-static int check_tuple_rest_none(struct checker *c, struct node *n, int from)
-{
-	for (int i = from; i < n->nargs; i++)
-		check_expr(c, n->args[i]);
-	n->none = 1;
-	return -1;
-}
-
 static int check_tuple(struct checker *c, struct node *n)
 {
 	struct lang_type parts[LANG_MAX_TUPLE];
@@ -1213,9 +1209,10 @@ static int check_tuple(struct checker *c, struct node *n)
 		struct node *a = n->args[i];
 		char tn[64];
 
+		/* bpftrace stops at the first part that fails; one of type
+		 * 'none' makes the tuple's type 'none' */
 		if (check_expr(c, a)) {
-			if (a->none)
-				return check_tuple_rest_none(c, n, i + 1);
+			n->none = a->none;
 			return -1;
 		}
 		parts[i] = a->type;
@@ -1346,14 +1343,14 @@ static int check_expr(struct checker *c, struct node *n)
 		if (n->op == OP_NEG)	/* bpftrace keeps the operand's sign: -arg0 is unsigned */
 			n->type.size = 8;
 		return 0;
-	case N_TERNARY:
-		if (check_expr(c, n->a)) {
-			if (n->a->none)
-				prog_error(c->p, n->loc, "Invalid condition in ternary: none");
+	case N_TERNARY: {
+		int ra = check_expr(c, n->a), rb = check_expr(c, n->b), rc = check_expr(c, n->c);
+
+		if (ra && n->a->none)
+			prog_error(c->p, n->loc, "Invalid condition in ternary: none");
+		if (ra || rb || rc)
 			return -1;
-		}
-		if (check_expr(c, n->b) || check_expr(c, n->c))
-			return -1;
+	}
 		if (c->collect) {
 			n->type = n->b->type;
 			return 0;
@@ -2159,8 +2156,11 @@ static int check_assign(struct checker *c, struct node *s)
 			prog_error(c->p, rhs->loc, "%s() should not be used in an assignment or as a map key", rhs->name);
 			return -1;
 		}
-		if (check_map_keys(c, lhs, mi))
-			return map_key_none(c, lhs);
+		if (check_map_keys(c, lhs, mi)) {
+			map_key_none(c, lhs);
+			check_expr(c, rhs);	/* its own errors said too */
+			return -1;
+		}
 		if (check_expr(c, rhs)) {
 			if (rhs->none && !mi->val_known)
 				map_assigned_none(c, lhs, rhs, mi);
