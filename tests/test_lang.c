@@ -3409,6 +3409,30 @@ Test(lang_errors, every_operand_checked)
 			  "                                                                      ~~\n");
 }
 
+/* A map that print(), clear(), zero() or delete() names before its
+ * assignment (in source order), whose value is another map's: defined,
+ * as bpftrace has it; and a tuple holding the value of a map assigned
+ * later (in source order), typed as bpftrace's next pass types it. */
+Test(lang_errors, maps_assigned_later_are_defined)
+{
+	static const char *const progs[] = {
+		"BEGIN { @q = 1; if (0) { print(@y); clear(@y); zero(@y); } @y = @q; exit(); }",
+		"interval:s:1 { print(@y); delete(@y[1]); } BEGIN { @q = 1; @y[1] = @q; }",
+		"BEGIN { print(@t); @t = (@x, 1); @x = 5; exit(); }",
+		"BEGIN { @t = (@a, (@b, 1)); @a = 3; @b = -1; exit(); }",
+	};
+
+	for (size_t k = 0; k < sizeof(progs) / sizeof(progs[0]); k++) {
+		struct lang_error err;
+		void *img = NULL;
+		size_t len;
+
+		cr_assert_eq(lang_compile(progs[k], NULL, &img, &len, &err), 0, "%s: %s", progs[k],
+			     err.text);
+		free(img);
+	}
+}
+
 /* A map nothing assigns is said at every use, print(), clear() and
  * delete() included, and bpftrace goes on with its value's type 'none':
  * what uses that value is an error too (an operator, a condition, a

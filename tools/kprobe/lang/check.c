@@ -237,9 +237,36 @@ static bool read_of_map(const struct node *n)
 	return n->kind == N_MAP;
 }
 
-/* A tuple with a part read from a map the first pass has no type for yet:
- * its own type (and so the type of a map it is assigned to) comes from a
- * later pass, or is 'none' if nothing assigns that map. */
+/* Whether anything under n (statements after it included) gives map
+ * name a value: an assignment to it or an increment of it. */
+static bool assigns_map(const struct node *n, const char *name)
+{
+	for (; n; n = n->next) {
+		if ((n->kind == S_ASSIGN || n->kind == N_INCDEC) && n->a && n->a->kind == N_MAP &&
+		    !strcmp(n->a->name, name))
+			return true;
+		if ((n->a && assigns_map(n->a, name)) || (n->b && assigns_map(n->b, name)) ||
+		    (n->c && assigns_map(n->c, name)))
+			return true;
+		for (int i = 0; i < n->nargs; i++)
+			if (assigns_map(n->args[i], name))
+				return true;
+	}
+	return false;
+}
+
+static bool program_assigns_map(const struct prog *p, const char *name)
+{
+	for (const struct probe *pr = p->probes; pr; pr = pr->next)
+		if (assigns_map(pr->body, name) || (pr->pred && assigns_map(pr->pred, name)))
+			return true;
+	return false;
+}
+
+/* A tuple with a part read from a map the first pass has no type for yet
+ * (as bpftrace's first pass, which gives the tuple the type 'none'): the
+ * map it is assigned to gets its type in the next pass, from the map's
+ * type then, or is undefined if nothing assigns that map. */
 static bool tuple_of_untyped_map(const struct prog *p, const struct node *n)
 {
 	if (n->kind != N_TUPLE)
@@ -247,8 +274,7 @@ static bool tuple_of_untyped_map(const struct prog *p, const struct node *n)
 	for (int i = 0; i < n->nargs; i++) {
 		const struct node *a = n->args[i];
 
-		if ((a->kind == N_MAP && !p->maps[a->map].val_known) ||
-		    tuple_of_untyped_map(p, a))
+		if ((a->kind == N_MAP && !p->maps[a->map].val_known) || tuple_of_untyped_map(p, a))
 			return true;
 	}
 	return false;
@@ -1467,10 +1493,11 @@ static int check_expr(struct checker *c, struct node *n)
 
 /* A map that print(), clear(), zero() or delete() names but nothing
  * assigns: said at each such call, in source order with the pass's other
- * errors, as bpftrace's final pass says it. */
+ * errors, as bpftrace's final pass says it.  (A map assigned somewhere
+ * may get its type later in this pass, from another map's value.) */
 static int check_map_defined(struct checker *c, struct node *m, struct mapinfo *mi)
 {
-	if (c->collect || mi->val_known || mi->none)
+	if (c->collect || mi->val_known || mi->none || program_assigns_map(c->p, mi->name))
 		return 0;
 	prog_error(c->p, m->loc, "Undefined map: %s", mi->name);
 	return -1;
