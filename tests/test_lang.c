@@ -3409,10 +3409,11 @@ Test(lang_errors, every_operand_checked)
 			  "                                                                      ~~\n");
 }
 
-/* A map that print(), clear(), zero() or delete() names before its
- * assignment (in source order), whose value is another map's: defined,
- * as bpftrace has it; and a tuple holding the value of a map assigned
- * later (in source order), typed as bpftrace's next pass types it. */
+/* A map that print(), clear(), zero() or delete() names, or an
+ * expression reads, before its assignment (in source order), whose value
+ * is another map's: defined, as bpftrace has it (chains of such copies
+ * too); and a tuple holding the value of a map assigned later, typed as
+ * bpftrace's next pass types it. */
 Test(lang_errors, maps_assigned_later_are_defined)
 {
 	static const char *const progs[] = {
@@ -3420,6 +3421,9 @@ Test(lang_errors, maps_assigned_later_are_defined)
 		"interval:s:1 { print(@y); delete(@y[1]); } BEGIN { @q = 1; @y[1] = @q; }",
 		"BEGIN { print(@t); @t = (@x, 1); @x = 5; exit(); }",
 		"BEGIN { @t = (@a, (@b, 1)); @a = 3; @b = -1; exit(); }",
+		"BEGIN { if (0) { $a = @y; } @y = @q; @q = 7; exit(); }",
+		"BEGIN { $s = @y; @y = @q; @q = \"str\"; printf(\"[%s]\\n\", $s); exit(); }",
+		"BEGIN { @a = @b; @b = @c; @c = @d; @d = 1; exit(); }",
 	};
 
 	for (size_t k = 0; k < sizeof(progs) / sizeof(progs[0]); k++) {

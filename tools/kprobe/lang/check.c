@@ -2118,6 +2118,24 @@ non_value:
 	return -1;
 }
 
+/* @dst = @src in a collecting pass: @dst's type is @src's value type,
+ * once @src has one (a plain integer or string); until then, and for
+ * other values, it may come from a later pass. */
+static int collect_map_copy(struct checker *c, struct node *s, struct node *lhs,
+			    struct mapinfo *mi, struct node *rhs)
+{
+	const struct mapinfo *src;
+
+	if (s->op || rhs->kind != N_MAP || rhs->map < 0)
+		return 0;
+	src = &c->p->maps[rhs->map];
+	if (!src->val_known || (src->d.kind != LANG_M_INT && src->d.kind != LANG_M_STR))
+		return 0;
+	if (mi->val_known)
+		return 0;	/* compared in the last pass, with its words */
+	return set_map_kind(c, lhs, mi, src->d.kind, &src->d.val, rhs);
+}
+
 /* A key of type 'none' in an assignment's map: bpftrace's words, its
  * reason left empty. */
 static int map_key_none(struct checker *c, struct node *m)
@@ -2194,7 +2212,7 @@ static int check_assign(struct checker *c, struct node *s)
 			return -1;
 		}
 		if (c->collect && rhs->type.kind == LANG_T_INT && read_of_map(rhs))
-			return 0;	/* its type may come from later */
+			return collect_map_copy(c, s, lhs, mi, rhs);
 		if (c->collect && tuple_of_untyped_map(c->p, rhs))
 			return 0;
 		if (rhs->type.kind == LANG_T_NONE) {
@@ -2439,6 +2457,21 @@ static int check_probe(struct checker *c, struct probe *pr)
 	return check_stmts(c, pr->body) || rc;
 }
 
+/* Collecting passes: a map whose value is another map's gets its type
+ * from that map's once the source is typed, whatever their order in the
+ * program (as bpftrace's repeated passes type it); each pass after the
+ * first runs only if the one before typed a map more. */
+#define COLLECT_PASSES 4
+
+static int maps_known(const struct prog *p)
+{
+	int n = 0;
+
+	for (int i = 0; i < p->nmaps; i++)
+		n += p->maps[i].val_known;
+	return n;
+}
+
 int lang_check(struct prog *p)
 {
 	struct checker c = { .p = p };
@@ -2448,10 +2481,10 @@ int lang_check(struct prog *p)
 	/* every error of the pass that finds one is reported, as bpftrace's
 	 * passes do; the next pass does not run */
 	p->all_errors = true;
-	for (pass = 0; pass < 2; pass++) {
-		int failed = 0;
+	for (pass = 0; pass < COLLECT_PASSES + 1; pass++) {
+		int failed = 0, known = maps_known(p);
 
-		c.collect = pass == 0;
+		c.collect = pass < COLLECT_PASSES;
 		c.probe_no = 0;
 		p->nvars = 0;
 		for (pr = p->probes; pr; pr = pr->next, c.probe_no++)
@@ -2459,6 +2492,9 @@ int lang_check(struct prog *p)
 				failed = 1;
 		if (failed || p->failed)
 			goto out;
+		/* a pass that typed no map more: the next one is the last */
+		if (c.collect && maps_known(p) == known)
+			pass = COLLECT_PASSES - 1;
 	}
 	for (int i = 0; i < p->nmaps; i++) {
 		struct mapinfo *mi = &p->maps[i];
