@@ -293,11 +293,27 @@ Test(load, run_missing_functions)
 	cr_assert_eq(r.status, 2);
 	cr_assert(strstr(r.err, "unknown symbol 'nosuch'"), "%s", r.err);
 	cr_assert_null(strstr(r.out, "sum "), "%s", r.out);
-	/* an object that does not exist is an error at once */
+	/* a file that does not exist is an error at once, at its probe, in
+	 * bpftrace's words: a path, a name found nowhere, a usdt probe's */
 	cli_run(&r, "%s run -e 'uprobe:/nonexistent/lib.so:f, uprobe:%s:target_add { }' -- %s calls 3",
 		kprobe, target, target);
 	cr_assert_eq(r.status, 2);
-	cr_assert(strstr(r.err, "unknown object '/nonexistent/lib.so'"), "%s", r.err);
+	cr_assert(strstr(r.err, "stdin:1:1-29: ERROR: uprobe target file '/nonexistent/lib.so' does "
+			 "not exist or is not executable\n"), "%s", r.err);
+	cr_assert_eq(r.out[0], '\0', "%s", r.out);
+	cli_run(&r, "%s run -e 'uretprobe:libnosuchlib:f { }' -- %s calls 3", kprobe, target);
+	cr_assert_eq(r.status, 2);
+	cr_assert(strstr(r.err, "stdin:1:1-25: ERROR: uprobe target file 'libnosuchlib' does not "
+			 "exist or is not executable\n"), "%s", r.err);
+	cli_run(&r, "%s run -e 'usdt:/nonexistent/x:p:n { }' -- %s calls 3", kprobe, target);
+	cr_assert_eq(r.status, 2);
+	cr_assert(strstr(r.err, "stdin:1:1-24: ERROR: usdt target file '/nonexistent/x' does not "
+			 "exist or is not executable\n"), "%s", r.err);
+	/* names found as bpftrace finds them: the loader's short name, the
+	 * command search path */
+	cli_run(&r, "%s run -e 'uprobe:libc:nosuch_fn, uprobe:sh:nosuch_fn, uprobe:%s:target_add "
+		"{ @n = count(); }' -- %s calls 3", kprobe, target, target);
+	cr_assert_null(strstr(r.err, "target file"), "%s", r.err);
 }
 
 /* An object named by a symbolic link to it (uprobe:/usr/bin/python3:f,

@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "cxx_names.h"
 #include "dwarf_vars.h"
@@ -259,6 +260,26 @@ static int param_struct_of(const char *obj, const char *func, const char *name, 
 	return dwarf_param_struct(path, func, name, sname, len);
 }
 
+/* The file a program's probe names: a path that exists; or a name the
+ * tool finds (mapped by the process, the command itself, on the command
+ * search path, in the loader's directories or cache), as bpftrace
+ * resolves it. */
+static bool target_exists(const char *obj, void *arg)
+{
+	const struct cli_opts *o = arg;
+	struct probe_spec s;
+	char path[PATH_MAX], why[PATH_MAX + 128];
+
+	if (strchr(obj, '/'))
+		return access(obj, F_OK) == 0;
+	memset(&s, 0, sizeof(s));
+	s.kind = SPEC_SYMBOL;
+	snprintf(s.object, sizeof(s.object), "%s", obj);
+	return !cli_object_path(o, &s, path, sizeof(path), why, sizeof(why)) ||
+	       cli_exe_on_path(obj, path, sizeof(path)) || cli_library_on_disk(obj, path, sizeof(path)) ||
+	       !ldcache_find("/etc/ld.so.cache", obj, path, sizeof(path));
+}
+
 /* bpftrace prints its warnings on standard error as it checks. */
 static void print_warning(const char *text, void *arg)
 {
@@ -280,6 +301,7 @@ void run_compile(struct cli_opts *o)
 		.field = field_of,
 		.param_struct = param_struct_of,
 		.warning = print_warning,
+		.target_exists = target_exists,
 		.unsafe = o->unsafe,
 		.has_command = o->command != NULL,
 	};

@@ -2398,6 +2398,20 @@ static int check_stmts(struct checker *c, struct node *s)
 	return rc;
 }
 
+/* The file a probe names, there to attach to, as bpftrace requires
+ * before it checks anything else (a glob is matched later). */
+static int check_target_file(struct checker *c, struct attach *a)
+{
+	const struct lang_compile_opts *o = c->p->opts;
+
+	if (!c->collect || !o || !o->target_exists || !*a->target || strpbrk(a->target, "*?[") ||
+	    o->target_exists(a->target, o->param_arg))
+		return 0;
+	prog_error(c->p, a->loc, "%s target file '%s' does not exist or is not executable",
+		   a->kind == LANG_P_USDT ? "usdt" : "uprobe", a->target);
+	return -1;
+}
+
 static int check_attach(struct checker *c, struct attach *a)
 {
 	switch (a->kind) {
@@ -2406,7 +2420,10 @@ static int check_attach(struct checker *c, struct attach *a)
 			prog_error(c->p, a->loc, "invalid probe: %s", a->text);
 			return -1;
 		}
-		return 0;
+		return check_target_file(c, a);
+	case LANG_P_UPROBE:
+	case LANG_P_URETPROBE:
+		return check_target_file(c, a);
 	case 0: {
 		static const char *const known[] = {
 			"kprobe", "kretprobe", "tracepoint", "rawtracepoint", "profile", "software",

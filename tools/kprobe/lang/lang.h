@@ -359,6 +359,11 @@ struct lang_compile_opts {
 	 * order; a program with warnings still compiles.  NULL: none.  Called
 	 * with param_arg. */
 	void (*warning)(const char *text, void *arg);
+	/* Whether the file a uprobe, uretprobe or usdt probe names exists,
+	 * as the tool finds it (a path; or a name on the command search path,
+	 * in the loader's cache or directories, or mapped by the process).
+	 * NULL: not checked.  Called with param_arg. */
+	bool (*target_exists)(const char *obj, void *arg);
 	/* bpftrace's --unsafe: system() is allowed. */
 	bool unsafe;
 	/* The tool starts a command (cpid is its pid; without one cpid is
