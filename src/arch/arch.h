@@ -115,12 +115,14 @@ int arch_detour_build(struct kp_probepoint *pp);
 /* Installs / removes the jumps (detours built before). */
 int arch_optimize(struct kp_probepoint **pps, int n);
 int arch_unoptimize(struct kp_probepoint **pps, int n);
-/* KP_OPT_SAVE_* bits for a handler at fn, decoded now: whether it, or
- * anything it calls, may change vector/x87 registers, r8-r11 or errno, or
- * read its pt_regs (a handler that provably cannot spares the detour or
- * the return trampoline that work).  Callers use kp_code_needs(), which
- * remembers the library's own code. */
-uint8_t arch_code_walk(uintptr_t fn);
+/* KP_OPT_SAVE_* bits for the function at fn, its size bytes of code
+ * read into code: whether it may change vector/x87 registers, r8-r11 or
+ * errno, or read its pt_regs (a handler that provably cannot spares the
+ * detour or the return trampoline that work), with what it calls or
+ * branches to outside itself, through kp_code_walk_call(w, target).
+ * Callers use kp_code_needs(). */
+struct kp_code_walk;
+uint8_t arch_code_scan(struct kp_code_walk *w, const void *code, size_t size, uintptr_t fn);
 
 /* ---- static keys ---- */
 

@@ -101,9 +101,13 @@ enum kp_opt_state { OPT_NONE, OPT_QUEUED, OPT_PREPARED, OPT_OPTIMIZED };
  * caller-saved registers alone are the program's does. */
 #define KP_OPT_ARGS 16
 
-/* KP_OPT_SAVE_* of the handler at fn (arch_code_walk, remembered for the
- * library's own code: code_needs.c). */
+/* KP_OPT_SAVE_* of the handler at fn (remembered for the library's own
+ * code: code_needs.c). */
 uint8_t kp_code_needs(uintptr_t fn);
+/* A walk of a handler's code (code_needs.c); from arch_code_scan, the
+ * needs of a function the scanned code calls or branches to directly. */
+struct kp_code_walk;
+uint8_t kp_code_walk_call(struct kp_code_walk *w, uintptr_t fn);
 
 /* A registered probe's KP_OPT_SAVE_* needs, kept in its private words:
  * read by the detours' assembly with the probe itself. */

@@ -10,34 +10,21 @@
  * errno lives in thread-local storage: a store whose base register holds
  * the thread pointer (TPIDR_EL0, or it plus a constant: how glibc's errno
  * stores and local-exec accesses are written) counts for it, as does a
- * system call.  Undecodable words, indirect branches (BR, BLR: a PLT stub
- * too) and anything the walk cannot follow count as "may do everything".
+ * system call.  Undecodable words, indirect branches (BR, BLR, which is
+ * how a call through the PLT ends) and anything the walk cannot follow
+ * count as "may do everything".
  * Every handler is taken to read its pt_regs: the detours and the
  * trampoline always build the whole struct on arm64.
  */
 #include <stdlib.h>
-#include <string.h>
 
 #include "arch/arch.h"
 #include "core/arch_api.h"
-#include "os/linux/memory.h"
-
-/* How far a walk goes before it gives up and counts everything (as on
- * x86-64: calls nested MAX_DEPTH deep, MAX_FUNCS functions, each at most
- * MAX_BYTES long). */
-#define MAX_DEPTH 10
-#define MAX_FUNCS 128
-#define MAX_BYTES (16 * 1024)
 
 #define NEEDS_ALL KP_OPT_SAVE_ALL
 /* Not analysed on arm64 (pt_regs is always complete, and there are no
  * r8-r11 to spare). */
 #define NEEDS_ALWAYS (KP_OPT_SAVE_REGS | KP_OPT_SAVE_R8_R11)
-
-struct walk {
-	uintptr_t seen[MAX_FUNCS];
-	int nseen;
-};
 
 /* A system register's number in an MRS/MSR: op0:op1:CRn:CRm:op2. */
 #define SYSREG(op0, op1, crn, crm, op2) \
@@ -176,12 +163,10 @@ static bool is_return(uint32_t w)
 	return (w & 0xfffffc1fu) == 0xd65f0000u || w == 0xd65f0bffu || w == 0xd65f0fffu;
 }
 
-static uint8_t walk_function(struct walk *w, uintptr_t fn, int depth);
-
 /* What one instruction of the function [lo, hi) may change (stores
  * through the thread pointer aside: thread_pointer_stores). */
-static uint8_t insn_needs(struct walk *w, uint32_t insn, uintptr_t pc, uintptr_t lo, uintptr_t hi,
-			  int depth)
+static uint8_t insn_needs(struct kp_code_walk *w, uint32_t insn, uintptr_t pc, uintptr_t lo,
+			  uintptr_t hi)
 {
 	uintptr_t target;
 	bool call;
@@ -203,7 +188,7 @@ static uint8_t insn_needs(struct walk *w, uint32_t insn, uintptr_t pc, uintptr_t
 	target = branch_target(insn, pc, &call);
 	if (!target || (!call && target >= lo && target < hi))
 		return 0;
-	return walk_function(w, target, depth + 1);
+	return kp_code_walk_call(w, target);
 }
 
 /* A store whose address register (base, or a register offset's index)
@@ -265,43 +250,16 @@ static uint8_t thread_pointer_stores(const uint32_t *code, size_t n, uintptr_t f
 	return again && !need ? NEEDS_ALL : need;
 }
 
-static uint8_t walk_function(struct walk *w, uintptr_t fn, int depth)
+uint8_t arch_code_scan(struct kp_code_walk *w, const void *code, size_t size, uintptr_t fn)
 {
-	uintptr_t start;
-	size_t size, n;
-	uint32_t *code;
-	uint8_t need = 0;
-
-	for (int i = 0; i < w->nseen; i++)
-		if (w->seen[i] == fn)
-			return 0;
-	if (depth > MAX_DEPTH || w->nseen == MAX_FUNCS)
-		return NEEDS_ALL;
-	w->seen[w->nseen++] = fn;
-	if ((fn & 3) || kp_function_bounds(fn, &start, &size) || start != fn || !size ||
-	    size > MAX_BYTES)
-		return NEEDS_ALL;
-	n = size / 4;
-	code = malloc(n * 4);
-	if (!code || kp_mem_read_nofault(fn, code, n * 4)) {
-		free(code);
-		return NEEDS_ALL;
-	}
-	need = thread_pointer_stores(code, n, fn);
-	for (size_t i = 0; i < n && need != NEEDS_ALL; i++)
-		need |= insn_needs(w, code[i], fn + 4 * i, fn, fn + n * 4, depth);
-	free(code);
-	return need;
-}
-
-uint8_t arch_code_walk(uintptr_t fn)
-{
-	struct walk *w = calloc(1, sizeof(*w));
+	const uint32_t *insns = code;
+	size_t n = size / 4;
 	uint8_t need;
 
-	if (!w)
+	if (fn & 3)
 		return NEEDS_ALL;
-	need = walk_function(w, fn, 0) | NEEDS_ALWAYS;
-	free(w);
-	return need;
+	need = thread_pointer_stores(insns, n, fn);
+	for (size_t i = 0; i < n && need != NEEDS_ALL; i++)
+		need |= insn_needs(w, insns[i], fn + 4 * i, fn, fn + size);
+	return need | NEEDS_ALWAYS;
 }

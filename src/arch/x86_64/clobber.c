@@ -9,28 +9,12 @@
  * arrives in %rsi, so any read of %rsi counts for it, wherever it is (a
  * callee reading its own second argument included).
  */
-#include <stdlib.h>
-#include <string.h>
 #include <Zydis/Zydis.h>
 
 #include "arch/arch.h"
 #include "core/arch_api.h"
-#include "os/linux/memory.h"
-
-/* How far a walk goes before it gives up and counts everything: calls
- * nested MAX_DEPTH deep (the kprobe agent's program handlers reach the
- * library's unwinder nine calls down), MAX_FUNCS functions, each at most
- * MAX_BYTES long. */
-#define MAX_DEPTH 10
-#define MAX_FUNCS 128
-#define MAX_BYTES (16 * 1024)
 
 #define NEEDS_ALL KP_OPT_SAVE_ALL
-
-struct walk {
-	uintptr_t seen[MAX_FUNCS];
-	int nseen;
-};
 
 static bool writes_tls(const ZydisDecodedInstruction *in, const ZydisDecodedOperand *ops)
 {
@@ -102,12 +86,9 @@ static bool touches_vector(const ZydisDecodedInstruction *in, const ZydisDecoded
 	return in->meta.category == ZYDIS_CATEGORY_X87_ALU || in->meta.isa_ext == ZYDIS_ISA_EXT_X87;
 }
 
-static uint8_t walk_function(struct walk *w, uintptr_t fn, int depth);
-
-/* What one instruction may change. */
-static uint8_t insn_needs(struct walk *w, const ZydisDecodedInstruction *in,
-			  const ZydisDecodedOperand *ops, uintptr_t pc, uintptr_t lo,
-			  uintptr_t hi, int depth)
+/* What one instruction of the function [lo, hi) may change. */
+static uint8_t insn_needs(struct kp_code_walk *w, const ZydisDecodedInstruction *in,
+			  const ZydisDecodedOperand *ops, uintptr_t pc, uintptr_t lo, uintptr_t hi)
 {
 	uint8_t need = 0;
 	uintptr_t target;
@@ -129,48 +110,23 @@ static uint8_t insn_needs(struct walk *w, const ZydisDecodedInstruction *in,
 	ZydisCalcAbsoluteAddress(in, &ops[0], pc, (ZyanU64 *)&target);
 	if (target >= lo && target < hi)
 		return need;	/* inside this function: decoded anyway */
-	return need | walk_function(w, target, depth + 1);
+	return need | kp_code_walk_call(w, target);
 }
 
-static uint8_t walk_function(struct walk *w, uintptr_t fn, int depth)
+uint8_t arch_code_scan(struct kp_code_walk *w, const void *code, size_t size, uintptr_t fn)
 {
 	ZydisDecoder dec;
 	ZydisDecodedInstruction in;
 	ZydisDecodedOperand ops[ZYDIS_MAX_OPERAND_COUNT];
-	uintptr_t start;
-	size_t size;
-	uint8_t *code, need = 0;
+	uint8_t need = 0;
 
-	for (int i = 0; i < w->nseen; i++)
-		if (w->seen[i] == fn)
-			return 0;
-	if (depth > MAX_DEPTH || w->nseen == MAX_FUNCS)
-		return NEEDS_ALL;
-	w->seen[w->nseen++] = fn;
-	if (kp_function_bounds(fn, &start, &size) || start != fn || !size || size > MAX_BYTES)
-		return NEEDS_ALL;
-	code = malloc(size);
-	if (!code || kp_mem_read_nofault(fn, code, size)) {
-		free(code);
-		return NEEDS_ALL;
-	}
 	ZydisDecoderInit(&dec, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64);
 	for (size_t off = 0; off < size && need != NEEDS_ALL;) {
-		if (!ZYAN_SUCCESS(ZydisDecoderDecodeFull(&dec, code + off, size - off, &in, ops))) {
-			need = NEEDS_ALL;
-			break;
-		}
-		need |= insn_needs(w, &in, ops, fn + off, fn, fn + size, depth);
+		if (!ZYAN_SUCCESS(ZydisDecoderDecodeFull(&dec, (const uint8_t *)code + off, size - off,
+							 &in, ops)))
+			return NEEDS_ALL;
+		need |= insn_needs(w, &in, ops, fn + off, fn, fn + size);
 		off += in.length;
 	}
-	free(code);
 	return need;
-}
-
-uint8_t arch_code_walk(uintptr_t fn)
-{
-	struct walk w;
-
-	memset(&w, 0, sizeof(w));
-	return walk_function(&w, fn, 0);
 }
