@@ -172,23 +172,29 @@ static void collect_specs(struct cli_opts *o, struct run_program *p)
 	}
 }
 
-/* args->NAME: the parameter's position and type from the debug
- * information of the object the probe names (on disk, as the tool finds
- * it for variables by name). */
-static int param_of(const char *obj, const char *func, const char *name, int *index,
-		    struct lang_type *type, char *why, size_t whylen, void *arg)
+/* The file on disk of the object a program's probe names, as the tool
+ * finds it for variables by name (cli_object_path()). */
+static int program_object_path(const struct cli_opts *o, const char *obj, char *path,
+			       size_t pathlen, char *why, size_t whylen)
 {
-	const struct cli_opts *o = arg;
 	struct probe_spec s;
-	char path[PATH_MAX];
-	int size = 0;
-	bool sign = false;
 
 	memset(&s, 0, sizeof(s));
 	s.kind = SPEC_SYMBOL;
 	snprintf(s.object, sizeof(s.object), "%s", obj);
-	snprintf(s.symbol, sizeof(s.symbol), "%s", func);
-	if (cli_object_path(o, &s, path, sizeof(path), why, whylen))
+	return cli_object_path(o, &s, path, pathlen, why, whylen);
+}
+
+/* args->NAME: the parameter's position and type from the debug
+ * information of the object the probe names. */
+static int param_of(const char *obj, const char *func, const char *name, int *index,
+		    struct lang_type *type, char *why, size_t whylen, void *arg)
+{
+	char path[PATH_MAX];
+	int size = 0;
+	bool sign = false;
+
+	if (program_object_path(arg, obj, path, sizeof(path), why, whylen))
 		return -1;
 	if (dwarf_param(path, func, name, index, &size, &sign, why, whylen))
 		return -1;
@@ -221,18 +227,13 @@ static int usdt_nargs_of(const char *obj, const char *provider, const char *name
 static int field_of(const char *obj, const char *sname, const char *field,
 		    struct lang_field *out, char *why, size_t whylen, void *arg)
 {
-	const struct cli_opts *o = arg;
-	struct probe_spec s;
 	char path[PATH_MAX];
 	unsigned int offset = 0;
 	int kind = 0, size = 0;
 	bool sign = false;
 
-	memset(&s, 0, sizeof(s));
 	memset(out, 0, sizeof(*out));
-	s.kind = SPEC_SYMBOL;
-	snprintf(s.object, sizeof(s.object), "%s", obj);
-	if (cli_object_path(o, &s, path, sizeof(path), why, whylen))
+	if (program_object_path(arg, obj, path, sizeof(path), why, whylen))
 		return -1;
 	if (dwarf_struct_field(path, sname, field, &offset, &kind, &size, &sign, out->sname,
 			       sizeof(out->sname), why, whylen))
@@ -247,15 +248,9 @@ static int field_of(const char *obj, const char *sname, const char *field,
 static int param_struct_of(const char *obj, const char *func, const char *name, char *sname,
 			   size_t len, void *arg)
 {
-	const struct cli_opts *o = arg;
-	struct probe_spec s;
 	char path[PATH_MAX], why[PATH_MAX + 128];
 
-	memset(&s, 0, sizeof(s));
-	s.kind = SPEC_SYMBOL;
-	snprintf(s.object, sizeof(s.object), "%s", obj);
-	snprintf(s.symbol, sizeof(s.symbol), "%s", func);
-	if (cli_object_path(o, &s, path, sizeof(path), why, sizeof(why)))
+	if (program_object_path(arg, obj, path, sizeof(path), why, sizeof(why)))
 		return -1;
 	return dwarf_param_struct(path, func, name, sname, len);
 }
@@ -267,16 +262,15 @@ static int param_struct_of(const char *obj, const char *func, const char *name, 
 static bool target_exists(const char *obj, void *arg)
 {
 	const struct cli_opts *o = arg;
-	struct probe_spec s;
 	char path[PATH_MAX], why[PATH_MAX + 128];
 
 	if (strchr(obj, '/'))
 		return access(obj, F_OK) == 0;
-	memset(&s, 0, sizeof(s));
-	s.kind = SPEC_SYMBOL;
-	snprintf(s.object, sizeof(s.object), "%s", obj);
-	return !cli_object_path(o, &s, path, sizeof(path), why, sizeof(why)) ||
-	       cli_exe_on_path(obj, path, sizeof(path)) || cli_library_on_disk(obj, path, sizeof(path)) ||
+	/* cli_object_path() looks in the loader's directories without a
+	 * process, and with one only at what it maps */
+	return !program_object_path(o, obj, path, sizeof(path), why, sizeof(why)) ||
+	       (o->pid && cli_library_on_disk(obj, path, sizeof(path))) ||
+	       cli_exe_on_path(obj, path, sizeof(path)) ||
 	       !ldcache_find("/etc/ld.so.cache", obj, path, sizeof(path));
 }
 
