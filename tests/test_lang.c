@@ -317,6 +317,17 @@ static unsigned map_count(struct env *e, const char *name)
 
 static void expect_all_errors(const char *src, const char *all);
 
+/* A program that must compile (without a target to resolve its probes). */
+static void expect_compiles(const char *src)
+{
+	struct lang_error err;
+	void *img = NULL;
+	size_t len;
+
+	cr_expect_eq(lang_compile(src, NULL, &img, &len, &err), 0, "%s: %s", src, err.text);
+	free(img);
+}
+
 static void expect_error(const char *src, const char *text)
 {
 	struct lang_error err;
@@ -3289,15 +3300,8 @@ Test(lang_compile, map_values_as_keys)
 		" uprobe:a:f { @f[tid] = func; @g[tid] = func; }",
 	};
 
-	for (unsigned i = 0; i < sizeof(src) / sizeof(src[0]); i++) {
-		struct lang_error err;
-		void *img = NULL;
-		size_t len;
-
-		cr_expect_eq(lang_compile(src[i], NULL, &img, &len, &err), 0, "%s: %s", src[i],
-			     err.text);
-		free(img);
-	}
+	for (unsigned i = 0; i < sizeof(src) / sizeof(src[0]); i++)
+		expect_compiles(src[i]);
 	expect_error_has("uprobe:a:f { @f[tid] = func; @h[@f[tid]] = count(); @h[1] = count(); }",
 			 "Argument mismatch for @h");
 }
@@ -3426,15 +3430,8 @@ Test(lang_errors, maps_assigned_later_are_defined)
 		"BEGIN { @a = @b; @b = @c; @c = @d; @d = 1; exit(); }",
 	};
 
-	for (size_t k = 0; k < sizeof(progs) / sizeof(progs[0]); k++) {
-		struct lang_error err;
-		void *img = NULL;
-		size_t len;
-
-		cr_assert_eq(lang_compile(progs[k], NULL, &img, &len, &err), 0, "%s: %s", progs[k],
-			     err.text);
-		free(img);
-	}
+	for (size_t k = 0; k < sizeof(progs) / sizeof(progs[0]); k++)
+		expect_compiles(progs[k]);
 }
 
 /* A map nothing assigns is said at every use, print(), clear() and

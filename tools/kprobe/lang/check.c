@@ -1039,15 +1039,13 @@ static int binop_type(struct checker *c, struct node *n)
  * fails the operation with no more said. */
 static int check_binop(struct checker *c, struct node *n)
 {
-	int ra = check_expr(c, n->a), rb = check_expr(c, n->b);
+	int ra = check_expr(c, n->a), rb = check_expr(c, n->b), rc;
 
 	/* both operands' errors are said, as bpftrace's visitor says them */
 	if ((ra && !n->a->none) || (rb && !n->b->none))
 		return -1;
-	if (!ra && !rb)
-		return binop_type(c, n);
-	binop_type(c, n);
-	return -1;
+	rc = binop_type(c, n);	/* with a 'none' operand: its error */
+	return ra || rb ? -1 : rc;
 }
 
 static int check_call(struct checker *c, struct node *n, int as_stmt);
