@@ -296,15 +296,18 @@ void kp_stack_tables_stats(struct kp_stack_tables_stats *st)
 /* No vector code: a handler calling kprobes_stack() stays one that
  * libkprobes' analysis can prove leaves vector state alone, so an
  * optimized probe need not save it (the compiler would otherwise copy
- * the registers into a frame with SSE). */
+ * the registers into a frame with SSE).  No jump tables either: the
+ * analysis takes an indirect branch for unknown code. */
 #pragma GCC push_options
-#pragma GCC optimize("no-tree-vectorize", "no-tree-slp-vectorize")
+#pragma GCC optimize("no-tree-vectorize", "no-tree-slp-vectorize", "no-jump-tables")
 
 /* Registers of the frame being unwound; exact: ip is where the thread is
  * (frame 0, or interrupted by a signal), not a return address. */
 struct frame {
 	uintptr_t ip, sp, bp;
 	uintptr_t lr;		/* the link register, where known (first frame), or 0 */
+	uintptr_t aux;		/* ARCH_DWARF_AUX's register, where known (first
+				 * frame, a signal's), or 0 */
 	bool exact;
 };
 
@@ -453,6 +456,7 @@ static inline bool unwind_signal(struct frame *f)
 
 	if (!arch_sigframe_regs(f->sp, &ip, &sp, &bp))
 		return false;
+	f->aux = arch_sigframe_aux(f->sp);
 	f->ip = ip;
 	f->sp = sp;
 	f->bp = bp;
@@ -462,6 +466,35 @@ static inline bool unwind_signal(struct frame *f)
 }
 
 #define WORD sizeof(uintptr_t)
+
+/* A frame of the library's save code (CFI_CHAIN, elf/cfi.h): its CFA is
+ * the probed code's stack pointer, and its caller the probed instruction
+ * itself, read through the detour's return address and the probepoint. */
+static inline bool unwind_chain(struct frame *f, rule_t r)
+{
+	int32_t cfa8 = (int32_t)(r & 0x1fff);
+	enum cfi_chain_base how = cfi_chain_base(cfa8);
+	uintptr_t base = f->sp, p, q, ip;
+
+	if (how == CFI_CHAIN_AUX)
+		base = f->aux;
+	else if (how != CFI_CHAIN_SP &&
+		 kp_load_nofault(f->sp + (how == CFI_CHAIN_AT_SP8 ? WORD : 0), &base))
+		return false;
+	if (!base)
+		return false;
+	base += WORD * cfi_chain_off8(cfa8);
+	if (base <= f->sp || (base & (WORD - 1)) ||
+	    kp_load_nofault(base - WORD * rule_ra8(r), &p) ||
+	    kp_load_nofault(p + (intptr_t)rule_bp8(r), &q) || kp_load_nofault(q, &ip) || !ip)
+		return false;
+	f->ip = ip;
+	f->sp = base;
+	f->lr = 0;
+	f->aux = 0;
+	f->exact = true;
+	return true;
+}
 
 /* Frame pointers: CFA = fp + ARCH_FP_CFA_OFFSET (asm/kprobes.h). */
 static bool fp_plausible(const struct frame *f)
@@ -526,6 +559,7 @@ static inline __attribute__((always_inline)) bool unwind_generated(struct frame 
 	f->ip = at;
 	f->sp = sp;
 	f->lr = 0;
+	f->aux = 0;
 	f->exact = true;
 	return true;
 }
@@ -549,6 +583,8 @@ unwind_one(const struct stack_set *set, const struct stack_obj **last, const str
 		return STEP_END;
 	case CFI_SIGNAL:
 		return unwind_signal(f) ? STEP_CALLER : STEP_END;
+	case CFI_CHAIN:
+		return unwind_chain(f, r) ? STEP_CALLER : STEP_END;
 	case CFI_SP:
 	case CFI_BP:
 		if (rec && rule_kind(r) == CFI_BP)
@@ -570,6 +606,7 @@ unwind_one(const struct stack_set *set, const struct stack_obj **last, const str
 		f->ip = ra;
 		f->sp = cfa;
 		f->lr = 0;
+	f->aux = 0;
 		f->exact = false;
 		return STEP_CALLER;
 	default:
@@ -626,6 +663,7 @@ unwind_one(const struct stack_set *set, const struct stack_obj **last, const str
 	f->sp = cfa;
 	f->bp = bp;
 	f->lr = 0;
+	f->aux = 0;
 	f->exact = false;
 	return STEP_CALLER;
 }
@@ -636,7 +674,7 @@ unwind(const struct stack_set *set, const struct kp_thread *t, const struct pt_r
 {
 	uintptr_t ip = instruction_pointer(regs);
 	struct frame f = { ip, user_stack_pointer(regs), arch_frame_pointer(regs),
-			   arch_link_register(regs), true };
+			   arch_link_register(regs), arch_aux_register(regs), true };
 	const struct stack_obj *last = NULL;
 	int n = 0;
 
@@ -832,7 +870,7 @@ static int unwind_memo(const struct stack_set *set, const struct kp_thread *t,
 	struct memo_frame *mf = m->f, *sc = m->f + m->cap;
 	uintptr_t ip = instruction_pointer(regs), bp;
 	struct frame f = { ip, user_stack_pointer(regs), arch_frame_pointer(regs),
-			   arch_link_register(regs), true };
+			   arch_link_register(regs), arch_aux_register(regs), true };
 	const struct stack_obj *last = NULL;
 	bool ended = false;
 	int n = 0, p = -1, q, j, step;
@@ -919,6 +957,7 @@ joined:
 			f.sp = mf[q - 1].sp;
 			f.bp = nbp;
 			f.lr = 0;
+			f.aux = 0;
 			f.exact = false;
 			p = q - 1;
 			goto walk;
@@ -934,6 +973,7 @@ joined:
 		f.sp = mf[q].sp;
 		f.bp = bp;
 		f.lr = 0;
+		f.aux = 0;
 		f.exact = mf[q].flags & MF_EXACT;
 	}
 	p = q - 1;

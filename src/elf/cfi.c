@@ -46,18 +46,21 @@ extern __typeof(dwarf_cfi_end) dwarf_cfi_end __attribute__((weak));
 /* ---- the rules of a range, and their reduction to a row ---- */
 
 /* How a register is recovered (of those the rows keep). */
-enum { RULE_SAME, RULE_UNDEF, RULE_OFFSET, RULE_OTHER };
+enum { RULE_SAME, RULE_UNDEF, RULE_OFFSET, RULE_OTHER, RULE_CHAIN };
 
 struct reg_rule {
 	uint8_t how;		/* RULE_* */
-	long off;		/* RULE_OFFSET: saved at CFA + off */
+	long off;		/* RULE_OFFSET: saved at CFA + off; RULE_CHAIN: below */
+	long off2;		/* RULE_CHAIN: the value is **(*(CFA + off) + off2) */
 };
 
 /* The rules in force over a range of code, as far as the rows need them. */
 struct frame_rules {
 	unsigned int cfa_reg;	/* DWARF register number */
 	long cfa_off;
-	bool cfa_expr;		/* the CFA is a DWARF expression */
+	bool cfa_expr;		/* the CFA is a DWARF expression (not the one below) */
+	bool cfa_at_sp;		/* the CFA is the word at rsp + cfa_at, plus cfa_off */
+	long cfa_at;
 	struct reg_rule ra, fp;
 };
 
@@ -81,12 +84,41 @@ static struct cfi_rule lr_rule(const struct frame_rules *st)
 	struct cfi_rule r = { .kind = CFI_EXPR, .bp8 = CFI_BP_LOST, .ra8 = 1 };
 	long w;
 
-	if (st->cfa_expr || st->cfa_reg != ARCH_DWARF_SP || st->fp.how != RULE_SAME ||
+	if (st->cfa_expr || st->cfa_at_sp || st->cfa_reg != ARCH_DWARF_SP || st->fp.how != RULE_SAME ||
 	    !words(st->cfa_off, CFI_CFA8_MIN, CFI_CFA8_MAX, &w))
 		return r;
 	r.kind = CFI_LR;
 	r.bp8 = CFI_BP_SAME;
 	r.cfa8 = (int32_t)w;
+	return r;
+}
+
+/* A range of the library's save code, as it describes itself: a frame
+ * standing for the probed instruction, which it reaches through two
+ * pointers (RULE_CHAIN), with rbp kept and the CFA at a base the rows
+ * can hold.  CFI_EXPR where it is not one. */
+static struct cfi_rule chain_rule(const struct frame_rules *st)
+{
+	struct cfi_rule r = { .kind = CFI_EXPR, .bp8 = CFI_BP_LOST, .ra8 = 1 };
+	enum cfi_chain_base base;
+	long off8, below8;
+
+	if (st->cfa_expr || st->fp.how != RULE_SAME || st->ra.off2 < INT8_MIN ||
+	    st->ra.off2 > INT8_MAX || !words(-st->ra.off, 0, CFI_RA8_MAX, &below8) ||
+	    !words(st->cfa_off, 0, CFI_CHAIN_OFF_MAX, &off8))
+		return r;
+	if (st->cfa_at_sp && st->cfa_reg == ARCH_DWARF_SP && (st->cfa_at == 0 || st->cfa_at == 8))
+		base = st->cfa_at ? CFI_CHAIN_AT_SP8 : CFI_CHAIN_AT_SP;
+	else if (!st->cfa_at_sp && st->cfa_reg == ARCH_DWARF_SP)
+		base = CFI_CHAIN_SP;
+	else if (!st->cfa_at_sp && st->cfa_reg == ARCH_DWARF_AUX)
+		base = CFI_CHAIN_AUX;
+	else
+		return r;
+	r.kind = CFI_CHAIN;
+	r.cfa8 = cfi_chain_cfa8(base, (unsigned int)off8);
+	r.bp8 = (int8_t)st->ra.off2;
+	r.ra8 = (uint32_t)below8;
 	return r;
 }
 
@@ -96,7 +128,12 @@ static struct cfi_rule reduce(const struct frame_rules *st, bool signal)
 	struct cfi_rule r = { .kind = CFI_EXPR, .bp8 = CFI_BP_LOST, .ra8 = 1 };
 	long w;
 
-	if (signal) {
+	if (st->ra.how == RULE_CHAIN)
+		return chain_rule(st);
+	/* A signal frame (the kernel's, through __restore_rt) keeps the
+	 * return address in the ucontext; one whose return address is on
+	 * the stack, as a call left it, is unwound as a call's frame. */
+	if (signal && st->ra.how != RULE_OFFSET) {
 		r.kind = CFI_SIGNAL;
 		return r;
 	}
@@ -117,7 +154,8 @@ static struct cfi_rule reduce(const struct frame_rules *st, bool signal)
 		r.bp8 = CFI_BP_SAME;
 	else if (st->fp.how == RULE_OFFSET && words(st->fp.off, INT8_MIN + 1, INT8_MAX - 1, &w))
 		r.bp8 = (int8_t)w;
-	if (st->cfa_expr || (st->cfa_reg != ARCH_DWARF_SP && st->cfa_reg != ARCH_DWARF_FP) ||
+	if (st->cfa_expr || st->cfa_at_sp ||
+	    (st->cfa_reg != ARCH_DWARF_SP && st->cfa_reg != ARCH_DWARF_FP) ||
 	    !words(st->cfa_off, CFI_CFA8_MIN, CFI_CFA8_MAX, &w))
 		return r;
 	r.kind = st->cfa_reg == ARCH_DWARF_SP ? CFI_SP : CFI_BP;
@@ -231,6 +269,43 @@ static Elf_Data *section_data(Elf *elf, const char *want, uintptr_t *addr)
 	return NULL;
 }
 
+/* ---- the two DWARF expressions the rows hold ----
+ *
+ * Both as the library's save code writes them (arch/x86_64/
+ * detour_common.S), on operations decoded by libdw or by decode_ops(). */
+
+/* CFA = the word at rsp + at, plus off: {breg(sp) at, deref[, plus_uconst off]}. */
+static bool cfa_word_at_sp(const Dwarf_Op *ops, size_t n, struct frame_rules *st)
+{
+	if ((n != 2 && n != 3) || ops[0].atom != DW_OP_breg0 + ARCH_DWARF_SP ||
+	    ops[1].atom != DW_OP_deref || (n == 3 && ops[2].atom != DW_OP_plus_uconst))
+		return false;
+	st->cfa_reg = ARCH_DWARF_SP;
+	st->cfa_at = (long)(int64_t)ops[0].number;
+	st->cfa_off = n == 3 ? (long)ops[2].number : 0;
+	st->cfa_at_sp = true;
+	st->cfa_expr = false;
+	return true;
+}
+
+/* A value **(*(CFA - below) + off2), the CFA pushed first:
+ * {constu below, minus, deref, plus_uconst off2, deref, deref}. */
+static bool value_chain(const Dwarf_Op *ops, size_t n, struct reg_rule *rr)
+{
+	static const uint8_t want[] = { DW_OP_constu, DW_OP_minus, DW_OP_deref, DW_OP_plus_uconst,
+					DW_OP_deref, DW_OP_deref };
+
+	if (n != sizeof(want))
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (ops[i].atom != want[i])
+			return false;
+	if (ops[0].number > (1u << 20) || ops[3].number > (1u << 20))
+		return false;
+	*rr = (struct reg_rule){ RULE_CHAIN, -(long)ops[0].number, (long)ops[3].number };
+	return true;
+}
+
 /* ---- with libdw's CFI evaluation ---- */
 
 /* A register saved at CFA + off: ops {DW_OP_call_frame_cfa[, plus_uconst off]}. */
@@ -252,17 +327,22 @@ static bool saved_at_cfa(const Dwarf_Op *ops, size_t n, long *off)
 static struct reg_rule libdw_rule(Dwarf_Frame *fr, int reg)
 {
 	Dwarf_Op mem[3], *ops;
+	struct reg_rule rr;
 	size_t n;
 	long off;
 
 	if (dwarf_frame_register(fr, reg, mem, &ops, &n) != 0)
-		return (struct reg_rule){ RULE_OTHER, 0 };
+		return (struct reg_rule){ RULE_OTHER, 0, 0 };
 	/* no operations: undefined (ops is mem) or the same value (NULL) */
 	if (n == 0)
-		return (struct reg_rule){ ops ? RULE_UNDEF : RULE_SAME, 0 };
+		return (struct reg_rule){ ops ? RULE_UNDEF : RULE_SAME, 0, 0 };
 	if (saved_at_cfa(ops, n, &off))
-		return (struct reg_rule){ RULE_OFFSET, off };
-	return (struct reg_rule){ RULE_OTHER, 0 };
+		return (struct reg_rule){ RULE_OFFSET, off, 0 };
+	/* a val_expression: the CFA pushed, then the expression's value */
+	if (n > 2 && ops[0].atom == DW_OP_call_frame_cfa && ops[n - 1].atom == DW_OP_stack_value &&
+	    value_chain(ops + 1, n - 2, &rr))
+		return rr;
+	return (struct reg_rule){ RULE_OTHER, 0, 0 };
 }
 
 static struct frame_rules libdw_rules(Dwarf_Frame *fr)
@@ -273,10 +353,14 @@ static struct frame_rules libdw_rules(Dwarf_Frame *fr)
 
 	st.ra = libdw_rule(fr, ARCH_DWARF_RA);
 	st.fp = libdw_rule(fr, ARCH_DWARF_FP);
-	if (dwarf_frame_cfa(fr, &ops, &n) == 0 && n == 1 && ops[0].atom == DW_OP_bregx) {
+	if (dwarf_frame_cfa(fr, &ops, &n) != 0)
+		return st;
+	if (n == 1 && ops[0].atom == DW_OP_bregx) {
 		st.cfa_expr = false;
 		st.cfa_reg = (unsigned int)ops[0].number;
 		st.cfa_off = (long)(int64_t)ops[0].number2;
+	} else {
+		cfa_word_at_sp(ops, n, &st);
 	}
 	return st;
 }
@@ -603,7 +687,60 @@ static void set_rule(struct cfi_run *x, uint64_t reg, uint8_t how, long off)
 	struct reg_rule *rr = rule_of(&x->st, reg, x->ci->ra_reg);
 
 	if (rr)
-		*rr = (struct reg_rule){ how, off };
+		*rr = (struct reg_rule){ how, off, 0 };
+}
+
+/* The operations of a DWARF expression of n bytes at p, as libdw decodes
+ * them, for those the rows can hold; 0 for any other (or more than max). */
+static size_t decode_ops(const uint8_t *p, size_t n, Dwarf_Op *ops, size_t max)
+{
+	const uint8_t *end = p + n;
+	size_t k = 0;
+
+	while (p < end) {
+		Dwarf_Op o = { .atom = *p++ };
+		uint64_t u;
+		int64_t sv;
+
+		if (k == max)
+			return 0;
+		if (o.atom >= DW_OP_breg0 && o.atom <= DW_OP_breg31) {
+			if (!sleb(&p, end, &sv))
+				return 0;
+			o.number = (Dwarf_Word)sv;
+		} else if (o.atom == DW_OP_constu || o.atom == DW_OP_plus_uconst) {
+			if (!uleb(&p, end, &u))
+				return 0;
+			o.number = u;
+		} else if (o.atom != DW_OP_deref && o.atom != DW_OP_minus) {
+			return 0;
+		}
+		ops[k++] = o;
+	}
+	return k;
+}
+
+/* DW_CFA_expression / DW_CFA_val_expression for reg. */
+static void set_expression_rule(struct cfi_run *x, uint64_t reg, bool val, const uint8_t *p,
+				size_t n)
+{
+	struct reg_rule *rr = rule_of(&x->st, reg, x->ci->ra_reg);
+	Dwarf_Op ops[8];
+	size_t k;
+
+	if (!rr)
+		return;
+	k = decode_ops(p, n, ops, 8);
+	if (!val || !value_chain(ops, k, rr))
+		*rr = (struct reg_rule){ RULE_OTHER, 0, 0 };
+}
+
+static void set_cfa_expression(struct frame_rules *st, const uint8_t *p, size_t n)
+{
+	Dwarf_Op ops[8];
+
+	if (!cfa_word_at_sp(ops, decode_ops(p, n, ops, 8), st))
+		st->cfa_expr = true;
 }
 
 /* DW_CFA_restore*: back to the CIE's rule. */
@@ -687,8 +824,8 @@ static bool run_insn(struct cfi_run *x, uint8_t op, const uint8_t **p, const uin
 	case DW_CFA_val_expression:
 		if (!uleb(p, end, &reg) || !uleb(p, end, &u) || u > (uint64_t)(end - *p))
 			return false;
+		set_expression_rule(x, reg, op == DW_CFA_val_expression, *p, (size_t)u);
 		*p += u;
-		set_rule(x, reg, RULE_OTHER, 0);
 		return true;
 	case DW_CFA_remember_state:
 		if (x->depth == MAX_STATE)
@@ -709,13 +846,13 @@ static bool run_insn(struct cfi_run *x, uint8_t op, const uint8_t **p, const uin
 			return false;
 		st->cfa_reg = (unsigned int)reg;
 		st->cfa_off = op == DW_CFA_def_cfa ? (long)u : (long)(sv * ci->daf);
-		st->cfa_expr = false;
+		st->cfa_expr = st->cfa_at_sp = false;
 		return true;
 	case DW_CFA_def_cfa_register:
 		if (!uleb(p, end, &reg))
 			return false;
 		st->cfa_reg = (unsigned int)reg;
-		st->cfa_expr = false;
+		st->cfa_expr = st->cfa_at_sp = false;
 		return true;
 	case DW_CFA_def_cfa_offset:
 		if (!uleb(p, end, &u))
@@ -730,8 +867,8 @@ static bool run_insn(struct cfi_run *x, uint8_t op, const uint8_t **p, const uin
 	case DW_CFA_def_cfa_expression:
 		if (!uleb(p, end, &u) || u > (uint64_t)(end - *p))
 			return false;
+		set_cfa_expression(st, *p, (size_t)u);
 		*p += u;
-		st->cfa_expr = true;
 		return true;
 	default:
 		return false;

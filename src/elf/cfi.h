@@ -19,7 +19,36 @@ enum cfi_kind {
 	CFI_LR,		/* CFA = rsp + 8 * cfa8, the return address still in the link
 			 * register (arm64: x30, at a function's first
 			 * instructions and in leaves), rbp kept */
+	CFI_CHAIN,	/* a frame that stands for another (the library's own
+			 * save code, as its CFI describes it): the CFA as
+			 * cfi_chain_* below decode it, the caller's ip read
+			 * through two pointers, exact (no call before it):
+			 * ip = **(*(CFA - 8 * ra8) + bp8); rbp kept */
 };
+
+/* A CFI_CHAIN rule's CFA, in cfa8: a base (CFI_CHAIN_*) in bits 9-10 and
+ * an offset in words in bits 0-8.  CFI_CHAIN_AUX is the register
+ * ARCH_DWARF_AUX (asm/dwarf.h), known only where a frame's registers all
+ * are (the first frame, a signal's); CFI_CHAIN_AT_SP*: the word at rsp
+ * (or rsp + 8) is the base, where code that realigned its stack keeps it
+ * for unwinders. */
+enum cfi_chain_base { CFI_CHAIN_SP, CFI_CHAIN_AUX, CFI_CHAIN_AT_SP, CFI_CHAIN_AT_SP8 };
+#define CFI_CHAIN_OFF_MAX 511
+
+static inline int32_t cfi_chain_cfa8(enum cfi_chain_base base, unsigned int off8)
+{
+	return (int32_t)((unsigned int)base << 9 | off8);
+}
+
+static inline enum cfi_chain_base cfi_chain_base(int32_t cfa8)
+{
+	return (enum cfi_chain_base)((cfa8 >> 9) & 3);
+}
+
+static inline unsigned int cfi_chain_off8(int32_t cfa8)
+{
+	return (unsigned int)cfa8 & CFI_CHAIN_OFF_MAX;
+}
 
 /* bp8 values that are not offsets from the CFA. */
 #define CFI_BP_SAME INT8_MAX		/* rbp keeps its value */

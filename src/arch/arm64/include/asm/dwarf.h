@@ -11,5 +11,8 @@
 /* BL leaves the return address in x30 (the link register): where the CFI
  * keeps "the same value" for it, it is still there. */
 #define ARCH_DWARF_RA_IN_LR 1
+/* No register of the save code's frame for rows to hold (x86-64's rbx):
+ * a number no DWARF register has. */
+#define ARCH_DWARF_AUX 0xffffffffu
 
 #endif

@@ -78,6 +78,13 @@ static inline uintptr_t arch_frame_pointer(const struct pt_regs *regs)
 	return regs->regs[29];
 }
 
+/* No register of ARCH_DWARF_AUX (asm/dwarf.h): 0, unknown. */
+static inline uintptr_t arch_aux_register(const struct pt_regs *regs)
+{
+	(void)regs;
+	return 0;
+}
+
 /* The link register (x30): the return address at a function's first
  * instructions and in leaves, which the stack unwinder uses where the CFI
  * says it is still there. */

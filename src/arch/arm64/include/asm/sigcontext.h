@@ -28,4 +28,11 @@ static inline bool arch_sigframe_regs(uintptr_t uc, uintptr_t *ip, uintptr_t *sp
 	       !kp_load_nofault(uc + mc + offsetof(mcontext_t, regs) + 29 * 8, fp);
 }
 
+/* No register of ARCH_DWARF_AUX: 0, unknown. */
+static inline uintptr_t arch_sigframe_aux(uintptr_t uc)
+{
+	(void)uc;
+	return 0;
+}
+
 #endif

@@ -84,6 +84,12 @@ static inline uintptr_t arch_frame_pointer(const struct pt_regs *regs)
 	return regs->bp;
 }
 
+/* The register of ARCH_DWARF_AUX (asm/dwarf.h): rbx. */
+static inline uintptr_t arch_aux_register(const struct pt_regs *regs)
+{
+	return regs->bx;
+}
+
 /* The link register holding a return address (none on x86-64: 0). */
 static inline uintptr_t arch_link_register(const struct pt_regs *regs)
 {

@@ -27,4 +27,14 @@ static inline bool arch_sigframe_regs(uintptr_t uc, uintptr_t *ip, uintptr_t *sp
 	       !kp_load_nofault(uc + gregs + REG_RBP * sizeof(greg_t), fp);
 }
 
+/* The register of ARCH_DWARF_AUX a signal interrupted (rbx), or 0 when
+ * it cannot be read. */
+static inline uintptr_t arch_sigframe_aux(uintptr_t uc)
+{
+	const size_t gregs = offsetof(ucontext_t, uc_mcontext.gregs);
+	uintptr_t v;
+
+	return kp_load_nofault(uc + gregs + REG_RBX * sizeof(greg_t), &v) ? 0 : v;
+}
+
 #endif
