@@ -99,9 +99,34 @@
 	.endif
 	.endm
 
-/* The same with R in rcx (DW_OP_breg2, a two-byte sleb128 offset). */
-	.macro CFI_RA_IN_RCX ppoff
-	.cfi_escape 0x16, 0x10, 5, 0x72, (\ppoff & 0x7f) | 0x80, \ppoff >> 7, 0x06, 0x06
+/* DW_CFA_def_cfa_expression: the CFA is the word at rsp + \at (0 or 8),
+ * plus \off (128 to 16383): where the code realigned the stack pointer
+ * and keeps its frame's address at the top for unwinders (the compact
+ * tables hold this form, elf/cfi.h; a register would be known to them
+ * only in the frame a signal interrupted). */
+	.macro CFI_CFA_AT_SP at, off
+	.if \off < 128 || \off > 16383 || (\at != 0 && \at != 8)
+	.error "CFI_CFA_AT_SP: an offset the expression does not encode"
+	.endif
+	.cfi_escape 0x0f, 6, 0x77, \at, 0x06, 0x23, (\off & 0x7f) | 0x80, \off >> 7
+	.endm
+
+/* The frame's address into the word at the top of a stack just aligned
+ * (twice: the alignment stays), the CFA from there on; before it, the CFA
+ * is rbx + CUR_BX_CFA.  (The frame is in rbx while the handlers run.) */
+	.macro FRAME_AT_TOP
+	.cfi_def_cfa %rbx, CUR_BX_CFA
+	push %rbx
+	CFI_CFA_AT_SP 0, CUR_BX_CFA
+	push %rbx
+	.endm
+
+/* A handler entered by a jump with R on top of the stack, once nothing
+ * else holds R: from here the frame is an ordinary call's, about to
+ * return to the detour, whose own rows go on from R. */
+	.macro CFI_ABOUT_TO_RETURN
+	.cfi_def_cfa %rsp, 8
+	.cfi_offset %rip, -8
 	.endm
 
 /* An epilogue (each step described where it is); the state after is the
@@ -270,7 +295,7 @@
  * would overwrite the arithmetic flags). */
 	.macro EPILOGUE_LIGHT
 	mov %rbx, %rsp
-	.cfi_def_cfa_register %rsp
+	.cfi_def_cfa %rsp, MID_CFA
 	RESTORE_AC
 	PT_RESTORE_FLAGS
 	LOAD_LIGHT
@@ -283,7 +308,7 @@
 
 	.macro EPILOGUE_REGS
 	mov %rbx, %rsp
-	.cfi_def_cfa_register %rsp
+	.cfi_def_cfa %rsp, MID_CFA
 	RESTORE_AC
 	PT_RESTORE_FLAGS
 	PT_LOAD_GPRS
@@ -443,6 +468,7 @@
 	SLOW_SETUP \kind
 	UP_REGS \kind
 	and $-16, %rsp
+	.cfi_def_cfa %rbx, CUR_BX_CFA
 	\vsave
 	PP_TO_RDI \kind
 	mov %rbx, %rsi
@@ -460,6 +486,7 @@
  * hands over, which returns past that exit). */
 	.macro COMMON name, vsave, vrestore, ppoff
 	.set MID_PP, \ppoff
+	.set CUR_BX_CFA, MID_CFA
 FUNC \name
 	.cfi_startproc
 	.cfi_signal_frame
@@ -469,6 +496,7 @@ FUNC \name
 	mov %rsp, %rbx
 	.cfi_def_cfa_register %rbx
 	and $-16, %rsp
+	FRAME_AT_TOP
 	testl $0x400, 144(%rbx)			/* DF */
 	jz 69f
 	cld
@@ -638,11 +666,18 @@ FUNC \name
 	 * R, with the flags or without (detour.c checks). */
 	.set CEXIT_LEN, kp_opt_entry_cexit_end - kp_opt_entry_cexit
 
-/* rcx = R: the generic frame; rbx = G (the light level needs no regs). */
-	.macro GENERIC_FRAME
+/* rcx = R: the generic frame; rbx = G (the light level needs no regs).
+ * With \record, the thread record (rax) into R's first slot, where the
+ * exit finds it, once R is in its second.  The CFA stays rsp-based: rbx
+ * is rsp until the stack is realigned, and a frame returned to from a
+ * handler is unwound from rsp. */
+	.macro GENERIC_FRAME record=0
 	push %rcx
 	.cfi_adjust_cfa_offset 8
 	CFI_RA_AT (CUR_CFA_L+8), R_PP_ENTRY
+	.if \record
+	mov %rax, L_R + 8(%rsp)
+	.endif
 	push %r12
 	.cfi_adjust_cfa_offset 8
 	.cfi_offset %r12, -(CUR_CFA_L + 16)
@@ -652,7 +687,6 @@ FUNC \name
 	push %rcx				/* pad */
 	.cfi_adjust_cfa_offset 8
 	mov %rsp, %rbx
-	.cfi_def_cfa_register %rbx
 	.endm
 
 	.macro COPY_UP from, to
@@ -664,6 +698,7 @@ FUNC \name
  * it; rbx = pt_regs.  Clobbers rax, rcx. */
 	.macro ENTRY_UP
 	lea -E_UP(%rsp), %rsp
+	.cfi_adjust_cfa_offset E_UP
 	mov %r15, 0(%rsp)
 	mov %r14, 8(%rsp)
 	mov %r13, 16(%rsp)
@@ -695,7 +730,6 @@ FUNC \name
 	mov %rax, 152(%rsp)			/* sp at the probe */
 	movq $0x2b, 160(%rsp)			/* ss */
 	mov %rsp, %rbx
-	.cfi_def_cfa %rbx, CUR_CFA_L + G_L + E_UP
 	.cfi_offset %r13, 16 - (CUR_CFA_L + G_L + E_UP)
 	.endm
 
@@ -714,7 +748,7 @@ FUNC \name
  * here, nothing after changes it); then to the detour. */
 	.macro ENTRY_EPILOGUE_REGS kind
 	mov %rbx, %rsp
-	.cfi_def_cfa_register %rsp
+	.cfi_def_cfa %rsp, CUR_CFA_L + G_L + E_UP
 	COPY_DOWN 48, L_R11
 	COPY_DOWN 56, L_R10
 	COPY_DOWN 64, L_R9
@@ -990,6 +1024,7 @@ FUNC \name
 	PUSH_LIGHT
 	mov L_R(%rsp), %rcx
 	.endif
+	.set CUR_BX_CFA, CUR_CFA_L + G_L + E_UP
 	/* The fast path also needs the ABI's aligned stack. */
 	test $15, %spl
 	jnz 70f
@@ -1010,11 +1045,11 @@ FUNC \name
 	CFI_EPILOGUE_END
 	.else
 	.cfi_remember_state
-	mov %rax, L_R(%rsp)			/* the thread record, for the exit */
-	CFI_RA_IN_RCX R_PP_ENTRY
-	mov %rax, %rdx
 	push %rcx
 	.cfi_adjust_cfa_offset 8
+	mov %rax, L_R + 8(%rsp)			/* the thread record, for the exit */
+	CFI_ABOUT_TO_RETURN
+	mov %rax, %rdx
 	jmp *KP_FAST_FN(%rdi)
 	.cfi_restore_state
 	.endif
@@ -1028,20 +1063,16 @@ FUNC \name
 	jz 68f
 	lea -L_PT(%rsp), %rsi
 	.cfi_remember_state
-	mov %rax, L_R(%rsp)
-	CFI_RA_IN_RCX R_PP_ENTRY
-	mov %rax, %rdx
 	push %rcx
 	.cfi_adjust_cfa_offset 8
+	mov %rax, L_R + 8(%rsp)
+	CFI_ABOUT_TO_RETURN
+	mov %rax, %rdx
 	jmp *KP_PRE_HANDLER(%rdi)
 	.cfi_restore_state
 	.endif
 68:
-	.if !\cont
-	mov %rax, L_R(%rsp)
-	CFI_RA_IN_RCX R_PP_ENTRY
-	.endif
-	GENERIC_FRAME
+	GENERIC_FRAME !\cont
 	mov PP_PROBES(%rdx), %r12		/* rdx = the probepoint */
 	.if \cont
 	LEVELS \name, \kind, \vsave, \vrestore, CEXIT_SKIP
@@ -1132,18 +1163,22 @@ FUNC \name
 	test %rdi, %rdi
 	jz 52f
 	.cfi_remember_state
-	mov %rax, MF_R(%rsp)			/* the thread record, for the exit */
-	CFI_RA_IN_RCX R_PP
 	mov %rax, %rdx
 	mov %rsp, %rsi				/* L (a fast function ignores it) */
-	.cfi_def_cfa_register %rsi
 	push %rbx				/* the program's, at L - 8 */
+	.cfi_adjust_cfa_offset 8
 	.cfi_offset %rbx, -(MF_CFA + 8)
 	mov %rsi, %rbx				/* L, which the handler keeps */
+	.cfi_def_cfa %rbx, MF_CFA
 	lea -8(%rsp), %rsp
 	and $-16, %rsp
 	mov %rsi, (%rsp)			/* L, for unwinders */
+	CFI_CFA_AT_SP 0, MF_CFA
 	push %rcx				/* R */
+	CFI_CFA_AT_SP 8, MF_CFA
+	mov %rax, MF_R(%rbx)			/* the thread record, for the exit */
+	CFI_ABOUT_TO_RETURN
+	.cfi_restore %rbx
 	jmp *KP_FAST_FN(%rdi)
 	.cfi_restore_state
 	/* Not the fast case: everything back, then the general path. */
@@ -1182,8 +1217,10 @@ FUNC \name
 /* Below the frame, 64-byte aligned, at r13 (saved by FILL_REGS). */
 	.macro VAREA size
 	and $-64, %rsp
+	.cfi_def_cfa %rbx, CUR_BX_CFA
 	sub $\size, %rsp
 	mov %rsp, %r13
+	FRAME_AT_TOP
 	.endm
 
 	.macro SSE_SAVE
@@ -1258,8 +1295,10 @@ FUNC \name
 	.set VEC_LAYOUT, KP_VEC_XSAVE
 	mov kp_xsave_size(%rip), %ecx
 	sub %rcx, %rsp
+	.cfi_def_cfa %rbx, CUR_BX_CFA
 	and $-64, %rsp
 	mov %rsp, %r13
+	FRAME_AT_TOP
 	xor %eax, %eax
 	mov %rax, 512(%r13)			/* xsave header */
 	mov %rax, 520(%r13)
