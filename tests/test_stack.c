@@ -38,6 +38,7 @@
 #include "core/stack.h"
 #include "elf/symbols.h"
 #include "arch/x86_64/detour.h"
+#include "arch/x86_64/regs.h"
 #include "arch/x86_64/xol.h"
 #include "os/linux/threads.h"
 #include "testutil.h"
@@ -1054,6 +1055,45 @@ Test(stack, interpreter_tables_equal_libdw_tables)
 	expect_same_tables("/proc/self/exe");
 }
 
+/* The library's save code (detour_common.S) describes every instruction
+ * of its in a form the compact tables hold: a frame standing for the
+ * probed instruction (CFI_CHAIN), or, where a handler entered by a jump is
+ * about to run, an ordinary call's frame (CFI_SP).  Never a signal frame
+ * (whose ucontext the walk would look for) or a rule left to frame
+ * pointers. */
+Test(stack, save_code_rows_hold_every_instruction)
+{
+	static const char *const names[] = {
+		"kp_opt_entry_sse", "kp_opt_entry_avx512_flags", "kp_opt_centry_avx",
+		"kp_opt_centry_sse_flags", "kp_opt_mid_xsave", "kp_opt_midx_fxsave",
+		"kp_opt_midf_xsave", "kp_opt_midf_fxsave",
+	};
+
+	cr_assert_eq(kp_stack_tables_update(), 0);
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+		struct ksym sym;
+		long chain = 0, call = 0, other = 0;
+		uintptr_t first_other = 0;
+
+		cr_assert_eq(ksym_lookup_name(names[i], &sym), 0, "%s", names[i]);
+		for (uintptr_t pc = sym.addr; pc < sym.addr + sym.size; pc++) {
+			int k = kp_stack_row_kind(pc);
+
+			if (k == CFI_CHAIN)
+				chain++;
+			else if (k == CFI_SP)
+				call++;
+			else if (!other++)
+				first_other = pc;
+		}
+		cr_expect_eq(other, 0, "%s: %ld bytes with another kind of row (first at +%#lx, kind "
+			     "%d)", names[i], other, first_other - sym.addr,
+			     first_other ? kp_stack_row_kind(first_other) : -1);
+		cr_expect_gt(chain, call, "%s: %ld bytes of chain rows, %ld of call rows", names[i],
+			     chain, call);
+	}
+}
+
 /* ---- objects loaded with dlopen (and gone with dlclose) ----
  *
  * libsqlite3 (not loaded by this program otherwise), dlopen'ed after the
@@ -1324,9 +1364,9 @@ static void on_sd_signal(int sig, siginfo_t *info, void *ctx)
 
 	if (!sd_armed)
 		return;
-	regs.ip = (unsigned long)uc->uc_mcontext.gregs[REG_RIP];
-	regs.sp = (unsigned long)uc->uc_mcontext.gregs[REG_RSP];
-	regs.bp = (unsigned long)uc->uc_mcontext.gregs[REG_RBP];
+	/* every register: where the library's save code keeps its frame in
+	 * rbx (for a few instructions) the walk needs it */
+	regs_from_ucontext(&regs, uc);
 	w = sd_where_of(regs.ip);
 	sd_in[w]++;
 	if (w != SD_ELSEWHERE) {
@@ -1529,34 +1569,33 @@ Test(stack, signal_handler_stacks_in_the_detour_mid_function)
 	signals_calling_probed(true, SD_ALL, SD_OURS(SD_DETOUR));
 }
 
-/* Everywhere, the library's save and restore code and handlers called
- * from it included: there the CFA is kept in rbx (the code aligns the
- * stack pointer) and the return address is read through the probepoint,
- * DWARF expressions the compact tables do not hold, and the registers a
- * signal handler passes here hold no rbx.  Disabled until they unwind. */
-#define SD_PENDING .disabled = true
+/* Everywhere, the library's save and restore code and the handlers it
+ * calls included: there the compact tables hold the save code's own
+ * description (CFI_CHAIN rows: the CFA from rsp, from the frame's address
+ * the code keeps on top of a stack it realigned, or for a few
+ * instructions from rbx; the caller read through the probepoint). */
 
-Test(stack, signal_handler_stacks_at_an_entry_light_level, SD_PENDING)
+Test(stack, signal_handler_stacks_at_an_entry_light_level)
 {
 	signals_calling_probed(false, SD_LIGHT, SD_ALL_OURS);
 }
 
-Test(stack, signal_handler_stacks_at_an_entry_args_level, SD_PENDING)
+Test(stack, signal_handler_stacks_at_an_entry_args_level)
 {
 	signals_calling_probed(false, SD_ARGS, SD_ALL_OURS);
 }
 
-Test(stack, signal_handler_stacks_at_an_entry_all_level, SD_PENDING)
+Test(stack, signal_handler_stacks_at_an_entry_all_level)
 {
 	signals_calling_probed(false, SD_ALL, SD_ALL_OURS);
 }
 
-Test(stack, signal_handler_stacks_mid_function_fast_path, SD_PENDING)
+Test(stack, signal_handler_stacks_mid_function_fast_path)
 {
 	signals_calling_probed(true, SD_LIGHT, SD_ALL_OURS);
 }
 
-Test(stack, signal_handler_stacks_mid_function, SD_PENDING)
+Test(stack, signal_handler_stacks_mid_function)
 {
 	signals_calling_probed(true, SD_ALL, SD_ALL_OURS);
 }
