@@ -8,6 +8,8 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "dwarf_vars.h"
+#include "ldcache.h"
 #include "nearmatch.h"
 
 static const char *const commands[] = {
@@ -547,6 +549,26 @@ static void absolute_object(struct probe_spec *s)
 		bad("%s", err);
 }
 
+/* bpftrace's short library names in the probes of every command, as in
+ * programs: an OBJECT that no file of the loader's directories is named
+ * ("libc") but the loader's cache resolves ("libc.so.6") names that
+ * library, by its path.  Without this such a probe waited, silently, for
+ * an object of that name that never loads. */
+static void short_library_name(struct probe_spec *s)
+{
+	char path[PATH_MAX], err[600];
+
+	if (!s->object[0] || strchr(s->object, '/') || strpbrk(s->object, "*?[") ||
+	    cli_library_on_disk(s->object, path, sizeof(path)) ||
+	    ldcache_find("/etc/ld.so.cache", s->object, path, sizeof(path)))
+		return;
+	if (strlen(path) >= sizeof(s->object))
+		return;
+	memcpy(s->object, path, strlen(path) + 1);
+	if (spec_format(s) && spec_too_long(s, err, sizeof(err)))
+		bad("%s", err);
+}
+
 static void check_record(struct cli_opts *o);
 
 static void check_probe_command(struct cli_opts *o)
@@ -579,8 +601,10 @@ static void check_probe_command(struct cli_opts *o)
 		for (int i = 0; i < o->nspecs; i++)
 			if (o->specs[i].nargs)
 				bad("count records no arguments: '%s'", o->specs[i].text);
-	for (int i = 0; i < o->nspecs; i++)
+	for (int i = 0; i < o->nspecs; i++) {
 		absolute_object(&o->specs[i]);
+		short_library_name(&o->specs[i]);
+	}
 	if (o->cmd == CMD_LATENCY) {
 		struct probe_spec *s = &o->specs[0];
 
