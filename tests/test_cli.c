@@ -827,6 +827,38 @@ Test(cli, exit_status_passes_through)
 	cr_assert(!strncmp(r.out, "hi\n", 3), "%s", r.out);
 }
 
+/* A library named by a path through a symbolic link (on Debian /lib is
+ * usr/lib: the loader maps /lib/.../libc.so.6, whose real path is
+ * /usr/lib/...), by that real path, and by bpftrace's short name
+ * ("libc"), in PROBE syntax and in a program: the same library each time,
+ * and its functions found. */
+Test(cli, library_by_linked_path_and_short_name)
+{
+	char real[PATH_MAX];
+	const char *names[3];
+	Dl_info di;
+	struct run r;
+	int n = 0;
+
+	cr_assert(dladdr((void *)read, &di) && di.dli_fname && di.dli_fname[0] == '/');
+	cr_assert_not_null(realpath(di.dli_fname, real));
+	names[n++] = di.dli_fname;
+	if (strcmp(real, di.dli_fname))
+		names[n++] = real;
+	names[n++] = "libc";
+	for (int i = 0; i < n; i++) {
+		cli_run(&r, "echo hi | %s count '%s:read' --format json -- /bin/cat", kprobe, names[i]);
+		cr_assert_eq(r.status, 0, "%s: %s", names[i], r.err);
+		cr_assert(!strncmp(r.out, "hi\n", 3), "%s", r.out);
+		cr_assert_geq(json_num(count_entry(r.err, "read"), "hits"), 1, "%s: %s", names[i],
+			      r.err);
+		cli_run(&r, "echo hi | %s run -e 'uprobe:%s:read { @c = count(); }' -- /bin/cat",
+			kprobe, names[i]);
+		cr_assert_eq(r.status, 0, "%s: %s", names[i], r.err);
+		cr_assert(strstr(r.err, "@c: "), "%s: %s", names[i], r.err);
+	}
+}
+
 Test(cli, duration_ends_probing_not_the_command)
 {
 	struct run r;

@@ -47,6 +47,8 @@ struct object_query {
 	const char *want;
 	bool found;
 	struct nearmatch near;
+	char *name;		/* when not NULL: the found object's path */
+	size_t namelen;
 };
 
 static bool same_file(const char *a, const char *b)
@@ -74,6 +76,8 @@ static int query_object(struct dl_phdr_info *info, size_t size, void *arg)
 	if (!strcmp(path, q->want) || !strcmp(path_base(path), q->want) ||
 	    (strchr(q->want, '/') && same_file(path, q->want))) {
 		q->found = true;
+		if (q->name)
+			str_copy(q->name, q->namelen, path);
 		return 1;
 	}
 	nearmatch_offer(&q->near, path_base(path));
@@ -631,6 +635,28 @@ static const struct probe_spec *absolute_object(const struct probe_spec *s,
 	return buf;
 }
 
+/* An object named by a path that the loader mapped under another name (a
+ * symbolic link on the way: /lib is usr/lib on Debian, and a probe on
+ * /lib/x86_64-linux-gnu/libc.so.6 reads back as /usr/lib/...): the spec
+ * with the loader's name, which the symbol tables know it by.  s may be
+ * buf already. */
+static const struct probe_spec *loaded_name(const struct probe_spec *s, struct probe_spec *buf)
+{
+	char name[PATH_MAX];
+	struct object_query q = { .want = s->object, .name = name, .namelen = sizeof(name) };
+
+	if (!strchr(s->object, '/'))
+		return s;
+	nearmatch_init(&q.near, s->object);
+	kprobes_objects_foreach(query_object, &q);
+	if (!q.found || !strcmp(name, s->object) || strlen(name) >= sizeof(buf->object))
+		return s;
+	if (s != buf)
+		*buf = *s;
+	memcpy(buf->object, name, strlen(name) + 1);
+	return buf;
+}
+
 static int resolve_spec(const struct probe_spec *spec, int idx, struct resolve_list *out,
 			char *deferred_path, size_t pathlen, char *err, size_t errlen,
 			unsigned flags);
@@ -652,7 +678,7 @@ static int resolve_spec(const struct probe_spec *spec, int idx, struct resolve_l
 			unsigned flags)
 {
 	struct probe_spec abs;
-	const struct probe_spec *s = absolute_object(spec, &abs);
+	const struct probe_spec *s = loaded_name(absolute_object(spec, &abs), &abs);
 
 	if (spec_has_vars(s) || s->kind == SPEC_USDT) {
 		/* The tool locates variables with DWARF and sends fetch plans. */
