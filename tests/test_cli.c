@@ -834,7 +834,7 @@ Test(cli, exit_status_passes_through)
  * and its functions found. */
 Test(cli, library_by_linked_path_and_short_name)
 {
-	char real[PATH_MAX];
+	char real[PATH_MAX], dir[] = "/tmp/kprobe-test-shortXXXXXX";
 	const char *names[3];
 	Dl_info di;
 	struct run r;
@@ -857,6 +857,17 @@ Test(cli, library_by_linked_path_and_short_name)
 		cr_assert_eq(r.status, 0, "%s: %s", names[i], r.err);
 		cr_assert(strstr(r.err, "@c: "), "%s: %s", names[i], r.err);
 	}
+	/* record: a probe and -F with the short name */
+	cr_assert(mkdtemp(dir));
+	cli_run(&r, "echo hi | %s record -o %s/p 'libc:read' -- /bin/cat && %s report %s/p", kprobe,
+		dir, kprobe, dir);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert(strstr(r.out, " read\n"), "%s\n%s", r.out, r.err);
+	cli_run(&r, "echo hi | %s record -o %s/f -F libc -- /bin/cat && %s report %s/f", kprobe, dir,
+		kprobe, dir);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert(strstr(r.out, " read\n"), "%s\n%s", r.out, r.err);
+	cli_run(&r, "rm -rf %s", dir);
 }
 
 Test(cli, duration_ends_probing_not_the_command)

@@ -30,6 +30,7 @@
 #include "cxx_names.h"
 #include "debug_file.h"
 #include "elf_file.h"
+#include "ldcache.h"
 #include "usdt.h"
 
 #define MAX_POINTS 64
@@ -183,6 +184,17 @@ bool cli_library_on_disk(const char *name, char *out, size_t outlen)
 			return true;
 	}
 	return false;
+}
+
+int cli_short_library(const char *name, char *out, size_t outlen)
+{
+	char path[PATH_MAX];
+
+	if (!name[0] || strchr(name, '/') || strpbrk(name, "*?[") ||
+	    cli_library_on_disk(name, path, sizeof(path)) ||
+	    ldcache_find("/etc/ld.so.cache", name, out, outlen))
+		return -ENOENT;
+	return 0;
 }
 
 /* The file on disk of the object a probe names (or the main executable):

@@ -20,6 +20,10 @@ int cli_object_path(const struct cli_opts *o, const struct probe_spec *s, char *
 void cli_spec_object(char *out, size_t outlen, const char *path);
 /* Where the loader would find a library named by its file name. */
 bool cli_library_on_disk(const char *name, char *out, size_t outlen);
+/* bpftrace's short library name ("libc"): a name no file of the loader's
+ * directories has, which the loader's cache resolves ("libc.so.6").  0
+ * and the library's path in out, or -ENOENT when name is not one. */
+int cli_short_library(const char *name, char *out, size_t outlen);
 /* A command's executable, searched on PATH as execvp() does. */
 bool cli_exe_on_path(const char *cmd, char *out, size_t outlen);
 

@@ -9,7 +9,6 @@
 
 #include "cli.h"
 #include "dwarf_vars.h"
-#include "ldcache.h"
 #include "nearmatch.h"
 
 static const char *const commands[] = {
@@ -558,11 +557,7 @@ static void short_library_name(struct probe_spec *s)
 {
 	char path[PATH_MAX], err[600];
 
-	if (!s->object[0] || strchr(s->object, '/') || strpbrk(s->object, "*?[") ||
-	    cli_library_on_disk(s->object, path, sizeof(path)) ||
-	    ldcache_find("/etc/ld.so.cache", s->object, path, sizeof(path)))
-		return;
-	if (strlen(path) >= sizeof(s->object))
+	if (cli_short_library(s->object, path, sizeof(path)) || strlen(path) >= sizeof(s->object))
 		return;
 	memcpy(s->object, path, strlen(path) + 1);
 	if (spec_format(s) && spec_too_long(s, err, sizeof(err)))
@@ -642,6 +637,7 @@ static void check_record(struct cli_opts *o)
 		if (o->specs[i].kind == SPEC_TRACEPOINT && o->specs[i].is_return)
 			bad("a tracepoint has no return: '%s'", o->specs[i].text);
 		absolute_object(&o->specs[i]);
+		short_library_name(&o->specs[i]);
 	}
 }
 

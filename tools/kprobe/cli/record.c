@@ -24,6 +24,7 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include "dwarf_vars.h"
 #include "kp_arch.h"
 #include "record.h"
 
@@ -487,6 +488,9 @@ void record_expand_objects(struct cli_opts *o)
 		}
 		if (!*obj || strpbrk(obj, ": \t"))
 			cli_die(EXIT_BAD, "bad object '%s' for -F", obj);
+		/* -F libc: the library of that short name, as in probes */
+		if (obj != name && !cli_short_library(obj, name, sizeof(name)))
+			obj = name;
 		snprintf(text, sizeof(text), "%s:*", obj);
 		add_spec(o, text);
 		snprintf(text, sizeof(text), "%s:*%%return", obj);
