@@ -649,6 +649,45 @@ Test(load, run_probe_names_short_library_by_its_path)
 	cr_assert(strstr(r.out, want), "want %s in %s", want, r.out);
 }
 
+/* With -p, as bpftrace prints it there too: the path the process maps
+ * the library from (/proc/PID/maps; on Debian /usr/lib/..., where the
+ * loader's cache says /lib/...). */
+Test(load, run_probe_names_short_library_as_mapped_with_pid)
+{
+	char cmd[PATH_MAX + 64], maps[64], line[PATH_MAX + 128], mapped[PATH_MAX] = "";
+	char want[PATH_MAX + 64];
+	struct run r;
+	pid_t pid;
+	FILE *f;
+
+	snprintf(cmd, sizeof(cmd), "exec %s ticks 100000 2 > /dev/null", run_target);
+	pid = fork();
+	cr_assert(pid >= 0);
+	if (pid == 0) {
+		prctl(PR_SET_PDEATHSIG, SIGKILL);
+		execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+		_exit(127);
+	}
+	usleep(200000);
+	snprintf(maps, sizeof(maps), "/proc/%d/maps", (int)pid);
+	cr_assert_not_null(f = fopen(maps, "re"));
+	while (!mapped[0] && fgets(line, sizeof(line), f)) {
+		char *path = strchr(line, '/');
+
+		if (path && strstr(path, "/libc.so.6\n"))
+			snprintf(mapped, sizeof(mapped), "%.*s", (int)strcspn(path, "\n"), path);
+	}
+	fclose(f);
+	cr_assert(mapped[0], "no libc.so.6 in %s", maps);
+	cli_run(&r, "%s run -o /dev/stdout -e 'uprobe:libc:nanosleep { @[probe] = count(); exit(); }' "
+	    "-p %d", kprobe, (int)pid);
+	kill(pid, SIGKILL);
+	waitpid(pid, NULL, 0);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	snprintf(want, sizeof(want), "@[uprobe:%s:nanosleep]: ", mapped);
+	cr_assert(strstr(r.out, want), "want %s in %s", want, r.out);
+}
+
 /* comm, ustack through a recursion, usym of func. */
 Test(load, run_comm_ustack_usym)
 {

@@ -132,9 +132,13 @@ bool cli_exe_on_path(const char *cmd, char *out, size_t outlen)
 }
 
 /* A loaded object of process pid whose path or file name is want. */
-static bool object_of_pid(pid_t pid, const char *want, char *out, size_t outlen)
+/* The path pid maps the object want from: want itself, or its file name;
+ * with short, a library whose file name is want's short name ("libc":
+ * libc.so.6). */
+static bool mapped_object(pid_t pid, const char *want, bool short_name, char *out, size_t outlen)
 {
 	char maps[64], line[PATH_MAX + 128];
+	size_t wl = strlen(want);
 	bool found = false;
 	FILE *f;
 
@@ -150,13 +154,25 @@ static bool object_of_pid(pid_t pid, const char *want, char *out, size_t outlen)
 			continue;
 		path[strcspn(path, "\n")] = '\0';
 		base = strrchr(path, '/') + 1;
-		if (!strcmp(path, want) || !strcmp(base, want)) {
+		if (short_name ? !strncmp(base, want, wl) && !strncmp(base + wl, ".so", 3) &&
+				 (!base[wl + 3] || base[wl + 3] == '.')
+			       : !strcmp(path, want) || !strcmp(base, want)) {
 			snprintf(out, outlen, "%s", path);
 			found = true;
 		}
 	}
 	fclose(f);
 	return found;
+}
+
+static bool object_of_pid(pid_t pid, const char *want, char *out, size_t outlen)
+{
+	return mapped_object(pid, want, false, out, outlen);
+}
+
+bool cli_short_library_of_pid(pid_t pid, const char *name, char *out, size_t outlen)
+{
+	return !strchr(name, '/') && mapped_object(pid, name, true, out, outlen);
 }
 
 /* Where a library named only by its file name would be found. */

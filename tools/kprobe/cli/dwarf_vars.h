@@ -6,6 +6,7 @@
 #include <stddef.h>
 
 #include <stdbool.h>
+#include <sys/types.h>
 
 #include "spec.h"
 
@@ -24,6 +25,9 @@ bool cli_library_on_disk(const char *name, char *out, size_t outlen);
  * directories has, which the loader's cache resolves ("libc.so.6").  0
  * and the library's path in out, or -ENOENT when name is not one. */
 int cli_short_library(const char *name, char *out, size_t outlen);
+/* The same in process pid: the path it maps such a library from (as
+ * /proc/PID/maps shows it), or false. */
+bool cli_short_library_of_pid(pid_t pid, const char *name, char *out, size_t outlen);
 /* A command's executable, searched on PATH as execvp() does. */
 bool cli_exe_on_path(const char *cmd, char *out, size_t outlen);
 

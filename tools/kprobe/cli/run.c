@@ -379,14 +379,19 @@ static int fmt_object(uint64_t addr, char *out, size_t outlen, void *arg)
 #define PROBE_ID_DESC (1ull << 32)
 
 /* The object of a probe as bpftrace prints it: a short library name
- * ("libc") as the loader's cache resolves it, a path as written. */
+ * ("libc") as the loader's cache resolves it, or with -p as the process
+ * maps it (its path in /proc/PID/maps); a path as written. */
 static const char *printed_object(struct run_program *p, const char *obj)
 {
+	pid_t pid = p->session ? p->session->opts->pid : 0;
+
 	if (strchr(obj, '/'))
 		return obj;
 	if (strcmp(p->obj_written, obj)) {
 		snprintf(p->obj_written, sizeof(p->obj_written), "%s", obj);
-		if (ldcache_find("/etc/ld.so.cache", obj, p->obj_printed, sizeof(p->obj_printed)))
+		if ((!pid || !cli_short_library_of_pid(pid, obj, p->obj_printed,
+							sizeof(p->obj_printed))) &&
+		    ldcache_find("/etc/ld.so.cache", obj, p->obj_printed, sizeof(p->obj_printed)))
 			snprintf(p->obj_printed, sizeof(p->obj_printed), "%s", obj);
 	}
 	return p->obj_printed;
