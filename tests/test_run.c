@@ -649,6 +649,22 @@ Test(load, run_probe_names_short_library_by_its_path)
 	cr_assert(strstr(r.out, want), "want %s in %s", want, r.out);
 }
 
+/* A short library name in an SDT probe too: libstdc++'s own probes at
+ * each throw and catch (where Debian's build has them). */
+Test(load, run_usdt_short_library_name)
+{
+	char cxx[PATH_MAX];
+	struct run r;
+
+	cli_build_path(cxx, sizeof(cxx), "tests/cli/cli_record_cxx");
+	cli_run(&r, "%s run -o /dev/stdout -e 'usdt:libstdc++:libstdcxx:throw { @t = count(); } "
+	    "usdt:libstdc++:catch { @c = count(); }' -- %s 9", kprobe, cxx);
+	if (r.status == 2 && strstr(r.err, "no SDT probe matches"))
+		cr_skip_test("libstdc++ has no SDT probes here: %s", r.err);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert(strstr(r.out, "@t: 9\n") && strstr(r.out, "@c: 9\n"), "%s", r.out);
+}
+
 /* With -p, as bpftrace prints it there too: the path the process maps
  * the library from (/proc/PID/maps; on Debian /usr/lib/..., where the
  * loader's cache says /lib/...). */

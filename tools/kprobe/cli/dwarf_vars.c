@@ -223,7 +223,8 @@ int cli_object_path(const struct cli_opts *o, const struct probe_spec *s, char *
 
 	if (o->pid) {
 		snprintf(exe, sizeof(exe), "/proc/%d/exe", (int)o->pid);
-		if (!want[0] || (!strchr(want, '/') && !object_of_pid(o->pid, want, out, outlen))) {
+		if (!want[0] || (!strchr(want, '/') && !object_of_pid(o->pid, want, out, outlen) &&
+				 !cli_short_library_of_pid(o->pid, want, out, outlen))) {
 			ssize_t n = readlink(exe, out, outlen - 1);
 
 			if (n <= 0) {
@@ -255,7 +256,8 @@ int cli_object_path(const struct cli_opts *o, const struct probe_spec *s, char *
 		snprintf(out, outlen, "%s", want);
 	} else if (o->command && !strcmp(strrchr(exe, '/') ? strrchr(exe, '/') + 1 : exe, want)) {
 		snprintf(out, outlen, "%s", exe);
-	} else if (!cli_library_on_disk(want, out, outlen)) {
+	} else if (!cli_library_on_disk(want, out, outlen) &&
+		   cli_short_library(want, out, outlen)) {
 		snprintf(err, errlen, "cannot find the object '%s' on disk to read its debug "
 			 "information", want);
 		return -ENOENT;
