@@ -1439,6 +1439,8 @@ Test(cli, list_functions_of_objects_and_processes)
 	cr_assert(!strstr(r.out, ":deflate"), "%s", r.out);
 	cli_run(&r, "%s list libz.so.1", kprobe);
 	cr_assert(matches(r.out, "^libz\\.so\\.1:deflate$"), "%s", r.out);
+	cli_run(&r, "%s list libz 'inflateInit_'", kprobe);	/* bpftrace's short name */
+	cr_assert_str_eq(r.out, "libz:inflateInit_\n", "%s", r.err);
 	cli_run(&r, "%s list nosuch.so", kprobe);
 	assert_bad(&r, "nosuch.so");
 	cli_run(&r, "%s list %s 'zz*'", kprobe, target);
@@ -1450,6 +1452,8 @@ Test(cli, list_functions_of_objects_and_processes)
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	cr_assert_str_eq(r.out, "cli_target:target_add\n");
 	cli_run(&r, "%s list -p %d libc.so.6 'pthread_create'", kprobe, (int)b.pid);
+	cr_assert_str_eq(r.out, "libc.so.6:pthread_create\n", "%s", r.err);
+	cli_run(&r, "%s list -p %d libc 'pthread_create'", kprobe, (int)b.pid);
 	cr_assert_str_eq(r.out, "libc.so.6:pthread_create\n", "%s", r.err);
 	/* Reading files only: the process got no agent. */
 	cli_run(&r, "grep -c libkprobe-agent /proc/%d/maps", (int)b.pid);

@@ -13,6 +13,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "dwarf_vars.h"
 #include "elf_file.h"
 #include "escape.h"
 #include "kp_arch.h"
@@ -228,12 +229,19 @@ static int list_process(const struct cli_opts *o)
 {
 	struct mapped m = { 0 };
 	const char *object = o->list_object, *glob = o->list_glob;
-	char proc_path[PATH_MAX + 32];
+	char proc_path[PATH_MAX + 32], short_path[PATH_MAX];
 	int rc = read_maps(o->pid, &m), found = 0;
+	bool named = false;
 
 	if (rc)
 		cli_die(EXIT_FAIL, "cannot read the mappings of process %d: %s", (int)o->pid,
 			strerror(-rc));
+	/* bpftrace's short library name ("libc"): the library it maps */
+	for (int i = 0; object && i < m.n; i++)
+		named |= object_matches(m.path[i], object);
+	if (object && !named && cli_short_library_of_pid(o->pid, object, short_path,
+							 sizeof(short_path)))
+		object = short_path;
 	/* One word: an object of the process if one has that name, else a
 	 * glob over all of them. */
 	if (object && !glob) {
@@ -278,7 +286,8 @@ static int list_file(const struct cli_opts *o)
 	char path[PATH_MAX];
 	int rc;
 
-	if (!find_object(o->list_object, path, sizeof(path)))
+	if (!find_object(o->list_object, path, sizeof(path)) &&
+	    cli_short_library(o->list_object, path, sizeof(path)))
 		cli_die(EXIT_BAD, "no ELF object '%s'%s", o->list_object,
 			strchr(o->list_object, '/') ? "" :
 			" on the library search path or PATH");
