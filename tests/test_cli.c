@@ -876,6 +876,28 @@ Test(cli, library_by_linked_path_and_short_name)
 	dlclose(libc);
 }
 
+/* A C++ name with spaces in its signature, or after operator, is one
+ * PROBE word (the shell passes it whole; the matching ignores spaces),
+ * and a return probe on it is shown with %return, as other names are. */
+Test(cli, cxx_names_with_spaces_and_return)
+{
+	char cxx[PATH_MAX];
+	struct run r;
+
+	cli_build_path(cxx, sizeof(cxx), "tests/cli/cli_record_cxx");
+	cli_run(&r, "%s count --format json 'catcher( int )%%return' "
+		"'libstdc++:std::runtime_error::runtime_error(char const*)' "
+		"'libstdc++:operator new(unsigned long)%%return' -- %s 5", kprobe, cxx);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert_eq(json_num(count_entry(r.err, "catcher(int)%return"), "hits"), 5, "%s", r.err);
+	cr_assert_geq(json_num(count_entry(r.err, "std::runtime_error::runtime_error(char const*)"),
+			       "hits"), 5, "%s", r.err);
+	cr_assert_not_null(count_entry(r.err, "operator new(unsigned long)%return"), "%s", r.err);
+	cli_run(&r, "%s trace 'catcher(int) arg1' -- %s 2", kprobe, cxx);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert(strstr(r.err, "catcher(int) arg1=0x1"), "%s", r.err);
+}
+
 Test(cli, duration_ends_probing_not_the_command)
 {
 	struct run r;

@@ -338,6 +338,7 @@ Test(load, run_object_through_a_link)
  * bpftrace names it; a name matching nothing is an error. */
 Test(load, run_cxx_names)
 {
+	char lib[PATH_MAX];
 	struct run r;
 
 	cli_run(&r, "%s run -o /dev/stdout -e 'uprobe:%s:\"shapes::leaf\" { @[probe] = count(); } "
@@ -352,6 +353,18 @@ Test(load, run_cxx_names)
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	cr_assert(strstr(r.out, ":_ZNK6shapes6Circle4areaEi]: 1\n"), "%s", r.out);
 	cr_assert(strstr(r.out, ":_ZN6shapes4leafEi]: 1\n"), "%s", r.out);
+	/* names whose identifiers the ABI does not write out: std (St), a
+	 * constructor and a destructor (C1, D1), an operator (nw) */
+	cli_build_path(lib, sizeof(lib), "tests/cli/cli_record_cxx");
+	cli_run(&r, "%s run -o /dev/stdout -e 'uprobe:libstdc++:\"std::runtime_error::runtime_error("
+		"char const*)\" { @c = count(); } uprobe:libstdc++:\"std::runtime_error::"
+		"~runtime_error()\" { @d = count(); } uprobe:libstdc++:\"operator new(unsigned long)\""
+		" { @n = count(); }' -- %s 9", kprobe, lib);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert(strstr(r.out, "@c: ") && atol(strstr(r.out, "@c: ") + 4) >= 9 &&
+		  atol(strstr(r.out, "@c: ") + 4) % 9 == 0, "%s", r.out);
+	cr_assert(strstr(r.out, "@d: ") && atol(strstr(r.out, "@d: ") + 4) >= 9, "%s", r.out);
+	cr_assert(strstr(r.out, "@n: "), "%s", r.out);
 	cli_run(&r, "%s run -e 'uprobe:%s:\"shapes::nosuch\" { }' -- %s", kprobe, cxx_target,
 		cxx_target);
 	cr_assert_eq(r.status, 2);

@@ -607,12 +607,12 @@ if command -v g++ >/dev/null 2>&1; then
 	got=$(jq -r 'select(.args) | .args.n' "$OUT/cxx.json" 2>/dev/null | tr '\n' ' ')
 	[ "$got" = "0 1 " ] || { echo "FAIL C++ function with a variable: '$got' $(cat "$OUT/err")"; fail=1; }
 	# ... its return probe (the parameter read at the entry), and a line
-	# in it, shown by its demangled name.
+	# in it, shown by its demangled name (the return probe's with %return).
 	timeout 60 "$KPROBE" trace --format json -o "$OUT/cxx.json" 'demo::Widget::resize(int)%return n' \
 		"cli_cxx.cpp:$LX size" -- "$OUT/cli_cxx-O2" 2 >/dev/null 2>"$OUT/err"
 	got=$(jq -r 'select(.args) | "\(.probe | sub("\\+0x[0-9a-f]+$"; "+OFF")) \(.args | to_entries | .[0].value)"' \
 		"$OUT/cxx.json" 2>/dev/null | sort | tr '\n' ';')
-	want="demo::Widget::resize(int) 0;demo::Widget::resize(int) 1;demo::Widget::resize(int)+OFF 0;demo::Widget::resize(int)+OFF 4;"
+	want="demo::Widget::resize(int)%return 0;demo::Widget::resize(int)%return 1;demo::Widget::resize(int)+OFF 0;demo::Widget::resize(int)+OFF 4;"
 	[ "$got" = "$want" ] || { echo "FAIL C++ return probe and line by name: '$got' $(cat "$OUT/err")"; fail=1; }
 	g++ -O2 -g -o "$OUT/cli_cxx" tests/cli/cli_cxx.cpp
 	timeout 60 "$KPROBE" count --format json -o "$OUT/count.json" 'demo::Widget::resize(int)' \

@@ -582,14 +582,28 @@ static bool usdt_sites_match(const struct session_config *cfg, int first, int n)
 	return true;
 }
 
+/* Whether the ABI writes the identifier [p, p + len) of a qualified name
+ * as its length and characters.  Not so: std (St), an operator (a code
+ * such as nw), a constructor or destructor (C1, D1: the class's name,
+ * prev, is the one written). */
+static bool written_as_source_name(const char *p, int len, const char *prev, int prevlen)
+{
+	if ((len == 3 && !strncmp(p, "std", 3)) || !strncmp(p, "operator", 8))
+		return false;
+	if (*p == '~')
+		return false;
+	return !(prev && len == prevlen && !strncmp(p, prev, (size_t)len));
+}
+
 /* Whether mangled can be a function the C++ name or glob func names: an
  * Itanium symbol (_Z...) holding each identifier of func's qualified name
- * (up to its parameter list; '*' parts match anything) as the ABI writes
- * it, its length then its characters, in order.  The tool matched the
+ * (up to its parameter list; '*' parts match anything) that the ABI writes
+ * as its length then its characters, in order.  The tool matched the
  * symbols by demangling them; this keeps a config from naming others. */
 static bool cxx_plausible(const char *mangled, const char *func)
 {
-	const char *at = mangled, *p = func;
+	const char *at = mangled, *p = func, *prev = NULL;
+	int prevlen = 0;
 
 	if (strncmp(mangled, "_Z", 2))
 		return false;
@@ -602,13 +616,16 @@ static bool cxx_plausible(const char *mangled, const char *func)
 			e++;
 		len = (int)(e - p);
 		if (len > 0 && len < 200 && !memchr(p, '*', (size_t)len) && !memchr(p, '?', (size_t)len) &&
-		    !memchr(p, '<', (size_t)len) && !memchr(p, '[', (size_t)len)) {
+		    !memchr(p, '<', (size_t)len) && !memchr(p, '[', (size_t)len) &&
+		    written_as_source_name(p, len, prev, prevlen)) {
 			snprintf(want, sizeof(want), "%d%.*s", len, len, p);
 			at = strstr(at, want);
 			if (!at)
 				return false;
 			at += strlen(want);
 		}
+		prev = p;
+		prevlen = len;
 		p = strncmp(e, "::", 2) ? e : e + 2;
 	}
 	return true;

@@ -127,7 +127,9 @@ static void add_probes(struct cli_opts *o, int i, struct cxx_match *m)
 			cli_die(EXIT_BAD, "'%s': a mangled name too long to probe", orig.text);
 		*out = orig;
 		snprintf(out->symbol, sizeof(out->symbol), "%s", m->mangled[k]);
-		snprintf(out->label, sizeof(out->label), "%s", m->demangled[k]);
+		/* the name as the user wrote it: a return probe's with %return */
+		snprintf(out->label, sizeof(out->label), "%s%s", m->demangled[k],
+			 orig.is_return ? "%return" : "");
 		if (spec_format(out) && spec_too_long(out, err, sizeof(err)))
 			cli_die(EXIT_BAD, "%s", err);
 		if (k)

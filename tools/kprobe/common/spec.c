@@ -667,6 +667,41 @@ int spec_parse_location(const char *tok, struct probe_spec *s, char *err, size_t
 	return 0;
 }
 
+/* Whether [start, end) ends with the C++ keyword operator. */
+static bool ends_with_operator(const char *start, const char *end)
+{
+	return end - start >= 8 && !strncmp(end - 8, "operator", 8) &&
+	       (end - 8 == start || (!isalnum((unsigned char)end[-9]) && end[-9] != '_'));
+}
+
+/* A C++ name with its signature may hold spaces ("f(char const*)",
+ * "operator new(unsigned long)"), which the matching of C++ names
+ * ignores: the probe's first word runs on through the spaces inside
+ * parentheses and after "operator", and they are dropped, in place. */
+static void join_cxx_name(char *buf)
+{
+	char *r = buf, *w = buf;
+	int depth = 0;
+
+	while (*r == ' ' || *r == '\t' || *r == '\n')
+		r++;
+	for (; *r; r++) {
+		bool space = *r == ' ' || *r == '\t' || *r == '\n';
+
+		if (space && !depth && !ends_with_operator(buf, w))
+			break;
+		if (*r == '(')
+			depth++;
+		else if (*r == ')' && depth)
+			depth--;
+		if (!space)
+			*w++ = *r;
+	}
+	memmove(w + (*r ? 1 : 0), r, strlen(r) + 1);
+	if (*r)
+		*w = ' ';
+}
+
 int spec_parse(const char *text, struct probe_spec *s, char *err, size_t errlen)
 {
 	char buf[SPEC_TEXT_MAX * 2];
@@ -676,6 +711,7 @@ int spec_parse(const char *text, struct probe_spec *s, char *err, size_t errlen)
 	if (strlen(text) >= sizeof(buf))
 		return fail(err, errlen, "probe too long: '%.40s...'", text);
 	snprintf(buf, sizeof(buf), "%s", text);
+	join_cxx_name(buf);
 	tok = strtok_r(buf, " \t\n", &save);
 	if (!tok)
 		return fail(err, errlen, "empty probe");
