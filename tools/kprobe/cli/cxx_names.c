@@ -22,8 +22,10 @@ struct cxx_match {
 	const char *pattern;	/* the user's name or glob, no spaces */
 	char *mangled[MAX_MATCHES];
 	char *demangled[MAX_MATCHES];
+	uint64_t value[MAX_MATCHES];
 	int n;
 	bool too_many;
+	bool one_per_function;	/* aliases of a function are one match */
 };
 
 bool cxx_looks_cxx(const char *sym)
@@ -83,7 +85,7 @@ char *cxx_demangle(const char *name)
 	return dem;
 }
 
-static int offer(const char *name, void *arg)
+static int offer_at(const char *name, uint64_t value, void *arg)
 {
 	struct cxx_match *m = arg;
 	char squeezed[1024], qual[1024];
@@ -99,7 +101,11 @@ static int offer(const char *name, void *arg)
 		return 0;
 	}
 	for (int i = 0; i < m->n; i++)
-		if (!strcmp(m->mangled[i], name)) {
+		if (!strcmp(m->mangled[i], name) ||
+		    /* a constructor's or destructor's complete and base
+		     * object symbols (C1, C2) at one address: one function,
+		     * which the user cannot tell apart by its name */
+		    (m->one_per_function && m->value[i] == value && !strcmp(m->demangled[i], dem))) {
 			free(dem);
 			return 0;	/* in both symbol tables */
 		}
@@ -109,8 +115,20 @@ static int offer(const char *name, void *arg)
 		return 1;
 	}
 	m->mangled[m->n] = strdup(name);
+	m->value[m->n] = value;
 	m->demangled[m->n++] = dem;
 	return 0;
+}
+
+static int offer(const char *name, void *arg)
+{
+	return offer_at(name, 0, arg);
+}
+
+static int offer_range(const char *name, uint64_t value, uint64_t size, void *arg)
+{
+	(void)size;
+	return offer_at(name, value, arg);
 }
 
 static void add_probes(struct cli_opts *o, int i, struct cxx_match *m)
@@ -151,7 +169,8 @@ void cxx_names_resolve(struct cli_opts *o)
 			continue;
 		squeeze(s->symbol, pattern, sizeof(pattern));
 		m.pattern = pattern;
-		elf_file_foreach_function(path, offer, &m);
+		m.one_per_function = true;
+		elf_file_foreach_function_range(path, offer_range, &m);
 		if (m.too_many)
 			cli_die(EXIT_BAD, "'%s' matches more than %d C++ functions: narrow it",
 				s->text, MAX_MATCHES);
