@@ -170,6 +170,13 @@ Test(toolapi, insn_boundary)
 	cr_assert_eq(kprobes_insn_boundary(f, 11, f + 10), 0);
 	/* Decoding must reach addr without leaving the range. */
 	cr_assert_eq(kprobes_insn_boundary(f + 1, 10, f + 10), -EILSEQ);
+	/* A range ending at the first byte of an instruction it cannot hold
+	 * (tool_opt's lea, 4 bytes at +4): where decoding gets to is still a
+	 * boundary (kprobe watch asks so of the instruction after an access) */
+	f = (unsigned long)tool_opt;
+	cr_assert_eq(kprobes_insn_boundary(f, 5, f + 4), 0);
+	cr_assert_eq(kprobes_insn_boundary(f, 5, f + 3), -EILSEQ);
+	cr_assert_eq(kprobes_insn_boundary(f, 5, f + 1), 0);
 }
 
 Test(toolapi, insn_boundary_reads_through_probes)

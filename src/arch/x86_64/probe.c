@@ -76,12 +76,16 @@ static int bcache_fill(uintptr_t func, size_t size)
 		bcache_drop();
 		return -EFAULT;
 	}
+	/* An offset decoding reaches is a boundary even where the rest of the
+	 * range cannot hold its instruction (a range that ends at the
+	 * instruction after the one asked about). */
 	while (off < size) {
-		int n = insn_length(bcache.code + off, size - off);
+		int n;
 
+		bcache.starts[off / 8] |= (uint8_t)(1u << (off % 8));
+		n = insn_length(bcache.code + off, size - off);
 		if (n < 0)
 			break;
-		bcache.starts[off / 8] |= (uint8_t)(1u << (off % 8));
 		off += (uintptr_t)n;
 	}
 	bcache.decoded = off;
