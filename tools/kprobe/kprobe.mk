@@ -183,7 +183,7 @@ $(B)/tests/cli/cli_module.so: tests/cli/cli_module.c include/kprobes/module.h
 
 $(B)/tests/test_run $(B)/tests-asan/test_run: $(B)/kprobe $(B)/libkprobe-agent.so \
 	$(B)/tests/cli/cli_target $(B)/tests/cli/cli_module.so $(B)/tests/cli/libcliplugin.so $(KP_MODULES) \
-	$(B)/tests/cli/run_target $(B)/tests/cli/cli_stack_cxx
+	$(B)/tests/cli/run_target $(B)/tests/cli/cli_stack_cxx $(B)/tests/cli/cli_record_cxx
 
 $(B)/tests/cli/libcliplugin.so: tests/cli/cli_plugin.c
 	@mkdir -p $(dir $@)
@@ -200,7 +200,7 @@ $(B)/tests/cli/libslowctor.so: tests/cli/slow_ctor.c
 	$(CC) -O1 -g -shared -fPIC -o $@ $<
 
 $(B)/tests/test_cli $(B)/tests-asan/test_cli: $(B)/kprobe $(B)/libkprobe-agent.so $(B)/libkprobe-audit.so $(KP_TEST_PROGS) \
-	$(KP_MODULES)
+	$(KP_MODULES) $(B)/tests/cli/cli_record_cxx
 
 # `make install` also installs the tool, its agent and its man page.
 .PHONY: install-kprobe
