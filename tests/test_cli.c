@@ -902,6 +902,20 @@ Test(cli, cxx_names_with_spaces_and_return)
 	cr_assert(strstr(r.err, "catcher(int) arg1=0x1"), "%s", r.err);
 }
 
+/* A probe waiting for an object the command never loads placed nothing:
+ * said at the end, after the others' results. */
+Test(cli, probe_on_an_object_never_loaded_is_reported)
+{
+	struct run r;
+
+	cli_run(&r, "%s count 'libnever_loaded.so.7:f' target_add -- %s calls 3", kprobe, target);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert(strstr(r.err, "nothing was probed for 'libnever_loaded.so.7:f'"), "%s", r.err);
+	cr_assert(matches(r.err, "^target_add .* 3 +0$"), "%s", r.err);
+	cli_run(&r, "%s count target_add -- %s calls 3", kprobe, target);
+	cr_assert_null(strstr(r.err, "nothing was probed"), "%s", r.err);
+}
+
 Test(cli, duration_ends_probing_not_the_command)
 {
 	struct run r;

@@ -507,10 +507,41 @@ void session_split_losses(const struct session *s, uint64_t *during, uint64_t *a
 	*after = full - *during;
 }
 
+/* A probe on an object the target never loaded (a name that a dlopen()
+ * could still have brought in, so not an error at the start), or whose
+ * every function was skipped, placed nothing: said, rather than an empty
+ * table alone. */
+static void warn_unprobed(struct session *s)
+{
+	uint64_t n = descs_published(s);
+	int nspecs = s->opts->nspecs;
+	bool *placed = calloc((size_t)nspecs + 1, sizeof(*placed));
+
+	if (!placed)
+		return;
+	for (uint64_t id = 0; id < n; id++) {
+		const struct kps_desc *d = consumer_desc(&s->cons, (uint32_t)id);
+
+		if (d && d->spec < (uint32_t)nspecs)
+			placed[d->spec] = true;
+	}
+	for (int i = 0; i < nspecs; i++) {
+		const struct probe_spec *sp = &s->opts->specs[i];
+
+		if (!placed[i] && sp->object[0] && sp->kind == SPEC_SYMBOL)
+			cli_warn("nothing was probed for '%s' (no object '%s' was loaded, or none of "
+				 "its matches could be probed)", sp->text, sp->object);
+	}
+	free(placed);
+}
+
 void session_report(struct session *s)
 {
 	if (s->opts->stack_depth)
 		stacks_pump(s);
+	if (s->opts->action == ACT_COUNT || s->opts->action == ACT_TRACE ||
+	    s->opts->action == ACT_LATENCY)
+		warn_unprobed(s);
 	switch (s->opts->action) {
 	case ACT_LOAD:
 	case ACT_TRACE:
