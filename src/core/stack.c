@@ -472,7 +472,7 @@ static inline bool unwind_signal(struct frame *f)
  * itself, read through the detour's return address and the probepoint. */
 static inline bool unwind_chain(struct frame *f, rule_t r)
 {
-	int32_t cfa8 = (int32_t)(r & 0x1fff);
+	int32_t cfa8 = (int32_t)(r & 0x1fff);	/* cfa8 as packed: a chain's is >= 0 */
 	enum cfi_chain_base how = cfi_chain_base(cfa8);
 	uintptr_t base = f->sp, p, q, ip;
 
@@ -606,7 +606,7 @@ unwind_one(const struct stack_set *set, const struct stack_obj **last, const str
 		f->ip = ra;
 		f->sp = cfa;
 		f->lr = 0;
-	f->aux = 0;
+		f->aux = 0;
 		f->exact = false;
 		return STEP_CALLER;
 	default:

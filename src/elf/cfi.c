@@ -11,7 +11,9 @@
  * caller's frame pointer is.  Equal neighbouring rows merge.  Rules the
  * rows cannot hold (a CFA or return address computed by a DWARF
  * expression, as in PLT entries) are marked: the unwinder uses frame
- * pointers there.  Signal frames (FDEs with the 'S' augmentation, glibc's
+ * pointers there.  The two expressions the library's own save code uses
+ * are held (CFI_CHAIN rows, below).  Signal frames (FDEs with the 'S'
+ * augmentation whose return address is not on the stack: glibc's
  * __restore_rt) are marked as such.
  */
 #include <dwarf.h>
