@@ -315,6 +315,33 @@ Test(spec_plan, cases_read_back_as_written)
 	}
 }
 
+/* A C++ name's spaces belong to the PROBE word (inside its parentheses,
+ * after operator), and the text around it is left as it was, at any
+ * length the parser takes (the agent parses what the control channel
+ * sends: a word ended by a space with nothing dropped must not move the
+ * rest). */
+Test(spec_plan, cxx_words_and_the_longest_text)
+{
+	char err[160], text[SPEC_TEXT_MAX * 2];
+	struct probe_spec s;
+
+	memset(&s, 0, sizeof(s));
+	cr_assert_eq(spec_parse("lib:f(char const*) arg1", &s, err, sizeof(err)), 0, "%s", err);
+	cr_assert_str_eq(s.symbol, "f(charconst*)");
+	cr_assert_eq(s.nargs, 1);
+	memset(&s, 0, sizeof(s));
+	cr_assert_eq(spec_parse("operator new(unsigned long)%return", &s, err, sizeof(err)), 0,
+		     "%s", err);
+	cr_assert_str_eq(s.symbol, "operatornew(unsignedlong)");
+	cr_assert(s.is_return);
+	memset(text, 'x', sizeof(text) - 1);
+	text[sizeof(text) - 1] = '\0';
+	text[1] = ' ';
+	memset(&s, 0, sizeof(s));
+	cr_assert_neq(spec_parse(text, &s, err, sizeof(err)), 0, "a %zu-byte text taken",
+		      strlen(text));
+}
+
 Test(spec_plan, malformed_cases_are_refused)
 {
 	static const char *const bad_plans[] = {

@@ -697,9 +697,8 @@ static void join_cxx_name(char *buf)
 		if (!space)
 			*w++ = *r;
 	}
-	memmove(w + (*r ? 1 : 0), r, strlen(r) + 1);
-	if (*r)
-		*w = ' ';
+	/* the rest from the space that ended the word (w never passes r) */
+	memmove(w, r, strlen(r) + 1);
 }
 
 int spec_parse(const char *text, struct probe_spec *s, char *err, size_t errlen)
