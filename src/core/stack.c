@@ -311,6 +311,18 @@ struct frame {
 	bool exact;
 };
 
+/* f moves to the frame at ip and sp: one whose link register and
+ * ARCH_DWARF_AUX register are not known (bp is each step's own). */
+static inline __attribute__((always_inline)) void frame_move(struct frame *f, uintptr_t ip,
+							    uintptr_t sp, bool exact)
+{
+	f->ip = ip;
+	f->sp = sp;
+	f->lr = 0;
+	f->aux = 0;
+	f->exact = exact;
+}
+
 /* Where no table covers a pc: frame pointers. */
 static const struct cfi_rule no_rule = { .kind = CFI_NONE, .bp8 = CFI_BP_SAME, .ra8 = 1 };
 
@@ -360,7 +372,13 @@ static inline unsigned int rule_kind(rule_t w)
 	return (w >> 21) & 7;
 }
 
-/* The CFA offset in bytes: cfa8 sign-extended from 13 bits, times 8. */
+/* cfa8 sign-extended from 13 bits. */
+static inline int32_t rule_cfa8(rule_t w)
+{
+	return (int32_t)(w << 19) >> 19;
+}
+
+/* The CFA offset in bytes: cfa8 times 8. */
 static inline intptr_t rule_cfa_off(rule_t w)
 {
 	return (intptr_t)((int32_t)(w << 19) >> 16);
@@ -452,16 +470,14 @@ rule_at(const struct stack_set *set, const struct stack_obj **last, uintptr_t pc
  * step of the walk would wait for its stores. */
 static inline bool unwind_signal(struct frame *f)
 {
-	uintptr_t ip, sp, bp;
+	uintptr_t ip, sp, bp, aux;
 
 	if (!arch_sigframe_regs(f->sp, &ip, &sp, &bp))
 		return false;
-	f->aux = arch_sigframe_aux(f->sp);
-	f->ip = ip;
-	f->sp = sp;
+	aux = arch_sigframe_aux(f->sp);
+	frame_move(f, ip, sp, true);
 	f->bp = bp;
-	f->lr = 0;
-	f->exact = true;
+	f->aux = aux;
 	return true;
 }
 
@@ -472,7 +488,7 @@ static inline bool unwind_signal(struct frame *f)
  * itself, read through the detour's return address and the probepoint. */
 static inline bool unwind_chain(struct frame *f, rule_t r)
 {
-	int32_t cfa8 = (int32_t)(r & 0x1fff);	/* cfa8 as packed: a chain's is >= 0 */
+	int32_t cfa8 = rule_cfa8(r);
 	enum cfi_chain_base how = cfi_chain_base(cfa8);
 	uintptr_t base = f->sp, p, q, ip;
 
@@ -488,11 +504,7 @@ static inline bool unwind_chain(struct frame *f, rule_t r)
 	    kp_load_nofault(base - WORD * rule_ra8(r), &p) ||
 	    kp_load_nofault(p + (intptr_t)rule_bp8(r), &q) || kp_load_nofault(q, &ip) || !ip)
 		return false;
-	f->ip = ip;
-	f->sp = base;
-	f->lr = 0;
-	f->aux = 0;
-	f->exact = true;
+	frame_move(f, ip, base, true);
 	return true;
 }
 
@@ -556,11 +568,7 @@ static inline __attribute__((always_inline)) bool unwind_generated(struct frame 
 
 	if (!arch_unwind_return_into(&at, &sp))
 		return false;
-	f->ip = at;
-	f->sp = sp;
-	f->lr = 0;
-	f->aux = 0;
-	f->exact = true;
+	frame_move(f, at, sp, true);
 	return true;
 }
 
@@ -603,11 +611,7 @@ unwind_one(const struct stack_set *set, const struct stack_obj **last, const str
 		ra = f->lr;
 		if (t->ri_top)
 			ra = kretprobe_find_ret_addr(ra, arch_return_slot_of_cfa(cfa));
-		f->ip = ra;
-		f->sp = cfa;
-		f->lr = 0;
-		f->aux = 0;
-		f->exact = false;
+		frame_move(f, ra, cfa, false);
 		return STEP_CALLER;
 	default:
 		if (!f->exact && unwind_generated(f, pc))
@@ -659,12 +663,8 @@ unwind_one(const struct stack_set *set, const struct stack_obj **last, const str
 		if (!bp_fault && ra == raw)
 			rec->flags |= MF_FAST;
 	}
-	f->ip = ra;
-	f->sp = cfa;
+	frame_move(f, ra, cfa, false);
 	f->bp = bp;
-	f->lr = 0;
-	f->aux = 0;
-	f->exact = false;
 	return STEP_CALLER;
 }
 
@@ -953,12 +953,8 @@ joined:
 			memo_leave(sc, mf, j, p, q);
 			sc[j + p - q].ra = ra;
 			sc[j + p - q].bpv = cbp;
-			f.ip = ra;
-			f.sp = mf[q - 1].sp;
+			frame_move(&f, ra, mf[q - 1].sp, false);
 			f.bp = nbp;
-			f.lr = 0;
-			f.aux = 0;
-			f.exact = false;
 			p = q - 1;
 			goto walk;
 		}
@@ -969,12 +965,8 @@ joined:
 	 * further out */
 	memo_leave(sc, mf, j, p, q);
 	if (q != p) {
-		f.ip = mf[q].ip;
-		f.sp = mf[q].sp;
+		frame_move(&f, mf[q].ip, mf[q].sp, mf[q].flags & MF_EXACT);
 		f.bp = bp;
-		f.lr = 0;
-		f.aux = 0;
-		f.exact = mf[q].flags & MF_EXACT;
 	}
 	p = q - 1;
 	goto step;
