@@ -635,21 +635,26 @@ static const struct probe_spec *absolute_object(const struct probe_spec *s,
 	return buf;
 }
 
-/* An object named by a path that the loader mapped under another name (a
+/* Whether the spec's object is loaded (*loaded), and the spec to resolve:
+ * an object named by a path that the loader mapped under another name (a
  * symbolic link on the way: /lib is usr/lib on Debian, and a probe on
- * /lib/x86_64-linux-gnu/libc.so.6 reads back as /usr/lib/...): the spec
- * with the loader's name, which the symbol tables know it by.  s may be
- * buf already. */
-static const struct probe_spec *loaded_name(const struct probe_spec *s, struct probe_spec *buf)
+ * /lib/x86_64-linux-gnu/libc.so.6 reads back as /usr/lib/...) takes the
+ * loader's name, which the symbol tables know it by.  s may be buf
+ * already.  One walk of the loaded objects for both. */
+static const struct probe_spec *loaded_name(const struct probe_spec *s, struct probe_spec *buf,
+					    bool *loaded)
 {
 	char name[PATH_MAX];
 	struct object_query q = { .want = s->object, .name = name, .namelen = sizeof(name) };
 
-	if (!strchr(s->object, '/'))
+	*loaded = false;
+	if (!s->object[0])
 		return s;
 	nearmatch_init(&q.near, s->object);
 	kprobes_objects_foreach(query_object, &q);
-	if (!q.found || !strcmp(name, s->object) || strlen(name) >= sizeof(buf->object))
+	*loaded = q.found;
+	if (!q.found || !strchr(s->object, '/') || !strcmp(name, s->object) ||
+	    strlen(name) >= sizeof(buf->object))
 		return s;
 	if (s != buf)
 		*buf = *s;
@@ -678,7 +683,8 @@ static int resolve_spec(const struct probe_spec *spec, int idx, struct resolve_l
 			unsigned flags)
 {
 	struct probe_spec abs;
-	const struct probe_spec *s = loaded_name(absolute_object(spec, &abs), &abs);
+	bool loaded;
+	const struct probe_spec *s = loaded_name(absolute_object(spec, &abs), &abs, &loaded);
 
 	if (spec_has_vars(s) || s->kind == SPEC_USDT) {
 		/* The tool locates variables with DWARF and sends fetch plans. */
@@ -688,7 +694,7 @@ static int resolve_spec(const struct probe_spec *spec, int idx, struct resolve_l
 	}
 	if (s->kind == SPEC_TRACEPOINT)
 		return resolve_tracepoint(s, idx, out, err, errlen);
-	if (s->object[0] && !agent_object_loaded(s->object)) {
+	if (s->object[0] && !loaded) {
 		int rc;
 
 		if (!find_on_disk(s->object, deferred_path, pathlen)) {
