@@ -56,6 +56,7 @@
 #include "lang/lang_int.h"
 #include "lang/maps_int.h"
 #include "agent_prog.h"
+#include "util.h"
 
 #define container_of(p, type, member) ((type *)((char *)(p) - offsetof(type, member)))
 #define TLS __attribute__((tls_model("initial-exec")))
@@ -522,30 +523,24 @@ static void stop_intervals(struct agent_prog *p)
 /* bpftrace's short library names: "libc" is the loaded libc.so.6. */
 struct short_name {
 	const char *want;
-	size_t len;
 	char found[256];
 };
 
 static int match_short_name(struct dl_phdr_info *info, size_t size, void *arg)
 {
 	struct short_name *sn = arg;
-	const char *path = info->dlpi_name, *base;
+	const char *path = info->dlpi_name;
 
 	(void)size;
-	if (!path || !*path)
+	if (!path || !*path || !short_library_matches(path_base(path), sn->want))
 		return 0;
-	base = strrchr(path, '/');
-	base = base ? base + 1 : path;
-	if (strncmp(base, sn->want, sn->len) || strncmp(base + sn->len, ".so", 3) ||
-	    (base[sn->len + 3] != '\0' && base[sn->len + 3] != '.'))
-		return 0;
-	snprintf(sn->found, sizeof(sn->found), "%s", base);
+	snprintf(sn->found, sizeof(sn->found), "%s", path_base(path));
 	return 1;
 }
 
 static void resolve_short_name(struct probe_spec *s)
 {
-	struct short_name sn = { s->object, strlen(s->object), "" };
+	struct short_name sn = { s->object, "" };
 
 	if (!s->object[0] || strchr(s->object, '/') || strstr(s->object, ".so") ||
 	    agent_object_loaded(s->object))

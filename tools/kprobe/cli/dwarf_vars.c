@@ -32,6 +32,7 @@
 #include "elf_file.h"
 #include "ldcache.h"
 #include "usdt.h"
+#include "util.h"
 
 #define MAX_POINTS 64
 #define MAX_SCOPE_VARS 128
@@ -131,14 +132,12 @@ bool cli_exe_on_path(const char *cmd, char *out, size_t outlen)
 	return false;
 }
 
-/* A loaded object of process pid whose path or file name is want. */
 /* The path pid maps the object want from: want itself, or its file name;
  * with short, a library whose file name is want's short name ("libc":
  * libc.so.6). */
 static bool mapped_object(pid_t pid, const char *want, bool short_name, char *out, size_t outlen)
 {
 	char maps[64], line[PATH_MAX + 128];
-	size_t wl = strlen(want);
 	bool found = false;
 	FILE *f;
 
@@ -154,8 +153,7 @@ static bool mapped_object(pid_t pid, const char *want, bool short_name, char *ou
 			continue;
 		path[strcspn(path, "\n")] = '\0';
 		base = strrchr(path, '/') + 1;
-		if (short_name ? !strncmp(base, want, wl) && !strncmp(base + wl, ".so", 3) &&
-				 (!base[wl + 3] || base[wl + 3] == '.')
+		if (short_name ? short_library_matches(base, want)
 			       : !strcmp(path, want) || !strcmp(base, want)) {
 			snprintf(out, outlen, "%s", path);
 			found = true;
@@ -165,6 +163,7 @@ static bool mapped_object(pid_t pid, const char *want, bool short_name, char *ou
 	return found;
 }
 
+/* A loaded object of process pid whose path or file name is want. */
 static bool object_of_pid(pid_t pid, const char *want, char *out, size_t outlen)
 {
 	return mapped_object(pid, want, false, out, outlen);

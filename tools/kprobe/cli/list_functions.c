@@ -18,6 +18,7 @@
 #include "escape.h"
 #include "kp_arch.h"
 #include "usdt.h"
+#include "util.h"
 
 #define AGENT_FILE "libkprobe-agent.so"
 
@@ -229,40 +230,30 @@ static int list_process(const struct cli_opts *o)
 {
 	struct mapped m = { 0 };
 	const char *object = o->list_object, *glob = o->list_glob;
-	char proc_path[PATH_MAX + 32], short_path[PATH_MAX];
+	char proc_path[PATH_MAX + 32];
 	int rc = read_maps(o->pid, &m), found = 0;
 	bool named = false;
 
 	if (rc)
 		cli_die(EXIT_FAIL, "cannot read the mappings of process %d: %s", (int)o->pid,
 			strerror(-rc));
-	/* bpftrace's short library name ("libc"): the library it maps */
-	for (int i = 0; object && i < m.n; i++)
-		named |= object_matches(m.path[i], object);
-	if (object && !named && cli_short_library_of_pid(o->pid, object, short_path,
-							 sizeof(short_path)))
-		object = short_path;
+	/* An object of the process by its path or file name, or by bpftrace's
+	 * short library name ("libc": the libc.so.6 it maps). */
+	for (int i = 0; object && !named && i < m.n; i++)
+		named = object_matches(m.path[i], object);
+	for (int i = 0; object && !named && !strchr(object, '/') && i < m.n; i++)
+		if (short_library_matches(base_name(m.path[i]), object)) {
+			object = m.path[i];
+			named = true;
+		}
 	/* One word: an object of the process if one has that name, else a
 	 * glob over all of them. */
-	if (object && !glob) {
-		bool loaded = false;
-
-		for (int i = 0; i < m.n; i++)
-			loaded |= object_matches(m.path[i], object);
-		if (!loaded) {
-			glob = object;
-			object = NULL;
-		}
+	if (object && !glob && !named) {
+		glob = object;
+		object = NULL;
 	}
-	if (object) {
-		bool loaded = false;
-
-		for (int i = 0; i < m.n; i++)
-			loaded |= object_matches(m.path[i], object);
-		if (!loaded)
-			cli_die(EXIT_BAD, "no object '%s' is loaded in process %d", object,
-				(int)o->pid);
-	}
+	if (object && !named)
+		cli_die(EXIT_BAD, "no object '%s' is loaded in process %d", object, (int)o->pid);
 	for (int i = 0; i < m.n; i++) {
 		if (object && !object_matches(m.path[i], object))
 			continue;

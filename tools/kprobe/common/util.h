@@ -26,4 +26,14 @@ static inline const char *path_base(const char *path)
 	return slash ? slash + 1 : path;
 }
 
+/* Whether the file name base is a library that bpftrace's short library
+ * name names ("libc": libc.so, libc.so.6, libc.so.6.1). */
+static inline int short_library_matches(const char *base, const char *name)
+{
+	size_t len = strlen(name);
+
+	return !strncmp(base, name, len) && !strncmp(base + len, ".so", 3) &&
+	       (base[len + 3] == '\0' || base[len + 3] == '.');
+}
+
 #endif
