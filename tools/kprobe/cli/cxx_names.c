@@ -85,12 +85,13 @@ char *cxx_demangle(const char *name)
 	return dem;
 }
 
-static int offer_at(const char *name, uint64_t value, void *arg)
+static int offer(const char *name, uint64_t value, uint64_t size, void *arg)
 {
 	struct cxx_match *m = arg;
 	char squeezed[1024], qual[1024];
 	char *dem = cxx_demangle(name);
 
+	(void)size;
 	if (!dem)
 		return 0;
 	qualified_name(dem, qual, sizeof(qual));
@@ -118,17 +119,6 @@ static int offer_at(const char *name, uint64_t value, void *arg)
 	m->value[m->n] = value;
 	m->demangled[m->n++] = dem;
 	return 0;
-}
-
-static int offer(const char *name, void *arg)
-{
-	return offer_at(name, 0, arg);
-}
-
-static int offer_range(const char *name, uint64_t value, uint64_t size, void *arg)
-{
-	(void)size;
-	return offer_at(name, value, arg);
 }
 
 static void add_probes(struct cli_opts *o, int i, struct cxx_match *m)
@@ -170,7 +160,7 @@ void cxx_names_resolve(struct cli_opts *o)
 		squeeze(s->symbol, pattern, sizeof(pattern));
 		m.pattern = pattern;
 		m.one_per_function = true;
-		elf_file_foreach_function_range(path, offer_range, &m);
+		elf_file_foreach_function_range(path, offer, &m);
 		if (m.too_many)
 			cli_die(EXIT_BAD, "'%s' matches more than %d C++ functions: narrow it",
 				s->text, MAX_MATCHES);
@@ -194,7 +184,7 @@ int cxx_names_expand(const struct cli_opts *o, const struct probe_spec *s, struc
 		cli_die(EXIT_BAD, "%s", err);
 	squeeze(s->symbol, pattern, sizeof(pattern));
 	m.pattern = pattern;
-	elf_file_foreach_function(path, offer, &m);
+	elf_file_foreach_function_range(path, offer, &m);
 	if (m.too_many || m.n > max)
 		n = -1;
 	for (int k = 0; k < m.n; k++) {
