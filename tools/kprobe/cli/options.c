@@ -551,13 +551,17 @@ static void absolute_object(struct probe_spec *s)
 /* bpftrace's short library names in the probes of every command, as in
  * programs: an OBJECT that no file of the loader's directories is named
  * ("libc") but the loader's cache resolves ("libc.so.6") names that
- * library, by its path.  Without this such a probe waited, silently, for
- * an object of that name that never loads. */
-static void short_library_name(struct probe_spec *s)
+ * library, by its path; with -p, the library of that name the process
+ * maps.  Without this such a probe waited, silently, for an object of
+ * that name that never loads. */
+static void short_library_name(const struct cli_opts *o, struct probe_spec *s)
 {
 	char path[PATH_MAX], err[600];
 
-	if (cli_short_library(s->object, path, sizeof(path)) || strlen(path) >= sizeof(s->object))
+	if (!(o->pid && cli_short_library_of_pid(o->pid, s->object, path, sizeof(path))) &&
+	    cli_short_library(s->object, path, sizeof(path)))
+		return;
+	if (strlen(path) >= sizeof(s->object))
 		return;
 	memcpy(s->object, path, strlen(path) + 1);
 	if (spec_format(s) && spec_too_long(s, err, sizeof(err)))
@@ -598,7 +602,7 @@ static void check_probe_command(struct cli_opts *o)
 				bad("count records no arguments: '%s'", o->specs[i].text);
 	for (int i = 0; i < o->nspecs; i++) {
 		absolute_object(&o->specs[i]);
-		short_library_name(&o->specs[i]);
+		short_library_name(o, &o->specs[i]);
 	}
 	if (o->cmd == CMD_LATENCY) {
 		struct probe_spec *s = &o->specs[0];
@@ -637,7 +641,7 @@ static void check_record(struct cli_opts *o)
 		if (o->specs[i].kind == SPEC_TRACEPOINT && o->specs[i].is_return)
 			bad("a tracepoint has no return: '%s'", o->specs[i].text);
 		absolute_object(&o->specs[i]);
-		short_library_name(&o->specs[i]);
+		short_library_name(o, &o->specs[i]);
 	}
 }
 
