@@ -51,13 +51,13 @@ static int count_lines(const char *text, const char *prefix)
 	return n;
 }
 
-/* A target in the background, killed with the test. */
-static pid_t bg_start(const char *args)
+/* A program in the background, killed with the test. */
+static pid_t bg_start_of(const char *prog, const char *args)
 {
 	char cmd[PATH_MAX + 256];
 	pid_t pid;
 
-	snprintf(cmd, sizeof(cmd), "exec %s %s > /dev/null 2>&1 < /dev/null", target, args);
+	snprintf(cmd, sizeof(cmd), "exec %s %s > /dev/null 2>&1 < /dev/null", prog, args);
 	pid = fork();
 	cr_assert(pid >= 0);
 	if (pid == 0) {
@@ -67,6 +67,11 @@ static pid_t bg_start(const char *args)
 	}
 	usleep(200000);
 	return pid;
+}
+
+static pid_t bg_start(const char *args)
+{
+	return bg_start_of(target, args);
 }
 
 Test(load, example_module_before_main)
@@ -683,21 +688,12 @@ Test(load, run_usdt_short_library_name)
  * loader's cache says /lib/...). */
 Test(load, run_probe_names_short_library_as_mapped_with_pid)
 {
-	char cmd[PATH_MAX + 64], maps[64], line[PATH_MAX + 128], mapped[PATH_MAX] = "";
-	char want[PATH_MAX + 64];
+	char maps[64], line[PATH_MAX + 128], mapped[PATH_MAX] = "", want[PATH_MAX + 64];
 	struct run r;
 	pid_t pid;
 	FILE *f;
 
-	snprintf(cmd, sizeof(cmd), "exec %s ticks 100000 2 > /dev/null", run_target);
-	pid = fork();
-	cr_assert(pid >= 0);
-	if (pid == 0) {
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
-		_exit(127);
-	}
-	usleep(200000);
+	pid = bg_start_of(run_target, "ticks 100000 2");
 	snprintf(maps, sizeof(maps), "/proc/%d/maps", (int)pid);
 	cr_assert_not_null(f = fopen(maps, "re"));
 	while (!mapped[0] && fgets(line, sizeof(line), f)) {
@@ -782,18 +778,9 @@ Test(load, run_json_stack_key_and_value)
 Test(load, run_attach_interval_end)
 {
 	struct run r;
-	char cmd[PATH_MAX + 64];
 	pid_t pid;
 
-	snprintf(cmd, sizeof(cmd), "exec %s ticks 100000 2 > /dev/null", run_target);
-	pid = fork();
-	cr_assert(pid >= 0);
-	if (pid == 0) {
-		prctl(PR_SET_PDEATHSIG, SIGKILL);
-		execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
-		_exit(127);
-	}
-	usleep(200000);
+	pid = bg_start_of(run_target, "ticks 100000 2");
 	cli_run(&r, "%s run -o /dev/stdout -e 'uprobe:%s:run_tick { @t = count(); } "
 	    "interval:ms:100 { @i = @i + 1; if (@i == 3) { exit(); } } END { printf(\"end\\n\"); }' "
 	    "-p %d", kprobe, run_target, (int)pid);
