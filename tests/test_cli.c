@@ -1499,6 +1499,12 @@ Test(cli, list_functions_of_objects_and_processes)
 	cli_run(&r, "grep -c libkprobe-agent /proc/%d/maps", (int)b.pid);
 	cr_assert_str_eq(r.out, "0\n");
 	cr_assert(alive(b.pid));
+	/* the same short name in a PROBE attached: the library it maps */
+	cli_run(&r, "%s count 'libc:pthread_create' --format json -z -d 0.2 -p %d", kprobe,
+		(int)b.pid);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert(strstr(r.out, "{\"probe\":\"pthread_create\",") &&
+		  strstr(r.out, "\"object\":\"libc.so.6\""), "%s %s", r.out, r.err);
 	bg_stop(&b);
 }
 
