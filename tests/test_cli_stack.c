@@ -471,7 +471,7 @@ Test(cli_stack, count_handlers_keep_the_light_level)
 
 		snprintf(spec, sizeof(spec), "libkprobe-agent.so:%s", handlers[i]);
 		cr_assert_eq(kprobes_sym_lookup_name(spec, &sym), 0, "%s", spec);
-		need = kp_code_needs(sym.addr) & ~KP_OPT_SAVE_R8_R11;
+		need = kp_code_needs(sym.addr) & ~KP_OPT_SAVE_SCRATCH;
 		cr_expect_eq(need, KP_OPT_SAVE_REGS, "%s needs %#x", handlers[i], need);
 	}
 #else

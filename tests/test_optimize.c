@@ -1340,7 +1340,7 @@ static int stack_pre(struct kprobe *p, struct pt_regs *regs)
 Test(optimize, stack_handler_keeps_the_light_level, .init = setup)
 {
 #if !defined(__SANITIZE_ADDRESS__)
-	uint8_t need = kp_code_needs((uintptr_t)stack_pre) & ~KP_OPT_SAVE_R8_R11;
+	uint8_t need = kp_code_needs((uintptr_t)stack_pre) & ~KP_OPT_SAVE_SCRATCH;
 
 	cr_assert_eq(need, KP_OPT_SAVE_REGS, "stack handler, needs %#x", need);
 #else
@@ -3203,7 +3203,7 @@ Test(optimize, kretprobe_fast_paths_keep_every_register, .init = setup)
 
 	cr_assert_eq(kp_code_needs((uintptr_t)rf_narrow), 0, "narrow: %#x",
 		     kp_code_needs((uintptr_t)rf_narrow));
-	cr_assert_eq(kp_code_needs((uintptr_t)rf_wide), KP_OPT_SAVE_R8_R11, "wide: %#x",
+	cr_assert_eq(kp_code_needs((uintptr_t)rf_wide), KP_OPT_SAVE_SCRATCH, "wide: %#x",
 		     kp_code_needs((uintptr_t)rf_wide));
 	for (int h = 0; h < 2; h++) {
 		struct kretprobe rp;

@@ -91,9 +91,12 @@ enum kp_opt_state { OPT_NONE, OPT_QUEUED, OPT_PREPARED, OPT_OPTIMIZED };
 #define KP_OPT_SAVE_VECTOR 1	/* vector and x87 registers */
 #define KP_OPT_SAVE_ERRNO 2	/* errno */
 #define KP_OPT_SAVE_REGS 4	/* a complete struct pt_regs */
-/* r8-r11, which the return trampoline saves only for handlers that may
- * write them (the detours always keep every caller-saved register). */
-#define KP_OPT_SAVE_R8_R11 8
+/* The caller-saved registers a hit path keeps only for handlers that may
+ * write them, those it does not use itself: x86-64's return trampoline
+ * r8-r11 (its detours keep every caller-saved register:
+ * ARCH_DETOURS_KEEP_SCRATCH), arm64's detours x4-x18 (x0-x3 and x30
+ * they keep anyway). */
+#define KP_OPT_SAVE_SCRATCH 8
 #define KP_OPT_SAVE_ALL 15
 /* Not a save: with KP_OPT_SAVE_REGS, the handler reads only the argument
  * registers of its pt_regs (di si dx cx r8 r9) and writes none of it

@@ -278,7 +278,8 @@ static int probepoint_create(uintptr_t addr, const struct ksym *fn, bool have_fn
 }
 
 /* What an optimized probe's detour must keep for p's handler.  A return
- * probe's own entry handler reads pt_regs (the return address). */
+ * probe's own entry handler reads pt_regs (the return address), and its
+ * set-up without one is the library's C (kp_kretprobe_entry_fast). */
 static uint8_t probe_needs(const struct kprobe *p, enum kp_type type)
 {
 	uintptr_t fn = (uintptr_t)p->pre_handler;
@@ -286,14 +287,15 @@ static uint8_t probe_needs(const struct kprobe *p, enum kp_type type)
 
 	if (type == KP_TYPE_KRETPROBE) {
 		fn = (uintptr_t)container_of(p, struct kretprobe, kp)->entry_handler;
-		need = KP_OPT_SAVE_REGS;
+		need = KP_OPT_SAVE_REGS | KP_OPT_SAVE_SCRATCH;
 	}
-	/* The detours keep r8-r11 anyway. */
 	if (fn)
-		need |= kp_code_needs(fn) & ~KP_OPT_SAVE_R8_R11;
+		need |= kp_code_needs(fn);
 	/* kprobes_vector_reg() reads the saved vector state. */
 	if (p->flags & KPROBE_FLAG_VECTOR_REGS)
-		need |= KP_OPT_SAVE_ALL & ~KP_OPT_SAVE_R8_R11;
+		need |= KP_OPT_SAVE_ALL;
+	if (ARCH_DETOURS_KEEP_SCRATCH)
+		need &= (uint8_t)~KP_OPT_SAVE_SCRATCH;
 	/* The caller promises its handler reads only arguments from pt_regs. */
 	if (type == KP_TYPE_KPROBE && (p->flags & KPROBE_FLAG_ARGS_ONLY) && (need & KP_OPT_SAVE_REGS))
 		need |= KP_OPT_ARGS;
@@ -341,7 +343,10 @@ static void *probe_fast_fn(struct kprobe *p, enum kp_type type)
 	if (type == KP_TYPE_KRETPROBE)
 		return container_of(p, struct kretprobe, kp)->entry_handler ?
 			       NULL : (void *)kp_kretprobe_entry_fast;
-	if (type == KP_TYPE_KPROBE && p->pre_handler && !kp_probe_needs(p))
+	/* (the scratch registers, when the detours leave them to the
+	 * needs, are saved on the fast path too) */
+	if (type == KP_TYPE_KPROBE && p->pre_handler &&
+	    !(kp_probe_needs(p) & (uint8_t)~KP_OPT_SAVE_SCRATCH))
 		return (void *)p->pre_handler;
 	return NULL;
 }

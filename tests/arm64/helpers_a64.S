@@ -166,8 +166,8 @@ FUNC a64_fdouble
 	ret
 END a64_fdouble
 
-/* long a64_regs_kept(void): sets x9-x15 and x19-x28 to known values and
- * the flags to N, calls a64_add_one_keeps(1), and returns 0 only when all
+/* long a64_regs_kept(void): sets x1-x15, x18 and x19-x28 to known values
+ * and the flags to N, calls a64_add_one_keeps(1), and returns 0 only when all
  * of them came back as they were: what a probe or a return probe on
  * a64_add_one_keeps must leave alone. */
 FUNC a64_regs_kept
@@ -178,6 +178,15 @@ FUNC a64_regs_kept
 	stp x23, x24, [sp, #48]
 	stp x25, x26, [sp, #64]
 	stp x27, x28, [sp, #80]
+	mov x1, #0x101
+	mov x2, #0x102
+	mov x3, #0x103
+	mov x4, #0x104
+	mov x5, #0x105
+	mov x6, #0x106
+	mov x7, #0x107
+	mov x8, #0x108
+	mov x18, #0x118
 	mov x9, #0x109
 	mov x10, #0x110
 	mov x11, #0x111
@@ -203,6 +212,24 @@ FUNC a64_regs_kept
 	mov x0, #0
 	mov x17, #0x80000000
 	cmp x16, x17
+	cinc x0, x0, ne
+	cmp x1, #0x101
+	cinc x0, x0, ne
+	cmp x2, #0x102
+	cinc x0, x0, ne
+	cmp x3, #0x103
+	cinc x0, x0, ne
+	cmp x4, #0x104
+	cinc x0, x0, ne
+	cmp x5, #0x105
+	cinc x0, x0, ne
+	cmp x6, #0x106
+	cinc x0, x0, ne
+	cmp x7, #0x107
+	cinc x0, x0, ne
+	cmp x8, #0x108
+	cinc x0, x0, ne
+	cmp x18, #0x118
 	cinc x0, x0, ne
 	cmp x9, #0x109
 	cinc x0, x0, ne

@@ -562,8 +562,8 @@ static void capture_at_keeps(struct pt_regs *out, bool optimize)
 
 Test(a64_optimized, regs_equal_the_brk_paths)
 {
-	static const int compared[] = { 0, 9, 10, 11, 12, 13, 14, 15, 19, 20, 21, 22, 23,
-					24, 25, 26, 27, 28, 29, 30 };
+	static const int compared[] = { 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15,
+					18, 19, 20, 21, 22, 23, 24, 25, 26, 27, 28, 29, 30 };
 	struct pt_regs brk, opt;
 
 	capture_at_keeps(&brk, false);
@@ -657,8 +657,7 @@ static __attribute__((noinline)) int reads_tls(struct kprobe *p, struct pt_regs 
 	return 0;
 }
 
-/* What each handler may change, besides pt_regs (every arm64 handler is
- * taken to read and write it). */
+/* What each handler may change, besides pt_regs. */
 static uint8_t needs_of(void *fn)
 {
 	return kp_code_needs((uintptr_t)fn) & (KP_OPT_SAVE_VECTOR | KP_OPT_SAVE_ERRNO);
@@ -702,6 +701,148 @@ Test(a64_handler_analysis, detours_save_what_handlers_need)
 			cr_expect_eq(hits, 1);
 			unregister_kprobe(&kp);
 		}
+}
+
+/* ---- which handlers read their pt_regs (x1) ---- */
+
+static __attribute__((noinline)) int ignores_regs(struct kprobe *p, struct pt_regs *regs)
+{
+	hits++;
+	return 0;
+}
+
+/* Handlers in assembly, each with exactly the flow its name says;
+ * analysed, never run.  x1 holds pt_regs at the entry. */
+#define A64T(name, body)                                                                  \
+	".globl " #name "\n.type " #name ", %function\n.p2align 2\n" #name ":\n" body     \
+	"\n.size " #name ", . - " #name "\n"
+__asm__(".text\n"
+	A64T(a64t_x1_written_first, "mov x1, x0\n ldr x2, [x1]\n mov w0, #0\n ret")
+	A64T(a64t_x1_on_one_path, "cbz x0, 1f\n mov x1, xzr\n1: ldr x2, [x1]\n mov w0, #0\n ret")
+	A64T(a64t_x1_after_a_loop, "mov x2, #3\n1: subs x2, x2, #1\n b.ne 1b\n ldr x3, [x1]\n"
+				   " mov w0, #0\n ret")
+	A64T(a64t_x1_by_a_back_edge, "b 2f\n1: ldr x3, [x1]\n mov w0, #0\n ret\n2: b 1b")
+	A64T(a64t_x1_stored, "stp x0, x1, [sp, #-16]!\n add sp, sp, #16\n mov w0, #0\n ret")
+	A64T(a64t_x1_kept_by_movk, "movk x1, #1\n mov w0, #0\n ret")
+	A64T(a64t_x1_tested, "cbz x1, 1f\n1: mov w0, #0\n ret")
+	A64T(a64t_x1_loaded_pair, "ldp x0, x1, [sp]\n ldr x2, [x1]\n mov w0, #0\n ret")
+	A64T(a64t_reads_own_x1, "ldr x0, [x1]\n ret")
+	A64T(a64t_leaf, "add x0, x0, #1\n ret")
+	A64T(a64t_callee_reads_x1, "stp x29, x30, [sp, #-16]!\n mov x29, sp\n"
+				   " bl a64t_reads_own_x1\n ldp x29, x30, [sp], #16\n mov w0, #0\n ret")
+	A64T(a64t_calls_a_leaf, "stp x29, x30, [sp, #-16]!\n mov x29, sp\n mov x1, #5\n"
+				" bl a64t_leaf\n ldp x29, x30, [sp], #16\n mov w0, #0\n ret"));
+
+int a64t_x1_written_first(struct kprobe *, struct pt_regs *);
+int a64t_x1_on_one_path(struct kprobe *, struct pt_regs *);
+int a64t_x1_after_a_loop(struct kprobe *, struct pt_regs *);
+int a64t_x1_by_a_back_edge(struct kprobe *, struct pt_regs *);
+int a64t_x1_stored(struct kprobe *, struct pt_regs *);
+int a64t_x1_kept_by_movk(struct kprobe *, struct pt_regs *);
+int a64t_x1_tested(struct kprobe *, struct pt_regs *);
+int a64t_x1_loaded_pair(struct kprobe *, struct pt_regs *);
+int a64t_callee_reads_x1(struct kprobe *, struct pt_regs *);
+int a64t_calls_a_leaf(struct kprobe *, struct pt_regs *);
+
+static bool reads_regs(void *fn)
+{
+	return kp_code_needs((uintptr_t)fn) & KP_OPT_SAVE_REGS;
+}
+
+Test(a64_handler_analysis, finds_the_handlers_that_read_pt_regs)
+{
+#if !defined(__SANITIZE_ADDRESS__)
+	/* compiled C: the instrumented build calls the sanitizer's run-time */
+	cr_expect_eq(kp_code_needs((uintptr_t)ignores_regs) & ~KP_OPT_SAVE_SCRATCH, 0,
+		     "ignores_regs: %#x", kp_code_needs((uintptr_t)ignores_regs));
+	cr_expect(reads_regs(only_integers));
+	cr_expect(reads_regs(writes_tls));
+#endif
+	cr_expect(!reads_regs(a64t_x1_written_first));
+	cr_expect(reads_regs(a64t_x1_on_one_path), "a path that keeps x1 joins the other");
+	cr_expect(reads_regs(a64t_x1_after_a_loop));
+	cr_expect(reads_regs(a64t_x1_by_a_back_edge));
+	cr_expect(reads_regs(a64t_x1_stored), "a store of x1");
+	cr_expect(reads_regs(a64t_x1_kept_by_movk), "MOVK keeps the rest of x1");
+	cr_expect(reads_regs(a64t_x1_tested), "CBZ x1");
+	cr_expect(!reads_regs(a64t_x1_loaded_pair), "LDP writes its second register");
+	cr_expect(reads_regs(a64t_callee_reads_x1), "a callee reading its own x1");
+	cr_expect(!reads_regs(a64t_calls_a_leaf));
+}
+
+/* A handler that reads no pt_regs and changes every register a call may
+ * change, and the flags: the detour's light path. */
+long a64t_light_hits;
+int a64t_clobber_light(struct kprobe *, struct pt_regs *);
+__asm__(".text\n"
+	A64T(a64t_clobber_light,
+	     "adrp x9, a64t_light_hits\n ldr x10, [x9, #:lo12:a64t_light_hits]\n"
+	     " add x10, x10, #1\n str x10, [x9, #:lo12:a64t_light_hits]\n"
+	     " mov x1, #0x5a1\n mov x2, #0x5a2\n mov x3, #0x5a3\n mov x4, #0x5a4\n"
+	     " mov x5, #0x5a5\n mov x6, #0x5a6\n mov x7, #0x5a7\n mov x8, #0x5a8\n"
+	     " mov x9, #0x5a9\n mov x10, #0x5aa\n mov x11, #0x5ab\n mov x12, #0x5ac\n"
+	     " mov x13, #0x5ad\n mov x14, #0x5ae\n mov x15, #0x5af\n mov x16, #0x5b0\n"
+	     " mov x17, #0x5b1\n mov x18, #0x5b2\n cmp x1, x1\n mov w0, #0\n ret")
+	/* and one that changes x0-x3 and the flags only: x4-x18 are not
+	 * even saved */
+	A64T(a64t_tiny_light,
+	     "adrp x0, a64t_light_hits\n ldr x1, [x0, #:lo12:a64t_light_hits]\n"
+	     " add x1, x1, #1\n str x1, [x0, #:lo12:a64t_light_hits]\n cmp x1, #0\n"
+	     " mov x2, #0x5a2\n mov x3, #0x5a3\n"
+	     " mov w0, #0\n ret"));
+int a64t_tiny_light(struct kprobe *, struct pt_regs *);
+
+/* At the entry and at the RET: every register, the flags and the result
+ * come through, and the handler ran once a call; x2-x18 saved for the
+ * handler that changes them (x4-x18: the detour keeps x0-x3 anyway), and
+ * not for the other. */
+Test(a64_optimized, light_path_keeps_every_register)
+{
+	cr_expect_eq(kp_code_needs((uintptr_t)a64t_clobber_light), KP_OPT_SAVE_SCRATCH);
+	cr_expect_eq(kp_code_needs((uintptr_t)a64t_tiny_light), 0);
+	for (unsigned int i = 0; i < 4; i++) {
+		unsigned int off = (i & 1) * 4;
+		struct kprobe kp = { .addr = AT(a64_add_one_keeps, off),
+				     .pre_handler = i < 2 ? a64t_clobber_light : a64t_tiny_light };
+
+		a64t_light_hits = 0;
+		cr_assert_eq(register_kprobe(&kp), 0);
+		cr_assert_eq(kprobes_optimize_now(), 0);
+		cr_assert(optimized(&kp));
+		cr_assert_eq(kp_probe_fast_fn(&kp), (void *)kp.pre_handler,
+			     "the light path's handler (needs %#x)", kp_probe_needs(&kp));
+		for (int k = 0; k < 3; k++)
+			cr_expect_eq(a64_regs_kept(), 0, "probe at +%u", off);
+		cr_expect_eq(a64_add_one_keeps(41), 42);
+		cr_expect_eq(a64t_light_hits, 4, "probe at +%u", off);
+		unregister_kprobe(&kp);
+	}
+}
+
+/* A second probe on the probepoint ends the light path: the general one
+ * runs both (the first's needs are still its own). */
+Test(a64_optimized, light_and_general_probes_together)
+{
+	struct kprobe light = { .addr = AT(a64_add_one_keeps, 0), .pre_handler = a64t_clobber_light };
+	struct kprobe full = { .addr = AT(a64_add_one_keeps, 0), .pre_handler = count_pre };
+
+	reset();
+	a64t_light_hits = 0;
+	cr_assert_eq(register_kprobe(&light), 0);
+	cr_assert_eq(register_kprobe(&full), 0);
+	cr_assert_eq(kprobes_optimize_now(), 0);
+	cr_assert(optimized(&light));
+	cr_expect_eq(a64_regs_kept(), 0);
+	cr_expect_eq(a64t_light_hits, 1);
+	cr_expect_eq(hits, 1);
+	cr_expect_eq(seen_arg0, 1, "pt_regs complete for the second probe");
+	unregister_kprobe(&full);
+	cr_expect_eq(a64_regs_kept(), 0);
+	cr_expect_eq(a64t_light_hits, 2);
+	cr_expect_eq(hits, 1);
+	unregister_kprobe(&light);
+	cr_expect_eq(a64_regs_kept(), 0);
+	cr_expect_eq(a64t_light_hits, 2);
 }
 
 /* errno as the program left it, whatever a handler does to it. */
@@ -927,7 +1068,9 @@ Test(a64_optimized, churn_while_others_hammer, .timeout = CHURN_TIMEOUT)
 	for (int i = 0; i < nthreads; i++)
 		cr_assert_eq(pthread_create(&th[i], NULL, churn_caller, NULL), 0);
 	for (int r = 0; r < rounds; r++) {
-		struct kprobe kp = { .addr = AT(a64_add, (r % 3) * 4), .pre_handler = count_pre };
+		/* every other pair of rounds a handler of the light path */
+		struct kprobe kp = { .addr = AT(a64_add, (r % 3) * 4),
+				     .pre_handler = (r >> 1) & 1 ? a64t_clobber_light : count_pre };
 
 		churn_round = r;
 		churn_step = CS_REGISTER;

@@ -259,21 +259,38 @@ Test(a64_kretprobe, pac_frame_returns_through_the_trampoline)
 	unregister_kretprobe(&rp);
 }
 
+static bool optimized(const struct kprobe *p)
+{
+	return __atomic_load_n(&p->flags, __ATOMIC_ACQUIRE) & KPROBE_FLAG_OPTIMIZED;
+}
+
+/* Registers rp with its entry a BRK, or jump-optimized (a return probe
+ * without an entry handler then takes the detour's light path). */
+static void arm_rp(struct kretprobe *rp, bool opt)
+{
+	kprobes_set_optimization(opt);
+	cr_assert_eq(register_kretprobe(rp), 0);
+	cr_assert_eq(kprobes_optimize_now(), 0);
+	cr_assert_eq(optimized(&rp->kp), opt, "%s entry", opt ? "an optimized" : "a BRK");
+}
+
 Test(a64_kretprobe, registers_and_float_return_are_kept)
 {
-	struct kretprobe rp = { .kp.addr = AT(a64_add_one_keeps, 0), .handler = ret_handler };
-	struct kretprobe fp = { .kp.addr = AT(a64_fdouble, 0), .handler = ret_handler };
+	for (int opt = 0; opt <= 1; opt++) {
+		struct kretprobe rp = { .kp.addr = AT(a64_add_one_keeps, 0), .handler = ret_handler };
+		struct kretprobe fp = { .kp.addr = AT(a64_fdouble, 0), .handler = ret_handler };
 
-	ret_reset();
-	cr_assert_eq(register_kretprobe(&rp), 0);
-	cr_assert_eq(register_kretprobe(&fp), 0);
-	cr_expect_eq(a64_regs_kept(), 0);
-	cr_expect_eq(ret_hits, 1);
-	cr_expect_eq(ret_value, 2);
-	cr_expect_eq(a64_fdouble(1.25), 2.5);
-	cr_expect_eq(ret_hits, 2);
-	unregister_kretprobe(&fp);
-	unregister_kretprobe(&rp);
+		ret_reset();
+		arm_rp(&rp, opt);
+		arm_rp(&fp, opt);
+		cr_expect_eq(a64_regs_kept(), 0, "optimized: %d", opt);
+		cr_expect_eq(ret_hits, 1);
+		cr_expect_eq(ret_value, 2);
+		cr_expect_eq(a64_fdouble(1.25), 2.5);
+		cr_expect_eq(ret_hits, 2);
+		unregister_kretprobe(&fp);
+		unregister_kretprobe(&rp);
+	}
 }
 
 TEST_FN static long fact(long n)
@@ -286,16 +303,20 @@ TEST_FN static long fact(long n)
 
 Test(a64_kretprobe, recursion_and_maxactive)
 {
-	struct kretprobe rp = { .kp.addr = (kprobe_opcode_t *)fact, .handler = ret_handler,
-				.maxactive = 3 };
+	for (int opt = 0; opt <= 1; opt++) {
+		struct kretprobe rp = { .kp.addr = (kprobe_opcode_t *)fact, .handler = ret_handler,
+					.maxactive = 3 };
 
-	ret_reset();
-	cr_assert_eq(register_kretprobe(&rp), 0);
-	cr_expect_eq(fact(5), 120);
-	cr_expect_eq(ret_hits, 3, "three instances at most");
-	cr_expect_eq(rp.nmissed, 2);
-	cr_expect_eq(ret_value, 120, "the outermost returns last");
-	unregister_kretprobe(&rp);
+		ret_reset();
+		arm_rp(&rp, opt);
+		cr_expect_eq(fact(5), 120);
+		cr_expect_eq(ret_hits, 3, "three instances at most (optimized: %d)", opt);
+		cr_expect_eq(rp.nmissed, 2);
+		cr_expect_eq(ret_value, 120, "the outermost returns last");
+		cr_expect_eq(fact(10), 3628800);
+		cr_expect_eq(ret_hits, 6);
+		unregister_kretprobe(&rp);
+	}
 }
 
 static jmp_buf lj;
@@ -309,18 +330,20 @@ TEST_FN static long jumps_out(long x)
 
 Test(a64_kretprobe, frames_left_by_longjmp_are_dropped)
 {
-	struct kretprobe rp = { .kp.addr = (kprobe_opcode_t *)jumps_out, .handler = ret_handler,
-				.maxactive = 2 };
+	for (int opt = 0; opt <= 1; opt++) {
+		struct kretprobe rp = { .kp.addr = (kprobe_opcode_t *)jumps_out,
+					.handler = ret_handler, .maxactive = 2 };
 
-	ret_reset();
-	cr_assert_eq(register_kretprobe(&rp), 0);
-	for (int i = 0; i < 20; i++)
-		if (!setjmp(lj))
-			jumps_out(1);
-	cr_expect_eq(jumps_out(0), 0);
-	cr_expect_eq(ret_hits, 1);
-	cr_expect_eq(rp.nmissed, 0, "instances of the left frames came back");
-	unregister_kretprobe(&rp);
+		ret_reset();
+		arm_rp(&rp, opt);
+		for (int i = 0; i < 20; i++)
+			if (!setjmp(lj))
+				jumps_out(1);
+		cr_expect_eq(jumps_out(0), 0);
+		cr_expect_eq(ret_hits, 1, "optimized: %d", opt);
+		cr_expect_eq(rp.nmissed, 0, "instances of the left frames came back");
+		unregister_kretprobe(&rp);
+	}
 }
 
 static volatile int bt_depth;
@@ -636,11 +659,6 @@ Test(a64_stack, through_a_return_probed_frame)
 }
 
 /* ---- return probes and unwinding on jump-optimized entries ---- */
-
-static bool optimized(const struct kprobe *p)
-{
-	return __atomic_load_n(&p->flags, __ATOMIC_ACQUIRE) & KPROBE_FLAG_OPTIMIZED;
-}
 
 /* The entry's hijack of x30 works from the detour as from the BRK. */
 Test(a64_kretprobe, optimized_entry)

@@ -8,6 +8,7 @@
 #include <stddef.h>
 
 #include "core/arch_api.h"
+#include "os/linux/threads.h"
 
 #define DEFINE(sym, val) __asm__ volatile("\n.ascii \"->" #sym " %c0\"" : : "i"((long)(val)))
 #define OFFSET(sym, type, member) DEFINE(sym, offsetof(type, member))
@@ -28,4 +29,13 @@ void kp_asm_offsets(void)
 	OFFSET(PT_PSTATE, struct pt_regs, pstate);
 	/* struct kp_probepoint (core/arch_api.h), for the detours */
 	OFFSET(PP_ADDR, struct kp_probepoint, addr);
+	OFFSET(PP_FAST, struct kp_probepoint, fast);
+	/* struct kprobe (include/kprobes.h) */
+	OFFSET(KP_NEEDS, struct kprobe, __reserved[0]);	/* kp_probe_needs() */
+	OFFSET(KP_FAST_FN, struct kprobe, __reserved[1]);	/* kp_probe_fast_fn() */
+	DEFINE(KP_SAVE_SCRATCH_BIT, __builtin_ctz(KP_OPT_SAVE_SCRATCH));
+	/* struct kp_thread (os/linux/threads.h): a read-side section */
+	OFFSET(KPT_GEN, struct kp_thread, gen);
+	OFFSET(KPT_NEST, struct kp_thread, nest);
+	OFFSET(KPT_IN_HANDLER, struct kp_thread, in_handler);
 }

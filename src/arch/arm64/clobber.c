@@ -13,8 +13,15 @@
  * system call.  Undecodable words, indirect branches (BR, BLR, which is
  * how a call through the PLT ends) and anything the walk cannot follow
  * count as "may do everything".
- * Every handler is taken to read its pt_regs: the detours and the
- * trampoline always build the whole struct on arm64.
+ *
+ * pt_regs arrives in x1, a handler's second argument: a handler that never
+ * reads x1 while it may still hold the pointer (followed through the
+ * code, joined at branch targets, ended by a write of x1 or a call), and
+ * calls nothing that reads its own x1, never looks at its pt_regs, and
+ * an optimized probe's detour may skip building it (detour.S, the light
+ * path).  That path keeps x4-x18 only for a handler whose code (or a
+ * callee's) names one of them in a register field at all: compiled code
+ * writes a scratch register before it reads one.
  */
 #include <stdlib.h>
 
@@ -22,9 +29,11 @@
 #include "core/arch_api.h"
 
 #define NEEDS_ALL KP_OPT_SAVE_ALL
-/* Not analysed on arm64 (pt_regs is always complete, and there are no
- * r8-r11 to spare). */
-#define NEEDS_ALWAYS (KP_OPT_SAVE_REGS | KP_OPT_SAVE_R8_R11)
+/* The scratch registers of KP_OPT_SAVE_SCRATCH: x4-x18 (the detour keeps
+ * x0-x3 and x30 whatever the handler). */
+#define SCRATCH_REGS 0x7fff0u
+/* The register pt_regs arrives in. */
+#define REGS_ARG 1
 
 /* A system register's number in an MRS/MSR: op0:op1:CRn:CRm:op2. */
 #define SYSREG(op0, op1, crn, crm, op2) \
@@ -37,6 +46,8 @@
 
 static inline unsigned int rd(uint32_t w) { return w & 31; }
 static inline unsigned int rn(uint32_t w) { return (w >> 5) & 31; }
+static inline unsigned int ra(uint32_t w) { return (w >> 10) & 31; }	/* also Rt2 */
+static inline unsigned int rm(uint32_t w) { return (w >> 16) & 31; }	/* also Rs */
 
 /* The A64 top-level class, bits 28:25. */
 static inline unsigned int op0(uint32_t w) { return (w >> 25) & 15; }
@@ -122,6 +133,149 @@ static regset taint_step(uint32_t w, regset t)
 	    (w & 0xc0c00000u) != 0xc0800000u)
 		return t & ~(1u << d);
 	return t;
+}
+
+/* ---- which registers an instruction reads and writes ----
+ * By the register fields of its class.  A read is over-counted where in
+ * doubt (a field that may be an immediate counts), a write only counted
+ * where the instruction surely replaces the register. */
+
+/* Data processing (immediate): every form reads Rn but ADR, ADRP and the
+ * wide moves; MOVK and BFM keep part of Rd; EXTR reads Rm too. */
+static bool dp_imm_reads(uint32_t w, bool d, bool n, bool m)
+{
+	if ((w & 0x1f000000u) == 0x10000000u)			/* ADR, ADRP */
+		return false;
+	if ((w & 0x1f800000u) == 0x12800000u)			/* MOVN, MOVZ, MOVK */
+		return d && (w & 0x60000000u) == 0x60000000u;
+	if ((w & 0x1f800000u) == 0x13000000u)			/* SBFM, BFM, UBFM */
+		return n || (d && (w & 0x60000000u) == 0x20000000u);
+	if ((w & 0x1f800000u) == 0x13800000u)			/* EXTR */
+		return n || m;
+	return n;						/* ADD/SUB, logical */
+}
+
+/* General-register loads and stores (the SIMD&FP ones read only their
+ * address registers: their Rt names a vector register). */
+static bool ldst_reads(uint32_t w, bool d, bool n, bool a, bool m)
+{
+	bool store = !(w & (3u << 22));
+
+	if (w & (1u << 26))					/* SIMD&FP */
+		return n || m;
+	if ((w & 0x3b000000u) == 0x18000000u)			/* literal */
+		return false;
+	if ((w & 0x38000000u) == 0x28000000u)			/* pairs: L is bit 22 */
+		return n || (!(w & (1u << 22)) && (d || a));
+	if ((w & 0x3f000000u) == 0x39000000u)			/* unsigned offset */
+		return n || (store && d);
+	if ((w & 0x3f000000u) == 0x38000000u) {
+		if (!(w & (1u << 21)))				/* imm9 forms */
+			return n || (store && d);
+		if ((w & 0xc00u) == 0x800u)			/* register offset */
+			return n || m || (store && d);
+		return n || m;					/* atomics: Rs, Rn */
+	}
+	return d || n || a || m;		/* exclusives, LDAPUR/STLUR, tags */
+}
+
+/* Branches, exception generation, system instructions. */
+static bool branch_sys_reads(uint32_t w, bool d, bool n)
+{
+	if ((w & 0x7c000000u) == 0x14000000u || (w & 0xff000000u) == 0x54000000u)
+		return false;					/* B, BL, B.cond */
+	if ((w & 0x7c000000u) == 0x34000000u)			/* CBZ/CBNZ, TBZ/TBNZ */
+		return d;
+	if ((w & 0xffc00000u) == 0xd5000000u)			/* MSR, SYS: Rt */
+		return !(w & (1u << 21)) && d;
+	if ((w & 0xfe000000u) == 0xd6000000u)			/* BR, BLR, RET (+PAC) */
+		return n || d;
+	return true;		/* SVC (a system call reads x0-x5) and the rest */
+}
+
+/* The general registers w's register fields may name (x0-x30; 31 is sp
+ * or the zero register), by its class: fields that hold an immediate
+ * there are left out, anything unsure counts. */
+static uint32_t regs_named(uint32_t w)
+{
+	uint32_t d = 1u << rd(w), n = 1u << rn(w), a = 1u << ra(w), m = 1u << rm(w);
+	unsigned int c = op0(w);
+
+	if ((c & 0xe) == 8) {					/* data processing, imm */
+		if ((w & 0x1f000000u) == 0x10000000u || (w & 0x1f800000u) == 0x12800000u)
+			return d;				/* ADR/ADRP, wide moves */
+		return (w & 0x1f800000u) == 0x13800000u ? d | n | m : d | n;
+	}
+	if ((c & 0xe) == 0xa) {					/* branches, system */
+		if ((w & 0x7c000000u) == 0x14000000u || (w & 0xff000000u) == 0x54000000u ||
+		    (w & 0xff000000u) == 0xd4000000u)
+			return 0;			/* B, BL, B.cond, SVC... */
+		if ((w & 0xfe000000u) == 0xd6000000u)
+			return n | d;				/* BR, BLR, RET */
+		return d;			/* CBZ, TBZ, MRS, MSR, SYS, hints */
+	}
+	if (!is_load_store(w))
+		return d | n | a | m;
+	if (w & (1u << 26))				/* SIMD&FP: Rt is a vector */
+		return n | m;
+	if ((w & 0x3b000000u) == 0x18000000u)			/* literal */
+		return d;
+	if ((w & 0x38000000u) == 0x28000000u)			/* pairs */
+		return d | n | a;
+	if ((w & 0x3f000000u) == 0x39000000u)			/* unsigned offset */
+		return d | n;
+	if ((w & 0x3f000000u) == 0x38000000u && !(w & (1u << 21)))	/* imm9 */
+		return d | n;
+	return d | n | a | m;
+}
+
+/* Whether w may read general register r (0-30). */
+static bool may_read(uint32_t w, unsigned int r)
+{
+	unsigned int c = op0(w);
+	bool d = rd(w) == r, n = rn(w) == r, a = ra(w) == r, m = rm(w) == r;
+
+	if ((c & 0xe) == 8)
+		return dp_imm_reads(w, d, n, m);
+	if ((c & 7) == 5)					/* data processing, reg */
+		return n || m || a;
+	if (is_load_store(w))
+		return ldst_reads(w, d, n, a, m);
+	if ((c & 0xe) == 0xa)
+		return branch_sys_reads(w, d, n);
+	return d || n || a || m;		/* SIMD&FP moves from X registers, SVE, ... */
+}
+
+/* Whether w surely replaces general register r (0-30). */
+static bool surely_writes(uint32_t w, unsigned int r)
+{
+	unsigned int c = op0(w);
+
+	if (rd(w) != r)
+		return is_load_store(w) && !(w & (1u << 26)) &&
+		       (w & 0x38400000u) == 0x28400000u && ra(w) == r;	/* LDP: Rt2 */
+	if ((c & 0xe) == 8)					/* data processing, imm */
+		return true;
+	if ((c & 7) == 5)
+		return (w & 0x1f000000u) == 0x0a000000u ||	/* logical (shifted) */
+		       (w & 0x1f000000u) == 0x0b000000u ||	/* ADD/SUB (shifted, ext) */
+		       (w & 0x1f000000u) == 0x1b000000u ||	/* 3-source */
+		       (w & 0x1fe00000u) == 0x1a800000u ||	/* conditional select */
+		       (w & 0x1fe00000u) == 0x1ac00000u;	/* 1- and 2-source */
+	if ((w & 0xfff00000u) == 0xd5300000u)			/* MRS */
+		return true;
+	if (!is_load_store(w) || (w & (1u << 26)))
+		return false;
+	if ((w & 0x3b000000u) == 0x18000000u)			/* LDR (literal), not PRFM */
+		return (w >> 30) != 3;
+	if ((w & 0x38400000u) == 0x28400000u)			/* LDP, LDPSW */
+		return true;
+	/* single register, unsigned offset, imm9 or register offset: opc 01
+	 * and 1x load (size 11 opc 10 is PRFM) */
+	if ((w & 0x3f000000u) != 0x39000000u &&
+	    !((w & 0x3f000000u) == 0x38000000u && (!(w & (1u << 21)) || (w & 0xc00u) == 0x800u)))
+		return false;
+	return (w & (3u << 22)) && (w & 0xc0c00000u) != 0xc0800000u;
 }
 
 /* MRS / MSR: what a system register access needs. */
@@ -250,6 +404,51 @@ static uint8_t thread_pointer_stores(const uint32_t *code, size_t n, uintptr_t f
 	return again && !need ? NEEDS_ALL : need;
 }
 
+/* Whether the function at fn, n words, may read x1 while it may still
+ * hold the pt_regs pointer it arrived with: followed forward, joined at
+ * the targets of its branches (again while a back edge adds any); a write
+ * of x1 ends it, so does a call (x1 is the callee's to change, and the
+ * callee is walked as a handler itself). */
+static uint8_t regs_reads(const uint32_t *code, size_t n, uintptr_t fn)
+{
+	bool *in = calloc(n, sizeof(*in));
+	bool again = true;
+	uint8_t need = 0;
+
+	if (!in)
+		return NEEDS_ALL;
+	for (int pass = 0; pass < 8 && again && !need; pass++) {
+		bool live = true;	/* at the entry, x1 is pt_regs */
+
+		again = false;
+		for (size_t i = 0; i < n && !need; i++) {
+			uintptr_t target;
+			bool call;
+
+			live |= in[i];
+			if (!live)
+				continue;
+			if (may_read(code[i], REGS_ARG)) {
+				need = KP_OPT_SAVE_REGS;
+				break;
+			}
+			target = branch_target(code[i], fn + 4 * i, &call);
+			if (target && !call && target >= fn && target < fn + 4 * n) {
+				size_t j = (target - fn) / 4;
+
+				if (!in[j]) {
+					in[j] = true;
+					again |= j <= i;
+				}
+			}
+			if (call || surely_writes(code[i], REGS_ARG) || ends_flow(code[i]))
+				live = false;
+		}
+	}
+	free(in);
+	return again && !need ? NEEDS_ALL : need;
+}
+
 uint8_t arch_code_scan(struct kp_code_walk *w, const void *code, size_t size, uintptr_t fn)
 {
 	const uint32_t *insns = code;
@@ -258,8 +457,11 @@ uint8_t arch_code_scan(struct kp_code_walk *w, const void *code, size_t size, ui
 
 	if (fn & 3)
 		return NEEDS_ALL;
-	need = thread_pointer_stores(insns, n, fn);
-	for (size_t i = 0; i < n && need != NEEDS_ALL; i++)
+	need = thread_pointer_stores(insns, n, fn) | regs_reads(insns, n, fn);
+	for (size_t i = 0; i < n && need != NEEDS_ALL; i++) {
 		need |= insn_needs(w, insns[i], fn + 4 * i, fn, fn + size);
-	return need | NEEDS_ALWAYS;
+		if (regs_named(insns[i]) & SCRATCH_REGS)
+			need |= KP_OPT_SAVE_SCRATCH;
+	}
+	return need;
 }

@@ -2,38 +2,103 @@
  * The code every detour of a jump-optimized probe calls (arm64; the
  * detours themselves are written by optimize.c).
  *
- * Entered by BLR from the detour with a struct pt_regs at sp holding x0,
- * x1 and x30 as the program had them at the probe, x0 = the probepoint,
- * x30 = R, the detour's return address.  It completes the frame as the
- * BRK path builds it (x2-x29, sp as the probed instruction sees it, pc =
- * the probed address, NZCV in pstate), saves the FP/SIMD registers
- * (q0-q31, FPCR, FPSR: handlers are ordinary C and may use any of them,
- * and mid-function every vector register may be live; at a function
- * entry q0-q7, FPCR and FPSR: kp_a64_detour_entry), calls
- * kp_a64_detour_call(pp, regs) (optimize.c: the thread record, the
- * re-entrance rule, the read-side section, errno, the pre-handlers), and
- * returns to R with every register loaded back from
- * the frame but x0, x1 and x30, which the detour loads itself: handlers'
- * changes to x0-x30 and the flags take effect, changes to sp and pc do
- * not (as with jump-optimized probes on x86-64 and in Linux).
+ * Entered by BL (or BLR) from the detour with a struct pt_regs at sp
+ * holding x0, x1 and x30 as the program had them at the probe, x0 = the
+ * probepoint, x30 = R, the detour's return address.  It first saves x2,
+ * x3, the flags and the probed address (pc), then takes one of two paths:
  *
- * While the handlers run, the thread-local kp_a64_detour_ret holds R (the
- * previous value is kept in the frame and put back, for a detour entered
- * from a signal handler that interrupted another): a census asking
- * whether a thread may return into a detour (optimize.c,
- * a64_ip_bound_for_detour) looks there and at whether the thread is in
- * this code at all.
+ *   light  the common case, as on x86-64: the probepoint has one probe
+ *          whose handler needs nothing more (pp->fast: it provably reads
+ *          no pt_regs and leaves the FP/SIMD registers and errno alone,
+ *          clobber.c), or a return probe without an entry handler.  x4-x18
+ *          are saved only for a handler that may change them (its needs,
+ *          KP_OPT_SAVE_SCRATCH; a return probe's set-up always may).  A
+ *          thread with a record, outside any handler and any read-side
+ *          section, on a kernel with membarrier, begins a section with
+ *          in_handler raised (one store), calls the probe's fast function
+ *          fast(p, slot, record) with slot = the program's sp (a return
+ *          probe's activation; its x30 is in this frame's regs[30], where
+ *          arch_entry_ret_addr() finds it), ends the section and returns.
+ *          The section spans the handler: a census that misses a thread
+ *          there is followed by a grace period that waits for it.
+ *   general  everything else: the frame is completed as the BRK path
+ *          builds it (x19-x29, sp as the probed instruction sees it), and
+ *          kp_a64_detour_call(pp, regs) (detour_call.c: the thread record,
+ *          the re-entrance rule, the read-side section, errno, the
+ *          pre-handlers, each called with what its needs say it may
+ *          change saved around it).
+ *
+ * Both return to R with every register loaded back from the frame but x0,
+ * x1 and x30, which the detour loads itself: handlers' changes to x0-x30
+ * and the flags take effect, changes to sp and pc do not (as with
+ * jump-optimized probes on x86-64 and in Linux).
+ *
+ * While the general path's handlers run, the thread-local
+ * kp_a64_detour_ret holds R (the previous value is kept in the frame and
+ * put back, for a detour entered from a signal handler that interrupted
+ * another): a census asking whether a thread may return into a detour
+ * (optimize.c, a64_ip_bound_for_detour) looks there and at whether the
+ * thread is in this code at all.  (That path runs code outside a section:
+ * claiming a thread record.)
  *
  * sp stays 16-byte aligned; a signal arriving here is delivered below the
  * frame.  The call frame information describes the frame as a signal
  * frame that stands for the probed code: the return address is the
  * probed address (in the frame's pc), the CFA the program's sp, so that a
  * handler's backtrace goes on into the probed function and its callers.
+ * Both paths push a frame record {the program's x29, R} for frame-pointer
+ * walks: R maps to the probed address (arch_unwind_map_ip).
  */
 #include "asm-offsets.inc"
 
 	.set F_MARK, 16			/* kp_a64_detour_ret before */
 	.set F_SIZE, 32
+	.set PT_X18, PT_REGS + 144
+	.set PT_X19, PT_REGS + 152	/* the light path keeps the record there */
+
+	/* nest and in_handler, one 64-bit word, raised and dropped together */
+	.if KPT_IN_HANDLER - KPT_NEST - 4
+	.error "struct kp_thread: in_handler is not right above nest"
+	.endif
+
+/* Ends the light path's read-side section (as arch_section_pair_sub):
+ * nest and in_handler dropped by one store, a release; gen counts the
+ * outermost sections ended.  \t = the record; clobbers x\a, x\b. */
+	.macro SECTION_END t, a, b
+	ldr x\a, [\t, #KPT_NEST]
+	mov x\b, #1
+	sub x\a, x\a, x\b
+	sub x\a, x\a, x\b, lsl #32
+	add x\b, \t, #KPT_NEST
+	stlr x\a, [x\b]
+	cbnz w\a, 79f
+	ldr w\a, [\t, #KPT_GEN]
+	add w\a, w\a, #1
+	str w\a, [\t, #KPT_GEN]
+79:
+	.endm
+
+	.macro SAVE_X4_X18
+	stp x4, x5, [sp, #PT_REGS + 32]
+	stp x6, x7, [sp, #PT_REGS + 48]
+	stp x8, x9, [sp, #PT_REGS + 64]
+	stp x10, x11, [sp, #PT_REGS + 80]
+	stp x12, x13, [sp, #PT_REGS + 96]
+	stp x14, x15, [sp, #PT_REGS + 112]
+	stp x16, x17, [sp, #PT_REGS + 128]
+	str x18, [sp, #PT_X18]
+	.endm
+
+	.macro LOAD_X4_X18
+	ldp x4, x5, [sp, #PT_REGS + 32]
+	ldp x6, x7, [sp, #PT_REGS + 48]
+	ldp x8, x9, [sp, #PT_REGS + 64]
+	ldp x10, x11, [sp, #PT_REGS + 80]
+	ldp x12, x13, [sp, #PT_REGS + 96]
+	ldp x14, x15, [sp, #PT_REGS + 112]
+	ldp x16, x17, [sp, #PT_REGS + 128]
+	ldr x18, [sp, #PT_X18]
+	.endm
 
 	.macro DETOUR_COMMON name
 	.globl \name
@@ -47,30 +112,74 @@
 	.cfi_undefined x30
 	hint #34			/* BTI C: entered by BLR */
 	stp x2, x3, [sp, #PT_REGS + 16]
-	stp x4, x5, [sp, #PT_REGS + 32]
-	stp x6, x7, [sp, #PT_REGS + 48]
-	stp x8, x9, [sp, #PT_REGS + 64]
-	stp x10, x11, [sp, #PT_REGS + 80]
-	stp x12, x13, [sp, #PT_REGS + 96]
-	stp x14, x15, [sp, #PT_REGS + 112]
-	stp x16, x17, [sp, #PT_REGS + 128]
-	stp x18, x19, [sp, #PT_REGS + 144]
+	ldr x2, [x0, #PP_ADDR]
+	str x2, [sp, #PT_PC]
+	.cfi_offset x30, PT_PC - PT_SIZE
+	mrs x2, nzcv
+	str x2, [sp, #PT_PSTATE]
+
+	/* ---- the light path: x0-x3 until the handler's needs are known ---- */
+	adrp x2, kp_membarrier_ok
+	ldr w2, [x2, #:lo12:kp_membarrier_ok]
+	cbz w2, 70f
+	mrs x2, tpidr_el0
+	adrp x3, :gottprel:kp_self_tls
+	ldr x3, [x3, #:gottprel_lo12:kp_self_tls]
+	ldr x2, [x2, x3]			/* the thread record */
+	cbz x2, 70f
+	ldr x3, [x2, #KPT_NEST]			/* nest and in_handler */
+	cbnz x3, 70f
+	mov x3, #1
+	movk x3, #1, lsl #32
+	str x3, [x2, #KPT_NEST]			/* the section begins */
+	/* Read inside the section: a probe taken off the probepoint is
+	 * freed only after a grace period. */
+	ldr x3, [x0, #PP_FAST]
+	cbz x3, 71f
+	ldrb w1, [x3, #KP_NEEDS]
+	tbz w1, #KP_SAVE_SCRATCH_BIT, 72f
+	SAVE_X4_X18
+72:	stp x2, x3, [sp, #PT_X19]		/* the record, the probe */
+	mov x0, x3
+	ldr x3, [x0, #KP_FAST_FN]
+	add x1, sp, #PT_SIZE			/* the slot: the program's sp */
+	stp x29, x30, [sp, #-16]!
+	.cfi_adjust_cfa_offset 16
+	.cfi_offset x29, -(PT_SIZE + 16)
+	mov x29, sp
+	blr x3					/* fast(p, slot, record) */
+	ldp x29, x30, [sp], #16
+	.cfi_adjust_cfa_offset -16
+	.cfi_same_value x29
+	ldp x2, x3, [sp, #PT_X19]
+	/* (the probe's needs are fixed while it is registered, and it is
+	 * while the section lasts) */
+	ldrb w1, [x3, #KP_NEEDS]
+	tbz w1, #KP_SAVE_SCRATCH_BIT, 73f
+	LOAD_X4_X18
+73:	SECTION_END x2, 0, 1
+	ldr x2, [sp, #PT_PSTATE]
+	msr nzcv, x2
+	ldp x2, x3, [sp, #PT_REGS + 16]
+	ret
+	/* No fast probe (any more): the section ends, the general path
+	 * takes the hit. */
+71:	SECTION_END x2, 1, 3
+
+	/* ---- the general path ---- */
+70:	SAVE_X4_X18
+	str x19, [sp, #PT_X19]
 	stp x20, x21, [sp, #PT_REGS + 160]
 	stp x22, x23, [sp, #PT_REGS + 176]
 	stp x24, x25, [sp, #PT_REGS + 192]
 	stp x26, x27, [sp, #PT_REGS + 208]
 	stp x28, x29, [sp, #PT_REGS + 224]
 	add x9, sp, #PT_SIZE
-	ldr x10, [x0, #PP_ADDR]
 	str x9, [sp, #PT_SP]
-	str x10, [sp, #PT_PC]
-	mrs x9, nzcv
-	str x9, [sp, #PT_PSTATE]
 	mov x19, sp
 	.cfi_def_cfa x19, PT_SIZE
-	.cfi_offset x30, PT_PC - PT_SIZE
 	.cfi_offset x29, PT_X29 - PT_SIZE
-	.cfi_offset x19, PT_REGS + 152 - PT_SIZE
+	.cfi_offset x19, PT_X19 - PT_SIZE
 	.cfi_offset x20, PT_REGS + 160 - PT_SIZE
 	sub sp, sp, #F_SIZE
 	/* a frame record {the program's x29, R} for frame-pointer walks:

@@ -7,14 +7,20 @@
  *   D+4   stp x0, x1, [sp]
  *   D+8   str x30, [sp, #PT_X30]
  *   D+12  ldr x0, D+OFF_PP             the probepoint
- *   D+16  ldr x1, D+OFF_COMMON         kp_a64_detour_common (detour.S)
- *   D+20  blr x1                       saves the rest, runs the handlers,
+ *   D+16  nop                          (ldr x1, D+OFF_COMMON)
+ *   D+20  bl kp_a64_detour_common      (blr x1) saves the rest, runs the
+ *                                      handlers,
  *   D+24  ldp x0, x1, [sp]             R: restores all but x0, x1, x30
  *   D+28  ldr x30, [sp, #PT_X30]
  *   D+32  add sp, sp, #PT_SIZE
  *   D+36  the probed instruction, or what does its work here
  *         b addr+4 (unless it always branches)
  *   D+112 the probepoint, D+120 kp_a64_detour_common
+ *
+ * The shared code (detour.S) is called by a BL where it is within reach,
+ * as it is when the library and the probed code are mapped near each
+ * other: a direct call, which a processor predicts (and an emulator
+ * chains) without looking its target up; through x1 otherwise.
  *
  * AAPCS64 has no red zone: nothing below sp is live, and a signal
  * arriving in the detour is delivered below the frame.  sp keeps its
@@ -372,14 +378,20 @@ static int detour_write(struct kp_probepoint *pp, uintptr_t d)
 	uint32_t code[DETOUR_SIZE / 4];
 	uintptr_t common = common_for(pp);
 	struct dw w = { .w = code, .at = d, .max = OFF_PP / 4 };
+	uint32_t bl;
 
 	memset(code, 0, sizeof(code));	/* UDF #0 */
 	dw_put(&w, enc_sub_sp((uint32_t)PT_SIZE));
 	dw_put(&w, enc_stp_sp(0, 1, 0));
 	dw_put(&w, enc_str_x(30, X_SP, (uint32_t)PT_X30));
 	dw_put(&w, enc_ldr_lit(0, OFF_PP - 4 * w.n));
-	dw_put(&w, enc_ldr_lit(1, OFF_COMMON - 4 * w.n));
-	dw_put(&w, enc_blr(1));
+	if (a64_b(dw_pc(&w) + 4, common, &bl)) {
+		dw_put(&w, A64_NOP);
+		dw_put(&w, bl | A64_BL_BIT);
+	} else {
+		dw_put(&w, enc_ldr_lit(1, OFF_COMMON - 4 * w.n));
+		dw_put(&w, enc_blr(1));
+	}
 	if (w.n * 4 != OFF_RET)
 		return -EINVAL;
 	dw_put(&w, enc_ldp_sp(0, 1, 0));

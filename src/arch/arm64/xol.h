@@ -53,6 +53,8 @@ int xol_reclaim(void);
 
 /* A64 encodings the slots, stubs and static keys write. */
 #define A64_NOP 0xd503201fu
+/* What makes a64_b()'s B a BL. */
+#define A64_BL_BIT 0x80000000u
 
 /* B from pc to target; false when out of reach (+-128 MB). */
 static inline bool a64_b(uintptr_t pc, uintptr_t target, uint32_t *insn)

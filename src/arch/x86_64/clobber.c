@@ -98,7 +98,7 @@ static uint8_t insn_needs(struct kp_code_walk *w, const ZydisDecodedInstruction 
 	if (writes_tls(in, ops) || in->mnemonic == ZYDIS_MNEMONIC_SYSCALL)
 		need |= KP_OPT_SAVE_ERRNO;
 	if (writes_r8_r11(in, ops))
-		need |= KP_OPT_SAVE_R8_R11;
+		need |= KP_OPT_SAVE_SCRATCH;
 	/* The kernel reads %rsi as an argument. */
 	if (reads_rsi(in, ops) || in->mnemonic == ZYDIS_MNEMONIC_SYSCALL)
 		need |= KP_OPT_SAVE_REGS;

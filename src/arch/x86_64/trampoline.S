@@ -17,7 +17,7 @@
  *    calls the handler.  A handler that provably reads no struct pt_regs
  *    (KP_OPT_SAVE_REGS) gets the frame with the caller-saved registers
  *    only, and r8-r11 are kept only for one that may change them
- *    (KP_OPT_SAVE_R8_R11); one that reads it gets the complete struct.
+ *    (KP_OPT_SAVE_SCRATCH); one that reads it gets the complete struct.
  *
  *  - every other case completes a struct pt_regs and calls
  *    kp_kretprobe_dispatch(regs), which fills regs->ip with the real return
@@ -48,7 +48,7 @@
 	.set T_FRAME, 192
 
 /* r8-r11: kept by the fast path only for handlers that may change them
- * (KP_OPT_SAVE_R8_R11; the fast path itself does not use them). */
+ * (KP_OPT_SAVE_SCRATCH; the fast path itself does not use them). */
 	.macro T_SAVE_HIGH
 	PT_STORE_R8_R11
 	.endm
@@ -243,7 +243,7 @@ kp_kretprobe_trampoline:
 	mov %rcx, (%rdi)
 	testb $KP_SAVE_REGS, POOL_NEEDS(%rdx)
 	jnz 65f
-	testb $KP_SAVE_R8_R11, POOL_NEEDS(%rdx)
+	testb $KP_SAVE_SCRATCH, POOL_NEEDS(%rdx)
 	jnz 64f
 	T_CALL_AND_OUT 0
 64:	T_SAVE_HIGH

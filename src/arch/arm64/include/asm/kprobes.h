@@ -36,6 +36,9 @@
 #define ARCH_MAX_OPTIMIZED_LENGTH 4
 #define ARCH_OPT_CENSUS_MAX 1
 #define ARCH_HAS_OPTPROBES 1
+/* The detours' light path keeps x4-x18 only for a handler that may write
+ * them (KP_OPT_SAVE_SCRATCH in its needs: detour.S). */
+#define ARCH_DETOURS_KEEP_SCRATCH 0
 
 /* A static-key site: NOP or B. */
 #define ARCH_JUMP_LABEL_LEN 4
@@ -131,19 +134,25 @@ static inline uintptr_t arch_return_slot_of_cfa(uintptr_t cfa)
 /* The return address of the function entered at regs (slot: its
  * activation), and hijacking it, as the kernel's
  * arch_uretprobe_hijack_return_addr() on arm64 does with regs->regs[30].
- * regs is NULL only on an optimized entry's fast path, which arm64 does
- * not have. */
+ * regs is NULL on an optimized entry's fast path (detour.S), whose frame
+ * is a struct pt_regs ending at the slot, x30 saved in it and loaded back
+ * from it when the detour returns. */
+static inline uintptr_t *arch_fast_entry_x30(uintptr_t slot)
+{
+	return (uintptr_t *)(slot - sizeof(struct pt_regs) + offsetof(struct pt_regs, regs[30]));
+}
+
 static inline uintptr_t arch_entry_ret_addr(const struct pt_regs *regs, uintptr_t slot)
 {
-	(void)slot;
-	return regs ? regs->regs[30] : 0;
+	return regs ? regs->regs[30] : *arch_fast_entry_x30(slot);
 }
 
 static inline void arch_entry_ret_addr_set(struct pt_regs *regs, uintptr_t slot, uintptr_t addr)
 {
-	(void)slot;
 	if (regs)
 		regs->regs[30] = addr;
+	else
+		*arch_fast_entry_x30(slot) = addr;
 }
 
 /* A live frame's return address, kept in memory at a place the core can
@@ -170,8 +179,10 @@ static inline bool arch_frame_may_return_to(uintptr_t slot, uintptr_t addr)
  * an unwinder looking up "return address - 1" finds the stub's FDE. */
 #define ARCH_RET_STUB_ENTRY 4
 
-/* The optimized entry's fast instance set-up: arm64 has no optimized
- * entries, so never a call from the stub. */
+/* The optimized entry's fast instance set-up: the function is never
+ * called from the stub on arm64 (its return goes through x30, which the
+ * detour loads from the frame, so the stub is simply its return
+ * address). */
 static inline bool arch_ret_stub_call(uintptr_t slot, const void *record, uintptr_t ret)
 {
 	(void)slot;

@@ -44,6 +44,9 @@
 
 /* Jump optimization (arch_opt_*, detours) is implemented. */
 #define ARCH_HAS_OPTPROBES 1
+/* The detours keep every caller-saved register, whatever a handler needs
+ * (KP_OPT_SAVE_SCRATCH counts for the return trampoline only). */
+#define ARCH_DETOURS_KEEP_SCRATCH 1
 
 /* A static-key site: a 5-byte NOP or a jmp rel32. */
 #define ARCH_JUMP_LABEL_LEN 5
