@@ -85,6 +85,8 @@ Test(cli_watch, count_per_instruction_all_threads)
 	cr_expect_eq(hits_of(r.out, STORE_B), 50, "%s", r.out);
 	cr_expect_eq(count_lines(r.out, "\"probe\":"), 3, "only the variable and two instructions: %s",
 		     r.out);
+	/* each named by its object, the program's own, as count names it */
+	cr_expect_eq(count_lines(r.out, "\"object\":\"cli_watch\""), 3, "%s", r.out);
 	cr_expect(strstr(r.out, "\"lost\":0"), "%s", r.out);
 }
 
@@ -163,7 +165,7 @@ Test(cli_watch, two_byte_variable)
 	skip_without_watchpoints(&r);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	/* Five stores to it; those next to it are not counted. */
-	cr_expect(strstr(r.out, "                                  5"), "%s", r.out);
+	cr_expect(strstr(r.out, " cli_watch                       5 "), "%s", r.out);
 	cr_expect_eq(count_lines(r.out, "\n"), 3, "%s", r.out);
 }
 

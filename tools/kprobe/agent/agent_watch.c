@@ -9,6 +9,7 @@
  * thread resumed, found by decoding forward from the function's start
  * (decoding backwards from an address is ambiguous on x86-64). */
 #include <errno.h>
+#include <link.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -159,7 +160,8 @@ static uintptr_t name_instruction(uint64_t ip, char *name, size_t len, char *obj
 	else
 		snprintf(name, len, "%s+0x%lx>", fn.name ? fn.name : "?",
 			 (unsigned long)(ip - fn.addr));
-	if (!fn.is_main && fn.basename)
+	/* The object as count names it: the program's own too. */
+	if (fn.basename)
 		snprintf(object, olen, "%s", fn.basename);
 	return start;
 }
@@ -237,6 +239,49 @@ static int init_variable_desc(struct agent_watch *w, const struct probe_spec *sp
 	return 0;
 }
 
+/* A loaded object's segment holding addr, and the start of its first
+ * executable segment (the library names objects by those). */
+struct segment_query {
+	uintptr_t addr;
+	uintptr_t exec;
+};
+
+static int object_holding(struct dl_phdr_info *info, size_t size, void *arg)
+{
+	struct segment_query *q = arg;
+	uintptr_t exec = 0;
+	bool holds = false;
+
+	(void)size;
+	for (int i = 0; i < info->dlpi_phnum; i++) {
+		const ElfW(Phdr) *ph = &info->dlpi_phdr[i];
+		uintptr_t lo = info->dlpi_addr + ph->p_vaddr;
+
+		if (ph->p_type != PT_LOAD)
+			continue;
+		holds |= q->addr >= lo && q->addr - lo < ph->p_memsz;
+		if ((ph->p_flags & PF_X) && !exec)
+			exec = lo;
+	}
+	if (!holds)
+		return 0;
+	q->exec = exec;
+	return 1;
+}
+
+/* The object of a variable named without one: the object holding it,
+ * named as count names a function's (before the descriptor is ready). */
+static void name_variable_object(struct kps_desc *d)
+{
+	struct segment_query q = { .addr = (uintptr_t)d->addr };
+	struct kprobes_sym sym = { .sz = sizeof(sym) };
+
+	if (d->object[0] || !dl_iterate_phdr(object_holding, &q) || !q.exec)
+		return;
+	if (!kprobes_sym_object_of(q.exec, &sym) && sym.basename)
+		snprintf(d->object, sizeof(d->object), "%s", sym.basename);
+}
+
 /* The variable as the command line gave it (without the arguments the
  * trace adds to its spec). */
 static void describe_variable(const struct probe_spec *spec, char *buf, size_t len)
@@ -311,6 +356,7 @@ int agent_watch_start(struct agent_session *s, struct agent_fail *f)
 	 * here, the agent's own access is not reported). */
 	__atomic_store_n(&w->last, read_value(w->wp.addr, w->len), __ATOMIC_RELEASE);
 	s->map.desc[w->var_desc].addr = (uint64_t)(uintptr_t)w->wp.addr;
+	name_variable_object(&s->map.desc[w->var_desc]);
 	__atomic_store_n(&s->map.desc[w->var_desc].ready, 1, __ATOMIC_RELEASE);
 	w->namer_started = !pthread_create(&w->namer, NULL, namer_main, w);
 	s->watch = w;
