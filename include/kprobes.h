@@ -378,6 +378,17 @@ int kprobes_optimize_now(void);
  * instruction may still be).  The string is static. */
 const char *kprobes_probe_refusal(unsigned long addr, bool is_return);
 
+/* The calling thread's probes quiet from kprobes_quiet_begin() to
+ * kprobes_quiet_end(): a probe hit in between runs no handler and counts
+ * in its nmissed, as a hit inside a handler does.  For a tool's own work
+ * on a program's thread (flushing its counts at exit, say) that is not the
+ * program's.  Nests; async-signal-safe.  0, or -ENOMEM when the thread's
+ * record could not be had (nothing is quiet then).  Call
+ * kprobes_quiet_end() once for each kprobes_quiet_begin() that returned 0;
+ * one without such a begin does nothing. */
+int kprobes_quiet_begin(void);
+void kprobes_quiet_end(void);
+
 /* Whether tid is a thread the library runs itself (its optimizer): what
  * it hits are the library's calls, not the program's.  Async-signal-safe,
  * no lock, no system call: usable in any handler. */

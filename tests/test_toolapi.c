@@ -158,6 +158,53 @@ Test(toolapi, library_thread_is_the_optimizer_only)
 	unregister_kprobe(&kp);
 }
 
+/* ---- kprobes_quiet_begin, kprobes_quiet_end ---- */
+
+static void quiet_in_signal(int sig)
+{
+	(void)sig;
+	if (kprobes_quiet_begin() == 0) {
+		KEEP(tool_opt(2));
+		kprobes_quiet_end();
+	}
+	KEEP(tool_opt(3));
+}
+
+/* Hits in a quiet stretch run no handler and count as missed: on the
+ * breakpoint and on the jump (the light handler's fast path), nested, in
+ * a signal handler; an end without a begin does nothing. */
+Test(toolapi, quiet_stretches_run_no_handler)
+{
+	for (int opt = 0; opt <= 1; opt++) {
+		struct kprobe kp = { .addr = (kprobe_opcode_t *)tool_opt, .pre_handler = count_pre };
+
+		kprobes_set_optimization(opt);
+		hits = 0;
+		cr_assert_eq(register_kprobe(&kp), 0);
+		cr_assert_eq(kprobes_optimize_now(), 0);
+		cr_assert_eq(is_optimized(&kp), opt);
+		KEEP(tool_opt(1));
+		cr_assert_eq(kprobes_quiet_begin(), 0);
+		KEEP(tool_opt(1));
+		cr_assert_eq(kprobes_quiet_begin(), 0);
+		KEEP(tool_opt(1));
+		kprobes_quiet_end();
+		KEEP(tool_opt(1));
+		kprobes_quiet_end();
+		cr_expect_eq(hits, 1, "optimized: %d", opt);
+		cr_expect_eq(kp.nmissed, 3);
+		kprobes_quiet_end();
+		KEEP(tool_opt(1));
+		cr_expect_eq(hits, 2, "an end without a begin quiets nothing");
+		signal(SIGUSR1, quiet_in_signal);
+		raise(SIGUSR1);
+		cr_expect_eq(hits, 3, "the signal handler's own call after its quiet stretch");
+		cr_expect_eq(kp.nmissed, 4);
+		signal(SIGUSR1, SIG_DFL);
+		unregister_kprobe(&kp);
+	}
+}
+
 /* ---- kprobes_insn_boundary ---- */
 
 Test(toolapi, insn_boundary)

@@ -1,10 +1,11 @@
 /* Public calls for tools that drive the library from inside a process (the
- * kprobe tool's agent): optimizing now, the library's own threads,
- * instruction boundaries, leaving a process. */
+ * kprobe tool's agent): optimizing now, the library's own threads, a
+ * thread's quiet stretches, instruction boundaries, leaving a process. */
 #include <errno.h>
 
 #include "core/internal.h"
 #include "os/linux/memory.h"
+#include "os/linux/threads.h"
 
 /* Two passes: the second takes what the first had to leave to a retry
  * (a thread that was in a region then). */
@@ -26,6 +27,21 @@ KP_EXPORT int kprobes_optimize_now(void)
 KP_EXPORT bool kprobes_library_thread(pid_t tid)
 {
 	return tid > 0 && tid == __atomic_load_n(&kp_optimizer_tid, __ATOMIC_ACQUIRE);
+}
+
+/* The library's own mark for its work on program threads (lib_code, with
+ * in_handler), which every hit path checks already. */
+KP_EXPORT int kprobes_quiet_begin(void)
+{
+	return kp_lib_code_begin() ? 0 : -ENOMEM;
+}
+
+KP_EXPORT void kprobes_quiet_end(void)
+{
+	struct kp_thread *t = kp_thread_existing();
+
+	if (t && t->lib_code)
+		kp_lib_code_end(t);
 }
 
 KP_EXPORT const char *kprobes_probe_refusal(unsigned long addr, bool is_return)

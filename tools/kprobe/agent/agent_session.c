@@ -357,10 +357,16 @@ void agent_session_flush(void)
 /* The server thread publishes the missed counts every so often; a
  * program that ends between two of those would report the hits its last
  * moments missed (reentrant hits: in a signal handler that interrupted a
- * handler) as neither hits nor misses.  The last counts, as it exits. */
+ * handler) as neither hits nor misses.  The last counts, as it exits, on
+ * the program's thread: quiet, so that the lock it takes does not count
+ * as the program's call. */
 __attribute__((destructor)) static void flush_at_exit(void)
 {
+	bool quiet = kprobes_quiet_begin() == 0;
+
 	agent_session_flush();
+	if (quiet)
+		kprobes_quiet_end();
 }
 
 void agent_session_stop(void)
