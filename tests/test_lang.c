@@ -3439,6 +3439,185 @@ Test(lang_errors, maps_assigned_later_are_defined)
  * what uses that value is an error too (an operator, a condition, a
  * predicate, printf(), an aggregate, a map or variable it is assigned
  * to).  bpftrace's output on these programs. */
+/* bpftrace 0.17 types an aggregate's value by its aggregate ('count',
+ * 'hist', ...): no arithmetic but between two of one kind, no condition,
+ * cast, str(), key, ++ or printf integer, and a variable assigned one is
+ * one.  Its first pass reports casts, str(), keys and variables; the rest
+ * only a last pass that nothing failed before.  Each text is bpftrace's
+ * output for the program (bpftrace -e). */
+Test(lang_errors, aggregates_in_expressions_as_bpftrace)
+{
+	expect_all_errors("BEGIN { @x = count(); $z = -@x; $w = ~@x; }",
+			  "stdin:1:28-29: ERROR: The - operator can not be used on expressions of type 'count'\n"
+			  "BEGIN { @x = count(); $z = -@x; $w = ~@x; }\n"
+			  "                           ~\n"
+			  "stdin:1:38-39: ERROR: The ~ operator can not be used on expressions of type 'count'\n"
+			  "BEGIN { @x = count(); $z = -@x; $w = ~@x; }\n"
+			  "                                     ~\n");
+	expect_all_errors("BEGIN { @x = count(); if (!@x) { exit(); } }",
+			  "stdin:1:26-28: ERROR: The ! operator can not be used on expressions of type 'count'\n"
+			  "BEGIN { @x = count(); if (!@x) { exit(); } }\n"
+			  "                         ~~\n");
+	expect_all_errors("BEGIN { @x = avg(3); $z = @x ? 1 : 2; $q = \"a\" ? 1 : 2; }",
+			  "stdin:1:27-37: ERROR: Invalid condition in ternary: avg\n"
+			  "BEGIN { @x = avg(3); $z = @x ? 1 : 2; $q = \"a\" ? 1 : 2; }\n"
+			  "                          ~~~~~~~~~~\n"
+			  "stdin:1:44-55: ERROR: Invalid condition in ternary: string\n"
+			  "BEGIN { @x = avg(3); $z = @x ? 1 : 2; $q = \"a\" ? 1 : 2; }\n"
+			  "                                           ~~~~~~~~~~~\n");
+	expect_all_errors("BEGIN { @x = count(); $z = (uint32)@x; }",
+			  "stdin:1:28-36: ERROR: Casts are not supported for type: \"count\"\n"
+			  "BEGIN { @x = count(); $z = (uint32)@x; }\n"
+			  "                           ~~~~~~~~\n");
+	expect_all_errors("BEGIN /@x/ { exit(); } END { @x = count(); }",
+			  "stdin:1:7-11: ERROR: Invalid type for predicate: count\n"
+			  "BEGIN /@x/ { exit(); } END { @x = count(); }\n"
+			  "      ~~~~\n");
+	expect_all_errors("BEGIN { @x = stats(3); $a = @x == 1; }",
+			  "stdin:1:29-36: ERROR: Type mismatch for '==': comparing 'stats' with 'int64'\n"
+			  "BEGIN { @x = stats(3); $a = @x == 1; }\n"
+			  "                            ~~~~~~~\n");
+	expect_all_errors("BEGIN { @x = count(); @x++; @s = sum(1); @s--; }",
+			  "stdin:1:23-27: ERROR: The ++ operator can not be used on expressions of type 'count'\n"
+			  "BEGIN { @x = count(); @x++; @s = sum(1); @s--; }\n"
+			  "                      ~~~~\n"
+			  "stdin:1:42-46: ERROR: The -- operator can not be used on expressions of type 'sum'\n"
+			  "BEGIN { @x = count(); @x++; @s = sum(1); @s--; }\n"
+			  "                                         ~~~~\n");
+	expect_all_errors("BEGIN { @x = lhist(1, 0, 10, 1); $y = @x + 1; }",
+			  "stdin:1:39-45: ERROR: Type mismatch for '+': comparing 'lhist' with 'int64'\n"
+			  "BEGIN { @x = lhist(1, 0, 10, 1); $y = @x + 1; }\n"
+			  "                                      ~~~~~~\n");
+	expect_all_errors("BEGIN { @x = count(); $s = str(@x); @h = hist(1); $t = str(@h); }",
+			  "stdin:1:28-35: ERROR: str() expects an integer or a pointer type as first argument (count provided)\n"
+			  "BEGIN { @x = count(); $s = str(@x); @h = hist(1); $t = str(@h); }\n"
+			  "                           ~~~~~~~\n"
+			  "stdin:1:56-63: ERROR: str() expects an integer or a pointer type as first argument (hist provided)\n"
+			  "BEGIN { @x = count(); $s = str(@x); @h = hist(1); $t = str(@h); }\n"
+			  "                                                       ~~~~~~~\n");
+	expect_all_errors("BEGIN { @x = count(); $y = @x; $y = 1; }",
+			  "stdin:1:35-36: ERROR: Type mismatch for $y: trying to assign value of type 'int64' when variable already contains a value of type 'count'\n"
+			  "BEGIN { @x = count(); $y = @x; $y = 1; }\n"
+			  "                                  ~\n");
+	expect_all_errors("BEGIN { @x = hist(1); $z = @x ? 1 : 2; }",
+			  "stdin:1:28-38: ERROR: Invalid condition in ternary: hist\n"
+			  "BEGIN { @x = hist(1); $z = @x ? 1 : 2; }\n"
+			  "                           ~~~~~~~~~~\n");
+	expect_all_errors("BEGIN /@x/ { exit(); } END { @x = hist(1); }",
+			  "stdin:1:7-11: ERROR: Invalid type for predicate: hist\n"
+			  "BEGIN /@x/ { exit(); } END { @x = hist(1); }\n"
+			  "      ~~~~\n");
+	expect_all_errors("BEGIN { @x = stats(1); $s = -@x; @l = lhist(1, 0, 10, 1); $t = (uint8)@l; }",
+			  "stdin:1:64-71: ERROR: Casts are not supported for type: \"lhist\"\n"
+			  "BEGIN { @x = stats(1); $s = -@x; @l = lhist(1, 0, 10, 1); $t = (uint8)@l; }\n"
+			  "                                                               ~~~~~~~\n");
+	expect_all_errors("BEGIN { @x = hist(1); @x++; }",
+			  "stdin:1:23-27: ERROR: The ++ operator can not be used on expressions of type 'hist'\n"
+			  "BEGIN { @x = hist(1); @x++; }\n"
+			  "                      ~~~~\n");
+	expect_all_errors("BEGIN { @x = hist(1); printf(\"%d\\n\", @x); }",
+			  "stdin:1:23-41: ERROR: printf: %d specifier expects a value of type integer (hist supplied)\n"
+			  "BEGIN { @x = hist(1); printf(\"%d\\n\", @x); }\n"
+			  "                      ~~~~~~~~~~~~~~~~~~\n");
+	expect_all_errors("BEGIN { @x = sum(3); $y = @x; printf(\"%d\\n\", $y); $z = $y + 1; }",
+			  "stdin:1:31-49: ERROR: printf: %d specifier expects a value of type integer (sum supplied)\n"
+			  "BEGIN { @x = sum(3); $y = @x; printf(\"%d\\n\", $y); $z = $y + 1; }\n"
+			  "                              ~~~~~~~~~~~~~~~~~~\n"
+			  "stdin:1:56-62: ERROR: Type mismatch for '+': comparing 'sum' with 'int64'\n"
+			  "BEGIN { @x = sum(3); $y = @x; printf(\"%d\\n\", $y); $z = $y + 1; }\n"
+			  "                                                       ~~~~~~\n");
+	expect_all_errors("BEGIN { @x = count(); if (@x) { exit(); } }",
+			  "stdin:1:1-1: ERROR: Invalid condition in if(): count\n"
+			  "BEGIN { @x = count(); if (@x) { exit(); } }\n"
+			  "\n");
+	expect_all_errors("BEGIN { @x = count(); @y[1] = 2; $a = @y[@x]; }",
+			  "stdin:1:39-45: ERROR: Argument mismatch for @y: trying to access with arguments: [count] when map expects arguments: [unsigned int64]\n"
+			  "BEGIN { @x = count(); @y[1] = 2; $a = @y[@x]; }\n"
+			  "                                      ~~~~~~\n");
+	expect_all_errors("BEGIN { @x = count(); $y = @x; $y++; }",
+			  "stdin:1:32-36: ERROR: The ++ operator can not be used on expressions of type 'count'\n"
+			  "BEGIN { @x = count(); $y = @x; $y++; }\n"
+			  "                               ~~~~\n");
+	expect_all_errors("BEGIN { @c = count(); @h = hist(1); $a = -@c; $b = @h ? 1 : 2; $d = (uint8)@c; @c++; $s = str(@h); }",
+			  "stdin:1:69-76: ERROR: Casts are not supported for type: \"count\"\n"
+			  "BEGIN { @c = count(); @h = hist(1); $a = -@c; $b = @h ? 1 : 2; $d = (uint8)@c; @c++; $s = str(@h); }\n"
+			  "                                                                    ~~~~~~~\n"
+			  "stdin:1:91-98: ERROR: str() expects an integer or a pointer type as first argument (hist provided)\n"
+			  "BEGIN { @c = count(); @h = hist(1); $a = -@c; $b = @h ? 1 : 2; $d = (uint8)@c; @c++; $s = str(@h); }\n"
+			  "                                                                                          ~~~~~~~\n");
+	expect_all_errors("BEGIN { @c = min(1); @d = max(1); $a = @c + @d; $b = @c < 5; }",
+			  "stdin:1:40-47: ERROR: Type mismatch for '+': comparing 'min' with 'max'\n"
+			  "BEGIN { @c = min(1); @d = max(1); $a = @c + @d; $b = @c < 5; }\n"
+			  "                                       ~~~~~~~\n"
+			  "stdin:1:54-60: ERROR: Type mismatch for '<': comparing 'min' with 'int64'\n"
+			  "BEGIN { @c = min(1); @d = max(1); $a = @c + @d; $b = @c < 5; }\n"
+			  "                                                     ~~~~~~\n");
+	expect_all_errors("BEGIN { @c = count(); $a = -@c; printf(\"%d\\n\", @c); }",
+			  "stdin:1:28-29: ERROR: The - operator can not be used on expressions of type 'count'\n"
+			  "BEGIN { @c = count(); $a = -@c; printf(\"%d\\n\", @c); }\n"
+			  "                           ~\n"
+			  "stdin:1:33-51: ERROR: printf: %d specifier expects a value of type integer (count supplied)\n"
+			  "BEGIN { @c = count(); $a = -@c; printf(\"%d\\n\", @c); }\n"
+			  "                                ~~~~~~~~~~~~~~~~~~\n");
+	expect_all_errors("BEGIN { @c = count(); $a = -@c; @y[1] = 2; $b = @y[@c]; }",
+			  "stdin:1:49-55: ERROR: Argument mismatch for @y: trying to access with arguments: [count] when map expects arguments: [unsigned int64]\n"
+			  "BEGIN { @c = count(); $a = -@c; @y[1] = 2; $b = @y[@c]; }\n"
+			  "                                                ~~~~~~\n");
+	expect_all_errors("BEGIN { @c = count(); $a = -@c; $y = @c; $y = 1; }",
+			  "stdin:1:45-46: ERROR: Type mismatch for $y: trying to assign value of type 'int64' when variable already contains a value of type 'count'\n"
+			  "BEGIN { @c = count(); $a = -@c; $y = @c; $y = 1; }\n"
+			  "                                            ~\n");
+	expect_all_errors("BEGIN /@c/ { exit(); } END { @c = count(); $d = (uint8)@c; }",
+			  "stdin:1:49-56: ERROR: Casts are not supported for type: \"count\"\n"
+			  "BEGIN /@c/ { exit(); } END { @c = count(); $d = (uint8)@c; }\n"
+			  "                                                ~~~~~~~\n");
+	expect_all_errors("BEGIN { @c = count(); $a = @c + 1; $d = (uint8)@c; }",
+			  "stdin:1:41-48: ERROR: Casts are not supported for type: \"count\"\n"
+			  "BEGIN { @c = count(); $a = @c + 1; $d = (uint8)@c; }\n"
+			  "                                        ~~~~~~~\n");
+	expect_all_errors("BEGIN { @c = count(); if (@c) { exit(); } $d = (uint8)@c; }",
+			  "stdin:1:48-55: ERROR: Casts are not supported for type: \"count\"\n"
+			  "BEGIN { @c = count(); if (@c) { exit(); } $d = (uint8)@c; }\n"
+			  "                                               ~~~~~~~\n");
+	expect_all_errors("BEGIN { @c = count(); $a = -@c; $b = @c ? 1 : 2; $y = @c; $y++; }",
+			  "stdin:1:28-29: ERROR: The - operator can not be used on expressions of type 'count'\n"
+			  "BEGIN { @c = count(); $a = -@c; $b = @c ? 1 : 2; $y = @c; $y++; }\n"
+			  "                           ~\n"
+			  "stdin:1:38-48: ERROR: Invalid condition in ternary: count\n"
+			  "BEGIN { @c = count(); $a = -@c; $b = @c ? 1 : 2; $y = @c; $y++; }\n"
+			  "                                     ~~~~~~~~~~\n"
+			  "stdin:1:59-63: ERROR: The ++ operator can not be used on expressions of type 'count'\n"
+			  "BEGIN { @c = count(); $a = -@c; $b = @c ? 1 : 2; $y = @c; $y++; }\n"
+			  "                                                          ~~~~\n");
+	expect_all_errors("BEGIN { @c = count(); $a = @c + 1; $b = -@c; }",
+			  "stdin:1:28-34: ERROR: Type mismatch for '+': comparing 'count' with 'int64'\n"
+			  "BEGIN { @c = count(); $a = @c + 1; $b = -@c; }\n"
+			  "                           ~~~~~~\n"
+			  "stdin:1:41-42: ERROR: The - operator can not be used on expressions of type 'count'\n"
+			  "BEGIN { @c = count(); $a = @c + 1; $b = -@c; }\n"
+			  "                                        ~\n");
+}
+
+/* What bpftrace lets by: two values of one aggregate compared, one in a
+ * tuple or copied to a map or variable; a hist(), lhist() or stats() value
+ * (which has none to compute with) only where bpftrace refuses it too, or
+ * with a message of ours where bpftrace runs a program that cannot use it. */
+Test(lang_errors, aggregate_values_that_compile)
+{
+	expect_compiles("BEGIN { @c = avg(4); @d = avg(6); $e = @c == @d; exit(); }");
+	expect_compiles("BEGIN { @c = count(); $t = (@c, 1); print($t); exit(); }");
+	expect_compiles("BEGIN { @c = count(); @d = @c; $y = @c; @e = $y; exit(); }");
+	expect_compiles("BEGIN { @h = hist(2); @s = stats(3); print(@h); clear(@s); exit(); }");
+	expect_error("BEGIN { @x = hist(5); $y = @x; }",
+		     "stdin:1:28-30: ERROR: the value of a hist() map can not be read in an expression\n"
+		     "BEGIN { @x = hist(5); $y = @x; }\n"
+		     "                           ~~\n");
+	expect_error_has("BEGIN { @x = stats(5); @y = (@x, 1); }",
+			 "the value of a stats() map can not be read in an expression");
+	expect_error_has("BEGIN { @x = lhist(5, 0, 10, 1); if (@x == @x) { exit(); } }",
+			 "the value of a lhist() map can not be read in an expression");
+}
+
 Test(lang_errors, undefined_maps_and_their_none_values)
 {
 	expect_all_errors("BEGIN { print(@x); clear(@x); @y = @z; delete(@r[1]); }",

@@ -105,6 +105,31 @@ static int is_int(const struct node *n)
 	return n->type.kind == LANG_T_INT;
 }
 
+/* A map kind bpftrace types its value by: count(), hist(), ... */
+static bool is_aggregate_kind(int kind)
+{
+	return kind == LANG_M_COUNT || kind == LANG_M_SUM || kind == LANG_M_MIN ||
+	       kind == LANG_M_MAX || kind == LANG_M_AVG || kind == LANG_M_STATS ||
+	       kind == LANG_M_HIST || kind == LANG_M_LHIST;
+}
+
+/* An integer to compute with: not an aggregate's value, which bpftrace
+ * types by its aggregate ('count', 'hist', ...) and refuses in arithmetic,
+ * conditions, casts and keys. */
+static int is_plain_int(const struct node *n)
+{
+	return is_int(n) && !n->agg;
+}
+
+/* n's type as bpftrace's messages name it: the aggregate, or the type. */
+static void value_name(const struct node *n, char *out, size_t len)
+{
+	if (n->agg)
+		snprintf(out, len, "%s", kind_names[n->agg]);
+	else
+		type_name(&n->type, out, len);
+}
+
 static struct mapinfo *map_get(struct checker *c, struct node *m)
 {
 	struct prog *p = c->p;
@@ -228,6 +253,43 @@ static void key_list(const struct lang_type *k, int n, char *out, size_t len)
 		snprintf(out + o, len - o, "]");
 }
 
+/* A key with an aggregate's value in it: refused, as bpftrace refuses it
+ * against a map whose keys it knows (naming the aggregate); as the map's
+ * first key bpftrace fails only when it runs, with no place named. */
+static int agg_key_refused(struct checker *c, struct node *m, const struct mapinfo *mi)
+{
+	char have[256], want[256];
+	size_t o = 0;
+
+	if (!mi->key_known) {
+		prog_error(c->p, m->loc, "invalid mapkey argument type");
+		return -1;
+	}
+	o += (size_t)snprintf(have, sizeof(have), "[");
+	for (int i = 0; i < m->nargs && o < sizeof(have); i++) {
+		const struct node *a = m->args[i];
+		struct lang_type t = storage_of(&a->type);
+		char tn[64];
+
+		if (a->agg)
+			snprintf(tn, sizeof(tn), "%s", kind_names[a->agg]);
+		else if (a->type.kind == LANG_T_STR)
+			type_name(&a->type, tn, sizeof(tn));
+		else {
+			if (t.kind == LANG_T_INT)
+				t.is_signed = 0;	/* as bpftrace names key parts */
+			type_name(&t, tn, sizeof(tn));
+		}
+		o += (size_t)snprintf(have + o, sizeof(have) - o, "%s%s", i ? ", " : "", tn);
+	}
+	if (o < sizeof(have))
+		snprintf(have + o, sizeof(have) - o, "]");
+	key_list(mi->decl, mi->d.nkeys, want, sizeof(want));
+	prog_error(c->p, m->loc, "Argument mismatch for %s: trying to access with arguments: %s when map expects arguments: %s",
+		   m->name, have, want);
+	return -1;
+}
+
 /* A map's value, or a part of one (@m.0.1): what the first pass only
  * guesses, before the map's assignment is seen. */
 static bool read_of_map(const struct node *n)
@@ -309,6 +371,8 @@ static int check_map_keys(struct checker *c, struct node *m, struct mapinfo *mi)
 				   "associative array instead (eg `@map[$1, $2] = ...)`.");
 			return -1;
 		}
+		if (m->args[i]->agg)	/* in bpftrace's first pass too */
+			return agg_key_refused(c, m, mi);
 		kt[i] = storage_of(&m->args[i]->type);
 		if (m->args[i]->type.kind == LANG_T_STR)
 			kt[i].size = LANG_STRLEN;
@@ -585,6 +649,14 @@ static int check_map_read(struct checker *c, struct node *n)
 	if (c->collect && !(mi->val_known && mi->d.kind == LANG_M_TUPLE)) {
 		n->type = T_I64;
 		n->type.is_signed = (uint8_t)map_read_signed(c, mi);
+		/* an aggregate assigned before, in source order, is one in
+		 * bpftrace's first pass too: the errors that pass finds
+		 * (casts, str(), keys, variables) are found here */
+		if (mi->val_known && is_aggregate_kind(mi->d.kind)) {
+			n->agg = (uint8_t)mi->d.kind;
+			n->unreadable = mi->d.kind == LANG_M_STATS || mi->d.kind == LANG_M_HIST ||
+					mi->d.kind == LANG_M_LHIST;
+		}
 		return 0;
 	}
 	if (!mi->val_known) {
@@ -614,7 +686,17 @@ static int check_map_read(struct checker *c, struct node *n)
 	case LANG_M_MAX:
 	case LANG_M_AVG:
 		n->type = mi->d.kind == LANG_M_COUNT ? T_U64 : T_I64;
-		n->cast.kind = 1;	/* an aggregate: no arithmetic, as in bpftrace */
+		n->agg = (uint8_t)mi->d.kind;	/* no arithmetic, as in bpftrace */
+		break;
+	case LANG_M_STATS:
+	case LANG_M_HIST:
+	case LANG_M_LHIST:
+		/* typed by its aggregate, so that its uses are refused as
+		 * bpftrace refuses them; one that bpftrace lets by (it has no
+		 * value) is refused with the statement (unreadable_in) */
+		n->type = T_I64;
+		n->agg = (uint8_t)mi->d.kind;
+		n->unreadable = 1;
 		break;
 	default:
 		prog_error(c->p, n->loc, "the value of a %s() map can not be read in an expression",
@@ -985,9 +1067,10 @@ static int binop_type(struct checker *c, struct node *n)
 								  r->type.is_signed);
 		return 0;
 	}
-	int lagg = l->kind == N_MAP && l->cast.kind, ragg = r->kind == N_MAP && r->cast.kind;
+	int lagg = l->agg, ragg = r->agg;
 
-	if (l->type.kind == LANG_T_INT && r->type.kind == LANG_T_INT && !lagg && !ragg) {
+	/* two values of one aggregate compare as bpftrace lets them */
+	if (l->type.kind == LANG_T_INT && r->type.kind == LANG_T_INT && lagg == ragg) {
 		int sgn = l->type.is_signed && r->type.is_signed;
 
 		if (n->op == OP_SHL || n->op == OP_SHR)
@@ -1022,11 +1105,11 @@ static int binop_type(struct checker *c, struct node *n)
 		return -1;
 	}
 	if (lagg)
-		snprintf(lt, sizeof(lt), "%s", kind_names[c->p->maps[l->map].d.kind]);
+		snprintf(lt, sizeof(lt), "%s", kind_names[lagg]);
 	else
 		type_short(&l->type, lt, sizeof(lt));
 	if (ragg)
-		snprintf(rt, sizeof(rt), "%s", kind_names[c->p->maps[r->map].d.kind]);
+		snprintf(rt, sizeof(rt), "%s", kind_names[ragg]);
 	else
 		type_short(&r->type, rt, sizeof(rt));
 	prog_error(c->p, n->loc, "Type mismatch for '%s': comparing '%s' with '%s'", opname[n->op], lt, rt);
@@ -1049,6 +1132,14 @@ static int check_binop(struct checker *c, struct node *n)
 }
 
 static int check_call(struct checker *c, struct node *n, int as_stmt);
+
+/* ++ or -- of an aggregate's map or of a variable holding its value. */
+static int incdec_refused(struct checker *c, struct node *n, const char *agg)
+{
+	prog_error(c->p, n->loc, "The %s operator can not be used on expressions of type '%s'",
+		   n->op == OP_ADD ? "++" : "--", agg);
+	return -1;
+}
 
 /* ---- casts to struct types of the probed object's DWARF ----
  * A node typed by a struct has its name in n->name: an N_CAST or N_DEREF
@@ -1342,6 +1433,7 @@ static int check_expr(struct checker *c, struct node *n)
 		}
 		n->var = (int)(v - c->p->vars);
 		n->type = v->type;
+		n->agg = v->agg;
 		if (v->none) {
 			n->none = 1;
 			return -1;
@@ -1354,11 +1446,11 @@ static int check_expr(struct checker *c, struct node *n)
 	case N_UNOP:
 		if (check_expr(c, n->a) && !n->a->none)
 			return -1;
-		if (!is_int(n->a) && !c->collect) {
+		if (!is_plain_int(n->a) && !c->collect) {
 			char tn[64];
 			const char *on = n->op == OP_NEG ? "-" : n->op == OP_NOT ? "~" : "!";
 
-			type_name(&n->a->type, tn, sizeof(tn));
+			value_name(n->a, tn, sizeof(tn));
 			/* n->loc is the operator's token */
 			prog_error(c->p, n->loc, "The %s operator can not be used on expressions of type '%s'", on, tn);
 			return -1;
@@ -1379,8 +1471,10 @@ static int check_expr(struct checker *c, struct node *n)
 			n->type = n->b->type;
 			return 0;
 		}
-		if (!is_int(n->a)) {
-			prog_error(c->p, n->a->loc, "Invalid condition in ternary: %s", "not an integer");
+		if (!is_plain_int(n->a)) {
+			/* the whole ternary, as bpftrace points at it */
+			prog_error(c->p, n->loc, "Invalid condition in ternary: %s",
+				   n->a->agg ? kind_names[n->a->agg] : base_type_name(&n->a->type));
 			return -1;
 		}
 		if (n->b->type.kind != n->c->type.kind) {
@@ -1415,14 +1509,14 @@ static int check_expr(struct checker *c, struct node *n)
 			return -1;
 		if (n->name && check_struct_cast(c, n))
 			return -1;
-		if (!is_int(n->a) && !c->collect) {
+		if ((!is_int(n->a) && !c->collect) || n->a->agg) {
 			struct loc tl = n->loc;
 			char tn[64];
 
 			/* as bpftrace words it, at "(TYPE)" (its end in ival) */
 			if (n->ival > tl.col && n->ival < tl.col_end)
 				tl.col_end = (int)n->ival;
-			type_name(&n->a->type, tn, sizeof(tn));
+			value_name(n->a, tn, sizeof(tn));
 			prog_error(c->p, tl, "Casts are not supported for type: \"%s\"", tn);
 			return -1;
 		}
@@ -1461,6 +1555,12 @@ static int check_expr(struct checker *c, struct node *n)
 
 			if (!mi || check_map_keys(c, n->a, mi))
 				return -1;
+			/* bpftrace says so in its last pass */
+			if (mi->val_known && is_aggregate_kind(mi->d.kind)) {
+				if (c->collect)
+					return 0;
+				return incdec_refused(c, n, kind_names[mi->d.kind]);
+			}
 			if (set_map_kind(c, n->a, mi, LANG_M_INT, &T_I64, NULL))
 				return -1;
 			if (mi->d.kind == LANG_M_INT && !mi->d.val.size)
@@ -1470,6 +1570,8 @@ static int check_expr(struct checker *c, struct node *n)
 		}
 		if (check_expr(c, n->a))
 			return -1;
+		if (n->a->agg && !c->collect)
+			return incdec_refused(c, n, kind_names[n->a->agg]);
 		if (!is_int(n->a)) {
 			prog_error(c->p, n->loc, "The %s operator must be applied to an integer", n->op == OP_ADD ? "++" : "--");
 			return -1;
@@ -1602,10 +1704,10 @@ static int check_printf(struct checker *c, struct node *n)
 			prog_error(c->p, a->loc, "%s: argument %d has no value", fn, i);
 			return -1;
 		}
-		if (a->kind == N_MAP && a->cast.kind) {
+		if (a->agg) {
 			/* an aggregate's value is not printable, as in bpftrace */
 			prog_error(c->p, n->loc, "%s: %%%c specifier expects a value of type %s (%s supplied)", fn,
-				   k, k == 's' ? "string" : "integer", kind_names[c->p->maps[a->map].d.kind]);
+				   k, k == 's' ? "string" : "integer", kind_names[a->agg]);
 			return -1;
 		}
 		if (a->type.kind == LANG_T_TUPLE) {
@@ -2018,10 +2120,10 @@ static int check_call(struct checker *c, struct node *n, int as_stmt)
 			n->post = 1;	/* str() of a string: itself */
 			return 0;
 		}
-		if (!c->collect && !is_int(n->args[0])) {
+		if ((!c->collect && !is_int(n->args[0])) || n->args[0]->agg) {
 			char tn[64];
 
-			type_name(&n->args[0]->type, tn, sizeof(tn));
+			value_name(n->args[0], tn, sizeof(tn));
 			prog_error(c->p, n->loc, "str() expects an integer or a pointer type as first argument (%s provided)", tn);
 			return -1;
 		}
@@ -2237,7 +2339,7 @@ static int check_assign(struct checker *c, struct node *s)
 				return -1;
 			if (set_map_kind(c, lhs, mi, kind_of_value(&t), &t, rhs))
 				return -1;
-			if (mi->d.kind == LANG_M_INT && !c->collect && rhs->cast.kind == 0)
+			if (mi->d.kind == LANG_M_INT && !c->collect && rhs->cast.kind == 0 && !rhs->agg)
 				mi->d.val.is_signed = t.is_signed;
 		}
 		return 0;
@@ -2280,6 +2382,7 @@ static int check_assign(struct checker *c, struct node *s)
 			v->probe = c->probe_no;
 			v->none = none;
 			v->type = none ? (struct lang_type){ 0 } : rhs->type;
+			v->agg = none ? 0 : rhs->agg;
 			if (v->type.kind == LANG_T_INT)
 				v->type.size = 8;
 			if (v->type.kind == LANG_T_STR)
@@ -2291,14 +2394,17 @@ static int check_assign(struct checker *c, struct node *s)
 			/* its error was said where it got 'none' */
 		} else if (tuple_mismatch(c, s, &v->type, &rhs->type)) {
 			return -1;
-		} else if (v->type.kind != rhs->type.kind) {
+		} else if (v->type.kind != rhs->type.kind || (!bad && v->agg != rhs->agg)) {
 			char have[64], want[64];
 			struct loc eq = s->loc;
 
 			eq.col = (int)(s->ival >> 32);
 			eq.col_end = (int)(uint32_t)s->ival;
-			type_name(&rhs->type, have, sizeof(have));
-			type_short(&v->decl, want, sizeof(want));
+			value_name(rhs, have, sizeof(have));
+			if (v->agg)
+				snprintf(want, sizeof(want), "%s", kind_names[v->agg]);
+			else
+				type_short(&v->decl, want, sizeof(want));
 			prog_error(p, eq, "Type mismatch for $%s: trying to assign value of type '%s' when variable already contains a value of type '%s'",
 				   lhs->name, have, want);
 			return -1;
@@ -2313,26 +2419,58 @@ static int check_assign(struct checker *c, struct node *s)
 
 static int check_stmts(struct checker *c, struct node *s);
 
+/* A read of a hist, lhist or stats map in the expression e that nothing
+ * refused (bpftrace lets a few such uses by: an assignment, a tuple, a
+ * comparison of two), or NULL: its value is nothing to compute with. */
+static const struct node *unreadable_in(const struct node *e)
+{
+	const struct node *u = NULL;
+
+	if (!e || e->unreadable)
+		return e;
+	if (e->kind >= S_EXPR && e->kind <= S_RETURN)
+		return NULL;
+	if ((u = unreadable_in(e->a)) || (u = unreadable_in(e->b)) || (u = unreadable_in(e->c)))
+		return u;
+	for (int i = 0; i < e->nargs && !u; i++)
+		u = unreadable_in(e->args[i]);
+	return u;
+}
+
+/* After an expression of a statement checked without an error. */
+static int refuse_unreadable(struct checker *c, const struct node *e)
+{
+	const struct node *u = c->collect ? NULL : unreadable_in(e);
+
+	if (!u)
+		return 0;
+	prog_error(c->p, u->loc, "the value of a %s() map can not be read in an expression",
+		   kind_names[u->agg]);
+	return -1;
+}
+
 static int check_stmt(struct checker *c, struct node *s)
 {
 	switch (s->kind) {
 	case S_EXPR:
 		if (s->a->kind == N_CALL)
-			return check_call(c, s->a, 1) ;
-		return check_expr(c, s->a);
+			return check_call(c, s->a, 1) || refuse_unreadable(c, s->a);
+		return check_expr(c, s->a) || refuse_unreadable(c, s->a);
 	case S_ASSIGN:
-		return check_assign(c, s);
+		return check_assign(c, s) || refuse_unreadable(c, s->a) || refuse_unreadable(c, s->b);
 	case S_IF:
 		if (check_expr(c, s->a) && !s->a->none)
 			return -1;
-		if (!is_int(s->a) && !c->collect) {
+		if (!is_plain_int(s->a) && !c->collect) {
 			/* bpftrace's words, and its place: none (1:1-1) */
 			static const struct loc nowhere = { 1, 1, 1 };
 
 			prog_error(c->p, nowhere, "Invalid condition in if(): %s",
-				   base_type_name(&s->a->type));
+				   s->a->agg ? kind_names[s->a->agg] : base_type_name(&s->a->type));
 			return -1;
 		}
+		if (refuse_unreadable(c, s->a))
+			return -1;
 		return check_stmts(c, s->b) || (s->c && (s->c->kind == S_IF ? check_stmt(c, s->c) : check_stmts(c, s->c)));
 	case S_UNROLL:
 		if (s->post) {	/* unroll($N): the parameter's value */
@@ -2463,9 +2601,12 @@ static int check_probe(struct checker *c, struct probe *pr)
 			if (pr->pred->none)
 				prog_error(c->p, pr->pred_loc, "Invalid type for predicate: none");
 			rc = -1;
-		} else if (!c->collect && !is_int(pr->pred)) {
+		} else if (!c->collect && !is_plain_int(pr->pred)) {
 			prog_error(c->p, pr->pred_loc, "Invalid type for predicate: %s",
+				   pr->pred->agg ? kind_names[pr->pred->agg] :
 				   pr->pred->type.kind == LANG_T_STR ? "string" : "not an integer");
+			rc = -1;
+		} else if (refuse_unreadable(c, pr->pred)) {
 			rc = -1;
 		}
 	}

@@ -53,6 +53,11 @@ struct node {
 	int depth;		/* of the expression tree below, bounded */
 	int none;		/* checker: bpftrace's type 'none', a value read from a
 				 * map nothing assigns (or from what one was assigned) */
+	uint8_t agg;		/* checker: an aggregate's value (LANG_M_COUNT...,
+				 * bpftrace's types 'count', 'hist', ...): a read of
+				 * such a map, or what one was assigned to */
+	uint8_t unreadable;	/* checker: a read of a hist, lhist or stats map,
+				 * which has no value to compute with */
 	struct lang_type type;	/* set by the checker */
 	struct lang_type cast;	/* N_CAST/N_DEREF target; ptr: deref size */
 	int map;		/* N_MAP / map calls: map index */
@@ -86,6 +91,7 @@ struct var {
 	int off;		/* others: scratch offset */
 	int probe;		/* scratch variables are per probe block */
 	int none;		/* assigned a value of type 'none' */
+	uint8_t agg;		/* assigned an aggregate's value (node.agg) */
 };
 
 struct mapinfo {
