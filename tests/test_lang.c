@@ -3439,6 +3439,61 @@ Test(lang_errors, maps_assigned_later_are_defined)
  * what uses that value is an error too (an operator, a condition, a
  * predicate, printf(), an aggregate, a map or variable it is assigned
  * to).  bpftrace's output on these programs. */
+/* An if()'s condition failing, its branch failing, or an unroll() count
+ * out of range: bpftrace goes on into every branch and body, and so does
+ * the checker (bpftrace's output for each). */
+Test(lang_errors, every_branch_and_body_is_checked)
+{
+	expect_all_errors("BEGIN { unroll(0) { printf(\"%d\\n\", $a); } }",
+			  "stdin:1:9-18: ERROR: unroll minimum value is 1\n"
+			  "BEGIN { unroll(0) { printf(\"%d\\n\", $a); } }\n"
+			  "        ~~~~~~~~~\n"
+			  "stdin:1:36-38: ERROR: Undefined or undeclared variable: $a\n"
+			  "BEGIN { unroll(0) { printf(\"%d\\n\", $a); } }\n"
+			  "                                   ~~\n");
+	expect_all_errors("BEGIN /67/ { $a = \"\"; unroll(3) { unroll(0) { $a = 39; } } }",
+			  "stdin:1:35-44: ERROR: unroll minimum value is 1\n"
+			  "BEGIN /67/ { $a = \"\"; unroll(3) { unroll(0) { $a = 39; } } }\n"
+			  "                                  ~~~~~~~~~\n"
+			  "stdin:1:50-51: ERROR: Type mismatch for $a: trying to assign value of type 'int64' when variable already contains a value of type 'string[1]'\n"
+			  "BEGIN /67/ { $a = \"\"; unroll(3) { unroll(0) { $a = 39; } } }\n"
+			  "                                                 ~\n");
+	expect_all_errors("BEGIN { unroll(101) { @k[uid] = $a; } }",
+			  "stdin:1:9-20: ERROR: unroll maximum value is 100\n"
+			  "BEGIN { unroll(101) { @k[uid] = $a; } }\n"
+			  "        ~~~~~~~~~~~\n"
+			  "stdin:1:33-35: ERROR: Undefined or undeclared variable: $a\n"
+			  "BEGIN { unroll(101) { @k[uid] = $a; } }\n"
+			  "                                ~~\n");
+	expect_all_errors("BEGIN { if ($b) { $c = $d; } else { $e = $f; } }",
+			  "stdin:1:12-15: ERROR: Undefined or undeclared variable: $b\n"
+			  "BEGIN { if ($b) { $c = $d; } else { $e = $f; } }\n"
+			  "           ~~~\n"
+			  "stdin:1:24-26: ERROR: Undefined or undeclared variable: $d\n"
+			  "BEGIN { if ($b) { $c = $d; } else { $e = $f; } }\n"
+			  "                       ~~\n"
+			  "stdin:1:42-44: ERROR: Undefined or undeclared variable: $f\n"
+			  "BEGIN { if ($b) { $c = $d; } else { $e = $f; } }\n"
+			  "                                         ~~\n");
+	expect_all_errors("BEGIN { if (@u) { $c = $d; } else if (\"x\") { $e = $f; } else { $g = $h; } }",
+			  "stdin:1:24-26: ERROR: Undefined or undeclared variable: $d\n"
+			  "BEGIN { if (@u) { $c = $d; } else if (\"x\") { $e = $f; } else { $g = $h; } }\n"
+			  "                       ~~\n"
+			  "stdin:1:51-53: ERROR: Undefined or undeclared variable: $f\n"
+			  "BEGIN { if (@u) { $c = $d; } else if (\"x\") { $e = $f; } else { $g = $h; } }\n"
+			  "                                                  ~~\n"
+			  "stdin:1:69-71: ERROR: Undefined or undeclared variable: $h\n"
+			  "BEGIN { if (@u) { $c = $d; } else if (\"x\") { $e = $f; } else { $g = $h; } }\n"
+			  "                                                                    ~~\n");
+	expect_all_errors("BEGIN { if (1) { @s = ($b, 1); } else { @k[$a] = tid; } }",
+			  "stdin:1:23-26: ERROR: Undefined or undeclared variable: $b\n"
+			  "BEGIN { if (1) { @s = ($b, 1); } else { @k[$a] = tid; } }\n"
+			  "                      ~~~\n"
+			  "stdin:1:41-46: ERROR: Undefined or undeclared variable: $a\n"
+			  "BEGIN { if (1) { @s = ($b, 1); } else { @k[$a] = tid; } }\n"
+			  "                                        ~~~~~\n");
+}
+
 /* bpftrace 0.17 types an aggregate's value by its aggregate ('count',
  * 'hist', ...): no arithmetic but between two of one kind, no condition,
  * cast, str(), key, ++ or printf integer, and a variable assigned one is

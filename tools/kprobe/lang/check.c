@@ -2458,20 +2458,27 @@ static int check_stmt(struct checker *c, struct node *s)
 		return check_expr(c, s->a) || refuse_unreadable(c, s->a);
 	case S_ASSIGN:
 		return check_assign(c, s) || refuse_unreadable(c, s->a) || refuse_unreadable(c, s->b);
-	case S_IF:
-		if (check_expr(c, s->a) && !s->a->none)
-			return -1;
-		if (!is_plain_int(s->a) && !c->collect) {
+	case S_IF: {
+		/* the condition's errors, then both branches' (bpftrace's
+		 * visitor goes on into them) */
+		int rcond = check_expr(c, s->a), bad = rcond && !s->a->none, rb, rc = 0;
+
+		/* (a none condition is refused as one) */
+		if (!bad && !is_plain_int(s->a) && !c->collect) {
 			/* bpftrace's words, and its place: none (1:1-1) */
 			static const struct loc nowhere = { 1, 1, 1 };
 
 			prog_error(c->p, nowhere, "Invalid condition in if(): %s",
 				   s->a->agg ? kind_names[s->a->agg] : base_type_name(&s->a->type));
-			return -1;
+			bad = 1;
+		} else if (!rcond && refuse_unreadable(c, s->a)) {
+			bad = 1;
 		}
-		if (refuse_unreadable(c, s->a))
-			return -1;
-		return check_stmts(c, s->b) || (s->c && (s->c->kind == S_IF ? check_stmt(c, s->c) : check_stmts(c, s->c)));
+		rb = check_stmts(c, s->b);
+		if (s->c)
+			rc = s->c->kind == S_IF ? check_stmt(c, s->c) : check_stmts(c, s->c);
+		return bad || rb || rc ? -1 : 0;
+	}
 	case S_UNROLL:
 		if (s->post) {	/* unroll($N): the parameter's value */
 			long long v;
@@ -2484,15 +2491,19 @@ static int check_stmt(struct checker *c, struct node *s)
 			s->ival = v;
 			s->post = 0;
 		}
-		if (s->ival > 100) {
-			prog_error(c->p, s->loc, "unroll maximum value is 100");
-			return -1;
+		{
+			int bad = 0;
+
+			/* said, and the body checked still, as bpftrace does */
+			if (s->ival > 100) {
+				prog_error(c->p, s->loc, "unroll maximum value is 100");
+				bad = 1;
+			} else if (s->ival < 1) {
+				prog_error(c->p, s->loc, "unroll minimum value is 1");
+				bad = 1;
+			}
+			return check_stmts(c, s->b) || bad ? -1 : 0;
 		}
-		if (s->ival < 1) {
-			prog_error(c->p, s->loc, "unroll minimum value is 1");
-			return -1;
-		}
-		return check_stmts(c, s->b);
 	case S_WHILE: {
 		int r;
 
