@@ -3439,6 +3439,69 @@ Test(lang_errors, maps_assigned_later_are_defined)
  * what uses that value is an error too (an operator, a condition, a
  * predicate, printf(), an aggregate, a map or variable it is assigned
  * to).  bpftrace's output on these programs. */
+/* A ternary's branches: the first an integer or a string (an aggregate's
+ * value, a tuple, a stack, a probe... are refused), the second of its
+ * kind, a map nothing assigns of type none in either (bpftrace's output
+ * for each). */
+Test(lang_errors, ternary_branches_as_bpftrace)
+{
+	expect_all_errors("BEGIN { @s = count(); @c = rand ? @s : \"x\"; }",
+			  "stdin:1:28-43: ERROR: Ternary return type unsupported count\n"
+			  "BEGIN { @s = count(); @c = rand ? @s : \"x\"; }\n"
+			  "                           ~~~~~~~~~~~~~~~\n");
+	expect_all_errors("BEGIN { @s = count(); @c = rand ? 1 : @s; }",
+			  "stdin:1:28-41: ERROR: Ternary operator must return the same type: have 'integer' and 'count'\n"
+			  "BEGIN { @s = count(); @c = rand ? 1 : @s; }\n"
+			  "                           ~~~~~~~~~~~~~\n");
+	expect_all_errors("BEGIN { @s = hist(2); @c = rand ? @s : @s; }",
+			  "stdin:1:28-42: ERROR: Ternary return type unsupported hist\n"
+			  "BEGIN { @s = hist(2); @c = rand ? @s : @s; }\n"
+			  "                           ~~~~~~~~~~~~~~\n");
+	expect_all_errors("BEGIN { $x = rand ? @k[1] : 95; }",
+			  "stdin:1:21-26: ERROR: Undefined map: @k\n"
+			  "BEGIN { $x = rand ? @k[1] : 95; }\n"
+			  "                    ~~~~~\n"
+			  "stdin:1:14-31: ERROR: Ternary operator must return the same type: have 'none' and 'integer'\n"
+			  "BEGIN { $x = rand ? @k[1] : 95; }\n"
+			  "             ~~~~~~~~~~~~~~~~~\n"
+			  "stdin:1:12-13: ERROR: Undefined variable: $x\n"
+			  "BEGIN { $x = rand ? @k[1] : 95; }\n"
+			  "           ~\n"
+			  "stdin:1:14-31: ERROR: Invalid expression for assignment: none\n"
+			  "BEGIN { $x = rand ? @k[1] : 95; }\n"
+			  "             ~~~~~~~~~~~~~~~~~\n");
+	expect_all_errors("BEGIN { $x = rand ? \"a\" : @k[1]; }",
+			  "stdin:1:27-32: ERROR: Undefined map: @k\n"
+			  "BEGIN { $x = rand ? \"a\" : @k[1]; }\n"
+			  "                          ~~~~~\n"
+			  "stdin:1:14-32: ERROR: Ternary operator must return the same type: have 'string' and 'none'\n"
+			  "BEGIN { $x = rand ? \"a\" : @k[1]; }\n"
+			  "             ~~~~~~~~~~~~~~~~~~\n");
+	expect_all_errors("BEGIN { $x = rand ? @k[1] : @j; }",
+			  "stdin:1:21-26: ERROR: Undefined map: @k\n"
+			  "BEGIN { $x = rand ? @k[1] : @j; }\n"
+			  "                    ~~~~~\n"
+			  "stdin:1:29-31: ERROR: Undefined map: @j\n"
+			  "BEGIN { $x = rand ? @k[1] : @j; }\n"
+			  "                            ~~\n"
+			  "stdin:1:12-13: ERROR: Undefined variable: $x\n"
+			  "BEGIN { $x = rand ? @k[1] : @j; }\n"
+			  "           ~\n"
+			  "stdin:1:14-31: ERROR: Invalid expression for assignment: none\n"
+			  "BEGIN { $x = rand ? @k[1] : @j; }\n"
+			  "             ~~~~~~~~~~~~~~~~~\n");
+	expect_all_errors("BEGIN { $x = rand ? (1,2) : 95; $y = rand ? ustack : 1; $z = rand ? probe : probe; }",
+			  "stdin:1:14-31: ERROR: Ternary return type unsupported tuple\n"
+			  "BEGIN { $x = rand ? (1,2) : 95; $y = rand ? ustack : 1; $z = rand ? probe : probe; }\n"
+			  "             ~~~~~~~~~~~~~~~~~\n"
+			  "stdin:1:38-55: ERROR: Ternary return type unsupported ustack\n"
+			  "BEGIN { $x = rand ? (1,2) : 95; $y = rand ? ustack : 1; $z = rand ? probe : probe; }\n"
+			  "                                     ~~~~~~~~~~~~~~~~~\n"
+			  "stdin:1:62-82: ERROR: Ternary return type unsupported probe\n"
+			  "BEGIN { $x = rand ? (1,2) : 95; $y = rand ? ustack : 1; $z = rand ? probe : probe; }\n"
+			  "                                                             ~~~~~~~~~~~~~~~~~~~~\n");
+}
+
 /* An if()'s condition failing, its branch failing, or an unroll() count
  * out of range: bpftrace goes on into every branch and body, and so does
  * the checker (bpftrace's output for each). */

@@ -1133,6 +1133,58 @@ static int check_binop(struct checker *c, struct node *n)
 
 static int check_call(struct checker *c, struct node *n, int as_stmt);
 
+/* A ternary's condition and branches, as bpftrace 0.17 types them: the
+ * first branch an integer or a string (or none), the second of the same
+ * kind; the result has the first's type, none included. */
+static int check_ternary(struct checker *c, struct node *n)
+{
+	const struct node *b = n->b, *e = n->c;
+	char bn[64], en[64];
+
+	if (!is_plain_int(n->a)) {
+		/* the whole ternary, as bpftrace points at it */
+		prog_error(c->p, n->loc, "Invalid condition in ternary: %s",
+			   n->a->agg ? kind_names[n->a->agg] : base_type_name(&n->a->type));
+		return -1;
+	}
+	if (!b->none && (b->agg || (b->type.kind != LANG_T_INT && b->type.kind != LANG_T_STR))) {
+		prog_error(c->p, n->loc, "Ternary return type unsupported %s",
+			   b->agg ? kind_names[b->agg] : base_type_name(&b->type));
+		return -1;
+	}
+	if (b->none != e->none || (!b->none && (b->type.kind != e->type.kind || b->agg != e->agg))) {
+		/* bpftrace names the kinds here, not the sized types */
+		if (b->none)
+			snprintf(bn, sizeof(bn), "none");
+		else
+			type_kind_name(&b->type, bn, sizeof(bn));
+		if (e->none)
+			snprintf(en, sizeof(en), "none");
+		else if (e->agg)
+			snprintf(en, sizeof(en), "%s", kind_names[e->agg]);
+		else
+			type_kind_name(&e->type, en, sizeof(en));
+		prog_error(c->p, n->loc, "Ternary operator must return the same type: have '%s' and '%s'",
+			   bn, en);
+		n->none = b->none;
+		return -1;
+	}
+	if (b->none) {
+		n->none = 1;
+		n->type = (struct lang_type){ 0 };
+		return -1;
+	}
+	n->type = b->type;
+	if (n->type.kind == LANG_T_INT) {
+		n->type.size = 8;
+		n->type.is_signed = b->type.is_signed && e->type.is_signed;
+	} else if (n->type.kind == LANG_T_STR) {
+		n->type.size = b->type.size > e->type.size ? b->type.size : e->type.size;
+	}
+	return 0;
+}
+
+
 /* ++ or -- of an aggregate's map or of a variable holding its value. */
 static int incdec_refused(struct checker *c, struct node *n, const char *agg)
 {
@@ -1464,40 +1516,16 @@ static int check_expr(struct checker *c, struct node *n)
 
 		if (ra && n->a->none)
 			prog_error(c->p, n->loc, "Invalid condition in ternary: none");
-		if (ra || rb || rc)
+		/* a branch of type none (a map nothing assigns) is typed as
+		 * one: bpftrace compares it with the other */
+		if (ra || (rb && !n->b->none) || (rc && !n->c->none))
 			return -1;
 	}
 		if (c->collect) {
 			n->type = n->b->type;
 			return 0;
 		}
-		if (!is_plain_int(n->a)) {
-			/* the whole ternary, as bpftrace points at it */
-			prog_error(c->p, n->loc, "Invalid condition in ternary: %s",
-				   n->a->agg ? kind_names[n->a->agg] : base_type_name(&n->a->type));
-			return -1;
-		}
-		if (n->b->type.kind != n->c->type.kind) {
-			char a[64], b[64];
-
-			/* bpftrace names the kinds here, not the sized types */
-			type_kind_name(&n->b->type, a, sizeof(a));
-			type_kind_name(&n->c->type, b, sizeof(b));
-			prog_error(c->p, n->loc, "Ternary operator must return the same type: have '%s' and '%s'", a, b);
-			return -1;
-		}
-		if (n->b->type.kind == LANG_T_TUPLE) {
-			prog_error(c->p, n->loc, "Ternary return type unsupported tuple");
-			return -1;
-		}
-		n->type = n->b->type;
-		if (n->type.kind == LANG_T_INT) {
-			n->type.size = 8;
-			n->type.is_signed = n->b->type.is_signed && n->c->type.is_signed;
-		} else if (n->type.kind == LANG_T_STR) {
-			n->type.size = n->b->type.size > n->c->type.size ? n->b->type.size : n->c->type.size;
-		}
-		return 0;
+		return check_ternary(c, n);
 	case N_FIELD:
 		return check_field(c, n);
 	case N_TUPLE:
