@@ -316,12 +316,15 @@ static int json_lines_valid(const char *text)
 	return n;
 }
 
-/* The number after "key": at or after p, or -1. */
+/* The number after "key": at or after p, or -1 (also when p is NULL: an
+ * entry that is not there). */
 static long long json_num(const char *p, const char *key)
 {
 	char pat[128];
 	const char *at;
 
+	if (!p)
+		return -1;
 	snprintf(pat, sizeof(pat), "\"%s\":", key);
 	at = strstr(p, pat);
 	return at ? strtoll(at + strlen(pat), NULL, 10) : -1;

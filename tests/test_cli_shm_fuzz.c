@@ -3,8 +3,11 @@
  * positions and event records (also changing while they are read) must
  * never crash the tool, hang it or make it print what it should not.
  * Links the CLI's own session, consumer and output code (plain and ASan
- * builds); the seeds are fixed, so a failure names one that reproduces. */
+ * builds); the seeds are fixed, so a failure names one that reproduces.
+ * Also the tool's other reader of files it does not choose: the loader's
+ * cache of short library names, and the directories without one. */
 #include <criterion/criterion.h>
+#include <errno.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -13,6 +16,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "ldcache.h"
 #include "session.h"
 #include "symbolize.h"
 #include "stack_table.h"
@@ -714,4 +718,54 @@ Test(shm_fuzz, noted_objects_hostile)
 		cr_expect_str_eq(name, "cli_warn");
 		symbolizer_free(&z);
 	}
+}
+
+/* ---- short library names on a system without the loader's cache ---- */
+
+static void touch(const char *dir, const char *name)
+{
+	char path[256];
+	FILE *f;
+
+	snprintf(path, sizeof(path), "%s/%s", dir, name);
+	f = fopen(path, "w");
+	cr_assert_not_null(f, "%s", path);
+	fclose(f);
+}
+
+/* The cache is read from a file the tool does not choose: a hostile or
+ * absent one leaves the directories, where the soname comes first. */
+Test(shm_fuzz, short_library_names_from_a_directory)
+{
+	char dir[] = "/tmp/kprobe-ldscanXXXXXX", out[512], want[512];
+
+	cr_assert_not_null(mkdtemp(dir));
+	touch(dir, "libfoo.so");
+	touch(dir, "libfoo.so.3.1.4");
+	touch(dir, "libfoobar.so.1");
+	touch(dir, "libfoo.a");
+	cr_assert_eq(ldcache_scan_dir(dir, "libfoo", out, sizeof(out)), 0);
+	snprintf(want, sizeof(want), "%s/libfoo.so", dir);
+	cr_expect_str_eq(out, want, "no soname: the development link");
+	touch(dir, "libfoo.so.3");
+	cr_assert_eq(ldcache_scan_dir(dir, "libfoo", out, sizeof(out)), 0);
+	snprintf(want, sizeof(want), "%s/libfoo.so.3", dir);
+	cr_expect_str_eq(out, want, "the soname first");
+	cr_assert_eq(ldcache_scan_dir(dir, "libfoobar", out, sizeof(out)), 0);
+	snprintf(want, sizeof(want), "%s/libfoobar.so.1", dir);
+	cr_expect_str_eq(out, want);
+	cr_expect_eq(ldcache_scan_dir(dir, "libfo", out, sizeof(out)), -ENOENT);
+	cr_expect_eq(ldcache_scan_dir(dir, "libfoo", out, 8), -ENAMETOOLONG);
+	cr_expect_eq(ldcache_scan_dir("/nonexistent-dir", "libfoo", out, sizeof(out)), -ENOENT);
+	/* a cache that is not one: nothing from it */
+	cr_expect_eq(ldcache_find(dir, "libfoo", out, sizeof(out)), -ENOENT);
+	snprintf(want, sizeof(want), "%s/libfoo.so.3", dir);
+	cr_expect_eq(ldcache_find(want, "libfoo", out, sizeof(out)), -ENOENT);
+	for (const char *const *f = (const char *const[]){ "libfoo.so", "libfoo.so.3.1.4",
+							     "libfoobar.so.1", "libfoo.a",
+							     "libfoo.so.3", NULL }; *f; f++) {
+		snprintf(want, sizeof(want), "%s/%s", dir, *f);
+		unlink(want);
+	}
+	rmdir(dir);
 }

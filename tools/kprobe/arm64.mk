@@ -151,6 +151,10 @@ $(A64)/tests/cli/cli_stack_cxx: tests/cli/cli_stack_cxx.cpp $(A64)/sysroot.stamp
 	@mkdir -p $(dir $@)
 	$(A64_CXX) --sysroot=$(A64_SYSROOT) -O2 -g -fomit-frame-pointer -Wall -o $@ $<
 
+$(A64)/tests/cli/cli_record_cxx: tests/cli/cli_record_cxx.cpp $(A64)/sysroot.stamp
+	@mkdir -p $(dir $@)
+	$(A64_CXX) --sysroot=$(A64_SYSROOT) -O1 -g -o $@ $<
+
 A64_KP_MODULES := $(patsubst examples/modules/%.c,$(A64)/examples/%.so,\
 		$(sort $(wildcard examples/modules/*.c)))
 $(A64)/examples/%.so: examples/modules/%.c include/kprobes.h include/kprobes/module.h $(A64)/sysroot.stamp
@@ -162,7 +166,7 @@ A64_KP_CLI_PROGS := $(A64)/tests/cli/cli_target $(A64)/tests/cli/libcliplugin.so
 	$(A64)/tests/cli/fake_agent $(A64)/tests/cli/odd_target $(A64)/tests/cli/libslowctor.so \
 	$(A64)/tests/cli/cli_module.so $(A64)/tests/cli/run_target \
 	$(A64)/tests/cli/cli_stack $(A64)/tests/cli/cli_stack_cxx $(A64)/tests/cli/cli_watch \
-	$(A64_KP_MODULES)
+	$(A64)/tests/cli/cli_record_cxx $(A64_KP_MODULES)
 # test_cli_stack reads the stack program's source (its build directory's
 # ../tests/cli/cli_stack.c: /tests/cli/ in the guest).
 A64_KP_CLI_PROGS += tests/cli/cli_stack.c

@@ -207,7 +207,7 @@ int cli_short_library(const char *name, char *out, size_t outlen)
 
 	if (!name[0] || strchr(name, '/') || strpbrk(name, "*?[") ||
 	    cli_library_on_disk(name, path, sizeof(path)) ||
-	    ldcache_find("/etc/ld.so.cache", name, out, outlen))
+	    ldcache_find_or_scan(name, out, outlen))
 		return -ENOENT;
 	return 0;
 }

@@ -4,17 +4,17 @@
  * read whole and every offset checked against its size. */
 #include "ldcache.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "kp_arch.h"
+
 #define CACHE_MAGIC "glibc-ld.so.cache1.1"
 #define CACHE_MAX (16u << 20)
-/* An ELF library of the 64-bit x86 ABI (ldconfig's FLAG_ELF_LIBC6 |
- * FLAG_X8664_LIB64), the only kind a process of ours loads. */
-#define FLAGS_X86_64_LIBC6 0x0303
 
 struct cache_header {
 	char magic[sizeof(CACHE_MAGIC) - 1];
@@ -80,7 +80,8 @@ int ldcache_find(const char *cache_path, const char *name, char *out, size_t out
 		struct cache_entry e;
 
 		memcpy(&e, buf + sizeof(h) + (size_t)i * sizeof(e), sizeof(e));
-		if (e.flags != FLAGS_X86_64_LIBC6 || e.key >= len || e.value >= len ||
+		/* a library of this ABI, the only kind a process of ours loads */
+		if (e.flags != KP_LDCACHE_FLAGS || e.key >= len || e.value >= len ||
 		    strncmp(buf + e.key, prefix, plen))
 			continue;
 		rc = snprintf(out, outlen, "%s", buf + e.value) < (int)outlen ? 0 : -ENAMETOOLONG;
@@ -89,4 +90,49 @@ int ldcache_find(const char *cache_path, const char *name, char *out, size_t out
 out:
 	free(buf);
 	return rc;
+}
+
+int ldcache_scan_dir(const char *dir, const char *name, char *out, size_t outlen)
+{
+	size_t n = strlen(name);
+	char best[256] = "";
+	struct dirent *e;
+	DIR *d = opendir(dir);
+
+	if (!d)
+		return -ENOENT;
+	while ((e = readdir(d))) {
+		const char *rest = e->d_name + n;
+
+		if (strncmp(e->d_name, name, n) || strncmp(rest, ".so", 3))
+			continue;
+		rest += 3;
+		if (*rest == '.' && rest[1] && strspn(rest + 1, "0123456789") == strlen(rest + 1)) {
+			snprintf(best, sizeof(best), "%s", e->d_name);
+			break;
+		}
+		if (!*rest && !best[0])
+			snprintf(best, sizeof(best), "%s", e->d_name);
+	}
+	closedir(d);
+	if (!best[0])
+		return -ENOENT;
+	return snprintf(out, outlen, "%s/%s", dir, best) < (int)outlen ? 0 : -ENAMETOOLONG;
+}
+
+int ldcache_find_or_scan(const char *name, char *out, size_t outlen)
+{
+	static const char *const dirs[] = {
+		"/lib/" KP_MULTIARCH, "/usr/lib/" KP_MULTIARCH, "/lib64", "/usr/lib64",
+		"/lib", "/usr/lib",
+	};
+
+	if (!ldcache_find("/etc/ld.so.cache", name, out, outlen))
+		return 0;
+	if (!name[0] || strchr(name, '/'))
+		return -ENOENT;
+	for (size_t i = 0; i < sizeof(dirs) / sizeof(dirs[0]); i++)
+		if (!ldcache_scan_dir(dirs[i], name, out, outlen))
+			return 0;
+	return -ENOENT;
 }

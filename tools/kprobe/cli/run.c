@@ -271,7 +271,7 @@ static bool target_exists(const char *obj, void *arg)
 	return !program_object_path(o, obj, path, sizeof(path), why, sizeof(why)) ||
 	       (o->pid && cli_library_on_disk(obj, path, sizeof(path))) ||
 	       cli_exe_on_path(obj, path, sizeof(path)) ||
-	       !ldcache_find("/etc/ld.so.cache", obj, path, sizeof(path));
+	       !ldcache_find_or_scan(obj, path, sizeof(path));
 }
 
 /* bpftrace prints its warnings on standard error as it checks. */
@@ -391,7 +391,7 @@ static const char *printed_object(struct run_program *p, const char *obj)
 		snprintf(p->obj_written, sizeof(p->obj_written), "%s", obj);
 		if ((!pid || !cli_short_library_of_pid(pid, obj, p->obj_printed,
 							sizeof(p->obj_printed))) &&
-		    ldcache_find("/etc/ld.so.cache", obj, p->obj_printed, sizeof(p->obj_printed)))
+		    ldcache_find_or_scan(obj, p->obj_printed, sizeof(p->obj_printed)))
 			snprintf(p->obj_printed, sizeof(p->obj_printed), "%s", obj);
 	}
 	return p->obj_printed;

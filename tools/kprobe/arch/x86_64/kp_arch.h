@@ -159,5 +159,8 @@ static inline void kp_override_return(struct pt_regs *regs, uint64_t v, uint64_t
 /* Debian's multiarch directory name: where the system's libraries are
  * (/lib/KP_MULTIARCH, /usr/lib/KP_MULTIARCH). */
 #define KP_MULTIARCH "x86_64-linux-gnu"
+/* The flags of this ABI's 64-bit libraries in the loader's cache
+ * (ldconfig's FLAG_ELF_LIBC6 | FLAG_X8664_LIB64). */
+#define KP_LDCACHE_FLAGS 0x0303
 
 #endif
