@@ -835,7 +835,7 @@ Test(cli, exit_status_passes_through)
  * /usr/lib/...), by that real path, and by bpftrace's short name
  * ("libc"), in PROBE syntax and in a program: the same library each time,
  * and its functions found. */
-Test(cli, library_by_linked_path_and_short_name)
+Test(cli, library_by_linked_path_and_short_name, .timeout = 60 * KP_TEST_SLOWDOWN)
 {
 	char real[PATH_MAX], dir[] = "/tmp/kprobe-test-shortXXXXXX";
 	const char *names[3];
@@ -1268,7 +1268,7 @@ static bool traced(pid_t pid)
 	return t;
 }
 
-/* Waits (at most 15 s) until libc's read() in process pid differs from
+/* Waits (at most 15 s, times the suite's slowdown) until libc's read() in process pid differs from
  * ours (a probe is armed on it) and the process is no longer held (the
  * tool has its answer); then creates flag, which the shell running the
  * tool waits for before its Ctrl-C. */
@@ -1290,7 +1290,8 @@ static void *wait_read_probed(void *arg)
 
 	snprintf(path, sizeof(path), "/proc/%d/mem", (int)w->pid);
 	fd = open(path, O_RDONLY | O_CLOEXEC);
-	for (int i = 0; i < 1500 && mine && base && fd >= 0 && !w->armed && !w->stop; i++) {
+	for (int i = 0; i < 1500 * KP_TEST_SLOWDOWN && mine && base && fd >= 0 && !w->armed && !w->stop;
+	     i++) {
 		uint8_t code[16];
 		uintptr_t tb = libc_base(w->pid);
 

@@ -695,14 +695,20 @@ Test(load, run_probe_names_short_library_as_mapped_with_pid)
 
 	pid = bg_start_of(run_target, "ticks 100000 2");
 	snprintf(maps, sizeof(maps), "/proc/%d/maps", (int)pid);
-	cr_assert_not_null(f = fopen(maps, "re"));
-	while (!mapped[0] && fgets(line, sizeof(line), f)) {
-		char *path = strchr(line, '/');
+	/* (the loader may not have mapped it yet: an emulator is slow) */
+	for (int i = 0; i < 500 * KP_TEST_SLOWDOWN && !mapped[0]; i++) {
+		cr_assert_not_null(f = fopen(maps, "re"));
+		while (!mapped[0] && fgets(line, sizeof(line), f)) {
+			char *path = strchr(line, '/');
 
-		if (path && strstr(path, "/libc.so.6\n"))
-			snprintf(mapped, sizeof(mapped), "%.*s", (int)strcspn(path, "\n"), path);
+			if (path && strstr(path, "/libc.so.6\n"))
+				snprintf(mapped, sizeof(mapped), "%.*s", (int)strcspn(path, "\n"),
+					 path);
+		}
+		fclose(f);
+		if (!mapped[0])
+			usleep(10000);
 	}
-	fclose(f);
 	cr_assert(mapped[0], "no libc.so.6 in %s", maps);
 	cli_run(&r, "%s run -o /dev/stdout -e 'uprobe:libc:nanosleep { @[probe] = count(); exit(); }' "
 	    "-p %d", kprobe, (int)pid);

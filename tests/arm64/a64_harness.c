@@ -65,7 +65,7 @@ uint64_t interesting(void)
  * many in the long mode; a tenth in the sanitized build, which is there to
  * check the memory safety of the code under test and of this harness, and
  * runs five to ten times slower.  Each test stays well within the guest's
- * 120 s per test; there are few of them, as a sanitized test process
+ * 240 s per test; there are few of them, as a sanitized test process
  * takes some 20 s to start in the emulator.
  */
 unsigned int scaled(unsigned int n)

@@ -57,7 +57,7 @@ for t in /tests/* /tests-asan/*; do
 	*" $t "*) export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 ;;
 	*) export ASAN_OPTIONS=$ASAN_NOLEAKS ;;
 	esac
-	timeout 600 "$t" --verbose --jobs 1 --timeout 120 >"$log" 2>&1 </dev/null; rc=$?
+	timeout 900 "$t" --verbose --jobs 1 --timeout 240 >"$log" 2>&1 </dev/null; rc=$?
 	t1=$(cut -d' ' -f1 /proc/uptime)
 	line=$(grep 'Synthesis:' "$log" | tail -n 1)
 	np=$(echo "$line" | sed -n 's/.*Passing: \([0-9]*\).*/\1/p')

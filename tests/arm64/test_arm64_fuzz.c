@@ -211,7 +211,7 @@ static void fuzz_with_library(unsigned int sequences, uint64_t seed)
  * times a sequence, about 4 s a sequence in TCG, 50 s with the sanitized
  * library, so: 3 (15 in the long mode), and one in the sanitized build,
  * which is there for memory safety.  Each test stays within the guest's
- * 120 s.
+ * 240 s.
  */
 static unsigned int lib_sequences(void)
 {

@@ -1001,7 +1001,7 @@ Test(a64_optimized, out_of_range_keeps_the_brk)
 #define CHURN_MAX_THREADS 16
 #define CHURN_ROUNDS 60
 #define CHURN_TIMEOUT 150
-/* Before the guest runner's own limit (--timeout 120) ends the test. */
+/* Before the guest runner's own limit (--timeout 240) ends the test. */
 #define CHURN_DUMP_AFTER 60
 
 #define CHURN_BUDGET 50
