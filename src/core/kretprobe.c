@@ -28,6 +28,7 @@
 
 #include "core/internal.h"
 #include "core/kretprobe.h"
+#include "os/linux/memory.h"
 #include "os/linux/sys.h"
 #include "os/linux/threads.h"
 
@@ -714,7 +715,10 @@ static int pool_create(struct kretprobe *rp)
 	pool->stride = stride;
 	pool->n = n;
 	pthread_mutex_lock(&kp_registry_lock);
+	/* one check of the text-writing descriptor for all the stubs */
+	kp_mem_batch_begin();
 	pool->stubs = arch_ret_stubs_create(n, ret_addr_location, pool);
+	kp_mem_batch_end();
 	pthread_mutex_unlock(&kp_registry_lock);
 	if (!pool->stubs) {
 		free(pool->mem);

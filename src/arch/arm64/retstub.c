@@ -35,13 +35,31 @@ struct ret_stubs {
 	struct kp_ehframe eh;	/* the stubs' unwind information */
 };
 
-static int write_stub(uintptr_t at, uintptr_t tramp)
-{
-	uint32_t code[2] = { A64_BRK(A64_BRK_STUB_IMM), 0 };
+/* Up to RUN_MAX stubs whose units follow each other go in one write: a
+ * return probe has hundreds of them (one per instance), and the arena
+ * hands out consecutive units. */
+#define RUN_MAX 64
 
-	if (!a64_b(at + STUB_RET, tramp, &code[1]))
-		return -EINVAL;
-	return text_write_fresh(at, code, 2);
+static int write_stubs(const struct ret_stubs *rs, uintptr_t tramp)
+{
+	uint32_t code[RUN_MAX * 2];
+
+	for (int i = 0; i < rs->n;) {
+		uintptr_t first = rs->stub[i] - STUB_RET;
+		int k = 0;
+
+		while (i + k < rs->n && k < RUN_MAX &&
+		       rs->stub[i + k] - STUB_RET == first + (uintptr_t)k * STUB_SIZE) {
+			code[2 * k] = A64_BRK(A64_BRK_STUB_IMM);
+			if (!a64_b(first + (uintptr_t)k * STUB_SIZE + STUB_RET, tramp, &code[2 * k + 1]))
+				return -EINVAL;
+			k++;
+		}
+		if (text_write_fresh(first, code, 2 * k))
+			return -EFAULT;
+		i += k;
+	}
+	return 0;
 }
 
 void arch_ret_stubs_destroy(struct ret_stubs *rs)
@@ -74,9 +92,9 @@ struct ret_stubs *arch_ret_stubs_create(int n, uintptr_t (*ret_loc)(int, void *)
 		if (!at)
 			goto fail;
 		rs->stub[i] = at + STUB_RET;
-		if (write_stub(at, tramp))
-			goto fail;
 	}
+	if (write_stubs(rs, tramp))
+		goto fail;
 	/* Without it the stubs still work; unwinders stop at them. */
 	kp_ehframe_build(&rs->eh, n, rs->stub, STUB_RET, STUB_SIZE, ret_loc, arg);
 	return rs;

@@ -43,9 +43,10 @@ struct ret_stubs {
 	struct kp_jit_object *jit;	/* the same for debuggers */
 };
 
-static int write_stub(uintptr_t at, uintptr_t tramp)
+/* The stub at unit address at, into code. */
+static void make_stub(uint8_t *code, uintptr_t at, uintptr_t tramp)
 {
-	uint8_t code[STUB_SIZE] = {
+	static const uint8_t tmpl[STUB_SIZE] = {
 		0x48, 0x8d, 0x64, 0x24, 0x08,	/* lea 8(%rsp),%rsp */
 		0xff, 0x54, 0x24, 0xf8,		/* call *-8(%rsp) */
 		0xe9, 0, 0, 0, 0,		/* jmp trampoline */
@@ -53,8 +54,33 @@ static int write_stub(uintptr_t at, uintptr_t tramp)
 	};
 	int32_t rel = (int32_t)(tramp - (at + STUB_RET + 5));
 
+	memcpy(code, tmpl, sizeof(tmpl));
 	memcpy(code + STUB_RET + 1, &rel, 4);
-	return kp_mem_write(at, code, sizeof(code));
+}
+
+/* Up to RUN_MAX stubs whose units follow each other go in one write: a
+ * return probe has hundreds of them (one per instance), and the arena
+ * hands out consecutive units. */
+#define RUN_MAX 64
+
+static int write_stubs(const struct ret_stubs *rs, uintptr_t tramp)
+{
+	uint8_t code[RUN_MAX * STUB_SIZE];
+
+	for (int i = 0; i < rs->n;) {
+		uintptr_t first = rs->stub[i] - STUB_RET;
+		int k = 0;
+
+		while (i + k < rs->n && k < RUN_MAX &&
+		       rs->stub[i + k] - STUB_RET == first + (uintptr_t)k * STUB_SIZE) {
+			make_stub(code + k * STUB_SIZE, first + (uintptr_t)k * STUB_SIZE, tramp);
+			k++;
+		}
+		if (kp_mem_write(first, code, (size_t)k * STUB_SIZE))
+			return -EFAULT;
+		i += k;
+	}
+	return 0;
 }
 
 void arch_ret_stubs_destroy(struct ret_stubs *rs)
@@ -85,12 +111,14 @@ struct ret_stubs *arch_ret_stubs_create(int n, uintptr_t (*ret_loc)(int, void *)
 	for (int i = 0; i < n; i++) {
 		uintptr_t at = exec_alloc(&arena, lo, hi, &meta);
 
-		if (!at || write_stub(at, tramp))
+		if (!at)
 			goto fail;
 		rs->stub[i] = at + STUB_RET;
 		code_lo = at < code_lo ? at : code_lo;
 		code_hi = at + STUB_SIZE > code_hi ? at + STUB_SIZE : code_hi;
 	}
+	if (write_stubs(rs, tramp))
+		goto fail;
 	/* Without it the stubs still work; unwinders stop at them. */
 	kp_ehframe_build(&rs->eh, n, rs->stub, STUB_RET, STUB_SIZE, ret_loc, arg);
 	if (rs->eh.buf)

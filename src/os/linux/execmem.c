@@ -56,19 +56,24 @@ static struct exec_pool *pool_new(struct exec_arena *a, uintptr_t lo, uintptr_t 
 		return NULL;
 	}
 	p->nfree = n;
+	p->hint = 0;
 	__atomic_add_fetch(&kept, (size_t)n * a->meta_size + n, __ATOMIC_RELAXED);
 	__atomic_store_n(&a->npools, a->npools + 1, __ATOMIC_RELEASE);
 	return p;
 }
 
+/* The lowest free unit: found from the hint, below which every unit is
+ * in use, so that filling a pool is not quadratic (a return probe takes
+ * hundreds of units at once, and a tool registers thousands). */
 static uintptr_t pool_take(struct exec_arena *a, struct exec_pool *p, void **meta)
 {
 	unsigned int n = units_per_pool(a);
 
-	for (unsigned int i = 0; i < n; i++) {
+	for (unsigned int i = p->hint; i < n; i++) {
 		if (p->used[i])
 			continue;
 		p->used[i] = 1;
+		p->hint = i + 1;
 		p->nfree--;
 		a->in_use++;
 		*meta = p->meta + (size_t)i * a->meta_size;
@@ -104,6 +109,8 @@ void exec_free(struct exec_arena *a, uintptr_t addr)
 				p->used[idx] = 0;
 				p->nfree++;
 				a->in_use--;
+				if (idx < p->hint)
+					p->hint = (unsigned int)idx;
 			}
 			return;
 		}

@@ -16,6 +16,7 @@ struct exec_pool {
 	char *meta;		/* meta_size bytes per unit */
 	unsigned char *used;
 	unsigned int nfree;
+	unsigned int hint;	/* every unit below it is in use */
 };
 
 struct exec_arena {
