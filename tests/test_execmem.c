@@ -38,3 +38,15 @@ Test(execmem, lowest_free_unit_first)
 		exec_free(&arena, u[i]);
 	cr_assert_eq(exec_alloc(&arena, lo, hi, &meta), first, "all free: from the start");
 }
+
+/* The runs of units one write can fill (the return stubs'). */
+Test(execmem, runs_of_consecutive_units)
+{
+	const uintptr_t a[] = { 0x1000, 0x1010, 0x1020, 0x1040, 0x1050, 0x1030 };
+
+	cr_expect_eq(exec_run_length(a, 6, UNIT, 64), 3);
+	cr_expect_eq(exec_run_length(a, 6, UNIT, 2), 2, "at most max");
+	cr_expect_eq(exec_run_length(a + 3, 3, UNIT, 64), 2);
+	cr_expect_eq(exec_run_length(a + 5, 1, UNIT, 64), 1);
+	cr_expect_eq(exec_run_length(a, 0, UNIT, 64), 0);
+}

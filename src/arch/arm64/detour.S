@@ -49,7 +49,7 @@
  * Both paths push a frame record {the program's x29, R} for frame-pointer
  * walks: R maps to the probed address (arch_unwind_map_ip).
  */
-#include "asm-offsets.inc"
+#include "arch/arm64/ptregs.inc"
 
 	.set F_MARK, 16			/* kp_a64_detour_ret before */
 	.set F_SIZE, 32
@@ -78,26 +78,10 @@
 79:
 	.endm
 
-	.macro SAVE_X4_X18
-	stp x4, x5, [sp, #PT_REGS + 32]
-	stp x6, x7, [sp, #PT_REGS + 48]
-	stp x8, x9, [sp, #PT_REGS + 64]
-	stp x10, x11, [sp, #PT_REGS + 80]
-	stp x12, x13, [sp, #PT_REGS + 96]
-	stp x14, x15, [sp, #PT_REGS + 112]
-	stp x16, x17, [sp, #PT_REGS + 128]
-	str x18, [sp, #PT_X18]
-	.endm
-
-	.macro LOAD_X4_X18
-	ldp x4, x5, [sp, #PT_REGS + 32]
-	ldp x6, x7, [sp, #PT_REGS + 48]
-	ldp x8, x9, [sp, #PT_REGS + 64]
-	ldp x10, x11, [sp, #PT_REGS + 80]
-	ldp x12, x13, [sp, #PT_REGS + 96]
-	ldp x14, x15, [sp, #PT_REGS + 112]
-	ldp x16, x17, [sp, #PT_REGS + 128]
-	ldr x18, [sp, #PT_X18]
+/* x4-x18: str or ldr for x18 */
+	.macro X4_X18 pair, single
+	PT_PAIRS \pair, 4,5, 6,7, 8,9, 10,11, 12,13, 14,15, 16,17
+	\single x18, [sp, #PT_X18]
 	.endm
 
 	.macro DETOUR_COMMON name
@@ -111,7 +95,7 @@
 	.cfi_def_cfa sp, PT_SIZE
 	.cfi_undefined x30
 	hint #34			/* BTI C: entered by BLR */
-	stp x2, x3, [sp, #PT_REGS + 16]
+	PT_PAIRS stp, 2,3
 	ldr x2, [x0, #PP_ADDR]
 	str x2, [sp, #PT_PC]
 	.cfi_offset x30, PT_PC - PT_SIZE
@@ -138,7 +122,7 @@
 	cbz x3, 71f
 	ldrb w1, [x3, #KP_NEEDS]
 	tbz w1, #KP_SAVE_SCRATCH_BIT, 72f
-	SAVE_X4_X18
+	X4_X18 stp, str
 72:	stp x2, x3, [sp, #PT_X19]		/* the record, the probe */
 	mov x0, x3
 	ldr x3, [x0, #KP_FAST_FN]
@@ -156,24 +140,20 @@
 	 * while the section lasts) */
 	ldrb w1, [x3, #KP_NEEDS]
 	tbz w1, #KP_SAVE_SCRATCH_BIT, 73f
-	LOAD_X4_X18
+	X4_X18 ldp, ldr
 73:	SECTION_END x2, 0, 1
 	ldr x2, [sp, #PT_PSTATE]
 	msr nzcv, x2
-	ldp x2, x3, [sp, #PT_REGS + 16]
+	PT_PAIRS ldp, 2,3
 	ret
 	/* No fast probe (any more): the section ends, the general path
 	 * takes the hit. */
 71:	SECTION_END x2, 1, 3
 
 	/* ---- the general path ---- */
-70:	SAVE_X4_X18
+70:	X4_X18 stp, str
 	str x19, [sp, #PT_X19]
-	stp x20, x21, [sp, #PT_REGS + 160]
-	stp x22, x23, [sp, #PT_REGS + 176]
-	stp x24, x25, [sp, #PT_REGS + 192]
-	stp x26, x27, [sp, #PT_REGS + 208]
-	stp x28, x29, [sp, #PT_REGS + 224]
+	PT_PAIRS stp, 20,21, 22,23, 24,25, 26,27, 28,29
 	add x9, sp, #PT_SIZE
 	str x9, [sp, #PT_SP]
 	mov x19, sp
@@ -204,20 +184,8 @@
 	.cfi_undefined x30
 	ldr x9, [sp, #PT_PSTATE]
 	msr nzcv, x9
-	ldp x2, x3, [sp, #PT_REGS + 16]
-	ldp x4, x5, [sp, #PT_REGS + 32]
-	ldp x6, x7, [sp, #PT_REGS + 48]
-	ldp x8, x9, [sp, #PT_REGS + 64]
-	ldp x10, x11, [sp, #PT_REGS + 80]
-	ldp x12, x13, [sp, #PT_REGS + 96]
-	ldp x14, x15, [sp, #PT_REGS + 112]
-	ldp x16, x17, [sp, #PT_REGS + 128]
-	ldp x18, x19, [sp, #PT_REGS + 144]
-	ldp x20, x21, [sp, #PT_REGS + 160]
-	ldp x22, x23, [sp, #PT_REGS + 176]
-	ldp x24, x25, [sp, #PT_REGS + 192]
-	ldp x26, x27, [sp, #PT_REGS + 208]
-	ldp x28, x29, [sp, #PT_REGS + 224]
+	PT_PAIRS ldp, 2,3, 4,5, 6,7, 8,9, 10,11, 12,13, 14,15, 16,17, 18,19, 20,21, \
+		22,23, 24,25, 26,27, 28,29
 	ret
 	.cfi_endproc
 	.size \name, . - \name

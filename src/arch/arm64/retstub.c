@@ -35,29 +35,26 @@ struct ret_stubs {
 	struct kp_ehframe eh;	/* the stubs' unwind information */
 };
 
-/* Up to RUN_MAX stubs whose units follow each other go in one write: a
- * return probe has hundreds of them (one per instance), and the arena
- * hands out consecutive units. */
+/* A return probe has a stub per instance, hundreds of them, in units the
+ * arena hands out one after the other: each run of them (at most RUN_MAX)
+ * goes in one write. */
 #define RUN_MAX 64
 
 static int write_stubs(const struct ret_stubs *rs, uintptr_t tramp)
 {
 	uint32_t code[RUN_MAX * 2];
 
-	for (int i = 0; i < rs->n;) {
+	for (int i = 0, k; i < rs->n; i += k) {
 		uintptr_t first = rs->stub[i] - STUB_RET;
-		int k = 0;
 
-		while (i + k < rs->n && k < RUN_MAX &&
-		       rs->stub[i + k] - STUB_RET == first + (uintptr_t)k * STUB_SIZE) {
-			code[2 * k] = A64_BRK(A64_BRK_STUB_IMM);
-			if (!a64_b(first + (uintptr_t)k * STUB_SIZE + STUB_RET, tramp, &code[2 * k + 1]))
+		k = exec_run_length(rs->stub + i, rs->n - i, STUB_SIZE, RUN_MAX);
+		for (int j = 0; j < k; j++) {
+			code[2 * j] = A64_BRK(A64_BRK_STUB_IMM);
+			if (!a64_b(first + (uintptr_t)j * STUB_SIZE + STUB_RET, tramp, &code[2 * j + 1]))
 				return -EINVAL;
-			k++;
 		}
 		if (text_write_fresh(first, code, 2 * k))
 			return -EFAULT;
-		i += k;
 	}
 	return 0;
 }

@@ -19,7 +19,7 @@
  * the dispatcher has filled it (pc in the frame), so an unwinder started
  * in a return handler (backtrace(), kprobes_stack) goes on to the caller.
  */
-#include "asm-offsets.inc"
+#include "arch/arm64/ptregs.inc"
 
 	.text
 	.globl kp_kretprobe_trampoline
@@ -31,21 +31,7 @@ kp_kretprobe_trampoline:
 	.cfi_def_cfa sp, 0
 	sub sp, sp, #PT_SIZE
 	.cfi_def_cfa_offset PT_SIZE
-	stp x0, x1, [sp, #PT_REGS + 0]
-	stp x2, x3, [sp, #PT_REGS + 16]
-	stp x4, x5, [sp, #PT_REGS + 32]
-	stp x6, x7, [sp, #PT_REGS + 48]
-	stp x8, x9, [sp, #PT_REGS + 64]
-	stp x10, x11, [sp, #PT_REGS + 80]
-	stp x12, x13, [sp, #PT_REGS + 96]
-	stp x14, x15, [sp, #PT_REGS + 112]
-	stp x16, x17, [sp, #PT_REGS + 128]
-	stp x18, x19, [sp, #PT_REGS + 144]
-	stp x20, x21, [sp, #PT_REGS + 160]
-	stp x22, x23, [sp, #PT_REGS + 176]
-	stp x24, x25, [sp, #PT_REGS + 192]
-	stp x26, x27, [sp, #PT_REGS + 208]
-	stp x28, x29, [sp, #PT_REGS + 224]
+	PT_ALL_PAIRS stp
 	.cfi_offset x29, PT_X29 - PT_SIZE
 	str x30, [sp, #PT_X30]
 	add x9, sp, #PT_SIZE
@@ -62,21 +48,7 @@ kp_kretprobe_trampoline:
 	bl kp_kretprobe_dispatch
 	ldr x9, [sp, #PT_PSTATE]
 	msr nzcv, x9
-	ldp x0, x1, [sp, #PT_REGS + 0]
-	ldp x2, x3, [sp, #PT_REGS + 16]
-	ldp x4, x5, [sp, #PT_REGS + 32]
-	ldp x6, x7, [sp, #PT_REGS + 48]
-	ldp x8, x9, [sp, #PT_REGS + 64]
-	ldp x10, x11, [sp, #PT_REGS + 80]
-	ldp x12, x13, [sp, #PT_REGS + 96]
-	ldp x14, x15, [sp, #PT_REGS + 112]
-	ldp x16, x17, [sp, #PT_REGS + 128]
-	ldp x18, x19, [sp, #PT_REGS + 144]
-	ldp x20, x21, [sp, #PT_REGS + 160]
-	ldp x22, x23, [sp, #PT_REGS + 176]
-	ldp x24, x25, [sp, #PT_REGS + 192]
-	ldp x26, x27, [sp, #PT_REGS + 208]
-	ldp x28, x29, [sp, #PT_REGS + 224]
+	PT_ALL_PAIRS ldp
 	ldr x30, [sp, #PT_PC]
 	add sp, sp, #PT_SIZE
 	.cfi_def_cfa_offset 0

@@ -58,27 +58,23 @@ static void make_stub(uint8_t *code, uintptr_t at, uintptr_t tramp)
 	memcpy(code + STUB_RET + 1, &rel, 4);
 }
 
-/* Up to RUN_MAX stubs whose units follow each other go in one write: a
- * return probe has hundreds of them (one per instance), and the arena
- * hands out consecutive units. */
+/* A return probe has a stub per instance, hundreds of them, in units the
+ * arena hands out one after the other: each run of them (at most RUN_MAX)
+ * goes in one write. */
 #define RUN_MAX 64
 
 static int write_stubs(const struct ret_stubs *rs, uintptr_t tramp)
 {
 	uint8_t code[RUN_MAX * STUB_SIZE];
 
-	for (int i = 0; i < rs->n;) {
+	for (int i = 0, k; i < rs->n; i += k) {
 		uintptr_t first = rs->stub[i] - STUB_RET;
-		int k = 0;
 
-		while (i + k < rs->n && k < RUN_MAX &&
-		       rs->stub[i + k] - STUB_RET == first + (uintptr_t)k * STUB_SIZE) {
-			make_stub(code + k * STUB_SIZE, first + (uintptr_t)k * STUB_SIZE, tramp);
-			k++;
-		}
+		k = exec_run_length(rs->stub + i, rs->n - i, STUB_SIZE, RUN_MAX);
+		for (int j = 0; j < k; j++)
+			make_stub(code + j * STUB_SIZE, first + (uintptr_t)j * STUB_SIZE, tramp);
 		if (kp_mem_write(first, code, (size_t)k * STUB_SIZE))
 			return -EFAULT;
-		i += k;
 	}
 	return 0;
 }

@@ -117,6 +117,15 @@ void exec_free(struct exec_arena *a, uintptr_t addr)
 	}
 }
 
+int exec_run_length(const uintptr_t *addrs, int n, size_t unit, int max)
+{
+	int k = 1;
+
+	while (k < n && k < max && addrs[k] == addrs[0] + (uintptr_t)k * unit)
+		k++;
+	return n > 0 ? k : 0;
+}
+
 /* The architecture's direct-branch reach, less a margin. */
 #define REACH ((uintptr_t)ARCH_EXEC_REACH)
 

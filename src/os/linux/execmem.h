@@ -31,6 +31,9 @@ struct exec_arena {
  * metadata (zeroed), or 0. */
 uintptr_t exec_alloc(struct exec_arena *a, uintptr_t lo, uintptr_t hi, void **meta);
 void exec_free(struct exec_arena *a, uintptr_t addr);
+/* How many of the n addresses at addrs (at most max) follow each other
+ * unit bytes apart from addrs[0]: a run that one write can fill. */
+int exec_run_length(const uintptr_t *addrs, int n, size_t unit, int max);
 /* Metadata of the unit containing ip, or NULL.  Async-signal-safe. */
 /* Bytes of the pools' bookkeeping, kept for good as the pools are. */
 size_t exec_kept_bytes(void);

@@ -179,10 +179,9 @@ static inline bool arch_frame_may_return_to(uintptr_t slot, uintptr_t addr)
  * an unwinder looking up "return address - 1" finds the stub's FDE. */
 #define ARCH_RET_STUB_ENTRY 4
 
-/* The optimized entry's fast instance set-up: the function is never
- * called from the stub on arm64 (its return goes through x30, which the
- * detour loads from the frame, so the stub is simply its return
- * address). */
+/* The optimized entry's fast instance set-up: arm64 never calls the
+ * function from its stub.  The stub becomes its return address instead,
+ * in the x30 that the detour loads back from its frame. */
 static inline bool arch_ret_stub_call(uintptr_t slot, const void *record, uintptr_t ret)
 {
 	(void)slot;
