@@ -166,7 +166,9 @@ SOAK_TARGETS :=
 check: deps
 	@$(MAKE) --no-print-directory all $(TEST_BIN) $(TEST_ASAN)
 	@sh scripts/run-tests.sh $(B)
-	@$(if $(strip $(CHECK_EXTRA)),$(MAKE) --no-print-directory $(CHECK_EXTRA))
+	@for t in $(CHECK_EXTRA); do s=$$(date +%s); \
+		$(MAKE) --no-print-directory $$t || exit 1; \
+		echo "check: $$t took $$(( $$(date +%s) - s )) s"; done
 
 soak: all
 	@$(MAKE) --no-print-directory $(SOAK_TARGETS)

@@ -11,6 +11,7 @@ for t in "$B"/tests/test_* "$B"/tests-asan/test_*; do
     [ -x "$t" ] || continue
     # Output goes to a file: a stray child holding a pipe open must not
     # hang the run.
+    t0=$(date +%s)
     log=$(mktemp); timeout -k 10 300 "$t" --jobs 2 --timeout 60 >"$log" 2>&1 </dev/null; rc=$?
     out=$(cat "$log"); rm -f "$log"
     line=$(printf '%s\n' "$out" | grep 'Synthesis:' | tail -n 1)
@@ -26,7 +27,7 @@ for t in "$B"/tests/test_* "$B"/tests-asan/test_*; do
         line="${line:-exit $rc, no synthesis} -- ran no test"
     fi
     pass=$((pass + np)); fail=$((fail + nf))
-    printf '%-40s %s\n' "$t" "${line:-exit $rc}"
+    printf '%-40s %s [%ss]\n' "$t" "${line:-exit $rc}" $(( $(date +%s) - t0 ))
     if [ $nf -ne 0 ]; then
         failed_bins="$failed_bins $t"
         printf '%s\n' "$out" | grep -v '^\[----\] *$' | tail -n 40

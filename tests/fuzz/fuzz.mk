@@ -22,7 +22,7 @@ fuzz-open: $(B)/kprobes-fuzz
 	$(if $(wildcard tests/fuzz/regressions/open/*.case),$(B)/kprobes-fuzz --replay $(sort $(wildcard tests/fuzz/regressions/open/*.case)),@echo "no open cases")
 
 fuzz-quick: fuzz-replay
-	$(B)/kprobes-fuzz --seed 1 --cases 600 --seconds 60 --jobs $(FUZZ_JOBS) \
+	$(B)/kprobes-fuzz --seed 1 --cases 300 --seconds 30 --jobs $(FUZZ_JOBS) \
 		--save-dir $(B)
 
 fuzz-soak: fuzz-replay

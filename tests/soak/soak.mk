@@ -40,7 +40,7 @@ soak-repros: $(SOAK_REPROS) $(SOAK_PLUGIN)
 .PHONY: soak-quick soak-long soak-repros
 
 soak-quick: $(B)/kprobes-soak
-	$(B)/kprobes-soak --seconds 25 --threads 4
+	$(B)/kprobes-soak --seconds 15 --threads 4
 
 soak-long: $(B)/kprobes-soak
 	$(B)/kprobes-soak --seconds 300 --threads 6 --progress 15
