@@ -401,6 +401,31 @@ bool kprobes_library_thread(pid_t tid);
  * 0, or addr outside the range; -ENOMEM. */
 int kprobes_insn_boundary(unsigned long start, size_t len, unsigned long addr);
 
+/* Where the function starting at func returns: its exit sites, in
+ * address order, into sites[0..max).  Each is the first instruction of a
+ * straight run of instructions that ends in one of the function's ways out
+ * (a return instruction, or a jump out of the function: a tail call) with
+ * no branch target after it and no branch or call before that end; every
+ * return of the function passes exactly one site, once, and that after
+ * every call the function makes.  A kprobe on each site counts or times
+ * the function's returns without a return probe: no instance, no return
+ * address replaced.  Unlike a return probe, a site is hit before the
+ * run's last instructions (the return value may not be in its register
+ * yet), a tail call returns at its jump, and returns by longjmp or an
+ * exception pass no site (a return probe's handler misses those too).
+ * flags: KPROBES_EXITS_JUMP, every site must be able to take a jump (a
+ * breakpoint on each would cost more than a return probe).  The number of
+ * sites (0: the function never returns); -ENOENT: no function of known
+ * size at func; -EINVAL: func is inside a function, bad arguments;
+ * -EOPNOTSUPP: a way out ends no such run (a conditional branch out of the
+ * function, an indirect jump whose targets are not known, code elsewhere
+ * jumping into the middle of a function that jumps out), a site cannot
+ * take a jump (with the flag), or the architecture finds no sites (arm64
+ * so far); -E2BIG: more than max (or than 256); -ENOMEM, -EFAULT.  Not
+ * from a handler. */
+#define KPROBES_EXITS_JUMP	1u
+int kprobes_exit_sites(unsigned long func, unsigned long *sites, int max, unsigned int flags);
+
 /* For a tool leaving a process it was loaded into: ends the library's
  * optimizer thread and closes the library's descriptor of the process's
  * memory.  Registered probes keep working; the next call that needs

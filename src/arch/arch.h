@@ -33,6 +33,15 @@ int arch_check_boundary(uintptr_t start, size_t len, uintptr_t addr);
  * ranges, no indirect jump, and does not run off a range's end. */
 bool arch_code_never_returns(const uintptr_t (*ranges)[2], int n);
 
+/* The exit sites of the function [func, func+size) (pad bytes of padding
+ * after it), in address order, into sites[0..max): the first instruction
+ * of each straight run of instructions that ends in a way out of the
+ * function (a return, a tail call), which every return through that way
+ * passes exactly once and no other path reaches.  Under the registry lock.
+ * Their number; -EOPNOTSUPP: the function has a way out that ends no such
+ * run, or cannot be analysed; -E2BIG: more than max; -ENOMEM, -EFAULT. */
+int arch_exit_sites(uintptr_t func, size_t size, size_t pad, uintptr_t *sites, int max);
+
 /* The probepoint will not be hit any more (disarmed, out of the table, a
  * grace period passed): its slot and pp itself are freed once no thread can
  * be inside the slot any more. */

@@ -68,6 +68,9 @@ void kp_optimizer_stop(void);
  * lock (for the agent's globs). */
 int kp_check_symbol_offset(uintptr_t sym_addr, size_t sym_size, unsigned long offset);
 extern pthread_mutex_t kp_registry_lock;
+/* Bytes after a function's end that belong to no function (alignment
+ * padding), at most a jump's worth; under the registry lock. */
+size_t kp_padding_after(uintptr_t end);
 /* The registration calls of every probe type: all of ps (type) or none;
  * removal; KPROBE_FLAG_DISABLED on or off.  Take the registry lock. */
 int kp_register_batch(struct kprobe **ps, int n, enum kp_type type);

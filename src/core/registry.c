@@ -235,9 +235,8 @@ static void describe(struct kp_probepoint *pp, const struct ksym *fn, bool have_
 		pp->object = strdup(fn->basename);
 }
 
-/* Bytes after a function that belong to no function (alignment padding),
- * which a jump may cover when the function is shorter than the jump. */
-static size_t padding_after(uintptr_t end)
+/* A jump may cover them when the function is shorter than the jump. */
+size_t kp_padding_after(uintptr_t end)
 {
 	struct ksym other;
 	size_t n = 0;
@@ -264,7 +263,7 @@ static int probepoint_create(uintptr_t addr, const struct ksym *fn, bool have_fn
 	if (have_fn) {
 		pp->func = fn->addr;
 		pp->func_size = fn->size;
-		pp->pad_after = padding_after(fn->addr + fn->size);
+		pp->pad_after = kp_padding_after(fn->addr + fn->size);
 	}
 	err = arch_prepare_probepoint(pp, have_fn ? fn->addr : addr, have_fn ? fn->size : 0);
 	if (err) {

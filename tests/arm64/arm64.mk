@@ -211,7 +211,7 @@ check-arm64: arm64-sysroot
 A64_QUICK := $(A64_SMOKE) $(A64_SIM) $(A64)/tests/test_arm64_kprobes $(A64_FUZZ_LIB)
 
 check-arm64-quick:
-	@B=$(B) A64_QUICK="$(A64_QUICK)" MAKE="$(MAKE)" bash tests/arm64/quick.sh
+	@B=$(B) A64_QUICK="$(A64_QUICK)" MAKE="$(MAKE)" JOBS="$(JOBS)" bash tests/arm64/quick.sh
 
 # The overhead rows in the guest (tests/arm64/bench_arm64.c): ns per hit
 # of each probe kind, as ratios to a call and to a bare BRK in the same run.

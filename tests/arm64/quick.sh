@@ -21,7 +21,7 @@ sh scripts/install-deps.sh --arm64 >&2 ||
 	skip "the cross compiler and qemu-system-aarch64 cannot be installed"
 B=$B bash tests/arm64/arm64.sh sysroot ||
 	skip "the arm64 packages cannot be had (see $B/arm64/apt-update.log)"
-${MAKE:-make} --no-print-directory $A64_QUICK || exit 1
+${MAKE:-make} -j"${JOBS:-2}" --no-print-directory $A64_QUICK || exit 1
 # A64_CHURN=off: the optimized churn test, a stress test whose rare hang
 # (threads running a stale copy of a word, docs/design.md 16.5) is the
 # trap path's to cure, runs in make check-arm64 only.

@@ -455,6 +455,27 @@ static bool status_flags_dead(const uint8_t *code, size_t avail)
 	return false;
 }
 
+int arch_opt_function_targets(uintptr_t func, size_t size, size_t pad_after, read_fn read_code,
+			      struct opt_targets *t)
+{
+	int err;
+
+	decoder_init();
+	memset(t, 0, sizeof(*t));
+	if (!size || size > MAX_FUNC) {
+		t->why = size ? "function too large" : "function bounds unknown";
+		return 0;
+	}
+	err = analyse_function(func, size + pad_after, pad_after, func, read_code);
+	if (err)
+		return err;
+	t->v = fcache.targets;
+	t->n = fcache.ntargets;
+	t->indirect = fcache.indirect;
+	t->why = fcache.why;
+	return 0;
+}
+
 int arch_opt_analyse(struct arch_opt *o, uintptr_t addr, uintptr_t func, size_t size,
 		     size_t pad_after, read_fn read_code)
 {

@@ -1,0 +1,234 @@
+/*
+ * Where a function returns: its exit sites (kprobes_exit_sites()).
+ *
+ * An exit site is the first instruction of a straight run that ends in
+ * one of the function's ways out (a ret, or a jump out of the function: a
+ * tail call) with nothing in between that control can enter or leave by:
+ * no branch target after the site, no branch or call before the exit.  So
+ * every return of the function through that exit passes the site exactly
+ * once, and no other way reaches the exit.  A probe on each site counts the
+ * function's returns without touching its return address.
+ *
+ * The function is decoded as the jump analysis decodes it (optcheck.c),
+ * with every branch target it found: the function's own, those of the rest
+ * of its object, and the cases of the switch tables it could read.  It has
+ * no exit sites (-EOPNOTSUPP) when a way out is not such a run's end: a
+ * conditional branch out of the function, an indirect jump whose targets
+ * are not all known, code that does not decode; and when it jumps out while
+ * code elsewhere jumps into its middle (a part the compiler moved away that
+ * comes back: a return would pass two exits).
+ */
+#include <errno.h>
+#include <stdlib.h>
+#include <Zydis/Zydis.h>
+
+#include "arch/arch.h"
+#include "arch/x86_64/coderefs.h"
+#include "arch/x86_64/optcheck.h"
+
+/* What an instruction does to the run it is in. */
+enum flow {
+	FLOW_ON,	/* the run goes on */
+	FLOW_CUT,	/* the run ends here, no exit (a branch inside, a call, a trap) */
+	FLOW_EXIT,	/* the run ends in a way out of the function */
+	FLOW_REFUSE,	/* a way out that no run can end in */
+};
+
+static bool inside(uintptr_t v, uintptr_t func, size_t size)
+{
+	return v >= func && v - func < size;
+}
+
+static bool is_target(const struct opt_targets *t, uintptr_t pc)
+{
+	size_t a = 0, b = t->n;
+
+	while (a < b) {
+		size_t m = (a + b) / 2;
+
+		if (t->v[m] < pc)
+			a = m + 1;
+		else
+			b = m;
+	}
+	return a < t->n && t->v[a] == pc;
+}
+
+static enum flow flow_of(const ZydisDecodedInstruction *in, const ZydisDecodedOperand *ops,
+			 uintptr_t pc, uintptr_t func, size_t size)
+{
+	ZyanU64 target;
+
+	switch (in->meta.category) {
+	case ZYDIS_CATEGORY_RET:
+		return FLOW_EXIT;
+	case ZYDIS_CATEGORY_CALL:
+		return FLOW_CUT;
+	case ZYDIS_CATEGORY_UNCOND_BR:
+	case ZYDIS_CATEGORY_COND_BR:
+		/* An indirect jump here is a switch whose cases the analysis
+		 * read (any other made the function refused already). */
+		if (ops[0].type != ZYDIS_OPERAND_TYPE_IMMEDIATE || !ops[0].imm.is_relative)
+			return in->meta.category == ZYDIS_CATEGORY_UNCOND_BR ? FLOW_CUT : FLOW_REFUSE;
+		if (!ZYAN_SUCCESS(ZydisCalcAbsoluteAddress(in, &ops[0], pc, &target)))
+			return FLOW_REFUSE;
+		if (inside((uintptr_t)target, func, size))
+			return FLOW_CUT;
+		return in->meta.category == ZYDIS_CATEGORY_UNCOND_BR ? FLOW_EXIT : FLOW_REFUSE;
+	default:
+		break;
+	}
+	switch (in->mnemonic) {
+	case ZYDIS_MNEMONIC_IRET:
+	case ZYDIS_MNEMONIC_IRETD:
+	case ZYDIS_MNEMONIC_IRETQ:
+		return FLOW_REFUSE;
+	case ZYDIS_MNEMONIC_HLT:
+	case ZYDIS_MNEMONIC_UD0:
+	case ZYDIS_MNEMONIC_UD1:
+	case ZYDIS_MNEMONIC_UD2:
+	case ZYDIS_MNEMONIC_INT3:
+		return FLOW_CUT;
+	default:
+		return FLOW_ON;
+	}
+}
+
+/* Branch targets in (lo, hi) from the rest of the object: code_refs_into()
+ * reports them one by one, into a flag (under the registry lock). */
+static bool entered;
+
+static int note_entry(uintptr_t target)
+{
+	(void)target;
+	entered = true;
+	return 0;
+}
+
+/* Whether a branch of the object lands inside the function other than at
+ * one of the function's own branch targets. */
+static bool entered_from_outside(uintptr_t func, size_t size, const uintptr_t *own, size_t nown)
+{
+	uintptr_t lo = func + 1;
+
+	/* between two of its own targets at a time: what lands exactly on
+	 * one of them is the function's own (or harmless: a run starts there) */
+	for (size_t i = 0; i <= nown; i++) {
+		uintptr_t hi = i < nown ? own[i] : func + size;
+
+		entered = false;
+		if (hi > lo && code_refs_into(lo, hi, CODE_REF_BRANCH, arch_read_original, note_entry))
+			return true;
+		if (entered)
+			return true;
+		lo = (i < nown ? own[i] : func + size) + 1;
+	}
+	return false;
+}
+
+static int cmp_addr(const void *a, const void *b)
+{
+	uintptr_t x = *(const uintptr_t *)a, y = *(const uintptr_t *)b;
+
+	return x < y ? -1 : x > y;
+}
+
+/* The sweep over the decoded function: sites of its runs' exits, and its
+ * own direct branch targets inside it (for entered_from_outside). */
+struct sweep {
+	uintptr_t *sites;
+	int max, n;
+	bool tail;		/* an exit is a jump out of the function */
+	uintptr_t *own;
+	size_t nown, cap;
+};
+
+static int own_target(struct sweep *w, const ZydisDecodedInstruction *in,
+		      const ZydisDecodedOperand *ops, uintptr_t pc, uintptr_t func, size_t size)
+{
+	ZyanU64 target;
+
+	if (in->meta.branch_type == ZYDIS_BRANCH_TYPE_NONE ||
+	    ops[0].type != ZYDIS_OPERAND_TYPE_IMMEDIATE || !ops[0].imm.is_relative ||
+	    !ZYAN_SUCCESS(ZydisCalcAbsoluteAddress(in, &ops[0], pc, &target)) ||
+	    !inside((uintptr_t)target, func, size))
+		return 0;
+	if (w->nown == w->cap) {
+		size_t cap = w->cap ? 2 * w->cap : 64;
+		uintptr_t *v = realloc(w->own, cap * sizeof(*v));
+
+		if (!v)
+			return -ENOMEM;
+		w->own = v;
+		w->cap = cap;
+	}
+	w->own[w->nown++] = (uintptr_t)target;
+	return 0;
+}
+
+static int sweep(struct sweep *w, const struct opt_targets *t, const uint8_t *code,
+		 uintptr_t func, size_t size)
+{
+	ZydisDecodedOperand ops[ZYDIS_MAX_OPERAND_COUNT];
+	ZydisDecodedInstruction in;
+	ZydisDecoder dec;
+	uintptr_t leader = func;
+	bool new_run = false;
+
+	ZydisDecoderInit(&dec, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64);
+	for (size_t off = 0; off < size; off += in.length) {
+		uintptr_t pc = func + off;
+
+		if (!ZYAN_SUCCESS(ZydisDecoderDecodeFull(&dec, code + off, size - off, &in, ops)))
+			return -EOPNOTSUPP;
+		if (new_run || is_target(t, pc))
+			leader = pc;
+		new_run = false;
+		if (own_target(w, &in, ops, pc, func, size))
+			return -ENOMEM;
+		switch (flow_of(&in, ops, pc, func, size)) {
+		case FLOW_ON:
+			continue;
+		case FLOW_REFUSE:
+			return -EOPNOTSUPP;
+		case FLOW_EXIT:
+			if (w->n < w->max)
+				w->sites[w->n] = leader;
+			w->n++;
+			w->tail |= in.meta.category != ZYDIS_CATEGORY_RET;
+			break;
+		case FLOW_CUT:
+			break;
+		}
+		new_run = true;
+	}
+	return 0;
+}
+
+int arch_exit_sites(uintptr_t func, size_t size, size_t pad, uintptr_t *sites, int max)
+{
+	struct sweep w = { .sites = sites, .max = max };
+	struct opt_targets t;
+	uint8_t *code = NULL;
+	int err;
+
+	err = arch_opt_function_targets(func, size, pad, arch_read_original, &t);
+	if (err)
+		return err;
+	if (t.why || t.indirect)
+		return -EOPNOTSUPP;
+	code = malloc(size);
+	if (!code)
+		return -ENOMEM;
+	err = arch_read_original(func, code, size) ? -EFAULT : sweep(&w, &t, code, func, size);
+	if (!err && w.tail) {
+		qsort(w.own, w.nown, sizeof(*w.own), cmp_addr);
+		if (entered_from_outside(func, size, w.own, w.nown))
+			err = -EOPNOTSUPP;
+	}
+	if (!err)
+		err = w.n > max ? -E2BIG : w.n;
+	free(w.own);
+	free(code);
+	return err;
+}
