@@ -414,16 +414,21 @@ int kprobes_insn_boundary(unsigned long start, size_t len, unsigned long addr);
  * yet), a tail call returns at its jump, and returns by longjmp or an
  * exception pass no site (a return probe's handler misses those too).
  * flags: KPROBES_EXITS_JUMP, every site must be able to take a jump (a
- * breakpoint on each would cost more than a return probe).  The number of
+ * breakpoint on each would cost more than a return probe);
+ * KPROBES_EXITS_RETURNS, every way out must be a return instruction (no
+ * tail call: a tool that times calls, or nests the called function's
+ * calls in them, wants the return a return probe sees).  The number of
  * sites (0: the function never returns); -ENOENT: no function of known
  * size at func; -EINVAL: func is inside a function, bad arguments;
  * -EOPNOTSUPP: a way out ends no such run (a conditional branch out of the
  * function, an indirect jump whose targets are not known, code elsewhere
  * jumping into the middle of a function that jumps out), a site cannot
- * take a jump (with the flag), or the architecture finds no sites (arm64
+ * take a jump (with the flag), a way out is a tail call (with
+ * KPROBES_EXITS_RETURNS), or the architecture finds no sites (arm64
  * so far); -E2BIG: more than max (or than 256); -ENOMEM, -EFAULT.  Not
  * from a handler. */
 #define KPROBES_EXITS_JUMP	1u
+#define KPROBES_EXITS_RETURNS	2u
 int kprobes_exit_sites(unsigned long func, unsigned long *sites, int max, unsigned int flags);
 
 /* For a tool leaving a process it was loaded into: ends the library's

@@ -55,6 +55,9 @@ Test(exits, tail_call_is_an_exit)
 	cr_assert_eq(sites_of(ex_tail, v, 4, KPROBES_EXITS_JUMP), 2);
 	cr_assert_eq(v[0], A(ex_tail_site0));
 	cr_assert_eq(v[1], A(ex_tail_site1));
+	/* refused when only returns are wanted; a function without one is not */
+	cr_assert_eq(sites_of(ex_tail, v, 4, KPROBES_EXITS_RETURNS), -EOPNOTSUPP);
+	cr_assert_eq(sites_of(ex_two, v, 4, KPROBES_EXITS_JUMP | KPROBES_EXITS_RETURNS), 2);
 }
 
 Test(exits, run_starts_after_the_last_call)
@@ -102,7 +105,7 @@ Test(exits, errors)
 	cr_assert_eq(kprobes_exit_sites(0, v, 4, 0), -EINVAL);
 	cr_assert_eq(kprobes_exit_sites(A(ex_two), NULL, 4, 0), -EINVAL);
 	cr_assert_eq(kprobes_exit_sites(A(ex_two), v, -1, 0), -EINVAL);
-	cr_assert_eq(kprobes_exit_sites(A(ex_two), v, 4, 2), -EINVAL);
+	cr_assert_eq(kprobes_exit_sites(A(ex_two), v, 4, 4), -EINVAL);
 	cr_assert_eq(kprobes_exit_sites(A(data), v, 4, 0), -ENOENT);
 }
 

@@ -38,9 +38,11 @@ bool arch_code_never_returns(const uintptr_t (*ranges)[2], int n);
  * of each straight run of instructions that ends in a way out of the
  * function (a return, a tail call), which every return through that way
  * passes exactly once and no other path reaches.  Under the registry lock.
- * Their number; -EOPNOTSUPP: the function has a way out that ends no such
- * run, or cannot be analysed; -E2BIG: more than max; -ENOMEM, -EFAULT. */
-int arch_exit_sites(uintptr_t func, size_t size, size_t pad, uintptr_t *sites, int max);
+ * *tail: a way out is a jump out of the function (a tail call).  Their
+ * number; -EOPNOTSUPP: the function has a way out that ends no such run,
+ * or cannot be analysed; -E2BIG: more than max; -ENOMEM, -EFAULT. */
+int arch_exit_sites(uintptr_t func, size_t size, size_t pad, uintptr_t *sites, int max,
+		    bool *tail);
 
 /* The probepoint will not be hit any more (disarmed, out of the table, a
  * grace period passed): its slot and pp itself are freed once no thread can

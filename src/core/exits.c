@@ -18,6 +18,7 @@
 static int sites_locked(uintptr_t addr, uintptr_t *v, int max, unsigned int flags)
 {
 	struct ksym fn;
+	bool tail;
 	size_t pad;
 	int n;
 
@@ -26,7 +27,9 @@ static int sites_locked(uintptr_t addr, uintptr_t *v, int max, unsigned int flag
 	if (fn.addr != addr)
 		return -EINVAL;
 	pad = kp_padding_after(fn.addr + fn.size);
-	n = arch_exit_sites(fn.addr, fn.size, pad, v, max);
+	n = arch_exit_sites(fn.addr, fn.size, pad, v, max, &tail);
+	if (n >= 0 && tail && (flags & KPROBES_EXITS_RETURNS))
+		return -EOPNOTSUPP;
 	for (int i = 0; i < n && (flags & KPROBES_EXITS_JUMP); i++)
 		if (arch_opt_check(v[i], fn.addr, fn.size, pad))
 			return -EOPNOTSUPP;
@@ -39,7 +42,7 @@ KP_EXPORT int kprobes_exit_sites(unsigned long func, unsigned long *sites, int m
 	uintptr_t v[MAX_SITES];
 	int n;
 
-	if (!func || max < 0 || (max && !sites) || (flags & ~KPROBES_EXITS_JUMP))
+	if (!func || max < 0 || (max && !sites) || (flags & ~(KPROBES_EXITS_JUMP | KPROBES_EXITS_RETURNS)))
 		return -EINVAL;
 	pthread_mutex_lock(&kp_registry_lock);
 	n = sites_locked((uintptr_t)func, v, max < MAX_SITES ? max : MAX_SITES, flags);

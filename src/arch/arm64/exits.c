@@ -7,8 +7,10 @@
 
 #include "arch/arch.h"
 
-int arch_exit_sites(uintptr_t func, size_t size, size_t pad, uintptr_t *sites, int max)
+int arch_exit_sites(uintptr_t func, size_t size, size_t pad, uintptr_t *sites, int max,
+		    bool *tail)
 {
+	*tail = false;
 	(void)func;
 	(void)size;
 	(void)pad;

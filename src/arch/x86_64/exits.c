@@ -205,13 +205,15 @@ static int sweep(struct sweep *w, const struct opt_targets *t, const uint8_t *co
 	return 0;
 }
 
-int arch_exit_sites(uintptr_t func, size_t size, size_t pad, uintptr_t *sites, int max)
+int arch_exit_sites(uintptr_t func, size_t size, size_t pad, uintptr_t *sites, int max,
+		    bool *tail)
 {
 	struct sweep w = { .sites = sites, .max = max };
 	struct opt_targets t;
 	uint8_t *code = NULL;
 	int err;
 
+	*tail = false;
 	err = arch_opt_function_targets(func, size, pad, arch_read_original, &t);
 	if (err)
 		return err;
@@ -228,6 +230,7 @@ int arch_exit_sites(uintptr_t func, size_t size, size_t pad, uintptr_t *sites, i
 	}
 	if (!err)
 		err = w.n > max ? -E2BIG : w.n;
+	*tail = w.tail;
 	free(w.own);
 	free(code);
 	return err;

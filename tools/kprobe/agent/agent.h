@@ -25,6 +25,19 @@ struct prog_point;
 
 /* One registered probe point.  The kprobe (or kretprobe) comes first so
  * handlers find the rest from the pointer libkprobes gives them. */
+struct agent_probe;
+
+/* A kprobe on one of a function's exit sites (kprobes_exit_sites()),
+ * which takes its returns for the probe ap instead of a return probe. */
+struct agent_exit {
+	struct kprobe kp;
+	struct agent_probe *ap;
+};
+
+/* Exit sites a return is taken at, at most; a function with more keeps a
+ * return probe. */
+#define AGENT_MAX_EXITS 8
+
 struct agent_probe {
 	union {
 		struct kprobe kp;
@@ -51,6 +64,10 @@ struct agent_probe {
 	uint8_t nargs;
 	uint8_t nstrings;
 	struct spec_arg args[SPEC_MAX_ARGS];
+	/* A return taken at the function's exit sites: a kprobe on each
+	 * (registered instead of u.rp), or none (nexits 0). */
+	uint8_t nexits;
+	struct agent_exit *exits;
 };
 
 /* A spec whose object is not loaded yet: armed when it is. */
@@ -107,6 +124,10 @@ void agent_hit_after_fork(bool follow);
 /* Sets the probe's handlers (and return instance data size) for its
  * session's action and clock (agent_hit.c). */
 void agent_set_handlers(struct agent_probe *ap);
+/* The pre-handler that takes the return probe ap's returns at an exit
+ * site, when its light handler can (a count, a record without values),
+ * or NULL (agent_hit_light.c). */
+kprobe_pre_handler_t agent_exit_handler(const struct agent_probe *ap);
 /* Runs an argument's fetch plan at a hit (fault-safe loads, no call the
  * handler analysis cannot follow); false when a load faulted. */
 bool agent_run_plan(const struct pt_regs *regs, const struct spec_arg *a, uint64_t *out);

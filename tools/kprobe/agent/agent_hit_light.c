@@ -140,6 +140,14 @@ static int count_return(struct kretprobe_instance *ri, struct pt_regs *regs)
 	return count_hit(container_of(ri->rp, struct agent_probe, u.rp));
 }
 
+/* A return taken at one of the function's exit sites: as count_return,
+ * from the exit's probe. */
+static int count_exit(struct kprobe *p, struct pt_regs *regs)
+{
+	(void)regs;
+	return count_hit(container_of(p, struct agent_exit, kp)->ap);
+}
+
 /* An event without values off its common path (no ring, the ring full
  * or the TSC's upper bits changed): one argument, as the handler analysis
  * wants of a call. */
@@ -283,6 +291,18 @@ static int record_return(struct kretprobe_instance *ri, struct pt_regs *regs)
 	return 0;
 }
 
+static int record_exit(struct kprobe *p, struct pt_regs *regs)
+{
+	uint64_t now = kp_cycles();
+	struct agent_probe *ap = container_of(p, struct agent_exit, kp)->ap;
+	struct hit_thread *t = light_thread(ap->session);
+
+	(void)regs;
+	if (t)
+		record_plain(ap, t, EV_RETURN, now);
+	return 0;
+}
+
 /* The same with integer arguments (or return values), read from pt_regs. */
 static int record_entry_args(struct kprobe *p, struct pt_regs *regs)
 {
@@ -350,3 +370,16 @@ bool agent_set_light_handlers(struct agent_probe *ap)
 	return true;
 }
 
+
+/* A return probe whose light handler reads nothing at the return (no
+ * return value) can take its returns at the exit sites instead. */
+kprobe_pre_handler_t agent_exit_handler(const struct agent_probe *ap)
+{
+	if (!ap->is_return || ap->tp)
+		return NULL;
+	if (ap->u.rp.handler == count_return)
+		return count_exit;
+	if (ap->u.rp.handler == record_return)
+		return record_exit;
+	return NULL;
+}

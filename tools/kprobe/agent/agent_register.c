@@ -85,6 +85,39 @@ static void tp_declared_args(struct agent_probe *ap, struct kps_desc *d)
 	}
 }
 
+/* A return whose light handler reads nothing at the return is taken at
+ * the function's exit sites when each can take a jump: no return address
+ * replaced, no instance, and the processor's return-stack predictor stays
+ * right (docs/design.md section 18).  A site may be the entry itself (a
+ * function that calls nothing and branches nowhere): the entry's probe,
+ * registered first, runs first there, so a record's entry still comes
+ * before its return. */
+static void probe_exits(struct agent_probe *ap, const struct resolved *r)
+{
+	kprobe_pre_handler_t handler = agent_exit_handler(ap);
+	unsigned long v[AGENT_MAX_EXITS];
+	int n;
+
+	if (!handler || ap->session->cfg.return_probes)
+		return;
+	/* a record nests calls and times them: a tail call returns when the
+	 * function it calls does, as a return probe sees it */
+	n = kprobes_exit_sites(r->addr, v, AGENT_MAX_EXITS,
+			       KPROBES_EXITS_JUMP | (ap->session->cfg.action == ACT_RECORD ?
+						     KPROBES_EXITS_RETURNS : 0));
+	if (n <= 0)
+		return;
+	ap->exits = calloc((size_t)n, sizeof(*ap->exits));
+	if (!ap->exits)
+		return;		/* a return probe then */
+	for (int i = 0; i < n; i++) {
+		ap->exits[i].kp.addr = (kprobe_opcode_t *)v[i];
+		ap->exits[i].kp.pre_handler = handler;
+		ap->exits[i].ap = ap;
+	}
+	ap->nexits = (uint8_t)n;
+}
+
 /* A probe for one resolved point, with its descriptor (not yet ready). */
 static struct agent_probe *probe_new(struct agent_session *s, const struct resolved *r,
 				     int maxactive)
@@ -125,6 +158,7 @@ static struct agent_probe *probe_new(struct agent_session *s, const struct resol
 		ap->u.kp.addr = (kprobe_opcode_t *)r->addr;
 	}
 	agent_set_handlers(ap);
+	probe_exits(ap, r);
 	d->addr = r->addr;
 	d->pid = (uint32_t)getpid();
 	d->spec = (uint16_t)r->spec;
@@ -137,15 +171,37 @@ static struct agent_probe *probe_new(struct agent_session *s, const struct resol
 	return ap;
 }
 
+/* Pointers to the kprobes of a batch: its entries, or the exit sites of
+ * its returns (AGENT_MAX_EXITS each at most). */
+#define BATCH_KPROBES (BATCH * AGENT_MAX_EXITS)
+
+/* Returns, by return probes or at their exit sites. */
+static int register_returns(struct agent_probe **v, int n)
+{
+	struct kretprobe *rps[BATCH];
+	struct kprobe *kps[BATCH_KPROBES];
+	int nr = 0, nk = 0, rc = 0;
+
+	for (int i = 0; i < n; i++) {
+		if (!v[i]->nexits)
+			rps[nr++] = &v[i]->u.rp;
+		for (int k = 0; k < v[i]->nexits; k++)
+			kps[nk++] = &v[i]->exits[k].kp;
+	}
+	if (nk)
+		rc = register_kprobes(kps, nk);
+	if (!rc && nr) {
+		rc = register_kretprobes(rps, nr);
+		if (rc && nk)
+			unregister_kprobes(kps, nk);
+	}
+	return rc;
+}
+
 static int register_some(struct agent_probe **v, int n, bool returns)
 {
-	if (returns) {
-		struct kretprobe *rps[BATCH];
-
-		for (int i = 0; i < n; i++)
-			rps[i] = &v[i]->u.rp;
-		return register_kretprobes(rps, n);
-	}
+	if (returns)
+		return register_returns(v, n);
 	struct kprobe *kps[BATCH];
 	struct jprobe *jps[BATCH];
 	int nj = 0, rc;
@@ -190,18 +246,22 @@ static void semaphore_lower(struct agent_probe *ap)
 void agent_unregister_probes(struct agent_probe **v, int n)
 {
 	struct kretprobe *rps[BATCH];
-	struct kprobe *kps[BATCH];
+	struct kprobe *kps[BATCH_KPROBES];
 	struct jprobe *jps[BATCH];
 
 	for (int done = 0; done < n;) {
 		int nr = 0, nk = 0, nj = 0, i;
 
-		for (i = done; i < n && nr < BATCH && nk < BATCH; i++) {
+		for (i = done; i < n && nr < BATCH && nk <= BATCH_KPROBES - AGENT_MAX_EXITS &&
+			       nj < BATCH; i++) {
 			if (!v[i])
 				continue;
 			semaphore_lower(v[i]);
 			if (v[i]->tp) {
 				kprobes_tracepoint_detach(v[i]->tp, agent_tp_handler, v[i]);
+			} else if (v[i]->is_return && v[i]->nexits) {
+				for (int k = 0; k < v[i]->nexits; k++)
+					kps[nk++] = &v[i]->exits[k].kp;
 			} else if (v[i]->is_return) {
 				rps[nr++] = &v[i]->u.rp;
 			} else {
@@ -248,6 +308,7 @@ static const char *register_error(int rc, const struct kps_desc *d)
 static void probe_drop(struct agent_probe *ap)
 {
 	__atomic_store_n(&ap->session->map.desc[ap->desc].ready, 0, __ATOMIC_RELEASE);
+	free(ap->exits);
 	free(ap);
 }
 
@@ -290,6 +351,13 @@ static int register_split(struct agent_session *s, struct agent_probe **v, int n
 		if (rc)
 			agent_unregister_probes(v, n / 2);
 		return rc;
+	}
+	if (v[0]->nexits) {
+		/* the exit sites refused: the return probe, as without them */
+		free(v[0]->exits);
+		v[0]->exits = NULL;
+		v[0]->nexits = 0;
+		return register_split(s, v, 1, returns, f);
 	}
 	d = &s->map.desc[v[0]->desc];
 	if (spec_is_glob(&s->cfg.specs[d->spec]) || s->follower) {

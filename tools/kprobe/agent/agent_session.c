@@ -141,8 +141,10 @@ static void session_free(struct agent_session *s)
 {
 	agent_prog_free(s);
 	agent_stacks_free(s);
-	for (int i = 0; i < s->nprobes; i++)
+	for (int i = 0; i < s->nprobes; i++) {
+		free(s->probes[i]->exits);
 		free(s->probes[i]);
+	}
 	free(s->probes);
 	free(s->deferred);
 	if (s->map.base)
@@ -342,6 +344,8 @@ static void flush_locked(struct agent_session *s)
 
 		if (ap->is_return)
 			missed += (uint64_t)ap->u.rp.nmissed;
+		for (int k = 0; k < ap->nexits; k++)
+			missed += ap->exits[k].kp.nmissed;
 		__atomic_store_n(&s->map.desc[ap->desc].missed, missed, __ATOMIC_RELAXED);
 	}
 }

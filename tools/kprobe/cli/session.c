@@ -287,6 +287,14 @@ int session_close(struct session *s)
 	return -e;
 }
 
+/* KPROBE_RETURN_PROBES=1: every return by a return probe (kprobe.1). */
+static bool return_probes_only(void)
+{
+	const char *env = getenv("KPROBE_RETURN_PROBES");
+
+	return env && !strcmp(env, "1");
+}
+
 char *session_config(const struct session *s)
 {
 	struct session_config cfg = {
@@ -298,6 +306,7 @@ char *session_config(const struct session *s)
 		.watch_rw = s->opts->watch_rw,
 		.stack_depth = s->opts->stack_depth,
 		.stack_count = s->opts->stack_count,
+		.return_probes = return_probes_only(),
 		.module = (char *)s->opts->module,
 		.nmodargs = s->opts->nmodargs,
 		.modargs = s->opts->modargs,

@@ -50,6 +50,8 @@ char *config_format(const struct session_config *cfg)
 	if (cfg->stack_depth)
 		p += snprintf(p, cap - (size_t)(p - buf), "%s %u\n",
 			      cfg->stack_count ? "stacks" : "stack", cfg->stack_depth);
+	if (cfg->return_probes)
+		p += snprintf(p, cap - (size_t)(p - buf), "returns probes\n");
 	if (cfg->module)
 		p += snprintf(p, cap - (size_t)(p - buf), "module %s\n", cfg->module);
 	for (int i = 0; i < cfg->nmodargs; i++)
@@ -172,6 +174,14 @@ static int config_line(char *line, struct session_config *cfg, char *err, size_t
 		}
 		cfg->watch_len = len;
 		cfg->watch_rw = !strcmp(type, "rw");
+		return 0;
+	}
+	if (!strcmp(line, "returns")) {
+		if (strcmp(val, "probes")) {
+			snprintf(err, errlen, "bad returns item '%.40s'", val);
+			return -EINVAL;
+		}
+		cfg->return_probes = true;
 		return 0;
 	}
 	if (!strcmp(line, "stack") || !strcmp(line, "stacks")) {

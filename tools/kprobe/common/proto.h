@@ -71,6 +71,9 @@ struct session_config {
 	bool watch_rw;			/* reads too */
 	unsigned int stack_depth;	/* frames kept per hit, 0: no stacks */
 	bool stack_count;		/* count: per distinct stack (stacks.h) */
+	/* Returns taken by return probes only, never by kprobes on the
+	 * functions' exit sites (KPROBE_RETURN_PROBES=1). */
+	bool return_probes;
 	char *module;			/* load: the module's path, malloc'd */
 	int nmodargs;
 	char **modargs;			/* its ARGs, malloc'd */
