@@ -219,6 +219,35 @@ else
 	fail "-F library: record"
 fi
 
+# 7f. Returns taken at the functions' exit sites (kprobes on them, where
+# every exit can take a jump) give the call graph return probes give
+# (KPROBE_RETURN_PROBES=1): the same counts, the same replay but for the
+# durations, on recursion, threads, longjmp, exceptions and a library's
+# functions.
+same_graph() {
+	local name=$1
+	shift
+	if record_json "x$name" "$@" && KPROBE_RETURN_PROBES=1 record_json "r$name" "$@"; then
+		expect "exit sites, $name: counts as with return probes" \
+			"$(cat "$T/r$name.counts")" "$(cat "$T/x$name.counts")"
+		"$K" replay "$T/x$name" | sed 's/^[^|]*|//; /^# thread /d' >"$T/x$name.graph"
+		"$K" replay "$T/r$name" | sed 's/^[^|]*|//; /^# thread /d' >"$T/r$name.graph"
+		if cmp -s "$T/x$name.graph" "$T/r$name.graph" && [ -s "$T/x$name.graph" ]; then
+			ok "exit sites, $name: replay as with return probes"
+		else
+			fail "exit sites, $name: replay differs from return probes'"
+		fi
+	else
+		fail "exit sites, $name: record"
+	fi
+}
+same_graph recurse -F main -- "$P/cli_record" recurse 200
+same_graph fib -F main -- "$P/cli_record" fib 2
+same_graph threads -F main -- "$P/cli_record" seqthreads 3 500
+same_graph longjmp -F main -- "$P/cli_record" longjmp 50
+same_graph cxx -- "$P/cli_record_cxx" 50
+same_graph lib -F libcli_ctor.so -- "$P/cli_ctor"
+
 # 7a. Compact events across a wrap of the TSC's low 48 bits keep their
 # durations (a recording written by make_wrap_recording.py).
 python3 tests/record/make_wrap_recording.py "$T/wrap"
