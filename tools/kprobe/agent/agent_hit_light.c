@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include "agent_hit.h"
+#include "agent_prog.h"
 
 /* A free ring taken for me, or -1. */
 HIT_INLINE int take_free_ring(struct agent_session *s, uint64_t me)
@@ -372,11 +373,14 @@ bool agent_set_light_handlers(struct agent_probe *ap)
 
 
 /* A return probe whose light handler reads nothing at the return (no
- * return value) can take its returns at the exit sites instead. */
+ * return value) can take its returns at the exit sites instead; so can a
+ * program's fast form that reads no register. */
 kprobe_pre_handler_t agent_exit_handler(const struct agent_probe *ap)
 {
 	if (!ap->is_return || ap->tp)
 		return NULL;
+	if (ap->session->cfg.action == ACT_RUN)
+		return ap->prog_point ? agent_prog_exit_handler(ap) : NULL;
 	if (ap->u.rp.handler == count_return)
 		return count_exit;
 	if (ap->u.rp.handler == record_return)

@@ -60,6 +60,9 @@ static inline __attribute__((always_inline)) uint64_t agent_prog_tsc_nsecs(
  * fast form when the form and the point allow (agent_prog_fast.c):
  * whether it did. */
 bool agent_prog_set_fast_handlers(struct agent_probe *ap);
+/* The handler that runs a return probe's fast form at an exit site when
+ * the form reads no register (agent_exit_handler()), or NULL. */
+kprobe_pre_handler_t agent_prog_exit_handler(const struct agent_probe *ap);
 /* 1 + the calling thread's shard of p's keyless aggregations, taken at
  * its first call in p's session (0: all taken). */
 uint32_t agent_prog_thread_shard(const struct agent_prog *p);

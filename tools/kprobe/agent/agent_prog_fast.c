@@ -532,7 +532,8 @@ FAST_INLINE bool entry_arg_pred(const struct kprobe *kp, const struct pt_regs *r
 	return (x - pt->pred_lo <= pt->pred_span) != pt->pred_neg;
 }
 
-/* The four handlers of a form. */
+/* The five handlers of a form (the last: a return taken at an exit site,
+ * agent_exit_handler()). */
 #define FORM_HANDLERS(form)                                                                   \
 	static int form##_entry(struct kprobe *kp, struct pt_regs *regs)                      \
 	{                                                                                      \
@@ -562,6 +563,12 @@ FAST_INLINE bool entry_arg_pred(const struct kprobe *kp, const struct pt_regs *r
 	{                                                                                      \
 		form_##form(container_of(ri->rp, struct agent_probe, u.rp), regs, true);      \
 		return 0;                                                                      \
+	}                                                                                      \
+	static int form##_exit(struct kprobe *kp, struct pt_regs *regs)                       \
+	{                                                                                      \
+		(void)regs;                                                                    \
+		form_##form(container_of(kp, struct agent_exit, kp)->ap, NULL, false);        \
+		return 0;                                                                      \
 	}
 
 FORM_HANDLERS(count_keyless)
@@ -576,9 +583,11 @@ struct form_handlers {
 	int (*ret)(struct kretprobe_instance *, struct pt_regs *);
 	int (*entry_regs)(struct kprobe *, struct pt_regs *);
 	int (*ret_regs)(struct kretprobe_instance *, struct pt_regs *);
+	int (*exit)(struct kprobe *, struct pt_regs *);
 };
 
-#define FORM(form) { form##_entry, form##_return, form##_entry_regs, form##_return_regs }
+#define FORM(form)                                                                            \
+	{ form##_entry, form##_return, form##_entry_regs, form##_return_regs, form##_exit }
 static const struct form_handlers forms[] = {
 	FORM(count_keyless), FORM(count_point), FORM(count_key),
 	FORM(hist), FORM(store), FORM(delta),
@@ -759,4 +768,12 @@ bool agent_prog_set_fast_handlers(struct agent_probe *ap)
 			ap->u.kp.flags |= KPROBE_FLAG_ARGS_ONLY;
 	}
 	return true;
+}
+
+kprobe_pre_handler_t agent_prog_exit_handler(const struct agent_probe *ap)
+{
+	for (size_t i = 0; i < sizeof(forms) / sizeof(forms[0]); i++)
+		if (ap->u.rp.handler == forms[i].ret)
+			return forms[i].exit;
+	return NULL;
 }

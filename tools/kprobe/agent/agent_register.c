@@ -100,10 +100,11 @@ static void probe_exits(struct agent_probe *ap, const struct resolved *r)
 
 	if (!handler || ap->session->cfg.return_probes)
 		return;
-	/* a record nests calls and times them: a tail call returns when the
-	 * function it calls does, as a return probe sees it */
+	/* a record nests calls and times them, a program may time them: a
+	 * tail call returns when the function it calls does, as a return
+	 * probe sees it */
 	n = kprobes_exit_sites(r->addr, v, AGENT_MAX_EXITS,
-			       KPROBES_EXITS_JUMP | (ap->session->cfg.action == ACT_RECORD ?
+			       KPROBES_EXITS_JUMP | (ap->session->cfg.action != ACT_COUNT ?
 						     KPROBES_EXITS_RETURNS : 0));
 	if (n <= 0)
 		return;
