@@ -33,6 +33,10 @@
  * still sees the command exit and the stop signals. */
 #define DRAIN_SLICE_NS 50000000ull
 #define IDLE_NS 2000000ull
+/* While a thread is busy its ring is written out in pieces of at least
+ * this many bytes: a write per few kilobytes made the reader, not the
+ * target, set the pace.  The rest is written when the burst ends. */
+#define DRAIN_BATCH (64u << 10)
 
 struct thread_file {
 	uint64_t owner;			/* pid << 32 | tid, 0: free slot */
@@ -204,8 +208,9 @@ static void write_or_die(struct session *s, int fd, const void *p, size_t n)
 	}
 }
 
-/* Moves ring i's new bytes to its thread's file; returns how many. */
-static size_t drain_ring(struct session *s, uint32_t i)
+/* Moves ring i's new bytes to its thread's file, when there are at least
+ * min of them; returns how many. */
+static size_t drain_ring(struct session *s, uint32_t i, uint64_t min)
 {
 	struct kps_ring *r = &s->map.rings[i];
 	const unsigned char *data = s->map.ring_data + (size_t)i * KPS_RING_BYTES;
@@ -215,7 +220,7 @@ static size_t drain_ring(struct session *s, uint32_t i)
 	uint32_t pos;
 	int fd;
 
-	if (head == tail)
+	if (head == tail || (head - tail < min && head - tail <= KPS_RING_BYTES))
 		return 0;
 	/* A producer is never more than a ring ahead, and moves in whole
 	 * records of 8-byte multiples. */
@@ -269,14 +274,14 @@ static void free_dead_rings(struct session *s)
 	}
 }
 
-static size_t drain_round(struct session *s)
+static size_t drain_round(struct session *s, uint64_t min)
 {
 	uint32_t n = consumer_rings_claimed(&s->cons);
 	size_t work = 0;
 
 	for (uint32_t i = 0; i < n; i++)
 		if (__atomic_load_n(&s->map.rings[i].used, __ATOMIC_ACQUIRE))
-			work += drain_ring(s, i);
+			work += drain_ring(s, i, min);
 	return work;
 }
 
@@ -291,7 +296,7 @@ bool record_drain(struct session *s)
 	 * when it is full); go back to the caller's slower polling once no
 	 * event came for IDLE_NS. */
 	do {
-		work = drain_round(s);
+		work = drain_round(s, DRAIN_BATCH);
 		total += work;
 		now = cli_now_ns();
 		if (work)
@@ -299,6 +304,8 @@ bool record_drain(struct session *s)
 		else
 			usleep(20);
 	} while (now < until && now - last_work < IDLE_NS);
+	/* what is left of the burst, before the caller's slower polling */
+	total += drain_round(s, 0);
 	return total > 0;
 }
 
@@ -376,7 +383,7 @@ void record_finish(struct session *s)
 	uint64_t full, after, ringless, missed;
 	FILE *f;
 
-	while (drain_round(s))
+	while (drain_round(s, 0))
 		;
 	replace_old_recording();
 	write_descs(s);
