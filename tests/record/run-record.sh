@@ -248,6 +248,22 @@ same_graph longjmp -F main -- "$P/cli_record" longjmp 50
 same_graph cxx -- "$P/cli_record_cxx" 50
 same_graph lib -F libcli_ctor.so -- "$P/cli_ctor"
 
+# 7g. A program's latency pattern: its uretprobe's fast form runs at the
+# exit site; as many returns timed and counted as with return probes.
+lat_prog="uprobe:$P/cli_record:fib { @s[tid] = nsecs; }
+uretprobe:$P/cli_record:fib /@s[tid]/ { @ns = hist(nsecs - @s[tid]); delete(@s[tid]); }
+uretprobe:$P/cli_record:fib { @n = count(); }"
+hist_total() { awk '/^@n:/ { n = $2 } /^\[/ { s += $3 } END { print n, s }' "$1"; }
+if "$K" run -e "$lat_prog" -- "$P/cli_record" fib 3 >"$T/latx" 2>&1 &&
+   KPROBE_RETURN_PROBES=1 "$K" run -e "$lat_prog" -- "$P/cli_record" fib 3 >"$T/latr" 2>&1; then
+	expect "exit sites, run: returns counted and timed as with return probes" \
+		"$(hist_total "$T/latr")" "$(hist_total "$T/latx")"
+	expect "exit sites, run: every call of fib counted" "65673" \
+		"$(awk '/^@n:/ { print $2 }' "$T/latx")"
+else
+	fail "exit sites, run: the latency program"
+fi
+
 # 7a. Compact events across a wrap of the TSC's low 48 bits keep their
 # durations (a recording written by make_wrap_recording.py).
 python3 tests/record/make_wrap_recording.py "$T/wrap"
