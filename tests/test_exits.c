@@ -7,6 +7,7 @@
 #include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
+#include <unistd.h>
 
 #include "testutil.h"
 
@@ -228,4 +229,80 @@ Test(exits, tail_call_counted_at_its_jump)
 	cr_assert_eq(entries_seen, 3);
 	cr_assert_eq(exits_seen, 3);
 	unregister_kprobes(ptrs, n + 1);
+}
+
+/* ---- an entry and an exit site at one address: two light kprobes ----
+ * ex_straight's only site is its entry: both handlers run at every hit;
+ * a third probe coming and going meanwhile (a handler that reads
+ * pt_regs) never costs either a hit. */
+
+static long pair_a, pair_b, third_hits;
+static volatile bool pair_stop;
+
+static int pair_a_hit(struct kprobe *p, struct pt_regs *regs)
+{
+	(void)p;
+	(void)regs;
+	__atomic_fetch_add(&pair_a, 1, __ATOMIC_RELAXED);
+	return 0;
+}
+
+static int pair_b_hit(struct kprobe *p, struct pt_regs *regs)
+{
+	(void)p;
+	(void)regs;
+	__atomic_fetch_add(&pair_b, 1, __ATOMIC_RELAXED);
+	return 0;
+}
+
+static int third_hit(struct kprobe *p, struct pt_regs *regs)
+{
+	(void)p;
+	if (regs_return_value(regs) != 0x5a5a5a5a)
+		__atomic_fetch_add(&third_hits, 1, __ATOMIC_RELAXED);
+	return 0;
+}
+
+#define PAIR_CALLS 400000
+
+static void *pair_caller(void *arg)
+{
+	long sum = 0;
+
+	(void)arg;
+	for (long i = 0; i < PAIR_CALLS; i++)
+		sum += ex_straight(i);
+	return (void *)sum;
+}
+
+Test(exits, entry_and_exit_at_one_address_both_counted)
+{
+	struct kprobe a = { .addr = (kprobe_opcode_t *)ex_straight, .pre_handler = pair_a_hit };
+	struct kprobe b = { .addr = (kprobe_opcode_t *)ex_straight, .pre_handler = pair_b_hit };
+	struct kprobe *both[2] = { &a, &b };
+	pthread_t t[2];
+	void *sum;
+
+	cr_assert_eq(register_kprobes(both, 2), 0);
+	kprobes_optimize_now();
+	cr_assert(a.flags & KPROBE_FLAG_OPTIMIZED);
+	for (int i = 0; i < 2; i++)
+		cr_assert_eq(pthread_create(&t[i], NULL, pair_caller, NULL), 0);
+	for (int round = 0; round < 100; round++) {
+		struct kprobe c = { .addr = (kprobe_opcode_t *)ex_straight,
+				    .pre_handler = third_hit };
+
+		cr_assert_eq(register_kprobe(&c), 0);
+		usleep(200);
+		unregister_kprobe(&c);
+	}
+	for (int i = 0; i < 2; i++) {
+		pthread_join(t[i], &sum);
+		cr_assert_eq((long)sum, (long)PAIR_CALLS * (PAIR_CALLS + 1) / 2);
+	}
+	cr_assert_eq(pair_a, 2 * PAIR_CALLS);
+	cr_assert_eq(pair_b, 2 * PAIR_CALLS);
+	cr_assert_eq(a.nmissed, 0);
+	cr_assert_eq(b.nmissed, 0);
+	unregister_kprobes(both, 2);
 }
