@@ -21,6 +21,8 @@ long ex_cond_out(long x);
 long ex_indirect(long x, void *to);
 long ex_short(long x);
 void ex_forever(void);
+long ex_shared(void);
+long ex_hot(long x);
 extern char ex_two_site0[], ex_two_site1[], ex_tail_site0[], ex_tail_site1[];
 extern char ex_after_call_site0[], ex_short_site0[], ex_short_site1[];
 
@@ -75,6 +77,16 @@ Test(exits, refused_ways_out)
 
 	cr_assert_eq(sites_of(ex_cond_out, v, 4, 0), -EOPNOTSUPP);
 	cr_assert_eq(sites_of(ex_indirect, v, 4, 0), -EOPNOTSUPP);
+}
+
+/* Code that reaches a function's exit without entering it: a tail shared
+ * with another function, a moved-away part that comes back. */
+Test(exits, refused_when_entered_from_elsewhere)
+{
+	unsigned long v[4];
+
+	cr_assert_eq(sites_of(ex_shared, v, 4, 0), -EOPNOTSUPP);
+	cr_assert_eq(sites_of(ex_hot, v, 4, 0), -EOPNOTSUPP);
 }
 
 Test(exits, short_run_needs_the_flag_to_be_refused)

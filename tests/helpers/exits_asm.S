@@ -114,6 +114,50 @@ ex_short_site1:
 	ret
 	.size ex_short, . - ex_short
 
+/* A tail another function jumps into: its return would pass a site of
+ * ex_shared without a call of ex_shared. */
+	.globl ex_shared
+	.type ex_shared, @function
+	.p2align 4, 0xcc
+ex_shared:
+	mov $1, %eax
+	add $0, %rax
+ex_shared_tail:
+	add $2, %rax
+	add $0, %rax
+	ret
+	.size ex_shared, . - ex_shared
+
+	.globl ex_enters
+	.type ex_enters, @function
+	.p2align 4, 0xcc
+ex_enters:
+	mov $5, %eax
+	jmp ex_shared_tail
+	.size ex_enters, . - ex_enters
+
+/* A part moved away that comes back (as GCC's NAME.cold): one return
+ * would pass the jump's site and the return's. */
+	.globl ex_hot
+	.type ex_hot, @function
+	.p2align 4, 0xcc
+ex_hot:
+	test %rdi, %rdi
+	jne 1f
+	jmp ex_hot_cold
+1:
+	mov $1, %eax
+	add $0, %rax
+	ret
+	.size ex_hot, . - ex_hot
+
+	.type ex_hot_cold, @function
+	.p2align 4, 0xcc
+ex_hot_cold:
+	mov $2, %edi
+	jmp 1b
+	.size ex_hot_cold, . - ex_hot_cold
+
 /* Never returns: no site. */
 	.globl ex_forever
 	.type ex_forever, @function

@@ -14,9 +14,13 @@
  * of its object, and the cases of the switch tables it could read.  It has
  * no exit sites (-EOPNOTSUPP) when a way out is not such a run's end: a
  * conditional branch out of the function, an indirect jump whose targets
- * are not all known, code that does not decode; and when it jumps out while
- * code elsewhere jumps into its middle (a part the compiler moved away that
- * comes back: a return would pass two exits).
+ * are not all known, code that does not decode; when code elsewhere jumps
+ * into its middle (a return of a call that did not enter the function,
+ * another function's sharing its tail, would pass a site); and when the
+ * function around a tail call's target branches back into it (a part the
+ * compiler moved away that comes back: one return would pass two sites).
+ * A branch from elsewhere that lands where the function's own branches do
+ * cannot be told from them: such a shared tail goes unseen.
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -25,6 +29,12 @@
 #include "arch/arch.h"
 #include "arch/x86_64/coderefs.h"
 #include "arch/x86_64/optcheck.h"
+#include "core/arch_api.h"
+
+/* Tail calls' targets checked per function, at most; more: refused. */
+#define MAX_TAILS 16
+/* Code decoded per tail call's target function, at most. */
+#define MAX_TARGET_FUNC (256u * 1024)
 
 /* What an instruction does to the run it is in. */
 enum flow {
@@ -106,7 +116,8 @@ static int note_entry(uintptr_t target)
 }
 
 /* Whether a branch of the object lands inside the function other than at
- * one of the function's own branch targets. */
+ * one of the function's own branch targets (what lands on one of those
+ * is taken as the function's own: the decoding cannot tell them apart). */
 static bool entered_from_outside(uintptr_t func, size_t size, const uintptr_t *own, size_t nown)
 {
 	uintptr_t lo = func + 1;
@@ -139,6 +150,8 @@ struct sweep {
 	uintptr_t *sites;
 	int max, n;
 	bool tail;		/* an exit is a jump out of the function */
+	uintptr_t tails[MAX_TAILS];	/* where those jumps go */
+	int ntails;
 	uintptr_t *own;
 	size_t nown, cap;
 };
@@ -195,7 +208,15 @@ static int sweep(struct sweep *w, const struct opt_targets *t, const uint8_t *co
 			if (w->n < w->max)
 				w->sites[w->n] = leader;
 			w->n++;
-			w->tail |= in.meta.category != ZYDIS_CATEGORY_RET;
+			if (in.meta.category != ZYDIS_CATEGORY_RET) {
+				ZyanU64 to;
+
+				if (w->ntails == MAX_TAILS ||
+				    !ZYAN_SUCCESS(ZydisCalcAbsoluteAddress(&in, &ops[0], pc, &to)))
+					return -EOPNOTSUPP;
+				w->tails[w->ntails++] = (uintptr_t)to;
+				w->tail = true;
+			}
 			break;
 		case FLOW_CUT:
 			break;
@@ -203,6 +224,45 @@ static int sweep(struct sweep *w, const struct opt_targets *t, const uint8_t *co
 		new_run = true;
 	}
 	return 0;
+}
+
+/* Whether the code of the function around a tail call's target (a part
+ * of this function the compiler moved away, say) branches back into
+ * [func, func+size): a return would then pass the tail call's site and
+ * another.  Code in no known function counts as coming back. */
+static bool comes_back(uintptr_t target, uintptr_t func, size_t size)
+{
+	ZydisDecodedOperand ops[ZYDIS_MAX_OPERAND_COUNT];
+	ZydisDecodedInstruction in;
+	ZydisDecoder dec;
+	uintptr_t start;
+	size_t len;
+	uint8_t *code;
+	bool back = false;
+
+	if (kp_function_bounds(target, &start, &len) || !len || len > MAX_TARGET_FUNC)
+		return true;
+	code = malloc(len);
+	if (!code || arch_read_original(start, code, len)) {
+		free(code);
+		return true;
+	}
+	ZydisDecoderInit(&dec, ZYDIS_MACHINE_MODE_LONG_64, ZYDIS_STACK_WIDTH_64);
+	for (size_t off = 0; off < len && !back; off += in.length) {
+		ZyanU64 to;
+
+		if (!ZYAN_SUCCESS(ZydisDecoderDecodeFull(&dec, code + off, len - off, &in, ops))) {
+			/* filler that does not decode ends the walk: a step at a time */
+			in.length = 1;
+			continue;
+		}
+		back = in.meta.branch_type != ZYDIS_BRANCH_TYPE_NONE &&
+		       ops[0].type == ZYDIS_OPERAND_TYPE_IMMEDIATE && ops[0].imm.is_relative &&
+		       ZYAN_SUCCESS(ZydisCalcAbsoluteAddress(&in, &ops[0], start + off, &to)) &&
+		       inside((uintptr_t)to, func, size) && in.meta.category != ZYDIS_CATEGORY_CALL;
+	}
+	free(code);
+	return back;
 }
 
 int arch_exit_sites(uintptr_t func, size_t size, size_t pad, uintptr_t *sites, int max,
@@ -223,11 +283,14 @@ int arch_exit_sites(uintptr_t func, size_t size, size_t pad, uintptr_t *sites, i
 	if (!code)
 		return -ENOMEM;
 	err = arch_read_original(func, code, size) ? -EFAULT : sweep(&w, &t, code, func, size);
-	if (!err && w.tail) {
+	if (!err) {
 		qsort(w.own, w.nown, sizeof(*w.own), cmp_addr);
 		if (entered_from_outside(func, size, w.own, w.nown))
 			err = -EOPNOTSUPP;
 	}
+	for (int i = 0; !err && i < w.ntails; i++)
+		if (comes_back(w.tails[i], func, size))
+			err = -EOPNOTSUPP;
 	if (!err)
 		err = w.n > max ? -E2BIG : w.n;
 	*tail = w.tail;
