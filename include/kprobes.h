@@ -422,7 +422,8 @@ int kprobes_insn_boundary(unsigned long start, size_t len, unsigned long addr);
  * size at func; -EINVAL: func is inside a function, bad arguments;
  * -EOPNOTSUPP: a way out ends no such run (a conditional branch out of the
  * function, an indirect jump whose targets are not known, code elsewhere
- * jumping into the middle of a function that jumps out), a site cannot
+ * jumping into the function's middle, a tail call whose target comes back
+ * into it), a site cannot
  * take a jump (with the flag), a way out is a tail call (with
  * KPROBES_EXITS_RETURNS), or the architecture finds no sites (arm64
  * so far); -E2BIG: more than max (or than 256); -ENOMEM, -EFAULT.  Not
