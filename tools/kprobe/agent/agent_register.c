@@ -100,12 +100,13 @@ static void probe_exits(struct agent_probe *ap, const struct resolved *r)
 
 	if (!handler || ap->session->cfg.return_probes)
 		return;
-	/* a record nests calls and times them, a program may time them: a
-	 * tail call returns when the function it calls does, as a return
-	 * probe sees it */
+	/* Returns only, no tail call: a tail call returns when the function
+	 * it calls does, as a return probe sees it, and not at all when that
+	 * one never returns (exec, exit, longjmp): counting it at its jump
+	 * would count returns that never happen, and a record or a program
+	 * would time and nest it wrongly. */
 	n = kprobes_exit_sites(r->addr, v, AGENT_MAX_EXITS,
-			       KPROBES_EXITS_JUMP | (ap->session->cfg.action != ACT_COUNT ?
-						     KPROBES_EXITS_RETURNS : 0));
+			       KPROBES_EXITS_JUMP | KPROBES_EXITS_RETURNS);
 	if (n <= 0)
 		return;
 	ap->exits = calloc((size_t)n, sizeof(*ap->exits));
