@@ -279,8 +279,8 @@ int attach_run(struct session *s, const char *agent)
 			break;
 		}
 		attach_keep_agent_running(NULL);
-		/* Busy rings are read again at once, idle ones every 10 ms. */
-		poll(NULL, 0, busy ? 1 : 10);
+		/* Busy rings are read again at once, idle ones soon. */
+		poll(NULL, 0, session_pump_delay_ms(s, busy));
 	}
 	/* Leave the process running unprobed; the agent ends its threads. */
 	if (alive) {

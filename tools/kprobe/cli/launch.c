@@ -298,8 +298,8 @@ int launch_run(struct session *s, const char *agent)
 			break;
 		}
 		busy = session_pump(s);
-		/* Busy rings are read again at once, idle ones every 10 ms. */
-		poll(NULL, 0, busy ? 1 : 10);
+		/* Busy rings are read again at once, idle ones soon. */
+		poll(NULL, 0, session_pump_delay_ms(s, busy));
 	}
 	if (!exited) {
 		disarm(s);

@@ -365,6 +365,17 @@ void session_note_skipped(struct session *s)
 		 n == 1 ? "" : "s", example);
 }
 
+int session_pump_delay_ms(const struct session *s, bool busy)
+{
+	enum kps_action a = s->opts->action;
+
+	if (busy)
+		return 0;
+	/* a ring holds about a millisecond of a busy thread's events, and
+	 * the thread waits for the reader once it is full */
+	return a == ACT_RECORD || a == ACT_TRACE || a == ACT_RUN ? 1 : 10;
+}
+
 bool session_pump(struct session *s)
 {
 	size_t n = 0;

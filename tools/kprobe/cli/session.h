@@ -72,6 +72,10 @@ void session_progress_done(struct session *s);
 /* Moves the events that arrived to the output (trace); true if there
  * were any. */
 bool session_pump(struct session *s);
+/* How long to wait before the next session_pump(), in ms: none after a
+ * busy one; 1 when a target thread may be waiting for ring space (trace,
+ * record, run), 10 otherwise. */
+int session_pump_delay_ms(const struct session *s, bool busy);
 /* The number of rings a session has: KPROBE_RINGS from the environment
  * (1..KPS_RINGS), else KPS_RINGS; exits on a bad value. */
 uint32_t session_ring_count(void);
