@@ -1472,9 +1472,9 @@ Test(cli, list_and_knobs_on_a_live_process)
 }
 
 /* count's return of a function whose exits can take jumps is taken by
- * kprobes on its exit sites (target_add: straight code, one site, its
- * entry), listed as such, with the same counts as the entry's; on arm64,
- * which has no exit sites yet, by a return probe. */
+ * kprobes on its exit sites (target_add: straight code, one site: on
+ * x86-64 its entry, the run's start; on arm64 its RET), listed as such,
+ * with the entry's counts. */
 Test(cli, return_counted_at_exit_sites)
 {
 	struct bg b;
@@ -1499,22 +1499,26 @@ Test(cli, return_counted_at_exit_sites)
 			break;
 		usleep(20000);
 	}
-#ifdef __x86_64__
-	cr_assert_eq(count_occurrences(r.out, "  k  target_add+0x0"), 2, "%s", r.out);
+	cr_assert_eq(count_occurrences(r.out, "  k  target_add+0x"), 2, "%s", r.out);
+	cr_assert(strstr(r.out, "  k  target_add+0x0 "), "%s", r.out);
 	cr_assert(!strstr(r.out, "  r  "), "%s", r.out);
-#else
-	cr_assert(matches(r.out, "^[0-9a-f]{16}  r  target_add\\+0x0( |$)"), "%s", r.out);
-#endif
 	cr_assert_eq(waitpid(tool, &st, 0), tool);
 	cr_assert(WIFEXITED(st) && WEXITSTATUS(st) == 0);
 	json = slurp(out);
 	cr_assert(json_valid(json), "%s", json);
 	cr_assert_gt(json_num(count_entry(json, "target_add"), "hits"), 0, "%s", json);
+	{
+		double entries = json_num(count_entry(json, "target_add"), "hits");
+		double returns = json_num(count_entry(json, "target_add%return"), "hits");
+
 #ifdef __x86_64__
-	/* both at one address, in one hit: never one without the other */
-	cr_assert_eq(json_num(count_entry(json, "target_add%return"), "hits"),
-		     json_num(count_entry(json, "target_add"), "hits"), "%s", json);
+		/* both at one address, in one hit: never one without the other */
+		cr_assert_eq(returns, entries, "%s", json);
+#else
+		/* a call running when the probes went in or out */
+		cr_assert(returns >= entries - 1 && returns <= entries + 1, "%s", json);
 #endif
+	}
 	free(json);
 	cr_assert(alive(b.pid));
 	assert_loop_output_correct(b.out);

@@ -1106,3 +1106,81 @@ Test(a64_optimized, churn_while_others_hammer, .timeout = CHURN_TIMEOUT)
 	cr_expect_eq(word_at(a64_add), 0xa9bf7bfdu);
 	cr_expect_eq(word_at(AT(a64_add, 4)), 0x910003fdu);
 }
+
+/* ---- exit sites (kprobes_exit_sites()): each RET, and a B out ---- */
+
+__asm__(".text\n"
+	A64T(a64x_two, "cmp x0, #1\n b.gt 1f\n mov x0, #7\n"
+		       ".globl a64x_two_ret0\na64x_two_ret0: ret\n"
+		       "1: add x0, x0, x0\n.globl a64x_two_ret1\na64x_two_ret1: ret")
+	A64T(a64x_tail, "cbnz x0, 1f\n mov x0, #7\n.globl a64x_tail_ret\na64x_tail_ret: ret\n"
+			"1: add x0, x0, #1\n.globl a64x_tail_b\na64x_tail_b: b a64x_two")
+	A64T(a64x_cond_out, "cbz x0, a64x_two\n mov x0, #3\n ret")
+	A64T(a64x_indirect, "br x1")
+	A64T(a64x_forever, "1: yield\n b 1b"));
+
+long a64x_two(long x);
+long a64x_tail(long x);
+long a64x_cond_out(long x);
+long a64x_indirect(long x, void *to);
+void a64x_forever(void);
+extern char a64x_two_ret0[], a64x_two_ret1[], a64x_tail_ret[], a64x_tail_b[];
+
+#define EXA(f) ((unsigned long)(uintptr_t)(f))
+
+Test(a64_exits, each_ret_and_each_branch_out)
+{
+	unsigned long v[4];
+
+	cr_assert_eq(kprobes_exit_sites(EXA(a64x_two), v, 4, KPROBES_EXITS_JUMP), 2);
+	cr_assert_eq(v[0], EXA(a64x_two_ret0));
+	cr_assert_eq(v[1], EXA(a64x_two_ret1));
+	cr_assert_eq(kprobes_exit_sites(EXA(a64x_tail), v, 4, KPROBES_EXITS_JUMP), 2);
+	cr_assert_eq(v[0], EXA(a64x_tail_ret));
+	cr_assert_eq(v[1], EXA(a64x_tail_b));
+	cr_assert_eq(kprobes_exit_sites(EXA(a64x_tail), v, 4, KPROBES_EXITS_RETURNS),
+		     -EOPNOTSUPP);
+	cr_assert_eq(kprobes_exit_sites(EXA(a64x_cond_out), v, 4, 0), -EOPNOTSUPP);
+	cr_assert_eq(kprobes_exit_sites(EXA(a64x_indirect), v, 4, 0), -EOPNOTSUPP);
+	cr_assert_eq(kprobes_exit_sites(EXA(a64x_forever), v, 4, 0), 0);
+	cr_assert_eq(kprobes_exit_sites(EXA(a64x_two), v, 1, 0), -E2BIG);
+	cr_assert_eq(kprobes_exit_sites(EXA(a64x_two) + 4, v, 4, 0), -EINVAL);
+}
+
+static volatile long exit_hits;
+
+static int exit_pre(struct kprobe *p, struct pt_regs *regs)
+{
+	(void)p;
+	(void)regs;
+	exit_hits++;
+	return 0;
+}
+
+/* Kprobes on the sites count every return, jump-optimized, and the
+ * returns are the function's own. */
+Test(a64_exits, sites_count_every_return)
+{
+	struct kprobe kps[2], *ptrs[2];
+	unsigned long v[2];
+	long sum = 0;
+
+	exit_hits = 0;
+	cr_assert_eq(kprobes_exit_sites(EXA(a64x_two), v, 2, KPROBES_EXITS_JUMP), 2);
+	for (int i = 0; i < 2; i++) {
+		memset(&kps[i], 0, sizeof(kps[i]));
+		kps[i].addr = (kprobe_opcode_t *)v[i];
+		kps[i].pre_handler = exit_pre;
+		ptrs[i] = &kps[i];
+	}
+	cr_assert_eq(register_kprobes(ptrs, 2), 0);
+	kprobes_optimize_now();
+	for (int i = 0; i < 2; i++)
+		cr_assert(kps[i].flags & KPROBE_FLAG_OPTIMIZED, "site %d", i);
+	for (long i = 0; i < 1000; i++)
+		sum += a64x_two(i % 3);
+	/* x = 0, 1: 7; x = 2: 4 */
+	cr_assert_eq(sum, 334 * 7 + 333 * 7 + 333 * 4);
+	cr_assert_eq(exit_hits, 1000);
+	unregister_kprobes(ptrs, 2);
+}
