@@ -54,6 +54,24 @@ t_count_exact() {
 	ok count_exact
 }
 
+# A return counted at the function's exit site (its RET), as many as the
+# entries; with KPROBE_RETURN_PROBES=1 by a return probe, the same.
+t_count_return() {
+	for how in sites probes; do
+		if [ $how = probes ]; then
+			run env KPROBE_RETURN_PROBES=1 "$KP" count target_add 'target_add%return' \
+				-- "$T" calls 1000
+		else
+			run "$KP" count target_add 'target_add%return' -- "$T" calls 1000
+		fi
+		[ $rc -eq 0 ] || { bad count_return "$how: status $rc" "$W/err"; return; }
+		grep -Eq '^target_add .* 1000 +0$' "$W/err" &&
+			grep -Eq '^target_add%return .* 1000 +0$' "$W/err" ||
+			{ bad count_return "$how: not 1000 entries and returns" "$W/err"; return; }
+	done
+	ok count_return
+}
+
 t_count_text_glob() {
 	run "$KP" count 'target_a*' 'target_greet' -- "$T" calls 50
 	[ $rc -eq 0 ] || { bad count_text_glob "status $rc" "$W/err"; return; }
@@ -216,6 +234,7 @@ t_bad_probe() {
 }
 
 t_count_exact
+t_count_return
 t_trace_args_retval
 t_run_count
 if [ "${A64_CLI:-}" != quick ]; then
