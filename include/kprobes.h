@@ -425,9 +425,9 @@ int kprobes_insn_boundary(unsigned long start, size_t len, unsigned long addr);
  * jumping into the function's middle, a tail call whose target comes back
  * into it), a site cannot
  * take a jump (with the flag), a way out is a tail call (with
- * KPROBES_EXITS_RETURNS), or the architecture finds no sites (arm64
- * so far); -E2BIG: more than max (or than 256); -ENOMEM, -EFAULT.  Not
- * from a handler. */
+ * KPROBES_EXITS_RETURNS); -E2BIG: more than max (or than 256); -ENOMEM,
+ * -EFAULT.  On arm64 each site is a way out itself (a RET, or a B out of
+ * the function).  Not from a handler. */
 #define KPROBES_EXITS_JUMP	1u
 #define KPROBES_EXITS_RETURNS	2u
 int kprobes_exit_sites(unsigned long func, unsigned long *sites, int max, unsigned int flags);
