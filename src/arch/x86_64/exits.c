@@ -284,7 +284,8 @@ int arch_exit_sites(uintptr_t func, size_t size, size_t pad, uintptr_t *sites, i
 		return -ENOMEM;
 	err = arch_read_original(func, code, size) ? -EFAULT : sweep(&w, &t, code, func, size);
 	if (!err) {
-		qsort(w.own, w.nown, sizeof(*w.own), cmp_addr);
+		if (w.nown)
+			qsort(w.own, w.nown, sizeof(*w.own), cmp_addr);
 		if (entered_from_outside(func, size, w.own, w.nown))
 			err = -EOPNOTSUPP;
 	}
