@@ -594,7 +594,8 @@ Test(lang_errors, every_path_names_the_problem)
 		{ "BEGIN { continue; }", "continue used outside of a loop" },
 		{ "BEGIN { @x = (uint8)\"a\"; }", "Casts are not supported for type: \"string[2]\"" },
 		{ "BEGIN { @x = *\"a\"; }", "Can not dereference" },
-		{ "BEGIN { 1++; }", "must be applied to a map or variable" },
+		{ "BEGIN { 1++; }", "syntax error, unexpected ++, expecting }" },
+		{ "BEGIN { $y = nsecs++; }", "must be applied to a map or variable" },
 		{ "BEGIN { $s = \"a\"; $s++; }", "must be applied to an integer" },
 		{ "BEGIN { $x += 1; }", "Undefined or undeclared variable" },
 		{ "BEGIN { @x = count(); @x += 1; }", "Type mismatch for @x" },
@@ -622,11 +623,10 @@ Test(lang_errors, deep_nesting_is_bounded)
 {
 	static const char *const unit[][3] = {
 		{ "BEGIN { @x = ", "(", "1" },
-		{ "BEGIN { @x = ", "-", "1" },
+		{ "BEGIN { @x = ", "- ", "1" },
 		{ "BEGIN { @x = ", "!", "1" },
 		{ "BEGIN { @x = ", "1 ? 2 : ", "3" },
 		{ "BEGIN { @x = 1", " + 1", "" },
-		{ "BEGIN { $x = 1; $x", "++", "" },
 		{ "BEGIN { ", "if (1) { ", "" },
 		{ "BEGIN { if (1) { } ", "else if (1) { } ", "" },
 	};
@@ -3855,4 +3855,60 @@ Test(lang_errors, undefined_maps_and_their_none_values)
 			  "stdin:1:56-63: ERROR: sum() only supports integer arguments (none provided)\n"
 			  "BEGIN { @x = @n1 + @n2; @l = lhist(@v, 0, 10, 1); @s = sum(@w); }\n"
 			  "                                                       ~~~~~~~\n");
+}
+
+/* One error, as bpftrace prints it: its location and message, the line,
+ * and the carets under [col, col_end). */
+static void expect_one_error_at(const char *src, int col, int col_end, const char *msg)
+{
+	char want[1024];
+	int o = snprintf(want, sizeof(want), "stdin:1:%d-%d: ERROR: %s\n%s\n", col, col_end, msg,
+			 src);
+
+	for (int i = 1; i < col_end && o < (int)sizeof(want) - 2; i++)
+		want[o++] = i < col ? ' ' : '~';
+	want[o++] = '\n';
+	want[o] = '\0';
+	expect_all_errors(src, want);
+}
+
+/* ++ and -- in bpftrace's grammar follow (or precede) a map, a variable
+ * or an identifier only: anything else is a syntax error that names what
+ * closes the construct around it; a builtin is the checker's error.  As
+ * bpftrace 0.17 prints each of these. */
+Test(lang_errors, increments_of_non_variables_as_bpftrace)
+{
+	static const struct {
+		const char *src;
+		int col, col_end;
+		const char *msg;
+	} cases[] = {
+		{ "BEGIN { 14++; }", 9, 13, "syntax error, unexpected ++, expecting }" },
+		{ "BEGIN { print(14++); }", 9, 19, "syntax error, unexpected ++, expecting ) or \",\"" },
+		{ "BEGIN { if (3++) { } }", 12, 16, "syntax error, unexpected ++, expecting )" },
+		{ "BEGIN { while (3++) { } exit(); }", 15, 19,
+		  "syntax error, unexpected ++, expecting )" },
+		{ "BEGIN { @x[3++] = 1; }", 9, 15, "syntax error, unexpected ++, expecting ] or \",\"" },
+		{ "BEGIN { $y = 1 ? 3++ : 2; }", 18, 21, "syntax error, unexpected ++, expecting :" },
+		{ "BEGIN { $y = 1 ? 2 : 3++; }", 22, 25, "syntax error, unexpected ++, expecting }" },
+		{ "BEGIN /3++/ { }", 7, 11, "syntax error, unexpected ++, expecting end predicate" },
+		{ "BEGIN { $t = (1, 3++); }", 18, 21, "syntax error, unexpected ++, expecting ) or \",\"" },
+		{ "BEGIN { $y = (int8)3++; exit(); }", 14, 23,
+		  "syntax error, unexpected ++, expecting }" },
+		{ "BEGIN { $y = $1++; exit(); }", 14, 18, "syntax error, unexpected ++, expecting }" },
+		{ "BEGIN { $x = 1; $x++++; }", 17, 23, "syntax error, unexpected ++, expecting }" },
+		{ "BEGIN { ++14; }", 9, 13, "syntax error, unexpected integer" },
+		{ "BEGIN { ++\"s\"; exit(); }", 9, 14, "syntax error, unexpected string" },
+		{ "BEGIN { @x = ----1; }", 14, 18, "syntax error, unexpected --" },
+		{ "BEGIN { $y = arg0++; exit(); }", 14, 18,
+		  "The ++ operator must be applied to a map or variable" },
+		{ "BEGIN { ++arg0; exit(); }", 9, 11,
+		  "The ++ operator must be applied to a map or variable" },
+	};
+
+	for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++)
+		expect_one_error_at(cases[i].src, cases[i].col, cases[i].col_end, cases[i].msg);
+	/* a syntax error ends the program before any other pass */
+	expect_one_error_at("BEGIN { @x = 1; @x[1]++; 5--; }", 26, 29,
+			    "syntax error, unexpected --, expecting }");
 }

@@ -1574,7 +1574,13 @@ static int check_expr(struct checker *c, struct node *n)
 		return 0;
 	case N_INCDEC:
 		if (n->a->kind != N_VAR && n->a->kind != N_MAP) {
-			prog_error(c->p, n->loc, "The %s operator must be applied to a map or variable",
+			/* (the parser lets only identifiers through, builtins:
+			 * bpftrace points at the builtin after it, at the
+			 * operator before it) */
+			struct loc at = n->post ? n->a->loc :
+				(struct loc){ n->loc.line, n->loc.col, n->loc.col + 2 };
+
+			prog_error(c->p, at, "The %s operator must be applied to a map or variable",
 				   n->op == OP_ADD ? "++" : "--");
 			return -1;
 		}

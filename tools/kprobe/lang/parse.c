@@ -42,6 +42,11 @@ struct parser {
 	int op;			/* T_OPASSIGN: the operator */
 	int probe_index;
 	int nest;		/* parser recursion */
+	/* What bison's message says it expected where ++ or -- follows an
+	 * expression that is neither a map, a variable nor a builtin: the
+	 * token that closes the innermost construct around it ("}" in a
+	 * statement, ")" in a condition, `) or ","` in arguments...). */
+	const char *closer;
 };
 
 /* Nesting and expression depth are bounded, so that neither the parser
@@ -648,8 +653,11 @@ static int at_cast(struct parser *ps)
 
 static struct node *parse_call_args(struct parser *ps, struct node *n)
 {
+	const char *closer = ps->closer;
+
 	if (next(ps))	/* ( */
 		return NULL;
+	ps->closer = ") or \",\"";
 	if (ps->t != T_RPAREN) {
 		for (;;) {
 			struct node *a = parse_expr(ps);
@@ -664,6 +672,7 @@ static struct node *parse_call_args(struct parser *ps, struct node *n)
 			break;
 		}
 	}
+	ps->closer = closer;
 	if (ps->t != T_RPAREN) {
 		unexpected(ps, NULL);
 		return NULL;
@@ -678,9 +687,11 @@ static struct node *parse_call_args(struct parser *ps, struct node *n)
 static struct node *parse_tuple(struct parser *ps, struct loc open, struct node *first)
 {
 	struct node *n = new_node(ps, N_TUPLE, open);
+	const char *closer = ps->closer;
 
 	if (!n || add_arg(ps, n, first))
 		return NULL;
+	ps->closer = ") or \",\"";
 	while (ps->t == T_COMMA) {
 		struct node *a;
 
@@ -690,6 +701,7 @@ static struct node *parse_tuple(struct parser *ps, struct loc open, struct node 
 		if (!a || add_arg(ps, n, a))
 			return NULL;
 	}
+	ps->closer = closer;
 	if (ps->t != T_RPAREN) {
 		unexpected(ps, ")");
 		return NULL;
@@ -701,6 +713,7 @@ static struct node *parse_tuple(struct parser *ps, struct loc open, struct node 
 static struct node *parse_map(struct parser *ps)
 {
 	struct node *n = new_node(ps, N_MAP, ps->loc);
+	const char *closer;
 
 	if (!n)
 		return NULL;
@@ -715,6 +728,8 @@ static struct node *parse_map(struct parser *ps)
 		return n;
 	if (next(ps))
 		return NULL;
+	closer = ps->closer;
+	ps->closer = "] or \",\"";
 	for (;;) {
 		struct node *k = parse_expr(ps);
 
@@ -727,6 +742,7 @@ static struct node *parse_map(struct parser *ps)
 		}
 		break;
 	}
+	ps->closer = closer;
 	if (ps->t != T_RBRACKET) {
 		unexpected(ps, NULL);
 		return NULL;
@@ -804,10 +820,13 @@ static struct node *parse_primary(struct parser *ps)
 		return n;
 	case T_LPAREN: {
 		struct loc l = ps->loc;
+		const char *closer = ps->closer;
 
 		if (next(ps))
 			return NULL;
+		ps->closer = ") or \",\"";
 		n = parse_expr(ps);
+		ps->closer = closer;
 		if (!n)
 			return NULL;
 		if (ps->t == T_COMMA)
@@ -829,8 +848,18 @@ static struct node *parse_postfix(struct parser *ps)
 	struct node *n = parse_primary(ps);
 
 	while (n && (ps->t == T_INC || ps->t == T_DEC)) {
-		struct node *m = new_node(ps, N_INCDEC, span(n->loc, ps->loc));
+		struct node *m;
 
+		/* bpftrace's grammar has ++ and -- after a map, a variable or
+		 * an identifier only: anything else is a syntax error */
+		if (n->kind != N_VAR && n->kind != N_MAP &&
+		    (n->kind != N_BUILTIN || n->op == -1)) {
+			prog_error(ps->p, span(n->loc, ps->loc),
+				   "syntax error, unexpected %s, expecting %s",
+				   ps->t == T_INC ? "++" : "--", ps->closer ? ps->closer : "}");
+			return NULL;
+		}
+		m = new_node(ps, N_INCDEC, span(n->loc, ps->loc));
 		if (!m)
 			return NULL;
 		m->op = ps->t == T_INC ? OP_ADD : OP_SUB;
@@ -923,6 +952,11 @@ static struct node *parse_unary_in(struct parser *ps)
 		op = ps->t == T_INC ? OP_ADD : OP_SUB;
 		if (next(ps))
 			return NULL;
+		/* as after it: a map, a variable or an identifier */
+		if (ps->t != T_VAR && ps->t != T_MAP && ps->t != T_IDENT) {
+			unexpected(ps, NULL);
+			return NULL;
+		}
 		a = parse_unary(ps);
 		if (!a)
 			return NULL;
@@ -1079,11 +1113,15 @@ static struct node *parse_ternary_in(struct parser *ps, int in_pred)
 {
 	struct node *c = parse_binary(ps, 1, in_pred), *a, *b, *n;
 
+	const char *closer = ps->closer;
+
 	if (!c || ps->t != T_QUESTION)
 		return c;
 	if (next(ps))
 		return NULL;
+	ps->closer = ":";
 	a = parse_ternary(ps, in_pred);
+	ps->closer = closer;
 	if (!a)
 		return NULL;
 	if (ps->t != T_COLON) {
@@ -1125,9 +1163,13 @@ static struct node *parse_paren_cond(struct parser *ps)
 		unexpected(ps, "(");
 		return NULL;
 	}
+	const char *closer = ps->closer;
+
 	if (next(ps))
 		return NULL;
+	ps->closer = ")";
 	c = parse_expr(ps);
+	ps->closer = closer;
 	if (!c)
 		return NULL;
 	if (ps->t != T_RPAREN) {
@@ -1513,7 +1555,9 @@ static int parse_probe(struct parser *ps, struct probe **out)
 		pr->pred_loc = ps->loc;
 		if (next(ps))
 			return -1;
+		ps->closer = "end predicate";
 		pr->pred = parse_ternary(ps, 1);
+		ps->closer = NULL;
 		if (!pr->pred)
 			return -1;
 		if (ps->t != T_DIV)
