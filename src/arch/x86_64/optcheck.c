@@ -455,24 +455,38 @@ static bool status_flags_dead(const uint8_t *code, size_t avail)
 	return false;
 }
 
+/* The function [func, func+size) analysed (or its cached analysis, whose
+ * code is checked again around addr): 0 or -errno, and *why, the reason
+ * the function as a whole cannot be optimized, or NULL. */
+static int function_analysed(uintptr_t func, size_t size, size_t pad_after, uintptr_t addr,
+			     read_fn read_code, const char **why)
+{
+	int err;
+
+	decoder_init();
+	*why = NULL;
+	if (!size || size > MAX_FUNC) {
+		*why = size ? "function too large" : "function bounds unknown";
+		return 0;
+	}
+	err = analyse_function(func, size + pad_after, pad_after, addr, read_code);
+	if (!err)
+		*why = fcache.why;
+	return err;
+}
+
 int arch_opt_function_targets(uintptr_t func, size_t size, size_t pad_after, read_fn read_code,
 			      struct opt_targets *t)
 {
 	int err;
 
-	decoder_init();
 	memset(t, 0, sizeof(*t));
-	if (!size || size > MAX_FUNC) {
-		t->why = size ? "function too large" : "function bounds unknown";
-		return 0;
-	}
-	err = analyse_function(func, size + pad_after, pad_after, func, read_code);
-	if (err)
+	err = function_analysed(func, size, pad_after, func, read_code, &t->why);
+	if (err || t->why)
 		return err;
 	t->v = fcache.targets;
 	t->n = fcache.ntargets;
 	t->indirect = fcache.indirect;
-	t->why = fcache.why;
 	return 0;
 }
 
@@ -482,18 +496,11 @@ int arch_opt_analyse(struct arch_opt *o, uintptr_t addr, uintptr_t func, size_t 
 	const char *why;
 	int err;
 
-	decoder_init();
 	o->ok = false;
-	if (!size || size > MAX_FUNC) {
-		o->why = size ? "function too large" : "function bounds unknown";
-		return 0;
-	}
-	err = analyse_function(func, size + pad_after, pad_after, addr, read_code);
-	if (err)
+	err = function_analysed(func, size, pad_after, addr, read_code, &why);
+	if (err || why) {
+		o->why = why;
 		return err;
-	if (fcache.why) {
-		o->why = fcache.why;
-		return 0;
 	}
 	why = choose_region(o, addr, func, size, fcache.code, pad_after, read_code);
 	if (!why && target_inside(addr, addr + o->region_len))
