@@ -149,8 +149,7 @@ static int cmp_addr(const void *a, const void *b)
 struct sweep {
 	uintptr_t *sites;
 	int max, n;
-	bool tail;		/* an exit is a jump out of the function */
-	uintptr_t tails[MAX_TAILS];	/* where those jumps go */
+	uintptr_t tails[MAX_TAILS];	/* where its jumps out of the function go */
 	int ntails;
 	uintptr_t *own;
 	size_t nown, cap;
@@ -215,7 +214,6 @@ static int sweep(struct sweep *w, const struct opt_targets *t, const uint8_t *co
 				    !ZYAN_SUCCESS(ZydisCalcAbsoluteAddress(&in, &ops[0], pc, &to)))
 					return -EOPNOTSUPP;
 				w->tails[w->ntails++] = (uintptr_t)to;
-				w->tail = true;
 			}
 			break;
 		case FLOW_CUT:
@@ -252,7 +250,7 @@ static bool comes_back(uintptr_t target, uintptr_t func, size_t size)
 		ZyanU64 to;
 
 		if (!ZYAN_SUCCESS(ZydisDecoderDecodeFull(&dec, code + off, len - off, &in, ops))) {
-			/* filler that does not decode ends the walk: a step at a time */
+			/* filler that does not decode: stepped over a byte at a time */
 			in.length = 1;
 			continue;
 		}
@@ -270,19 +268,16 @@ int arch_exit_sites(uintptr_t func, size_t size, size_t pad, uintptr_t *sites, i
 {
 	struct sweep w = { .sites = sites, .max = max };
 	struct opt_targets t;
-	uint8_t *code = NULL;
 	int err;
 
 	*tail = false;
+	/* the code and its branch targets, as the jump analysis read them */
 	err = arch_opt_function_targets(func, size, pad, arch_read_original, &t);
 	if (err)
 		return err;
 	if (t.why || t.indirect)
 		return -EOPNOTSUPP;
-	code = malloc(size);
-	if (!code)
-		return -ENOMEM;
-	err = arch_read_original(func, code, size) ? -EFAULT : sweep(&w, &t, code, func, size);
+	err = sweep(&w, &t, t.code, func, size);
 	if (!err) {
 		if (w.nown)
 			qsort(w.own, w.nown, sizeof(*w.own), cmp_addr);
@@ -294,8 +289,7 @@ int arch_exit_sites(uintptr_t func, size_t size, size_t pad, uintptr_t *sites, i
 			err = -EOPNOTSUPP;
 	if (!err)
 		err = w.n > max ? -E2BIG : w.n;
-	*tail = w.tail;
+	*tail = w.ntails > 0;
 	free(w.own);
-	free(code);
 	return err;
 }

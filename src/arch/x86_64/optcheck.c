@@ -484,6 +484,7 @@ int arch_opt_function_targets(uintptr_t func, size_t size, size_t pad_after, rea
 	err = function_analysed(func, size, pad_after, func, read_code, &t->why);
 	if (err || t->why)
 		return err;
+	t->code = fcache.code;
 	t->v = fcache.targets;
 	t->n = fcache.ntargets;
 	t->indirect = fcache.indirect;

@@ -20,6 +20,7 @@ int arch_opt_analyse(struct arch_opt *o, uintptr_t addr, uintptr_t func, size_t 
  * from the rest of its object, sorted, with the cases of the switch tables
  * it could read.  Valid until the next analysis, under the registry lock. */
 struct opt_targets {
+	const uint8_t *code;	/* the function's original bytes */
 	const uintptr_t *v;
 	size_t n;
 	bool indirect;		/* an indirect jump whose targets are not all known */

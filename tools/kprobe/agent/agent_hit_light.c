@@ -268,40 +268,39 @@ static inline __attribute__((always_inline)) void record_put(struct agent_probe 
 	ring_commit(s, t->ring, head, len);
 }
 
+/* An event without values of the probe ap, at time now (read first, as
+ * near the hit as can be). */
+HIT_INLINE int record_event(struct agent_probe *ap, uint16_t type, uint64_t now)
+{
+	struct hit_thread *t = light_thread(ap->session);
+
+	if (t)
+		record_plain(ap, t, type, now);
+	return 0;
+}
+
 static int record_entry(struct kprobe *p, struct pt_regs *regs)
 {
 	uint64_t now = kp_cycles();
-	struct agent_probe *ap = container_of(p, struct agent_probe, u.kp);
-	struct hit_thread *t = light_thread(ap->session);
 
 	(void)regs;
-	if (t)
-		record_plain(ap, t, EV_ENTRY, now);
-	return 0;
+	return record_event(container_of(p, struct agent_probe, u.kp), EV_ENTRY, now);
 }
 
 static int record_return(struct kretprobe_instance *ri, struct pt_regs *regs)
 {
 	uint64_t now = kp_cycles();
-	struct agent_probe *ap = container_of(ri->rp, struct agent_probe, u.rp);
-	struct hit_thread *t = light_thread(ap->session);
 
 	(void)regs;
-	if (t)
-		record_plain(ap, t, EV_RETURN, now);
-	return 0;
+	return record_event(container_of(ri->rp, struct agent_probe, u.rp), EV_RETURN, now);
 }
 
 static int record_exit(struct kprobe *p, struct pt_regs *regs)
 {
 	uint64_t now = kp_cycles();
-	struct agent_probe *ap = container_of(p, struct agent_exit, kp)->ap;
-	struct hit_thread *t = light_thread(ap->session);
 
 	(void)regs;
-	if (t)
-		record_plain(ap, t, EV_RETURN, now);
-	return 0;
+	return record_event(container_of(p, struct agent_exit, kp)->ap, EV_RETURN, now);
 }
 
 /* The same with integer arguments (or return values), read from pt_regs. */
