@@ -31,9 +31,16 @@
  *                  operands (events that fit in the ring), next to the
  *                  same on a function entry
  *   clock          ns per read of the time stamps' clock (kp_cycles(),
- *                  what `nsecs` and record events read): the latency
- *                  pattern reads it twice a call, so (ro + 2 clock) / ro
- *                  is the floor of prog_latency's ratio on this machine
+ *                  what `nsecs` and record events read), reads back to
+ *                  back: a read among other work costs less, as the
+ *                  processor runs that work meanwhile
+ *   prog_latency_floor  the least any code can make the latency pattern
+ *                  cost a call here: an optimized entry probe and one on
+ *                  the function's exit site (bench_lat: its way out is
+ *                  not its first instruction), each with a handler that
+ *                  reads the clock, the entry's storing it and the exit's
+ *                  subtracting it, and nothing else; next to an empty
+ *                  return probe on bench_lat's twin (ratio as prog_latency)
  *
  * Usage: kprobe-bench-extra [--json].  Medians of several runs. */
 #include <fcntl.h>
@@ -70,6 +77,26 @@ long bench_ref(long a, long b);
 __attribute__((noinline, noclone, used)) long bench_ref(long a, long b)
 {
 	__asm__ volatile("" ::: "memory");
+	return a + b;
+}
+
+/* A function whose way out is not its first instruction (the branch's
+ * target is), so that its exit site is a probepoint of its own, as in
+ * most functions; and its twin, for the return probe timed in turns with
+ * it (prog_latency_floor). */
+long bench_lat(long a, long b);
+__attribute__((noinline, noclone, used)) long bench_lat(long a, long b)
+{
+	if (a == -42)
+		__asm__ volatile("" : "+r"(b));
+	return a + b;
+}
+
+long bench_lat_ref(long a, long b);
+__attribute__((noinline, noclone, used)) long bench_lat_ref(long a, long b)
+{
+	if (a == -42)
+		__asm__ volatile("" : "+r"(b));
 	return a + b;
 }
 
@@ -196,11 +223,12 @@ static double ns_per_call(long chunk)
 	return ns_per_call_of(chunk, FN_TARGET);
 }
 
-/* ns per call of bench_target (*x) and of bench_ref (*ref), timed in
- * turns, RUNS of each: medians of both and of their ratios (*ratio), so
- * that a machine whose load changes during the run still compares the
- * two under the same load. */
-static void ns_pair(double *x, double *ref, double *ratio)
+/* ns per call of fx (*x) and of fref (*ref), timed in turns, RUNS of
+ * each: medians of both and of their ratios (*ratio), so that a machine
+ * whose load changes during the run still compares the two under the
+ * same load. */
+static void ns_pair_of(long (*fx)(long, long), long (*fref)(long, long), double *x,
+		       double *ref, double *ratio)
 {
 	double vx[RUNS], vr[RUNS], q[RUNS];
 	long sum = 0;
@@ -209,10 +237,10 @@ static void ns_pair(double *x, double *ref, double *ratio)
 		double t0 = now_s(), t1;
 
 		for (long i = 0; i < CALLS; i++)
-			sum += bench_target(i, 1);
+			sum += fx(i, 1);
 		t1 = now_s();
 		for (long i = 0; i < CALLS; i++)
-			sum += bench_ref(i, 1);
+			sum += fref(i, 1);
 		vx[r] = (t1 - t0) * 1e9 / CALLS;
 		vr[r] = (now_s() - t1) * 1e9 / CALLS;
 		q[r] = vx[r] / vr[r];
@@ -225,6 +253,12 @@ static void ns_pair(double *x, double *ref, double *ratio)
 	*x = vx[RUNS / 2];
 	*ref = vr[RUNS / 2];
 	*ratio = q[RUNS / 2];
+}
+
+/* bench_target (the program's) against bench_ref (the reference's). */
+static void ns_pair(double *x, double *ref, double *ratio)
+{
+	ns_pair_of(bench_target, bench_ref, x, ref, ratio);
 }
 
 /* ns per pass of bench_sdt's loop, median of RUNS; with chunk > 0 in
@@ -523,6 +557,62 @@ static int empty_handler(struct kprobe *p, struct pt_regs *regs)
 	return 0;
 }
 
+/* prog_latency_floor: the least the latency pattern can cost a call
+ * here, whatever runs it: the two hits its two halves need (an entry and
+ * the way out, each an optimized probe with a light handler: no return
+ * probe) and the two time stamps nsecs takes, and nothing else (no map,
+ * no thread, no filter). */
+static uint64_t floor_start, floor_sum;
+
+static int floor_entry(struct kprobe *p, struct pt_regs *regs)
+{
+	(void)p;
+	(void)regs;
+	floor_start = kp_cycles();
+	return 0;
+}
+
+static int floor_exit(struct kprobe *p, struct pt_regs *regs)
+{
+	(void)p;
+	(void)regs;
+	floor_sum += kp_cycles() - floor_start;
+	return 0;
+}
+
+/* The floor on bench_lat (entry and exit site, both optimized) timed in
+ * turns with an empty return probe on its twin; -1 when bench_lat's way
+ * out cannot take a probe of its own. */
+static int latency_floor(double *x, double *ref, double *ratio)
+{
+	struct kretprobe rp = { .kp.symbol_name = "bench_lat_ref", .handler = empty_return,
+				.maxactive = 64 };
+	struct kprobe kp[1 + 4] = { { .symbol_name = "bench_lat", .pre_handler = floor_entry } };
+	struct kprobe *kps[1 + 4] = { &kp[0] };
+	unsigned long v[4];
+	int n = kprobes_exit_sites((unsigned long)bench_lat, v, 4,
+				   KPROBES_EXITS_JUMP | KPROBES_EXITS_RETURNS);
+
+	if (n <= 0 || v[0] == (unsigned long)bench_lat)
+		return -1;
+	for (int i = 0; i < n; i++) {
+		kp[1 + i].addr = (kprobe_opcode_t *)v[i];
+		kp[1 + i].pre_handler = floor_exit;
+		kps[1 + i] = &kp[1 + i];
+	}
+	if (register_kprobes(kps, 1 + n))
+		return -1;
+	if (register_kretprobe(&rp)) {
+		unregister_kprobes(kps, 1 + n);
+		return -1;
+	}
+	usleep(300000);
+	ns_pair_of(bench_lat, bench_lat_ref, x, ref, ratio);
+	unregister_kretprobe(&rp);
+	unregister_kprobes(kps, 1 + n);
+	return floor_sum ? 0 : -1;
+}
+
 static uint64_t lost(void)
 {
 	uint64_t n = map.hdr->ringless_lost;
@@ -543,7 +633,8 @@ int main(int argc, char **argv)
 	double pcount_q, pfilter_q, pfilter_tid_q, phist_q, plat_q;
 	double pkeyless, pkeyless_o, pkeyless_q;
 	double fetch0, fetch2, fetch, sdt_call, sdt, sdt_o, sdt_q, sdt_trace, entry_trace;
-	double clock_ns;
+	double clock_ns, lfloor = 0, lfloor_ro = 0, lfloor_q = 0;
+	int lfloor_rc;
 	pthread_t th;
 
 	make_shm();
@@ -664,6 +755,7 @@ int main(int argc, char **argv)
 	ns_pair(&plat, &plat_ro, &plat_q);
 	agent_session_stop();
 	unregister_kretprobe(&rp);
+	lfloor_rc = latency_floor(&lfloor, &lfloor_ro, &lfloor_q);
 	close(shm_fd);
 
 	if (json) {
@@ -675,10 +767,15 @@ int main(int argc, char **argv)
 		       "\"prog_latency_x_ro\":%.2f,"
 		       "\"var_fetch\":%.2f,\"usdt\":%.2f,\"usdt_x_o\":%.2f,\"usdt_trace\":%.2f,"
 		       "\"trace_entry\":%.2f,\"clock\":%.2f,\"prog_count_keyless\":%.2f,"
-		       "\"prog_count_keyless_x_o\":%.2f}\n", call, probe, count - probe,
+		       "\"prog_count_keyless_x_o\":%.2f,", call, probe, count - probe,
 		       trace - probe, rate, ret, pcount, pfilter, pfilter_tid, phist, plat, pcount_q,
 		       pfilter_q, pfilter_tid_q, phist_q, plat_q, fetch, sdt, sdt_q, sdt_trace,
 		       entry_trace, clock_ns, pkeyless, pkeyless_q);
+		if (lfloor_rc)
+			printf("\"prog_latency_floor\":null,\"prog_latency_floor_x_ro\":null}\n");
+		else
+			printf("\"prog_latency_floor\":%.2f,\"prog_latency_floor_x_ro\":%.2f}\n",
+			       lfloor, lfloor_q);
 		return 0;
 	}
 	printf("call            %8.2f ns\n", call);
@@ -706,7 +803,11 @@ int main(int argc, char **argv)
 	       sdt, sdt_q, sdt_o);
 	printf("usdt_trace      %8.2f ns   (trace, 2 operands; on a function entry %.2f ns)\n",
 	       sdt_trace, entry_trace);
-	printf("clock           %8.2f ns   (one time stamp; prog_latency's floor (ro + 2 clock) / ro "
-	       "= %.2fx)\n", clock_ns, (plat_ro + 2 * clock_ns) / plat_ro);
+	printf("clock           %8.2f ns   (one time stamp, read back to back)\n", clock_ns);
+	if (lfloor_rc)
+		printf("prog_latency_floor  n/a   (bench_lat's exit site cannot take a probe)\n");
+	else
+		printf("prog_latency_floor %5.2f ns   %.2fx ro (ro %.2f ns; entry and exit site probes, "
+		       "two time stamps, nothing else)\n", lfloor, lfloor_q, lfloor_ro);
 	return 0;
 }
