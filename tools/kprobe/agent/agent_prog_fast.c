@@ -190,6 +190,12 @@ FAST_INLINE void keyless_add(struct prog_thread *t, const struct prog_point *pt,
 	__atomic_fetch_add((int64_t *)((uint8_t *)pt->kval + off), v, __ATOMIC_RELAXED);
 }
 
+FAST_INLINE uint64_t point_nsecs_at(const struct prog_point *pt, uint64_t cycles)
+{
+	return pt->start_ns + (uint64_t)(((unsigned __int128)(cycles - pt->start_tsc) *
+					  pt->tick_q32) >> 32);
+}
+
 FAST_INLINE uint64_t point_nsecs(const struct prog_point *pt)
 {
 	return pt->start_ns + (uint64_t)(((unsigned __int128)(kp_cycles() -
@@ -359,7 +365,8 @@ FAST_INLINE int64_t *point_slot(struct prog_point *pt, unsigned m, uint64_t key)
  * hist sample of now - start, and the entry is deleted (the slot the
  * thread's cache holds: its word goes from live to deleted, as
  * lang_map_delete_val does it). */
-FAST_INLINE void delta_hist(struct prog_thread *t, struct prog_point *pt, uint64_t key)
+FAST_INLINE void delta_hist(struct prog_thread *t, struct prog_point *pt, uint64_t key,
+			    uint64_t now)
 {
 	int64_t *val = thread_slot(t, pt, pt->d.fast_map2, key, false), start, *hist;
 	uint64_t w;
@@ -369,7 +376,7 @@ FAST_INLINE void delta_hist(struct prog_thread *t, struct prog_point *pt, uint64
 		return;	/* the filter is false */
 	hist = keyless_val(pt);
 	if (hist)
-		keyless_add(t, pt, 8 * (size_t)mapi_hist_index((int64_t)(point_nsecs(pt) -
+		keyless_add(t, pt, 8 * (size_t)mapi_hist_index((int64_t)(point_nsecs_at(pt, now) -
 									 (uint64_t)start)),
 			    1);
 	/* t->word is val's slot's word, as it read live; NULL when the slot
@@ -491,6 +498,7 @@ FAST_INLINE void form_hist(struct agent_probe *ap, const struct pt_regs *regs, b
 /* @s[src] = nsecs */
 FAST_INLINE void form_store(struct agent_probe *ap, const struct pt_regs *regs, bool with_regs)
 {
+	uint64_t now = kp_cycles();
 	struct prog_point *pt;
 	struct prog_thread *t;
 	int64_t *val;
@@ -500,18 +508,19 @@ FAST_INLINE void form_store(struct agent_probe *ap, const struct pt_regs *regs, 
 		return;
 	val = thread_slot(t, pt, pt->d.fast_map, x, true);
 	if (val)
-		__atomic_store_n(val, (int64_t)point_nsecs(pt), __ATOMIC_RELAXED);
+		__atomic_store_n(val, (int64_t)point_nsecs_at(pt, now), __ATOMIC_RELAXED);
 }
 
 /* /@s[src]/ { @h = hist(nsecs - @s[src]); delete(@s[src]); } */
 FAST_INLINE void form_delta(struct agent_probe *ap, const struct pt_regs *regs, bool with_regs)
 {
+	uint64_t now = kp_cycles();
 	struct prog_point *pt;
 	struct prog_thread *t;
 	uint64_t x;
 
 	if (fast_hit(ap, regs, with_regs, &pt, &t, &x))
-		delta_hist(t, pt, x);
+		delta_hist(t, pt, x, now);
 }
 
 #define container_of(p, type, member) ((type *)((char *)(p) - offsetof(type, member)))
