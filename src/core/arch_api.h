@@ -194,10 +194,12 @@ struct kp_jl_site {
 	bool branch;		/* a JMP when the key is false */
 };
 
-/* Async-signal-safe: the site starting at / covering addr, or NULL; whether
- * it jumps under its key's current value. */
+/* Async-signal-safe: the site starting at / covering addr, or NULL;
+ * whether any site's bytes meet [lo, hi); whether a site jumps under its
+ * key's current value. */
 const struct kp_jl_site *kp_jl_site_at(uintptr_t addr);
 const struct kp_jl_site *kp_jl_site_covering(uintptr_t addr);
+bool kp_jl_sites_meet(uintptr_t lo, uintptr_t hi);
 bool kp_jl_site_jumps(const struct kp_jl_site *s);
 /* Whether [lo, hi) overlaps a site or (targets) has a site's jump target
  * inside (lo, hi).  Refreshes the tables first; true when that fails. */

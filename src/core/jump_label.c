@@ -196,6 +196,19 @@ const struct kp_jl_site *kp_jl_site_covering(uintptr_t addr)
 	return s && addr < s->addr + arch_jump_label_len() ? s : NULL;
 }
 
+/* Async-signal-safe: whether a site's bytes meet [lo, hi) (hi > lo), in
+ * the objects holding lo and hi - 1.  Sites do not overlap and each
+ * object's are sorted: the last one at or below hi - 1 is the one that
+ * can reach furthest into the range. */
+bool kp_jl_sites_meet(uintptr_t lo, uintptr_t hi)
+{
+	const struct kp_jl_site *s = site_at_or_below(hi - 1);
+
+	if (s && s->addr + arch_jump_label_len() > lo)
+		return true;
+	return kp_jl_site_covering(lo) != NULL;
+}
+
 bool kp_jl_site_jumps(const struct kp_jl_site *s)
 {
 	return static_key_enabled(s->key) != s->branch;

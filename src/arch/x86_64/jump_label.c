@@ -16,7 +16,6 @@
 #include "os/linux/memory.h"
 
 #define INT3 0xcc
-#define JMP_REL32 0xe9
 
 const uint8_t arch_jump_label_nop[ARCH_JUMP_LABEL_LEN] = { 0x0f, 0x1f, 0x44, 0x00, 0x00 };
 

@@ -17,7 +17,6 @@
 #include "core/arch_api.h"
 #include "os/linux/memory.h"
 
-#define JMP_REL32 0xe9
 #define INT3 0xcc
 
 int arch_opt_analyse_pp(struct kp_probepoint *pp)

@@ -12,7 +12,8 @@
 #define INT3 ARCH_BREAKPOINT_INSN
 #define MAX_FUNC_DECODE (1u << 20)
 
-/* What the program's code has at addr, given the byte seen there. */
+/* What the program's code has at addr, given the byte seen there, one
+ * lookup after another (for a range a static-key site meets). */
 static uint8_t original_byte(uintptr_t addr, uint8_t seen)
 {
 	struct kp_probepoint *pp = kp_probepoint_lookup(addr);
@@ -21,7 +22,7 @@ static uint8_t original_byte(uintptr_t addr, uint8_t seen)
 	if (pp && pp->armed)
 		return pp->ainsn.bytes[0];
 	/* Inside the rel32 of an installed jump? */
-	for (uintptr_t k = 1; k < 5; k++) {
+	for (uintptr_t k = 1; k < ARCH_OPT_JUMP_LEN; k++) {
 		pp = kp_probepoint_lookup(addr - k);
 		if (pp && pp->ainsn.opt && pp->ainsn.opt->jumped)
 			return pp->ainsn.opt->orig[k];
@@ -34,12 +35,57 @@ static uint8_t original_byte(uintptr_t addr, uint8_t seen)
 	return seen;
 }
 
+/* The displacement of the jump installed at the probepoint pp at at (if
+ * any) back in buf, the bytes at addr, where it falls in them; a byte
+ * where a probepoint is armed is that one's (as original_byte has it). */
+static void restore_jump_tail(const struct kp_probepoint *pp, uintptr_t at, uintptr_t addr,
+			      uint8_t *buf, size_t len)
+{
+	if (!pp || !pp->ainsn.opt || !pp->ainsn.opt->jumped)
+		return;
+	for (uintptr_t k = 1; k < ARCH_OPT_JUMP_LEN; k++) {
+		uintptr_t b = at + k;
+		const struct kp_probepoint *q;
+
+		if (b < addr || b - addr >= len)
+			continue;
+		q = kp_probepoint_lookup(b);
+		if (!q || !q->armed)
+			buf[b - addr] = pp->ainsn.opt->orig[k];
+	}
+}
+
+/* A probepoint changes the byte at its address into an int3 or a jump's
+ * opcode, and with a jump the displacement after it: only where one of
+ * those two bytes is seen, or a jump's displacement reaches in from
+ * before addr, is the probe table asked (a function's analysis reads all
+ * of it, byte for byte lookups were most of that).  Where a static-key
+ * site meets the range, byte by byte. */
 int arch_read_original(uintptr_t addr, uint8_t *buf, size_t len)
 {
 	if (kp_mem_read_nofault(addr, buf, len))
 		return -EFAULT;
-	for (size_t i = 0; i < len; i++)
-		buf[i] = original_byte(addr + i, buf[i]);
+	if (!len)
+		return 0;
+	if (kp_jl_sites_meet(addr, addr + len)) {
+		for (size_t i = 0; i < len; i++)
+			buf[i] = original_byte(addr + i, buf[i]);
+		return 0;
+	}
+	for (uintptr_t k = ARCH_OPT_JUMP_LEN - 1; k > 0; k--)
+		restore_jump_tail(kp_probepoint_lookup(addr - k), addr - k, addr, buf, len);
+	for (size_t i = 0; i < len; i++) {
+		struct kp_probepoint *pp;
+
+		if (buf[i] != INT3 && buf[i] != JMP_REL32)
+			continue;
+		pp = kp_probepoint_lookup(addr + i);
+		if (!pp)
+			continue;
+		restore_jump_tail(pp, addr + i, addr, buf, len);
+		if (pp->armed)
+			buf[i] = pp->ainsn.bytes[0];
+	}
 	return 0;
 }
 

@@ -7,8 +7,10 @@
 
 #include "os/linux/loader.h"
 
-/* The longest rewrite: a jmp rel32 (a jump label, an optimized probe). */
+/* The longest rewrite: a jmp rel32 (a jump label, an optimized probe),
+ * whose opcode is JMP_REL32. */
 #define TEXT_POKE_MAX 5
+#define JMP_REL32 0xe9
 
 /* One rewrite: the len bytes at addr become bytes[]. */
 struct text_poke {
