@@ -81,6 +81,7 @@ int kprobes_sym_check_offset(unsigned long sym_addr, size_t sym_size, unsigned l
  * and return value, but safe against the library's fork handling (a fork
  * during the walk waits for it, so a child never inherits the loader's
  * lock held).  -EINVAL: fn NULL. */
+struct dl_phdr_info;	/* <link.h> defines it under _GNU_SOURCE only */
 int kprobes_objects_foreach(int (*fn)(struct dl_phdr_info *info, size_t size, void *arg),
 			    void *arg);
 
