@@ -190,6 +190,7 @@ FAST_INLINE void keyless_add(struct prog_thread *t, const struct prog_point *pt,
 	__atomic_fetch_add((int64_t *)((uint8_t *)pt->kval + off), v, __ATOMIC_RELAXED);
 }
 
+/* nsecs at the time stamp cycles (a kp_cycles() reading). */
 FAST_INLINE uint64_t point_nsecs_at(const struct prog_point *pt, uint64_t cycles)
 {
 	return pt->start_ns + (uint64_t)(((unsigned __int128)(cycles - pt->start_tsc) *
@@ -198,9 +199,7 @@ FAST_INLINE uint64_t point_nsecs_at(const struct prog_point *pt, uint64_t cycles
 
 FAST_INLINE uint64_t point_nsecs(const struct prog_point *pt)
 {
-	return pt->start_ns + (uint64_t)(((unsigned __int128)(kp_cycles() -
-							       pt->start_tsc) *
-					  pt->tick_q32) >> 32);
+	return point_nsecs_at(pt, kp_cycles());
 }
 
 /* A source's value; with_regs false for the handlers that must not look
@@ -495,7 +494,11 @@ FAST_INLINE void form_hist(struct agent_probe *ap, const struct pt_regs *regs, b
 		keyless_add(t, pt, 8 * (size_t)mapi_hist_index((int64_t)x), 1);
 }
 
-/* @s[src] = nsecs */
+/* @s[src] = nsecs.  The latency pattern's halves read the clock before
+ * anything else: the read is slow to complete but nothing waits on it
+ * until the end, so the slot lookups run meanwhile (read after them, it
+ * cost the pattern some 5 ns a call); a hit the form then drops has read
+ * it for nothing. */
 FAST_INLINE void form_store(struct agent_probe *ap, const struct pt_regs *regs, bool with_regs)
 {
 	uint64_t now = kp_cycles();
@@ -511,7 +514,8 @@ FAST_INLINE void form_store(struct agent_probe *ap, const struct pt_regs *regs, 
 		__atomic_store_n(val, (int64_t)point_nsecs_at(pt, now), __ATOMIC_RELAXED);
 }
 
-/* /@s[src]/ { @h = hist(nsecs - @s[src]); delete(@s[src]); } */
+/* /@s[src]/ { @h = hist(nsecs - @s[src]); delete(@s[src]); }, the clock
+ * read first as in form_store */
 FAST_INLINE void form_delta(struct agent_probe *ap, const struct pt_regs *regs, bool with_regs)
 {
 	uint64_t now = kp_cycles();
