@@ -36,6 +36,7 @@ void kp_probeset_remove(const struct kprobe *p);
 
 /* optimizer.c (under kp_registry_lock) */
 void kp_optimizer_reevaluate(struct kp_probepoint *pp);
+void kp_optimizer_analyse_ahead(struct kp_probepoint **pps, int n);
 void kp_optimizer_reevaluate_near(uintptr_t addr);
 void kp_optimizer_unoptimize(struct kp_probepoint *pp);
 void kp_optimizer_forget_gone(struct kp_probepoint *pp);

@@ -102,7 +102,7 @@ static void kick_optimizer(void)
 	sigset_t all, old;
 	pthread_t t;
 
-	if (thread_pid == getpid()) {
+	if (thread_pid == kp_getpid()) {
 		pthread_cond_signal(&kick);
 		return;
 	}
@@ -120,7 +120,7 @@ static void kick_optimizer(void)
 	pthread_attr_setdetachstate(&attr, PTHREAD_CREATE_DETACHED);
 	__atomic_store_n(&thread_ready, false, __ATOMIC_RELEASE);
 	if (pthread_create(&t, &attr, optimizer_main, NULL) == 0) {
-		thread_pid = getpid();
+		thread_pid = kp_getpid();
 		pthread_setname_np(t, "kprobes-opt");
 	}
 	pthread_attr_destroy(&attr);
@@ -209,6 +209,21 @@ void kp_optimizer_reevaluate_near(uintptr_t addr)
 	}
 }
 
+/* The jump analysis of probepoints about to be armed, done while nothing
+ * of theirs is armed yet: it is kept with the probepoint, and the
+ * reevaluation after arming finds it done.  Done after arming, the
+ * analysis's own calls into code being probed (the allocator, the
+ * loader's object walk, locks: with every function of libc probed, all
+ * of them) would each take the breakpoint of one armed before. */
+void kp_optimizer_analyse_ahead(struct kp_probepoint **pps, int n)
+{
+	if (!kp_knob_optimize)
+		return;
+	for (int i = 0; i < n; i++)
+		if (!pps[i]->gone && !pps[i]->nunoptimizable)
+			arch_opt_analyse_pp(pps[i]);
+}
+
 void kp_optimizer_reevaluate(struct kp_probepoint *pp)
 {
 	bool want = want_optimized(pp);
@@ -218,10 +233,17 @@ void kp_optimizer_reevaluate(struct kp_probepoint *pp)
 		return;
 	}
 	if (pp->opt_state == OPT_NONE) {
+		bool idle = !queue;
+
 		pp->opt_state = OPT_QUEUED;
 		pp->opt_next = queue;
 		queue = pp;
-		kick_optimizer();
+		/* The thread waits only on an empty queue (under the lock
+		 * held here): one kick per batch of probepoints, not one
+		 * each (the kick calls into libc, which may be probed), and
+		 * one whenever the thread is not there to take them. */
+		if (idle || thread_pid != kp_getpid())
+			kick_optimizer();
 	}
 }
 

@@ -474,8 +474,10 @@ static int kp_apply_arming(struct kp_probepoint **pps, int n)
 	/* A disarmed probe may sit inside a jump installed meanwhile. */
 	for (int i = 0; i < na && !err; i++)
 		kp_optimizer_region_conflicts(arm[i]->addr);
-	if (na && !err)
+	if (na && !err) {
+		kp_optimizer_analyse_ahead(arm, na);
 		err = arch_arm(arm, na);
+	}
 	for (int i = 0; i < n && !err; i++) {
 		kp_optimizer_reevaluate(pps[i]);
 		if (!pps[i]->armed)
@@ -677,14 +679,24 @@ int kp_rearm_all(void)
 /* Marks the probepoints of unloaded objects gone.  Under the lock. */
 void kp_objects_unloaded_locked(void)
 {
+	/* The object found loaded last, whose segments are still where its
+	 * probepoints are: the probepoints of one object are many, and each
+	 * question to the loader walks its list under its lock (calls into
+	 * libc, which may itself be probed) */
+	const struct kp_object_id *loaded = NULL;
 	struct ksym obj;
 
 	ksym_refresh();
 	for (struct kp_probepoint *pp = kp_all_probepoints; pp; pp = pp->all_next) {
-		/* Something mapped at the address since is not the object. */
-		if (pp->gone || !pp->in_object ||
-		    (ksym_object_of(pp->addr, &obj) == 0 && kp_object_loaded(&pp->obj)))
+		if (pp->gone || !pp->in_object)
 			continue;
+		if (loaded && kp_object_id_equal(loaded, &pp->obj))
+			continue;
+		/* Something mapped at the address since is not the object. */
+		if (ksym_object_of(pp->addr, &obj) == 0 && kp_object_loaded(&pp->obj)) {
+			loaded = &pp->obj;
+			continue;
+		}
 		kp_optimizer_forget_gone(pp);
 		pp->gone = true;
 		pp->armed = false;

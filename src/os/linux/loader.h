@@ -35,6 +35,13 @@ struct kp_object_id {
 	bool known;			/* false: code in no object (JIT, anonymous) */
 };
 
+/* Whether a and b name the same object (both known). */
+static inline bool kp_object_id_equal(const struct kp_object_id *a, const struct kp_object_id *b)
+{
+	return a->known && b->known && a->base == b->base && a->phdr == b->phdr &&
+	       a->name_hash == b->name_hash;
+}
+
 /* The object whose segments cover addr: 0, or -ENOENT (id->known false). */
 int kp_object_id_of(uintptr_t addr, struct kp_object_id *id);
 
