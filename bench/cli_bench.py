@@ -7,6 +7,10 @@ cost per hit or event in a whole run, against the unprobed run and uftrace.
   record_fib     ns per event of `kprobe record fib 'fib%return'`
   record_lost    events that record lost (must be 0)
   uftrace_fib    ns per event of `uftrace record -P fib` (null: not installed)
+  startup_libc   seconds of `kprobe count 'libc.so.6:*' -- true`: probing
+                 every function of libc, arming, optimizing and leaving, for
+                 a command that does nothing (best of RUNS)
+  startup_libc_ret  the same with 'libc.so.6:*%return'
 
 The targets, printed at the end: cli_count <= 1.5 x the engine's `o` row,
 cli_count_ret <= 1.5 x its `ro` row (both from kprobes-bench --only=o,ro,
@@ -118,6 +122,9 @@ def main():
                                               "-P", "fib"] + prog(n))
             except subprocess.CalledProcessError:
                 uftrace = None
+        startup = best([kprobe, "count", "-o", os.devnull, "libc.so.6:*", "--", "true"])
+        startup_ret = best([kprobe, "count", "-o", os.devnull, "libc.so.6:*%return", "--",
+                            "true"])
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     def per(t, n, i):
@@ -136,6 +143,8 @@ def main():
         "cli_count_ret_cpu": per(count_ret, CALLS, 1),
         "record_fib_cpu": per(record, 2 * CALLS, 1),
         "uftrace_fib_cpu": None if uftrace is None else per(uftrace, 2 * CALLS, 1),
+        "startup_libc": round(startup[0], 3),
+        "startup_libc_ret": round(startup_ret[0], 3),
     }
     if as_json:
         print(json.dumps(rows))
