@@ -2223,6 +2223,109 @@ Test(lang_maps, latency_pattern_reuses_its_slots)
 	env_free(e);
 }
 
+static const uint64_t *keyless_value(struct env *e, const char *name, uint64_t *buf, int raw);
+
+/* The latency pattern's start times as a map of thread values: each
+ * thread with a shard keeps its own entry (written by it alone), which
+ * the map's iteration gives after the slots' entries; a thread without
+ * one uses a slot.  Only the pattern's two fast forms may use the map. */
+Test(lang_maps, latency_starts_are_thread_values)
+{
+	struct env *e = compile("uprobe:a:f { @s[tid] = nsecs; }"
+				" uretprobe:a:f /@s[tid]/ { @ns = hist(nsecs - @s[tid]);"
+				" delete(@s[tid]); }");
+	unsigned s = (unsigned)map_index(e, "@s");
+	uint64_t buf[LANG_HIST_BUCKETS];
+	const uint64_t *h;
+	uint32_t shard = lang_maps_take_shard(e->region);
+
+	cr_assert_neq(e->img.map_tval_off[s], 0);
+	cr_assert_geq(e->img.map_tval_off[s], e->img.shards_off);
+	cr_assert_leq(e->img.map_tval_off[s] + sizeof(struct lang_tval),
+		      e->img.shards_off + e->img.shard_block);
+	cr_assert_eq(shard, 1);
+	/* thread 100 with the shard: its entry, then none once returned */
+	e->ctx.shard = shard;
+	e->nsecs = 5000;
+	cr_assert_eq(run(e, 0), 0);
+	cr_assert_eq(map_count(e, "@s"), 1);
+	cr_assert_eq(map_val(e, "@s", 100), 5000);
+	/* the slots hold nothing: the entry is the thread's, after them */
+	{
+		size_t pos = 0;
+		const void *k, *v;
+
+		cr_assert_eq(lang_map_next(&e->img, e->region, s, &pos, &k, &v), 1);
+		cr_assert_gt(pos, e->img.map_cap[s]);
+		cr_assert_eq(*(const uint64_t *)k, 100);
+	}
+	e->nsecs = 5300;
+	cr_assert_eq(run(e, 1), 0);
+	cr_assert_eq(map_count(e, "@s"), 0);
+	h = keyless_value(e, "@ns", buf, 0);
+	cr_assert(h);
+	cr_assert_eq(h[lang_hist_index(300)], 1);
+	/* a return without its entry finds nothing (the filter is false) */
+	cr_assert_eq(run(e, 1), 0);
+	cr_assert_eq(h[lang_hist_index(300)], 1);
+	/* two threads in flight, one in its entry, one (no shard) in a slot */
+	e->nsecs = 7000;
+	cr_assert_eq(run(e, 0), 0);
+	e->ctx.shard = 0;
+	e->tid = 200;
+	e->nsecs = 8000;
+	cr_assert_eq(run(e, 0), 0);
+	cr_assert_eq(map_count(e, "@s"), 2);
+	cr_assert_eq(map_val(e, "@s", 100), 7000);
+	cr_assert_eq(map_val(e, "@s", 200), 8000);
+	e->nsecs = 8100;
+	cr_assert_eq(run(e, 1), 0);
+	cr_assert_eq(map_count(e, "@s"), 1);
+	e->ctx.shard = shard;
+	e->tid = 100;
+	e->nsecs = 7050;
+	cr_assert_eq(run(e, 1), 0);
+	cr_assert_eq(map_count(e, "@s"), 0);
+	h = keyless_value(e, "@ns", buf, 0);
+	cr_assert_eq(h[lang_hist_index(100)], 1);
+	cr_assert_eq(h[lang_hist_index(50)], 1);
+	env_free(e);
+}
+
+/* What keeps the start times in the map's slots: any other use of the
+ * map, another key or value, a key limit below the shards. */
+Test(lang_maps, thread_values_only_for_the_pattern_alone)
+{
+	static const char *const other[] = {
+		"uprobe:a:f { @s[tid] = nsecs; } uretprobe:a:f /@s[tid]/ { @ns = hist(nsecs - @s[tid]);"
+		" delete(@s[tid]); } END { print(@s); }",
+		"uprobe:a:f { @s[tid] = nsecs; } uretprobe:a:f /@s[tid]/ { @ns = hist(nsecs - @s[tid]);"
+		" delete(@s[tid]); } uprobe:a:g { printf(\"%d\\n\", @s[tid]); }",
+		"uprobe:a:f { @s[tid] = nsecs; } uretprobe:a:f /@s[tid]/ { @ns = hist(nsecs - @s[tid]);"
+		" delete(@s[tid]); } interval:s:1 { clear(@s); }",
+		"uprobe:a:f { @s[pid] = nsecs; } uretprobe:a:f /@s[pid]/ { @ns = hist(nsecs - @s[pid]);"
+		" delete(@s[pid]); }",
+		"uprobe:a:f { @s[tid] = elapsed; } uretprobe:a:f /@s[tid]/ { @ns = hist(nsecs - @s[tid]);"
+		" delete(@s[tid]); }",
+		"uprobe:a:f { @s[tid] = nsecs; } uprobe:a:g { @s[tid] = 5; }",
+	};
+
+	for (size_t i = 0; i < sizeof(other) / sizeof(other[0]); i++) {
+		struct env *e = compile(other[i]);
+
+		cr_assert_eq(e->img.map_tval_off[map_index(e, "@s")], 0, "%s", other[i]);
+		env_free(e);
+	}
+	{
+		struct env *e = compile_with("uprobe:a:f { @s[tid] = nsecs; } uretprobe:a:f"
+					     " /@s[tid]/ { @ns = hist(nsecs - @s[tid]);"
+					     " delete(@s[tid]); }", 0, NULL, LANG_SHARDS - 1);
+
+		cr_assert_eq(e->img.map_tval_off[map_index(e, "@s")], 0);
+		env_free(e);
+	}
+}
+
 Test(lang_maps, delete_frees_a_key_for_another)
 {
 	struct env *e = compile_with("uprobe:a:f { @[arg0] = count(); } uprobe:a:g { delete(@[arg0]); }", 0, NULL, 2);

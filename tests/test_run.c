@@ -454,6 +454,41 @@ Test(load, run_latency_pattern_fast_form)
 	cr_assert_null(strstr(r.out, "@s["), "%s", r.out);
 }
 
+/* One start time left when the program ends: exit() two calls down a
+ * recursion leaves the thread's entry in @s, printed at the end as the
+ * slots' entries are (the start times kept as the thread's own, with
+ * @s used by nothing else, and, for print(@s), in the map's slots). */
+static void expect_one_start(const char *out)
+{
+	const char *at = strstr(out, "@s[");
+	long key = 0, val = 0;
+
+	cr_assert(at, "%s", out);
+	cr_assert_eq(sscanf(at, "@s[%ld]: %ld", &key, &val), 2, "%s", out);
+	cr_assert_gt(key, 0, "%s", out);
+	cr_assert_gt(val, 0, "%s", out);
+	cr_assert_null(strstr(at + 1, "@s["), "%s", out);
+}
+
+Test(load, run_latency_start_left_at_exit)
+{
+	struct run r;
+
+	cli_run(&r, "%s run -o /dev/stdout -e 'uprobe:%s:run_recurse { @s[tid] = nsecs; } "
+	    "uretprobe:%s:run_recurse /@s[tid]/ { @ns = hist(nsecs - @s[tid]); delete(@s[tid]); } "
+	    "uprobe:%s:run_recurse /arg0 == 2/ { exit(); }' -c '%s recurse 5'", kprobe, run_target,
+	    run_target, run_target, run_target);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	expect_one_start(r.out);
+	cr_assert_null(strstr(r.out, "@ns"), "%s", r.out);
+	cli_run(&r, "%s run -o /dev/stdout -e 'uprobe:%s:run_recurse { @s[tid] = nsecs; } "
+	    "uretprobe:%s:run_recurse /@s[tid]/ { @ns = hist(nsecs - @s[tid]); delete(@s[tid]); } "
+	    "uprobe:%s:run_recurse /arg0 == 2/ { exit(); } END { print(@s); clear(@s); }' "
+	    "-c '%s recurse 5'", kprobe, run_target, run_target, run_target, run_target);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	expect_one_start(r.out);
+}
+
 /* The fast forms' keyed counts, exact: by probe and func (a slot kept per
  * point: an entry and a return of one function are two keys), by tid
  * from eight threads (a slot per thread), by an argument whose value

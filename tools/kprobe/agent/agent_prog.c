@@ -730,7 +730,7 @@ static int load_image(struct agent_prog *p, struct agent_session *s, struct agen
 				  "session gave them");
 	p->region = (char *)s->map.base + kps_off_region(cfg->image_len);
 	for (unsigned int m = 0; m < p->img.hdr->nmaps; m++)
-		p->shards |= p->img.map_shard_off[m] != 0;
+		p->shards |= p->img.map_shard_off[m] != 0 || p->img.map_tval_off[m] != 0;
 	return 0;
 }
 

@@ -53,6 +53,11 @@ struct prog_point {
 	size_t koff;
 	/* fast_map counted by tid, and by nothing else (map_tid_owned) */
 	bool tid_owned;
+	/* The latency pattern's map of start times is one of thread values
+	 * (lang_image.map_tval_off): tval, and the offset of a thread's
+	 * entry in its block of shards */
+	bool tval;
+	size_t toff;
 	/* `@[probe]`, `@[func]`: the slot of the point's own key, or NULL */
 	uint8_t *pval;
 	/* A filter on an argument at an entry: tested by the handler before
@@ -360,6 +365,33 @@ FAST_INLINE int64_t *point_slot(struct prog_point *pt, unsigned m, uint64_t key)
 	return point_slot_slow(&r);
 }
 
+/* The thread's own entry in the point's map of thread values, or NULL
+ * when the thread has no shard (its key then has a slot of the map). */
+FAST_INLINE struct lang_tval *thread_tval(struct prog_thread *t, const struct prog_point *pt)
+{
+	uint8_t *block = t->fblock;
+
+	if (__builtin_expect(!block, 0))
+		block = fast_take_shard(pt);
+	return block != NO_SHARD ? (struct lang_tval *)(block + pt->toff) : NULL;
+}
+
+/* The latency pattern's return half on a thread's own entry: as below,
+ * with plain loads and stores. */
+FAST_INLINE void delta_hist_tval(struct prog_thread *t, struct prog_point *pt,
+				 struct lang_tval *e, uint64_t now)
+{
+	int64_t start = mapi_tval_read(e);
+
+	if (!start)
+		return;	/* the filter is false */
+	if (keyless_val(pt))
+		keyless_add(t, pt, 8 * (size_t)mapi_hist_index((int64_t)(point_nsecs_at(pt, now) -
+									 (uint64_t)start)),
+			    1);
+	mapi_tval_delete(e);
+}
+
 /* The latency pattern's return half: the start value, if any, becomes a
  * hist sample of now - start, and the entry is deleted (the slot the
  * thread's cache holds: its word goes from live to deleted, as
@@ -509,6 +541,14 @@ FAST_INLINE void form_store(struct agent_probe *ap, const struct pt_regs *regs, 
 
 	if (!fast_hit(ap, regs, with_regs, &pt, &t, &x))
 		return;
+	if (pt->tval) {
+		struct lang_tval *e = thread_tval(t, pt);
+
+		if (__builtin_expect(e != NULL, 1)) {
+			mapi_tval_store(e, x, (int64_t)point_nsecs_at(pt, now));
+			return;
+		}
+	}
 	val = thread_slot(t, pt, pt->d.fast_map, x, true);
 	if (val)
 		__atomic_store_n(val, (int64_t)point_nsecs_at(pt, now), __ATOMIC_RELAXED);
@@ -523,7 +563,13 @@ FAST_INLINE void form_delta(struct agent_probe *ap, const struct pt_regs *regs, 
 	struct prog_thread *t;
 	uint64_t x;
 
-	if (fast_hit(ap, regs, with_regs, &pt, &t, &x))
+	struct lang_tval *e;
+
+	if (!fast_hit(ap, regs, with_regs, &pt, &t, &x))
+		return;
+	if (pt->tval && (e = thread_tval(t, pt)) != NULL)
+		delta_hist_tval(t, pt, e, now);
+	else
 		delta_hist(t, pt, x, now);
 }
 
@@ -734,6 +780,13 @@ static struct prog_point *new_point(struct agent_prog *p, const struct agent_pro
 	}
 	pt->tid_owned = d->fast == LANG_FAST_COUNT_KEY && d->fast_src == LANG_SRC_TID &&
 			img->map_tid_owned[d->fast_map];
+	if (d->fast == LANG_FAST_STORE_KEY || d->fast == LANG_FAST_DELTA_HIST) {
+		size_t off = img->map_tval_off[d->fast == LANG_FAST_STORE_KEY ? d->fast_map :
+										d->fast_map2];
+
+		pt->tval = off != 0;
+		pt->toff = off ? off - img->shards_off : 0;
+	}
 	pt->next = p->points;
 	p->points = pt;
 	return pt;

@@ -427,6 +427,15 @@ struct lang_image {
 	 * that part, and nothing else updates the map): a key no two threads
 	 * share, updated by the owner's add. */
 	bool map_tid_owned[LANG_MAX_MAPS];
+	/* A map of thread values: the start times of the latency pattern
+	 * (`@m[tid] = nsecs` and its return half, fast forms both, and
+	 * nothing else reading or writing @m; a key limit of LANG_SHARDS at
+	 * least).  A thread with a shard keeps its own entry in it, a
+	 * struct lang_tval at this offset of the region in the first shard,
+	 * the next ones shard_block bytes apart, written by that thread
+	 * alone with plain stores; threads without one use the map's slots.
+	 * 0 when the map is not one. */
+	size_t map_tval_off[LANG_MAX_MAPS];
 	size_t region_size;		/* bytes the map region needs */
 };
 
@@ -450,6 +459,16 @@ int lang_maps_init(const struct lang_image *img, void *region, size_t size);
  * it. */
 uint32_t lang_maps_take_shard(void *region);
 
+/* A thread's entry in a map of thread values (lang_image.map_tval_off):
+ * its key (the thread's tid) and value, there while live is not 0.  A
+ * delete clears live alone, so a reader that found it live reads the key
+ * and a value (the latest) afterwards, as from a deleted slot. */
+struct lang_tval {
+	uint64_t key;
+	int64_t val;
+	uint64_t live;
+};
+
 /* Drop counters: updates that found the map full, and runs ended by the
  * loop budget. */
 uint64_t lang_maps_dropped(const struct lang_image *img, const void *region, unsigned map);
@@ -457,7 +476,8 @@ uint64_t lang_maps_aborted(const struct lang_image *img, const void *region);
 
 /* Iterates the live entries of a map: *pos starts at 0; returns 1 with
  * key (NULL for a keyless map) and value pointing into the region, 0 at
- * the end. */
+ * the end.  A map of thread values gives its slots' entries, then the
+ * threads' own. */
 int lang_map_next(const struct lang_image *img, const void *region, unsigned map,
 		  size_t *pos, const void **key, const void **val);
 

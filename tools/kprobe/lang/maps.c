@@ -335,6 +335,18 @@ int lang_map_next(const struct lang_image *img, const void *region, unsigned m,
 		*val = slot_val(img, m, slot);
 		return 1;
 	}
+	/* then the threads' own entries of a map of thread values */
+	while (img->map_tval_off[m] && *pos < (size_t)img->map_cap[m] + LANG_SHARDS) {
+		struct lang_tval *e = mapi_tval(img, (void *)region, m,
+						(uint32_t)(*pos - img->map_cap[m]) + 1);
+
+		(*pos)++;
+		if (!__atomic_load_n(&e->live, __ATOMIC_ACQUIRE))
+			continue;
+		*key = &e->key;
+		*val = &e->val;
+		return 1;
+	}
 	return 0;
 }
 

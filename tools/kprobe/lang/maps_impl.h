@@ -458,6 +458,38 @@ MAPS_INLINE int64_t *mapi_shard_val(const struct lang_image *img, void *region, 
 			   (size_t)(shard - 1) * img->map_shard_stride[m]);
 }
 
+/* The entry of the thread with shard (1 + its index) in map of thread
+ * values m (lang_image.map_tval_off). */
+MAPS_INLINE struct lang_tval *mapi_tval(const struct lang_image *img, void *region, unsigned m,
+					uint32_t shard)
+{
+	return (struct lang_tval *)((uint8_t *)region + img->map_tval_off[m] +
+				    (size_t)(shard - 1) * img->shard_block);
+}
+
+/* The latency pattern's halves on a thread's own entry (written by that
+ * thread alone, so plain stores; a signal handler's hit in between runs
+ * whole, between two of them): the entry half's store, and the return
+ * half's read (the value, 0 for none, as bpftrace reads a missing key)
+ * and delete. */
+MAPS_INLINE void mapi_tval_store(struct lang_tval *e, uint64_t key, int64_t v)
+{
+	__atomic_store_n(&e->key, key, __ATOMIC_RELAXED);
+	__atomic_store_n(&e->val, v, __ATOMIC_RELAXED);
+	__atomic_store_n(&e->live, 1, __ATOMIC_RELEASE);
+}
+
+MAPS_INLINE int64_t mapi_tval_read(const struct lang_tval *e)
+{
+	return __atomic_load_n(&e->live, __ATOMIC_RELAXED) ?
+		       __atomic_load_n(&e->val, __ATOMIC_RELAXED) : 0;
+}
+
+MAPS_INLINE void mapi_tval_delete(struct lang_tval *e)
+{
+	__atomic_store_n(&e->live, 0, __ATOMIC_RELEASE);
+}
+
 /* Where a thread with shard adds to keyless map m: its shard when the map
  * has shards and the thread one, else the map's value (locked adds); NULL
  * when the value can not be made live.  The map's word goes live either

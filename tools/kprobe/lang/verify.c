@@ -146,6 +146,66 @@ static bool map_sharded(const struct lang_image *img, uint32_t m)
 	return true;
 }
 
+/* Whether instruction in names map m (an operation on it, or an event
+ * about it: print, clear, zero). */
+static bool insn_names_map(const struct lang_insn *in, uint32_t m)
+{
+	switch (in->op) {
+	case LANG_OP_MAP_GET: case LANG_OP_MAP_GETX: case LANG_OP_MAP_HAS: case LANG_OP_MAP_SET:
+	case LANG_OP_MAP_SETX: case LANG_OP_MAP_AGG: case LANG_OP_MAP_DEL:
+		return in->b == m;
+	case LANG_OP_EMIT:
+		return (in->dst == LANG_EV_PRINT_MAP || in->dst == LANG_EV_CLEAR ||
+			in->dst == LANG_EV_ZERO) && in->aux == m;
+	default:
+		return false;
+	}
+}
+
+/* Whether map m is a map of thread values (lang_image.map_tval_off): an
+ * int map by one 8-byte key that only the latency pattern's fast forms
+ * use, each keying it by the thread's own tid, the entry half storing
+ * nsecs.  The fast forms run from
+ * their descriptors (their code never runs); any other probe's code must
+ * not name the map.  Read before the probes are checked: a descriptor
+ * that fails its check fails the whole image anyway. */
+static bool map_thread_valued(const struct lang_image *img, uint32_t m)
+{
+	const struct lang_map_desc *d = &img->maps[m];
+	bool stored = false;
+	uint32_t p, pc;
+
+	if (d->kind != LANG_M_INT || d->nkeys != 1 || d->key_size != 8 ||
+	    d->max_keys < LANG_SHARDS)
+		return false;
+	for (p = 0; p < img->hdr->nprobes; p++) {
+		const struct lang_probe_desc *pd = &img->probes[p];
+
+		if (pd->fast == LANG_FAST_STORE_KEY && pd->fast_map == m) {
+			if (pd->fast_src != LANG_SRC_TID || pd->fast_src2 != LANG_SRC_NSECS)
+				return false;
+			stored = true;
+			continue;
+		}
+		if (pd->fast == LANG_FAST_DELTA_HIST && pd->fast_map2 == m) {
+			if (pd->fast_src != LANG_SRC_TID)
+				return false;
+			continue;
+		}
+		if (pd->fast != LANG_FAST_NONE && pd->fast != LANG_FAST_PRED_ONLY) {
+			if (pd->fast_map == m)
+				return false;
+			continue;	/* its code never runs */
+		}
+		if (pd->code > img->hdr->ninsns || pd->ncode > img->hdr->ninsns - pd->code)
+			return false;
+		for (pc = pd->code; pc < pd->code + pd->ncode; pc++)
+			if (insn_names_map(&img->insns[pc], m))
+				return false;
+	}
+	return stored;
+}
+
 /* A sharded map's base after its slot; its shards' place in the threads'
  * blocks (in map_shard_off until place_shards() makes it a region
  * offset). */
@@ -164,7 +224,8 @@ static uint64_t layout_base(struct lang_image *img, uint32_t m, size_t off, uint
 /* The shards after the maps: LANG_SHARDS blocks, one per thread, each
  * holding that thread's shard of every sharded map side by side (a thread
  * reaches all of them from one pointer), on cache lines of its own. */
-static size_t place_shards(struct lang_image *img, size_t off, uint32_t block)
+static size_t place_shards(struct lang_image *img, size_t off, uint32_t block,
+			   const bool *tval)
 {
 	uint32_t m;
 
@@ -173,6 +234,8 @@ static size_t place_shards(struct lang_image *img, size_t off, uint32_t block)
 	img->shard_block = (uint32_t)align64(block);
 	img->shards_off = align64(off);
 	for (m = 0; m < img->hdr->nmaps; m++) {
+		if (tval[m])
+			img->map_tval_off[m] += img->shards_off;
 		if (!img->map_shard_stride[m])
 			continue;
 		img->map_shard_off[m] += img->shards_off;
@@ -186,6 +249,7 @@ static int check_maps(struct vctx *v)
 	struct lang_image *img = v->img;
 	size_t off = align8(sizeof(struct region_hdr));
 	uint32_t m, block = 0;
+	bool tval[LANG_MAX_MAPS] = { false };
 
 	for (m = 0; m < img->hdr->nmaps; m++) {
 		const struct lang_map_desc *d = &img->maps[m];
@@ -219,11 +283,17 @@ static int check_maps(struct vctx *v)
 		bytes = sizeof(struct map_hdr) + (uint64_t)cap * img->map_slot[m];
 		if (map_sharded(img, m))
 			bytes = layout_base(img, m, off, bytes, &block);
+		if (map_thread_valued(img, m)) {
+			/* a thread's entry, in its block (placed below) */
+			tval[m] = true;
+			img->map_tval_off[m] = block;
+			block += sizeof(struct lang_tval);
+		}
 		if (bytes > (1ull << 34) || off + bytes > (1ull << 36))
 			return bad(v, "map %u: too large", m);
 		off += align8((size_t)bytes);
 	}
-	img->region_size = place_shards(img, off, block);
+	img->region_size = place_shards(img, off, block, tval);
 	return 0;
 }
 

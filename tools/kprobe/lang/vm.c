@@ -217,15 +217,28 @@ static int run_fast(const struct lang_image *img, const struct lang_probe_desc *
 	case LANG_FAST_PRED_ONLY:
 		return 0;	/* the filter holds: the body is interpreted */
 	case LANG_FAST_STORE_KEY:
+		if (img->map_tval_off[p->fast_map] && c->shard) {
+			mapi_tval_store(mapi_tval(img, c->maps, p->fast_map, c->shard), x,
+					(int64_t)ctx_value(c, p->fast_src2, 0));
+			return 1;
+		}
 		val = (int64_t *)lang_map_lookup(img, c->maps, p->fast_map, &x, 1);
 		if (val)
 			__atomic_store_n(val, (int64_t)ctx_value(c, p->fast_src2, 0), __ATOMIC_RELAXED);
 		return 1;
 	case LANG_FAST_DELTA_HIST: {
+		struct lang_tval *e = NULL;
 		int64_t start, *hist;
 
-		val = (int64_t *)lang_map_lookup(img, c->maps, p->fast_map2, &x, 0);
-		start = val ? __atomic_load_n(val, __ATOMIC_RELAXED) : 0;
+		/* a thread's own entry, or the slot of its key */
+		if (img->map_tval_off[p->fast_map2] && c->shard) {
+			e = mapi_tval(img, c->maps, p->fast_map2, c->shard);
+			val = NULL;
+			start = mapi_tval_read(e);
+		} else {
+			val = (int64_t *)lang_map_lookup(img, c->maps, p->fast_map2, &x, 0);
+			start = val ? __atomic_load_n(val, __ATOMIC_RELAXED) : 0;
+		}
 		if (!start)
 			return 1;	/* the filter is false */
 		hist = agg_target(img, c->maps, p->fast_map, c->shard, &owned);
@@ -234,7 +247,10 @@ static int run_fast(const struct lang_image *img, const struct lang_probe_desc *
 
 			agg_add(&hist[lang_hist_index(d)], 1, owned);
 		}
-		lang_map_delete_val(img, c->maps, p->fast_map2, (uint8_t *)val);
+		if (e)
+			mapi_tval_delete(e);
+		else
+			lang_map_delete_val(img, c->maps, p->fast_map2, (uint8_t *)val);
 		return 1;
 	}
 	default:
