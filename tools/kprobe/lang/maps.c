@@ -24,7 +24,10 @@
  * instruction (mapi_owner_add); threads beyond LANG_SHARDS add to the slot
  * with locked adds.  The value is the slot plus the shards less the base,
  * summed by whoever reads it; clear and zero move the base (the tool
- * alone writes it).
+ * alone writes it).  A map of thread values (the latency pattern's start
+ * times, lang_image.map_tval_off) has an entry in each thread's block
+ * too, which that thread alone writes; lang_map_next lists the live ones
+ * after the slots.
  * Known races, all benign for the reader: an update that races with a
  * delete of the same key may land in the slot's next key; two inserts of
  * one key racing with a delete may both create it.
