@@ -2292,6 +2292,61 @@ Test(lang_maps, latency_starts_are_thread_values)
 	env_free(e);
 }
 
+/* `@[tid] = count()` counts in each thread's own entry of its shard (the
+ * owner's add); a thread whose tid a dead thread had takes that thread's
+ * entries over when it takes its shard, and a key that a slot holds too
+ * (a thread without a shard) is listed once, with both counts. */
+Test(lang_maps, counts_by_tid_are_thread_values)
+{
+	struct env *e = compile("uprobe:a:f { @[tid] = count(); }"
+				" uprobe:a:g { @s[tid] = nsecs; }"
+				" uretprobe:a:g /@s[tid]/ { @ns = hist(nsecs - @s[tid]); delete(@s[tid]); }");
+	unsigned c = (unsigned)map_index(e, "@");
+	uint32_t first, second;
+
+	cr_assert_neq(e->img.map_tval_off[c], 0);
+	first = lang_maps_take_thread_shard(&e->img, e->region, 100);
+	cr_assert_eq(first, 1);
+	e->ctx.shard = first;
+	for (int i = 0; i < 5; i++)
+		cr_assert_eq(run(e, 0), 0);
+	e->nsecs = 4000;
+	cr_assert_eq(run(e, 1), 0);	/* thread 100 in g when it dies */
+	cr_assert_eq(map_count(e, "@"), 1);
+	cr_assert_eq(map_val(e, "@", 100), 5);
+	/* another thread, 101, in a shard of its own */
+	e->ctx.shard = lang_maps_take_thread_shard(&e->img, e->region, 101);
+	cr_assert_eq(e->ctx.shard, 2);
+	e->tid = 101;
+	cr_assert_eq(run(e, 0), 0);
+	cr_assert_eq(map_count(e, "@"), 2);
+	cr_assert_eq(map_val(e, "@", 101), 1);
+	/* 100 again, a new thread: the dead one's count and start time are
+	 * its own now, listed once */
+	second = lang_maps_take_thread_shard(&e->img, e->region, 100);
+	cr_assert_eq(second, 3);
+	e->ctx.shard = second;
+	e->tid = 100;
+	for (int i = 0; i < 3; i++)
+		cr_assert_eq(run(e, 0), 0);
+	cr_assert_eq(map_count(e, "@"), 2);
+	cr_assert_eq(map_val(e, "@", 100), 8);
+	cr_assert_eq(map_count(e, "@s"), 1);
+	cr_assert_eq(map_val(e, "@s", 100), 4000);
+	e->nsecs = 4700;
+	cr_assert_eq(run(e, 2), 0);
+	cr_assert_eq(map_count(e, "@s"), 0);
+	/* and 100 once more, without a shard: its slot's count and the
+	 * entry's are one key */
+	e->ctx.shard = 0;
+	cr_assert_eq(run(e, 0), 0);
+	cr_assert_eq(run(e, 0), 0);
+	cr_assert_eq(map_count(e, "@"), 2);
+	cr_assert_eq(map_val(e, "@", 100), 10);
+	cr_assert_eq(map_val(e, "@", 101), 1);
+	env_free(e);
+}
+
 /* What keeps the start times in the map's slots: any other use of the
  * map, another key or value, a key limit below the shards. */
 Test(lang_maps, thread_values_only_for_the_pattern_alone)
@@ -2308,6 +2363,11 @@ Test(lang_maps, thread_values_only_for_the_pattern_alone)
 		"uprobe:a:f { @s[tid] = elapsed; } uretprobe:a:f /@s[tid]/ { @ns = hist(nsecs - @s[tid]);"
 		" delete(@s[tid]); }",
 		"uprobe:a:f { @s[tid] = nsecs; } uprobe:a:g { @s[tid] = 5; }",
+		/* counts: another key, another use, an aggregation's code */
+		"uprobe:a:f { @s[tid] = count(); } uprobe:a:g { @s[pid] = count(); }",
+		"uprobe:a:f { @s[tid] = count(); } uprobe:a:g { delete(@s[tid]); }",
+		"uprobe:a:f { @s[tid] = count(); } END { print(@s, 3); }",
+		"uprobe:a:f { @s[tid] = count(); } uprobe:a:g { @s[tid] = count(); @n = count(); }",
 	};
 
 	for (size_t i = 0; i < sizeof(other) / sizeof(other[0]); i++) {

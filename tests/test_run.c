@@ -494,6 +494,27 @@ Test(load, run_latency_threads_and_signals, .timeout = 120)
 	cr_assert_null(strstr(r.out, "@s["), "%s", r.out);
 }
 
+/* `@[tid] = count()` on 70 threads, 64 of them counting in their own
+ * shards, the others in the map's slots: one line per thread, exact. */
+Test(load, run_count_by_tid_past_the_shards, .timeout = 120)
+{
+	struct run r;
+	int lines = 0;
+
+	cli_run(&r, "%s run -o /dev/stdout -e 'uprobe:%s:run_value { @[tid] = count(); }' "
+	    "-c '%s sigthreads 70 100 0'", kprobe, run_target, run_target);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	for (const char *l = strstr(r.out, "\n@["); l; l = strstr(l + 1, "\n@[")) {
+		long key = 0, val = 0;
+
+		cr_assert_eq(sscanf(l, "\n@[%ld]: %ld", &key, &val), 2, "%s", r.out);
+		cr_assert_gt(key, 0, "%s", r.out);
+		cr_assert_eq(val, 100, "%s", r.out);
+		lines++;
+	}
+	cr_assert_eq(lines, 70, "%s", r.out);
+}
+
 Test(load, run_latency_start_left_at_exit)
 {
 	struct run r;

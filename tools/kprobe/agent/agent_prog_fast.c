@@ -142,11 +142,14 @@ FAST_INLINE struct prog_thread *prog_thread(unsigned int gen)
  * gen, taken from region at its first use.  A signal handler that hits a
  * probe while the thread takes one takes its own and the thread keeps
  * that: the shard is published (gen and pid) only once it is stored. */
-FAST_INLINE uint32_t thread_shard(struct prog_thread *t, unsigned int gen, void *region)
+FAST_INLINE uint32_t thread_shard(struct prog_thread *t, const struct lang_image *img,
+				   unsigned int gen, void *region)
 {
 	if (__builtin_expect(t->shard_gen == gen && t->shard_pid == agent_hit_pid, 1))
 		return t->shard;
 	t->shard = mapi_take_shard(region);
+	if (t->shard)
+		mapi_tval_adopt(img, region, t->shard, (uint64_t)t->tid);
 	__asm__ volatile("" ::: "memory");
 	t->shard_pid = agent_hit_pid;
 	t->shard_gen = gen;
@@ -155,7 +158,7 @@ FAST_INLINE uint32_t thread_shard(struct prog_thread *t, unsigned int gen, void 
 
 uint32_t agent_prog_thread_shard(const struct agent_prog *p)
 {
-	return thread_shard(prog_self(), p->gen, p->region);
+	return thread_shard(prog_self(), &p->img, p->gen, p->region);
 }
 
 #define NO_SHARD ((uint8_t *)1)
@@ -168,7 +171,7 @@ static __attribute__((noinline)) uint8_t *fast_take_shard(const struct prog_poin
 {
 	const struct lang_image *img = &pt->prog->img;
 	struct prog_thread *t = prog_self();
-	uint32_t shard = thread_shard(t, pt->gen, pt->region);
+	uint32_t shard = thread_shard(t, img, pt->gen, pt->region);
 
 	t->fblock = shard ? (uint8_t *)pt->region + img->shards_off +
 				    (size_t)(shard - 1) * img->shard_block :
@@ -498,6 +501,14 @@ FAST_INLINE void form_count_key(struct agent_probe *ap, const struct pt_regs *re
 
 	if (!fast_hit(ap, regs, with_regs, &pt, &t, &x))
 		return;
+	if (pt->tval) {
+		struct lang_tval *e = thread_tval(t, pt);
+
+		if (__builtin_expect(e != NULL, 1)) {
+			mapi_tval_count(e, x);
+			return;
+		}
+	}
 	val = thread_slot(t, pt, pt->d.fast_map, x, true);
 	if (!val)
 		return;
@@ -780,9 +791,10 @@ static struct prog_point *new_point(struct agent_prog *p, const struct agent_pro
 	}
 	pt->tid_owned = d->fast == LANG_FAST_COUNT_KEY && d->fast_src == LANG_SRC_TID &&
 			img->map_tid_owned[d->fast_map];
-	if (d->fast == LANG_FAST_STORE_KEY || d->fast == LANG_FAST_DELTA_HIST) {
-		size_t off = img->map_tval_off[d->fast == LANG_FAST_STORE_KEY ? d->fast_map :
-										d->fast_map2];
+	if (d->fast == LANG_FAST_STORE_KEY || d->fast == LANG_FAST_DELTA_HIST ||
+	    d->fast == LANG_FAST_COUNT_KEY) {
+		size_t off = img->map_tval_off[d->fast == LANG_FAST_DELTA_HIST ? d->fast_map2 :
+										 d->fast_map];
 
 		pt->tval = off != 0;
 		pt->toff = off ? off - img->shards_off : 0;

@@ -429,8 +429,10 @@ struct lang_image {
 	bool map_tid_owned[LANG_MAX_MAPS];
 	/* A map of thread values: the start times of the latency pattern
 	 * (`@m[tid] = nsecs` and its return half, fast forms both, and
-	 * nothing else reading or writing @m; a key limit of LANG_SHARDS at
-	 * least).  A thread with a shard keeps its own entry in it, a
+	 * nothing else reading or writing @m), or the counts of
+	 * `@m[tid] = count()` (the same: only that form uses @m); a key limit
+	 * of LANG_SHARDS at least.  A thread with a shard keeps its own entry
+	 * in it (taken over from a dead thread of the same tid), a
 	 * struct lang_tval at this offset of the region in the first shard,
 	 * the next ones shard_block bytes apart, written by that thread
 	 * alone with plain stores; threads without one use the map's slots.
@@ -458,6 +460,10 @@ int lang_maps_init(const struct lang_image *img, void *region, size_t size);
  * A shard is never given back: a thread that exits keeps its counts in
  * it. */
 uint32_t lang_maps_take_shard(void *region);
+/* The same for thread tid, which takes over what its tid holds in other
+ * threads' entries of the maps of thread values (a dead thread's: see
+ * lang_image.map_tval_off). */
+uint32_t lang_maps_take_thread_shard(const struct lang_image *img, void *region, uint64_t tid);
 
 /* A thread's entry in a map of thread values (lang_image.map_tval_off):
  * its key (the thread's tid) and value, there while live is not 0.  A

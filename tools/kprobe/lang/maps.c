@@ -182,6 +182,15 @@ uint32_t lang_maps_take_shard(void *region)
 	return mapi_take_shard(region);
 }
 
+uint32_t lang_maps_take_thread_shard(const struct lang_image *img, void *region, uint64_t tid)
+{
+	uint32_t shard = mapi_take_shard(region);
+
+	if (shard)
+		mapi_tval_adopt(img, region, shard, tid);
+	return shard;
+}
+
 /* Words first to first + n - 1 of sharded map m's value (whose slot
  * value is val): the slot plus the shards less the base, modulo 2^64 as
  * the writers add.  Every word is read whole (aligned 8 bytes), none
@@ -206,9 +215,35 @@ void lang_map_sum(const struct lang_image *img, const void *region, unsigned m,
 	}
 }
 
+/* A count by tid in a slot, with the threads' own counts of its key
+ * (lang_map_next gives a key once). */
+static const void *tval_count_value(const struct lang_image *img, const void *region,
+				    unsigned m, const void *val, void *buf)
+{
+	const uint8_t *shards = (const uint8_t *)region + img->shards_off;
+	uint64_t key;
+	int64_t v;
+
+	if ((const uint8_t *)val >= shards || img->maps[m].kind != LANG_M_COUNT)
+		return val;	/* a thread's own entry, or a start time */
+	memcpy(&key, (const uint8_t *)val - 8, 8);
+	v = __atomic_load_n((const int64_t *)val, __ATOMIC_RELAXED);
+	for (uint32_t s = 1; s <= LANG_SHARDS; s++) {
+		const struct lang_tval *e = mapi_tval(img, (void *)region, m, s);
+
+		if (__atomic_load_n(&e->live, __ATOMIC_ACQUIRE) &&
+		    __atomic_load_n(&e->key, __ATOMIC_RELAXED) == key)
+			v += __atomic_load_n(&e->val, __ATOMIC_RELAXED);
+	}
+	memcpy(buf, &v, 8);
+	return buf;
+}
+
 const void *lang_map_value(const struct lang_image *img, const void *region, unsigned m,
 			   const void *val, void *buf)
 {
+	if (m < img->hdr->nmaps && val && img->map_tval_off[m])
+		return tval_count_value(img, region, m, val, buf);
 	if (m >= img->hdr->nmaps || !val || !img->map_shard_off[m])
 		return val;
 	lang_map_sum(img, region, m, val, 0, buf, img->maps[m].val_size / 8);
@@ -338,13 +373,17 @@ int lang_map_next(const struct lang_image *img, const void *region, unsigned m,
 		*val = slot_val(img, m, slot);
 		return 1;
 	}
-	/* then the threads' own entries of a map of thread values */
+	/* then the threads' own entries of a map of thread values, but for
+	 * a key a slot has too (a dead thread's tid taken by a thread
+	 * without a shard): the slot's entry stands for both
+	 * (lang_map_value) */
 	while (img->map_tval_off[m] && *pos < (size_t)img->map_cap[m] + LANG_SHARDS) {
 		struct lang_tval *e = mapi_tval(img, (void *)region, m,
 						(uint32_t)(*pos - img->map_cap[m]) + 1);
 
 		(*pos)++;
-		if (!__atomic_load_n(&e->live, __ATOMIC_ACQUIRE))
+		if (!__atomic_load_n(&e->live, __ATOMIC_ACQUIRE) ||
+		    mapi_lookup(img, (void *)region, m, &e->key, 0))
 			continue;
 		*key = &e->key;
 		*val = &e->val;

@@ -490,6 +490,49 @@ MAPS_INLINE void mapi_tval_delete(struct lang_tval *e)
 	__atomic_store_n(&e->live, 0, __ATOMIC_RELEASE);
 }
 
+/* A count by tid on a thread's own entry: the key is there from the
+ * first count on, the add is the owner's (mapi_owner_add). */
+MAPS_INLINE void mapi_tval_count(struct lang_tval *e, uint64_t key)
+{
+	if (__builtin_expect(!__atomic_load_n(&e->live, __ATOMIC_RELAXED), 0)) {
+		__atomic_store_n(&e->key, key, __ATOMIC_RELAXED);
+		__atomic_store_n(&e->live, 1, __ATOMIC_RELEASE);
+	}
+	mapi_owner_add(&e->val, 1);
+}
+
+/* A thread (tid) that has just taken shard takes over the entries its
+ * tid has in other shards of the maps of thread values: they are a dead
+ * thread's (a tid belongs to one live thread at a time), whose key is now
+ * this thread's, as a map's slot would be: a count adds up, a start time
+ * carries on.  Once per thread, off the common path. */
+MAPS_INLINE void mapi_tval_adopt(const struct lang_image *img, void *region, uint32_t shard,
+				 uint64_t tid)
+{
+	for (unsigned m = 0; m < img->hdr->nmaps; m++) {
+		struct lang_tval *mine;
+		int64_t v = 0;
+		bool found = false;
+
+		if (!img->map_tval_off[m])
+			continue;
+		mine = mapi_tval(img, region, m, shard);
+		for (uint32_t s = 1; s <= LANG_SHARDS; s++) {
+			struct lang_tval *e = mapi_tval(img, region, m, s);
+
+			if (s == shard || !__atomic_load_n(&e->live, __ATOMIC_ACQUIRE) ||
+			    __atomic_load_n(&e->key, __ATOMIC_RELAXED) != tid)
+				continue;
+			if (img->maps[m].kind == LANG_M_COUNT || !found)
+				v += __atomic_load_n(&e->val, __ATOMIC_RELAXED);
+			found = true;
+			__atomic_store_n(&e->live, 0, __ATOMIC_RELEASE);
+		}
+		if (found)
+			mapi_tval_store(mine, tid, v);
+	}
+}
+
 /* Where a thread with shard adds to keyless map m: its shard when the map
  * has shards and the thread one, else the map's value (locked adds); NULL
  * when the value can not be made live.  The map's word goes live either

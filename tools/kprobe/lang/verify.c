@@ -162,34 +162,42 @@ static bool insn_names_map(const struct lang_insn *in, uint32_t m)
 	}
 }
 
-/* Whether map m is a map of thread values (lang_image.map_tval_off): an
- * int map by one 8-byte key that only the latency pattern's fast forms
- * use, each keying it by the thread's own tid, the entry half storing
- * nsecs.  The fast forms run from
- * their descriptors (their code never runs); any other probe's code must
- * not name the map.  Read before the probes are checked: a descriptor
- * that fails its check fails the whole image anyway. */
+/* Whether map m is a map of thread values (lang_image.map_tval_off),
+ * one by one 8-byte key that only fast forms keyed by the thread's own
+ * tid use: an int map of the latency pattern (its entry half storing
+ * nsecs, its return half), or a count map of `@m[tid] = count()`.  The
+ * fast forms run from their descriptors (their code never runs); any
+ * other probe's code must not name the map.  Read before the probes are
+ * checked: a descriptor that fails its check fails the whole image
+ * anyway. */
 static bool map_thread_valued(const struct lang_image *img, uint32_t m)
 {
 	const struct lang_map_desc *d = &img->maps[m];
 	bool stored = false;
 	uint32_t p, pc;
 
-	if (d->kind != LANG_M_INT || d->nkeys != 1 || d->key_size != 8 ||
-	    d->max_keys < LANG_SHARDS)
+	if ((d->kind != LANG_M_INT && d->kind != LANG_M_COUNT) || d->nkeys != 1 ||
+	    d->key_size != 8 || d->max_keys < LANG_SHARDS)
 		return false;
 	for (p = 0; p < img->hdr->nprobes; p++) {
 		const struct lang_probe_desc *pd = &img->probes[p];
 
 		if (pd->fast == LANG_FAST_STORE_KEY && pd->fast_map == m) {
-			if (pd->fast_src != LANG_SRC_TID || pd->fast_src2 != LANG_SRC_NSECS)
+			if (d->kind != LANG_M_INT || pd->fast_src != LANG_SRC_TID ||
+			    pd->fast_src2 != LANG_SRC_NSECS)
 				return false;
 			stored = true;
 			continue;
 		}
 		if (pd->fast == LANG_FAST_DELTA_HIST && pd->fast_map2 == m) {
-			if (pd->fast_src != LANG_SRC_TID)
+			if (d->kind != LANG_M_INT || pd->fast_src != LANG_SRC_TID)
 				return false;
+			continue;
+		}
+		if (pd->fast == LANG_FAST_COUNT_KEY && pd->fast_map == m) {
+			if (d->kind != LANG_M_COUNT || pd->fast_src != LANG_SRC_TID)
+				return false;
+			stored = true;
 			continue;
 		}
 		if (pd->fast != LANG_FAST_NONE && pd->fast != LANG_FAST_PRED_ONLY) {

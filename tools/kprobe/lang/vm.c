@@ -202,6 +202,10 @@ static int run_fast(const struct lang_image *img, const struct lang_probe_desc *
 			agg_add(val, 1, owned);
 		return 1;
 	case LANG_FAST_COUNT_KEY:
+		if (img->map_tval_off[p->fast_map] && c->shard) {
+			mapi_tval_count(mapi_tval(img, c->maps, p->fast_map, c->shard), x);
+			return 1;
+		}
 		val = (int64_t *)lang_map_lookup(img, c->maps, p->fast_map, &x, 1);
 		/* a thread's own tid is a key no other thread updates (a tid
 		 * is reused only once its thread is gone), when every writer
