@@ -2344,6 +2344,17 @@ Test(lang_maps, counts_by_tid_are_thread_values)
 	cr_assert_eq(map_count(e, "@"), 2);
 	cr_assert_eq(map_val(e, "@", 100), 10);
 	cr_assert_eq(map_val(e, "@", 101), 1);
+	/* two entries of one live thread (a signal handler's hit took a
+	 * shard while the thread took its own, and it kept the other): one
+	 * key, both counts */
+	e->tid = 300;
+	e->ctx.shard = lang_maps_take_shard(e->region);
+	cr_assert_eq(run(e, 0), 0);
+	e->ctx.shard = lang_maps_take_shard(e->region);
+	cr_assert_eq(run(e, 0), 0);
+	cr_assert_eq(run(e, 0), 0);
+	cr_assert_eq(map_count(e, "@"), 3);
+	cr_assert_eq(map_val(e, "@", 300), 3);
 	env_free(e);
 }
 

@@ -36,6 +36,7 @@
  * are inline code in maps_impl.h, which the agent's handlers for the fast
  * forms inline whole; the functions here are the calls built from it. */
 #include <errno.h>
+#include <stddef.h>
 #include <string.h>
 
 #include "lang_int.h"
@@ -215,26 +216,44 @@ void lang_map_sum(const struct lang_image *img, const void *region, unsigned m,
 	}
 }
 
-/* A count by tid in a slot, with the threads' own counts of its key
- * (lang_map_next gives a key once). */
+/* How many of the threads' live entries of map m in shards 1 to below
+ * hold key, and (sum not NULL) the sum of their values. */
+static unsigned tval_sum(const struct lang_image *img, const void *region, unsigned m,
+			 uint64_t key, uint32_t below, int64_t *sum)
+{
+	unsigned n = 0;
+
+	for (uint32_t s = 1; s < below; s++) {
+		const struct lang_tval *e = mapi_tval(img, (void *)region, m, s);
+
+		if (!__atomic_load_n(&e->live, __ATOMIC_ACQUIRE) ||
+		    __atomic_load_n(&e->key, __ATOMIC_RELAXED) != key)
+			continue;
+		n++;
+		if (sum)
+			*sum += __atomic_load_n(&e->val, __ATOMIC_RELAXED);
+	}
+	return n;
+}
+
+/* A count by tid that lang_map_next listed, in a slot or a thread's
+ * entry: with the counts of the same key it did not list. */
 static const void *tval_count_value(const struct lang_image *img, const void *region,
 				    unsigned m, const void *val, void *buf)
 {
 	const uint8_t *shards = (const uint8_t *)region + img->shards_off;
 	uint64_t key;
-	int64_t v;
+	int64_t v = 0;
 
-	if ((const uint8_t *)val >= shards || img->maps[m].kind != LANG_M_COUNT)
-		return val;	/* a thread's own entry, or a start time */
-	memcpy(&key, (const uint8_t *)val - 8, 8);
-	v = __atomic_load_n((const int64_t *)val, __ATOMIC_RELAXED);
-	for (uint32_t s = 1; s <= LANG_SHARDS; s++) {
-		const struct lang_tval *e = mapi_tval(img, (void *)region, m, s);
-
-		if (__atomic_load_n(&e->live, __ATOMIC_ACQUIRE) &&
-		    __atomic_load_n(&e->key, __ATOMIC_RELAXED) == key)
-			v += __atomic_load_n(&e->val, __ATOMIC_RELAXED);
-	}
+	if (img->maps[m].kind != LANG_M_COUNT)
+		return val;	/* a start time: the one listed */
+	if ((const uint8_t *)val >= shards)
+		memcpy(&key, (const uint8_t *)val - offsetof(struct lang_tval, val), 8);
+	else
+		memcpy(&key, (const uint8_t *)val - 8, 8);	/* the slot's */
+	if ((const uint8_t *)val < shards)
+		v = __atomic_load_n((const int64_t *)val, __ATOMIC_RELAXED);
+	tval_sum(img, region, m, key, LANG_SHARDS + 1, &v);
 	memcpy(buf, &v, 8);
 	return buf;
 }
@@ -373,16 +392,19 @@ int lang_map_next(const struct lang_image *img, const void *region, unsigned m,
 		*val = slot_val(img, m, slot);
 		return 1;
 	}
-	/* then the threads' own entries of a map of thread values, but for
-	 * a key a slot has too (a dead thread's tid taken by a thread
-	 * without a shard): the slot's entry stands for both
-	 * (lang_map_value) */
+	/* then the threads' own entries of a map of thread values, each key
+	 * once: not one a slot has too (a dead thread's tid taken by a
+	 * thread without a shard), nor one an earlier entry has (a signal
+	 * handler's hit that took a shard of its own while the thread took
+	 * one); the first stands for all (lang_map_value) */
 	while (img->map_tval_off[m] && *pos < (size_t)img->map_cap[m] + LANG_SHARDS) {
-		struct lang_tval *e = mapi_tval(img, (void *)region, m,
-						(uint32_t)(*pos - img->map_cap[m]) + 1);
+		uint32_t shard = (uint32_t)(*pos - img->map_cap[m]) + 1;
+		struct lang_tval *e = mapi_tval(img, (void *)region, m, shard);
+		uint64_t k = __atomic_load_n(&e->key, __ATOMIC_RELAXED);
 
 		(*pos)++;
 		if (!__atomic_load_n(&e->live, __ATOMIC_ACQUIRE) ||
+		    tval_sum(img, region, m, k, shard, NULL) ||
 		    mapi_lookup(img, (void *)region, m, &e->key, 0))
 			continue;
 		*key = &e->key;
