@@ -475,7 +475,7 @@ static void expect_one_start(const char *out)
  * function land anywhere, inside the pattern's halves too (a call in a
  * signal handler that interrupts a probe's handler is not a hit): no
  * start time is left, and no return counts a sample it had no start for. */
-Test(load, run_latency_threads_and_signals, .timeout = 120)
+Test(load, run_latency_threads_and_signals)
 {
 	struct run r;
 	long calls = 0, total;
@@ -496,7 +496,7 @@ Test(load, run_latency_threads_and_signals, .timeout = 120)
 
 /* `@[tid] = count()` on 70 threads, 64 of them counting in their own
  * shards, the others in the map's slots: one line per thread, exact. */
-Test(load, run_count_by_tid_past_the_shards, .timeout = 120)
+Test(load, run_count_by_tid_past_the_shards)
 {
 	struct run r;
 	int lines = 0;
