@@ -168,11 +168,50 @@ void kp_sync_cores(void)
 		__atomic_thread_fence(__ATOMIC_SEQ_CST);
 }
 
+/* The low len (1, 2, 4 or 8) bytes of v at buf (little-endian). */
+static inline __attribute__((always_inline)) void store_low(void *buf, uint64_t v, size_t len)
+{
+	uint32_t w = (uint32_t)v;
+	uint16_t h = (uint16_t)v;
+	uint8_t b = (uint8_t)v;
+
+	if (len == 8)
+		__builtin_memcpy(buf, &v, 8);
+	else if (len == 4)
+		__builtin_memcpy(buf, &w, 4);
+	else if (len == 2)
+		__builtin_memcpy(buf, &h, 2);
+	else
+		__builtin_memcpy(buf, &b, 1);
+}
+
+/* A copy whose fault the library's handler catches where it can (no
+ * system call: a handler reading a stack argument, the analysis reading
+ * every function of a library at registration), else the kernel's. */
 int kp_mem_read_nofault(uintptr_t addr, void *buf, size_t len)
 {
 	struct iovec local = { buf, len };
 	struct iovec remote = { (void *)addr, len };
 
+	if (!len)
+		return 0;
+	if (addr + len < addr)
+		return -EFAULT;	/* wraps around: nobody's memory */
+	if (kp_load_nofault_usable()) {
+		uint64_t v = 0;
+
+		/* One load for a word (rep movsb starts slowly), stored by
+		 * copies of constant size: a call to memcpy, which may use
+		 * vector registers, would make the handler analysis save them
+		 * for every handler that reads a stack argument. */
+		if (len == 8 || len == 4 || len == 2 || len == 1) {
+			if (kp_load_nofault_sized(addr, (unsigned int)len, &v))
+				return -EFAULT;
+			store_low(buf, v, len);
+			return 0;
+		}
+		return kp_copy_nofault(buf, (const void *)addr, len) ? -EFAULT : 0;
+	}
 	if (kp_syscall6(SYS_process_vm_readv, mem_pid(), (long)&local, 1, (long)&remote, 1, 0) == (long)len)
 		return 0;
 	return -EFAULT;
