@@ -572,9 +572,8 @@ FAST_INLINE void form_delta(struct agent_probe *ap, const struct pt_regs *regs, 
 	uint64_t now = kp_cycles();
 	struct prog_point *pt;
 	struct prog_thread *t;
-	uint64_t x;
-
 	struct lang_tval *e;
+	uint64_t x;
 
 	if (!fast_hit(ap, regs, with_regs, &pt, &t, &x))
 		return;
