@@ -369,11 +369,14 @@ FAST_INLINE int64_t *point_slot(struct prog_point *pt, unsigned m, uint64_t key)
 }
 
 /* The thread's own entry in the point's map of thread values, or NULL
- * when the thread has no shard (its key then has a slot of the map). */
+ * when the map is not one or the thread has no shard (its key then has a
+ * slot of the map). */
 FAST_INLINE struct lang_tval *thread_tval(struct prog_thread *t, const struct prog_point *pt)
 {
 	uint8_t *block = t->fblock;
 
+	if (!pt->tval)
+		return NULL;
 	if (__builtin_expect(!block, 0))
 		block = fast_take_shard(pt);
 	return block != NO_SHARD ? (struct lang_tval *)(block + pt->toff) : NULL;
@@ -496,18 +499,15 @@ FAST_INLINE void form_count_key(struct agent_probe *ap, const struct pt_regs *re
 {
 	struct prog_point *pt;
 	struct prog_thread *t;
+	struct lang_tval *e;
 	int64_t *val;
 	uint64_t x;
 
 	if (!fast_hit(ap, regs, with_regs, &pt, &t, &x))
 		return;
-	if (pt->tval) {
-		struct lang_tval *e = thread_tval(t, pt);
-
-		if (__builtin_expect(e != NULL, 1)) {
-			mapi_tval_count(e, x);
-			return;
-		}
+	if ((e = thread_tval(t, pt)) != NULL) {
+		mapi_tval_count(e, x);
+		return;
 	}
 	val = thread_slot(t, pt, pt->d.fast_map, x, true);
 	if (!val)
@@ -547,18 +547,15 @@ FAST_INLINE void form_store(struct agent_probe *ap, const struct pt_regs *regs, 
 	uint64_t now = kp_cycles();
 	struct prog_point *pt;
 	struct prog_thread *t;
+	struct lang_tval *e;
 	int64_t *val;
 	uint64_t x;
 
 	if (!fast_hit(ap, regs, with_regs, &pt, &t, &x))
 		return;
-	if (pt->tval) {
-		struct lang_tval *e = thread_tval(t, pt);
-
-		if (__builtin_expect(e != NULL, 1)) {
-			mapi_tval_store(e, x, (int64_t)point_nsecs_at(pt, now));
-			return;
-		}
+	if ((e = thread_tval(t, pt)) != NULL) {
+		mapi_tval_store(e, x, (int64_t)point_nsecs_at(pt, now));
+		return;
 	}
 	val = thread_slot(t, pt, pt->d.fast_map, x, true);
 	if (val)
@@ -577,7 +574,7 @@ FAST_INLINE void form_delta(struct agent_probe *ap, const struct pt_regs *regs, 
 
 	if (!fast_hit(ap, regs, with_regs, &pt, &t, &x))
 		return;
-	if (pt->tval && (e = thread_tval(t, pt)) != NULL)
+	if ((e = thread_tval(t, pt)) != NULL)
 		delta_hist_tval(t, pt, e, now);
 	else
 		delta_hist(t, pt, x, now);
