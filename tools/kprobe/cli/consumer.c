@@ -10,7 +10,9 @@
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/syscall.h>
 #include <time.h>
+#include <unistd.h>
 
 /* A copied event is preceded by the owner of its ring (pid << 32 | tid). */
 struct copied {
@@ -405,6 +407,29 @@ static void copy_rings(struct consumer *c)
 		}
 		if (!budget)
 			c->next_ring = i;
+	}
+}
+
+static bool thread_alive(uint64_t owner)
+{
+	pid_t pid = (pid_t)(owner >> 32), tid = (pid_t)(uint32_t)owner;
+
+	return syscall(SYS_tgkill, pid, tid, 0) == 0 || errno == EPERM;
+}
+
+void consumer_free_dead_rings(struct consumer *c)
+{
+	uint32_t n = consumer_rings_claimed(c);
+
+	for (uint32_t i = 0; i < n; i++) {
+		struct kps_ring *r = &c->map->rings[i];
+		uint64_t owner = __atomic_load_n(&r->owner, __ATOMIC_ACQUIRE);
+
+		if (!owner || __atomic_load_n(&r->head, __ATOMIC_ACQUIRE) != c->tails[i] ||
+		    thread_alive(owner))
+			continue;
+		__atomic_compare_exchange_n(&r->owner, &owner, 0, false, __ATOMIC_ACQ_REL,
+					    __ATOMIC_RELAXED);
 	}
 }
 

@@ -59,6 +59,13 @@ const struct kps_desc *consumer_desc(struct consumer *c, uint64_t id);
 /* How many rings may hold anything: the agent's hint, bounded by ours. */
 uint32_t consumer_rings_claimed(const struct consumer *c);
 
+/* Gives back the rings of exited threads whose events are all read, for
+ * threads still to come: a thread's first hit on the light path takes a
+ * free ring, or waits for one when every ring is taken (the general
+ * path's takes such a ring itself).  A dead owner writes nothing more.
+ * One system call per claimed ring that is read to its end. */
+void consumer_free_dead_rings(struct consumer *c);
+
 /* Events dropped because a ring was full (the tool did not keep up). */
 uint64_t consumer_lost_full(const struct consumer *c);
 /* Events dropped because their thread found no free ring. */

@@ -21,7 +21,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <sys/syscall.h>
 #include <unistd.h>
 
 #include "dwarf_vars.h"
@@ -248,32 +247,6 @@ done:
 	return head - tail;
 }
 
-static bool thread_alive(uint64_t owner)
-{
-	pid_t pid = (pid_t)(owner >> 32), tid = (pid_t)(uint32_t)owner;
-
-	return syscall(SYS_tgkill, pid, tid, 0) == 0 || errno == EPERM;
-}
-
-/* Gives the rings of exited threads whose events are all written back to
- * the pool, for threads still to come (they wait for one when every ring
- * is taken); a dead owner writes nothing more. */
-static void free_dead_rings(struct session *s)
-{
-	uint32_t n = consumer_rings_claimed(&s->cons);
-
-	for (uint32_t i = 0; i < n; i++) {
-		struct kps_ring *r = &s->map.rings[i];
-		uint64_t owner = __atomic_load_n(&r->owner, __ATOMIC_ACQUIRE);
-
-		if (!owner || __atomic_load_n(&r->head, __ATOMIC_ACQUIRE) != s->cons.tails[i] ||
-		    thread_alive(owner))
-			continue;
-		__atomic_compare_exchange_n(&r->owner, &owner, 0, false, __ATOMIC_ACQ_REL,
-					    __ATOMIC_RELAXED);
-	}
-}
-
 static size_t drain_round(struct session *s, uint64_t min)
 {
 	uint32_t n = consumer_rings_claimed(&s->cons);
@@ -290,7 +263,7 @@ bool record_drain(struct session *s)
 	unsigned long long now = cli_now_ns(), until = now + DRAIN_SLICE_NS, last_work = now;
 	size_t work, total = 0;
 
-	free_dead_rings(s);
+	consumer_free_dead_rings(&s->cons);
 	/* While the target is busy, keep reading (a ring holds well under a
 	 * millisecond of a busy thread's events, and its thread waits for us
 	 * when it is full); go back to the caller's slower polling once no

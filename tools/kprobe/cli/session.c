@@ -383,10 +383,15 @@ bool session_pump(struct session *s)
 	if (s->opts->stack_depth)
 		stacks_pump(s);
 	if (s->opts->action == ACT_TRACE || s->opts->action == ACT_LOAD ||
-	    s->opts->action == ACT_RUN)
+	    s->opts->action == ACT_RUN) {
+		/* once every ring has had an owner, the exited threads' are
+		 * the only ones a new thread can take */
+		if (consumer_rings_claimed(&s->cons) >= s->cons.nrings)
+			consumer_free_dead_rings(&s->cons);
 		n = consumer_drain(&s->cons, &s->out);
-	else if (s->opts->action == ACT_RECORD)
+	} else if (s->opts->action == ACT_RECORD) {
 		n = record_drain(s);
+	}
 	/* Nobody reads any more (kprobe trace ... | head), or the disk is
 	 * full: stop probing. */
 	if (ferror(s->out.f)) {
