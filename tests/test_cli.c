@@ -2551,6 +2551,33 @@ Test(cli, trace_many_threads_loses_nothing)
 	unlink(out);
 }
 
+/* Threads one after another, four times as many as rings: a traced
+ * entry with integer arguments takes the light path, whose first hit
+ * waits for a free ring, and the tool gives back an exited thread's ring
+ * once it has read it.  Every event arrives, each with its thread's
+ * argument. */
+Test(cli, trace_threads_past_the_rings_reuse_them)
+{
+	char prog[PATH_MAX], out[128];
+	struct run r;
+	char *text;
+
+	cli_build_path(prog, sizeof(prog), "tests/cli/cli_record");
+	temp_path(out, sizeof(out), "seq.json");
+	cli_run(&r, "KPROBE_RINGS=3 %s trace 'leaf x=arg1:s32' --format json -o %s -- %s "
+		"seqthreads 12 500", kprobe, out, prog);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert(!strstr(r.err, "lost"), "%s", r.err);
+	text = slurp(out);
+	cr_assert_eq(count_occurrences(text, "\n"), 6000);
+	cr_assert_eq(json_lines_valid(text), 6000);
+	/* leaf(i) for i in 0..499 on each thread */
+	cr_assert_eq(count_occurrences(text, "{\"x\":499}"), 12, "%.400s", text);
+	cr_assert_eq(count_occurrences(text, "{\"x\":0}"), 12, "%.400s", text);
+	free(text);
+	unlink(out);
+}
+
 /* More threads at once than rings: their events are lost, and said so
  * with the cause (not "did not keep up"). */
 Test(cli, trace_more_threads_than_rings_says_why)

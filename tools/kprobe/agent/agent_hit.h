@@ -206,8 +206,9 @@ HIT_INLINE uint64_t arg_value(const struct pt_regs *regs, uint8_t src)
 	return *(const uint64_t *)((const char *)regs + offsets[src]);
 }
 
-/* Sets count's or record's light handlers when the probe can have them
- * (agent_hit_light.c); false: it needs the generic ones. */
+/* Sets count's, record's or a traced entry's light handlers when the
+ * probe can have them (agent_hit_light.c); false: it needs the generic
+ * ones. */
 bool agent_set_light_handlers(struct agent_probe *ap);
 
 #endif

@@ -82,9 +82,11 @@ __attribute__((noinline)) void agent_first_hit_light(struct agent_session *s)
 	}
 	me = (uint64_t)(uint32_t)agent_hit_pid << 32 | (uint32_t)tid;
 	t->ring = take_free_ring(s, me);
-	/* A recorded thread waits for the reader to free the ring of an
-	 * exited thread rather than lose its events. */
-	if (t->ring < 0 && s->cfg.action == ACT_RECORD)
+	/* A recorded or traced thread waits for the reader to free the ring
+	 * of an exited thread rather than lose its events (the general
+	 * path's first hit takes such a ring itself, with system calls this
+	 * path does not make). */
+	if (t->ring < 0 && (s->cfg.action == ACT_RECORD || s->cfg.action == ACT_TRACE))
 		t->ring = wait_free_ring(s, me);
 }
 
@@ -303,7 +305,9 @@ static int record_exit(struct kprobe *p, struct pt_regs *regs)
 	return record_event(container_of(p, struct agent_exit, kp)->ap, EV_RETURN, now);
 }
 
-/* The same with integer arguments (or return values), read from pt_regs. */
+/* The same with integer arguments (or return values), read from pt_regs.
+ * An entry's is also trace's: the event the general handler writes for
+ * such arguments (no fault, no string, no stack). */
 static int record_entry_args(struct kprobe *p, struct pt_regs *regs)
 {
 	uint64_t now = kp_cycles(), vals[SPEC_MAX_ARGS];
@@ -351,11 +355,17 @@ static bool record_light(const struct agent_probe *ap)
 }
 
 /* Count and record get the light handlers when they can; a return probe
- * then has no entry handler (nothing to keep from the entry). */
+ * then has no entry handler (nothing to keep from the entry).  So does a
+ * traced entry: a traced return's event carries its entry's time, which
+ * takes an entry handler and a return instance. */
 bool agent_set_light_handlers(struct agent_probe *ap)
 {
 	enum kps_action act = ap->session->cfg.action;
 
+	if (act == ACT_TRACE && !ap->is_return && record_light(ap)) {
+		ap->u.kp.pre_handler = record_entry_args;
+		return true;
+	}
 	if (ap->tp || (act != ACT_COUNT && !(act == ACT_RECORD && record_light(ap))))
 		return false;
 	if (ap->is_return) {
