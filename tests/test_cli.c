@@ -2558,22 +2558,21 @@ Test(cli, trace_many_threads_loses_nothing)
  * argument. */
 Test(cli, trace_threads_past_the_rings_reuse_them)
 {
-	char prog[PATH_MAX], out[128];
+	char out[128];
 	struct run r;
 	char *text;
 
-	cli_build_path(prog, sizeof(prog), "tests/cli/cli_record");
 	temp_path(out, sizeof(out), "seq.json");
-	cli_run(&r, "KPROBE_RINGS=3 %s trace 'leaf x=arg1:s32' --format json -o %s -- %s "
-		"seqthreads 12 500", kprobe, out, prog);
+	cli_run(&r, "KPROBE_RINGS=3 %s trace 'target_add a=arg1:s64' --format json -o %s -- %s "
+		"seqthreads 12 500", kprobe, out, target);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	cr_assert(!strstr(r.err, "lost"), "%s", r.err);
 	text = slurp(out);
 	cr_assert_eq(count_occurrences(text, "\n"), 6000);
 	cr_assert_eq(json_lines_valid(text), 6000);
-	/* leaf(i) for i in 0..499 on each thread */
-	cr_assert_eq(count_occurrences(text, "{\"x\":499}"), 12, "%.400s", text);
-	cr_assert_eq(count_occurrences(text, "{\"x\":0}"), 12, "%.400s", text);
+	/* target_add(i, 1) for i in 0..499 on each thread */
+	cr_assert_eq(count_occurrences(text, "{\"a\":499}"), 12, "%.400s", text);
+	cr_assert_eq(count_occurrences(text, "{\"a\":0}"), 12, "%.400s", text);
 	free(text);
 	unlink(out);
 }

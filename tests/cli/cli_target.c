@@ -162,6 +162,25 @@ static int run_busy(int nthreads, long seconds, bool masked)
 	return busy_failed;
 }
 
+/* Threads one after another, each calling target_add calls times: more
+ * threads over a run than the session has rings. */
+static int run_seqthreads(int nthreads, long calls)
+{
+	pthread_barrier_init(&threads_start, NULL, 1);
+	pthread_barrier_init(&threads_end, NULL, 1);
+	for (int i = 0; i < nthreads; i++) {
+		pthread_t th;
+
+		if (pthread_create(&th, NULL, thread_main, (void *)calls)) {
+			fprintf(stderr, "cannot create thread %d\n", i);
+			_exit(1);
+		}
+		pthread_join(th, NULL);
+	}
+	printf("threads done\n");
+	return 0;
+}
+
 static int run_threads(int nthreads, long calls)
 {
 	static pthread_t th[1024];
@@ -316,7 +335,7 @@ static int run_tp_loop(void)
 
 static void usage(void)
 {
-	fputs("usage: cli_target calls N | threads T N | busy T SECONDS |\n"
+	fputs("usage: cli_target calls N | threads T N | seqthreads T N | busy T SECONDS |\n"
 	      "       masked T SECONDS | greet | spin NS N | recurse N |\n"
 	      "       lines N | statements N | loop [TICKS] | dlopen LIB N [DELAY_MS] |\n"
 	      "       dlcycle LIB N | dlwalk LIB N M | fork N | exec N | spawn N | narrow | float [N] | dlsym NAME... | exit CODE |\n"
@@ -340,6 +359,8 @@ int main(int argc, char **argv)
 	}
 	if (!strcmp(mode, "threads"))
 		return run_threads((int)a, b);
+	if (!strcmp(mode, "seqthreads"))
+		return run_seqthreads((int)a, b);
 	if (!strcmp(mode, "busy"))
 		return run_busy((int)a, b, false);
 	if (!strcmp(mode, "masked"))
