@@ -8,7 +8,11 @@
  * jump-optimized (a B to a detour instead of the BRK).  `watch` is a store
  * to a variable under a watchpoint probe (the trap before the access, the
  * step in a slot, the step's own trap: three signals where a BRK takes
- * one).  Under emulation only these ratios
+ * one).  `o_floor` is the least any jump-optimized probe can cost here:
+ * a64_add with its first instruction a B to code that keeps x30, calls
+ * the handler (the same count as `o`'s), runs the displaced instruction
+ * and branches back, and nothing else (no register kept for the handler,
+ * no probe found, no read-side section).  Under emulation only these ratios
  * mean anything.  Built as a Criterion suite so that the guest runs it
  * (`make bench-arm64`); it prints "bench:" lines and checks that every
  * probed call was counted.
@@ -31,9 +35,29 @@ void a64_bare_brk(void);
 __asm__(".text\n.globl a64_bare_brk\n.type a64_bare_brk, %function\n.p2align 4\n"
 	"a64_bare_brk:\n\tbrk #0x77\n\tret\n.size a64_bare_brk, . - a64_bare_brk\n");
 
+/* o_floor's function: a64_add (helpers_a64.S) as a jump-optimized probe
+ * leaves it, a B in place of its first instruction, with the least a
+ * detour can be. */
+long a64_add_floor(long a, long b);
+void a64_floor_count(void);
+__asm__(".text\n.globl a64_add_floor\n.type a64_add_floor, %function\n.p2align 4\n"
+	"a64_add_floor:\n"
+	"\tb 1f\n"				/* the probe's B */
+	"2:\tmov x29, sp\n"
+	"\tadd x0, x0, x1\n"
+	"\tldp x29, x30, [sp], #16\n"
+	"\tret\n"
+	"1:\tstr x30, [sp, #-16]!\n"		/* the detour: x30 kept */
+	"\tbl a64_floor_count\n"		/* the handler */
+	"\tldr x30, [sp], #16\n"
+	"\tstp x29, x30, [sp, #-16]!\n"	/* the displaced instruction */
+	"\tb 2b\n"
+	".size a64_add_floor, . - a64_add_floor\n");
+
 #define REPS 5
 
 static long (*volatile add_fn)(long, long) = a64_add;
+static long (*volatile add_floor_fn)(long, long) = a64_add_floor;
 static void (*volatile brk_fn)(void) = a64_bare_brk;
 static volatile long count;
 
@@ -49,7 +73,7 @@ static long watched __attribute__((aligned(8)));
 
 /* What a row times: a call, the bare BRK, or a store to the watched
  * variable. */
-enum row_op { OP_CALL, OP_BRK, OP_STORE };
+enum row_op { OP_CALL, OP_BRK, OP_STORE, OP_FLOOR };
 
 /* ns per operation of n. */
 static double per_call(long n, enum row_op op)
@@ -61,6 +85,8 @@ static double per_call(long n, enum row_op op)
 			brk_fn();
 		else if (op == OP_STORE)
 			*(volatile long *)&watched = i;
+		else if (op == OP_FLOOR)
+			add_floor_fn(i, 1);
 		else
 			add_fn(i, 1);
 	}
@@ -86,6 +112,12 @@ static int pre(struct kprobe *p, struct pt_regs *regs)
 {
 	count++;
 	return 0;
+}
+
+/* o_floor's handler: pre's work. */
+void a64_floor_count(void)
+{
+	count++;
 }
 
 static void post(struct kprobe *p, struct pt_regs *regs, unsigned long flags)
@@ -117,16 +149,16 @@ static struct wprobe row_wp;
 static struct ksigaction bare_old;
 
 enum row_kind { ROW_CALL, ROW_BRK, ROW_K, ROW_K_SIM, ROW_KP, ROW_R, ROW_J, ROW_O, ROW_RO, ROW_WATCH,
-		NROWS };
+		ROW_O_FLOOR, NROWS };
 static const char *const row_names[NROWS] = { "call", "brk", "k", "k_sim", "kp", "r", "j",
-					      "o", "ro", "watch" };
+					      "o", "ro", "watch", "o_floor" };
 
 /* The jump-optimized rows (a B to a detour): the others are the BRK's,
  * measured with the optimizer off so that it cannot put its B in while
  * they run. */
 static bool row_optimized(int r)
 {
-	return r == ROW_O || r == ROW_RO;
+	return r == ROW_O || r == ROW_RO || r == ROW_O_FLOOR;
 }
 
 /* Arms row r (0 or a negative errno). */
@@ -219,7 +251,8 @@ Test(arm64_bench, overhead_rows, .timeout = 110)
 	for (int rep = 0; rep < REPS; rep++)
 		for (int r = 0; r < NROWS; r++) {
 			long n = r == ROW_CALL ? calls : row_optimized(r) ? jumps : traps;
-			enum row_op op = r == ROW_BRK ? OP_BRK : r == ROW_WATCH ? OP_STORE : OP_CALL;
+			enum row_op op = r == ROW_BRK ? OP_BRK : r == ROW_WATCH ? OP_STORE :
+					 r == ROW_O_FLOOR ? OP_FLOOR : OP_CALL;
 			double ns;
 
 			cr_assert_eq(row_setup(r), 0, "%s", row_names[r]);
