@@ -449,22 +449,21 @@ Test(cli_stack, count_exact_with_threads_and_signals)
 		     threads * (top + side), missed, h_runs);
 }
 
-/* The agent's count-by-stack handlers, as libkprobes' handler analysis
- * sees them in the agent loaded here: nothing to keep around a hit but
- * pt_regs (the light level, with the registers the unwinder reads), not
- * errno nor the vector registers, which a thread's first hit reaching its
- * ring through system calls and stores through %fs would cost every hit. */
-Test(cli_stack, count_handlers_keep_the_light_level)
+/* What libkprobes' handler analysis finds each of the agent's handlers
+ * (loaded here) needs kept around a hit: expected to be pt_regs alone (the
+ * light level, with the registers the handler reads), not errno nor the
+ * vector registers, which a thread's first hit reaching its ring through
+ * system calls and stores through %fs would cost every hit. */
+static void expect_light_handlers(const char *const *handlers, size_t n)
 {
 #if !defined(__SANITIZE_ADDRESS__)
-	static const char *const handlers[] = { "count_stack_entry", "count_stack_return" };
 	char agent[PATH_MAX + 32];
 	void *h;
 
 	cli_build_path(agent, sizeof(agent), "libkprobe-agent.so");
 	h = dlopen(agent, RTLD_NOW | RTLD_LOCAL);
 	cr_assert(h, "%s", dlerror());
-	for (size_t i = 0; i < sizeof(handlers) / sizeof(handlers[0]); i++) {
+	for (size_t i = 0; i < n; i++) {
 		struct kprobes_sym sym = { .sz = sizeof(sym) };
 		char spec[64];
 		uint8_t need;
@@ -475,8 +474,28 @@ Test(cli_stack, count_handlers_keep_the_light_level)
 		cr_expect_eq(need, KP_OPT_SAVE_REGS, "%s needs %#x", handlers[i], need);
 	}
 #else
+	(void)handlers;
+	(void)n;
 	cr_skip_test("the analysis is the library's, tested without sanitizers");
 #endif
+}
+
+/* The count-by-stack handlers. */
+Test(cli_stack, count_handlers_keep_the_light_level)
+{
+	static const char *const handlers[] = { "count_stack_entry", "count_stack_return" };
+
+	expect_light_handlers(handlers, sizeof(handlers) / sizeof(handlers[0]));
+}
+
+/* trace's handlers for integer arguments: an entry's, and a return's two
+ * (the entry keeping its time and arguments, the return writing them). */
+Test(cli_stack, trace_handlers_keep_the_light_level)
+{
+	static const char *const handlers[] = { "record_entry_args", "trace_return_entry",
+						"trace_return" };
+
+	expect_light_handlers(handlers, sizeof(handlers) / sizeof(handlers[0]));
 }
 
 /* At a return (a return probe without an entry handler): the stack of

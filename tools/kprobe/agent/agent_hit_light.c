@@ -336,6 +336,60 @@ static int record_return_args(struct kretprobe_instance *ri, struct pt_regs *reg
 	return 0;
 }
 
+/* trace at a return: the entry keeps its time and its integer arguments
+ * in the return instance (d[0], d[1 + i]), as the generic entry handler
+ * does; the return writes the event the generic handler writes: the
+ * entry's time as its first value, then the arguments, the return value
+ * read now. */
+static int trace_return_entry(struct kretprobe_instance *ri, struct pt_regs *regs)
+{
+	uint64_t now = kp_cycles(), *d = (uint64_t *)(void *)ri->data;
+	struct agent_probe *ap = container_of(ri->rp, struct agent_probe, u.rp);
+
+	/* Non-zero: no return instance, so the return costs nothing. */
+	if (!light_thread(ap->session))
+		return 1;
+	d[0] = now;
+	for (int i = 0; i < ap->nargs; i++)
+		if (ap->args[i].src != ARG_SRC_RETVAL)
+			d[1 + i] = arg_value(regs, ap->args[i].src);
+	return 0;
+}
+
+static int trace_return(struct kretprobe_instance *ri, struct pt_regs *regs)
+{
+	uint64_t now = kp_cycles(), vals[1 + SPEC_MAX_ARGS];
+	const uint64_t *d = (const uint64_t *)(const void *)ri->data;
+	struct agent_probe *ap = container_of(ri->rp, struct agent_probe, u.rp);
+	struct hit_thread *t = light_thread(ap->session);
+
+	if (!t)
+		return 0;
+	vals[0] = d[0];
+	for (int i = 0; i < ap->nargs; i++)
+		vals[1 + i] = ap->args[i].src == ARG_SRC_RETVAL ? regs_return_value(regs) : d[1 + i];
+	record_put(ap, t, EV_RETURN, now, vals, 1 + ap->nargs);
+	return 0;
+}
+
+/* Whether a traced return's arguments are all integers these handlers
+ * read: from the argument registers at the entry, the return value at
+ * the return. */
+static bool trace_return_light(const struct agent_probe *ap)
+{
+	if (!ap->session->time_tsc || !agent_hit_light_ok() || ap->tp)
+		return false;
+	for (int i = 0; i < ap->nargs; i++) {
+		const struct spec_arg *a = &ap->args[i];
+
+		if (a->type == ARG_STRING || spec_type_is_float(a->type))
+			return false;
+		if (a->src >= SPEC_MAX_INT_ARG && a->src != ARG_SRC_RETVAL)
+			return false;
+	}
+	return true;
+}
+
 /* Whether a recorded probe's arguments are all integers the light
  * handlers can read: at entry from the argument registers, at a return
  * the return value (the entry's arguments need an entry handler). */
@@ -355,15 +409,21 @@ static bool record_light(const struct agent_probe *ap)
 }
 
 /* Count and record get the light handlers when they can; a return probe
- * then has no entry handler (nothing to keep from the entry).  So does a
- * traced entry: a traced return's event carries its entry's time, which
- * takes an entry handler and a return instance. */
+ * then has no entry handler (nothing to keep from the entry).  So does
+ * trace, whose return keeps its entry's time (an entry handler, and the
+ * instance's data). */
 bool agent_set_light_handlers(struct agent_probe *ap)
 {
 	enum kps_action act = ap->session->cfg.action;
 
 	if (act == ACT_TRACE && !ap->is_return && record_light(ap)) {
 		ap->u.kp.pre_handler = record_entry_args;
+		return true;
+	}
+	if (act == ACT_TRACE && ap->is_return && trace_return_light(ap)) {
+		ap->u.rp.entry_handler = trace_return_entry;
+		ap->u.rp.handler = trace_return;
+		ap->u.rp.data_size = sizeof(uint64_t) * (1 + (size_t)ap->nargs);
 		return true;
 	}
 	if (ap->tp || (act != ACT_COUNT && !(act == ACT_RECORD && record_light(ap))))
