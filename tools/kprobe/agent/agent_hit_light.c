@@ -372,10 +372,10 @@ static int trace_return(struct kretprobe_instance *ri, struct pt_regs *regs)
 	return 0;
 }
 
-/* Whether a traced return's arguments are all integers these handlers
- * read: from the argument registers at the entry, the return value at
- * the return. */
-static bool trace_return_light(const struct agent_probe *ap)
+/* Whether a probe's arguments are all integers the light handlers can
+ * read: from the argument registers (at the entry) where args, the
+ * return value where retval. */
+static bool light_args(const struct agent_probe *ap, bool args, bool retval)
 {
 	if (!ap->session->time_tsc || !agent_hit_light_ok() || ap->tp)
 		return false;
@@ -384,28 +384,17 @@ static bool trace_return_light(const struct agent_probe *ap)
 
 		if (a->type == ARG_STRING || spec_type_is_float(a->type))
 			return false;
-		if (a->src >= SPEC_MAX_INT_ARG && a->src != ARG_SRC_RETVAL)
+		if (a->src == ARG_SRC_RETVAL ? !retval : (!args || a->src >= SPEC_MAX_INT_ARG))
 			return false;
 	}
 	return true;
 }
 
-/* Whether a recorded probe's arguments are all integers the light
- * handlers can read: at entry from the argument registers, at a return
- * the return value (the entry's arguments need an entry handler). */
+/* A recorded probe's: at an entry the argument registers, at a return
+ * the return value (the entry's arguments would need an entry handler). */
 static bool record_light(const struct agent_probe *ap)
 {
-	if (!ap->session->time_tsc || !agent_hit_light_ok() || ap->tp)
-		return false;
-	for (int i = 0; i < ap->nargs; i++) {
-		const struct spec_arg *a = &ap->args[i];
-
-		if (a->type == ARG_STRING || spec_type_is_float(a->type))
-			return false;
-		if (ap->is_return ? a->src != ARG_SRC_RETVAL : a->src >= SPEC_MAX_INT_ARG)
-			return false;
-	}
-	return true;
+	return light_args(ap, !ap->is_return, ap->is_return);
 }
 
 /* Count and record get the light handlers when they can; a return probe
@@ -420,7 +409,7 @@ bool agent_set_light_handlers(struct agent_probe *ap)
 		ap->u.kp.pre_handler = record_entry_args;
 		return true;
 	}
-	if (act == ACT_TRACE && ap->is_return && trace_return_light(ap)) {
+	if (act == ACT_TRACE && ap->is_return && light_args(ap, true, true)) {
 		ap->u.rp.entry_handler = trace_return_entry;
 		ap->u.rp.handler = trace_return;
 		ap->u.rp.data_size = sizeof(uint64_t) * (1 + (size_t)ap->nargs);
