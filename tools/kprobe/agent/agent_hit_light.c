@@ -34,7 +34,7 @@ HIT_INLINE int take_free_ring(struct agent_session *s, uint64_t me)
 }
 
 /* Every ring is taken: the reader frees those of exited threads once it
- * has read them (record.c).  Waits for one as ring_wait() waits for space;
+ * has read them (consumer_free_dead_rings()).  Waits for one as ring_wait() waits for space;
  * a wait that runs out means every ring is a live thread's, and no thread
  * of the session waits again. */
 HIT_INLINE int wait_free_ring(struct agent_session *s, uint64_t me)
@@ -53,7 +53,7 @@ HIT_INLINE int wait_free_ring(struct agent_session *s, uint64_t me)
 		ring = take_free_ring(s, me);
 		if (ring >= 0)
 			return ring;
-	} while (kp_cycles() - start < s->wait_ticks &&
+	} while (kp_cycles() - start < s->ring_claim_ticks &&
 		 !__atomic_load_n(&s->map.hdr->drop, __ATOMIC_RELAXED));
 	__atomic_store_n(&s->rings_exhausted, true, __ATOMIC_RELAXED);
 	return -1;
