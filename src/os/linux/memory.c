@@ -185,36 +185,42 @@ static inline __attribute__((always_inline)) void store_low(void *buf, uint64_t 
 		__builtin_memcpy(buf, &b, 1);
 }
 
-/* A copy whose fault the library's handler catches where it can (no
- * system call: a handler reading a stack argument, the analysis reading
- * every function of a library at registration), else the kernel's. */
-int kp_mem_read_nofault(uintptr_t addr, void *buf, size_t len)
+/* len bytes at addr through the kernel (process_vm_readv): for a thread
+ * where a fault would not reach the library's handler. */
+static int kernel_read(uintptr_t addr, void *buf, size_t len)
 {
 	struct iovec local = { buf, len };
 	struct iovec remote = { (void *)addr, len };
+
+	if (kp_syscall6(SYS_process_vm_readv, mem_pid(), (long)&local, 1, (long)&remote, 1, 0) == (long)len)
+		return 0;
+	return -EFAULT;
+}
+
+/* A copy whose fault the library's handler catches where it can (no
+ * system call: a handler reading a stack argument, the analysis reading
+ * every function of a library at registration), else the kernel's.  A
+ * word is one load (rep movsb starts slowly), stored by copies of
+ * constant size: a call to memcpy, which may use vector registers, would
+ * make the handler analysis save them for every handler that reads a
+ * stack argument. */
+int kp_mem_read_nofault(uintptr_t addr, void *buf, size_t len)
+{
+	uint64_t v;
 
 	if (!len)
 		return 0;
 	if (addr + len < addr)
 		return -EFAULT;	/* wraps around: nobody's memory */
-	if (kp_load_nofault_usable()) {
-		uint64_t v = 0;
-
-		/* One load for a word (rep movsb starts slowly), stored by
-		 * copies of constant size: a call to memcpy, which may use
-		 * vector registers, would make the handler analysis save them
-		 * for every handler that reads a stack argument. */
-		if (len == 8 || len == 4 || len == 2 || len == 1) {
-			if (kp_load_nofault_sized(addr, (unsigned int)len, &v))
-				return -EFAULT;
-			store_low(buf, v, len);
-			return 0;
-		}
-		return kp_copy_nofault(buf, (const void *)addr, len) ? -EFAULT : 0;
-	}
-	if (kp_syscall6(SYS_process_vm_readv, mem_pid(), (long)&local, 1, (long)&remote, 1, 0) == (long)len)
+	if (len == 8 || len == 4 || len == 2 || len == 1) {
+		if (kp_read_small_nofault(addr, (unsigned int)len, &v))
+			return -EFAULT;
+		store_low(buf, v, len);
 		return 0;
-	return -EFAULT;
+	}
+	if (kp_load_nofault_usable())
+		return kp_copy_nofault(buf, (const void *)addr, len) ? -EFAULT : 0;
+	return kernel_read(addr, buf, len);
 }
 
 int kp_read_small_nofault(uintptr_t addr, unsigned int size, uint64_t *out)
@@ -225,7 +231,7 @@ int kp_read_small_nofault(uintptr_t addr, unsigned int size, uint64_t *out)
 		return -EFAULT;
 	if (kp_load_nofault_usable())
 		return kp_load_nofault_sized(addr, size, out);
-	if (kp_mem_read_nofault(addr, &v, size))
+	if (kernel_read(addr, &v, size))
 		return -EFAULT;
 	*out = v;
 	return 0;

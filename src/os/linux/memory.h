@@ -32,7 +32,7 @@ int kp_mem_read_nofault(uintptr_t addr, void *buf, size_t len);
 /* The size (1, 2, 4 or 8) bytes at addr, zero-extended into *out, for a
  * handler on the hit path: a plain load whose fault the library's fault
  * handler catches (kp_load_nofault_sized(), asm/uaccess.h: no
- * system call) when kp_load_nofault_usable(), else kp_mem_read_nofault().
+ * system call) when kp_load_nofault_usable(), else a read through the kernel.
  * 0 or -EFAULT.  Async-signal-safe. */
 int kp_read_small_nofault(uintptr_t addr, unsigned int size, uint64_t *out);
 

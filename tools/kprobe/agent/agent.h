@@ -93,8 +93,6 @@ struct agent_session {
 	uint64_t wait_ticks;		/* how long a writer waits for ring space */
 	bool stalled;			/* a wait timed out: the reader is gone */
 	bool rings_exhausted;		/* a wait for a free ring timed out */
-	uint64_t ring_claim_ticks;	/* how long a thread's first hit waits for
-					 * a free ring (light path) */
 	struct agent_probe **probes;
 	int nprobes, cap;
 	struct agent_deferred *deferred;

@@ -34,11 +34,15 @@ HIT_INLINE int take_free_ring(struct agent_session *s, uint64_t me)
 }
 
 /* Every ring is taken: the reader frees those of exited threads once it
- * has read them (consumer_free_dead_rings()).  Waits for one as ring_wait() waits for space;
- * a wait that runs out means every ring is a live thread's, and no thread
- * of the session waits again. */
+ * has read them (consumer_free_dead_rings()).  Waits for one as
+ * ring_wait() waits for space, or, tracing, a thirty-second of that (a
+ * fraction of a second, what the tool takes to read an exited thread's
+ * ring and give it back, many times over): a wait that runs out means
+ * every ring is a live thread's, and no thread of the session waits
+ * again, so the program stalls that long once. */
 HIT_INLINE int wait_free_ring(struct agent_session *s, uint64_t me)
 {
+	uint64_t limit = s->cfg.action == ACT_TRACE ? s->wait_ticks / 32 : s->wait_ticks;
 	uint64_t start;
 	int ring;
 
@@ -53,7 +57,7 @@ HIT_INLINE int wait_free_ring(struct agent_session *s, uint64_t me)
 		ring = take_free_ring(s, me);
 		if (ring >= 0)
 			return ring;
-	} while (kp_cycles() - start < s->ring_claim_ticks &&
+	} while (kp_cycles() - start < limit &&
 		 !__atomic_load_n(&s->map.hdr->drop, __ATOMIC_RELAXED));
 	__atomic_store_n(&s->rings_exhausted, true, __ATOMIC_RELAXED);
 	return -1;
@@ -237,9 +241,10 @@ slow: {
 	}
 }
 
-/* One recorded event with n values (n > 0): its time, the probe and the
- * values; the call stack (not an entry time) pairs a return with its
- * entry. */
+/* One event with n values (none for a traced entry without arguments):
+ * its time, the probe and the values; a recorded return pairs with its
+ * entry by the call stack, a traced one carries its entry's time as its
+ * first value. */
 static inline __attribute__((always_inline)) void record_put(struct agent_probe *ap,
 							      struct hit_thread *t,
 							      uint16_t type, uint64_t time,

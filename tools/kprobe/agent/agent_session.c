@@ -121,14 +121,8 @@ static void setup_clock(struct agent_session *s)
 	struct timespec ts;
 	uint64_t ns, tsc;
 
-	/* A full ring is waited for a few seconds at most (any TSC rate).  A
-	 * free ring too, when recording; a traced thread waits a fraction of
-	 * a second, about what the tool takes to read an exited thread's
-	 * ring and give it back, many times over: where every ring is a live
-	 * thread's, the first such thread's wait ends the waits, and it
-	 * stalls the program that long once. */
+	/* A full ring is waited for a few seconds at most (any TSC rate). */
 	s->wait_ticks = kp_cycles_wait_limit();
-	s->ring_claim_ticks = s->cfg.action == ACT_TRACE ? s->wait_ticks / 32 : s->wait_ticks;
 	if (!h->time_tsc)
 		return;
 	clock_gettime(CLOCK_MONOTONIC, &ts);
