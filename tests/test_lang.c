@@ -2529,6 +2529,72 @@ static const uint64_t *keyless_value(struct env *e, const char *name, uint64_t *
 	return raw ? v : lang_map_value(&e->img, e->region, m, v, buf);
 }
 
+/* The word after a sharded hist's buckets in shard s: its late sample. */
+static uint64_t *hist_late_word(struct env *e, unsigned m, uint32_t s)
+{
+	return (uint64_t *)((uint8_t *)e->region + e->img.map_shard_off[m] +
+			    (size_t)(s - 1) * e->img.map_shard_stride[m]) +
+	       LANG_HIST_BUCKETS;
+}
+
+/* The latency pattern's samples, added a sample late in each thread's
+ * shard: a reader counts each shard's late sample in its bucket, zero()
+ * and clear() take it away with the rest, a thread without a shard adds
+ * at once, and a late word out of range (which no writer stores) counts
+ * nowhere and is dropped by the next sample. */
+Test(lang_maps, hist_late_samples_are_counted)
+{
+	struct env *e = compile("uprobe:a:f { @s[tid] = nsecs; }"
+				" uretprobe:a:f /@s[tid]/ { @ns = hist(nsecs - @s[tid]);"
+				" delete(@s[tid]); }");
+	unsigned h = (unsigned)map_index(e, "@ns");
+	uint32_t s1 = lang_maps_take_shard(e->region), s2 = lang_maps_take_shard(e->region);
+	uint64_t buf[LANG_HIST_BUCKETS];
+	const uint64_t *v;
+
+	cr_assert(e->img.map_shard_off[h] && s1 && s2 && s1 != s2);
+	cr_assert_leq(e->img.map_shard_off[h] + 8 * (LANG_HIST_BUCKETS + 1),
+		      e->img.shards_off + e->img.shard_block);
+	lang_map_hist_add_late(&e->img, e->region, h, s1, 3);
+	cr_assert_eq(*hist_late_word(e, h, s1), 4);
+	v = keyless_value(e, "@ns", buf, 0);
+	cr_assert(v);
+	cr_assert_eq(v[3], 1);	/* the late one alone */
+	lang_map_hist_add_late(&e->img, e->region, h, s1, 3);
+	lang_map_hist_add_late(&e->img, e->region, h, s1, 5);
+	lang_map_hist_add_late(&e->img, e->region, h, s2, 5);
+	lang_map_hist_add_late(&e->img, e->region, h, 0, 5);
+	v = keyless_value(e, "@ns", buf, 0);
+	cr_assert_eq(v[3], 2);
+	cr_assert_eq(v[5], 3);
+	lang_map_zero(&e->img, e->region, h);
+	v = keyless_value(e, "@ns", buf, 0);
+	for (int i = 0; i < LANG_HIST_BUCKETS; i++)
+		cr_assert_eq(v[i], 0, "bucket %d", i);
+	/* s1's late 5 lands in its bucket now, under the base */
+	lang_map_hist_add_late(&e->img, e->region, h, s1, 7);
+	v = keyless_value(e, "@ns", buf, 0);
+	cr_assert_eq(v[5], 0);
+	cr_assert_eq(v[7], 1);
+	lang_map_clear(&e->img, e->region, h);
+	cr_assert_eq(map_count(e, "@ns"), 0);
+	lang_map_hist_add_late(&e->img, e->region, h, s2, 1);
+	v = keyless_value(e, "@ns", buf, 0);
+	cr_assert(v);
+	cr_assert_eq(v[1], 1);
+	cr_assert_eq(v[5], 0);
+	cr_assert_eq(v[7], 0);
+	*hist_late_word(e, h, s2) = 1000;
+	v = keyless_value(e, "@ns", buf, 0);
+	cr_assert_eq(v[1], 0);	/* s2's late 1 overwritten: gone, nothing else counted */
+	lang_map_hist_add_late(&e->img, e->region, h, s2, 2);
+	v = keyless_value(e, "@ns", buf, 0);
+	cr_assert_eq(v[2], 1);
+	for (int i = 0; i < LANG_HIST_BUCKETS; i++)
+		cr_assert_leq(v[i], 1, "bucket %d", i);
+	env_free(e);
+}
+
 /* More threads than shards: the first LANG_SHARDS get one, the others add
  * to the map's slot with locked adds, and every update is there once. */
 Test(lang_maps, shards_run_out_to_the_locked_path, .timeout = 60)

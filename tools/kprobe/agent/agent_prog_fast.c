@@ -198,6 +198,26 @@ FAST_INLINE void keyless_add(struct prog_thread *t, const struct prog_point *pt,
 	__atomic_fetch_add((int64_t *)((uint8_t *)pt->kval + off), v, __ATOMIC_RELAXED);
 }
 
+/* One sample into bucket idx of the point's keyless hist, the latency
+ * pattern's: a thread with a shard adds it a sample late
+ * (mapi_hist_add_late), so that the bucket of the time just read is not
+ * the address of the hit's add. */
+FAST_INLINE void keyless_hist_late(struct prog_thread *t, const struct prog_point *pt,
+				   unsigned idx)
+{
+	uint8_t *block = t->fblock;
+
+	if (__builtin_expect(pt->ksharded, 1)) {
+		if (__builtin_expect(!block, 0))
+			block = fast_take_shard(pt);
+		if (__builtin_expect(block != NO_SHARD, 1)) {
+			mapi_hist_add_late((int64_t *)(block + pt->koff), idx);
+			return;
+		}
+	}
+	__atomic_fetch_add(&pt->kval[idx], 1, __ATOMIC_RELAXED);
+}
+
 /* nsecs at the time stamp cycles (a kp_cycles() reading). */
 FAST_INLINE uint64_t point_nsecs_at(const struct prog_point *pt, uint64_t cycles)
 {
@@ -392,9 +412,8 @@ FAST_INLINE void delta_hist_tval(struct prog_thread *t, struct prog_point *pt,
 	if (!start)
 		return;	/* the filter is false */
 	if (keyless_val(pt))
-		keyless_add(t, pt, 8 * (size_t)mapi_hist_index((int64_t)(point_nsecs_at(pt, now) -
-									 (uint64_t)start)),
-			    1);
+		keyless_hist_late(t, pt, mapi_hist_index((int64_t)(point_nsecs_at(pt, now) -
+								   (uint64_t)start)));
 	mapi_tval_delete(e);
 }
 
@@ -413,9 +432,8 @@ FAST_INLINE void delta_hist(struct prog_thread *t, struct prog_point *pt, uint64
 		return;	/* the filter is false */
 	hist = keyless_val(pt);
 	if (hist)
-		keyless_add(t, pt, 8 * (size_t)mapi_hist_index((int64_t)(point_nsecs_at(pt, now) -
-									 (uint64_t)start)),
-			    1);
+		keyless_hist_late(t, pt, mapi_hist_index((int64_t)(point_nsecs_at(pt, now) -
+								   (uint64_t)start)));
 	/* t->word is val's slot's word, as it read live; NULL when the slot
 	 * was no longer live once found (deleted or cleared meanwhile:
 	 * nothing left to delete) */

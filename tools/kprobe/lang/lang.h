@@ -415,7 +415,8 @@ struct lang_image {
 	 * shard, the next ones map_shard_stride bytes apart; 0 when the map
 	 * is not sharded.  The shards are LANG_SHARDS blocks of shard_block
 	 * bytes from shards_off, one per thread, holding that thread's shard
-	 * of every sharded map. */
+	 * of every sharded map.  A sharded hist's shard ends with one more
+	 * word, its late sample (mapi_hist_add_late). */
 	size_t map_base_off[LANG_MAX_MAPS];
 	size_t map_shard_off[LANG_MAX_MAPS];
 	uint32_t map_shard_stride[LANG_MAX_MAPS];
@@ -464,6 +465,12 @@ uint32_t lang_maps_take_shard(void *region);
  * threads' entries of the maps of thread values (a dead thread's: see
  * lang_image.map_tval_off). */
 uint32_t lang_maps_take_thread_shard(const struct lang_image *img, void *region, uint64_t tid);
+/* One sample into bucket idx of keyless hist m as the latency pattern's
+ * return half adds it, for the thread with shard (0: none): into its
+ * shard a sample late when the map is sharded (mapi_hist_add_late), else
+ * at once into the map's value. */
+void lang_map_hist_add_late(const struct lang_image *img, void *region, unsigned m,
+			    uint32_t shard, unsigned idx);
 
 /* A thread's entry in a map of thread values (lang_image.map_tval_off):
  * its key (the thread's tid) and value, there while live is not 0.  A

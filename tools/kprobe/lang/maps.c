@@ -192,28 +192,61 @@ uint32_t lang_maps_take_thread_shard(const struct lang_image *img, void *region,
 	return shard;
 }
 
-/* Words first to first + n - 1 of sharded map m's value (whose slot
- * value is val): the slot plus the shards less the base, modulo 2^64 as
- * the writers add.  Every word is read whole (aligned 8 bytes), none
- * written. */
-void lang_map_sum(const struct lang_image *img, const void *region, unsigned m,
-		  const void *val, uint32_t first, uint64_t *out, uint32_t n)
+void lang_map_hist_add_late(const struct lang_image *img, void *region, unsigned m,
+			    uint32_t shard, unsigned idx)
+{
+	bool owned;
+	int64_t *v;
+
+	if (m >= img->hdr->nmaps || img->maps[m].kind != LANG_M_HIST || img->maps[m].nkeys ||
+	    idx >= LANG_HIST_BUCKETS)
+		return;
+	v = mapi_agg_target(img, region, m, shard, &owned);
+	if (v && owned)
+		mapi_hist_add_late(v, idx);
+	else if (v)
+		__atomic_fetch_add(&v[idx], 1, __ATOMIC_RELAXED);
+}
+
+/* Words first to first + n - 1 of what sharded map m's slot and shards
+ * hold, modulo 2^64 as the writers add: each shard's words, then (a
+ * hist's) its late sample in its bucket (mapi_hist_add_late: read after
+ * the buckets, which its writer adds to after storing it).  Every word is
+ * read whole (aligned 8 bytes), none written. */
+static void sharded_total(const struct lang_image *img, const void *region, unsigned m,
+			  const void *val, uint32_t first, uint64_t *out, uint32_t n)
 {
 	const uint64_t *slot = (const uint64_t *)val + first;
-	const uint64_t *base =
-		(const uint64_t *)((const uint8_t *)region + img->map_base_off[m]) + first;
+	bool hist = img->maps[m].kind == LANG_M_HIST;
 	uint32_t k, s;
 
 	for (k = 0; k < n; k++)
-		out[k] = __atomic_load_n(&slot[k], __ATOMIC_RELAXED) -
-			 __atomic_load_n(&base[k], __ATOMIC_RELAXED);
+		out[k] = __atomic_load_n(&slot[k], __ATOMIC_RELAXED);
 	for (s = 1; s <= LANG_SHARDS; s++) {
-		const uint64_t *sh =
-			(const uint64_t *)mapi_shard_val(img, (void *)region, m, s) + first;
+		const uint64_t *sv = (const uint64_t *)mapi_shard_val(img, (void *)region, m, s);
+		uint64_t late;
 
 		for (k = 0; k < n; k++)
-			out[k] += __atomic_load_n(&sh[k], __ATOMIC_RELAXED);
+			out[k] += __atomic_load_n(&sv[first + k], __ATOMIC_RELAXED);
+		if (!hist)
+			continue;
+		late = __atomic_load_n(&sv[LANG_HIST_BUCKETS], __ATOMIC_RELAXED);
+		if (late - 1 - first < n && late - 1 < LANG_HIST_BUCKETS)
+			out[late - 1 - first]++;
 	}
+}
+
+/* Words first to first + n - 1 of sharded map m's value (whose slot
+ * value is val): the slot plus the shards less the base. */
+void lang_map_sum(const struct lang_image *img, const void *region, unsigned m,
+		  const void *val, uint32_t first, uint64_t *out, uint32_t n)
+{
+	const uint64_t *base =
+		(const uint64_t *)((const uint8_t *)region + img->map_base_off[m]) + first;
+
+	sharded_total(img, region, m, val, first, out, n);
+	for (uint32_t k = 0; k < n; k++)
+		out[k] -= __atomic_load_n(&base[k], __ATOMIC_RELAXED);
 }
 
 /* How many of the threads' live entries of map m in shards 1 to below
@@ -275,16 +308,13 @@ const void *lang_map_value(const struct lang_image *img, const void *region, uns
 static void rebase(const struct lang_image *img, void *region, unsigned m)
 {
 	uint64_t *base = (uint64_t *)((uint8_t *)region + img->map_base_off[m]);
-	const uint64_t *slot =
-		(const uint64_t *)slot_val(img, m, slot_at(img, map_at(img, region, m), m, 0));
-	uint32_t n = img->maps[m].val_size / 8, k, s;
+	const void *val = slot_val(img, m, slot_at(img, map_at(img, region, m), m, 0));
+	uint32_t n = img->maps[m].val_size / 8, k;
 
 	for (k = 0; k < n; k++) {
-		uint64_t total = __atomic_load_n(&slot[k], __ATOMIC_RELAXED);
+		uint64_t total;
 
-		for (s = 1; s <= LANG_SHARDS; s++)
-			total += __atomic_load_n((uint64_t *)mapi_shard_val(img, region, m, s) + k,
-						 __ATOMIC_RELAXED);
+		sharded_total(img, region, m, val, k, &total, 1);
 		__atomic_store_n(&base[k], total, __ATOMIC_RELAXED);
 	}
 }

@@ -549,6 +549,30 @@ MAPS_INLINE int64_t *mapi_agg_target(const struct lang_image *img, void *region,
 	return mapi_shard_val(img, region, m, shard);
 }
 
+/* One sample into bucket idx of a thread's shard sv of a keyless hist,
+ * a sample late: the shard's last word keeps the newest sample's bucket
+ * (1 + its index, 0: none) and the bucket of the one before is counted
+ * now.  Where idx depends on a slow value (the latency pattern's time
+ * stamp), the add then goes to an address known long before, and the
+ * processor need not hold the hit's later loads and stores until the
+ * stamp is read.  Readers add each shard's late sample to its bucket
+ * (lang_map_sum): the last sample of a thread counts although no later
+ * one comes.  Load and store, not one instruction: the owner thread
+ * alone writes its shard, inside a probe's handler, where a hit of its
+ * own signal handlers is missed and runs no handler.  A reader racing
+ * with the add may miss the older sample for its duration (a read that
+ * came before the hit); a word out of range (no writer stores one) is
+ * ignored here as there. */
+MAPS_INLINE void mapi_hist_add_late(int64_t *sv, unsigned idx)
+{
+	uint64_t *late = (uint64_t *)&sv[LANG_HIST_BUCKETS];
+	uint64_t prev = __atomic_load_n(late, __ATOMIC_RELAXED);
+
+	__atomic_store_n(late, (uint64_t)idx + 1, __ATOMIC_RELAXED);
+	if (prev - 1 < LANG_HIST_BUCKETS)
+		mapi_owner_add(&sv[prev - 1], 1);
+}
+
 /* bpftrace 0.17's log2 bucket: a binary search over 32 bits only (values
  * from 2^31 up share the last bucket). */
 MAPS_INLINE unsigned mapi_hist_index(int64_t v)

@@ -216,7 +216,7 @@ static bool map_thread_valued(const struct lang_image *img, uint32_t m)
 
 /* A sharded map's base after its slot; its shards' place in the threads'
  * blocks (in map_shard_off until place_shards() makes it a region
- * offset). */
+ * offset): the value, and a hist's late sample after it. */
 static uint64_t layout_base(struct lang_image *img, uint32_t m, size_t off, uint64_t bytes,
 			    uint32_t *block)
 {
@@ -225,7 +225,7 @@ static uint64_t layout_base(struct lang_image *img, uint32_t m, size_t off, uint
 	img->map_base_off[m] = off + (size_t)bytes;
 	img->map_shard_off[m] = *block;
 	img->map_shard_stride[m] = 1;	/* sharded: placed below */
-	*block += vs;
+	*block += vs + (img->maps[m].kind == LANG_M_HIST ? 8 : 0);
 	return bytes + vs;
 }
 
