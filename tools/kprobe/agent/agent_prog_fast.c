@@ -179,23 +179,31 @@ static __attribute__((noinline)) uint8_t *fast_take_shard(const struct prog_poin
 	return t->fblock;
 }
 
-/* Adds v to the word at byte off of a keyless map's value (keyless_val's,
- * which made it live): in the thread's shard of it when the map has shards
- * and the thread one, else with a locked add. */
-FAST_INLINE void keyless_add(struct prog_thread *t, const struct prog_point *pt, size_t off,
-			     int64_t v)
+/* The thread's shard of the point's keyless map (keyless_val's, which
+ * made it live), or NULL when the map has none or the thread none: the
+ * locked path. */
+FAST_INLINE int64_t *keyless_shard(struct prog_thread *t, const struct prog_point *pt)
 {
 	uint8_t *block = t->fblock;
 
-	if (__builtin_expect(pt->ksharded, 1)) {
-		if (__builtin_expect(!block, 0))
-			block = fast_take_shard(pt);
-		if (__builtin_expect(block != NO_SHARD, 1)) {
-			mapi_owner_add((int64_t *)(block + pt->koff + off), v);
-			return;
-		}
-	}
-	__atomic_fetch_add((int64_t *)((uint8_t *)pt->kval + off), v, __ATOMIC_RELAXED);
+	if (__builtin_expect(!pt->ksharded, 0))
+		return NULL;
+	if (__builtin_expect(!block, 0))
+		block = fast_take_shard(pt);
+	return __builtin_expect(block != NO_SHARD, 1) ? (int64_t *)(block + pt->koff) : NULL;
+}
+
+/* Adds v to the word at byte off of a keyless map's value: in the
+ * thread's shard, else with a locked add. */
+FAST_INLINE void keyless_add(struct prog_thread *t, const struct prog_point *pt, size_t off,
+			     int64_t v)
+{
+	int64_t *sv = keyless_shard(t, pt);
+
+	if (__builtin_expect(sv != NULL, 1))
+		mapi_owner_add((int64_t *)((uint8_t *)sv + off), v);
+	else
+		__atomic_fetch_add((int64_t *)((uint8_t *)pt->kval + off), v, __ATOMIC_RELAXED);
 }
 
 /* One sample into bucket idx of the point's keyless hist, the latency
@@ -205,17 +213,12 @@ FAST_INLINE void keyless_add(struct prog_thread *t, const struct prog_point *pt,
 FAST_INLINE void keyless_hist_late(struct prog_thread *t, const struct prog_point *pt,
 				   unsigned idx)
 {
-	uint8_t *block = t->fblock;
+	int64_t *sv = keyless_shard(t, pt);
 
-	if (__builtin_expect(pt->ksharded, 1)) {
-		if (__builtin_expect(!block, 0))
-			block = fast_take_shard(pt);
-		if (__builtin_expect(block != NO_SHARD, 1)) {
-			mapi_hist_add_late((int64_t *)(block + pt->koff), idx);
-			return;
-		}
-	}
-	__atomic_fetch_add(&pt->kval[idx], 1, __ATOMIC_RELAXED);
+	if (__builtin_expect(sv != NULL, 1))
+		mapi_hist_add_late(sv, idx);
+	else
+		__atomic_fetch_add(&pt->kval[idx], 1, __ATOMIC_RELAXED);
 }
 
 /* nsecs at the time stamp cycles (a kp_cycles() reading). */
