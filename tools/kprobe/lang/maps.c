@@ -210,9 +210,9 @@ void lang_map_hist_add_late(const struct lang_image *img, void *region, unsigned
 
 /* Words first to first + n - 1 of what sharded map m's slot and shards
  * hold, modulo 2^64 as the writers add: each shard's words, then (a
- * hist's) its late sample in its bucket (mapi_hist_add_late: read after
- * the buckets, which its writer adds to after storing it).  Every word is
- * read whole (aligned 8 bytes), none written. */
+ * hist's) its late sample in its bucket (mapi_hist_add_late: the late
+ * word read after the buckets, which its writer adds to after storing
+ * it).  Every word is read whole (aligned 8 bytes), none written. */
 static void sharded_total(const struct lang_image *img, const void *region, unsigned m,
 			  const void *val, uint32_t first, uint64_t *out, uint32_t n)
 {
@@ -227,7 +227,7 @@ static void sharded_total(const struct lang_image *img, const void *region, unsi
 		uint64_t late;
 
 		for (k = 0; k < n; k++)
-			out[k] += __atomic_load_n(&sv[first + k], __ATOMIC_RELAXED);
+			out[k] += __atomic_load_n(&sv[first + k], __ATOMIC_ACQUIRE);
 		if (!hist)
 			continue;
 		late = __atomic_load_n(&sv[LANG_HIST_BUCKETS], __ATOMIC_RELAXED);

@@ -441,6 +441,31 @@ MAPS_INLINE void mapi_owner_add(int64_t *p, int64_t v)
 #endif
 }
 
+/* mapi_owner_add ordered after the caller's earlier stores: a reader
+ * whose load of *p (an acquire) sees the add sees them too. */
+MAPS_INLINE void mapi_owner_add_release(int64_t *p, int64_t v)
+{
+#if defined(__x86_64__)
+	/* the processor keeps stores in order: the compiler must too */
+	__asm__ volatile("addq %1, %0" : "+m"(*p) : "er"(v) : "memory");
+#elif defined(__aarch64__) && defined(__ARM_FEATURE_ATOMICS)
+	__asm__ volatile("staddl %1, %0" : "+Q"(*p) : "r"(v) : "memory");
+#elif defined(__aarch64__)
+	int64_t tmp;
+	uint32_t fail;
+
+	__asm__ volatile("1:	ldxr	%0, %2\n"
+			 "	add	%0, %0, %3\n"
+			 "	stlxr	%w1, %0, %2\n"
+			 "	cbnz	%w1, 1b"
+			 : "=&r"(tmp), "=&r"(fail), "+Q"(*p)
+			 : "r"(v)
+			 : "memory");
+#else
+	__atomic_fetch_add(p, v, __ATOMIC_RELEASE);
+#endif
+}
+
 /* A shard for the calling thread (lang_maps_take_shard). */
 MAPS_INLINE uint32_t mapi_take_shard(void *region)
 {
@@ -559,10 +584,13 @@ MAPS_INLINE int64_t *mapi_agg_target(const struct lang_image *img, void *region,
  * (lang_map_sum): the last sample of a thread counts although no later
  * one comes.  Load and store, not one instruction: the owner thread
  * alone writes its shard, inside a probe's handler, where a hit of its
- * own signal handlers is missed and runs no handler.  A reader racing
- * with the add may miss the older sample for its duration (a read that
- * came before the hit); a word out of range (no writer stores one) is
- * ignored here as there. */
+ * own signal handlers is missed and runs no handler.  The add comes after
+ * the store (a release), and readers load a bucket (an acquire) before
+ * the late word: one that sees the add sees the newer late word, so no
+ * sample counts twice, which a clear() would make a bucket's -1.  One
+ * that reads between the two misses the older sample (a read before the
+ * hit); a clear() then leaves it to count after it.  A word out of
+ * range (no writer stores one) is ignored here as there. */
 MAPS_INLINE void mapi_hist_add_late(int64_t *sv, unsigned idx)
 {
 	uint64_t *late = (uint64_t *)&sv[LANG_HIST_BUCKETS];
@@ -570,7 +598,7 @@ MAPS_INLINE void mapi_hist_add_late(int64_t *sv, unsigned idx)
 
 	__atomic_store_n(late, (uint64_t)idx + 1, __ATOMIC_RELAXED);
 	if (prev - 1 < LANG_HIST_BUCKETS)
-		mapi_owner_add(&sv[prev - 1], 1);
+		mapi_owner_add_release(&sv[prev - 1], 1);
 }
 
 /* bpftrace 0.17's log2 bucket: a binary search over 32 bits only (values
