@@ -2595,6 +2595,68 @@ Test(lang_maps, hist_late_samples_are_counted)
 	env_free(e);
 }
 
+struct late_race {
+	struct env *e;
+	unsigned m;
+	uint32_t shard;
+	volatile int started, stop;
+	uint64_t runs;
+};
+
+static void *late_race_writer(void *arg)
+{
+	struct late_race *r = arg;
+
+	r->started = 1;
+	for (r->runs = 0; !r->stop; r->runs++)
+		lang_map_hist_add_late(&r->e->img, r->e->region, r->m, r->shard,
+				       (unsigned)(r->runs % LANG_HIST_BUCKETS));
+	return NULL;
+}
+
+/* clear() and zero() racing with a thread that adds its samples a sample
+ * late: no bucket ever reads below its base (a sample counted twice by a
+ * clear would make it -1, read as huge), and every sample is in the
+ * buckets or the late word once. */
+Test(lang_maps, hist_late_samples_race_clears, .timeout = 60)
+{
+	struct env *e = compile("uprobe:a:f { @s[tid] = nsecs; }"
+				" uretprobe:a:f /@s[tid]/ { @ns = hist(nsecs - @s[tid]);"
+				" delete(@s[tid]); }");
+	struct late_race r = { .e = e, .m = (unsigned)map_index(e, "@ns"),
+			       .shard = lang_maps_take_shard(e->region) };
+	uint64_t buf[LANG_HIST_BUCKETS], held = 0;
+	const int64_t *sv;
+	const uint64_t *v;
+	pthread_t th;
+
+	cr_assert(e->img.map_shard_off[r.m] && r.shard);
+	cr_assert_eq(pthread_create(&th, NULL, late_race_writer, &r), 0);
+	while (!r.started)
+		sched_yield();
+	for (int round = 0; round < 3000; round++) {
+		if (round & 1)
+			lang_map_clear(&e->img, e->region, r.m);
+		else
+			lang_map_zero(&e->img, e->region, r.m);
+		v = keyless_value(e, "@ns", buf, 0);
+		for (int i = 0; v && i < LANG_HIST_BUCKETS; i++)
+			cr_assert_lt(v[i], 1ull << 40, "bucket %d reads %lu after a clear", i,
+				     (unsigned long)v[i]);
+		if (round % 64 == 0)
+			sched_yield();
+	}
+	r.stop = 1;
+	pthread_join(th, NULL);
+	sv = (const int64_t *)hist_late_word(e, r.m, r.shard) - LANG_HIST_BUCKETS;
+	for (int i = 0; i < LANG_HIST_BUCKETS; i++)
+		held += (uint64_t)sv[i];
+	held += *hist_late_word(e, r.m, r.shard) != 0;
+	cr_assert_eq(held, r.runs, "the shard holds %lu of %lu samples", (unsigned long)held,
+		     (unsigned long)r.runs);
+	env_free(e);
+}
+
 /* More threads than shards: the first LANG_SHARDS get one, the others add
  * to the map's slot with locked adds, and every update is there once. */
 Test(lang_maps, shards_run_out_to_the_locked_path, .timeout = 60)
