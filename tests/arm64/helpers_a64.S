@@ -274,6 +274,31 @@ FUNC a64_regs_kept
 	ret
 END a64_regs_kept
 
+/* void a64_clobber_scratch(void): writes x0-x18, as any function may;
+ * what a return handler that calls it makes the trampoline keep. */
+FUNC a64_clobber_scratch
+	mov x0, #0xdead
+	mov x1, x0
+	mov x2, x0
+	mov x3, x0
+	mov x4, x0
+	mov x5, x0
+	mov x6, x0
+	mov x7, x0
+	mov x8, x0
+	mov x9, x0
+	mov x10, x0
+	mov x11, x0
+	mov x12, x0
+	mov x13, x0
+	mov x14, x0
+	mov x15, x0
+	mov x16, x0
+	mov x17, x0
+	mov x18, x0
+	ret
+END a64_clobber_scratch
+
 /* A leaf that touches nothing but x0: a64_regs_kept's callee.
  * +0 add  +4 ret */
 FUNC a64_add_one_keeps

@@ -24,6 +24,7 @@ long a64_bti(long x);
 double a64_fdouble(double d);
 long a64_regs_kept(void);
 long a64_add_one_keeps(long x);
+void a64_clobber_scratch(void);
 extern long a64_data;
 
 /* The instruction at offset off of fn. */

@@ -293,6 +293,65 @@ Test(a64_kretprobe, registers_and_float_return_are_kept)
 	}
 }
 
+/* Return handlers of the trampoline's three levels: one that reads no
+ * pt_regs and changes no register the caller may keep (its needs: none),
+ * one that reads none but changes x4-x18 (KP_OPT_SAVE_SCRATCH), and one
+ * that changes the return value through its pt_regs (KP_OPT_SAVE_REGS),
+ * whose change is the caller's. */
+static int ret_count_only(struct kretprobe_instance *ri, struct pt_regs *regs)
+{
+	(void)ri;
+	(void)regs;
+	ret_hits++;
+	return 0;
+}
+
+static int ret_clobbers(struct kretprobe_instance *ri, struct pt_regs *regs)
+{
+	(void)ri;
+	(void)regs;
+	a64_clobber_scratch();
+	ret_hits++;
+	return 0;
+}
+
+static int ret_sets_x0(struct kretprobe_instance *ri, struct pt_regs *regs)
+{
+	(void)ri;
+	regs->regs[0] = 77;
+	ret_hits++;
+	return 0;
+}
+
+Test(a64_kretprobe, every_handler_level_keeps_the_registers)
+{
+	kretprobe_handler_t h[] = { ret_count_only, ret_clobbers, ret_handler };
+
+	for (int opt = 0; opt <= 1; opt++) {
+		for (int i = 0; i < 3; i++) {
+			struct kretprobe rp = { .kp.addr = AT(a64_add_one_keeps, 0), .handler = h[i] };
+
+			ret_reset();
+			arm_rp(&rp, opt);
+			for (int k = 0; k < 3; k++)
+				cr_expect_eq(a64_regs_kept(), 0, "handler %d, optimized: %d", i, opt);
+			cr_expect_eq(ret_hits, 3, "handler %d, optimized: %d", i, opt);
+			unregister_kretprobe(&rp);
+		}
+		{
+			struct kretprobe rp = { .kp.addr = AT(a64_add, 0), .handler = ret_sets_x0 };
+
+			ret_reset();
+			arm_rp(&rp, opt);
+			for (int k = 0; k < 3; k++)
+				cr_expect_eq(a64_add(1, 2), 77, "optimized: %d", opt);
+			cr_expect_eq(ret_hits, 3);
+			unregister_kretprobe(&rp);
+			cr_expect_eq(a64_add(1, 2), 3);
+		}
+	}
+}
+
 TEST_FN static long fact(long n)
 {
 	long r = n <= 1 ? 1 : n * fact(n - 1);

@@ -50,33 +50,12 @@
  * walks: R maps to the probed address (arch_unwind_map_ip).
  */
 #include "arch/arm64/ptregs.inc"
+#include "arch/arm64/hitpath.inc"
 
 	.set F_MARK, 16			/* kp_a64_detour_ret before */
 	.set F_SIZE, 32
 	.set PT_X18, PT_REGS + 144
 	.set PT_X19, PT_REGS + 152	/* the light path keeps the record there */
-
-	/* nest and in_handler, one 64-bit word, raised and dropped together */
-	.if KPT_IN_HANDLER - KPT_NEST - 4
-	.error "struct kp_thread: in_handler is not right above nest"
-	.endif
-
-/* Ends the light path's read-side section (as arch_section_pair_sub):
- * nest and in_handler dropped by one store, a release; gen counts the
- * outermost sections ended.  \t = the record; clobbers x\a, x\b. */
-	.macro SECTION_END t, a, b
-	ldr x\a, [\t, #KPT_NEST]
-	mov x\b, #1
-	sub x\a, x\a, x\b
-	sub x\a, x\a, x\b, lsl #32
-	add x\b, \t, #KPT_NEST
-	stlr x\a, [x\b]
-	cbnz w\a, 79f
-	ldr w\a, [\t, #KPT_GEN]
-	add w\a, w\a, #1
-	str w\a, [\t, #KPT_GEN]
-79:
-	.endm
 
 /* x4-x18: str or ldr for x18 */
 	.macro X4_X18 pair, single
@@ -106,16 +85,11 @@
 	adrp x2, kp_membarrier_ok
 	ldr w2, [x2, #:lo12:kp_membarrier_ok]
 	cbz w2, 70f
-	mrs x2, tpidr_el0
-	adrp x3, :gottprel:kp_self_tls
-	ldr x3, [x3, #:gottprel_lo12:kp_self_tls]
-	ldr x2, [x2, x3]			/* the thread record */
+	THREAD_RECORD 2, 3
 	cbz x2, 70f
 	ldr x3, [x2, #KPT_NEST]			/* nest and in_handler */
 	cbnz x3, 70f
-	mov x3, #1
-	movk x3, #1, lsl #32
-	str x3, [x2, #KPT_NEST]			/* the section begins */
+	SECTION_BEGIN x2, 3
 	/* Read inside the section: a probe taken off the probepoint is
 	 * freed only after a grace period. */
 	ldr x3, [x0, #PP_FAST]
