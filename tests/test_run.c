@@ -416,6 +416,27 @@ static long hist_total(const char *text, const char *name)
 	return total;
 }
 
+/* A program's probe on an object the command never loads (the test
+ * plugin, which run_target neither links nor opens) placed nothing: said
+ * on stderr after the maps, as count says it; a program whose probes all
+ * placed says nothing of the kind. */
+Test(load, run_probe_on_an_object_never_loaded_is_reported)
+{
+	struct run r;
+
+	cli_run(&r, "%s run -o /dev/stdout -e 'uprobe:%s:plugin_work { @a = count(); } "
+	    "uprobe:%s:run_value { @b = count(); }' -c '%s threads 1 3'", kprobe, plugin,
+	    run_target, run_target);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert(strstr(r.out, "\n@b: 3\n"), "%s", r.out);
+	cr_assert(strstr(r.err, "nothing was probed for"), "%s", r.err);
+	cr_assert(strstr(r.err, "libcliplugin.so:plugin_work'"), "%s", r.err);
+	cli_run(&r, "%s run -o /dev/stdout -e 'uprobe:%s:run_value { @b = count(); }' "
+	    "-c '%s threads 1 3'", kprobe, run_target, run_target);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	cr_assert_null(strstr(r.err, "nothing was probed"), "%s", r.err);
+}
+
 /* The classic latency pattern, real time stamps, 8 threads: every call
  * pairs with its own thread's entry, and nothing is left in @s. */
 Test(load, run_latency_eight_threads)

@@ -578,6 +578,8 @@ void session_report(struct session *s)
 		consumer_drain_all(&s->cons, &s->out);
 		run_report(s);
 		report_trace_loss(s);
+		/* after the maps, which bpftrace's output ends with */
+		warn_unprobed(s);
 		break;
 	case ACT_COUNT:
 		if (s->opts->stack_count)
