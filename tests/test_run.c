@@ -416,6 +416,28 @@ static long hist_total(const char *text, const char *name)
 	return total;
 }
 
+/* A bare program name on the command search path that is a symlink to a
+ * file of another name (as python3 is to python3.11): the probe attaches
+ * to the file it leads to, and `probe` names the path found, as bpftrace
+ * does. */
+Test(load, run_program_name_on_path_through_a_symlink)
+{
+	char dir[] = "/tmp/kprobe-run-pathXXXXXX", link[PATH_MAX], want[PATH_MAX + 64];
+	struct run r;
+
+	cr_assert_not_null(mkdtemp(dir));
+	snprintf(link, sizeof(link), "%s/rt_alias", dir);
+	cr_assert_eq(symlink(run_target, link), 0);
+	cli_run(&r, "PATH=%s:$PATH %s run -o /dev/stdout -e 'uprobe:rt_alias:run_value "
+	    "{ @[probe] = count(); }' -c '%s threads 1 3'", dir, kprobe, link);
+	unlink(link);
+	rmdir(dir);
+	cr_assert_eq(r.status, 0, "%s", r.err);
+	snprintf(want, sizeof(want), "@[uprobe:%s:run_value]: 3\n", link);
+	cr_assert(strstr(r.out, want), "%s", r.out);
+	cr_assert_null(strstr(r.err, "nothing was probed"), "%s", r.err);
+}
+
 /* A program's probe on an object the command never loads (the test
  * plugin, which run_target neither links nor opens) placed nothing: said
  * on stderr after the maps, as count says it; a program whose probes all

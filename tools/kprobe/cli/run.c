@@ -274,6 +274,27 @@ static bool target_exists(const char *obj, void *arg)
 	       !ldcache_find_or_scan(obj, path, sizeof(path));
 }
 
+/* A bare name of a program on the command search path that leads to a
+ * file of another name (python3, a symlink to python3.11): the path found,
+ * which the probe then names, as bpftrace attaches to that file and
+ * prints that path.  A library name stays a name (the agent resolves
+ * it), as does a program whose file has its name. */
+static bool target_path(const char *obj, char *path, size_t len, void *arg)
+{
+	char found[PATH_MAX], real[PATH_MAX];
+	const char *base;
+
+	(void)arg;
+	if (strchr(obj, '/') || !ldcache_find_or_scan(obj, found, sizeof(found)) ||
+	    !cli_exe_on_path(obj, found, sizeof(found)) || !realpath(found, real))
+		return false;
+	base = strrchr(real, '/');
+	if (!strcmp(base ? base + 1 : real, obj) || strlen(found) >= len)
+		return false;
+	snprintf(path, len, "%s", found);
+	return true;
+}
+
 /* bpftrace prints its warnings on standard error as it checks. */
 static void print_warning(const char *text, void *arg)
 {
@@ -296,6 +317,7 @@ void run_compile(struct cli_opts *o)
 		.param_struct = param_struct_of,
 		.warning = print_warning,
 		.target_exists = target_exists,
+		.target_path = target_path,
 		.unsafe = o->unsafe,
 		.has_command = o->command != NULL,
 	};

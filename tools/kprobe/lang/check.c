@@ -2579,15 +2579,36 @@ static int check_stmts(struct checker *c, struct node *s)
 	return rc;
 }
 
+/* A bare target name that leads to a file of another name: its path,
+ * which the probe then names, and bpftrace prints. */
+static void resolve_target_path(struct checker *c, struct attach *a)
+{
+	const struct lang_compile_opts *o = c->p->opts;
+	char path[4096];
+	char *copy;
+
+	if (!o->target_path || strchr(a->target, '/') ||
+	    !o->target_path(a->target, path, sizeof(path), o->param_arg))
+		return;
+	copy = prog_alloc(c->p, strlen(path) + 1);
+	if (!copy)
+		return;
+	memcpy(copy, path, strlen(path) + 1);
+	a->target = copy;
+}
+
 /* The file a probe names, there to attach to, as bpftrace requires
  * before it checks anything else (a glob is matched later). */
 static int check_target_file(struct checker *c, struct attach *a)
 {
 	const struct lang_compile_opts *o = c->p->opts;
 
-	if (!c->collect || !o || !o->target_exists || !*a->target || strpbrk(a->target, "*?[") ||
-	    o->target_exists(a->target, o->param_arg))
+	if (!c->collect || !o || !o->target_exists || !*a->target || strpbrk(a->target, "*?["))
 		return 0;
+	if (o->target_exists(a->target, o->param_arg)) {
+		resolve_target_path(c, a);
+		return 0;
+	}
 	prog_error(c->p, a->loc, "%s target file '%s' does not exist or is not executable",
 		   a->kind == LANG_P_USDT ? "usdt" : "uprobe", a->target);
 	return -1;

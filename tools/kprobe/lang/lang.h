@@ -364,6 +364,11 @@ struct lang_compile_opts {
 	 * in the loader's cache or directories, or mapped by the process).
 	 * NULL: not checked.  Called with param_arg. */
 	bool (*target_exists)(const char *obj, void *arg);
+	/* The path to attach to for a bare target name that names a
+	 * program, not a library, when that path leads to a file of another
+	 * name (a symlink: python3 to python3.11), as bpftrace attaches to
+	 * the file it finds; false to keep the name.  Optional. */
+	bool (*target_path)(const char *obj, char *path, size_t len, void *arg);
 	/* bpftrace's --unsafe: system() is allowed. */
 	bool unsafe;
 	/* The tool starts a command (cpid is its pid; without one cpid is
