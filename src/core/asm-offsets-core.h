@@ -60,19 +60,14 @@ _Static_assert(offsetof(struct kretprobe, kp) == 0, "kretprobe.kp must come firs
 		OFFSET(RI_POOL, struct kp_ri, pool);                                             \
 		OFFSET(RI_SLOT, struct kp_ri, slot);                                             \
 		OFFSET(RI_OWNER, struct kp_ri, owner);                                           \
-		OFFSET(RI_STUB, struct kp_ri, stub);                                             \
 		OFFSET(RI_CALLED, struct kp_ri, called);                                         \
 		OFFSET(RI_CACHED, struct kp_ri, cached);                                         \
 		OFFSET(RI_DUP, struct kp_ri, dup);                                               \
 		OFFSET(RI_CACHE_N, struct kp_ri, cache_n);                                       \
 		OFFSET(RI_STUB_ENTRY, struct kp_ri, stub_entry);                                 \
 		OFFSET(RI_PUB, struct kp_ri, pub);                                               \
-		DEFINE(RI_RP,                                                                    \
-		       offsetof(struct kp_ri, pub) + offsetof(struct kretprobe_instance, rp));   \
 		DEFINE(RI_RET, offsetof(struct kp_ri, pub) +                                     \
 				       offsetof(struct kretprobe_instance, ret_addr));           \
-		DEFINE(RI_TASK,                                                                  \
-		       offsetof(struct kp_ri, pub) + offsetof(struct kretprobe_instance, task)); \
 		BLANK();                                                                         \
 		/* struct kp_rp_pool (core/kretprobe.h) */                                       \
 		OFFSET(POOL_RP, struct kp_rp_pool, rp);                                          \
@@ -82,7 +77,6 @@ _Static_assert(offsetof(struct kretprobe, kp) == 0, "kretprobe.kp must come firs
 		OFFSET(POOL_CACHE_SLOT, struct kp_rp_pool, cache_slot);                          \
 		OFFSET(POOL_CACHE_MAX, struct kp_rp_pool, cache_max);                            \
 		DEFINE(POOL_CACHE_ON, CACHE_ON);                                                 \
-		DEFINE(RET_STUB_ENTRY, ARCH_RET_STUB_ENTRY);                                     \
 	} while (0)
 
 #endif

@@ -421,6 +421,9 @@ void consumer_free_dead_rings(struct consumer *c)
 {
 	uint32_t n = consumer_rings_claimed(c);
 
+	/* until every ring has had an owner, a new thread takes an unused one */
+	if (n < c->nrings)
+		return;
 	for (uint32_t i = 0; i < n; i++) {
 		struct kps_ring *r = &c->map->rings[i];
 		uint64_t owner = __atomic_load_n(&r->owner, __ATOMIC_ACQUIRE);

@@ -60,10 +60,11 @@ const struct kps_desc *consumer_desc(struct consumer *c, uint64_t id);
 uint32_t consumer_rings_claimed(const struct consumer *c);
 
 /* Gives back the rings of exited threads whose events are all read, for
- * threads still to come: a thread's first hit on the light path takes a
- * free ring, or waits for one when every ring is taken (the general
- * path's takes such a ring itself).  A dead owner writes nothing more.
- * One system call per claimed ring that is read to its end. */
+ * threads still to come, once every ring has had an owner (before, a new
+ * thread takes an unused one): a thread's first hit on the light path
+ * takes a free ring, or waits for one when every ring is taken (the
+ * general path's takes such a ring itself).  A dead owner writes nothing
+ * more.  One system call per ring that is read to its end. */
 void consumer_free_dead_rings(struct consumer *c);
 
 /* Events dropped because a ring was full (the tool did not keep up). */

@@ -274,22 +274,31 @@ static bool target_exists(const char *obj, void *arg)
 	       !ldcache_find_or_scan(obj, path, sizeof(path));
 }
 
-/* A bare name of a program on the command search path that leads to a
- * file of another name (python3, a symlink to python3.11): the path found,
- * which the probe then names, as bpftrace attaches to that file and
- * prints that path.  A library name stays a name (the agent resolves
- * it), as does a program whose file has its name. */
+/* A bare name of a program that leads to a file of another name (python3,
+ * a symlink to python3.11): the path found, which the probe then names,
+ * as bpftrace attaches to that file and prints that path.  The program is
+ * the command when the name is its own (a ./python3 of the user's is not
+ * the one on PATH), else the one on the command search path.  A library
+ * name stays a name (the agent resolves it), as does a name the process
+ * maps (-p) and a program whose file has its name. */
 static bool target_path(const char *obj, char *path, size_t len, void *arg)
 {
-	char found[PATH_MAX], real[PATH_MAX];
+	const struct cli_opts *o = arg;
+	char found[PATH_MAX], real[PATH_MAX], why[PATH_MAX + 128];
 	const char *base;
 
-	(void)arg;
-	if (strchr(obj, '/') || !ldcache_find_or_scan(obj, found, sizeof(found)) ||
-	    !cli_exe_on_path(obj, found, sizeof(found)) || !realpath(found, real))
+	if (!ldcache_find_or_scan(obj, found, sizeof(found)) ||
+	    (o->pid && !program_object_path(o, obj, found, sizeof(found), why, sizeof(why))))
+		return false;
+	if (!o->command || !cli_exe_on_path(o->command[0], found, sizeof(found)) ||
+	    strcmp(strrchr(found, '/') ? strrchr(found, '/') + 1 : found, obj)) {
+		if (!cli_exe_on_path(obj, found, sizeof(found)))
+			return false;
+	}
+	if (!realpath(found, real) || strlen(found) >= len)
 		return false;
 	base = strrchr(real, '/');
-	if (!strcmp(base ? base + 1 : real, obj) || strlen(found) >= len)
+	if (!strcmp(base ? base + 1 : real, obj))
 		return false;
 	snprintf(path, len, "%s", found);
 	return true;

@@ -384,10 +384,7 @@ bool session_pump(struct session *s)
 		stacks_pump(s);
 	if (s->opts->action == ACT_TRACE || s->opts->action == ACT_LOAD ||
 	    s->opts->action == ACT_RUN) {
-		/* once every ring has had an owner, the exited threads' are
-		 * the only ones a new thread can take */
-		if (consumer_rings_claimed(&s->cons) >= s->cons.nrings)
-			consumer_free_dead_rings(&s->cons);
+		consumer_free_dead_rings(&s->cons);
 		n = consumer_drain(&s->cons, &s->out);
 	} else if (s->opts->action == ACT_RECORD) {
 		n = record_drain(s);

@@ -2584,17 +2584,18 @@ static int check_stmts(struct checker *c, struct node *s)
 static void resolve_target_path(struct checker *c, struct attach *a)
 {
 	const struct lang_compile_opts *o = c->p->opts;
-	char path[4096];
-	char *copy;
+	char path[4096], *copy;
+	size_t n;
 
 	if (!o->target_path || strchr(a->target, '/') ||
 	    !o->target_path(a->target, path, sizeof(path), o->param_arg))
 		return;
-	copy = prog_alloc(c->p, strlen(path) + 1);
-	if (!copy)
-		return;
-	memcpy(copy, path, strlen(path) + 1);
-	a->target = copy;
+	n = strlen(path) + 1;
+	copy = prog_alloc(c->p, n);
+	if (copy) {
+		memcpy(copy, path, n);
+		a->target = copy;
+	}
 }
 
 /* The file a probe names, there to attach to, as bpftrace requires
