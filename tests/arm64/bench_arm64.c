@@ -12,8 +12,14 @@
  * a64_add with its first instruction a B to code that keeps x30, calls
  * the handler (the same count as `o`'s), runs the displaced instruction
  * and branches back, and nothing else (no register kept for the handler,
- * no probe found, no read-side section).  Under emulation only these ratios
- * mean anything.  Built as a Criterion suite so that the guest runs it
+ * no probe found, no read-side section).  That code is on a page of its
+ * own, as every detour is: under TCG a branch within a page is chained
+ * from one translated block to the next, a branch to another page looks
+ * its target up.  `ro_floor` is the same for a return probe: the detour
+ * keeps the return address in one word and points x30 at a trampoline
+ * (on another page again), which calls the handler around the return
+ * value and returns to the kept address.  Under emulation only these
+ * ratios mean anything.  Built as a Criterion suite so that the guest runs it
  * (`make bench-arm64`); it prints "bench:" lines and checks that every
  * probed call was counted.
  */
@@ -47,6 +53,8 @@ __asm__(".text\n.globl a64_add_floor\n.type a64_add_floor, %function\n.p2align 4
 	"\tadd x0, x0, x1\n"
 	"\tldp x29, x30, [sp], #16\n"
 	"\tret\n"
+	/* a detour is never in the probed code's page */
+	".p2align 12\n"
 	"1:\tstr x30, [sp, #-16]!\n"		/* the detour: x30 kept */
 	"\tbl a64_floor_count\n"		/* the handler */
 	"\tldr x30, [sp], #16\n"
@@ -54,10 +62,40 @@ __asm__(".text\n.globl a64_add_floor\n.type a64_add_floor, %function\n.p2align 4
 	"\tb 2b\n"
 	".size a64_add_floor, . - a64_add_floor\n");
 
+/* ro_floor's function: a64_add as a jump-optimized return probe leaves
+ * it, with the least a return probe can be: the detour keeps the return
+ * address in one word (one thread, one activation) and points x30 at a
+ * trampoline, which calls the handler, keeps the return value around it,
+ * and returns to the kept address. */
+long a64_add_rfloor(long a, long b);
+__asm__(".text\n.globl a64_add_rfloor\n.type a64_add_rfloor, %function\n.p2align 4\n"
+	"a64_add_rfloor:\n"
+	"\tb 1f\n"				/* the probe's B */
+	"2:\tmov x29, sp\n"
+	"\tadd x0, x0, x1\n"
+	"\tldp x29, x30, [sp], #16\n"
+	"\tret\n"
+	".p2align 12\n"
+	"1:\tadrp x16, a64_rfloor_ret\n"	/* the detour: the return hijacked */
+	"\tstr x30, [x16, :lo12:a64_rfloor_ret]\n"
+	"\tadr x30, 3f\n"
+	"\tstp x29, x30, [sp, #-16]!\n"	/* the displaced instruction */
+	"\tb 2b\n"
+	".p2align 12\n"
+	"3:\tstr x0, [sp, #-16]!\n"		/* the trampoline */
+	"\tbl a64_floor_count\n"
+	"\tldr x0, [sp], #16\n"
+	"\tadrp x16, a64_rfloor_ret\n"
+	"\tldr x30, [x16, :lo12:a64_rfloor_ret]\n"
+	"\tret\n"
+	".size a64_add_rfloor, . - a64_add_rfloor\n"
+	".bss\n.p2align 3\na64_rfloor_ret: .quad 0\n.text\n");
+
 #define REPS 5
 
 static long (*volatile add_fn)(long, long) = a64_add;
 static long (*volatile add_floor_fn)(long, long) = a64_add_floor;
+static long (*volatile add_rfloor_fn)(long, long) = a64_add_rfloor;
 static void (*volatile brk_fn)(void) = a64_bare_brk;
 static volatile long count;
 
@@ -73,7 +111,7 @@ static long watched __attribute__((aligned(8)));
 
 /* What a row times: a call, the bare BRK, or a store to the watched
  * variable. */
-enum row_op { OP_CALL, OP_BRK, OP_STORE, OP_FLOOR };
+enum row_op { OP_CALL, OP_BRK, OP_STORE, OP_FLOOR, OP_RFLOOR };
 
 /* ns per operation of n. */
 static double per_call(long n, enum row_op op)
@@ -87,6 +125,8 @@ static double per_call(long n, enum row_op op)
 			*(volatile long *)&watched = i;
 		else if (op == OP_FLOOR)
 			add_floor_fn(i, 1);
+		else if (op == OP_RFLOOR)
+			add_rfloor_fn(i, 1);
 		else
 			add_fn(i, 1);
 	}
@@ -149,16 +189,16 @@ static struct wprobe row_wp;
 static struct ksigaction bare_old;
 
 enum row_kind { ROW_CALL, ROW_BRK, ROW_K, ROW_K_SIM, ROW_KP, ROW_R, ROW_J, ROW_O, ROW_RO, ROW_WATCH,
-		ROW_O_FLOOR, NROWS };
+		ROW_O_FLOOR, ROW_RO_FLOOR, NROWS };
 static const char *const row_names[NROWS] = { "call", "brk", "k", "k_sim", "kp", "r", "j",
-					      "o", "ro", "watch", "o_floor" };
+					      "o", "ro", "watch", "o_floor", "ro_floor" };
 
 /* The jump-optimized rows (a B to a detour): the others are the BRK's,
  * measured with the optimizer off so that it cannot put its B in while
  * they run. */
 static bool row_optimized(int r)
 {
-	return r == ROW_O || r == ROW_RO || r == ROW_O_FLOOR;
+	return r == ROW_O || r == ROW_RO || r == ROW_O_FLOOR || r == ROW_RO_FLOOR;
 }
 
 /* Arms row r (0 or a negative errno). */
@@ -252,7 +292,8 @@ Test(arm64_bench, overhead_rows, .timeout = 110)
 		for (int r = 0; r < NROWS; r++) {
 			long n = r == ROW_CALL ? calls : row_optimized(r) ? jumps : traps;
 			enum row_op op = r == ROW_BRK ? OP_BRK : r == ROW_WATCH ? OP_STORE :
-					 r == ROW_O_FLOOR ? OP_FLOOR : OP_CALL;
+					 r == ROW_O_FLOOR ? OP_FLOOR :
+					 r == ROW_RO_FLOOR ? OP_RFLOOR : OP_CALL;
 			double ns;
 
 			cr_assert_eq(row_setup(r), 0, "%s", row_names[r]);
