@@ -36,11 +36,14 @@ _Static_assert(offsetof(struct kretprobe, kp) == 0, "kretprobe.kp must come firs
 		/* struct kp_probepoint (core/arch_api.h) */                                     \
 		OFFSET(PP_ADDR, struct kp_probepoint, addr);                                     \
 		OFFSET(PP_FAST, struct kp_probepoint, fast);                                     \
+		OFFSET(PP_PROBES, struct kp_probepoint, probes);                                 \
+		OFFSET(PP_RFAST, struct kp_probepoint, rfast);                                   \
 		BLANK();                                                                         \
 		/* struct kprobe and its private words (core/arch_api.h) */                      \
 		OFFSET(KP_FLAGS, struct kprobe, flags);                                          \
 		OFFSET(KP_NEEDS, struct kprobe, __reserved[0]);	/* kp_probe_needs() */         \
 		OFFSET(KP_FAST_FN, struct kprobe, __reserved[1]);	/* kp_probe_fast_fn() */      \
+		OFFSET(KP_RI_SLOT, struct kprobe, __reserved[2]);	/* kp_probe_ri_slot() */      \
 		DEFINE(KP_FLAG_DISABLED, KPROBE_FLAG_DISABLED);                                  \
 		DEFINE(KP_DISABLED_BIT, __builtin_ctz(KPROBE_FLAG_DISABLED));                    \
 		DEFINE(KP_SAVE_VECTOR, KP_OPT_SAVE_VECTOR);                                      \
@@ -64,6 +67,7 @@ _Static_assert(offsetof(struct kretprobe, kp) == 0, "kretprobe.kp must come firs
 		OFFSET(RI_CACHED, struct kp_ri, cached);                                         \
 		OFFSET(RI_DUP, struct kp_ri, dup);                                               \
 		OFFSET(RI_CACHE_N, struct kp_ri, cache_n);                                       \
+		OFFSET(RI_STUB, struct kp_ri, stub);                                             \
 		OFFSET(RI_STUB_ENTRY, struct kp_ri, stub_entry);                                 \
 		OFFSET(RI_PUB, struct kp_ri, pub);                                               \
 		DEFINE(RI_RET, offsetof(struct kp_ri, pub) +                                     \

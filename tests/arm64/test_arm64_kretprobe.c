@@ -772,6 +772,78 @@ Test(a64_kretprobe, optimized_leaf_and_pac_entries)
 	unregister_kretprobe(&rp);
 }
 
+/* The optimized entry's set-up in assembly (detour.S, a return probe
+ * alone on its probepoint) and in C (a kprobe before it): threads call a
+ * function whose entry is a jump-optimized return probe while a kprobe
+ * comes and goes there and the return probe is disabled and enabled.
+ * Every call returns its value; with the probe alone again, every call is
+ * counted and none missed. */
+static volatile long opt_ret_hits;
+static volatile int opt_stop;
+
+static int opt_ret_count(struct kretprobe_instance *ri, struct pt_regs *regs)
+{
+	__atomic_add_fetch(&opt_ret_hits, 1, __ATOMIC_RELAXED);
+	return 0;
+}
+
+static void *opt_ret_caller(void *arg)
+{
+	long bad = 0;
+
+	for (long i = 0; !__atomic_load_n(&opt_stop, __ATOMIC_ACQUIRE); i++)
+		bad += a64_add(i, 5) != i + 5;
+	return (void *)bad;
+}
+
+Test(a64_kretprobe, optimized_entry_while_probes_change, .timeout = 150)
+{
+	struct kretprobe rp = { .kp.addr = AT(a64_add, 0), .handler = opt_ret_count,
+				.maxactive = 4 * NTHREADS };
+	pthread_t th[NTHREADS];
+	long before, missed;
+
+	cr_assert_eq(register_kretprobe(&rp), 0);
+	cr_assert_eq(kprobes_optimize_now(), 0);
+	cr_assert(optimized(&rp.kp));
+	opt_stop = 0;
+	for (int i = 0; i < NTHREADS; i++)
+		cr_assert_eq(pthread_create(&th[i], NULL, opt_ret_caller, NULL), 0);
+	for (int round = 0; round < 30; round++) {
+		struct kprobe kp = { .addr = AT(a64_add, 0), .pre_handler = thread_pre };
+
+		cr_assert_eq(register_kprobe(&kp), 0);
+		kprobes_optimize_now();
+		usleep(2000);
+		unregister_kprobe(&kp);
+		kprobes_optimize_now();
+		if (round % 3 == 0) {
+			cr_assert_eq(disable_kretprobe(&rp), 0);
+			usleep(1000);
+			cr_assert_eq(enable_kretprobe(&rp), 0);
+			kprobes_optimize_now();
+		}
+		usleep(2000);
+	}
+	__atomic_store_n(&opt_stop, 1, __ATOMIC_RELEASE);
+	for (int i = 0; i < NTHREADS; i++) {
+		void *r;
+
+		pthread_join(th[i], &r);
+		cr_expect_eq((long)r, 0, "thread %d: calls that returned a wrong value", i);
+	}
+	cr_assert_eq(kprobes_optimize_now(), 0);
+	cr_assert(optimized(&rp.kp), "alone again, the entry is jump-optimized");
+	before = opt_ret_hits;
+	missed = rp.nmissed;
+	for (long i = 0; i < 1000; i++)
+		cr_assert_eq(a64_add(i, 7), i + 7);
+	cr_expect_eq(opt_ret_hits - before, 1000);
+	cr_expect_eq(rp.nmissed, missed);
+	unregister_kretprobe(&rp);
+	cr_expect_eq(a64_add(1, 1), 2);
+}
+
 /* backtrace() in a handler called from a detour goes on into the probed
  * function's callers (detour.S describes its frame as the probed code). */
 static int bt_pre(struct kprobe *p, struct pt_regs *regs)

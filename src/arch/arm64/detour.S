@@ -20,7 +20,11 @@
  *          probe's activation; its x30 is in this frame's regs[30], where
  *          arch_entry_ret_addr() finds it), ends the section and returns.
  *          The section spans the handler: a census that misses a thread
- *          there is followed by a grace period that waits for it.
+ *          there is followed by a grace period that waits for it.  A
+ *          return probe alone on the probepoint (pp->rfast) is set up in
+ *          the section without a call, as on x86-64: an instance from the
+ *          thread's cache pushed on its list, its stub in the frame's x30
+ *          (the C set-up, kp_kretprobe_entry_fast(), for everything else).
  *   general  everything else: the frame is completed as the BRK path
  *          builds it (x19-x29, sp as the probed instruction sees it), and
  *          kp_a64_detour_call(pp, regs) (detour_call.c: the thread record,
@@ -51,6 +55,12 @@
  */
 #include "arch/arm64/ptregs.inc"
 #include "arch/arm64/hitpath.inc"
+
+	/* The return probe's entry clears called, cached and dup (and a
+	 * pad) with one 32-bit store. */
+	.if RI_CACHED - RI_CALLED - 1 || RI_DUP - RI_CALLED - 2 || RI_CACHE_N - RI_CALLED - 4
+	.error "struct kp_ri: called, cached, dup and cache_n are not laid out as the entry's store needs"
+	.endif
 
 	.set F_MARK, 16			/* kp_a64_detour_ret before */
 	.set F_SIZE, 32
@@ -92,7 +102,9 @@
 	SECTION_BEGIN x2, 3
 	/* Read inside the section: a probe taken off the probepoint is
 	 * freed only after a grace period. */
-	ldr x3, [x0, #PP_FAST]
+	ldr x3, [x0, #PP_RFAST]
+	cbnz x3, 80f
+74:	ldr x3, [x0, #PP_FAST]
 	cbz x3, 71f
 	ldrb w1, [x3, #KP_NEEDS]
 	tbz w1, #KP_SAVE_SCRATCH_BIT, 72f
@@ -120,6 +132,75 @@
 	msr nzcv, x2
 	PT_PAIRS ldp, 2,3
 	ret
+
+	/* A return probe's entry, all of it here (rfast: one return probe
+	 * without an entry handler, alone on the probepoint; a pair's
+	 * kprobe runs through its C set-up).  x2 = the record, x3 = the
+	 * probe.  The common case: the thread is in no cache window, has no
+	 * frame at or below this one (one left by a longjmp, another return
+	 * probe's on this function), and its cache of the probe's pool,
+	 * which is on, holds an instance that is already the thread's.  The
+	 * instance is taken off the cache, pushed on the thread's list of
+	 * live frames, and its stub becomes the return address in the
+	 * frame's x30, as kp_kretprobe_entry_fast() does.  The section
+	 * (in_handler raised) keeps the thread's own signal handlers off
+	 * the cache, and a thread that empties caches waits for it.
+	 * Anything else goes back, with x4 and x5 as they were, to the C
+	 * set-up. */
+80:	PT_PAIRS stp, 4,5
+	ldr x4, [x0, #PP_PROBES]
+	cmp x4, x3
+	b.ne 89f
+	ldr w4, [x2, #KPT_RI_BUSY]
+	cbnz w4, 89f
+	add x5, sp, #PT_SIZE			/* the slot: the program's sp */
+	ldr x4, [x2, #KPT_RI_TOP]
+	cbz x4, 81f
+	ldr x4, [x4, #RI_SLOT]
+	cmp x4, x5
+	b.ls 89f
+81:	ldr x1, [x3, #KRP_POOL]
+	ldrb w4, [x1, #POOL_CACHE_STATE]
+	cmp w4, #POOL_CACHE_ON
+	b.ne 89f
+	ldrb w4, [x3, #KP_RI_SLOT]
+	add x4, x2, x4, lsl #3
+	add x4, x4, #KPT_RI_CACHE		/* the cache's slot */
+	ldr x3, [x4]				/* its newest instance */
+	cbz x3, 89f
+	ldr x5, [x3, #RI_POOL]
+	cmp x5, x1
+	b.ne 89f
+	/* Already the thread's (pub.task too, and pub.rp is the pool's):
+	 * not so in a fork child, or for a record taken over from a thread
+	 * that exited, which the C set-up sets right. */
+	ldr w5, [x3, #RI_OWNER]
+	ldr w1, [x2, #KPT_TID]
+	cmp w5, w1
+	b.ne 89f
+	ldr x1, [x3, #RI_NEXT]
+	str x1, [x4]				/* off the cache */
+	/* not called from its stub, no longer cached, not a second
+	 * instance of its frame (the newest is above): one store */
+	str wzr, [x3, #RI_CALLED]
+	add x5, sp, #PT_SIZE
+	str x5, [x3, #RI_SLOT]
+	ldr x1, [sp, #PT_X30]
+	str x1, [x3, #RI_RET]
+	ldr x1, [x2, #KPT_RI_TOP]
+	str x1, [x3, #RI_NEXT]
+	str x3, [x2, #KPT_RI_TOP]
+	ldr x1, [x3, #RI_STUB]
+	str x1, [sp, #PT_X30]			/* the function returns to the stub */
+	PT_PAIRS ldp, 4,5
+	SECTION_END x2, 0, 1
+	ldr x2, [sp, #PT_PSTATE]
+	msr nzcv, x2
+	PT_PAIRS ldp, 2,3
+	ret
+89:	PT_PAIRS ldp, 4,5
+	b 74b
+
 	/* No fast probe (any more): the section ends, the general path
 	 * takes the hit. */
 71:	SECTION_END x2, 1, 3

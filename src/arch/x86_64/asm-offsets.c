@@ -55,15 +55,12 @@ void kp_asm_offsets(void)
 	BLANK();
 
 	/* struct kp_probepoint (core/internal.h) */
-	OFFSET(PP_PROBES, struct kp_probepoint, probes);
 	OFFSET(PP_AFAST, struct kp_probepoint, afast);
-	OFFSET(PP_RFAST, struct kp_probepoint, rfast);
 	BLANK();
 
 	/* struct kprobe and its private words (core/internal.h) */
 	OFFSET(KP_PRE_HANDLER, struct kprobe, pre_handler);
 	OFFSET(KP_POST_HANDLER, struct kprobe, post_handler);
 	OFFSET(KP_NEXT, struct kprobe, __next);
-	OFFSET(KP_RI_SLOT, struct kprobe, __reserved[2]);	/* kp_probe_ri_slot() */
 	BLANK();
 }
