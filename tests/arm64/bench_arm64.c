@@ -41,6 +41,14 @@ void a64_bare_brk(void);
 __asm__(".text\n.globl a64_bare_brk\n.type a64_bare_brk, %function\n.p2align 4\n"
 	"a64_bare_brk:\n\tbrk #0x77\n\tret\n.size a64_bare_brk, . - a64_bare_brk\n");
 
+/* a64_add (helpers_a64.S) after its first instruction, whose place a
+ * probe's B takes: what the displaced STP leads back to, at label 2. */
+#define A64_ADD_REST \
+	"2:\tmov x29, sp\n" \
+	"\tadd x0, x0, x1\n" \
+	"\tldp x29, x30, [sp], #16\n" \
+	"\tret\n"
+
 /* o_floor's function: a64_add (helpers_a64.S) as a jump-optimized probe
  * leaves it, a B in place of its first instruction, with the least a
  * detour can be. */
@@ -49,10 +57,7 @@ void a64_floor_count(void);
 __asm__(".text\n.globl a64_add_floor\n.type a64_add_floor, %function\n.p2align 4\n"
 	"a64_add_floor:\n"
 	"\tb 1f\n"				/* the probe's B */
-	"2:\tmov x29, sp\n"
-	"\tadd x0, x0, x1\n"
-	"\tldp x29, x30, [sp], #16\n"
-	"\tret\n"
+	A64_ADD_REST
 	/* a detour is never in the probed code's page */
 	".p2align 12\n"
 	"1:\tstr x30, [sp, #-16]!\n"		/* the detour: x30 kept */
@@ -71,10 +76,7 @@ long a64_add_rfloor(long a, long b);
 __asm__(".text\n.globl a64_add_rfloor\n.type a64_add_rfloor, %function\n.p2align 4\n"
 	"a64_add_rfloor:\n"
 	"\tb 1f\n"				/* the probe's B */
-	"2:\tmov x29, sp\n"
-	"\tadd x0, x0, x1\n"
-	"\tldp x29, x30, [sp], #16\n"
-	"\tret\n"
+	A64_ADD_REST
 	".p2align 12\n"
 	"1:\tadrp x16, a64_rfloor_ret\n"	/* the detour: the return hijacked */
 	"\tstr x30, [x16, :lo12:a64_rfloor_ret]\n"
