@@ -844,6 +844,41 @@ Test(a64_kretprobe, optimized_entry_while_probes_change, .timeout = 150)
 	cr_expect_eq(a64_add(1, 1), 2);
 }
 
+/* A fork child inherits the parent's cache of instances, whose owner is
+ * the parent's thread: its optimized entries take them through the C
+ * set-up, which makes them the child's, then through the assembly. */
+Test(a64_kretprobe, optimized_entry_in_a_fork_child)
+{
+	struct kretprobe rp = { .kp.addr = AT(a64_add, 0), .handler = opt_ret_count,
+				.maxactive = 8 };
+	int status;
+	pid_t pid;
+
+	cr_assert_eq(register_kretprobe(&rp), 0);
+	cr_assert_eq(kprobes_optimize_now(), 0);
+	cr_assert(optimized(&rp.kp));
+	opt_ret_hits = 0;
+	for (long i = 0; i < 10; i++)
+		cr_assert_eq(a64_add(i, 2), i + 2);
+	cr_assert_eq(opt_ret_hits, 10);
+	pid = fork();
+	if (pid == 0) {
+		long bad = 0;
+
+		for (long i = 0; i < 50; i++)
+			bad += a64_add(i, 4) != i + 4;
+		_exit(!bad && opt_ret_hits == 60 && rp.nmissed == 0 ? 0 : 1);
+	}
+	cr_assert_gt(pid, 0);
+	cr_assert_eq(waitpid(pid, &status, 0), pid);
+	cr_expect(WIFEXITED(status) && WEXITSTATUS(status) == 0, "status %#x", status);
+	for (long i = 0; i < 10; i++)
+		cr_assert_eq(a64_add(i, 6), i + 6);
+	cr_expect_eq(opt_ret_hits, 20);
+	cr_expect_eq(rp.nmissed, 0);
+	unregister_kretprobe(&rp);
+}
+
 /* backtrace() in a handler called from a detour goes on into the probed
  * function's callers (detour.S describes its frame as the probed code). */
 static int bt_pre(struct kprobe *p, struct pt_regs *regs)
