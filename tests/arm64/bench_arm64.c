@@ -18,7 +18,9 @@
  * its target up.  `ro_floor` is the same for a return probe: the detour
  * keeps the return address in one word and points x30 at a trampoline
  * (on another page again), which calls the handler around the return
- * value and returns to the kept address.  Under emulation only these
+ * value and returns to the kept address.  `o_hop` is `o_floor` with the
+ * handler reached as the library's detours reach it, through code they
+ * share: a BL to it and a BLR from it.  Under emulation only these
  * ratios mean anything.  Built as a Criterion suite so that the guest runs it
  * (`make bench-arm64`); it prints "bench:" lines and checks that every
  * probed call was counted.
@@ -93,11 +95,37 @@ __asm__(".text\n.globl a64_add_rfloor\n.type a64_add_rfloor, %function\n.p2align
 	".size a64_add_rfloor, . - a64_add_rfloor\n"
 	".bss\n.p2align 3\na64_rfloor_ret: .quad 0\n.text\n");
 
+/* o_hop's function: o_floor's, with the handler reached as the library's
+ * detours reach it, through code they share (a BL to it, on a third
+ * page, and a BLR from it to the handler it loads). */
+long a64_add_hop(long a, long b);
+__asm__(".text\n.globl a64_add_hop\n.type a64_add_hop, %function\n.p2align 4\n"
+	"a64_add_hop:\n"
+	"\tb 1f\n"				/* the probe's B */
+	A64_ADD_REST
+	".p2align 12\n"
+	"1:\tstr x30, [sp, #-16]!\n"		/* the detour: x30 kept */
+	"\tbl a64_hop_shared\n"
+	"\tldr x30, [sp], #16\n"
+	"\tstp x29, x30, [sp, #-16]!\n"	/* the displaced instruction */
+	"\tb 2b\n"
+	".p2align 12\n"
+	"a64_hop_shared:\n"			/* the shared code */
+	"\tstp x29, x30, [sp, #-16]!\n"
+	"\tadrp x16, a64_hop_fn\n"
+	"\tldr x16, [x16, :lo12:a64_hop_fn]\n"
+	"\tblr x16\n"
+	"\tldp x29, x30, [sp], #16\n"
+	"\tret\n"
+	".size a64_add_hop, . - a64_add_hop\n"
+	".data\n.p2align 3\na64_hop_fn: .quad a64_floor_count\n.text\n");
+
 #define REPS 5
 
 static long (*volatile add_fn)(long, long) = a64_add;
 static long (*volatile add_floor_fn)(long, long) = a64_add_floor;
 static long (*volatile add_rfloor_fn)(long, long) = a64_add_rfloor;
+static long (*volatile add_hop_fn)(long, long) = a64_add_hop;
 static void (*volatile brk_fn)(void) = a64_bare_brk;
 static volatile long count;
 
@@ -113,7 +141,7 @@ static long watched __attribute__((aligned(8)));
 
 /* What a row times: a call, the bare BRK, or a store to the watched
  * variable. */
-enum row_op { OP_CALL, OP_BRK, OP_STORE, OP_FLOOR, OP_RFLOOR };
+enum row_op { OP_CALL, OP_BRK, OP_STORE, OP_FLOOR, OP_RFLOOR, OP_HOP };
 
 /* ns per operation of n. */
 static double per_call(long n, enum row_op op)
@@ -129,6 +157,8 @@ static double per_call(long n, enum row_op op)
 			add_floor_fn(i, 1);
 		else if (op == OP_RFLOOR)
 			add_rfloor_fn(i, 1);
+		else if (op == OP_HOP)
+			add_hop_fn(i, 1);
 		else
 			add_fn(i, 1);
 	}
@@ -191,16 +221,16 @@ static struct wprobe row_wp;
 static struct ksigaction bare_old;
 
 enum row_kind { ROW_CALL, ROW_BRK, ROW_K, ROW_K_SIM, ROW_KP, ROW_R, ROW_J, ROW_O, ROW_RO, ROW_WATCH,
-		ROW_O_FLOOR, ROW_RO_FLOOR, NROWS };
+		ROW_O_FLOOR, ROW_RO_FLOOR, ROW_O_HOP, NROWS };
 static const char *const row_names[NROWS] = { "call", "brk", "k", "k_sim", "kp", "r", "j",
-					      "o", "ro", "watch", "o_floor", "ro_floor" };
+					      "o", "ro", "watch", "o_floor", "ro_floor", "o_hop" };
 
 /* The jump-optimized rows (a B to a detour): the others are the BRK's,
  * measured with the optimizer off so that it cannot put its B in while
  * they run. */
 static bool row_optimized(int r)
 {
-	return r == ROW_O || r == ROW_RO || r == ROW_O_FLOOR || r == ROW_RO_FLOOR;
+	return r == ROW_O || r == ROW_RO || r == ROW_O_FLOOR || r == ROW_RO_FLOOR || r == ROW_O_HOP;
 }
 
 /* Arms row r (0 or a negative errno). */
@@ -295,7 +325,8 @@ Test(arm64_bench, overhead_rows, .timeout = 110)
 			long n = r == ROW_CALL ? calls : row_optimized(r) ? jumps : traps;
 			enum row_op op = r == ROW_BRK ? OP_BRK : r == ROW_WATCH ? OP_STORE :
 					 r == ROW_O_FLOOR ? OP_FLOOR :
-					 r == ROW_RO_FLOOR ? OP_RFLOOR : OP_CALL;
+					 r == ROW_RO_FLOOR ? OP_RFLOOR :
+					 r == ROW_O_HOP ? OP_HOP : OP_CALL;
 			double ns;
 
 			cr_assert_eq(row_setup(r), 0, "%s", row_names[r]);
