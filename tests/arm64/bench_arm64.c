@@ -51,6 +51,17 @@ __asm__(".text\n.globl a64_bare_brk\n.type a64_bare_brk, %function\n.p2align 4\n
 	"\tldp x29, x30, [sp], #16\n" \
 	"\tret\n"
 
+/* The least detour, at label 1, on a page of its own (as every detour
+ * is): x30 kept around a BL to call, then the displaced instruction and
+ * the B back. */
+#define A64_FLOOR_DETOUR(call) \
+	".p2align 12\n" \
+	"1:\tstr x30, [sp, #-16]!\n" \
+	"\tbl " call "\n" \
+	"\tldr x30, [sp], #16\n" \
+	"\tstp x29, x30, [sp, #-16]!\n" \
+	"\tb 2b\n"
+
 /* o_floor's function: a64_add (helpers_a64.S) as a jump-optimized probe
  * leaves it, a B in place of its first instruction, with the least a
  * detour can be. */
@@ -60,13 +71,7 @@ __asm__(".text\n.globl a64_add_floor\n.type a64_add_floor, %function\n.p2align 4
 	"a64_add_floor:\n"
 	"\tb 1f\n"				/* the probe's B */
 	A64_ADD_REST
-	/* a detour is never in the probed code's page */
-	".p2align 12\n"
-	"1:\tstr x30, [sp, #-16]!\n"		/* the detour: x30 kept */
-	"\tbl a64_floor_count\n"		/* the handler */
-	"\tldr x30, [sp], #16\n"
-	"\tstp x29, x30, [sp, #-16]!\n"	/* the displaced instruction */
-	"\tb 2b\n"
+	A64_FLOOR_DETOUR("a64_floor_count")	/* the handler itself */
 	".size a64_add_floor, . - a64_add_floor\n");
 
 /* ro_floor's function: a64_add as a jump-optimized return probe leaves
@@ -103,12 +108,7 @@ __asm__(".text\n.globl a64_add_hop\n.type a64_add_hop, %function\n.p2align 4\n"
 	"a64_add_hop:\n"
 	"\tb 1f\n"				/* the probe's B */
 	A64_ADD_REST
-	".p2align 12\n"
-	"1:\tstr x30, [sp, #-16]!\n"		/* the detour: x30 kept */
-	"\tbl a64_hop_shared\n"
-	"\tldr x30, [sp], #16\n"
-	"\tstp x29, x30, [sp, #-16]!\n"	/* the displaced instruction */
-	"\tb 2b\n"
+	A64_FLOOR_DETOUR("a64_hop_shared")
 	".p2align 12\n"
 	"a64_hop_shared:\n"			/* the shared code */
 	"\tstp x29, x30, [sp, #-16]!\n"
