@@ -2090,6 +2090,7 @@ Test(cli, attach_survives_closed_and_reused_descriptors)
 	cli_run(&r, "%s count odd_work --format json -d 0.2 -p %d", kprobe, (int)b.pid);
 	cr_assert_eq(r.status, 0, "%s", r.err);
 	cr_assert_gt(json_num(count_entry(r.out, "odd_work"), "hits"), 0, "%s", r.out);
+	kill(b.pid, SIGUSR2);	/* done: it checks its files and exits */
 	bg_expect_exit(&b, "started\nfiles ok\n");
 	for (int i = 0; i < 16; i++) {
 		char f[192];

@@ -16,8 +16,9 @@
  *                   spin: a thread sent through the loading stub there
  *                   must come back with all of them
  *   closeall DIR    on SIGUSR1 closes every descriptor above 2, opens 16
- *                   files of its own in DIR, works two seconds and checks
- *                   that they hold only what it wrote */
+ *                   files of its own in DIR, works until SIGUSR2 (a minute
+ *                   at most: a slow machine's sessions take their time)
+ *                   and checks that they hold only what it wrote */
 #include <dlfcn.h>
 #include <errno.h>
 #include <linux/filter.h>
@@ -119,11 +120,16 @@ static int run_mainexit(long n)
 	pthread_exit(NULL);
 }
 
-static volatile sig_atomic_t got_usr1;
+static volatile sig_atomic_t got_usr1, got_usr2;
 
 static void on_usr1(int sig)
 {
 	got_usr1 = 1;
+}
+
+static void on_usr2(int sig)
+{
+	got_usr2 = 1;
 }
 
 static long wait_ms;
@@ -392,6 +398,7 @@ static int run_closeall(const char *dir)
 	int fds[OWN_FILES];
 
 	signal(SIGUSR1, on_usr1);
+	signal(SIGUSR2, on_usr2);
 	say("started\n");
 	for (long i = 0; !got_usr1; i++) {
 		odd_work(i);
@@ -407,7 +414,7 @@ static int run_closeall(const char *dir)
 		if (fds[i] < 0 || write(fds[i], text, strlen(text)) < 0)
 			return 3;
 	}
-	for (long i = 0; i < 200; i++) {
+	for (long i = 0; i < 6000 && !got_usr2; i++) {
 		odd_work(i);
 		nap_ms(10);
 	}
