@@ -19,6 +19,13 @@
 _Static_assert(offsetof(struct kp_thread, in_handler) ==
 		       offsetof(struct kp_thread, nest) + sizeof(unsigned int),
 	       "in_handler must sit right above nest");
+/* A return probe's optimized entry clears called, cached and dup (and the
+ * pad before cache_n) with one 32-bit store. */
+_Static_assert(offsetof(struct kp_ri, cached) == offsetof(struct kp_ri, called) + 1 &&
+		       offsetof(struct kp_ri, dup) == offsetof(struct kp_ri, called) + 2 &&
+		       offsetof(struct kp_ri, cache_n) == offsetof(struct kp_ri, called) + 4 &&
+		       offsetof(struct kp_ri, called) % 4 == 0,
+	       "kp_ri: called, cached, dup and cache_n as the entry's store needs them");
 /* The assembly takes a struct kretprobe's kprobe for the kretprobe. */
 _Static_assert(offsetof(struct kretprobe, kp) == 0, "kretprobe.kp must come first");
 

@@ -56,10 +56,9 @@
 #include "arch/arm64/ptregs.inc"
 #include "arch/arm64/hitpath.inc"
 
-	/* The return probe's entry clears called, cached and dup (and a
-	 * pad) with one 32-bit store. */
-	.if RI_CACHED - RI_CALLED - 1 || RI_DUP - RI_CALLED - 2 || RI_CACHE_N - RI_CALLED - 4
-	.error "struct kp_ri: called, cached, dup and cache_n are not laid out as the entry's store needs"
+	/* The light path loads pp->fast and pp->rfast with one LDP. */
+	.if PP_RFAST - PP_FAST - 8
+	.error "struct kp_probepoint: rfast is not right after fast"
 	.endif
 
 	.set F_MARK, 16			/* kp_a64_detour_ret before */
@@ -102,10 +101,9 @@
 	SECTION_BEGIN x2, 3
 	/* Read inside the section: a probe taken off the probepoint is
 	 * freed only after a grace period. */
-	ldr x3, [x0, #PP_RFAST]
-	cbnz x3, 80f
-74:	ldr x3, [x0, #PP_FAST]
-	cbz x3, 71f
+	ldp x3, x1, [x0, #PP_FAST]		/* fast, and rfast */
+	cbnz x1, 80f
+74:	cbz x3, 71f
 	ldrb w1, [x3, #KP_NEEDS]
 	tbz w1, #KP_SAVE_SCRATCH_BIT, 72f
 	X4_X18 stp, str
@@ -135,7 +133,7 @@
 
 	/* A return probe's entry, all of it here (rfast: one return probe
 	 * without an entry handler, alone on the probepoint; a pair's
-	 * kprobe runs through its C set-up).  x2 = the record, x3 = the
+	 * kprobe runs through its C set-up).  x2 = the record, x1 = the
 	 * probe.  The common case: the thread is in no cache window, has no
 	 * frame at or below this one (one left by a longjmp, another return
 	 * probe's on this function), and its cache of the probe's pool,
@@ -147,7 +145,8 @@
 	 * the cache, and a thread that empties caches waits for it.
 	 * Anything else goes back, with x4 and x5 as they were, to the C
 	 * set-up. */
-80:	PT_PAIRS stp, 4,5
+80:	mov x3, x1
+	PT_PAIRS stp, 4,5
 	ldr x4, [x0, #PP_PROBES]
 	cmp x4, x3
 	b.ne 89f
@@ -164,8 +163,7 @@
 	cmp w4, #POOL_CACHE_ON
 	b.ne 89f
 	ldrb w4, [x3, #KP_RI_SLOT]
-	add x4, x2, x4, lsl #3
-	add x4, x4, #KPT_RI_CACHE		/* the cache's slot */
+	RI_CACHE_SLOT x4, x2, x4
 	ldr x3, [x4]				/* its newest instance */
 	cbz x3, 89f
 	ldr x5, [x3, #RI_POOL]
@@ -199,6 +197,7 @@
 	PT_PAIRS ldp, 2,3
 	ret
 89:	PT_PAIRS ldp, 4,5
+	ldr x3, [x0, #PP_FAST]
 	b 74b
 
 	/* No fast probe (any more): the section ends, the general path

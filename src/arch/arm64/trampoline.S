@@ -153,8 +153,7 @@ kp_kretprobe_trampoline:
 	 * the section ends only this thread's fast paths could take it, and
 	 * in_handler keeps them off. */
 	ldrb w0, [x4, #POOL_CACHE_SLOT]
-	add x5, x2, #KPT_RI_CACHE
-	add x5, x5, x0, lsl #3
+	RI_CACHE_SLOT x5, x2, x0
 	ldr x1, [x5]				/* the cache's top */
 	mov w0, #1
 	cbz x1, 62f
