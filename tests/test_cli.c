@@ -1290,25 +1290,26 @@ static void *wait_read_probed(void *arg)
 	uint8_t *mine = libc ? dlsym(libc, "read") : NULL;
 	uintptr_t base = libc_base(0), theirs = 0;
 	char path[64];
-	int fd;
 
+	/* The memory file is opened for each look: one opened before the
+	 * process exec'd cat (the fork's shell may not have by then) reads
+	 * the memory it had then, which exec took away, and reads nothing. */
 	snprintf(path, sizeof(path), "/proc/%d/mem", (int)w->pid);
-	fd = open(path, O_RDONLY | O_CLOEXEC);
-	for (int i = 0; i < 1500 * KP_TEST_SLOWDOWN && mine && base && fd >= 0 && !w->armed && !w->stop;
-	     i++) {
+	for (int i = 0; i < 1500 * KP_TEST_SLOWDOWN && mine && base && !w->armed && !w->stop; i++) {
 		uint8_t code[16];
 		uintptr_t tb = libc_base(w->pid);
+		int fd = tb ? open(path, O_RDONLY | O_CLOEXEC) : -1;
 
 		if (tb)
 			theirs = tb + ((uintptr_t)mine - base);
-		if (tb && pread(fd, code, sizeof(code), (off_t)theirs) == sizeof(code) &&
+		if (fd >= 0 && pread(fd, code, sizeof(code), (off_t)theirs) == sizeof(code) &&
 		    memcmp(code, mine, sizeof(code)) && !traced(w->pid))
 			w->armed = true;
 		else
 			usleep(10000);
+		if (fd >= 0)
+			close(fd);
 	}
-	if (fd >= 0)
-		close(fd);
 	if (libc)
 		dlclose(libc);
 	close(open(w->flag, O_WRONLY | O_CREAT | O_CLOEXEC, 0600));
